@@ -1,0 +1,282 @@
+//! Configuration for every Pulse binary.
+//!
+//! Layering: compiled defaults -> optional TOML file named by `PULSE_CONFIG` -> `PULSE_*`
+//! environment variables, with `__` separating nested keys (`PULSE_NATS__SUBJECT_PREFIX`).
+//! A few flat names are honoured as aliases because operators expect them:
+//! `PULSE_DATABASE_URL`, `PULSE_NATS_URL`, `PULSE_OTEL_ENDPOINT`, `PULSE_STATE_DIR`.
+//! Every setting is documented in `docs/configuration.md`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::Value;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(#[from] Box<figment::Error>);
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PulseConfig {
+    /// Where local state lives: logs, the admin token, agent state.
+    pub state_dir: PathBuf,
+    pub database: DatabaseConfig,
+    pub nats: NatsConfig,
+    pub telemetry: TelemetryConfig,
+    pub http: HttpConfig,
+    pub gateway: GatewayConfig,
+    pub relay: RelayConfig,
+    pub heartbeat: HeartbeatConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connection string of the schema owner: runs migrations, creates the application role.
+    pub url: String,
+    /// Non-owner role every query runs as; row-level security applies to it.
+    pub app_role: String,
+    /// Password for the application role; unset for trust or peer authentication.
+    pub app_password: Option<String>,
+    /// Full connection string for the application role; overrides `url` + `app_role`.
+    pub app_url: Option<String>,
+    pub pool_size: usize,
+    pub connect_timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NatsConfig {
+    pub url: String,
+    /// Prepended to every subject and stream name; lets several stacks share one server.
+    pub subject_prefix: Option<String>,
+    pub request_timeout_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// `tracing` filter directives, e.g. `info,pulse_bus=debug`.
+    pub log_filter: String,
+    pub log_format: LogFormat,
+    /// OTLP/HTTP endpoint (e.g. `http://127.0.0.1:4318`); traces are exported only when set.
+    pub otel_endpoint: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Listen address for this process's `/healthz`, `/readyz` and `/metrics`. Unset: the
+    /// service's default port (gateway and relay serve them on their main listener).
+    pub listen: Option<SocketAddr>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayConfig {
+    pub listen: SocketAddr,
+    /// A service instance whose last heartbeat is older than this is not counted.
+    pub heartbeat_stale_ms: u64,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RelayConfig {
+    pub listen: SocketAddr,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HeartbeatConfig {
+    pub interval_ms: u64,
+}
+
+impl Default for PulseConfig {
+    fn default() -> Self {
+        Self {
+            state_dir: PathBuf::from(".pulse"),
+            database: DatabaseConfig {
+                url: "postgres://root@127.0.0.1:5432/pulse".to_owned(),
+                app_role: "pulse_app".to_owned(),
+                app_password: None,
+                app_url: None,
+                pool_size: 16,
+                connect_timeout_ms: 5_000,
+            },
+            nats: NatsConfig {
+                url: "nats://127.0.0.1:4222".to_owned(),
+                subject_prefix: None,
+                request_timeout_ms: 5_000,
+            },
+            telemetry: TelemetryConfig {
+                log_filter: "info".to_owned(),
+                log_format: LogFormat::Text,
+                otel_endpoint: None,
+            },
+            http: HttpConfig { listen: None },
+            gateway: GatewayConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 7655)),
+                heartbeat_stale_ms: 15_000,
+                max_body_bytes: 1024 * 1024,
+            },
+            relay: RelayConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 7656)),
+            },
+            heartbeat: HeartbeatConfig { interval_ms: 2_000 },
+        }
+    }
+}
+
+/// Flat environment names operators expect, mapped onto nested keys.
+const ENV_ALIASES: [(&str, &str); 4] = [
+    ("database_url", "database.url"),
+    ("nats_url", "nats.url"),
+    ("otel_endpoint", "telemetry.otel_endpoint"),
+    ("state_dir", "state_dir"),
+];
+
+impl PulseConfig {
+    /// Defaults, then the `PULSE_CONFIG` file, then the `PULSE_*` variables of this process.
+    pub fn load() -> Result<Self, ConfigError> {
+        Self::from_figment(Self::figment(std::env::vars())?)
+    }
+
+    /// The layered sources built from an explicit environment, for callers that merge further
+    /// values (tests, CLI flags) without touching the process environment.
+    pub fn figment(
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Figment, ConfigError> {
+        let vars: Vec<(String, String)> = vars
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("PULSE_"))
+            .collect();
+        let mut figment = Figment::from(Serialized::defaults(PulseConfig::default()));
+        if let Some((_, path)) = vars.iter().find(|(key, _)| key == "PULSE_CONFIG") {
+            figment = figment.merge(Toml::file_exact(path));
+        }
+        for (key, value) in &vars {
+            let Some(path) = env_key_to_path(key) else {
+                continue;
+            };
+            let value: Value = value
+                .parse()
+                .unwrap_or_else(|_| Value::from(value.clone()));
+            figment = figment.merge((path, value));
+        }
+        Ok(figment)
+    }
+
+    pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        figment.extract().map_err(|e| ConfigError(Box::new(e)))
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.state_dir.join("logs")
+    }
+
+    pub fn admin_token_path(&self) -> PathBuf {
+        self.state_dir.join("admin-token")
+    }
+}
+
+/// `PULSE_NATS__SUBJECT_PREFIX` -> `nats.subject_prefix`; flat aliases map to their nested key;
+/// `PULSE_CONFIG` names the file and is not itself a setting.
+fn env_key_to_path(key: &str) -> Option<String> {
+    let rest = key.strip_prefix("PULSE_")?.to_ascii_lowercase();
+    if rest == "config" || rest.is_empty() {
+        return None;
+    }
+    Some(match ENV_ALIASES.iter().find(|(flat, _)| *flat == rest) {
+        Some((_, nested)) => (*nested).to_owned(),
+        None => rest.replace("__", "."),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn temp_toml(name: &str, body: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("pulse-config-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pulse.toml");
+        std::fs::write(&path, body).unwrap();
+        path
+    }
+
+    #[test]
+    fn defaults_are_the_documented_local_stack() {
+        let config = PulseConfig::from_figment(PulseConfig::figment(vars(&[])).unwrap()).unwrap();
+        assert_eq!(config, PulseConfig::default());
+        assert_eq!(config.gateway.listen.to_string(), "127.0.0.1:7655");
+        assert_eq!(config.relay.listen.to_string(), "127.0.0.1:7656");
+        assert_eq!(config.state_dir, PathBuf::from(".pulse"));
+    }
+
+    #[test]
+    fn file_then_env_layering_with_aliases() {
+        let file = temp_toml(
+            "layering",
+            r#"
+            state_dir = "/from-file"
+            [nats]
+            url = "nats://file:4222"
+            subject_prefix = "filep"
+            "#,
+        );
+        let env = vars(&[
+            ("PULSE_CONFIG", file.to_str().unwrap()),
+            ("PULSE_NATS_URL", "nats://env:4222"),
+            ("PULSE_DATABASE_URL", "postgres://env/db"),
+            ("PULSE_GATEWAY__HEARTBEAT_STALE_MS", "999"),
+            ("PULSE_OTEL_ENDPOINT", "http://otel:4318"),
+            ("PULSE_HTTP__LISTEN", "127.0.0.1:9999"),
+            ("HOME", "/ignored"),
+        ]);
+        let config = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap();
+        assert_eq!(config.state_dir, PathBuf::from("/from-file"));
+        assert_eq!(config.nats.url, "nats://env:4222");
+        assert_eq!(config.nats.subject_prefix.as_deref(), Some("filep"));
+        assert_eq!(config.database.url, "postgres://env/db");
+        assert_eq!(config.gateway.heartbeat_stale_ms, 999);
+        assert_eq!(config.http.listen.unwrap().to_string(), "127.0.0.1:9999");
+        assert_eq!(
+            config.telemetry.otel_endpoint.as_deref(),
+            Some("http://otel:4318")
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_an_error_not_silently_ignored() {
+        let file = temp_toml("unknown", "[nats]\nurll = \"x\"\n");
+        let env = vars(&[("PULSE_CONFIG", file.to_str().unwrap())]);
+        let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("urll"), "{err}");
+    }
+
+    #[test]
+    fn wrongly_typed_values_are_an_error() {
+        let env = vars(&[("PULSE_GATEWAY__HEARTBEAT_STALE_MS", "soon")]);
+        let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("heartbeat_stale_ms"), "{err}");
+    }
+}
