@@ -1,1 +1,6 @@
-fn main() {}
+use std::process::ExitCode;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    pulse_runtime::main(pulse_action_broker::SPEC, pulse_action_broker::run).await
+}

@@ -1,1 +1,63 @@
+//! The gateway: the HTTP API, authentication, tenant resolution and the fleet health view.
 
+mod auth;
+mod bootstrap;
+mod error;
+mod fleet;
+mod json;
+mod routes;
+mod tokens;
+
+use std::sync::Arc;
+
+use pulse_runtime::{ServiceContext, ServiceSpec};
+
+pub use error::ApiError;
+pub use fleet::{EXPECTED_SERVICES, Fleet};
+pub use routes::{API_ROUTES, RouteSpec, router};
+
+pub const SPEC: ServiceSpec = ServiceSpec {
+    name: "gateway",
+    health_port: None,
+};
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: pulse_store::Store,
+    pub fleet: Arc<Fleet>,
+    pub max_body_bytes: usize,
+}
+
+/// Serves the API until shutdown.
+pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    bootstrap::run(&ctx).await?;
+    let fleet = Arc::new(Fleet::new(std::time::Duration::from_millis(
+        ctx.config.gateway.heartbeat_stale_ms,
+    )));
+    let watcher = tokio::spawn(fleet::watch(
+        fleet.clone(),
+        ctx.bus.clone(),
+        ctx.shutdown.clone(),
+    ));
+    let state = AppState {
+        store: ctx.store.clone(),
+        fleet,
+        max_body_bytes: ctx.config.gateway.max_body_bytes,
+    };
+    let app = router(state).merge(pulse_runtime::health_router(
+        ctx.readiness.clone(),
+        ctx.metrics.clone(),
+    ));
+    let addr = ctx.config.gateway.listen;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    tracing::info!(%addr, "gateway listening");
+    let stop = ctx.shutdown.clone();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await?;
+    watcher.abort();
+    Ok(())
+}

@@ -1,1 +1,62 @@
+//! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
+//! supervised child processes; `down` stops it; `token` manages API tokens over the gateway.
 
+pub mod binaries;
+pub mod child;
+pub mod cli;
+pub mod deps;
+pub mod detach;
+pub mod down;
+pub mod duration;
+pub mod gateway_client;
+pub mod health;
+pub mod pidfile;
+pub mod preflight;
+pub mod service;
+pub mod signals;
+pub mod stack_config;
+pub mod supervisor;
+pub mod token;
+pub mod up;
+
+use cli::{Cli, Command, TokenCommand};
+use gateway_client::{ApiError, GatewayClient, resolve_token};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Up(#[from] up::UpError),
+    #[error(transparent)]
+    Down(#[from] down::DownError),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+impl Error {
+    /// 2 when the API refused a request, 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Api(err) => err.exit_code(),
+            Error::Up(_) | Error::Down(_) => 1,
+        }
+    }
+}
+
+/// Runs one command. Must run on a current-thread runtime on the main thread: children are
+/// tied to the thread that spawns them (see `child::set_exec_hooks`).
+pub async fn run(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Command::Up(args) => up::run(&cli.state_dir, &args).await?,
+        Command::Down(args) => down::run(&cli.state_dir, args.timeout).await?,
+        Command::Token(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
+            match command {
+                TokenCommand::Create(args) => token::create(&client, &args).await?,
+                TokenCommand::List => token::list(&client).await?,
+                TokenCommand::Revoke { id } => token::revoke(&client, &id).await?,
+            }
+        }
+    }
+    Ok(())
+}

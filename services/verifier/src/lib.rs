@@ -1,1 +1,17 @@
+//! pulse-verifier: independent postconditions and resolution checks (Steps 5-6).
+//!
+//! This build runs the service harness only: it connects to NATS and Postgres, migrates,
+//! reports health and heartbeats, and drains on shutdown. Its handlers arrive with their steps.
 
+use pulse_runtime::{ServiceContext, ServiceSpec};
+
+pub const SPEC: ServiceSpec = ServiceSpec {
+    name: "verifier",
+    health_port: Some(7664),
+};
+
+/// Runs until shutdown is requested.
+pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    ctx.shutdown.cancelled().await;
+    Ok(())
+}

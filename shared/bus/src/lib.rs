@@ -1,1 +1,38 @@
+//! pulse-bus: subjects, the message envelope, typed request/reply, JetStream jobs and events,
+//! the job worker, the transactional outbox and the heartbeat wire type.
+//!
+//! - [`Subjects`] builds `[<prefix>.]pulse.<tenant>.<domain>.<verb>` subjects and stream names.
+//! - [`Message`] types travel in an envelope ([`envelope`]): `Nats-Msg-Id`, `Pulse-Type`,
+//!   `Pulse-Schema: v<N>`, `Pulse-Tenant`, `traceparent`; body = serde JSON.
+//! - [`Bus`] sends typed requests ([`Request`]), serves them ([`Bus::serve`]), publishes jobs
+//!   and events.
+//! - [`ensure_streams`] and [`ensure_job_consumer`] set up JetStream idempotently.
+//! - [`JobWorker`] consumes one job kind: ack after success, progress while running, Nak with
+//!   backoff on failure, dead letter after the last delivery, graceful shutdown.
+//! - [`outbox`]: enqueue in the caller's transaction; [`OutboxRelay`] publishes exactly once.
 
+pub mod bus;
+pub mod envelope;
+pub mod error;
+pub mod heartbeat;
+pub mod outbox;
+pub mod responder;
+pub mod streams;
+pub mod subjects;
+pub mod trace;
+pub mod worker;
+
+pub use bus::{Bus, Published, Request, TypedSubscriber};
+pub use envelope::{Decoded, Encoded, EnvelopeError, EnvelopeMeta, Message, decode, encode};
+pub use error::{BusError, ErrorReply};
+pub use heartbeat::Heartbeat;
+pub use outbox::{OutboxError, OutboxRelay, OutboxRow, RelayConfig, RelayHooks, enqueue};
+pub use responder::{RequestContext, Responder};
+pub use streams::{
+    JobConsumerConfig, StreamSettings, ensure_job_consumer, ensure_streams, ensure_streams_with,
+};
+pub use subjects::{SubjectError, Subjects};
+pub use worker::{JobContext, JobError, JobWorker, JobWorkerConfig, backoff_delay};
+
+/// Re-exported so users name the same versions.
+pub use async_nats;

@@ -1,1 +1,16 @@
+//! Pulse store: the Postgres pool, embedded migrations, tenant-scoped transactions and the
+//! repositories every service shares.
 
+pub mod audit;
+pub mod bootstrap;
+mod error;
+pub mod migrations;
+mod pool;
+mod tenant_tx;
+pub mod tenants;
+pub mod tokens;
+pub mod users;
+
+pub use error::StoreError;
+pub use pool::{Store, app_connection_config};
+pub use tenant_tx::TenantTx;

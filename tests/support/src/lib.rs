@@ -1,1 +1,12 @@
+//! Test support: per-test databases and subject prefixes, binary spawners, waiting helpers.
+//! Tests run against the real Postgres and NATS of the machine.
 
+pub mod db;
+pub mod nats;
+pub mod stack;
+pub mod wait;
+
+/// Installs the process-wide rustls crypto provider (ring) once; harmless when repeated.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,135 @@
+//! Authentication before routing, scope checks per route.
+//!
+//! Every `/api/` request except the public paths must carry a live token; otherwise it gets 401
+//! whatever the path (so unknown routes do not reveal which exist). Handlers then state the
+//! scopes they need with [`Authorized`].
+
+use std::marker::PhantomData;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
+use pulse_store::tokens::{self, AuthFailure, Principal};
+
+use crate::{ApiError, AppState};
+
+/// Paths under `/api/` that answer without a token.
+pub const PUBLIC_PATHS: &[&str] = &["/api/health"];
+
+fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
+    if let Some(value) = parts.get(axum::http::header::AUTHORIZATION) {
+        let value = value.to_str().ok()?;
+        let (scheme, token) = value.split_once(' ')?;
+        return scheme.eq_ignore_ascii_case("bearer").then(|| token.trim());
+    }
+    // Upstream Pulse clients send the token in this header.
+    parts.get("x-api-token")?.to_str().ok().map(str::trim)
+}
+
+pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let is_api = path == "/api" || path.starts_with("/api/");
+    if !is_api || PUBLIC_PATHS.contains(&path) {
+        return next.run(req).await;
+    }
+    let unauthorized = || {
+        ApiError::new(
+            ErrorCode::Unauthorized,
+            "a valid token is required: send Authorization: Bearer <token>",
+        )
+        .into_response()
+    };
+    let Some(token) = presented_token(req.headers()) else {
+        return unauthorized();
+    };
+    match tokens::authenticate(&state.store, token, Utc::now()).await {
+        Ok(principal) => {
+            let store = state.store.clone();
+            let touched = principal.clone();
+            tokio::spawn(async move {
+                if let Err(error) = tokens::touch_last_used(&store, &touched).await {
+                    tracing::debug!(%error, "last_used_at not updated");
+                }
+            });
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(AuthFailure::Store(error)) => ApiError::from(error).into_response(),
+        Err(reason) => {
+            tracing::info!(%reason, "token refused");
+            unauthorized()
+        }
+    }
+}
+
+/// The scopes a route requires, all of them.
+pub trait RequiredScopes {
+    const SCOPES: &'static [Scope];
+}
+
+pub struct AdminScope;
+impl RequiredScopes for AdminScope {
+    const SCOPES: &'static [Scope] = &[Scope::Admin];
+}
+
+/// The authenticated caller, proven to hold `R::SCOPES`.
+pub struct Authorized<R: RequiredScopes> {
+    pub principal: Principal,
+    _scopes: PhantomData<R>,
+}
+
+impl<S, R> FromRequestParts<S> for Authorized<R>
+where
+    S: Send + Sync,
+    R: RequiredScopes,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let principal = parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+            ApiError::new(ErrorCode::Unauthorized, "a valid token is required")
+        })?;
+        let missing: Vec<&str> = R::SCOPES
+            .iter()
+            .filter(|scope| !principal.has(**scope))
+            .map(|scope| scope.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::MissingScope,
+                format!("this request requires scope(s): {}", missing.join(", ")),
+            ));
+        }
+        Ok(Self {
+            principal,
+            _scopes: PhantomData,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.insert(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn reads_bearer_and_api_token_headers() {
+        assert_eq!(presented_token(&headers(&[("authorization", "Bearer abc")])), Some("abc"));
+        assert_eq!(presented_token(&headers(&[("authorization", "bearer  abc ")])), Some("abc"));
+        assert_eq!(presented_token(&headers(&[("authorization", "Basic abc")])), None);
+        assert_eq!(presented_token(&headers(&[("x-api-token", "xyz")])), Some("xyz"));
+        assert_eq!(presented_token(&headers(&[])), None);
+    }
+}

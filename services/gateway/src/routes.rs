@@ -1,0 +1,80 @@
+//! The route table and the router built from it.
+
+use std::time::Instant;
+
+use axum::extract::{DefaultBodyLimit, State};
+use axum::routing::{delete, get};
+use axum::{Json, Router, middleware};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
+
+use crate::fleet::HealthReport;
+use crate::{ApiError, AppState, auth, tokens};
+
+/// A documented API route: what it needs and whether it takes a JSON body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteSpec {
+    pub method: &'static str,
+    pub path: &'static str,
+    /// Every scope required; empty for public routes.
+    pub scopes: &'static [Scope],
+    pub public: bool,
+    pub json_body: bool,
+}
+
+/// Every `/api/` route. Tests walk this table; keep it in step with [`router`].
+pub const API_ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/health",
+        scopes: &[],
+        public: true,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/tokens/{id}",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: false,
+    },
+];
+
+pub fn router(state: AppState) -> Router {
+    let limit = state.max_body_bytes;
+    Router::new()
+        .route("/api/health", get(health))
+        .route("/api/tokens", get(tokens::list).post(tokens::create))
+        .route("/api/tokens/{id}", delete(tokens::revoke))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .with_state(state)
+}
+
+async fn health(State(state): State<AppState>) -> Json<HealthReport> {
+    Json(state.fleet.report(Instant::now()))
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(ErrorCode::NotFound, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, "this route does not accept that method")
+}

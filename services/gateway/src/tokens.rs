@@ -1,0 +1,223 @@
+//! `POST /api/tokens`, `GET /api/tokens`, `DELETE /api/tokens/{id}` (scope `admin`).
+
+use std::collections::BTreeSet;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
+use pulse_store::audit::{self, AuditEntry};
+use pulse_store::tokens::{self, ApiToken, NewToken, RevokeOutcome};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::auth::{AdminScope, Authorized};
+use crate::json::ApiJson;
+use crate::{ApiError, AppState};
+
+pub const MAX_NAME_CHARS: usize = 200;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTokenRequest {
+    pub name: String,
+    pub scopes: Vec<Scope>,
+    #[serde(default)]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// The one response that carries the secret.
+#[derive(Debug, Serialize)]
+pub struct CreatedToken {
+    pub id: Uuid,
+    pub name: String,
+    pub scopes: BTreeSet<Scope>,
+    pub token: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TokenList {
+    pub tokens: Vec<ApiToken>,
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, message)
+}
+
+fn validate(
+    request: CreateTokenRequest,
+    caller: &pulse_store::tokens::Principal,
+    now: DateTime<Utc>,
+) -> Result<NewToken, ApiError> {
+    let name = request.name.trim().to_owned();
+    if name.is_empty() {
+        return Err(invalid("name: must not be empty"));
+    }
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(invalid(format!("name: at most {MAX_NAME_CHARS} characters")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(invalid("name: must not contain control characters"));
+    }
+    if request.scopes.is_empty() {
+        return Err(invalid("scopes: at least one scope is required"));
+    }
+    let scopes: BTreeSet<Scope> = request.scopes.into_iter().collect();
+    let beyond: Vec<&str> = scopes
+        .iter()
+        .filter(|scope| !caller.has(**scope))
+        .map(|scope| scope.as_str())
+        .collect();
+    if !beyond.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::MissingScope,
+            format!("a token cannot grant scopes its creator lacks: {}", beyond.join(", ")),
+        ));
+    }
+    if let Some(at) = request.expires_at
+        && at <= now
+    {
+        return Err(invalid("expires_at: must be in the future"));
+    }
+    Ok(NewToken {
+        name,
+        scopes,
+        expires_at: request.expires_at,
+        created_by: caller.user_id,
+    })
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+    ApiJson(request): ApiJson<CreateTokenRequest>,
+) -> Result<Response, ApiError> {
+    let new = validate(request, &auth.principal, Utc::now())?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let issued = tokens::issue(&tx, new).await?;
+    audit::append(
+        &tx,
+        &AuditEntry {
+            actor: format!("token:{}", auth.principal.token_id),
+            kind: "token.created".to_owned(),
+            subject: issued.token.id.to_string(),
+            payload: json!({"name": issued.token.name, "scopes": issued.token.scopes, "expires_at": issued.token.expires_at}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let body = CreatedToken {
+        id: issued.token.id,
+        name: issued.token.name,
+        scopes: issued.token.scopes,
+        token: issued.secret.expose().to_owned(),
+        created_at: issued.token.created_at,
+        expires_at: issued.token.expires_at,
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+) -> Result<Json<TokenList>, ApiError> {
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let tokens = tokens::list(&tx).await?;
+    tx.commit().await?;
+    Ok(Json(TokenList { tokens }))
+}
+
+pub fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
+    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    Uuid::parse_str(&raw).map_err(|_| {
+        ApiError::new(ErrorCode::InvalidParameter, "id: expected a token id (UUID)")
+    })
+}
+
+pub async fn revoke(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let id = parse_id(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    match tokens::revoke(&tx, id).await? {
+        RevokeOutcome::NotFound => {
+            tx.rollback().await?;
+            Err(ApiError::new(ErrorCode::NotFound, format!("no token {id}")))
+        }
+        RevokeOutcome::AlreadyRevoked => {
+            tx.rollback().await?;
+            Ok(StatusCode::NO_CONTENT)
+        }
+        RevokeOutcome::Revoked => {
+            audit::append(
+                &tx,
+                &AuditEntry {
+                    actor: format!("token:{}", auth.principal.token_id),
+                    kind: "token.revoked".to_owned(),
+                    subject: id.to_string(),
+                    payload: json!({}),
+                },
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(StatusCode::NO_CONTENT)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pulse_domain::TenantId;
+
+    fn caller(scopes: &[Scope]) -> pulse_store::tokens::Principal {
+        pulse_store::tokens::Principal {
+            tenant: TenantId::default_tenant(),
+            token_id: Uuid::nil(),
+            token_name: "t".to_owned(),
+            user_id: None,
+            scopes: scopes.iter().copied().collect(),
+        }
+    }
+
+    fn request(name: &str, scopes: &[Scope]) -> CreateTokenRequest {
+        CreateTokenRequest {
+            name: name.to_owned(),
+            scopes: scopes.to_vec(),
+            expires_at: None,
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let admin = caller(&[Scope::Admin, Scope::MonitoringRead]);
+        let now = Utc::now();
+        let err = validate(request("  ", &[Scope::Admin]), &admin, now).unwrap_err();
+        assert!(err.message.starts_with("name:"));
+        let err = validate(request("x", &[]), &admin, now).unwrap_err();
+        assert!(err.message.starts_with("scopes:"));
+        let mut past = request("x", &[Scope::Admin]);
+        past.expires_at = Some(now - chrono::Duration::seconds(1));
+        assert!(validate(past, &admin, now).unwrap_err().message.starts_with("expires_at:"));
+        let ok = validate(request(" ci ", &[Scope::MonitoringRead, Scope::MonitoringRead]), &admin, now).unwrap();
+        assert_eq!(ok.name, "ci");
+        assert_eq!(ok.scopes.len(), 1);
+    }
+
+    #[test]
+    fn cannot_grant_scopes_the_caller_lacks() {
+        let admin = caller(&[Scope::Admin]);
+        let err = validate(request("x", &[Scope::AgentExec]), &admin, Utc::now()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::MissingScope);
+        assert!(err.message.contains("agent:exec"));
+    }
+}

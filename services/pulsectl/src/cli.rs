@@ -1,0 +1,245 @@
+//! Command-line surface.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use pulse_domain::Scope;
+
+use crate::duration::parse_duration;
+
+pub const ENV_GATEWAY_URL: &str = "PULSE_GATEWAY_URL";
+pub const ENV_TOKEN: &str = "PULSE_TOKEN";
+pub const ENV_STATE_DIR: &str = "PULSE_STATE_DIR";
+pub const ENV_BIN_DIR: &str = "PULSE_BIN_DIR";
+pub const ENV_PATROL_SCHEDULER_HEALTH: &str = "PULSE_PATROL_SCHEDULER_HEALTH_LISTEN";
+pub const ENV_MODEL_RUNNER_HEALTH: &str = "PULSE_MODEL_RUNNER_HEALTH_LISTEN";
+pub const ENV_ACTION_BROKER_HEALTH: &str = "PULSE_ACTION_BROKER_HEALTH_LISTEN";
+pub const ENV_VERIFIER_HEALTH: &str = "PULSE_VERIFIER_HEALTH_LISTEN";
+pub const ENV_AGENT_HEALTH: &str = "PULSE_AGENT_HEALTH_LISTEN";
+
+/// Variables read by pulsectl alone. They are removed from the services' environment: the
+/// services reject `PULSE_*` names their configuration does not know.
+pub const PULSECTL_ONLY_ENV: [&str; 8] = [
+    ENV_GATEWAY_URL,
+    ENV_TOKEN,
+    ENV_BIN_DIR,
+    ENV_PATROL_SCHEDULER_HEALTH,
+    ENV_MODEL_RUNNER_HEALTH,
+    ENV_ACTION_BROKER_HEALTH,
+    ENV_VERIFIER_HEALTH,
+    ENV_AGENT_HEALTH,
+];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pulsectl",
+    version,
+    about = "Operate Pulse Intelligence: run a local stack, manage API tokens"
+)]
+pub struct Cli {
+    /// Gateway base URL for API commands.
+    #[arg(
+        long,
+        global = true,
+        env = ENV_GATEWAY_URL,
+        default_value = "http://127.0.0.1:7655",
+        value_name = "URL"
+    )]
+    pub gateway: String,
+
+    /// API token for API commands. Default: the admin token in <state-dir>/admin-token.
+    #[arg(long, global = true, env = ENV_TOKEN, hide_env_values = true, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Local state: logs, pid file, admin token, private dependencies.
+    #[arg(
+        long,
+        global = true,
+        env = ENV_STATE_DIR,
+        default_value = ".pulse",
+        value_name = "DIR"
+    )]
+    pub state_dir: PathBuf,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the whole stack (six services and a host agent) on this machine.
+    Up(UpArgs),
+    /// Stop the stack `pulsectl up` runs for this state directory.
+    Down(DownArgs),
+    /// Create, list and revoke API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+#[command(after_long_help = UP_HELP)]
+pub struct UpArgs {
+    /// Start a private Postgres cluster and NATS server under <state-dir>/deps for this stack.
+    #[arg(long)]
+    pub spawn_deps: bool,
+
+    /// Run in the background: return once the stack is healthy (logs in <state-dir>/logs/pulsectl.log).
+    #[arg(long)]
+    pub detach: bool,
+
+    /// Directory holding the service binaries. Default: the directory of pulsectl itself.
+    #[arg(long, env = ENV_BIN_DIR, value_name = "DIR")]
+    pub bin_dir: Option<PathBuf>,
+
+    /// How long to wait for every service to report ready.
+    #[arg(long, default_value = "120s", value_parser = parse_duration, value_name = "DURATION")]
+    pub ready_timeout: Duration,
+
+    /// Health listener of pulse-patrol-scheduler.
+    #[arg(long, env = ENV_PATROL_SCHEDULER_HEALTH, default_value = "127.0.0.1:7661", value_name = "ADDR")]
+    pub patrol_scheduler_health_listen: SocketAddr,
+
+    /// Health listener of pulse-model-runner.
+    #[arg(long, env = ENV_MODEL_RUNNER_HEALTH, default_value = "127.0.0.1:7662", value_name = "ADDR")]
+    pub model_runner_health_listen: SocketAddr,
+
+    /// Health listener of pulse-action-broker.
+    #[arg(long, env = ENV_ACTION_BROKER_HEALTH, default_value = "127.0.0.1:7663", value_name = "ADDR")]
+    pub action_broker_health_listen: SocketAddr,
+
+    /// Health listener of pulse-verifier.
+    #[arg(long, env = ENV_VERIFIER_HEALTH, default_value = "127.0.0.1:7664", value_name = "ADDR")]
+    pub verifier_health_listen: SocketAddr,
+
+    /// Health listener of the host agent (pulse-agent).
+    #[arg(long, env = ENV_AGENT_HEALTH, default_value = "127.0.0.1:7665", value_name = "ADDR")]
+    pub agent_health_listen: SocketAddr,
+}
+
+impl UpArgs {
+    /// The `PULSE_HTTP__LISTEN` pulsectl gives a service with its own health listener.
+    pub fn health_listen(&self, service: &str) -> Option<SocketAddr> {
+        match service {
+            "patrol-scheduler" => Some(self.patrol_scheduler_health_listen),
+            "model-runner" => Some(self.model_runner_health_listen),
+            "action-broker" => Some(self.action_broker_health_listen),
+            "verifier" => Some(self.verifier_health_listen),
+            "agent" => Some(self.agent_health_listen),
+            _ => None,
+        }
+    }
+}
+
+const UP_HELP: &str = "\
+Configuration (environment, passed on to every service):
+  PULSE_DATABASE_URL     Postgres of the stack [default: postgres://root@127.0.0.1:5432/pulse];
+                         the database is created when missing
+  PULSE_NATS_URL         NATS with JetStream [default: nats://127.0.0.1:4222]
+  PULSE_GATEWAY__LISTEN  gateway HTTP listener [default: 127.0.0.1:7655]
+  PULSE_RELAY__LISTEN    agent relay listener [default: 127.0.0.1:7656]
+  PULSE_NATS__SUBJECT_PREFIX, PULSE_TELEMETRY__LOG_FORMAT, PULSE_CONFIG (a TOML file), ...:
+                         see docs/configuration.md
+
+Ports: the gateway and the relay serve their health endpoints on their main listener; every other
+process gets its own PULSE_HTTP__LISTEN from the --*-health-listen options (or their
+PULSE_*_HEALTH_LISTEN variables), so two stacks on one machine only need distinct values for
+those, the two listeners above, the database name and the subject prefix.
+
+Files under --state-dir: admin-token (written by the gateway on first start), logs/<service>.log,
+pulsectl.pid (one stack per state directory), deps/ (with --spawn-deps).
+
+Stop with Ctrl-C (or SIGTERM, or `pulsectl down`): services get SIGTERM, then SIGKILL after 10 s.";
+
+#[derive(Debug, Clone, Args)]
+pub struct DownArgs {
+    /// How long to wait for the stack to stop.
+    #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token; its secret is printed once.
+    Create(TokenCreateArgs),
+    /// List the tenant's tokens.
+    List,
+    /// Revoke a token by id.
+    Revoke {
+        /// Token id (from `pulsectl token list`).
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// A name to recognise the token by.
+    #[arg(long)]
+    pub name: String,
+
+    /// A scope to grant; repeat for several. One of: monitoring:read, ai:chat, ai:execute,
+    /// actions:plan, actions:approve, actions:execute, agent:report, agent:exec, admin.
+    #[arg(long = "scope", required = true, value_parser = parse_scope, value_name = "SCOPE")]
+    pub scopes: Vec<Scope>,
+
+    /// Lifetime, e.g. 30d, 12h, 1d12h (units s, m, h, d, w). Default: no expiry.
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
+    pub expires_in: Option<Duration>,
+}
+
+fn parse_scope(text: &str) -> Result<Scope, String> {
+    text.parse::<Scope>().map_err(|err| {
+        let valid: Vec<&str> = Scope::ALL.iter().map(|scope| scope.as_str()).collect();
+        format!("{err}; valid scopes: {}", valid.join(", "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn token_create_parses_scopes_and_expiry() {
+        let cli = Cli::try_parse_from([
+            "pulsectl",
+            "token",
+            "create",
+            "--name",
+            "ci",
+            "--scope",
+            "monitoring:read",
+            "--scope",
+            "ai:chat",
+            "--expires-in",
+            "30d",
+        ])
+        .unwrap();
+        let Command::Token(TokenCommand::Create(args)) = cli.command else {
+            panic!("parsed {:?}", cli.command);
+        };
+        assert_eq!(args.scopes, vec![Scope::MonitoringRead, Scope::AiChat]);
+        assert_eq!(args.expires_in, Some(Duration::from_secs(30 * 86_400)));
+    }
+
+    #[test]
+    fn unknown_scope_is_refused_before_any_request() {
+        let err = Cli::try_parse_from([
+            "pulsectl", "token", "create", "--name", "x", "--scope", "root",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("root"), "{err}");
+    }
+
+    #[test]
+    fn state_dir_is_accepted_after_the_subcommand() {
+        let cli = Cli::try_parse_from(["pulsectl", "up", "--state-dir", "/tmp/x"]).unwrap();
+        assert_eq!(cli.state_dir, PathBuf::from("/tmp/x"));
+    }
+}

@@ -1,0 +1,196 @@
+//! The gateway's fleet view (`GET /api/health`) and how pulsectl summarises it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::service::FLEET;
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HealthReport {
+    pub status: String,
+    #[serde(default)]
+    pub services: BTreeMap<String, ServiceHealth>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub struct ServiceHealth {
+    pub ready: bool,
+    #[serde(default)]
+    pub instances: u32,
+}
+
+/// What one poll of the gateway saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    Report(HealthReport),
+    /// No answer (not listening yet, timeout) or an answer that is not a health report.
+    Unreachable(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct HealthProbe {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl HealthProbe {
+    pub fn new(gateway: &str) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(1_500))
+            .connect_timeout(Duration::from_millis(500))
+            .build()?;
+        Ok(Self {
+            http,
+            url: format!("{}/api/health", gateway.trim_end_matches('/')),
+        })
+    }
+
+    /// `degraded` answers may come with a non-2xx status; the body is read either way.
+    pub async fn observe(&self) -> Observation {
+        let response = match self.http.get(&self.url).send().await {
+            Ok(response) => response,
+            Err(err) if err.is_connect() => {
+                return Observation::Unreachable("gateway not listening".to_owned());
+            }
+            Err(err) if err.is_timeout() => {
+                return Observation::Unreachable("gateway did not answer in time".to_owned());
+            }
+            Err(err) => return Observation::Unreachable(err.to_string()),
+        };
+        let status = response.status();
+        match response.json::<HealthReport>().await {
+            Ok(report) => Observation::Report(report),
+            Err(_) => Observation::Unreachable(format!("unexpected answer ({status})")),
+        }
+    }
+}
+
+impl Observation {
+    /// Fleet services that are not ready (all of them when the gateway did not answer).
+    pub fn not_ready(&self) -> Vec<&'static str> {
+        match self {
+            Observation::Unreachable(_) => FLEET.to_vec(),
+            Observation::Report(report) => FLEET
+                .into_iter()
+                .filter(|name| !report.services.get(*name).is_some_and(|s| s.ready))
+                .collect(),
+        }
+    }
+
+    pub fn all_ready(&self) -> bool {
+        self.not_ready().is_empty()
+    }
+
+    /// One compact line, e.g. `ok: 6/6 ready` or
+    /// `degraded: 5/6 ready; not ready: verifier (0 instances)`.
+    pub fn status_line(&self) -> String {
+        let report = match self {
+            Observation::Unreachable(reason) => return format!("gateway unreachable: {reason}"),
+            Observation::Report(report) => report,
+        };
+        let not_ready = self.not_ready();
+        let ready = FLEET.len() - not_ready.len();
+        let mut line = format!("{}: {ready}/{} ready", report.status, FLEET.len());
+        if !not_ready.is_empty() {
+            let detail: Vec<String> = not_ready
+                .iter()
+                .map(|name| match report.services.get(*name) {
+                    None => format!("{name} (not reporting)"),
+                    Some(health) => format!(
+                        "{name} ({} instance{})",
+                        health.instances,
+                        if health.instances == 1 { "" } else { "s" }
+                    ),
+                })
+                .collect();
+            line.push_str("; not ready: ");
+            line.push_str(&detail.join(", "));
+        }
+        let scaled: Vec<String> = FLEET
+            .iter()
+            .filter_map(|name| {
+                let health = report.services.get(*name)?;
+                (health.ready && health.instances > 1)
+                    .then(|| format!("{name} x{}", health.instances))
+            })
+            .collect();
+        if !scaled.is_empty() {
+            line.push_str("; replicas: ");
+            line.push_str(&scaled.join(", "));
+        }
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(json: &str) -> Observation {
+        Observation::Report(serde_json::from_str(json).unwrap())
+    }
+
+    const ALL_READY: &str = r#"{"status": "ok", "services": {
+        "gateway": {"ready": true, "instances": 1},
+        "patrol-scheduler": {"ready": true, "instances": 1},
+        "model-runner": {"ready": true, "instances": 2},
+        "action-broker": {"ready": true, "instances": 1},
+        "verifier": {"ready": true, "instances": 1},
+        "agent-relay": {"ready": true, "instances": 1}}}"#;
+
+    #[test]
+    fn all_ready_names_replicas_only_when_scaled() {
+        let observation = report(ALL_READY);
+        assert!(observation.all_ready());
+        assert_eq!(
+            observation.status_line(),
+            "ok: 6/6 ready; replicas: model-runner x2"
+        );
+    }
+
+    #[test]
+    fn degraded_lists_what_is_not_ready_in_fleet_order() {
+        let observation = report(
+            r#"{"status": "degraded", "services": {
+                "gateway": {"ready": true, "instances": 1},
+                "verifier": {"ready": false, "instances": 0},
+                "agent-relay": {"ready": false, "instances": 1},
+                "unknown-extra": {"ready": true, "instances": 1}}}"#,
+        );
+        assert!(!observation.all_ready());
+        assert_eq!(
+            observation.not_ready(),
+            [
+                "patrol-scheduler",
+                "model-runner",
+                "action-broker",
+                "verifier",
+                "agent-relay"
+            ]
+        );
+        assert_eq!(
+            observation.status_line(),
+            "degraded: 1/6 ready; not ready: patrol-scheduler (not reporting), \
+             model-runner (not reporting), action-broker (not reporting), \
+             verifier (0 instances), agent-relay (1 instance)"
+        );
+    }
+
+    #[test]
+    fn unreachable_gateway_means_nothing_is_ready() {
+        let observation = Observation::Unreachable("gateway not listening".into());
+        assert_eq!(observation.not_ready().len(), 6);
+        assert_eq!(
+            observation.status_line(),
+            "gateway unreachable: gateway not listening"
+        );
+    }
+
+    #[test]
+    fn a_report_with_status_ok_but_missing_services_is_not_all_ready() {
+        let observation = report(r#"{"status": "ok", "services": {}}"#);
+        assert!(!observation.all_ready());
+    }
+}

@@ -1,0 +1,278 @@
+//! What every process of a local stack is told: one resolution of the `PULSE_*` configuration,
+//! turned into each child's environment.
+
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use pulse_config::{ConfigError, PulseConfig};
+
+use crate::cli::{PULSECTL_ONLY_ENV, UpArgs};
+use crate::service::{HealthListener, Service};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StackConfigError {
+    #[error("{0}")]
+    Invalid(#[source] ConfigError),
+    #[error("{service} would not accept its configuration: {source}")]
+    Service {
+        service: &'static str,
+        #[source]
+        source: ConfigError,
+    },
+    #[error("{first} and {second} would both listen on {addr}; give them distinct addresses")]
+    SharedListener {
+        first: String,
+        second: String,
+        addr: SocketAddr,
+    },
+}
+
+/// Variables pulsectl sets itself; nested spellings of the same keys are removed so the values
+/// below are the only ones a service sees.
+const OWNED_ENV: [&str; 6] = [
+    "PULSE_DATABASE_URL",
+    "PULSE_DATABASE__URL",
+    "PULSE_NATS_URL",
+    "PULSE_NATS__URL",
+    "PULSE_STATE_DIR",
+    "PULSE_HTTP__LISTEN",
+];
+
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    pub state_dir: PathBuf,
+    pub database_url: String,
+    pub nats_url: String,
+    pub gateway_listen: SocketAddr,
+    pub relay_listen: SocketAddr,
+    /// `PULSE_*` variables of pulsectl's environment the services also understand.
+    inherited: Vec<(String, String)>,
+}
+
+impl StackConfig {
+    /// Resolves the configuration the services will see from pulsectl's environment (`env`),
+    /// with `state_dir` as the state directory.
+    pub fn resolve(
+        state_dir: &Path,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, StackConfigError> {
+        let inherited: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("PULSE_"))
+            .filter(|(key, _)| !PULSECTL_ONLY_ENV.contains(&key.as_str()))
+            .collect();
+        let config = PulseConfig::figment(inherited.clone())
+            .and_then(PulseConfig::from_figment)
+            .map_err(StackConfigError::Invalid)?;
+        Ok(Self {
+            state_dir: state_dir.to_path_buf(),
+            database_url: config.database.url,
+            nats_url: config.nats.url,
+            gateway_listen: config.gateway.listen,
+            relay_listen: config.relay.listen,
+            inherited,
+        })
+    }
+
+    pub fn logs_dir(&self) -> PathBuf {
+        self.state_dir.join("logs")
+    }
+
+    pub fn admin_token_path(&self) -> PathBuf {
+        self.state_dir.join("admin-token")
+    }
+
+    /// The gateway as a client reaches it (a wildcard listener is reached on loopback).
+    pub fn gateway_url(&self) -> String {
+        let mut addr = self.gateway_listen;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr.ip() {
+                IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            });
+        }
+        format!("http://{addr}")
+    }
+
+    /// The listener each process will bind, by process name.
+    pub fn listeners(&self, args: &UpArgs, stack: &[Service]) -> Vec<(String, SocketAddr)> {
+        stack
+            .iter()
+            .filter_map(|service| {
+                let addr = match (service.health, service.name) {
+                    (HealthListener::Main, "gateway") => Some(self.gateway_listen),
+                    (HealthListener::Main, _) => Some(self.relay_listen),
+                    (HealthListener::Own, name) => args.health_listen(name),
+                }?;
+                Some((service.name.to_owned(), addr))
+            })
+            .collect()
+    }
+
+    /// Refuses two processes on one address (they would fight over it in a restart loop).
+    pub fn check_distinct(listeners: &[(String, SocketAddr)]) -> Result<(), StackConfigError> {
+        for (i, (first, addr)) in listeners.iter().enumerate() {
+            if let Some((second, _)) = listeners[i + 1..].iter().find(|(_, other)| other == addr) {
+                return Err(StackConfigError::SharedListener {
+                    first: first.clone(),
+                    second: second.clone(),
+                    addr: *addr,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// What to set and what to remove in `service`'s environment.
+    pub fn service_env(&self, service: &Service, args: &UpArgs) -> ServiceEnv {
+        let mut set = vec![
+            ("PULSE_DATABASE_URL".to_owned(), self.database_url.clone()),
+            ("PULSE_NATS_URL".to_owned(), self.nats_url.clone()),
+            (
+                "PULSE_STATE_DIR".to_owned(),
+                self.state_dir.display().to_string(),
+            ),
+        ];
+        let own_listener = args
+            .health_listen(service.name)
+            .filter(|_| service.health == HealthListener::Own);
+        if let Some(addr) = own_listener {
+            set.push(("PULSE_HTTP__LISTEN".to_owned(), addr.to_string()));
+        }
+        let mut remove: Vec<String> = PULSECTL_ONLY_ENV.iter().map(|k| (*k).to_owned()).collect();
+        remove.extend(OWNED_ENV.iter().map(|k| (*k).to_owned()));
+        ServiceEnv { set, remove }
+    }
+
+    /// Loads `env` the way the service will, so a bad value fails here with the service named
+    /// instead of in a restart loop.
+    pub fn validate(
+        &self,
+        service: &'static str,
+        env: &ServiceEnv,
+    ) -> Result<(), StackConfigError> {
+        let vars = self
+            .inherited
+            .iter()
+            .filter(|(key, _)| !env.remove.contains(key))
+            .cloned()
+            .chain(env.set.iter().cloned());
+        PulseConfig::figment(vars)
+            .and_then(PulseConfig::from_figment)
+            .map(drop)
+            .map_err(|source| StackConfigError::Service { service, source })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceEnv {
+    pub set: Vec<(String, String)>,
+    pub remove: Vec<String>,
+}
+
+impl ServiceEnv {
+    pub fn set_os(&self) -> Vec<(String, OsString)> {
+        self.set
+            .iter()
+            .map(|(key, value)| (key.clone(), OsString::from(value)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::service::STACK;
+    use clap::Parser;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn up_args(extra: &[&str]) -> UpArgs {
+        let mut argv = vec!["pulsectl", "up"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Up(args) => args,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn service(name: &str) -> Service {
+        *STACK.iter().find(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn defaults_and_overrides_resolve_like_the_services_do() {
+        let config = StackConfig::resolve(Path::new("/s"), env(&[])).unwrap();
+        assert_eq!(config.database_url, "postgres://root@127.0.0.1:5432/pulse");
+        assert_eq!(config.gateway_url(), "http://127.0.0.1:7655");
+
+        let config = StackConfig::resolve(
+            Path::new("/s"),
+            env(&[
+                ("PULSE_DATABASE_URL", "postgres://root@127.0.0.1:5432/other"),
+                ("PULSE_GATEWAY__LISTEN", "0.0.0.0:9000"),
+                ("PULSE_TOKEN", "secret"),
+                ("PULSE_VERIFIER_HEALTH_LISTEN", "127.0.0.1:1"),
+                ("HOME", "/root"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.database_url, "postgres://root@127.0.0.1:5432/other");
+        assert_eq!(config.gateway_url(), "http://127.0.0.1:9000");
+        assert!(config.inherited.iter().all(|(k, _)| k.starts_with("PULSE_")));
+        assert!(!config.inherited.iter().any(|(k, _)| k == "PULSE_TOKEN"));
+    }
+
+    #[test]
+    fn each_service_gets_its_own_health_listener_and_no_pulsectl_variables() {
+        let config = StackConfig::resolve(
+            Path::new("/state"),
+            env(&[("PULSE_NATS__SUBJECT_PREFIX", "t1"), ("PULSE_GATEWAY_URL", "x")]),
+        )
+        .unwrap();
+        let args = up_args(&["--verifier-health-listen", "127.0.0.1:17664"]);
+
+        let verifier = config.service_env(&service("verifier"), &args);
+        assert!(
+            verifier
+                .set
+                .contains(&("PULSE_HTTP__LISTEN".into(), "127.0.0.1:17664".into()))
+        );
+        assert!(verifier.set.contains(&("PULSE_STATE_DIR".into(), "/state".into())));
+        assert!(verifier.remove.contains(&"PULSE_GATEWAY_URL".to_owned()));
+        config.validate("verifier", &verifier).unwrap();
+
+        let gateway = config.service_env(&service("gateway"), &args);
+        assert!(!gateway.set.iter().any(|(k, _)| k == "PULSE_HTTP__LISTEN"));
+        assert!(gateway.remove.contains(&"PULSE_HTTP__LISTEN".to_owned()));
+        config.validate("gateway", &gateway).unwrap();
+
+        let listeners = config.listeners(&args, &STACK);
+        assert_eq!(listeners.len(), STACK.len());
+        assert!(listeners.contains(&("verifier".into(), "127.0.0.1:17664".parse().unwrap())));
+        assert!(listeners.contains(&("agent-relay".into(), "127.0.0.1:7656".parse().unwrap())));
+        StackConfig::check_distinct(&listeners).unwrap();
+    }
+
+    #[test]
+    fn unknown_pulse_variables_fail_before_anything_starts() {
+        let err = StackConfig::resolve(Path::new("/s"), env(&[("PULSE_NATS__URLL", "x")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("urll"), "{err}");
+    }
+
+    #[test]
+    fn two_processes_on_one_port_are_refused() {
+        let config = StackConfig::resolve(Path::new("/s"), env(&[])).unwrap();
+        let args = up_args(&["--agent-health-listen", "127.0.0.1:7655"]);
+        let err = StackConfig::check_distinct(&config.listeners(&args, &STACK)).unwrap_err();
+        assert!(err.to_string().contains("127.0.0.1:7655"), "{err}");
+    }
+}

@@ -1,0 +1,372 @@
+//! `pulsectl up`: run the whole stack in the foreground until a stop signal.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::time::Instant;
+
+use crate::binaries::{Binaries, BinariesError, CargoRun};
+use crate::child::{ChildSpec, tail};
+use crate::cli::UpArgs;
+use crate::deps::{self, DepsError};
+use crate::health::{HealthProbe, Observation};
+use crate::pidfile::{PidFile, PidFileError};
+use crate::preflight::{self, PreflightError};
+use crate::service::{self, STACK};
+use crate::signals::StopSignals;
+use crate::stack_config::{StackConfig, StackConfigError};
+use crate::supervisor::{Event, SpawnError, Supervisor};
+
+/// Restarts per process before pulsectl gives up on it.
+pub const RESTART_LIMIT: u32 = 5;
+/// How long a process gets between its stop signal and SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+const STARTUP_HEALTH_EVERY: Duration = Duration::from_secs(1);
+const RUNNING_HEALTH_EVERY: Duration = Duration::from_secs(2);
+const LOG_TAIL_LINES: usize = 12;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    #[error("cannot prepare state dir {}: {source}", .path.display())]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Binaries(#[from] BinariesError),
+    #[error(transparent)]
+    PidFile(#[from] PidFileError),
+    #[error(transparent)]
+    Config(#[from] StackConfigError),
+    #[error(transparent)]
+    Deps(#[from] DepsError),
+    #[error(transparent)]
+    Preflight(#[from] PreflightError),
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[source] reqwest::Error),
+    #[error("{0}")]
+    NotReady(String),
+    #[error("{0}")]
+    Detach(String),
+}
+
+/// Creates the state and logs directories; returns the state directory as an absolute path
+/// (the services and the messages get the same, unambiguous path).
+pub fn prepare_state_dir(state_dir: &Path) -> Result<PathBuf, UpError> {
+    let error = |source| UpError::StateDir {
+        path: state_dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(state_dir.join("logs")).map_err(error)?;
+    std::fs::canonicalize(state_dir).map_err(error)
+}
+
+/// The service binaries; under `cargo run -p pulsectl`, built first.
+pub async fn locate_binaries(args: &UpArgs) -> Result<Binaries, UpError> {
+    let dir = match &args.bin_dir {
+        Some(dir) => dir.clone(),
+        None => {
+            let cargo_run = CargoRun::detect(
+                |key| std::env::var_os(key),
+                Path::new(env!("CARGO_MANIFEST_DIR")),
+            );
+            if let Some(cargo_run) = cargo_run {
+                println!(
+                    "building the service binaries: cargo {} (in {})",
+                    cargo_run.args().join(" "),
+                    cargo_run.workspace_root.display()
+                );
+                cargo_run.build().await?;
+            }
+            crate::binaries::own_dir()?
+        }
+    };
+    Ok(Binaries::find_in(&dir, service::binaries())?)
+}
+
+pub async fn run(state_dir: &Path, args: &UpArgs) -> Result<(), UpError> {
+    let state_dir = prepare_state_dir(state_dir)?;
+    let config = StackConfig::resolve(&state_dir, std::env::vars())?;
+    if args.detach {
+        return crate::detach::run(&config, args).await;
+    }
+    let mut signals = StopSignals::install().map_err(UpError::Signals)?;
+    let _pid_file = PidFile::acquire(&state_dir)?;
+    let mut supervisor = Supervisor::new(RESTART_LIMIT);
+    let outcome = run_stack(&mut supervisor, &mut signals, config, args).await;
+    stop(&mut supervisor).await;
+    outcome
+}
+
+async fn run_stack(
+    supervisor: &mut Supervisor,
+    signals: &mut StopSignals,
+    config: StackConfig,
+    args: &UpArgs,
+) -> Result<(), UpError> {
+    let started = tokio::select! {
+        started = start(supervisor, config, args) => started?,
+        signal = signals.recv() => {
+            println!("{signal} received while starting; stopping");
+            return Ok(());
+        }
+    };
+    let probe = HealthProbe::new(&started.gateway_url()).map_err(UpError::Http)?;
+    let deadline = Instant::now() + args.ready_timeout;
+    println!(
+        "waiting up to {} s for the services to report ready",
+        args.ready_timeout.as_secs()
+    );
+
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_probe = Instant::now();
+    let mut observation = Observation::Unreachable("not asked yet".to_owned());
+    loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                println!("{signal} received while starting; stopping");
+                return Ok(());
+            }
+            _ = tick.tick() => {}
+        }
+        let events = supervisor.poll();
+        report_events(supervisor, events);
+        let gave_up: Vec<String> = supervisor.gave_up().iter().map(|s| (*s).to_owned()).collect();
+        if !gave_up.is_empty() {
+            let mut message = format!(
+                "the stack did not start: {} kept exiting ({RESTART_LIMIT} restarts)",
+                gave_up.join(", ")
+            );
+            append_log_tails(&mut message, supervisor, &gave_up);
+            return Err(UpError::NotReady(message));
+        }
+        if Instant::now() >= next_probe {
+            observation = tokio::select! {
+                observation = probe.observe() => observation,
+                signal = signals.recv() => {
+                    println!("{signal} received while starting; stopping");
+                    return Ok(());
+                }
+            };
+            if observation.all_ready() {
+                break;
+            }
+            next_probe = Instant::now() + STARTUP_HEALTH_EVERY;
+        }
+        if Instant::now() >= deadline {
+            return Err(not_ready_error(supervisor, &observation, args.ready_timeout));
+        }
+    }
+
+    print_ready(&started, false);
+    let mut last_line = observation.status_line();
+    print_status(&last_line);
+    let mut next_probe = Instant::now() + RUNNING_HEALTH_EVERY;
+    loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                println!("{signal} received; stopping the stack");
+                return Ok(());
+            }
+            _ = tick.tick() => {}
+        }
+        let events = supervisor.poll();
+        report_events(supervisor, events);
+        if Instant::now() >= next_probe {
+            let observation = tokio::select! {
+                observation = probe.observe() => observation,
+                signal = signals.recv() => {
+                    println!("{signal} received; stopping the stack");
+                    return Ok(());
+                }
+            };
+            let line = observation.status_line();
+            if line != last_line {
+                print_status(&line);
+                last_line = line;
+            }
+            next_probe = Instant::now() + RUNNING_HEALTH_EVERY;
+        }
+    }
+}
+
+/// Private dependencies, preflight, then every service. Returns the configuration in force.
+async fn start(
+    supervisor: &mut Supervisor,
+    mut config: StackConfig,
+    args: &UpArgs,
+) -> Result<StackConfig, UpError> {
+    let binaries = locate_binaries(args).await?;
+    let logs_dir = config.logs_dir();
+
+    // Everything about the services' configuration is checked before any process starts.
+    let listeners = config.listeners(args, &STACK);
+    StackConfig::check_distinct(&listeners)?;
+    for service in &STACK {
+        config.validate(service.name, &config.service_env(service, args))?;
+    }
+
+    if args.spawn_deps {
+        let private = deps::start(supervisor, &config.state_dir, &logs_dir).await?;
+        config.database_url = private.database_url;
+        config.nats_url = private.nats_url;
+    }
+    preflight::check_dependencies(&config.database_url, &config.nats_url).await?;
+    if preflight::ensure_database(&config.database_url).await? {
+        println!("created the database of {}", config.database_url);
+    }
+    preflight::ports_in_use(&listeners)?;
+
+    for service in &STACK {
+        let env = config.service_env(service, args);
+        let program = binaries
+            .path(service.binary)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| binaries.dir.join(service.binary));
+        supervisor.start(ChildSpec {
+            name: service.name.to_owned(),
+            program,
+            args: Vec::new(),
+            env: env.set_os(),
+            env_remove: env.remove,
+            log_path: logs_dir.join(format!("{}.log", service.name)),
+            stop_signal: Signal::SIGTERM,
+            run_as: None,
+        })?;
+    }
+    let pids: Vec<String> = supervisor
+        .pids()
+        .into_iter()
+        .map(|(name, pid)| format!("{name} ({pid})"))
+        .collect();
+    println!("started {}", pids.join(", "));
+    println!("logs: {}", logs_dir.display());
+    Ok(config)
+}
+
+async fn stop(supervisor: &mut Supervisor) {
+    let running = supervisor.pids().len();
+    if running == 0 {
+        return;
+    }
+    println!("stopping {running} processes");
+    for stopped in supervisor.stop_all(STOP_GRACE).await {
+        if stopped.status.is_none() {
+            println!(
+                "{} did not stop within {} s and was killed",
+                stopped.name,
+                STOP_GRACE.as_secs()
+            );
+        }
+    }
+    println!("stack stopped");
+}
+
+fn report_events(supervisor: &Supervisor, events: Vec<Event>) {
+    for event in events {
+        match event {
+            Event::Exited {
+                name,
+                status,
+                restart_in,
+                restart,
+                limit,
+            } => {
+                let log = supervisor
+                    .log_path(&name)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default();
+                match restart_in {
+                    Some(delay) => println!(
+                        "{name} exited unexpectedly ({status}); restarting in {} s \
+                         (restart {restart}/{limit}); log: {log}",
+                        delay.as_secs()
+                    ),
+                    None => println!(
+                        "{name} exited unexpectedly ({status}); giving up after {limit} \
+                         restarts; log: {log}"
+                    ),
+                }
+            }
+            Event::Restarted { name, pid } => println!("{name} restarted (pid {pid})"),
+            Event::RestartFailed { error, .. } => println!("{error}"),
+        }
+    }
+}
+
+fn not_ready_error(
+    supervisor: &Supervisor,
+    observation: &Observation,
+    timeout: Duration,
+) -> UpError {
+    let not_ready: Vec<String> = observation
+        .not_ready()
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let mut message = format!(
+        "the stack was not ready after {} s; not ready: {}\n  gateway says: {}",
+        timeout.as_secs(),
+        not_ready.join(", "),
+        observation.status_line()
+    );
+    let mut tails = not_ready;
+    if matches!(observation, Observation::Unreachable(_)) {
+        // Nothing is known about the others; the gateway's own log says why it is silent.
+        tails = vec!["gateway".to_owned()];
+    }
+    append_log_tails(&mut message, supervisor, &tails);
+    UpError::NotReady(message)
+}
+
+fn append_log_tails(message: &mut String, supervisor: &Supervisor, names: &[String]) {
+    for name in names {
+        let Some(path) = supervisor.log_path(name) else {
+            continue;
+        };
+        let lines = tail(path, LOG_TAIL_LINES);
+        message.push_str(&format!("\n\n--- last lines of {} ---", path.display()));
+        if lines.is_empty() {
+            message.push_str("\n(empty)");
+        }
+        for line in lines {
+            message.push('\n');
+            message.push_str(&line);
+        }
+    }
+}
+
+fn print_status(line: &str) {
+    println!("[{}] {line}", chrono::Local::now().format("%H:%M:%S"));
+}
+
+/// Where to find the running stack.
+pub fn print_ready(config: &StackConfig, detached: bool) {
+    let token = config.admin_token_path();
+    let state_dir = config.state_dir.display();
+    println!();
+    println!("Pulse is up: {}", config.gateway_url());
+    if token.is_file() {
+        println!("  admin token  {}", token.display());
+    } else {
+        println!(
+            "  admin token  {} (not written: the gateway writes it when it bootstraps an empty \
+             database)",
+            token.display()
+        );
+    }
+    println!("  logs         {}", config.logs_dir().display());
+    if detached {
+        println!("  stop         pulsectl down --state-dir {state_dir}");
+    } else {
+        println!("  stop         Ctrl-C, or pulsectl down --state-dir {state_dir}");
+    }
+    println!();
+}

@@ -1,0 +1,165 @@
+//! Typed request/reply over core NATS.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Echo, EchoReply, EchoV2, acme};
+use pulse_bus::{Bus, BusError, ErrorReply};
+use pulse_test_support::nats::{TestNats, nats_url};
+
+/// A second connection on the same prefix, so requests cross the server.
+async fn requester(nats: &TestNats) -> anyhow::Result<Bus> {
+    let client = async_nats_connect().await?;
+    Ok(Bus::new(client, nats.subjects()))
+}
+
+async fn async_nats_connect() -> anyhow::Result<pulse_bus::async_nats::Client> {
+    Ok(pulse_bus::async_nats::connect(nats_url()).await?)
+}
+
+async fn echo_responder(bus: &Bus) -> anyhow::Result<pulse_bus::Responder> {
+    let subject = bus.subjects().any_tenant("echo.run");
+    Ok(bus
+        .serve::<Echo, _, _>(&subject, Some("echo"), |ctx, req| async move {
+            match req.text.as_str() {
+                "fail" => Err(ErrorReply::new("not_found", "no such echo")),
+                "slow" => {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    Ok(EchoReply {
+                        text: "late".to_owned(),
+                        tenant: ctx.tenant.to_string(),
+                    })
+                }
+                text => Ok(EchoReply {
+                    text: text.to_uppercase(),
+                    tenant: ctx.tenant.to_string(),
+                }),
+            }
+        })
+        .await?)
+}
+
+#[tokio::test]
+async fn typed_request_gets_typed_reply() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let responder = echo_responder(&nats.bus()).await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "echo.run");
+
+    let reply = bus
+        .request(&acme(), &subject, &Echo { text: "hello".to_owned() }, Duration::from_secs(2))
+        .await?;
+
+    assert_eq!(
+        reply,
+        EchoReply {
+            text: "HELLO".to_owned(),
+            tenant: "acme".to_owned()
+        }
+    );
+    responder.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn handler_error_arrives_as_typed_remote_error() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let responder = echo_responder(&nats.bus()).await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "echo.run");
+
+    let err = bus
+        .request(&acme(), &subject, &Echo { text: "fail".to_owned() }, Duration::from_secs(2))
+        .await
+        .expect_err("the handler refused");
+
+    match err {
+        BusError::Remote { code, message } => {
+            assert_eq!(code, "not_found");
+            assert_eq!(message, "no such echo");
+        }
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    responder.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn request_of_unknown_schema_is_refused_as_bad_request() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let responder = echo_responder(&nats.bus()).await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "echo.run");
+
+    let err = bus
+        .request(&acme(), &subject, &EchoV2 { text: "x".to_owned() }, Duration::from_secs(2))
+        .await
+        .expect_err("v2 is unknown to the responder");
+
+    match err {
+        BusError::Remote { code, message } => {
+            assert_eq!(code, ErrorReply::BAD_REQUEST);
+            assert!(message.contains("unsupported schema"), "{message}");
+        }
+        other => panic!("expected a remote error, got {other:?}"),
+    }
+    responder.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn slow_responder_gives_timeout() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let responder = echo_responder(&nats.bus()).await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "echo.run");
+
+    let started = Instant::now();
+    let err = bus
+        .request(&acme(), &subject, &Echo { text: "slow".to_owned() }, Duration::from_millis(200))
+        .await
+        .expect_err("the responder is slower than the timeout");
+
+    assert!(matches!(err, BusError::Timeout { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    drop(responder);
+    Ok(())
+}
+
+#[tokio::test]
+async fn nobody_listening_gives_no_responders() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let bus = nats.bus();
+    let subject = bus.subjects().tenant(&acme(), "nobody.home");
+
+    let started = Instant::now();
+    let err = bus
+        .request(&acme(), &subject, &Echo { text: "anyone?".to_owned() }, Duration::from_secs(5))
+        .await
+        .expect_err("no responder exists");
+
+    assert!(matches!(err, BusError::NoResponders { .. }), "{err:?}");
+    // Answered by the server at once, not by the timeout.
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    Ok(())
+}
+
+#[tokio::test]
+async fn stopped_responder_answers_no_more() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let responder = echo_responder(&nats.bus()).await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "echo.run");
+    bus.request(&acme(), &subject, &Echo { text: "a".to_owned() }, Duration::from_secs(2))
+        .await?;
+
+    responder.stop().await;
+
+    let err = bus
+        .request(&acme(), &subject, &Echo { text: "b".to_owned() }, Duration::from_secs(2))
+        .await
+        .expect_err("the responder stopped");
+    assert!(matches!(err, BusError::NoResponders { .. }), "{err:?}");
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! The one stable error-code table. Every API error is `{"error": "<code>", "message": "..."}`
+//! with a code from here; a handler cannot emit anything else. `docs/api/errors.md` is generated
+//! from this table and a test keeps the two in step.
+
+macro_rules! error_codes {
+    ($( $variant:ident => $code:literal, $status:literal, $meaning:literal, $remedy:literal; )*) => {
+        /// A stable machine-readable error code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+        pub enum ErrorCode {
+            $(
+                #[serde(rename = $code)]
+                $variant,
+            )*
+        }
+
+        impl ErrorCode {
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The wire value.
+            pub fn code(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The HTTP status this code is answered with.
+            pub fn http_status(self) -> u16 {
+                match self { $(ErrorCode::$variant => $status,)* }
+            }
+
+            /// What the code means, in one line.
+            pub fn meaning(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $meaning,)* }
+            }
+
+            /// What the caller should do about it.
+            pub fn remedy(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $remedy,)* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidJson => "invalid_json", 400,
+        "the request body is not syntactically valid JSON",
+        "send a well-formed JSON document";
+    InvalidRequest => "invalid_request", 422,
+        "the request body is JSON but a field is missing, has the wrong type, is unknown or has an invalid value",
+        "fix the field named in the message; see the route's documented body";
+    InvalidParameter => "invalid_parameter", 400,
+        "a path or query parameter is malformed",
+        "fix the parameter named in the message";
+    UnsupportedMediaType => "unsupported_media_type", 415,
+        "the request body is not declared as JSON",
+        "send the header Content-Type: application/json";
+    PayloadTooLarge => "payload_too_large", 413,
+        "the request body is larger than the configured limit",
+        "send a smaller body (limit: gateway.max_body_bytes)";
+    Unauthorized => "unauthorized", 401,
+        "no valid token: missing, malformed, unknown, revoked or expired",
+        "send Authorization: Bearer <token> with a live token (pulsectl token create)";
+    MissingScope => "missing_scope", 403,
+        "the token is valid but lacks a scope this request requires",
+        "use a token that carries the scope named in the message";
+    NotFound => "not_found", 404,
+        "no such route or resource in this tenant",
+        "check the path and the id";
+    MethodNotAllowed => "method_not_allowed", 405,
+        "the route exists but not with this HTTP method",
+        "use a method the route documents";
+    Conflict => "conflict", 409,
+        "the request conflicts with the current state",
+        "re-read the resource and retry with the current state";
+    ServiceUnavailable => "service_unavailable", 503,
+        "a dependency (database or message bus) is unreachable",
+        "retry later; check /api/health and the service logs";
+    InternalError => "internal_error", 500,
+        "an unexpected error; it is logged with details",
+        "retry; if it persists, report it with the time of the request";
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// The error table as Markdown, as published in `docs/api/errors.md`.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "# API error codes\n\nEvery API error answers `{\"error\": \"<code>\", \"message\": \"...\"}`. \
+         This table is generated from `pulse-capabilities` (`error_codes.rs`); a test keeps it in step.\n\n\
+         | code | HTTP status | meaning | what to do |\n|---|---|---|---|\n",
+    );
+    for code in ErrorCode::ALL {
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            code.code(),
+            code.http_status(),
+            code.meaning(),
+            code.remedy()
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn codes_are_unique_snake_case_and_statuses_are_errors() {
+        let mut seen = HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.code()), "duplicate {}", code.code());
+            assert!(
+                code.code()
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{}",
+                code.code()
+            );
+            assert!((400..600).contains(&code.http_status()));
+            assert!(!code.meaning().is_empty() && !code.remedy().is_empty());
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.code().to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn published_table_matches_the_code() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api/errors.md");
+        if std::env::var_os("PULSE_UPDATE_DOCS").is_some() {
+            std::fs::write(path, markdown_table()).unwrap();
+        }
+        let published = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            published,
+            markdown_table(),
+            "docs/api/errors.md is stale; regenerate it with `PULSE_UPDATE_DOCS=1 cargo test -p pulse-capabilities`"
+        );
+    }
+}

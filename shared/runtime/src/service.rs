@@ -1,0 +1,167 @@
+use std::future::Future;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pulse_bus::{Bus, Subjects};
+use pulse_config::PulseConfig;
+use pulse_store::Store;
+use pulse_telemetry::Metrics;
+use tokio_util::sync::CancellationToken;
+
+use crate::heartbeat::{self, HeartbeatIdentity};
+use crate::{ConnectError, Readiness, RetryPolicy, connect_nats, connect_store, health_router};
+
+/// What distinguishes one service from another to the harness.
+#[derive(Debug, Clone, Copy)]
+pub struct ServiceSpec {
+    /// Short name, as shown by `/api/health`: `gateway`, `patrol-scheduler`, ...
+    pub name: &'static str,
+    /// Port of the separate health listener (`http.listen` overrides it). `None` for services
+    /// that serve the health routes on their own listener (gateway, agent-relay).
+    pub health_port: Option<u16>,
+}
+
+/// Everything a running service shares with its harness.
+#[derive(Clone)]
+pub struct ServiceContext {
+    pub spec: ServiceSpec,
+    pub config: PulseConfig,
+    pub bus: Bus,
+    pub store: Store,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    pub shutdown: CancellationToken,
+    pub instance_id: String,
+    pub started_at: DateTime<Utc>,
+}
+
+/// Connects to NATS and Postgres (migrating), ensures the JetStream streams, and starts the
+/// heartbeat and (when the spec has one) the health listener. Background tasks stop when
+/// `shutdown` is cancelled.
+pub async fn start(
+    spec: ServiceSpec,
+    config: PulseConfig,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(ServiceContext, tokio::task::JoinSet<()>)> {
+    let instance_id = format!("{}-{}", spec.name, uuid::Uuid::now_v7().simple());
+    let policy = RetryPolicy::default();
+    let nats = tokio::select! {
+        result = connect_nats(&config, policy, &instance_id) => result?,
+        _ = shutdown.cancelled() => return Err(ConnectError::Cancelled.into()),
+    };
+    let store = tokio::select! {
+        result = connect_store(&config, policy) => result?,
+        _ = shutdown.cancelled() => return Err(ConnectError::Cancelled.into()),
+    };
+    let subjects = Subjects::try_new(config.nats.subject_prefix.as_deref())?;
+    let bus = Bus::new(nats.clone(), subjects);
+    bus.ensure_streams().await?;
+    let metrics = Metrics::new(spec.name);
+    let readiness = Readiness::new(nats, store.clone());
+    let started_at = Utc::now();
+    let context = ServiceContext {
+        spec,
+        config,
+        bus,
+        store,
+        metrics,
+        readiness,
+        shutdown,
+        instance_id,
+        started_at,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(heartbeat::run(
+        context.bus.clone(),
+        context.readiness.clone(),
+        HeartbeatIdentity {
+            service: spec.name.to_owned(),
+            instance_id: context.instance_id.clone(),
+            started_at,
+        },
+        Duration::from_millis(context.config.heartbeat.interval_ms.max(100)),
+        context.shutdown.clone(),
+    ));
+    if let Some(port) = spec.health_port {
+        let addr = context
+            .config
+            .http
+            .listen
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for health checks: {e}"))?;
+        tracing::info!(%addr, "health listener up");
+        let router = health_router(context.readiness.clone(), context.metrics.clone());
+        let stop = context.shutdown.clone();
+        tasks.spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "health listener failed");
+            }
+        });
+    }
+    Ok((context, tasks))
+}
+
+/// The whole life of a service process; returns its exit code.
+pub async fn main<F, Fut>(spec: ServiceSpec, run: F) -> ExitCode
+where
+    F: FnOnce(ServiceContext) -> Fut,
+    Fut: Future<Output = anyhow::Result<()>>,
+{
+    crate::install_crypto_provider();
+    let config = match PulseConfig::load() {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("pulse-{}: {error}", spec.name);
+            return ExitCode::from(2);
+        }
+    };
+    let telemetry = match pulse_telemetry::init(spec.name, &config.telemetry) {
+        Ok(guard) => guard,
+        Err(error) => {
+            eprintln!("pulse-{}: {error}", spec.name);
+            return ExitCode::from(2);
+        }
+    };
+    let shutdown = CancellationToken::new();
+    crate::shutdown_signal(shutdown.clone());
+    let code = match start(spec, config, shutdown.clone()).await {
+        Ok((context, mut tasks)) => {
+            tracing::info!(instance = %context.instance_id, "service started");
+            let bus = context.bus.clone();
+            let result = run(context).await;
+            // The service returned: whatever the reason, stop the background tasks too.
+            shutdown.cancel();
+            while tasks.join_next().await.is_some() {}
+            let _ = bus.client().flush().await;
+            match result {
+                Ok(()) => {
+                    tracing::info!("service stopped");
+                    ExitCode::SUCCESS
+                }
+                Err(error) => {
+                    tracing::error!(error = %format!("{error:#}"), "service failed");
+                    eprintln!("pulse-{}: {error:#}", spec.name);
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(error) if shutdown.is_cancelled() => {
+            tracing::info!(%error, "stopped during startup");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            tracing::error!(error = %format!("{error:#}"), "startup failed");
+            eprintln!("pulse-{}: {error:#}", spec.name);
+            ExitCode::FAILURE
+        }
+    };
+    telemetry.shutdown().await;
+    code
+}

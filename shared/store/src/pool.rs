@@ -1,0 +1,136 @@
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use pulse_config::DatabaseConfig;
+use pulse_domain::TenantId;
+use tokio_postgres::NoTls;
+
+use crate::{StoreError, TenantTx, migrations};
+
+/// Role name the migrations grant to; every application query runs as it.
+pub const APP_ROLE: &str = "pulse_app";
+
+/// Handle to the database as the application role.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").finish_non_exhaustive()
+    }
+}
+
+/// The connection settings of the application role: `app_url` when given, otherwise the owner
+/// url with the user replaced by `pulse_app` (and `app_password` when set).
+pub fn app_connection_config(
+    config: &DatabaseConfig,
+) -> Result<tokio_postgres::Config, StoreError> {
+    let parse = |url: &str| {
+        tokio_postgres::Config::from_str(url).map_err(|e| StoreError::InvalidUrl(e.to_string()))
+    };
+    let mut pg = match &config.app_url {
+        Some(url) => parse(url)?,
+        None => {
+            let mut pg = parse(&config.url)?;
+            pg.user(APP_ROLE);
+            match &config.app_password {
+                Some(password) => pg.password(password.as_bytes()),
+                None => pg.password(Vec::<u8>::new()),
+            };
+            pg
+        }
+    };
+    pg.connect_timeout(Duration::from_millis(config.connect_timeout_ms));
+    pg.application_name("pulse");
+    Ok(pg)
+}
+
+/// Connects as the schema owner (for migrations and test setup).
+pub async fn connect_owner(config: &DatabaseConfig) -> Result<tokio_postgres::Client, StoreError> {
+    let mut pg = tokio_postgres::Config::from_str(&config.url)
+        .map_err(|e| StoreError::InvalidUrl(e.to_string()))?;
+    pg.connect_timeout(Duration::from_millis(config.connect_timeout_ms));
+    let (client, connection) = pg
+        .connect(NoTls)
+        .await
+        .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(error) = connection.await {
+            tracing::debug!(%error, "owner connection closed");
+        }
+    });
+    Ok(client)
+}
+
+impl Store {
+    /// Applies pending migrations as the owner, then opens the application pool and checks
+    /// that the application role cannot bypass row-level security.
+    pub async fn connect(config: &DatabaseConfig) -> Result<Self, StoreError> {
+        let mut owner = connect_owner(config).await?;
+        migrations::run(&mut owner).await?;
+        drop(owner);
+        Self::connect_app(config).await
+    }
+
+    /// Opens the application pool without migrating (the schema must be current).
+    pub async fn connect_app(config: &DatabaseConfig) -> Result<Self, StoreError> {
+        let pg = app_connection_config(config)?;
+        let manager = Manager::from_config(
+            pg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(config.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(Duration::from_millis(config.connect_timeout_ms)))
+            .create_timeout(Some(Duration::from_millis(config.connect_timeout_ms)))
+            .build()
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let store = Self { pool };
+        store.assert_role_is_isolated().await?;
+        Ok(store)
+    }
+
+    async fn assert_role_is_isolated(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        let row = client
+            .query_one(
+                "SELECT current_user::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user",
+                &[],
+            )
+            .await?;
+        let (role, superuser, bypass): (String, bool, bool) = (row.get(0), row.get(1), row.get(2));
+        if superuser || bypass {
+            return Err(StoreError::UnsafeAppRole { role });
+        }
+        Ok(())
+    }
+
+    /// Opens a transaction scoped to one tenant.
+    pub async fn tenant_tx(&self, tenant: &TenantId) -> Result<TenantTx, StoreError> {
+        TenantTx::begin(self.pool.get().await?, tenant.clone()).await
+    }
+
+    /// The raw application pool, for system tables without tenant scope (outbox).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Reachable, and the schema is what this build expects (for `/readyz`).
+    pub async fn check_ready(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await?;
+        let pending = migrations::pending(&client).await?;
+        if pending > 0 {
+            return Err(StoreError::Unavailable(format!(
+                "{pending} migration(s) not applied"
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+use deadpool_postgres::Object;
+use pulse_domain::TenantId;
+
+use crate::StoreError;
+
+/// A transaction in which row-level security shows exactly one tenant.
+///
+/// `app.tenant_id` is set with `set_config(..., true)`, which is local to this transaction, so
+/// it cannot leak to the next user of the pooled connection. Dropping a `TenantTx` without
+/// `commit` rolls it back.
+pub struct TenantTx {
+    client: Option<Object>,
+    tenant: TenantId,
+}
+
+impl TenantTx {
+    pub(crate) async fn begin(client: Object, tenant: TenantId) -> Result<Self, StoreError> {
+        let mut tx = Self {
+            client: Some(client),
+            tenant,
+        };
+        let client = tx.client_mut()?;
+        client.batch_execute("BEGIN").await?;
+        let tenant = tx.tenant.as_str().to_owned();
+        tx.client()
+            .execute("SELECT set_config('app.tenant_id', $1, true)", &[&tenant])
+            .await?;
+        Ok(tx)
+    }
+
+    fn client_mut(&mut self) -> Result<&mut Object, StoreError> {
+        self.client
+            .as_mut()
+            .ok_or_else(|| StoreError::Invalid("transaction already finished".to_owned()))
+    }
+
+    /// The connection, inside the open transaction.
+    pub fn client(&self) -> &tokio_postgres::Client {
+        // `client` is only `None` after commit/rollback, which consume `self`.
+        match &self.client {
+            Some(object) => object,
+            None => unreachable!("TenantTx used after it finished"),
+        }
+    }
+
+    pub fn tenant(&self) -> &TenantId {
+        &self.tenant
+    }
+
+    pub async fn commit(mut self) -> Result<(), StoreError> {
+        let client = self.client.take();
+        if let Some(client) = client {
+            client.batch_execute("COMMIT").await?;
+        }
+        Ok(())
+    }
+
+    pub async fn rollback(mut self) -> Result<(), StoreError> {
+        let client = self.client.take();
+        if let Some(client) = client {
+            client.batch_execute("ROLLBACK").await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TenantTx {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        // Never hand a connection with an open transaction back to the pool.
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    if client.batch_execute("ROLLBACK").await.is_err() {
+                        drop(Object::take(client));
+                    }
+                });
+            }
+            Err(_) => drop(Object::take(client)),
+        }
+    }
+}

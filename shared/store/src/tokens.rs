@@ -1,0 +1,262 @@
+//! API tokens: random secrets shown once, stored as sha256, scoped, expiring, revocable.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use pulse_domain::{Scope, TenantId};
+use rand::RngCore;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::{Store, StoreError, TenantTx};
+
+/// Every secret starts with this, so leaked tokens are recognisable by secret scanners.
+pub const SECRET_PREFIX: &str = "pulse_";
+const SECRET_HEX_LEN: usize = 64;
+
+/// A token secret. Its `Debug` never prints the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenSecret(String);
+
+impl TokenSecret {
+    fn generate() -> Self {
+        let mut bytes = [0_u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        Self(format!("{SECRET_PREFIX}{}", hex::encode(bytes)))
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenSecret(..)")
+    }
+}
+
+fn hash_secret(secret: &str) -> Vec<u8> {
+    Sha256::digest(secret.as_bytes()).to_vec()
+}
+
+#[derive(Debug, Clone)]
+pub struct NewToken {
+    pub name: String,
+    pub scopes: BTreeSet<Scope>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_by: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApiToken {
+    pub id: Uuid,
+    pub name: String,
+    pub scopes: BTreeSet<Scope>,
+    pub created_by: Option<Uuid>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+}
+
+/// A freshly issued token: the only value that ever carries the secret.
+#[derive(Debug, Clone)]
+pub struct IssuedToken {
+    pub token: ApiToken,
+    pub secret: TokenSecret,
+}
+
+fn parse_scopes(raw: Vec<String>) -> Result<BTreeSet<Scope>, StoreError> {
+    raw.iter()
+        .map(|s| s.parse::<Scope>().map_err(|e| StoreError::Invalid(e.to_string())))
+        .collect()
+}
+
+fn scope_strings(scopes: &BTreeSet<Scope>) -> Vec<&'static str> {
+    scopes.iter().map(|s| s.as_str()).collect()
+}
+
+pub async fn issue(tx: &TenantTx, new: NewToken) -> Result<IssuedToken, StoreError> {
+    let id = Uuid::now_v7();
+    let secret = TokenSecret::generate();
+    let hash = hash_secret(secret.expose());
+    let row = tx
+        .client()
+        .query_one(
+            "INSERT INTO api_tokens (id, tenant_id, name, token_hash, scopes, created_by, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             RETURNING created_at",
+            &[
+                &id,
+                &tx.tenant().as_str(),
+                &new.name,
+                &hash,
+                &scope_strings(&new.scopes),
+                &new.created_by,
+                &new.expires_at,
+            ],
+        )
+        .await?;
+    Ok(IssuedToken {
+        token: ApiToken {
+            id,
+            name: new.name,
+            scopes: new.scopes,
+            created_by: new.created_by,
+            created_at: row.get(0),
+            expires_at: new.expires_at,
+            revoked_at: None,
+            last_used_at: None,
+        },
+        secret,
+    })
+}
+
+const TOKEN_COLUMNS: &str =
+    "id, name, scopes, created_by, created_at, expires_at, revoked_at, last_used_at";
+
+fn token_from_row(row: &tokio_postgres::Row) -> Result<ApiToken, StoreError> {
+    Ok(ApiToken {
+        id: row.get(0),
+        name: row.get(1),
+        scopes: parse_scopes(row.get(2))?,
+        created_by: row.get(3),
+        created_at: row.get(4),
+        expires_at: row.get(5),
+        revoked_at: row.get(6),
+        last_used_at: row.get(7),
+    })
+}
+
+pub async fn list(tx: &TenantTx) -> Result<Vec<ApiToken>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens ORDER BY created_at, id"),
+            &[],
+        )
+        .await?;
+    rows.iter().map(token_from_row).collect()
+}
+
+pub async fn get(tx: &TenantTx, id: Uuid) -> Result<Option<ApiToken>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            &format!("SELECT {TOKEN_COLUMNS} FROM api_tokens WHERE id = $1"),
+            &[&id],
+        )
+        .await?;
+    row.as_ref().map(token_from_row).transpose()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RevokeOutcome {
+    Revoked,
+    AlreadyRevoked,
+    NotFound,
+}
+
+pub async fn revoke(tx: &TenantTx, id: Uuid) -> Result<RevokeOutcome, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "UPDATE api_tokens SET revoked_at = COALESCE(revoked_at, now())
+             WHERE id = $1
+             RETURNING revoked_at = now() AS revoked_now",
+            &[&id],
+        )
+        .await?;
+    Ok(match row {
+        None => RevokeOutcome::NotFound,
+        Some(row) if row.get::<_, bool>(0) => RevokeOutcome::Revoked,
+        Some(_) => RevokeOutcome::AlreadyRevoked,
+    })
+}
+
+/// Who is calling: the result of a successful token check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub tenant: TenantId,
+    pub token_id: Uuid,
+    pub token_name: String,
+    pub user_id: Option<Uuid>,
+    pub scopes: BTreeSet<Scope>,
+}
+
+impl Principal {
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+}
+
+/// Why a presented token was refused. Callers answer all of these with the same 401; the
+/// distinction is for logs.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthFailure {
+    #[error("token is malformed")]
+    Malformed,
+    #[error("token is unknown")]
+    Unknown,
+    #[error("token was revoked")]
+    Revoked,
+    #[error("token expired")]
+    Expired,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+pub async fn authenticate(
+    store: &Store,
+    presented: &str,
+    now: DateTime<Utc>,
+) -> Result<Principal, AuthFailure> {
+    let well_formed = presented
+        .strip_prefix(SECRET_PREFIX)
+        .is_some_and(|rest| rest.len() == SECRET_HEX_LEN && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+    if !well_formed {
+        return Err(AuthFailure::Malformed);
+    }
+    let client = store.pool().get().await.map_err(StoreError::from)?;
+    let row = client
+        .query_opt(
+            "SELECT id, tenant_id, name, scopes, created_by, expires_at, revoked_at
+             FROM pulse_token_by_hash($1)",
+            &[&hash_secret(presented)],
+        )
+        .await
+        .map_err(StoreError::from)?
+        .ok_or(AuthFailure::Unknown)?;
+    let revoked_at: Option<DateTime<Utc>> = row.get(6);
+    if revoked_at.is_some() {
+        return Err(AuthFailure::Revoked);
+    }
+    let expires_at: Option<DateTime<Utc>> = row.get(5);
+    if expires_at.is_some_and(|at| at <= now) {
+        return Err(AuthFailure::Expired);
+    }
+    let tenant: String = row.get(1);
+    Ok(Principal {
+        tenant: TenantId::new(tenant).map_err(|e| StoreError::Invalid(e.to_string()))?,
+        token_id: row.get(0),
+        token_name: row.get(2),
+        scopes: parse_scopes(row.get(3))?,
+        user_id: row.get(4),
+    })
+}
+
+/// Records use, at most once a minute per token so a busy client does not write on every call.
+pub async fn touch_last_used(store: &Store, principal: &Principal) -> Result<(), StoreError> {
+    let tx = store.tenant_tx(&principal.tenant).await?;
+    tx.client()
+        .execute(
+            "UPDATE api_tokens SET last_used_at = now()
+             WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds')",
+            &[&principal.token_id],
+        )
+        .await?;
+    tx.commit().await
+}
