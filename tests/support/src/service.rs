@@ -1,0 +1,180 @@
+//! Spawning the real service binaries against a per-test database and subject prefix.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::process::{Child, Command};
+
+use crate::db::TestDb;
+
+/// The directory holding the workspace's built binaries (`target/<profile>/`), found from the
+/// running test executable (`target/<profile>/deps/<test>`).
+pub fn bin_dir() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let deps = exe.parent().context("test executable has no directory")?;
+    let dir = if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().context("deps has no parent")?
+    } else {
+        deps
+    };
+    Ok(dir.to_path_buf())
+}
+
+/// Path of a built binary, or an error that says how to build it.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    let path = bin_dir()?.join(name);
+    anyhow::ensure!(
+        path.is_file(),
+        "{} is not built; run `cargo build --bins` first",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// A port nobody listens on right now.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A fresh scratch directory under the system temp dir.
+pub fn scratch_dir(label: &str) -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("pulse-{label}-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// A running service binary; killed if dropped without [`ServiceProcess::stop`].
+pub struct ServiceProcess {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl ServiceProcess {
+    pub fn spawn(name: &str, env: &[(String, String)], log: &Path) -> anyhow::Result<Self> {
+        let out = std::fs::File::create(log)?;
+        let err = out.try_clone()?;
+        let mut command = Command::new(binary(name)?);
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true);
+        let child = command.spawn().with_context(|| format!("spawning {name}"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            child,
+            log: log.to_path_buf(),
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// SIGTERM, then wait up to `grace` for a clean exit (SIGKILL after it).
+    pub async fn stop(mut self, grace: Duration) -> anyhow::Result<std::process::ExitStatus> {
+        if let Some(pid) = self.child.id() {
+            signal(pid, libc::SIGTERM);
+        }
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(status) => Ok(status?),
+            Err(_) => {
+                self.child.kill().await?;
+                anyhow::bail!("{} did not stop within {grace:?}; killed", self.name)
+            }
+        }
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: u32, signal: i32) {
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) has no memory-safety preconditions; a stale pid only yields ESRCH.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::kill(pid, signal);
+    }
+}
+
+/// The gateway alone (the other services are not needed for the API), on a test database and
+/// subject prefix, with its bootstrap admin token.
+pub struct TestGateway {
+    pub db: TestDb,
+    pub url: String,
+    pub admin_token: String,
+    pub state_dir: PathBuf,
+    pub process: ServiceProcess,
+    pub http: reqwest::Client,
+}
+
+impl TestGateway {
+    pub async fn start() -> anyhow::Result<Self> {
+        crate::install_crypto_provider();
+        let db = TestDb::create().await?;
+        let state_dir = scratch_dir("gateway")?;
+        let port = free_port()?;
+        let prefix = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let env = vec![
+            ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
+            ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
+            ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix),
+            ("PULSE_STATE_DIR".to_owned(), state_dir.display().to_string()),
+            ("PULSE_GATEWAY__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+            ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
+        ];
+        let process = ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
+        let url = format!("http://127.0.0.1:{port}");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        let token_path = state_dir.join("admin-token");
+        let ready = crate::wait::until(Duration::from_secs(60), "gateway /readyz", || {
+            let http = http.clone();
+            let url = format!("{url}/readyz");
+            let token_path = token_path.clone();
+            async move {
+                let ok = http.get(url).send().await.ok()?.status().is_success();
+                (ok && token_path.is_file()).then_some(())
+            }
+        })
+        .await;
+        if let Err(error) = ready {
+            anyhow::bail!("{error}; gateway log:\n{}", process.log_tail(30));
+        }
+        let admin_token = std::fs::read_to_string(&token_path)?.trim().to_owned();
+        Ok(Self {
+            db,
+            url,
+            admin_token,
+            state_dir,
+            process,
+            http,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let status = self.process.stop(Duration::from_secs(10)).await?;
+        anyhow::ensure!(status.success(), "gateway exited with {status}");
+        let _ = std::fs::remove_dir_all(&self.state_dir);
+        self.db.cleanup().await
+    }
+}
