@@ -98,10 +98,7 @@ impl CargoRun {
     /// Detects `cargo run` of this very package: cargo sets `CARGO` and `CARGO_MANIFEST_DIR` for
     /// the program it runs. A pulsectl merely spawned by some other cargo-run process (a test of
     /// another crate, say) sees that crate's manifest dir and builds nothing.
-    pub fn detect(
-        env: impl Fn(&str) -> Option<OsString>,
-        own_manifest_dir: &Path,
-    ) -> Option<Self> {
+    pub fn detect(env: impl Fn(&str) -> Option<OsString>, own_manifest_dir: &Path) -> Option<Self> {
         let cargo = PathBuf::from(env("CARGO")?);
         let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR")?);
         if manifest_dir != own_manifest_dir {
@@ -182,8 +179,8 @@ mod tests {
             Some(dir.join("pulse-gateway").as_path())
         );
 
-        let err =
-            Binaries::find_in(&dir, ["pulse-gateway", "pulse-verifier", "pulse-agent"]).unwrap_err();
+        let err = Binaries::find_in(&dir, ["pulse-gateway", "pulse-verifier", "pulse-agent"])
+            .unwrap_err();
         let BinariesError::Missing { missing, .. } = &err else {
             panic!("{err:?}");
         };
@@ -218,7 +215,11 @@ mod tests {
         let dir = scratch("root");
         std::fs::create_dir_all(dir.join("services/x")).unwrap();
         std::fs::write(dir.join("Cargo.toml"), "[workspace]\nmembers = []\n").unwrap();
-        std::fs::write(dir.join("services/x/Cargo.toml"), "[package]\nname = \"x\"\n").unwrap();
+        std::fs::write(
+            dir.join("services/x/Cargo.toml"),
+            "[package]\nname = \"x\"\n",
+        )
+        .unwrap();
         assert_eq!(workspace_root(&dir.join("services/x")), Some(dir.clone()));
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -4,6 +4,7 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -42,13 +43,7 @@ impl ChildSpec {
     /// file, its own process group (a terminal Ctrl-C reaches pulsectl only, which then stops
     /// the children in order), and SIGTERM on pulsectl's death.
     pub fn command(&self) -> std::io::Result<tokio::process::Command> {
-        if let Some(dir) = self.log_path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log_path)?;
+        let mut log = open_log(&self.log_path)?;
         writeln!(
             log,
             "--- pulsectl: starting {} at {} ---",
@@ -118,6 +113,19 @@ pub fn set_exec_hooks(cmd: &mut std::process::Command, hooks: ExecHooks) {
     }
 }
 
+/// Opens a log file for appending. Owner-only: services may log secrets (the gateway prints
+/// the admin token it bootstraps).
+pub fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
 /// The last `lines` lines of a log file (reads at most its last 64 KiB).
 pub fn tail(path: &Path, lines: usize) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
@@ -156,6 +164,17 @@ mod tests {
         assert_eq!(last_lines("a\nb\n", 5, false), ["a", "b"]);
         assert_eq!(last_lines("tial\nb\nc", 5, true), ["b", "c"]);
         assert!(last_lines("", 3, false).is_empty());
+    }
+
+    #[test]
+    fn logs_are_private_to_their_owner() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("pulsectl-log-{}", std::process::id()));
+        let path = dir.join("logs/gateway.log");
+        open_log(&path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

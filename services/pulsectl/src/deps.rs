@@ -10,7 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
-use crate::child::{ChildSpec, tail};
+use crate::child::{ChildSpec, open_log, tail};
 use crate::supervisor::{Event, SpawnError, Supervisor};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -182,10 +182,7 @@ async fn start_postgres(
     let run_as = postgres_user()?;
     if let Some((uid, gid)) = run_as {
         if let Some(blocked) = blocked_ancestor(&root, uid, gid) {
-            return Err(DepsError::NotTraversable {
-                dir: root,
-                blocked,
-            });
+            return Err(DepsError::NotTraversable { dir: root, blocked });
         }
         for dir in [&root, &sockets] {
             std::os::unix::fs::chown(dir, Some(uid), Some(gid))
@@ -194,7 +191,10 @@ async fn start_postgres(
     }
 
     if !data.join("PG_VERSION").is_file() {
-        println!("initialising a private Postgres cluster in {}", data.display());
+        println!(
+            "initialising a private Postgres cluster in {}",
+            data.display()
+        );
         let log = append(&log_path)?;
         let mut initdb = tokio::process::Command::new(&tools.initdb);
         initdb
@@ -282,11 +282,7 @@ async fn start_nats(
 }
 
 fn append(path: &Path) -> Result<std::fs::File, DepsError> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(io(format!("opening {}", path.display())))
+    open_log(path).map_err(io(format!("opening {}", path.display())))
 }
 
 /// Polls `probe` until it answers, the process exits, or the deadline passes.
@@ -325,7 +321,10 @@ where
         if Instant::now() >= deadline {
             return Err(DepsError::NotReady {
                 name,
-                why: format!("not accepting connections after {} s", READY_TIMEOUT.as_secs()),
+                why: format!(
+                    "not accepting connections after {} s",
+                    READY_TIMEOUT.as_secs()
+                ),
                 log: tail(log_path, 15).join("\n"),
             });
         }

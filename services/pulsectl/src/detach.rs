@@ -10,7 +10,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::time::Instant;
 
-use crate::child::{ExecHooks, set_exec_hooks, tail};
+use crate::child::{ExecHooks, open_log, set_exec_hooks, tail};
 use crate::cli::UpArgs;
 use crate::health::HealthProbe;
 use crate::pidfile::{self, PidFileError};
@@ -38,14 +38,10 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
     locate_binaries(args).await?;
 
     let log_path = config.logs_dir().join("pulsectl.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|source| UpError::StateDir {
-            path: log_path.clone(),
-            source,
-        })?;
+    let log = open_log(&log_path).map_err(|source| UpError::StateDir {
+        path: log_path.clone(),
+        source,
+    })?;
     let exe = std::env::current_exe()
         .map_err(|err| UpError::Detach(format!("cannot locate pulsectl's executable: {err}")))?;
     let mut command = std::process::Command::new(exe);
@@ -67,9 +63,9 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         },
     );
     let mut signals = StopSignals::install().map_err(UpError::Signals)?;
-    let mut daemon = command
-        .spawn()
-        .map_err(|err| UpError::Detach(format!("cannot start pulsectl in the background: {err}")))?;
+    let mut daemon = command.spawn().map_err(|err| {
+        UpError::Detach(format!("cannot start pulsectl in the background: {err}"))
+    })?;
     let daemon_pid = daemon.id();
     println!(
         "pulsectl runs in the background (pid {daemon_pid}); log: {}",

@@ -50,8 +50,12 @@ pub async fn run(state_dir: &Path, timeout: Duration) -> Result<(), DownError> {
         pid,
         source: nix::Error::ESRCH,
     })?;
-    kill(Pid::from_raw(raw), Signal::SIGTERM).map_err(|source| DownError::Signal { pid, source })?;
-    println!("stopping the stack of {} (pulsectl pid {pid})", state_dir.display());
+    kill(Pid::from_raw(raw), Signal::SIGTERM)
+        .map_err(|source| DownError::Signal { pid, source })?;
+    println!(
+        "stopping the stack of {} (pulsectl pid {pid})",
+        state_dir.display()
+    );
 
     let deadline = Instant::now() + timeout;
     while pidfile::is_live_pulsectl(pid) {

@@ -99,7 +99,10 @@ mod tests {
             parse_duration("30"),
             Err(DurationError::Malformed(_))
         ));
-        assert!(matches!(parse_duration("d"), Err(DurationError::Malformed(_))));
+        assert!(matches!(
+            parse_duration("d"),
+            Err(DurationError::Malformed(_))
+        ));
         assert!(matches!(
             parse_duration("-3d"),
             Err(DurationError::Malformed(_))

@@ -126,10 +126,11 @@ impl fmt::Display for PgTarget {
 /// The servers a Postgres URL names, in order.
 pub fn postgres_targets(url: &str) -> Result<Vec<PgTarget>, PreflightError> {
     let config: tokio_postgres::Config =
-        url.parse().map_err(|err: tokio_postgres::Error| PreflightError::DatabaseUrl {
-            url: url.to_owned(),
-            reason: err.to_string(),
-        })?;
+        url.parse()
+            .map_err(|err: tokio_postgres::Error| PreflightError::DatabaseUrl {
+                url: url.to_owned(),
+                reason: err.to_string(),
+            })?;
     let ports = config.get_ports();
     let port_at = |i: usize| match ports.len() {
         0 => 5432,
@@ -193,14 +194,15 @@ pub fn nats_targets(url: &str) -> Result<Vec<(String, u16)>, PreflightError> {
 }
 
 async fn tcp_reachable(host: &str, port: u16) -> Result<(), String> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect((host, port))).await
+    match tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect((host, port)),
+    )
+    .await
     {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(err)) => Err(describe_io(&err)),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        )),
+        Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
     }
 }
 
@@ -208,10 +210,7 @@ async fn socket_reachable(path: &Path) -> Result<(), String> {
     match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(path)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(err)) => Err(describe_io(&err)),
-        Err(_) => Err(format!(
-            "no answer within {} s",
-            CONNECT_TIMEOUT.as_secs()
-        )),
+        Err(_) => Err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
     }
 }
 
@@ -278,20 +277,17 @@ pub async fn check_dependencies(database_url: &str, nats_url: &str) -> Result<()
 /// Creates the database named in `url` when it does not exist. Returns whether it did.
 pub async fn ensure_database(url: &str) -> Result<bool, PreflightError> {
     let config: tokio_postgres::Config =
-        url.parse().map_err(|err: tokio_postgres::Error| PreflightError::DatabaseUrl {
-            url: url.to_owned(),
-            reason: err.to_string(),
-        })?;
+        url.parse()
+            .map_err(|err: tokio_postgres::Error| PreflightError::DatabaseUrl {
+                url: url.to_owned(),
+                reason: err.to_string(),
+            })?;
     let target = postgres_targets(url)?
         .first()
         .map(ToString::to_string)
         .unwrap_or_default();
     // libpq's rule: no database name means the user's name.
-    let Some(name) = config
-        .get_dbname()
-        .or(config.get_user())
-        .map(str::to_owned)
-    else {
+    let Some(name) = config.get_dbname().or(config.get_user()).map(str::to_owned) else {
         return Err(PreflightError::DatabaseUrl {
             url: url.to_owned(),
             reason: "no database or user name".to_owned(),
@@ -304,7 +300,9 @@ pub async fn ensure_database(url: &str) -> Result<bool, PreflightError> {
             return Ok(false);
         }
         let mut admin = config.clone();
-        admin.dbname(maintenance).connect_timeout(Duration::from_secs(5));
+        admin
+            .dbname(maintenance)
+            .connect_timeout(Duration::from_secs(5));
         let (client, connection) = match admin.connect(tokio_postgres::NoTls).await {
             Ok(pair) => pair,
             Err(err) => {
@@ -455,7 +453,10 @@ mod tests {
         );
         assert!(message.contains("pg_ctlcluster "), "{message}");
         assert!(message.contains("main start"), "{message}");
-        assert!(message.contains("NATS is unreachable at 127.0.0.1:4222"), "{message}");
+        assert!(
+            message.contains("NATS is unreachable at 127.0.0.1:4222"),
+            "{message}"
+        );
         assert!(message.contains("nats-server -js"), "{message}");
         assert_eq!(message.matches("--spawn-deps").count(), 2, "{message}");
     }

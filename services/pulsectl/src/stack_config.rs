@@ -226,7 +226,12 @@ mod tests {
         .unwrap();
         assert_eq!(config.database_url, "postgres://root@127.0.0.1:5432/other");
         assert_eq!(config.gateway_url(), "http://127.0.0.1:9000");
-        assert!(config.inherited.iter().all(|(k, _)| k.starts_with("PULSE_")));
+        assert!(
+            config
+                .inherited
+                .iter()
+                .all(|(k, _)| k.starts_with("PULSE_"))
+        );
         assert!(!config.inherited.iter().any(|(k, _)| k == "PULSE_TOKEN"));
     }
 
@@ -234,7 +239,10 @@ mod tests {
     fn each_service_gets_its_own_health_listener_and_no_pulsectl_variables() {
         let config = StackConfig::resolve(
             Path::new("/state"),
-            env(&[("PULSE_NATS__SUBJECT_PREFIX", "t1"), ("PULSE_GATEWAY_URL", "x")]),
+            env(&[
+                ("PULSE_NATS__SUBJECT_PREFIX", "t1"),
+                ("PULSE_GATEWAY_URL", "x"),
+            ]),
         )
         .unwrap();
         let args = up_args(&["--verifier-health-listen", "127.0.0.1:17664"]);
@@ -245,7 +253,11 @@ mod tests {
                 .set
                 .contains(&("PULSE_HTTP__LISTEN".into(), "127.0.0.1:17664".into()))
         );
-        assert!(verifier.set.contains(&("PULSE_STATE_DIR".into(), "/state".into())));
+        assert!(
+            verifier
+                .set
+                .contains(&("PULSE_STATE_DIR".into(), "/state".into()))
+        );
         assert!(verifier.remove.contains(&"PULSE_GATEWAY_URL".to_owned()));
         config.validate("verifier", &verifier).unwrap();
 
@@ -263,8 +275,8 @@ mod tests {
 
     #[test]
     fn unknown_pulse_variables_fail_before_anything_starts() {
-        let err = StackConfig::resolve(Path::new("/s"), env(&[("PULSE_NATS__URLL", "x")]))
-            .unwrap_err();
+        let err =
+            StackConfig::resolve(Path::new("/s"), env(&[("PULSE_NATS__URLL", "x")])).unwrap_err();
         assert!(err.to_string().contains("urll"), "{err}");
     }
 

@@ -1,5 +1,6 @@
 //! `pulsectl up`: run the whole stack in the foreground until a stop signal.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -63,7 +64,13 @@ pub fn prepare_state_dir(state_dir: &Path) -> Result<PathBuf, UpError> {
         path: state_dir.to_path_buf(),
         source,
     };
-    std::fs::create_dir_all(state_dir.join("logs")).map_err(error)?;
+    std::fs::create_dir_all(state_dir).map_err(error)?;
+    // Logs may hold secrets: the directory is private to its owner.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(state_dir.join("logs"))
+        .map_err(error)?;
     std::fs::canonicalize(state_dir).map_err(error)
 }
 
@@ -138,7 +145,11 @@ async fn run_stack(
         }
         let events = supervisor.poll();
         report_events(supervisor, events);
-        let gave_up: Vec<String> = supervisor.gave_up().iter().map(|s| (*s).to_owned()).collect();
+        let gave_up: Vec<String> = supervisor
+            .gave_up()
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
         if !gave_up.is_empty() {
             let mut message = format!(
                 "the stack did not start: {} kept exiting ({RESTART_LIMIT} restarts)",
@@ -161,7 +172,11 @@ async fn run_stack(
             next_probe = Instant::now() + STARTUP_HEALTH_EVERY;
         }
         if Instant::now() >= deadline {
-            return Err(not_ready_error(supervisor, &observation, args.ready_timeout));
+            return Err(not_ready_error(
+                supervisor,
+                &observation,
+                args.ready_timeout,
+            ));
         }
     }
 

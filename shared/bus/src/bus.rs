@@ -9,7 +9,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use pulse_domain::TenantId;
 
-use crate::envelope::{self, Decoded, EnvelopeError, Message, decode, encode, encode_system, headers};
+use crate::envelope::{
+    self, Decoded, EnvelopeError, Message, decode, encode, encode_system, headers,
+};
 use crate::error::{BusError, ErrorReply};
 use crate::heartbeat::Heartbeat;
 use crate::streams::{self, JobConsumerConfig, StreamSettings};
@@ -267,7 +269,9 @@ fn check_same_tenant<M>(tenant: &TenantId, decoded: &Decoded<M>) -> Result<(), E
     match &decoded.meta.tenant {
         Some(t) if t == tenant => Ok(()),
         Some(t) => Err(EnvelopeError::BadTenant(t.as_str().to_owned())),
-        None => Err(EnvelopeError::BadTenant(crate::subjects::SYSTEM_TENANT.to_owned())),
+        None => Err(EnvelopeError::BadTenant(
+            crate::subjects::SYSTEM_TENANT.to_owned(),
+        )),
     }
 }
 

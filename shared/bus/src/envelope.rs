@@ -231,7 +231,10 @@ pub fn header<'a>(headers: Option<&'a HeaderMap>, name: &str) -> Option<&'a str>
     headers?.get(name).map(|v| v.as_str())
 }
 
-fn required<'a>(headers: Option<&'a HeaderMap>, name: &'static str) -> Result<&'a str, EnvelopeError> {
+fn required<'a>(
+    headers: Option<&'a HeaderMap>,
+    name: &'static str,
+) -> Result<&'a str, EnvelopeError> {
     header(headers, name).ok_or(EnvelopeError::MissingHeader(name))
 }
 
@@ -309,7 +312,12 @@ mod tests {
         assert_eq!(dec.meta.message_id, enc.message_id);
         assert_eq!(dec.meta.tenant, Some(acme()));
         assert_eq!(dec.meta.schema, 1);
-        assert_eq!(uuid::Uuid::parse_str(&enc.message_id).unwrap().get_version_num(), 7);
+        assert_eq!(
+            uuid::Uuid::parse_str(&enc.message_id)
+                .unwrap()
+                .get_version_num(),
+            7
+        );
     }
 
     #[test]
@@ -330,7 +338,13 @@ mod tests {
     fn system_messages_have_no_tenant() {
         let enc = encode_system(&Ping { n: 1 }, None).unwrap();
         assert_eq!(header(Some(&enc.headers), headers::TENANT), Some("_sys"));
-        assert_eq!(decode::<Ping>(Some(&enc.headers), &enc.body).unwrap().meta.tenant, None);
+        assert_eq!(
+            decode::<Ping>(Some(&enc.headers), &enc.body)
+                .unwrap()
+                .meta
+                .tenant,
+            None
+        );
     }
 
     #[test]

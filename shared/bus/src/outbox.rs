@@ -21,6 +21,7 @@ use pulse_domain::TenantId;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, watch};
 use tokio_postgres::GenericClient;
+use tokio_postgres::types::Type;
 
 use crate::bus::js_publish;
 use crate::envelope::{EnvelopeError, Message, check_header_value, headers, schema_header};
@@ -126,24 +127,26 @@ pub async fn enqueue<C: GenericClient>(client: &C, row: OutboxRow) -> Result<i64
         header_pair(name, value)?;
     }
     let schema = i32::try_from(row.schema).map_err(|_| OutboxError::BadSchema(row.schema))?;
-    let headers_json = serde_json::to_value(&row.headers).map_err(|source| EnvelopeError::Encode {
-        message_type: "outbox headers",
-        source,
-    })?;
+    let headers_json =
+        serde_json::to_value(&row.headers).map_err(|source| EnvelopeError::Encode {
+            message_type: "outbox headers",
+            source,
+        })?;
+    // Typed parameters: one round trip, no separate prepare.
     let inserted = client
-        .query_one(
+        .query_typed_one(
             "INSERT INTO outbox \
                 (tenant_id, subject, message_type, schema_version, headers, payload, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
              RETURNING id",
             &[
-                &row.tenant.as_str(),
-                &row.subject,
-                &row.message_type,
-                &schema,
-                &headers_json,
-                &row.payload,
-                &row.created_at,
+                (&row.tenant.as_str(), Type::TEXT),
+                (&row.subject, Type::TEXT),
+                (&row.message_type, Type::TEXT),
+                (&schema, Type::INT4),
+                (&headers_json, Type::JSONB),
+                (&row.payload, Type::JSONB),
+                (&row.created_at, Type::TIMESTAMPTZ),
             ],
         )
         .await?;
@@ -370,7 +373,9 @@ fn build_message(row: &tokio_postgres::Row) -> Result<(String, HeaderMap, Bytes)
     let mut map = HeaderMap::new();
     if let serde_json::Value::Object(extra) = extra {
         for (name, value) in extra {
-            let value = value.as_str().ok_or_else(|| OutboxError::BadHeader { name: name.clone() })?;
+            let value = value
+                .as_str()
+                .ok_or_else(|| OutboxError::BadHeader { name: name.clone() })?;
             let (name, value) = header_pair(&name, value)?;
             map.insert(name, value);
         }

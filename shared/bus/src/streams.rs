@@ -206,9 +206,12 @@ pub async fn ensure_job_consumer(
     config: &JobConsumerConfig,
 ) -> Result<PullConsumer, BusError> {
     check_token(kind)?;
-    js.create_consumer_on_stream(job_consumer_config(subjects, kind, config), subjects.jobs_stream())
-        .await
-        .map_err(|err| BusError::nats("consumer create", err))
+    js.create_consumer_on_stream(
+        job_consumer_config(subjects, kind, config),
+        subjects.jobs_stream(),
+    )
+    .await
+    .map_err(|err| BusError::nats("consumer create", err))
 }
 
 /// Deletes the streams of `subjects`: with a prefix, every stream whose name starts with

@@ -286,7 +286,10 @@ mod tests {
     #[test]
     fn builds_subjects_with_prefix() {
         let s = Subjects::new(Some("t0a1b2c3d4e5f"));
-        assert_eq!(s.job(&t("acme"), "watch"), "t0a1b2c3d4e5f.pulse.acme.jobs.watch");
+        assert_eq!(
+            s.job(&t("acme"), "watch"),
+            "t0a1b2c3d4e5f.pulse.acme.jobs.watch"
+        );
         assert_eq!(s.heartbeat(), "t0a1b2c3d4e5f.pulse._sys.heartbeat");
         assert_eq!(s.jobs_stream(), "T0A1B2C3D4E5F_PULSE_JOBS");
         assert_eq!(s.stream_name_prefix(), "T0A1B2C3D4E5F_");
@@ -303,7 +306,10 @@ mod tests {
         assert!(Subjects::try_new(Some("a..b")).is_err());
         assert!(Subjects::try_new(Some(">")).is_err());
         assert_eq!(Subjects::try_new(Some("")).unwrap().prefix(), None);
-        assert_eq!(Subjects::try_new(Some("a.b-c")).unwrap().prefix(), Some("a.b-c"));
+        assert_eq!(
+            Subjects::try_new(Some("a.b-c")).unwrap().prefix(),
+            Some("a.b-c")
+        );
     }
 
     #[test]
@@ -320,7 +326,10 @@ mod tests {
     #[test]
     fn extracts_tenant_token() {
         let s = Subjects::new(Some("pre.fix"));
-        assert_eq!(s.tenant_token("pre.fix.pulse.acme.jobs.watch"), Some("acme"));
+        assert_eq!(
+            s.tenant_token("pre.fix.pulse.acme.jobs.watch"),
+            Some("acme")
+        );
         assert_eq!(s.tenant_token("pre.fix.pulse._sys.heartbeat"), Some("_sys"));
         assert_eq!(s.tenant_token("pulse.acme.jobs.watch"), None);
         assert_eq!(s.tenant_token("pre.fixx.pulse.acme"), None);

@@ -4,9 +4,7 @@
 //! The header is formatted and parsed here rather than through a global propagator so it works
 //! whether or not the process installed one.
 
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 /// The `traceparent` of the current span, if it belongs to a valid trace.
@@ -82,7 +80,8 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>) {
 }
 
 fn is_lower_hex(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]

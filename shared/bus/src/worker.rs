@@ -223,12 +223,45 @@ impl<M: Message> JobWorker<M> {
                 .expires(self.config.pull_expires)
                 .messages()
                 .await;
-            let mut batch = match batch {
-                Ok(batch) => {
-                    pull_errors = 0;
-                    batch
+            let failure = match batch {
+                Ok(mut batch) => {
+                    // The batch ends when it is full or the server expires the pull; messages
+                    // already on their way are never dropped, so a shutdown waits for it to end.
+                    let mut failure = None;
+                    while let Some(item) = batch.next().await {
+                        match item {
+                            Ok(msg) => {
+                                let Some(permit) = permits.pop() else {
+                                    // The server never sends more than asked; if it did, hand
+                                    // the job back.
+                                    let _ = msg.ack_with(AckKind::Nak(None)).await;
+                                    continue;
+                                };
+                                tasks.spawn(process_job::<M, F, Fut>(
+                                    shared.clone(),
+                                    msg,
+                                    permit,
+                                    abandon_rx.clone(),
+                                ));
+                            }
+                            Err(err) => {
+                                failure = Some(err);
+                                break;
+                            }
+                        }
+                    }
+                    failure
                 }
-                Err(err) => {
+                Err(err) => Some(err.into()),
+            };
+            drop(permits);
+            while tasks.try_join_next().is_some() {}
+
+            match failure {
+                None => pull_errors = 0,
+                Some(err) => {
+                    // Pull refused or broken (server restarting, too many waiting pulls...):
+                    // back off instead of spinning, and give up after a long run of failures.
                     pull_errors += 1;
                     tracing::warn!(kind = %self.kind, error = %err, attempt = pull_errors, "job pull failed");
                     if pull_errors >= MAX_CONSECUTIVE_PULL_ERRORS {
@@ -244,34 +277,8 @@ impl<M: Message> JobWorker<M> {
                         _ = tokio::time::sleep(pause) => {}
                         _ = raised(&mut shutdown) => break,
                     }
-                    continue;
-                }
-            };
-            // The batch ends when it is full or the server expires the pull; messages already
-            // on their way are never dropped, so a shutdown waits for the batch to end.
-            while let Some(item) = batch.next().await {
-                match item {
-                    Ok(msg) => {
-                        let Some(permit) = permits.pop() else {
-                            // The server never sends more than asked; if it did, give it back.
-                            let _ = msg.ack_with(AckKind::Nak(None)).await;
-                            continue;
-                        };
-                        tasks.spawn(process_job::<M, F, Fut>(
-                            shared.clone(),
-                            msg,
-                            permit,
-                            abandon_rx.clone(),
-                        ));
-                    }
-                    Err(err) => {
-                        tracing::warn!(kind = %self.kind, error = %err, "job pull ended with an error");
-                        break;
-                    }
                 }
             }
-            drop(permits);
-            while tasks.try_join_next().is_some() {}
         }
 
         let drained = tokio::time::timeout(self.config.shutdown_grace, async {
@@ -303,7 +310,10 @@ async fn process_job<M, F, Fut>(
 {
     let _permit = permit;
     let (delivered, stream_sequence) = match msg.info() {
-        Ok(info) => (u64::try_from(info.delivered).unwrap_or(1).max(1), info.stream_sequence),
+        Ok(info) => (
+            u64::try_from(info.delivered).unwrap_or(1).max(1),
+            info.stream_sequence,
+        ),
         Err(err) => {
             tracing::warn!(subject = %msg.subject, error = %err, "message without jetstream metadata dropped");
             return;
@@ -333,7 +343,13 @@ async fn process_job<M, F, Fut>(
     let tenant = match &decoded.meta.tenant {
         Some(t) if delivery.subject_tenant.as_deref() == Some(t.as_str()) => t.clone(),
         _ => {
-            dead_letter(&shared, &msg, &delivery, "job tenant header does not match its subject").await;
+            dead_letter(
+                &shared,
+                &msg,
+                &delivery,
+                "job tenant header does not match its subject",
+            )
+            .await;
             return;
         }
     };
@@ -437,7 +453,12 @@ struct Delivery {
 /// Publishes the job as it arrived (body and headers) plus why it failed to
 /// `pulse.<tenant>.dlq.<kind>`, then terminates it. Its dead-letter message id is its place in
 /// the jobs stream, so a retried dead-letter publish is stored once.
-async fn dead_letter<F>(shared: &Shared<F>, msg: &jetstream::Message, delivery: &Delivery, reason: &str) {
+async fn dead_letter<F>(
+    shared: &Shared<F>,
+    msg: &jetstream::Message,
+    delivery: &Delivery,
+    reason: &str,
+) {
     let subjects = shared.bus.subjects();
     let tenant_token = delivery
         .subject_tenant

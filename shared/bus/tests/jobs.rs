@@ -68,10 +68,9 @@ async fn stream_setup_is_idempotent_and_race_free() -> anyhow::Result<()> {
     let settings = StreamSettings::small();
 
     // Four processes starting at once, then a restart.
-    let results = futures::future::join_all(
-        (0..4).map(|_| ensure_streams_with(&js, &subjects, &settings)),
-    )
-    .await;
+    let results =
+        futures::future::join_all((0..4).map(|_| ensure_streams_with(&js, &subjects, &settings)))
+            .await;
     for r in results {
         r?;
     }
@@ -85,10 +84,18 @@ async fn stream_setup_is_idempotent_and_race_free() -> anyhow::Result<()> {
         c?;
     }
 
-    for name in [subjects.jobs_stream(), subjects.events_stream(), subjects.dlq_stream()] {
+    for name in [
+        subjects.jobs_stream(),
+        subjects.events_stream(),
+        subjects.dlq_stream(),
+    ] {
         js.get_stream(&name).await?;
     }
-    let jobs = js.get_stream(subjects.jobs_stream()).await?.get_info().await?;
+    let jobs = js
+        .get_stream(subjects.jobs_stream())
+        .await?
+        .get_info()
+        .await?;
     assert_eq!(jobs.config.subjects, vec![subjects.jobs_wildcard()]);
     assert_eq!(jobs.config.duplicate_window, Duration::from_secs(120));
     nats.cleanup().await?;
@@ -101,20 +108,30 @@ async fn same_message_id_is_stored_and_handled_once() -> anyhow::Result<()> {
     nats.ensure_streams().await?;
     let bus = nats.bus();
 
-    let first = bus.publish_job(&acme(), "dedupe", &Job { n: 1 }, Some("job-42")).await?;
-    let second = bus.publish_job(&acme(), "dedupe", &Job { n: 1 }, Some("job-42")).await?;
+    let first = bus
+        .publish_job(&acme(), "dedupe", &Job { n: 1 }, Some("job-42"))
+        .await?;
+    let second = bus
+        .publish_job(&acme(), "dedupe", &Job { n: 1 }, Some("job-42"))
+        .await?;
     assert!(!first.duplicate);
     assert!(second.duplicate);
     assert_eq!(first.stream_sequence, second.stream_sequence);
-    assert_eq!(stream_messages(&bus, &bus.subjects().jobs_stream()).await?, 1);
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().jobs_stream()).await?,
+        1
+    );
 
     let calls = Arc::new(Mutex::new(Vec::<String>::new()));
     let seen = calls.clone();
-    let worker = JobWorker::<Job>::new(&bus, "dedupe", fast_config(Duration::from_secs(5), 3)).await?;
+    let worker =
+        JobWorker::<Job>::new(&bus, "dedupe", fast_config(Duration::from_secs(5), 3)).await?;
     let (tx, task) = start(worker, move |ctx, _job| {
         let seen = seen.clone();
         async move {
-            seen.lock().map_err(JobError::retry)?.push(ctx.meta.message_id.clone());
+            seen.lock()
+                .map_err(JobError::retry)?
+                .push(ctx.meta.message_id.clone());
             Ok(())
         }
     });
@@ -127,9 +144,15 @@ async fn same_message_id_is_stored_and_handled_once() -> anyhow::Result<()> {
     consumer_drained(&bus, "dedupe", DEADLINE).await?;
     stop(tx, task).await?;
 
-    assert_eq!(*calls.lock().map_err(|e| anyhow::anyhow!("{e}"))?, vec!["job-42".to_owned()]);
+    assert_eq!(
+        *calls.lock().map_err(|e| anyhow::anyhow!("{e}"))?,
+        vec!["job-42".to_owned()]
+    );
     // Acked: the work queue is empty.
-    assert_eq!(stream_messages(&bus, &bus.subjects().jobs_stream()).await?, 0);
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().jobs_stream()).await?,
+        0
+    );
     nats.cleanup().await?;
     Ok(())
 }
@@ -157,7 +180,10 @@ async fn failing_job_backs_off_then_is_dead_lettered_once() -> anyhow::Result<()
             seen.lock()
                 .map_err(JobError::retry)?
                 .push((ctx.delivery, Instant::now()));
-            Err(JobError::retry(format!("database unavailable for job {}", job.n)))
+            Err(JobError::retry(format!(
+                "database unavailable for job {}",
+                job.n
+            )))
         }
     });
     let published = bus.publish_job(&acme(), kind, &Job { n: 7 }, None).await?;
@@ -190,20 +216,32 @@ async fn failing_job_backs_off_then_is_dead_lettered_once() -> anyhow::Result<()
     let after = deliveries.lock().map_err(|e| anyhow::anyhow!("{e}"))?.len();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop(tx, task).await?;
-    let deliveries = deliveries.lock().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
+    let deliveries = deliveries
+        .lock()
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .clone();
     assert_eq!(deliveries.len(), after);
     assert_eq!(
         deliveries.iter().map(|(d, _)| *d).collect::<Vec<_>>(),
         vec![1, 2, 3, 4]
     );
-    assert_eq!(stream_messages(&bus, &bus.subjects().dlq_stream()).await?, 1);
-    assert_eq!(stream_messages(&bus, &bus.subjects().jobs_stream()).await?, 0);
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().dlq_stream()).await?,
+        1
+    );
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().jobs_stream()).await?,
+        0
+    );
 
-    // Backoff 200 ms, 400 ms, 800 ms: every gap at least its delay, and growing.
+    // Backoff 200 ms, 400 ms, 800 ms: every gap at least its own delay (so the lower bounds
+    // grow), and the last clearly longer than the first. Pairwise comparisons of neighbours
+    // would only add scheduling noise.
     let gaps: Vec<Duration> = deliveries
         .windows(2)
         .map(|w| w[1].1.duration_since(w[0].1))
         .collect();
+    assert_eq!(gaps.len(), 3);
     for (gap, expected_ms) in gaps.iter().zip([200u64, 400, 800]) {
         assert!(
             *gap >= Duration::from_millis(expected_ms * 9 / 10),
@@ -211,7 +249,7 @@ async fn failing_job_backs_off_then_is_dead_lettered_once() -> anyhow::Result<()
         );
     }
     assert!(
-        gaps.windows(2).all(|w| w[1] > w[0]),
+        gaps[2] > gaps[0] + Duration::from_millis(300),
         "gaps do not grow: {gaps:?}"
     );
     nats.cleanup().await?;
@@ -232,8 +270,7 @@ async fn undecodable_job_goes_straight_to_the_dead_letters() -> anyhow::Result<(
 
     let calls = Arc::new(Mutex::new(0u32));
     let seen = calls.clone();
-    let worker =
-        JobWorker::<Job>::new(&bus, kind, fast_config(Duration::from_secs(5), 5)).await?;
+    let worker = JobWorker::<Job>::new(&bus, kind, fast_config(Duration::from_secs(5), 5)).await?;
     let (tx, task) = start(worker, move |_ctx, _job| {
         let seen = seen.clone();
         async move {
@@ -249,7 +286,9 @@ async fn undecodable_job_goes_straight_to_the_dead_letters() -> anyhow::Result<(
         .await?
         .ok_or_else(|| anyhow::anyhow!("dead-letter subscription ended"))?;
     let h = dead.headers.as_ref();
-    let reason = header(h, headers::DLQ_REASON).unwrap_or_default().to_owned();
+    let reason = header(h, headers::DLQ_REASON)
+        .unwrap_or_default()
+        .to_owned();
     assert!(reason.contains("wrong message type"), "{reason}");
     assert_eq!(header(h, headers::DLQ_DELIVERIES), Some("1"));
     consumer_drained(&bus, kind, DEADLINE).await?;
@@ -288,7 +327,10 @@ async fn progress_acks_keep_a_long_job_from_redelivery() -> anyhow::Result<()> {
     .await?;
     consumer_drained(&bus, kind, DEADLINE).await?;
     stop(tx, task).await?;
-    assert_eq!(*deliveries.lock().map_err(|e| anyhow::anyhow!("{e}"))?, vec![1]);
+    assert_eq!(
+        *deliveries.lock().map_err(|e| anyhow::anyhow!("{e}"))?,
+        vec![1]
+    );
     nats.cleanup().await?;
     Ok(())
 }
@@ -336,10 +378,17 @@ async fn shutdown_acks_finished_jobs_and_hands_back_unfinished_ones() -> anyhow:
     stop(tx, task).await?;
     {
         let s = seen.lock().map_err(|e| anyhow::anyhow!("{e}"))?;
-        assert_eq!(s.finished, vec![1], "job 1 finished during the grace period");
+        assert_eq!(
+            s.finished,
+            vec![1],
+            "job 1 finished during the grace period"
+        );
     }
     // Job 1 was acked (gone from the work queue), job 2 was not.
-    assert_eq!(stream_messages(&bus, &bus.subjects().jobs_stream()).await?, 1);
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().jobs_stream()).await?,
+        1
+    );
 
     let second = Arc::new(Mutex::new(BTreeMap::<u32, u64>::new()));
     let s2 = second.clone();
@@ -347,21 +396,34 @@ async fn shutdown_acks_finished_jobs_and_hands_back_unfinished_ones() -> anyhow:
     let (tx, task) = start(worker, move |ctx, job| {
         let s2 = s2.clone();
         async move {
-            s2.lock().map_err(JobError::retry)?.insert(job.n, ctx.delivery);
+            s2.lock()
+                .map_err(JobError::retry)?
+                .insert(job.n, ctx.delivery);
             Ok(())
         }
     });
-    wait::until(DEADLINE, "the unfinished job to reach the new worker", || {
-        let got = second.lock().map(|s| s.contains_key(&2)).unwrap_or(false);
-        async move { got.then_some(()) }
-    })
+    wait::until(
+        DEADLINE,
+        "the unfinished job to reach the new worker",
+        || {
+            let got = second.lock().map(|s| s.contains_key(&2)).unwrap_or(false);
+            async move { got.then_some(()) }
+        },
+    )
     .await?;
     consumer_drained(&bus, kind, DEADLINE).await?;
     stop(tx, task).await?;
 
     let second = second.lock().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
-    assert_eq!(second, BTreeMap::from([(2, 2)]), "only job 2, on its second delivery");
-    assert_eq!(stream_messages(&bus, &bus.subjects().jobs_stream()).await?, 0);
+    assert_eq!(
+        second,
+        BTreeMap::from([(2, 2)]),
+        "only job 2, on its second delivery"
+    );
+    assert_eq!(
+        stream_messages(&bus, &bus.subjects().jobs_stream()).await?,
+        0
+    );
     nats.cleanup().await?;
     Ok(())
 }

@@ -48,7 +48,14 @@ async fn typed_request_gets_typed_reply() -> anyhow::Result<()> {
     let subject = bus.subjects().tenant(&acme(), "echo.run");
 
     let reply = bus
-        .request(&acme(), &subject, &Echo { text: "hello".to_owned() }, Duration::from_secs(2))
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "hello".to_owned(),
+            },
+            Duration::from_secs(2),
+        )
         .await?;
 
     assert_eq!(
@@ -70,7 +77,14 @@ async fn handler_error_arrives_as_typed_remote_error() -> anyhow::Result<()> {
     let subject = bus.subjects().tenant(&acme(), "echo.run");
 
     let err = bus
-        .request(&acme(), &subject, &Echo { text: "fail".to_owned() }, Duration::from_secs(2))
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "fail".to_owned(),
+            },
+            Duration::from_secs(2),
+        )
         .await
         .expect_err("the handler refused");
 
@@ -93,7 +107,14 @@ async fn request_of_unknown_schema_is_refused_as_bad_request() -> anyhow::Result
     let subject = bus.subjects().tenant(&acme(), "echo.run");
 
     let err = bus
-        .request(&acme(), &subject, &EchoV2 { text: "x".to_owned() }, Duration::from_secs(2))
+        .request(
+            &acme(),
+            &subject,
+            &EchoV2 {
+                text: "x".to_owned(),
+            },
+            Duration::from_secs(2),
+        )
         .await
         .expect_err("v2 is unknown to the responder");
 
@@ -117,12 +138,23 @@ async fn slow_responder_gives_timeout() -> anyhow::Result<()> {
 
     let started = Instant::now();
     let err = bus
-        .request(&acme(), &subject, &Echo { text: "slow".to_owned() }, Duration::from_millis(200))
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "slow".to_owned(),
+            },
+            Duration::from_millis(200),
+        )
         .await
         .expect_err("the responder is slower than the timeout");
 
     assert!(matches!(err, BusError::Timeout { .. }), "{err:?}");
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     drop(responder);
     Ok(())
 }
@@ -135,13 +167,24 @@ async fn nobody_listening_gives_no_responders() -> anyhow::Result<()> {
 
     let started = Instant::now();
     let err = bus
-        .request(&acme(), &subject, &Echo { text: "anyone?".to_owned() }, Duration::from_secs(5))
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "anyone?".to_owned(),
+            },
+            Duration::from_secs(5),
+        )
         .await
         .expect_err("no responder exists");
 
     assert!(matches!(err, BusError::NoResponders { .. }), "{err:?}");
     // Answered by the server at once, not by the timeout.
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     Ok(())
 }
 
@@ -151,15 +194,88 @@ async fn stopped_responder_answers_no_more() -> anyhow::Result<()> {
     let responder = echo_responder(&nats.bus()).await?;
     let bus = requester(&nats).await?;
     let subject = bus.subjects().tenant(&acme(), "echo.run");
-    bus.request(&acme(), &subject, &Echo { text: "a".to_owned() }, Duration::from_secs(2))
-        .await?;
+    bus.request(
+        &acme(),
+        &subject,
+        &Echo {
+            text: "a".to_owned(),
+        },
+        Duration::from_secs(2),
+    )
+    .await?;
 
     responder.stop().await;
 
     let err = bus
-        .request(&acme(), &subject, &Echo { text: "b".to_owned() }, Duration::from_secs(2))
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "b".to_owned(),
+            },
+            Duration::from_secs(2),
+        )
         .await
         .expect_err("the responder stopped");
     assert!(matches!(err, BusError::NoResponders { .. }), "{err:?}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn trace_context_travels_with_the_request() -> anyhow::Result<()> {
+    use opentelemetry::context::FutureExt as _;
+    use opentelemetry::trace::TraceContextExt as _;
+
+    let nats = TestNats::connect().await?;
+    let serving = nats.bus();
+    let responder = serving
+        .serve::<Echo, _, _>(
+            &serving.subjects().any_tenant("trace.echo"),
+            None,
+            |ctx, _req| async move {
+                // What a handler would parent its spans on.
+                let parent = ctx
+                    .otel_context()
+                    .map(|cx| cx.span().span_context().trace_id().to_string())
+                    .unwrap_or_default();
+                Ok(EchoReply {
+                    text: parent,
+                    tenant: ctx.tenant.to_string(),
+                })
+            },
+        )
+        .await?;
+    let bus = requester(&nats).await?;
+    let subject = bus.subjects().tenant(&acme(), "trace.echo");
+    let caller = pulse_bus::trace::remote_context(Some(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+    ))
+    .ok_or_else(|| anyhow::anyhow!("valid traceparent"))?;
+
+    let traced = bus
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: String::new(),
+            },
+            Duration::from_secs(2),
+        )
+        .with_context(caller)
+        .await?;
+    let untraced = bus
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: String::new(),
+            },
+            Duration::from_secs(2),
+        )
+        .await?;
+
+    assert_eq!(traced.text, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(untraced.text, "", "no trace, no parent");
+    responder.stop().await;
     Ok(())
 }

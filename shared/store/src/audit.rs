@@ -78,18 +78,17 @@ pub fn chain_hash(prev_hash: &[u8], canonical_row: &[u8]) -> [u8; 32] {
 pub async fn append(tx: &TenantTx, entry: &AuditEntry) -> Result<AuditRecord, StoreError> {
     let tenant = tx.tenant().as_str();
     let client = tx.client();
-    client
-        .execute(
+    // Creates the head on first use and, either way, locks it for this transaction: the
+    // no-op update takes the row lock that serializes appenders.
+    let lock_head = client
+        .prepare_cached(
             "INSERT INTO audit_heads (tenant_id, seq, head_hash) VALUES ($1, 0, $2)
-             ON CONFLICT (tenant_id) DO NOTHING",
-            &[&tenant, &GENESIS_HASH.as_slice()],
+             ON CONFLICT (tenant_id) DO UPDATE SET seq = audit_heads.seq
+             RETURNING seq, head_hash",
         )
         .await?;
     let head = client
-        .query_one(
-            "SELECT seq, head_hash FROM audit_heads WHERE tenant_id = $1 FOR UPDATE",
-            &[&tenant],
-        )
+        .query_one(&lock_head, &[&tenant, &GENESIS_HASH.as_slice()])
         .await?;
     let (head_seq, prev_hash): (i64, Vec<u8>) = (head.get(0), head.get(1));
     let seq = head_seq + 1;
@@ -97,11 +96,21 @@ pub async fn append(tx: &TenantTx, entry: &AuditEntry) -> Result<AuditRecord, St
     let occurred_at = Utc::now().trunc_subsecs(6);
     let canonical = canonical_row(tenant, seq, &occurred_at, entry)?;
     let row_hash = chain_hash(&prev_hash, &canonical);
+    let insert = client
+        .prepare_cached(
+            "WITH appended AS (
+                 INSERT INTO audit_events
+                     (tenant_id, seq, occurred_at, actor, kind, subject, payload, prev_hash, row_hash)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                 RETURNING seq, row_hash
+             )
+             UPDATE audit_heads SET seq = appended.seq, head_hash = appended.row_hash
+             FROM appended WHERE audit_heads.tenant_id = $1",
+        )
+        .await?;
     client
         .execute(
-            "INSERT INTO audit_events
-                 (tenant_id, seq, occurred_at, actor, kind, subject, payload, prev_hash, row_hash)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &insert,
             &[
                 &tenant,
                 &seq,
@@ -113,12 +122,6 @@ pub async fn append(tx: &TenantTx, entry: &AuditEntry) -> Result<AuditRecord, St
                 &prev_hash,
                 &row_hash.as_slice(),
             ],
-        )
-        .await?;
-    client
-        .execute(
-            "UPDATE audit_heads SET seq = $2, head_hash = $3 WHERE tenant_id = $1",
-            &[&tenant, &seq, &row_hash.as_slice()],
         )
         .await?;
     Ok(AuditRecord {

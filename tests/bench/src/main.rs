@@ -1,1 +1,75 @@
-fn main() {}
+//! `pulse-bench`: prints throughput and latency figures for the foundation, measured against the
+//! real NATS and Postgres of this machine.
+//!
+//! ```text
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit] [--quick]
+//! ```
+
+mod audit;
+mod bus;
+mod outbox;
+
+use std::process::ExitCode;
+
+pub struct BenchArgs {
+    pub nats_url: String,
+    pub database_url: String,
+    /// Small sample sizes, for the test suite's smoke run.
+    pub quick: bool,
+}
+
+/// Prints one figure in a stable, grep-able shape.
+pub fn figure(bench: &str, name: &str, value: f64, unit: &str) {
+    println!("{bench:<8} {name:<40} {value:>14.2} {unit}");
+}
+
+/// The `q`-quantile of sorted samples.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    pulse_test_support::install_crypto_provider();
+    let mut which = "all".to_owned();
+    let mut quick = false;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "all" | "bus" | "outbox" | "audit" => which = arg,
+            other => {
+                eprintln!("pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit] [--quick]");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let args = BenchArgs {
+        nats_url: pulse_test_support::nats::nats_url(),
+        database_url: pulse_test_support::db::server_url(),
+        quick,
+    };
+    let result = async {
+        if which == "all" || which == "bus" {
+            bus::run(&args).await?;
+        }
+        if which == "all" || which == "outbox" {
+            outbox::run(&args).await?;
+        }
+        if which == "all" || which == "audit" {
+            audit::run(&args).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("pulse-bench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

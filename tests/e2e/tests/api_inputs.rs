@@ -32,7 +32,9 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         ".{0,40}".prop_map(Value::String),
         Just(json!("monitoring:read")),
         Just(json!("admin")),
@@ -42,7 +44,12 @@ fn json_value() -> impl Strategy<Value = Value> {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
             prop::collection::btree_map(
-                prop_oneof![Just("name".to_owned()), Just("scopes".to_owned()), Just("expires_at".to_owned()), "[a-z_]{1,12}"],
+                prop_oneof![
+                    Just("name".to_owned()),
+                    Just("scopes".to_owned()),
+                    Just("expires_at".to_owned()),
+                    "[a-z_]{1,12}"
+                ],
                 inner,
                 0..5
             )
@@ -57,21 +64,31 @@ fn body() -> impl Strategy<Value = Body> {
         prop::collection::vec(any::<u8>(), 0..300).prop_map(Body::Bytes),
         json_value().prop_map(Body::Json),
         // A valid body with one field replaced by anything.
-        (json_value(), prop_oneof![Just("name"), Just("scopes"), Just("expires_at"), Just("extra")]).prop_map(
-            |(v, field)| {
+        (
+            json_value(),
+            prop_oneof![
+                Just("name"),
+                Just("scopes"),
+                Just("expires_at"),
+                Just("extra")
+            ]
+        )
+            .prop_map(|(v, field)| {
                 let mut body = json!({"name": "p", "scopes": ["monitoring:read"]});
                 body[field] = v;
                 Body::Json(body)
-            }
-        ),
-        Just(Body::Json(json!({"name": "ok", "scopes": ["monitoring:read"]}))),
+            }),
+        Just(Body::Json(
+            json!({"name": "ok", "scopes": ["monitoring:read"]})
+        )),
     ]
 }
 
 fn path() -> impl Strategy<Value = String> {
     let templated: Vec<&'static str> = API_ROUTES.iter().map(|r| r.path).collect();
     prop_oneof![
-        (prop::sample::select(templated), "[a-zA-Z0-9%._~-]{0,40}").prop_map(|(p, id)| p.replace("{id}", &id)),
+        (prop::sample::select(templated), "[a-zA-Z0-9%._~-]{0,40}")
+            .prop_map(|(p, id)| p.replace("{id}", &id)),
         "/api/[a-z/]{0,20}".prop_map(|p| p),
         Just("/api".to_owned()),
         Just("/healthz".to_owned()),
@@ -102,7 +119,11 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-async fn send(gw: &TestGateway, tokens: &[Option<String>], case: &Case) -> anyhow::Result<(StatusCode, String)> {
+async fn send(
+    gw: &TestGateway,
+    tokens: &[Option<String>],
+    case: &Case,
+) -> anyhow::Result<(StatusCode, String)> {
     let method = reqwest::Method::from_bytes(case.method.as_bytes())?;
     let mut request = gw.http.request(method, gw.url(&case.path));
     if let Some(token) = &tokens[case.token] {
@@ -124,12 +145,18 @@ fn check(case: &Case, status: StatusCode, text: &str) -> Result<(), TestCaseErro
     prop_assert!(status.as_u16() < 500, "{case:?} -> {status} {text}");
     let is_api = case.path == "/api" || case.path.starts_with("/api/") || case.path == "/nope";
     if status.as_u16() >= 400 && is_api {
-        let body: Value = serde_json::from_str(text)
-            .map_err(|e| TestCaseError::fail(format!("{case:?} -> {status}: not JSON ({e}): {text}")))?;
+        let body: Value = serde_json::from_str(text).map_err(|e| {
+            TestCaseError::fail(format!("{case:?} -> {status}: not JSON ({e}): {text}"))
+        })?;
         let code = body["error"].as_str().unwrap_or_default();
         let known = ErrorCode::ALL.iter().find(|c| c.code() == code);
         prop_assert!(known.is_some(), "{case:?} -> undocumented code {code:?}");
-        prop_assert_eq!(known.map(|c| c.http_status()), Some(status.as_u16()), "{:?}", case);
+        prop_assert_eq!(
+            known.map(|c| c.http_status()),
+            Some(status.as_u16()),
+            "{:?}",
+            case
+        );
         prop_assert!(body["message"].is_string());
     }
     Ok(())
@@ -150,8 +177,16 @@ fn no_input_produces_a_5xx() -> anyhow::Result<()> {
         let body: Value = response.json().await?;
         anyhow::Ok(body["token"].as_str().unwrap_or_default().to_owned())
     })?;
-    let tokens = vec![None, Some(gw.admin_token.clone()), Some(reader), Some("pulse_garbage".to_owned())];
-    let cases: u32 = std::env::var("PULSE_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let tokens = vec![
+        None,
+        Some(gw.admin_token.clone()),
+        Some(reader),
+        Some("pulse_garbage".to_owned()),
+    ];
+    let cases: u32 = std::env::var("PULSE_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(400);
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -172,7 +207,11 @@ fn no_input_produces_a_5xx() -> anyhow::Result<()> {
 async fn each_kind_of_bad_body_gets_its_documented_code() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
     let post = |body: &'static str, content_type: Option<&'static str>| {
-        let mut request = gw.http.post(gw.url("/api/tokens")).bearer_auth(&gw.admin_token).body(body);
+        let mut request = gw
+            .http
+            .post(gw.url("/api/tokens"))
+            .bearer_auth(&gw.admin_token)
+            .body(body);
         if let Some(ct) = content_type {
             request = request.header("content-type", ct);
         }
@@ -180,7 +219,11 @@ async fn each_kind_of_bad_body_gets_its_documented_code() -> anyhow::Result<()> 
             let response = request.send().await?;
             let status = response.status();
             let body: Value = response.json().await?;
-            anyhow::Ok((status.as_u16(), body["error"].as_str().unwrap_or_default().to_owned(), body["message"].as_str().unwrap_or_default().to_owned()))
+            anyhow::Ok((
+                status.as_u16(),
+                body["error"].as_str().unwrap_or_default().to_owned(),
+                body["message"].as_str().unwrap_or_default().to_owned(),
+            ))
         }
     };
     let json = Some("application/json");
@@ -189,7 +232,11 @@ async fn each_kind_of_bad_body_gets_its_documented_code() -> anyhow::Result<()> 
     let (status, code, message) = post("{\"name\": 5, \"scopes\": [\"admin\"]}", json).await?;
     assert_eq!((status, code.as_str()), (422, "invalid_request"));
     assert!(message.contains("name"), "{message}");
-    let (status, code, message) = post("{\"name\": \"x\", \"scopes\": [\"admin\"], \"owner\": \"me\"}", json).await?;
+    let (status, code, message) = post(
+        "{\"name\": \"x\", \"scopes\": [\"admin\"], \"owner\": \"me\"}",
+        json,
+    )
+    .await?;
     assert_eq!((status, code.as_str()), (422, "invalid_request"));
     assert!(message.contains("owner"), "{message}");
     let (status, code, message) = post("{\"name\": \"x\", \"scopes\": [\"root\"]}", json).await?;
@@ -199,10 +246,21 @@ async fn each_kind_of_bad_body_gets_its_documented_code() -> anyhow::Result<()> 
     assert_eq!((status, code.as_str()), (415, "unsupported_media_type"));
     let (status, code, _) = post("", json).await?;
     assert_eq!((status, code.as_str()), (400, "invalid_json"));
-    let big = Box::leak(format!("{{\"name\": \"{}\", \"scopes\": [\"admin\"]}}", "x".repeat(2 * 1024 * 1024)).into_boxed_str());
+    let big = Box::leak(
+        format!(
+            "{{\"name\": \"{}\", \"scopes\": [\"admin\"]}}",
+            "x".repeat(2 * 1024 * 1024)
+        )
+        .into_boxed_str(),
+    );
     let (status, code, _) = post(big, json).await?;
     assert_eq!((status, code.as_str()), (413, "payload_too_large"));
-    let response = gw.http.put(gw.url("/api/tokens")).bearer_auth(&gw.admin_token).send().await?;
+    let response = gw
+        .http
+        .put(gw.url("/api/tokens"))
+        .bearer_auth(&gw.admin_token)
+        .send()
+        .await?;
     assert_eq!(response.status().as_u16(), 405);
     let body: Value = response.json().await?;
     assert_eq!(body["error"], "method_not_allowed");

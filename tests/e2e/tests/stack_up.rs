@@ -46,7 +46,10 @@ async fn wait_for_green(
     let deadline = tokio::time::Instant::now() + READY_WITHIN;
     loop {
         if let Some(status) = up.exited() {
-            anyhow::bail!("pulsectl exited ({status}) before the stack was ready\n{}", up.output());
+            anyhow::bail!(
+                "pulsectl exited ({status}) before the stack was ready\n{}",
+                up.output()
+            );
         }
         let report = stack::health(http, &options.gateway_url()).await;
         if report.is_some_and(|report| not_ready(&report).is_empty()) {
@@ -81,8 +84,7 @@ fn service_binaries() -> BTreeSet<String> {
 }
 
 #[tokio::test]
-async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> anyhow::Result<()>
-{
+async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> anyhow::Result<()> {
     with_stack("stack-up", |options| async move {
         let http = http()?;
         let mut up = PulsectlUp::spawn(&options, &[])?;
@@ -121,7 +123,10 @@ async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> 
             response.status()
         );
         let listed: serde_json::Value = response.json().await?;
-        ensure!(listed["tokens"].is_array(), "unexpected token list {listed}");
+        ensure!(
+            listed["tokens"].is_array(),
+            "unexpected token list {listed}"
+        );
 
         // A second stack on the same state directory is refused while this one runs.
         let second = options
@@ -142,7 +147,10 @@ async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> 
         );
 
         up.interrupt();
-        let status = up.wait_exit(STOP_WITHIN).await.with_context(|| up.output())?;
+        let status = up
+            .wait_exit(STOP_WITHIN)
+            .await
+            .with_context(|| up.output())?;
         ensure!(
             status.success(),
             "pulsectl exited with {status} after SIGINT\n{}",
@@ -191,7 +199,11 @@ async fn up_fails_fast_when_postgres_is_unreachable() -> anyhow::Result<()> {
         let started_any = std::fs::read_dir(&logs)
             .map(|entries| entries.flatten().count() > 0)
             .unwrap_or(false);
-        ensure!(!started_any, "service logs were written in {}", logs.display());
+        ensure!(
+            !started_any,
+            "service logs were written in {}",
+            logs.display()
+        );
         ensure!(
             !options.state_dir.join("pulsectl.pid").exists(),
             "pid file left behind"

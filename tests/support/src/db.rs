@@ -145,7 +145,9 @@ impl TestDb {
         loop {
             // Two clones of one template at the same instant can collide; retry briefly.
             match admin
-                .batch_execute(&format!("CREATE DATABASE \"{name}\" TEMPLATE \"{template}\""))
+                .batch_execute(&format!(
+                    "CREATE DATABASE \"{name}\" TEMPLATE \"{template}\""
+                ))
                 .await
             {
                 Ok(()) => break,
@@ -202,7 +204,10 @@ impl TestDb {
         self.store.pool().close();
         let admin = connect(&server_url()).await?;
         admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name))
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.name
+            ))
             .await?;
         Ok(())
     }

@@ -66,7 +66,9 @@ impl ServiceProcess {
             .stdout(out)
             .stderr(err)
             .kill_on_drop(true);
-        let child = command.spawn().with_context(|| format!("spawning {name}"))?;
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {name}"))?;
         Ok(Self {
             name: name.to_owned(),
             child,
@@ -133,8 +135,14 @@ impl TestGateway {
             ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
             ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
             ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix),
-            ("PULSE_STATE_DIR".to_owned(), state_dir.display().to_string()),
-            ("PULSE_GATEWAY__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+            (
+                "PULSE_STATE_DIR".to_owned(),
+                state_dir.display().to_string(),
+            ),
+            (
+                "PULSE_GATEWAY__LISTEN".to_owned(),
+                format!("127.0.0.1:{port}"),
+            ),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
         let process = ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
