@@ -54,3 +54,18 @@ impl From<pulse_store::StoreError> for ApiError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn error_envelope_shape() {
+        let response = ApiError::new(ErrorCode::MissingScope, "this request requires scope(s): admin")
+            .into_response();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let bytes = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        insta::assert_json_snapshot!(body);
+    }
+}

@@ -177,4 +177,14 @@ mod tests {
         assert_eq!(report.services.len(), 6);
         assert!(!report.services.contains_key("pulse-agent"));
     }
+
+    #[test]
+    fn health_report_shape() {
+        let fleet = Fleet::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        for name in EXPECTED_SERVICES.iter().skip(1) {
+            fleet.record(&beat(name, name, true), t0);
+        }
+        insta::assert_json_snapshot!(fleet.report(t0));
+    }
 }

@@ -5,6 +5,7 @@ mod bootstrap;
 mod error;
 mod fleet;
 mod json;
+mod observe;
 mod routes;
 mod tokens;
 
@@ -27,6 +28,7 @@ pub struct AppState {
     pub store: pulse_store::Store,
     pub fleet: Arc<Fleet>,
     pub max_body_bytes: usize,
+    pub http_metrics: observe::HttpMetrics,
 }
 
 /// Serves the API until shutdown.
@@ -44,6 +46,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         store: ctx.store.clone(),
         fleet,
         max_body_bytes: ctx.config.gateway.max_body_bytes,
+        http_metrics: observe::HttpMetrics::register(&ctx.metrics),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

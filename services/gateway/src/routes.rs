@@ -9,7 +9,7 @@ use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
-use crate::{ApiError, AppState, auth, tokens};
+use crate::{ApiError, AppState, auth, observe, tokens};
 
 /// A documented API route: what it needs and whether it takes a JSON body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +64,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            state.http_metrics.clone(),
+            observe::observe,
+        ))
         .with_state(state)
 }
 

@@ -220,4 +220,35 @@ mod tests {
         assert_eq!(err.code, ErrorCode::MissingScope);
         assert!(err.message.contains("agent:exec"));
     }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn created_and_listed_token_shapes() {
+        let id = Uuid::parse_str("01a22885-50e2-75d7-ba82-2d4f4e2bbf70").unwrap();
+        let created = CreatedToken {
+            id,
+            name: "ci".to_owned(),
+            scopes: BTreeSet::from([Scope::MonitoringRead, Scope::Admin]),
+            token: "pulse_<secret>".to_owned(),
+            created_at: at("2026-11-29T18:00:00Z"),
+            expires_at: Some(at("2027-01-01T00:00:00Z")),
+        };
+        insta::assert_json_snapshot!("created_token", created);
+        let listed = TokenList {
+            tokens: vec![ApiToken {
+                id,
+                name: "ci".to_owned(),
+                scopes: BTreeSet::from([Scope::MonitoringRead]),
+                created_by: None,
+                created_at: at("2026-11-29T18:00:00Z"),
+                expires_at: None,
+                revoked_at: Some(at("2026-11-30T00:00:00Z")),
+                last_used_at: None,
+            }],
+        };
+        insta::assert_json_snapshot!("token_list", listed);
+    }
 }

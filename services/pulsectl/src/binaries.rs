@@ -124,6 +124,8 @@ impl CargoRun {
         let status = tokio::process::Command::new(&self.cargo)
             .args(self.args())
             .current_dir(&self.workspace_root)
+            // pulsectl stopped while building: stop cargo too.
+            .kill_on_drop(true)
             .status()
             .await
             .map_err(|source| BinariesError::CargoSpawn {

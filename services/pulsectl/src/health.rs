@@ -40,6 +40,8 @@ impl HealthProbe {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(1_500))
             .connect_timeout(Duration::from_millis(500))
+            // The stack is local: an HTTP proxy from the environment must not be asked.
+            .no_proxy()
             .build()?;
         Ok(Self {
             http,

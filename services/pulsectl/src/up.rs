@@ -99,7 +99,10 @@ pub async fn locate_binaries(args: &UpArgs) -> Result<Binaries, UpError> {
 
 pub async fn run(state_dir: &Path, args: &UpArgs) -> Result<(), UpError> {
     let state_dir = prepare_state_dir(state_dir)?;
-    let config = StackConfig::resolve(&state_dir, std::env::vars())?;
+    // Variables that are not UTF-8 cannot be PULSE_ settings; skip them rather than panic.
+    let env = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let config = StackConfig::resolve(&state_dir, env)?;
     if args.detach {
         return crate::detach::run(&config, args).await;
     }
@@ -125,21 +128,35 @@ async fn run_stack(
         }
     };
     let probe = HealthProbe::new(&started.gateway_url()).map_err(UpError::Http)?;
-    let deadline = Instant::now() + args.ready_timeout;
+    let Some(observation) = wait_ready(supervisor, signals, &probe, args.ready_timeout).await?
+    else {
+        return Ok(());
+    };
+    print_ready(&started, false);
+    monitor(supervisor, signals, &probe, observation).await;
+    Ok(())
+}
+
+/// What a wait for ready ended with: `Ok(None)` when a stop signal came first.
+async fn wait_ready(
+    supervisor: &mut Supervisor,
+    signals: &mut StopSignals,
+    probe: &HealthProbe,
+    timeout: Duration,
+) -> Result<Option<Observation>, UpError> {
     println!(
         "waiting up to {} s for the services to report ready",
-        args.ready_timeout.as_secs()
+        timeout.as_secs()
     );
-
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let deadline = Instant::now() + timeout;
+    let mut tick = ticker();
     let mut next_probe = Instant::now();
     let mut observation = Observation::Unreachable("not asked yet".to_owned());
     loop {
         tokio::select! {
             signal = signals.recv() => {
                 println!("{signal} received while starting; stopping");
-                return Ok(());
+                return Ok(None);
             }
             _ = tick.tick() => {}
         }
@@ -163,32 +180,36 @@ async fn run_stack(
                 observation = probe.observe() => observation,
                 signal = signals.recv() => {
                     println!("{signal} received while starting; stopping");
-                    return Ok(());
+                    return Ok(None);
                 }
             };
             if observation.all_ready() {
-                break;
+                return Ok(Some(observation));
             }
             next_probe = Instant::now() + STARTUP_HEALTH_EVERY;
         }
         if Instant::now() >= deadline {
-            return Err(not_ready_error(
-                supervisor,
-                &observation,
-                args.ready_timeout,
-            ));
+            return Err(not_ready_error(supervisor, &observation, timeout));
         }
     }
+}
 
-    print_ready(&started, false);
-    let mut last_line = observation.status_line();
+/// Keeps the stack running and reports changes until a stop signal.
+async fn monitor(
+    supervisor: &mut Supervisor,
+    signals: &mut StopSignals,
+    probe: &HealthProbe,
+    first: Observation,
+) {
+    let mut last_line = first.status_line();
     print_status(&last_line);
+    let mut tick = ticker();
     let mut next_probe = Instant::now() + RUNNING_HEALTH_EVERY;
     loop {
         tokio::select! {
             signal = signals.recv() => {
                 println!("{signal} received; stopping the stack");
-                return Ok(());
+                return;
             }
             _ = tick.tick() => {}
         }
@@ -199,7 +220,7 @@ async fn run_stack(
                 observation = probe.observe() => observation,
                 signal = signals.recv() => {
                     println!("{signal} received; stopping the stack");
-                    return Ok(());
+                    return;
                 }
             };
             let line = observation.status_line();
@@ -210,6 +231,13 @@ async fn run_stack(
             next_probe = Instant::now() + RUNNING_HEALTH_EVERY;
         }
     }
+}
+
+/// How often exits are noticed.
+fn ticker() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
 }
 
 /// Private dependencies, preflight, then every service. Returns the configuration in force.

@@ -1,0 +1,62 @@
+//! Per-request span (exported over OTLP when configured) and request counters for `/metrics`.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tracing::Instrument as _;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+}
+
+/// `pulse_http_requests_total{service="gateway",method,route,status}`.
+#[derive(Clone, Default)]
+pub struct HttpMetrics {
+    pub requests: Family<RequestLabels, Counter>,
+}
+
+impl HttpMetrics {
+    pub fn register(metrics: &pulse_telemetry::Metrics) -> Self {
+        let this = Self::default();
+        let requests = this.requests.clone();
+        metrics.register(|registry| {
+            registry.register("http_requests", "HTTP requests answered", requests);
+        });
+        this
+    }
+}
+
+pub async fn observe(State(metrics): State<HttpMetrics>, req: Request, next: Next) -> Response {
+    let method = req.method().as_str().to_owned();
+    // The route template, not the raw path: ids must not explode label cardinality.
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let span = tracing::info_span!(
+        "http.request",
+        otel.name = %format!("{method} {route}"),
+        http.request.method = %method,
+        http.route = %route,
+        http.response.status_code = tracing::field::Empty,
+    );
+    let response = next.run(req).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    span.record("http.response.status_code", status);
+    metrics
+        .requests
+        .get_or_create(&RequestLabels {
+            method,
+            route,
+            status,
+        })
+        .inc();
+    response
+}
