@@ -17,10 +17,15 @@ fn main() {
     for name in names {
         let version = name.trim_end_matches(".sql");
         let path = dir.join(&name);
-        writeln!(out, "    ({version:?}, include_str!({:?})),", path.display().to_string())
-            .expect("write to string");
+        writeln!(
+            out,
+            "    ({version:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .expect("write to string");
     }
     out.push_str("];\n");
-    let target = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR set by cargo")).join("migrations.rs");
+    let target =
+        Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR set by cargo")).join("migrations.rs");
     std::fs::write(target, out).expect("write generated migration list");
 }

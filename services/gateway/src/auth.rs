@@ -90,9 +90,11 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let principal = parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
-            ApiError::new(ErrorCode::Unauthorized, "a valid token is required")
-        })?;
+        let principal = parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "a valid token is required"))?;
         let missing: Vec<&str> = R::SCOPES
             .iter()
             .filter(|scope| !principal.has(**scope))
@@ -126,10 +128,22 @@ mod tests {
 
     #[test]
     fn reads_bearer_and_api_token_headers() {
-        assert_eq!(presented_token(&headers(&[("authorization", "Bearer abc")])), Some("abc"));
-        assert_eq!(presented_token(&headers(&[("authorization", "bearer  abc ")])), Some("abc"));
-        assert_eq!(presented_token(&headers(&[("authorization", "Basic abc")])), None);
-        assert_eq!(presented_token(&headers(&[("x-api-token", "xyz")])), Some("xyz"));
+        assert_eq!(
+            presented_token(&headers(&[("authorization", "Bearer abc")])),
+            Some("abc")
+        );
+        assert_eq!(
+            presented_token(&headers(&[("authorization", "bearer  abc ")])),
+            Some("abc")
+        );
+        assert_eq!(
+            presented_token(&headers(&[("authorization", "Basic abc")])),
+            None
+        );
+        assert_eq!(
+            presented_token(&headers(&[("x-api-token", "xyz")])),
+            Some("xyz")
+        );
         assert_eq!(presented_token(&headers(&[])), None);
     }
 }

@@ -45,7 +45,10 @@ impl From<pulse_store::StoreError> for ApiError {
         match error {
             pulse_store::StoreError::Unavailable(reason) => {
                 tracing::warn!(%reason, "database unavailable");
-                ApiError::new(ErrorCode::ServiceUnavailable, "the database is unavailable; retry shortly")
+                ApiError::new(
+                    ErrorCode::ServiceUnavailable,
+                    "the database is unavailable; retry shortly",
+                )
             }
             other => {
                 tracing::error!(error = %other, "store error");
@@ -61,10 +64,15 @@ mod tests {
 
     #[tokio::test]
     async fn error_envelope_shape() {
-        let response = ApiError::new(ErrorCode::MissingScope, "this request requires scope(s): admin")
-            .into_response();
+        let response = ApiError::new(
+            ErrorCode::MissingScope,
+            "this request requires scope(s): admin",
+        )
+        .into_response();
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
-        let bytes = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let bytes = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         insta::assert_json_snapshot!(body);
     }

@@ -75,7 +75,8 @@ impl Fleet {
             .iter()
             .map(|name| {
                 let fresh = instances.values().filter(|seen| seen.service == *name);
-                let (count, ready) = fresh.fold((0, false), |(n, r), seen| (n + 1, r || seen.ready));
+                let (count, ready) =
+                    fresh.fold((0, false), |(n, r), seen| (n + 1, r || seen.ready));
                 (
                     (*name).to_owned(),
                     ServiceHealth {
@@ -96,7 +97,10 @@ impl Fleet {
 /// Follows the heartbeat subject until shutdown, resubscribing if the subscription ends.
 pub async fn watch(fleet: std::sync::Arc<Fleet>, bus: Bus, shutdown: CancellationToken) {
     while !shutdown.is_cancelled() {
-        let mut subscriber = match bus.subscribe::<Heartbeat>(&bus.subjects().heartbeat()).await {
+        let mut subscriber = match bus
+            .subscribe::<Heartbeat>(&bus.subjects().heartbeat())
+            .await
+        {
             Ok(subscriber) => subscriber,
             Err(error) => {
                 tracing::warn!(%error, "cannot subscribe to heartbeats; retrying");
@@ -147,7 +151,13 @@ mod tests {
         fleet.record(&beat("verifier", "verifier-2", false), t0);
         let report = fleet.report(t0);
         assert_eq!(report.status, "ok");
-        assert_eq!(report.services["verifier"], ServiceHealth { ready: true, instances: 2 });
+        assert_eq!(
+            report.services["verifier"],
+            ServiceHealth {
+                ready: true,
+                instances: 2
+            }
+        );
         // The ready verifier says goodbye: only the unready one is left.
         fleet.record(&beat("verifier", "verifier-1", false), t0);
         assert_eq!(fleet.report(t0).status, "degraded");
@@ -165,7 +175,13 @@ mod tests {
         let report = fleet.report(later);
         assert_eq!(report.status, "degraded");
         assert_eq!(report.services["gateway"].instances, 1);
-        assert_eq!(report.services["verifier"], ServiceHealth { ready: false, instances: 0 });
+        assert_eq!(
+            report.services["verifier"],
+            ServiceHealth {
+                ready: false,
+                instances: 0
+            }
+        );
     }
 
     #[test]

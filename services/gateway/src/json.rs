@@ -26,14 +26,8 @@ where
 
 fn map_rejection(rejection: JsonRejection) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(e) => ApiError::new(
-            ErrorCode::InvalidRequest,
-            e.body_text(),
-        ),
-        JsonRejection::JsonSyntaxError(e) => ApiError::new(
-            ErrorCode::InvalidJson,
-            e.body_text(),
-        ),
+        JsonRejection::JsonDataError(e) => ApiError::new(ErrorCode::InvalidRequest, e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => ApiError::new(ErrorCode::InvalidJson, e.body_text()),
         JsonRejection::MissingJsonContentType(_) => ApiError::new(
             ErrorCode::UnsupportedMediaType,
             "expected Content-Type: application/json",

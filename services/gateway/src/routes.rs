@@ -63,7 +63,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(middleware::from_fn_with_state(
             state.http_metrics.clone(),
             observe::observe,
@@ -80,5 +83,8 @@ async fn not_found() -> ApiError {
 }
 
 async fn method_not_allowed() -> ApiError {
-    ApiError::new(ErrorCode::MethodNotAllowed, "this route does not accept that method")
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "this route does not accept that method",
+    )
 }

@@ -61,7 +61,9 @@ fn validate(
         return Err(invalid("name: must not be empty"));
     }
     if name.chars().count() > MAX_NAME_CHARS {
-        return Err(invalid(format!("name: at most {MAX_NAME_CHARS} characters")));
+        return Err(invalid(format!(
+            "name: at most {MAX_NAME_CHARS} characters"
+        )));
     }
     if name.chars().any(char::is_control) {
         return Err(invalid("name: must not contain control characters"));
@@ -78,7 +80,10 @@ fn validate(
     if !beyond.is_empty() {
         return Err(ApiError::new(
             ErrorCode::MissingScope,
-            format!("a token cannot grant scopes its creator lacks: {}", beyond.join(", ")),
+            format!(
+                "a token cannot grant scopes its creator lacks: {}",
+                beyond.join(", ")
+            ),
         ));
     }
     if let Some(at) = request.expires_at
@@ -137,7 +142,10 @@ pub async fn list(
 pub fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
     let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     Uuid::parse_str(&raw).map_err(|_| {
-        ApiError::new(ErrorCode::InvalidParameter, "id: expected a token id (UUID)")
+        ApiError::new(
+            ErrorCode::InvalidParameter,
+            "id: expected a token id (UUID)",
+        )
     })
 }
 
@@ -207,8 +215,18 @@ mod tests {
         assert!(err.message.starts_with("scopes:"));
         let mut past = request("x", &[Scope::Admin]);
         past.expires_at = Some(now - chrono::Duration::seconds(1));
-        assert!(validate(past, &admin, now).unwrap_err().message.starts_with("expires_at:"));
-        let ok = validate(request(" ci ", &[Scope::MonitoringRead, Scope::MonitoringRead]), &admin, now).unwrap();
+        assert!(
+            validate(past, &admin, now)
+                .unwrap_err()
+                .message
+                .starts_with("expires_at:")
+        );
+        let ok = validate(
+            request(" ci ", &[Scope::MonitoringRead, Scope::MonitoringRead]),
+            &admin,
+            now,
+        )
+        .unwrap();
         assert_eq!(ok.name, "ci");
         assert_eq!(ok.scopes.len(), 1);
     }

@@ -170,9 +170,7 @@ impl PulseConfig {
             let Some(path) = env_key_to_path(key) else {
                 continue;
             };
-            let value: Value = value
-                .parse()
-                .unwrap_or_else(|_| Value::from(value.clone()));
+            let value: Value = value.parse().unwrap_or_else(|_| Value::from(value.clone()));
             figment = figment.merge((path, value));
         }
         Ok(figment)

@@ -176,6 +176,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::excessive_precision)] // the literal is the RFC's own
     fn rfc_8785_appendix_example() {
         // The structure of RFC 8785 section 3.2.2, with values chosen to exercise each rule.
         let v = json!({

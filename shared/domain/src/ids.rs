@@ -112,7 +112,11 @@ mod tests {
         assert_eq!(TenantId::new("-a"), Err(TenantIdError::BadStart));
         assert_eq!(TenantId::new("A"), Err(TenantIdError::BadStart));
         for bad in ["a.b", "a*", "a>", "a b", "aé"] {
-            assert_eq!(TenantId::new(bad), Err(TenantIdError::BadCharacter), "{bad}");
+            assert_eq!(
+                TenantId::new(bad),
+                Err(TenantIdError::BadCharacter),
+                "{bad}"
+            );
         }
         assert_eq!(TenantId::new("a".repeat(64)), Err(TenantIdError::TooLong));
     }

@@ -40,13 +40,12 @@ impl Readiness {
 
     pub async fn check(&self) -> ReadinessReport {
         let nats_ok = self.nats.connection_state() == async_nats::connection::State::Connected;
-        let database = match tokio::time::timeout(Duration::from_secs(3), self.store.check_ready())
-            .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".to_owned()),
-        };
+        let database =
+            match tokio::time::timeout(Duration::from_secs(3), self.store.check_ready()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err("timed out".to_owned()),
+            };
         let ready = nats_ok && database.is_ok();
         self.last.store(ready, Ordering::Relaxed);
         ReadinessReport {

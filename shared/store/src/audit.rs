@@ -137,7 +137,11 @@ pub async fn append(tx: &TenantTx, entry: &AuditEntry) -> Result<AuditRecord, St
 }
 
 /// Rows in sequence order, from `after_seq` (exclusive), at most `limit`.
-pub async fn list(tx: &TenantTx, after_seq: i64, limit: i64) -> Result<Vec<AuditRecord>, StoreError> {
+pub async fn list(
+    tx: &TenantTx,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<AuditRecord>, StoreError> {
     let rows = tx
         .client()
         .query(
@@ -230,7 +234,10 @@ pub async fn verify(tx: &TenantTx) -> Result<VerifyReport, StoreError> {
     }
     let head = tx
         .client()
-        .query_opt("SELECT seq, head_hash FROM audit_heads WHERE tenant_id = $1", &[&tenant])
+        .query_opt(
+            "SELECT seq, head_hash FROM audit_heads WHERE tenant_id = $1",
+            &[&tenant],
+        )
         .await?;
     let (head_seq, head_hash) = match head {
         Some(row) => (row.get::<_, i64>(0), row.get::<_, Vec<u8>>(1)),

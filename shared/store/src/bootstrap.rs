@@ -27,7 +27,10 @@ where
 {
     let tenant = TenantId::default_tenant();
     let tx = store.tenant_tx(&tenant).await?;
-    if tenants::insert(&tx, "Default organization").await?.is_none() {
+    if tenants::insert(&tx, "Default organization")
+        .await?
+        .is_none()
+    {
         tx.rollback().await?;
         return Ok(None);
     }

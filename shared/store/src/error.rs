@@ -12,7 +12,9 @@ pub enum StoreError {
         "application role '{role}' is a superuser or bypasses row-level security; tenant isolation would not hold"
     )]
     UnsafeAppRole { role: String },
-    #[error("migration {version} was changed after it was applied (checksum {applied} != {embedded})")]
+    #[error(
+        "migration {version} was changed after it was applied (checksum {applied} != {embedded})"
+    )]
     MigrationChanged {
         version: String,
         applied: String,

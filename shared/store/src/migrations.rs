@@ -129,7 +129,10 @@ async fn applied_versions(client: &Client) -> Result<Vec<(String, String)>, Stor
 /// How many embedded migrations the database has not applied yet (for `/readyz`).
 pub async fn pending(client: &Client) -> Result<usize, StoreError> {
     let exists: bool = client
-        .query_one("SELECT to_regclass('public.schema_migrations') IS NOT NULL", &[])
+        .query_one(
+            "SELECT to_regclass('public.schema_migrations') IS NOT NULL",
+            &[],
+        )
         .await?
         .get(0);
     if !exists {

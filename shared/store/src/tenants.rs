@@ -15,7 +15,11 @@ pub struct Tenant {
 
 /// Creates a tenant; `Ok(None)` when it already exists. Row-level security only lets a
 /// transaction create the tenant it is scoped to.
-pub async fn create(store: &Store, id: &TenantId, name: &str) -> Result<Option<Tenant>, StoreError> {
+pub async fn create(
+    store: &Store,
+    id: &TenantId,
+    name: &str,
+) -> Result<Option<Tenant>, StoreError> {
     let tx = store.tenant_tx(id).await?;
     let created = insert(&tx, name).await?;
     tx.commit().await?;
@@ -44,7 +48,10 @@ pub async fn insert(tx: &TenantTx, name: &str) -> Result<Option<Tenant>, StoreEr
 pub async fn current(tx: &TenantTx) -> Result<Option<Tenant>, StoreError> {
     let row = tx
         .client()
-        .query_opt("SELECT name, created_at FROM tenants WHERE id = $1", &[&tx.tenant().as_str()])
+        .query_opt(
+            "SELECT name, created_at FROM tenants WHERE id = $1",
+            &[&tx.tenant().as_str()],
+        )
         .await?;
     Ok(row.map(|row| Tenant {
         id: tx.tenant().clone(),

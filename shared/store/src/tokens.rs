@@ -71,7 +71,10 @@ pub struct IssuedToken {
 
 fn parse_scopes(raw: Vec<String>) -> Result<BTreeSet<Scope>, StoreError> {
     raw.iter()
-        .map(|s| s.parse::<Scope>().map_err(|e| StoreError::Invalid(e.to_string())))
+        .map(|s| {
+            s.parse::<Scope>()
+                .map_err(|e| StoreError::Invalid(e.to_string()))
+        })
         .collect()
 }
 
@@ -214,9 +217,9 @@ pub async fn authenticate(
     presented: &str,
     now: DateTime<Utc>,
 ) -> Result<Principal, AuthFailure> {
-    let well_formed = presented
-        .strip_prefix(SECRET_PREFIX)
-        .is_some_and(|rest| rest.len() == SECRET_HEX_LEN && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+    let well_formed = presented.strip_prefix(SECRET_PREFIX).is_some_and(|rest| {
+        rest.len() == SECRET_HEX_LEN && rest.bytes().all(|b| b.is_ascii_hexdigit())
+    });
     if !well_formed {
         return Err(AuthFailure::Malformed);
     }

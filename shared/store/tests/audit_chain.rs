@@ -60,10 +60,26 @@ async fn altering_any_row_is_reported_at_that_row() -> anyhow::Result<()> {
     let db = TestDb::create().await?;
     let tenant = tenant_with_chain(&db, "acme", 1_000).await?;
     let cases = [
-        (1, "UPDATE audit_events SET payload = '{\"i\": 0}' WHERE seq = 1", ChainBreak::RowHashMismatch),
-        (500, "UPDATE audit_events SET actor = 'user:mallory' WHERE seq = 500", ChainBreak::RowHashMismatch),
-        (731, "UPDATE audit_events SET occurred_at = occurred_at + interval '1 second' WHERE seq = 731", ChainBreak::RowHashMismatch),
-        (1_000, "UPDATE audit_events SET kind = 'test.other' WHERE seq = 1000", ChainBreak::RowHashMismatch),
+        (
+            1,
+            "UPDATE audit_events SET payload = '{\"i\": 0}' WHERE seq = 1",
+            ChainBreak::RowHashMismatch,
+        ),
+        (
+            500,
+            "UPDATE audit_events SET actor = 'user:mallory' WHERE seq = 500",
+            ChainBreak::RowHashMismatch,
+        ),
+        (
+            731,
+            "UPDATE audit_events SET occurred_at = occurred_at + interval '1 second' WHERE seq = 731",
+            ChainBreak::RowHashMismatch,
+        ),
+        (
+            1_000,
+            "UPDATE audit_events SET kind = 'test.other' WHERE seq = 1000",
+            ChainBreak::RowHashMismatch,
+        ),
     ];
     // Keep a pristine copy so each tamper is judged on its own.
     let owner = db.owner_client().await?;
@@ -80,7 +96,10 @@ async fn altering_any_row_is_reported_at_that_row() -> anyhow::Result<()> {
             "DELETE FROM audit_events; INSERT INTO audit_events SELECT * FROM audit_backup",
         )
         .await?;
-        assert!(verify(&db, &tenant).await?.is_intact(), "restored after: {sql}");
+        assert!(
+            verify(&db, &tenant).await?.is_intact(),
+            "restored after: {sql}"
+        );
     }
     db.cleanup().await
 }
@@ -139,7 +158,12 @@ async fn the_application_role_cannot_change_or_delete_audit_rows() -> anyhow::Re
     drop(tx);
     // The owner is stopped by the trigger unless triggers are disabled.
     let owner = db.owner_client().await?;
-    assert!(owner.execute("DELETE FROM audit_events", &[]).await.is_err());
+    assert!(
+        owner
+            .execute("DELETE FROM audit_events", &[])
+            .await
+            .is_err()
+    );
     assert!(verify(&db, &tenant).await?.is_intact());
     db.cleanup().await
 }

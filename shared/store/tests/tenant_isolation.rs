@@ -67,7 +67,10 @@ async fn unfiltered_select_through_tenant_tx_sees_only_that_tenant() -> anyhow::
 
     // The owner (superuser) sees both: the rows exist, RLS hid them.
     let owner = db.owner_client().await?;
-    let total: i64 = owner.query_one("SELECT count(*) FROM users", &[]).await?.get(0);
+    let total: i64 = owner
+        .query_one("SELECT count(*) FROM users", &[])
+        .await?
+        .get(0);
     assert_eq!(total, 2);
     db.cleanup().await
 }
@@ -87,7 +90,10 @@ async fn a_tenant_cannot_write_rows_for_another() -> anyhow::Result<()> {
         )
         .await
         .expect_err("insert for another tenant must be refused");
-    let message = err.as_db_error().map(|e| e.message().to_owned()).unwrap_or_default();
+    let message = err
+        .as_db_error()
+        .map(|e| e.message().to_owned())
+        .unwrap_or_default();
     assert!(
         message.contains("row-level security"),
         "unexpected error: {err:?}"
@@ -109,7 +115,10 @@ async fn without_a_tenant_nothing_is_visible() -> anyhow::Result<()> {
     let db = TestDb::create().await?;
     seed(&db, &tenant("tenant-a"), "alice").await?;
     let client = db.app_pool().get().await?;
-    let count: i64 = client.query_one("SELECT count(*) FROM users", &[]).await?.get(0);
+    let count: i64 = client
+        .query_one("SELECT count(*) FROM users", &[])
+        .await?
+        .get(0);
     assert_eq!(count, 0);
     db.cleanup().await
 }
@@ -126,17 +135,28 @@ async fn tenant_setting_does_not_leak_to_the_next_pooled_transaction() -> anyhow
     .await?;
     {
         let tx = store.tenant_tx(&tenant("tenant-a")).await?;
-        let n: i64 = tx.client().query_one("SELECT count(*) FROM users", &[]).await?.get(0);
+        let n: i64 = tx
+            .client()
+            .query_one("SELECT count(*) FROM users", &[])
+            .await?
+            .get(0);
         assert_eq!(n, 1);
         // dropped without commit: rolled back, setting gone
     }
     let tx = store.tenant_tx(&tenant("tenant-b")).await?;
-    let n: i64 = tx.client().query_one("SELECT count(*) FROM users", &[]).await?.get(0);
+    let n: i64 = tx
+        .client()
+        .query_one("SELECT count(*) FROM users", &[])
+        .await?
+        .get(0);
     assert_eq!(n, 0);
     tx.commit().await?;
     let client = store.pool().get().await?;
     let setting: Option<String> = client
-        .query_one("SELECT nullif(current_setting('app.tenant_id', true), '')", &[])
+        .query_one(
+            "SELECT nullif(current_setting('app.tenant_id', true), '')",
+            &[],
+        )
         .await?
         .get(0);
     assert_eq!(setting, None);
@@ -164,7 +184,10 @@ async fn the_application_role_cannot_bypass_rls() -> anyhow::Result<()> {
     })
     .await
     .expect_err("superuser app role must be refused");
-    assert!(matches!(err, pulse_store::StoreError::UnsafeAppRole { .. }), "{err}");
+    assert!(
+        matches!(err, pulse_store::StoreError::UnsafeAppRole { .. }),
+        "{err}"
+    );
     drop(client);
     db.cleanup().await
 }

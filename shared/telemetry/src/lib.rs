@@ -44,11 +44,10 @@ impl TelemetryGuard {
 
 /// Installs the global subscriber for `service`. Logs go to stderr.
 pub fn init(service: &str, config: &TelemetryConfig) -> Result<TelemetryGuard, TelemetryError> {
-    let filter =
-        EnvFilter::try_new(&config.log_filter).map_err(|e| TelemetryError::Filter {
-            filter: config.log_filter.clone(),
-            reason: e.to_string(),
-        })?;
+    let filter = EnvFilter::try_new(&config.log_filter).map_err(|e| TelemetryError::Filter {
+        filter: config.log_filter.clone(),
+        reason: e.to_string(),
+    })?;
     let provider = match &config.otel_endpoint {
         Some(endpoint) => Some(otlp_provider(service, endpoint)?),
         None => None,
@@ -163,7 +162,10 @@ mod tests {
         metrics.register(|r| r.register("checks", "checks run", counter.clone()));
         counter.inc_by(3);
         let text = metrics.render();
-        assert!(text.contains("pulse_checks_total{service=\"verifier\"} 3"), "{text}");
+        assert!(
+            text.contains("pulse_checks_total{service=\"verifier\"} 3"),
+            "{text}"
+        );
         assert!(text.trim_end().ends_with("# EOF"));
     }
 

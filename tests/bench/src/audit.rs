@@ -32,7 +32,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         tx.commit().await?;
     }
     let secs = start.elapsed().as_secs_f64();
-    figure("audit", "append rows/s (1 row per tx)", n as f64 / secs, "rows/s");
+    figure(
+        "audit",
+        "append rows/s (1 row per tx)",
+        n as f64 / secs,
+        "rows/s",
+    );
 
     // Many appends in one transaction.
     let start = Instant::now();
@@ -42,7 +47,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     tx.commit().await?;
     let secs = start.elapsed().as_secs_f64();
-    figure("audit", "append rows/s (batched in one tx)", n as f64 / secs, "rows/s");
+    figure(
+        "audit",
+        "append rows/s (batched in one tx)",
+        n as f64 / secs,
+        "rows/s",
+    );
 
     let start = Instant::now();
     let tx = db.store().tenant_tx(&tenant).await?;
@@ -50,6 +60,11 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     tx.commit().await?;
     let secs = start.elapsed().as_secs_f64();
     anyhow::ensure!(report.is_intact(), "chain broken in bench: {report:?}");
-    figure("audit", "verify rows/s", report.rows_checked as f64 / secs, "rows/s");
+    figure(
+        "audit",
+        "verify rows/s",
+        report.rows_checked as f64 / secs,
+        "rows/s",
+    );
     db.cleanup().await
 }

@@ -9,6 +9,8 @@ use pulse_domain::TenantId;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
+use crate::{figure, quantile};
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Ping {
     seq: u64,
@@ -64,18 +66,6 @@ fn ping(seq: u64) -> Ping {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
 pub async fn run(args: &crate::BenchArgs) -> anyhow::Result<()> {
     let sizes = Sizes::new(args.quick);
     let prefix = format!("bench{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
@@ -117,13 +107,16 @@ async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> 
         anyhow::ensure!(pong.seq == seq, "reply out of order");
     }
     responder.stop().await;
-    latencies.sort();
-    println!(
-        "bus request/reply: n={} p50={:.3} ms p99={:.3} ms max={:.3} ms",
-        latencies.len(),
-        ms(percentile(&latencies, 50.0)),
-        ms(percentile(&latencies, 99.0)),
-        ms(latencies.last().copied().unwrap_or_default()),
+    let mut ms: Vec<f64> = latencies.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    ms.sort_by(f64::total_cmp);
+    figure("bus", "request/reply round trips", ms.len() as f64, "n");
+    figure("bus", "request/reply p50", quantile(&ms, 0.50), "ms");
+    figure("bus", "request/reply p99", quantile(&ms, 0.99), "ms");
+    figure(
+        "bus",
+        "request/reply max",
+        ms.last().copied().unwrap_or(f64::NAN),
+        "ms",
     );
 
     // JetStream publish with ack: one at a time, then 64 in flight.
@@ -133,11 +126,11 @@ async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> 
         bus.publish_job(tenant, "bench", &ping(seq), None).await?;
     }
     let elapsed = started.elapsed();
-    println!(
-        "bus jetstream publish+ack (sequential): n={} {:.0} msg/s ({:.3} ms each)",
-        sizes.js_publishes,
+    figure(
+        "bus",
+        "jetstream publish+ack msg/s (sequential)",
         sizes.js_publishes as f64 / elapsed.as_secs_f64(),
-        ms(elapsed) / sizes.js_publishes as f64,
+        "msg/s",
     );
 
     let window = Arc::new(Semaphore::new(64));
@@ -160,10 +153,11 @@ async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> 
         done??;
     }
     let elapsed = started.elapsed();
-    println!(
-        "bus jetstream publish+ack (64 in flight): n={} {:.0} msg/s",
-        sizes.js_publishes,
+    figure(
+        "bus",
+        "jetstream publish+ack msg/s (64 in flight)",
         sizes.js_publishes as f64 / elapsed.as_secs_f64(),
+        "msg/s",
     );
 
     // Core publish, fire and forget, until the server has them all (flush).
@@ -174,10 +168,11 @@ async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> 
     }
     bus.client().flush().await?;
     let elapsed = started.elapsed();
-    println!(
-        "bus core publish: n={} {:.0} msg/s",
-        sizes.core_publishes,
+    figure(
+        "bus",
+        "core publish msg/s",
         sizes.core_publishes as f64 / elapsed.as_secs_f64(),
+        "msg/s",
     );
     Ok(())
 }

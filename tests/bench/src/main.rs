@@ -42,7 +42,9 @@ async fn main() -> ExitCode {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" => which = arg,
             other => {
-                eprintln!("pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit] [--quick]");
+                eprintln!(
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit] [--quick]"
+                );
                 return ExitCode::from(2);
             }
         }

@@ -10,6 +10,8 @@ use pulse_test_support::db::TestDb;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::figure;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct ResourceChanged {
     resource_id: String,
@@ -87,9 +89,11 @@ async fn measure(
         }
     }
     let elapsed = started.elapsed();
-    println!(
-        "outbox enqueue: n={rows} in transactions of {ROWS_PER_TRANSACTION}: {:.0} rows/s",
+    figure(
+        "outbox",
+        "enqueue rows/s (100 rows per tx)",
         rows as f64 / elapsed.as_secs_f64(),
+        "rows/s",
     );
 
     let relay = OutboxRelay::new(
@@ -126,10 +130,12 @@ async fn measure(
     let elapsed = started.elapsed();
     let _ = stop_tx.send(true);
     task.await?;
-    println!(
-        "outbox relay: n={rows} published and marked in {:.2} s: {:.0} rows/s",
-        elapsed.as_secs_f64(),
+    figure("outbox", "relay rows", rows as f64, "n");
+    figure(
+        "outbox",
+        "relay rows/s (published, acked, marked)",
         rows as f64 / elapsed.as_secs_f64(),
+        "rows/s",
     );
 
     let stored = js

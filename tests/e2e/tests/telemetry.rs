@@ -44,11 +44,23 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
     let port = free_port()?;
     let env = vec![
         ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
-        ("PULSE_NATS_URL".to_owned(), pulse_test_support::nats::nats_url()),
-        ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), format!("tel{port}")),
+        (
+            "PULSE_NATS_URL".to_owned(),
+            pulse_test_support::nats::nats_url(),
+        ),
+        (
+            "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
+            format!("tel{port}"),
+        ),
         ("PULSE_STATE_DIR".to_owned(), state.display().to_string()),
-        ("PULSE_GATEWAY__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
-        ("PULSE_OTEL_ENDPOINT".to_owned(), format!("http://{collector_addr}")),
+        (
+            "PULSE_GATEWAY__LISTEN".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ),
+        (
+            "PULSE_OTEL_ENDPOINT".to_owned(),
+            format!("http://{collector_addr}"),
+        ),
     ];
     let gateway = ServiceProcess::spawn("pulse-gateway", &env, &state.join("gateway.log"))?;
     let http = reqwest::Client::new();
@@ -56,7 +68,15 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
     wait::until(Duration::from_secs(60), "gateway ready", || {
         let http = http.clone();
         let url = format!("{base}/readyz");
-        async move { http.get(url).send().await.ok()?.status().is_success().then_some(()) }
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .ok()?
+                .status()
+                .is_success()
+                .then_some(())
+        }
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}\n{}", gateway.log_tail(30)))?;
@@ -64,7 +84,12 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
     for _ in 0..3 {
         http.get(format!("{base}/api/tokens")).send().await?;
     }
-    let metrics = http.get(format!("{base}/metrics")).send().await?.text().await?;
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
     assert!(
         metrics.contains("pulse_http_requests_total{service=\"gateway\",method=\"GET\",route=\"/api/tokens\",status=\"401\"} 3"),
         "{metrics}"
@@ -75,7 +100,12 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
     assert!(status.success(), "gateway exited with {status}");
     let posts = received.0.lock().unwrap().clone();
     assert!(!posts.is_empty(), "no OTLP export reached the collector");
-    assert!(posts.iter().all(|(ct, len)| ct == "application/x-protobuf" && *len > 0), "{posts:?}");
+    assert!(
+        posts
+            .iter()
+            .all(|(ct, len)| ct == "application/x-protobuf" && *len > 0),
+        "{posts:?}"
+    );
     let _ = std::fs::remove_dir_all(state);
     db.cleanup().await
 }
