@@ -90,6 +90,9 @@ impl GatewayClient {
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
             .ok_or_else(|| ApiError::GatewayUrl(gateway.to_owned()))?;
+        // reqwest is built without a TLS back-end of its own; make sure ring is installed
+        // whoever constructs the client (main does it too; this covers library callers).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(5))

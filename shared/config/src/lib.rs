@@ -54,6 +54,17 @@ pub struct NatsConfig {
     /// Prepended to every subject and stream name; lets several stacks share one server.
     pub subject_prefix: Option<String>,
     pub request_timeout_ms: u64,
+    pub streams: StreamLimits,
+}
+
+/// Size limits of the JetStream streams. JetStream reserves `max_bytes` of storage per stream
+/// up front, so these also bound what a deployment claims on its NATS server.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StreamLimits {
+    pub jobs_max_bytes: i64,
+    pub events_max_bytes: i64,
+    pub dlq_max_bytes: i64,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -119,6 +130,11 @@ impl Default for PulseConfig {
                 url: "nats://127.0.0.1:4222".to_owned(),
                 subject_prefix: None,
                 request_timeout_ms: 5_000,
+                streams: StreamLimits {
+                    jobs_max_bytes: 1 << 30,
+                    events_max_bytes: 1 << 30,
+                    dlq_max_bytes: 256 << 20,
+                },
             },
             telemetry: TelemetryConfig {
                 log_filter: "info".to_owned(),
@@ -189,17 +205,30 @@ impl PulseConfig {
     }
 }
 
+/// Top-level keys of [`PulseConfig`]. Variables naming anything else (`PULSE_TOKEN` for the CLI,
+/// `PULSE_TEST_DATABASE_URL` for tests) belong to other programs and are left alone; an unknown
+/// key inside a known section (`PULSE_NATS__URLL`) is still an error.
+const TOP_LEVEL_KEYS: [&str; 8] = [
+    "state_dir",
+    "database",
+    "nats",
+    "telemetry",
+    "http",
+    "gateway",
+    "relay",
+    "heartbeat",
+];
+
 /// `PULSE_NATS__SUBJECT_PREFIX` -> `nats.subject_prefix`; flat aliases map to their nested key;
 /// `PULSE_CONFIG` names the file and is not itself a setting.
 fn env_key_to_path(key: &str) -> Option<String> {
     let rest = key.strip_prefix("PULSE_")?.to_ascii_lowercase();
-    if rest == "config" || rest.is_empty() {
-        return None;
+    if let Some((_, nested)) = ENV_ALIASES.iter().find(|(flat, _)| *flat == rest) {
+        return Some((*nested).to_owned());
     }
-    Some(match ENV_ALIASES.iter().find(|(flat, _)| *flat == rest) {
-        Some((_, nested)) => (*nested).to_owned(),
-        None => rest.replace("__", "."),
-    })
+    let path = rest.replace("__", ".");
+    let top = path.split('.').next().unwrap_or_default();
+    TOP_LEVEL_KEYS.contains(&top).then_some(path)
 }
 
 #[cfg(test)]
@@ -267,6 +296,21 @@ mod tests {
     fn unknown_keys_are_an_error_not_silently_ignored() {
         let file = temp_toml("unknown", "[nats]\nurll = \"x\"\n");
         let env = vars(&[("PULSE_CONFIG", file.to_str().unwrap())]);
+        let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("urll"), "{err}");
+    }
+
+    #[test]
+    fn other_programs_variables_are_ignored_but_typos_in_sections_are_not() {
+        let env = vars(&[
+            ("PULSE_TOKEN", "pulse_x"),
+            ("PULSE_GATEWAY_URL", "http://127.0.0.1:7655"),
+            ("PULSE_TEST_DATABASE_URL", "postgres://x"),
+            ("PULSE_NATS__STREAMS__JOBS_MAX_BYTES", "1024"),
+        ]);
+        let config = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap();
+        assert_eq!(config.nats.streams.jobs_max_bytes, 1024);
+        let env = vars(&[("PULSE_NATS__URLL", "nats://x")]);
         let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
         assert!(err.to_string().contains("urll"), "{err}");
     }

@@ -57,7 +57,14 @@ pub async fn start(
     };
     let subjects = Subjects::try_new(config.nats.subject_prefix.as_deref())?;
     let bus = Bus::new(nats.clone(), subjects);
-    bus.ensure_streams().await?;
+    let limits = &config.nats.streams;
+    bus.ensure_streams_with(&pulse_bus::StreamSettings {
+        jobs_max_bytes: limits.jobs_max_bytes,
+        events_max_bytes: limits.events_max_bytes,
+        dlq_max_bytes: limits.dlq_max_bytes,
+        ..pulse_bus::StreamSettings::default()
+    })
+    .await?;
     let metrics = Metrics::new(spec.name);
     let readiness = Readiness::new(nats, store.clone());
     let started_at = Utc::now();

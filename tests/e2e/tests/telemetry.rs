@@ -42,6 +42,7 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
     let db = TestDb::create().await?;
     let state = scratch_dir("telemetry")?;
     let port = free_port()?;
+    let prefix = format!("tel{port}");
     let env = vec![
         ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
         (
@@ -62,6 +63,7 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
             format!("http://{collector_addr}"),
         ),
     ];
+    let env = [env, pulse_test_support::service::small_streams_env()].concat();
     let gateway = ServiceProcess::spawn("pulse-gateway", &env, &state.join("gateway.log"))?;
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
@@ -107,5 +109,6 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
         "{posts:?}"
     );
     let _ = std::fs::remove_dir_all(state);
+    pulse_test_support::service::delete_streams(&prefix).await?;
     db.cleanup().await
 }

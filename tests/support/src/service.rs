@@ -46,6 +46,28 @@ pub fn scratch_dir(label: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// Settings that keep a test stack's JetStream streams small: the server reserves each stream's
+/// `max_bytes` up front, and production-sized streams from many parallel tests would exhaust it.
+pub fn small_streams_env() -> Vec<(String, String)> {
+    [
+        ("PULSE_NATS__STREAMS__JOBS_MAX_BYTES", "8388608"),
+        ("PULSE_NATS__STREAMS__EVENTS_MAX_BYTES", "8388608"),
+        ("PULSE_NATS__STREAMS__DLQ_MAX_BYTES", "4194304"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// Deletes the JetStream streams a test stack created under `prefix`.
+pub async fn delete_streams(prefix: &str) -> anyhow::Result<()> {
+    let client = async_nats::connect(crate::nats::nats_url()).await?;
+    let js = async_nats::jetstream::new(client);
+    let subjects = pulse_bus::Subjects::try_new(Some(prefix))?;
+    pulse_bus::streams::delete_streams(&js, &subjects).await?;
+    Ok(())
+}
+
 /// A running service binary; killed if dropped without [`ServiceProcess::stop`].
 pub struct ServiceProcess {
     pub name: String,
@@ -120,6 +142,7 @@ pub struct TestGateway {
     pub url: String,
     pub admin_token: String,
     pub state_dir: PathBuf,
+    pub prefix: String,
     pub process: ServiceProcess,
     pub http: reqwest::Client,
 }
@@ -134,7 +157,7 @@ impl TestGateway {
         let env = vec![
             ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
             ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
-            ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix),
+            ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix.clone()),
             (
                 "PULSE_STATE_DIR".to_owned(),
                 state_dir.display().to_string(),
@@ -145,6 +168,7 @@ impl TestGateway {
             ),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
+        let env = [env, small_streams_env()].concat();
         let process = ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
         let url = format!("http://127.0.0.1:{port}");
         let http = reqwest::Client::builder()
@@ -170,6 +194,7 @@ impl TestGateway {
             url,
             admin_token,
             state_dir,
+            prefix,
             process,
             http,
         })
@@ -183,6 +208,7 @@ impl TestGateway {
         let status = self.process.stop(Duration::from_secs(10)).await?;
         anyhow::ensure!(status.success(), "gateway exited with {status}");
         let _ = std::fs::remove_dir_all(&self.state_dir);
+        delete_streams(&self.prefix).await?;
         self.db.cleanup().await
     }
 }

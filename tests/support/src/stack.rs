@@ -294,6 +294,7 @@ impl StackOptions {
         for (name, port) in health.iter().zip(self.health_ports) {
             env.push(((*name).to_owned(), format!("127.0.0.1:{port}")));
         }
+        env.extend(crate::service::small_streams_env());
         env
     }
 
@@ -328,7 +329,8 @@ impl StackOptions {
     pub async fn cleanup(&self) -> anyhow::Result<()> {
         let dropped = drop_database(&self.database_name).await;
         let _ = std::fs::remove_dir_all(&self.state_dir);
-        dropped
+        let streams = crate::service::delete_streams(&self.subject_prefix).await;
+        dropped.and(streams)
     }
 }
 
