@@ -3,14 +3,13 @@
 mod common;
 
 use std::process::Stdio;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::{FindingCreated, acme, stream_messages};
 use pulse_bus::envelope::{header, headers};
-use pulse_bus::outbox::{AfterPublishHook, outbox_message_id};
-use pulse_bus::{OutboxRelay, OutboxRow, RelayConfig, RelayHooks, Subjects, enqueue};
+use pulse_bus::outbox::outbox_message_id;
+use pulse_bus::{OutboxRelay, OutboxRow, RelayConfig, Subjects, enqueue};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::{TestNats, nats_url};
 use pulse_test_support::wait;
@@ -21,6 +20,19 @@ const DEADLINE: Duration = Duration::from_secs(20);
 const CHILD_DB_ENV: &str = "PULSE_BUS_TEST_RELAY_CHILD_DB";
 const CHILD_PREFIX_ENV: &str = "PULSE_BUS_TEST_RELAY_CHILD_PREFIX";
 const PUBLISHED_MARKER: &str = "relay-child: published and acked outbox row";
+
+/// The `outbox_relay_child` example, built alongside the tests (`target/<profile>/examples/`).
+fn relay_child_binary() -> anyhow::Result<std::path::PathBuf> {
+    let path = pulse_test_support::service::bin_dir()?
+        .join("examples")
+        .join("outbox_relay_child");
+    anyhow::ensure!(
+        path.is_file(),
+        "{} is missing; `cargo test -p pulse-bus` builds it",
+        path.display()
+    );
+    Ok(path)
+}
 
 async fn database() -> anyhow::Result<TestDb> {
     let db = TestDb::create().await?;
@@ -248,14 +260,7 @@ async fn row_is_published_once_when_the_relay_dies_before_marking() -> anyhow::R
         id
     };
 
-    let mut child = tokio::process::Command::new(std::env::current_exe()?)
-        .args([
-            "relay_child_process",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+    let mut child = tokio::process::Command::new(relay_child_binary()?)
         .env(CHILD_DB_ENV, db.owner_url())
         .env(CHILD_PREFIX_ENV, nats.prefix())
         .env("PULSE_NATS_URL", nats_url())
@@ -271,7 +276,6 @@ async fn row_is_published_once_when_the_relay_dies_before_marking() -> anyhow::R
     let mut lines = BufReader::new(stdout).lines();
     let acked = tokio::time::timeout(DEADLINE, async {
         while let Some(line) = lines.next_line().await? {
-            // libtest may print "test relay_child_process ... " on the same line first.
             if let Some((_, rest)) = line.split_once(PUBLISHED_MARKER) {
                 return Ok(rest.trim().parse::<i64>()?);
             }
@@ -325,44 +329,4 @@ async fn row_is_published_once_when_the_relay_dies_before_marking() -> anyhow::R
     nats.cleanup().await?;
     db.cleanup().await?;
     Ok(())
-}
-
-/// Run by `row_is_published_once_when_the_relay_dies_before_marking` as a child process: relays
-/// one batch, announces the ack on stdout and then hangs where the mark would happen, waiting
-/// to be killed.
-#[tokio::test]
-#[ignore = "child process of row_is_published_once_when_the_relay_dies_before_marking"]
-async fn relay_child_process() -> anyhow::Result<()> {
-    let (Ok(owner_url), Ok(prefix)) =
-        (std::env::var(CHILD_DB_ENV), std::env::var(CHILD_PREFIX_ENV))
-    else {
-        anyhow::bail!("run only by its parent test");
-    };
-    // Relay as the application role, as services do.
-    let mut pg = tokio_postgres::Config::from_str(&owner_url)?;
-    pg.user("pulse_app");
-    let manager = deadpool_postgres::Manager::new(pg, tokio_postgres::NoTls);
-    let pool = deadpool_postgres::Pool::builder(manager)
-        .max_size(2)
-        .build()?;
-    let client = pulse_bus::async_nats::connect(nats_url()).await?;
-    let _subjects = Subjects::try_new(Some(&prefix))?;
-    let js = pulse_bus::async_nats::jetstream::new(client);
-
-    let hook: AfterPublishHook = Arc::new(|id| {
-        Box::pin(async move {
-            {
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{PUBLISHED_MARKER} {id}");
-                let _ = out.flush();
-            }
-            std::future::pending::<()>().await;
-        })
-    });
-    let relay = OutboxRelay::new(pool, js, RelayConfig::default()).with_hooks(RelayHooks {
-        after_publish_ack: Some(hook),
-    });
-    relay.relay_batch().await?;
-    anyhow::bail!("the hook never returns; reaching here means no row was relayed")
 }
