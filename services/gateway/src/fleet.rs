@@ -9,14 +9,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 /// The services `/api/health` reports on; all must be ready for `"status": "ok"`.
-pub const EXPECTED_SERVICES: [&str; 6] = [
-    "gateway",
-    "patrol-scheduler",
-    "model-runner",
-    "action-broker",
-    "verifier",
-    "agent-relay",
-];
+pub use pulse_domain::fleet::FLEET_SERVICES as EXPECTED_SERVICES;
 
 struct Seen {
     service: String,

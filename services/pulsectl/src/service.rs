@@ -67,14 +67,7 @@ pub const STACK: [Service; 7] = [
 ];
 
 /// The six services `/api/health` must report ready, in the order status lines print them.
-pub const FLEET: [&str; 6] = [
-    "gateway",
-    "patrol-scheduler",
-    "model-runner",
-    "action-broker",
-    "verifier",
-    "agent-relay",
-];
+pub use pulse_domain::fleet::FLEET_SERVICES as FLEET;
 
 pub fn binaries() -> impl Iterator<Item = &'static str> {
     STACK.iter().map(|service| service.binary)

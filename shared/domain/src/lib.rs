@@ -1,6 +1,7 @@
 //! Pulse domain: identifiers, vocabularies and pure rules. No IO lives here.
 
 pub mod canonical_json;
+pub mod fleet;
 pub mod ids;
 pub mod scope;
 

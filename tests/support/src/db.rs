@@ -27,22 +27,40 @@ pub struct TestDb {
     store: Store,
 }
 
-fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
-    // URLs here are `postgres://user@host:port/db[?params]`.
-    let (base, params) = match url.split_once('?') {
+/// `server_url` (a connection URL to any database of the server) pointed at `database`.
+pub fn database_url(server_url: &str, database: &str) -> anyhow::Result<String> {
+    let (base, params) = match server_url.split_once('?') {
         Some((base, params)) => (base, Some(params)),
-        None => (url, None),
+        None => (server_url, None),
     };
-    let slash = base
-        .rfind('/')
-        .filter(|i| *i > "postgres://".len())
-        .context("database url has no database path")?;
-    let mut out = format!("{}/{database}", &base[..slash]);
+    let authority_start = base.find("://").context("database url has no scheme")? + 3;
+    let path_start = base[authority_start..]
+        .find('/')
+        .map_or(base.len(), |i| authority_start + i);
+    let mut url = format!("{}/{database}", &base[..path_start]);
     if let Some(params) = params {
-        out.push('?');
-        out.push_str(params);
+        url.push('?');
+        url.push_str(params);
     }
-    Ok(out)
+    Ok(url)
+}
+
+/// Drops a database of the test server (`crate::db::server_url`), disconnecting its sessions.
+pub async fn drop_database(name: &str) -> anyhow::Result<()> {
+    let server = crate::db::server_url();
+    let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
+        .await
+        .with_context(|| format!("connecting to {server}"))?;
+    let connection = tokio::spawn(connection);
+    let quoted = name.replace('"', "\"\"");
+    let result = client
+        .batch_execute(&format!(
+            "DROP DATABASE IF EXISTS \"{quoted}\" WITH (FORCE)"
+        ))
+        .await;
+    drop(client);
+    let _ = connection.await;
+    result.with_context(|| format!("dropping database {name}"))
 }
 
 async fn connect(url: &str) -> anyhow::Result<Client> {
@@ -90,7 +108,7 @@ async fn ensure_template(admin: &Client, server: &str) -> anyhow::Result<String>
             .batch_execute(&format!("CREATE DATABASE \"{template}\""))
             .await?;
         {
-            let mut owner = connect(&with_database(server, &template)?).await?;
+            let mut owner = connect(&database_url(server, &template)?).await?;
             pulse_store::migrations::run(&mut owner).await?;
         }
         admin
@@ -159,7 +177,7 @@ impl TestDb {
                 Err(e) => return Err(e).context("cloning the test template database"),
             }
         }
-        let owner_url = with_database(&server, &name)?;
+        let owner_url = database_url(&server, &name)?;
         let store = Store::connect_app(&database_config(&owner_url))
             .await
             .context("connecting as the application role")?;
@@ -202,14 +220,7 @@ impl TestDb {
     /// Drops the database now (otherwise a later run sweeps it).
     pub async fn cleanup(self) -> anyhow::Result<()> {
         self.store.pool().close();
-        let admin = connect(&server_url()).await?;
-        admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-                self.name
-            ))
-            .await?;
-        Ok(())
+        drop_database(&self.name).await
     }
 }
 
@@ -218,15 +229,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn swaps_the_database_path() {
+    fn database_url_swaps_only_the_path() {
         assert_eq!(
-            with_database("postgres://root@127.0.0.1:5432/postgres", "x").unwrap(),
+            database_url("postgres://root@127.0.0.1:5432/postgres", "x").unwrap(),
             "postgres://root@127.0.0.1:5432/x"
         );
         assert_eq!(
-            with_database("postgres://u:p@h/db?sslmode=disable", "y").unwrap(),
+            database_url("postgres://u:p@h/db?sslmode=disable", "y").unwrap(),
             "postgres://u:p@h/y?sslmode=disable"
         );
-        assert!(with_database("postgres://host", "x").is_err());
+        assert_eq!(
+            database_url("postgres://root@h:5432", "z").unwrap(),
+            "postgres://root@h:5432/z"
+        );
+        assert!(database_url("nonsense", "x").is_err());
     }
 }

@@ -29,14 +29,7 @@ pub const STACK_BINARIES: [&str; 8] = [
 ];
 
 /// The six services `/api/health` reports.
-pub const FLEET: [&str; 6] = [
-    "gateway",
-    "patrol-scheduler",
-    "model-runner",
-    "action-broker",
-    "verifier",
-    "agent-relay",
-];
+pub use pulse_domain::fleet::FLEET_SERVICES as FLEET;
 
 /// The directory holding every stack binary, or one error naming all that are missing.
 pub fn require_stack_binaries() -> anyhow::Result<PathBuf> {
@@ -169,41 +162,7 @@ pub fn descendants(root: u32) -> Vec<ProcessInfo> {
     found
 }
 
-/// `server_url` (a connection URL to any database of the server) pointed at `database`.
-pub fn database_url(server_url: &str, database: &str) -> anyhow::Result<String> {
-    let (base, params) = match server_url.split_once('?') {
-        Some((base, params)) => (base, Some(params)),
-        None => (server_url, None),
-    };
-    let authority_start = base.find("://").context("database url has no scheme")? + 3;
-    let path_start = base[authority_start..]
-        .find('/')
-        .map_or(base.len(), |i| authority_start + i);
-    let mut url = format!("{}/{database}", &base[..path_start]);
-    if let Some(params) = params {
-        url.push('?');
-        url.push_str(params);
-    }
-    Ok(url)
-}
-
-/// Drops a database of the test server (`crate::db::server_url`), disconnecting its sessions.
-pub async fn drop_database(name: &str) -> anyhow::Result<()> {
-    let server = crate::db::server_url();
-    let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
-        .await
-        .with_context(|| format!("connecting to {server}"))?;
-    let connection = tokio::spawn(connection);
-    let quoted = name.replace('"', "\"\"");
-    let result = client
-        .batch_execute(&format!(
-            "DROP DATABASE IF EXISTS \"{quoted}\" WITH (FORCE)"
-        ))
-        .await;
-    drop(client);
-    let _ = connection.await;
-    result.with_context(|| format!("dropping database {name}"))
-}
+pub use crate::db::{database_url, drop_database};
 
 /// Whether the test server has a database called `name`.
 pub async fn database_exists(name: &str) -> anyhow::Result<bool> {
@@ -429,23 +388,6 @@ pub fn file_mode(path: &Path) -> anyhow::Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn database_url_swaps_only_the_path() {
-        assert_eq!(
-            database_url("postgres://root@127.0.0.1:5432/postgres", "x").unwrap(),
-            "postgres://root@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            database_url("postgres://u:p@h/db?sslmode=disable", "y").unwrap(),
-            "postgres://u:p@h/y?sslmode=disable"
-        );
-        assert_eq!(
-            database_url("postgres://root@h:5432", "z").unwrap(),
-            "postgres://root@h:5432/z"
-        );
-        assert!(database_url("nonsense", "x").is_err());
-    }
 
     #[test]
     fn free_ports_are_distinct() {
