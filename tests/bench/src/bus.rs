@@ -106,12 +106,31 @@ async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> 
         latencies.push(started.elapsed());
         anyhow::ensure!(pong.seq == seq, "reply out of order");
     }
+    // Throughput: the same round trips with 64 requests in flight.
+    let concurrent = Arc::new(Semaphore::new(64));
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for seq in 0..sizes.round_trips as u64 {
+        let permit = concurrent.clone().acquire_owned().await?;
+        let bus = bus.clone();
+        let tenant = tenant.clone();
+        let subject = subject.clone();
+        tasks.spawn(async move {
+            let _permit = permit;
+            bus.request(&tenant, &subject, &ping(seq), timeout).await
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let rps = sizes.round_trips as f64 / started.elapsed().as_secs_f64();
     responder.stop().await;
     let mut ms: Vec<f64> = latencies.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     ms.sort_by(f64::total_cmp);
     figure("bus", "request/reply round trips", ms.len() as f64, "n");
     figure("bus", "request/reply p50", quantile(&ms, 0.50), "ms");
     figure("bus", "request/reply p99", quantile(&ms, 0.99), "ms");
+    figure("bus", "request/reply msg/s (64 in flight)", rps, "req/s");
     figure(
         "bus",
         "request/reply max",
