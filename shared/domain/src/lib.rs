@@ -1,8 +1,12 @@
 //! Pulse domain: identifiers, vocabularies and pure rules. No IO lives here.
 
+pub mod agent_protocol;
+pub mod alert_rules;
 pub mod canonical_json;
 pub mod fleet;
+pub mod forecast;
 pub mod ids;
+pub mod resource;
 pub mod scope;
 
 pub use ids::{TenantId, TenantIdError};

@@ -1,0 +1,1037 @@
+//! Deterministic threshold alerts with hysteresis.
+//!
+//! The scheduler keeps one [`ResourceAlertState`] per resource and feeds each new
+//! [`ResourceObservation`] through [`AlertRuleEngine::evaluate`], which returns the next state
+//! and the lifecycle transitions (`fired`, `level_changed`, `cleared`) to publish. Pure: no
+//! clock is read; `now` is passed in.
+//!
+//! Rules and hysteresis (defaults in [`AlertRuleConfig::default`]):
+//!
+//! | rule | fires | level | clears |
+//! |---|---|---|---|
+//! | `unhealthy` | health check unhealthy, or a service in `failed` state | warning (health), critical (failed service) | first healthy observation, or running with no health check |
+//! | `unexpected_exit` | exited/dead with a non-zero code that nobody asked for | critical | running again, or exited with code 0 |
+//! | `restart_loop` | at least 3 restarts within the last 10 minutes | critical | a full window with no restart |
+//! | `filesystem_usage` | >= 90% warning, >= 95% critical | warning / critical | at or below threshold - 5 points (85%); critical drops to warning at or below 90% |
+//! | `memory_usage` | >= 90% | warning | at or below 85% |
+//! | `agent_offline` | agent reported offline | critical | agent reported online |
+//!
+//! A reading that is missing (`None`) never fires and never clears: no data is not good news.
+//! A change of level on a firing alert is a `level_changed` transition on the same alert, never a
+//! second alert. Boolean rules carry `value` 1 and `threshold` 1.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObservedResourceType {
+    Host,
+    AppContainer,
+    Service,
+    Storage,
+}
+
+impl ObservedResourceType {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Host => "host",
+            Self::AppContainer => "container",
+            Self::Service => "service",
+            Self::Storage => "storage",
+        }
+    }
+}
+
+/// Run state as the collectors report it (Docker states plus systemd's `failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Created,
+    Running,
+    Paused,
+    Restarting,
+    Exited,
+    Dead,
+    Stopped,
+    Failed,
+    Unknown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthState {
+    Healthy,
+    Unhealthy,
+    Starting,
+}
+
+/// One observation of one resource; every reading is optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResourceObservation {
+    pub resource_id: String,
+    pub resource_type: ObservedResourceType,
+    pub run_state: Option<RunState>,
+    /// `None` when the resource has no health check.
+    pub health: Option<HealthState>,
+    pub exit_code: Option<i64>,
+    /// The last stop was asked for (operator, orchestrator), so a non-zero exit is expected.
+    pub stop_requested: bool,
+    /// Cumulative restart counter as the runtime reports it (Docker `RestartCount`).
+    pub restart_count: Option<u64>,
+    pub fs_used_pct: Option<f64>,
+    pub mem_used_pct: Option<f64>,
+    pub agent_online: Option<bool>,
+    pub observed_at: DateTime<Utc>,
+}
+
+impl ResourceObservation {
+    /// An observation with no readings; set the ones the collector has.
+    pub fn new(
+        resource_id: impl Into<String>,
+        resource_type: ObservedResourceType,
+        observed_at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            resource_id: resource_id.into(),
+            resource_type,
+            run_state: None,
+            health: None,
+            exit_code: None,
+            stop_requested: false,
+            restart_count: None,
+            fs_used_pct: None,
+            mem_used_pct: None,
+            agent_online: None,
+            observed_at,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertRule {
+    Unhealthy,
+    UnexpectedExit,
+    RestartLoop,
+    FilesystemUsage,
+    MemoryUsage,
+    AgentOffline,
+}
+
+impl AlertRule {
+    pub const ALL: [AlertRule; 6] = [
+        Self::Unhealthy,
+        Self::UnexpectedExit,
+        Self::RestartLoop,
+        Self::FilesystemUsage,
+        Self::MemoryUsage,
+        Self::AgentOffline,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unhealthy => "unhealthy",
+            Self::UnexpectedExit => "unexpected_exit",
+            Self::RestartLoop => "restart_loop",
+            Self::FilesystemUsage => "filesystem_usage",
+            Self::MemoryUsage => "memory_usage",
+            Self::AgentOffline => "agent_offline",
+        }
+    }
+}
+
+impl fmt::Display for AlertRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertLevel {
+    Warning,
+    Critical,
+}
+
+impl AlertLevel {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+}
+
+/// Stable alert identity: `<resource_id>:<rule>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AlertKey(String);
+
+impl AlertKey {
+    pub fn new(resource_id: &str, rule: AlertRule) -> Self {
+        Self(format!("{resource_id}:{rule}"))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AlertKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A firing alert. `type`, `level`, `value`, `threshold`, `resource_id` and `message` are the
+/// payload an alert-triggered Patrol reads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alert {
+    pub key: AlertKey,
+    #[serde(rename = "type")]
+    pub rule: AlertRule,
+    pub level: AlertLevel,
+    pub value: f64,
+    pub threshold: f64,
+    pub resource_id: String,
+    pub message: String,
+    pub fired_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "transition", rename_all = "snake_case")]
+pub enum AlertTransition {
+    Fired {
+        alert: Alert,
+    },
+    /// Same alert, new level (e.g. filesystem warning -> critical).
+    LevelChanged {
+        from: AlertLevel,
+        alert: Alert,
+    },
+    Cleared {
+        alert: Alert,
+        cleared_at: DateTime<Utc>,
+    },
+}
+
+impl AlertTransition {
+    pub fn alert(&self) -> &Alert {
+        match self {
+            Self::Fired { alert }
+            | Self::LevelChanged { alert, .. }
+            | Self::Cleared { alert, .. } => alert,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertRuleConfig {
+    pub fs_warning_pct: f64,
+    pub fs_critical_pct: f64,
+    pub mem_warning_pct: f64,
+    /// Points below a threshold a value must fall (inclusive) before the alert clears or drops a level.
+    pub hysteresis_pct: f64,
+    pub restart_loop_count: u32,
+    pub restart_loop_window_secs: i64,
+}
+
+impl Default for AlertRuleConfig {
+    fn default() -> Self {
+        Self {
+            fs_warning_pct: 90.0,
+            fs_critical_pct: 95.0,
+            mem_warning_pct: 90.0,
+            hysteresis_pct: 5.0,
+            restart_loop_count: 3,
+            restart_loop_window_secs: 600,
+        }
+    }
+}
+
+/// Most restart instants remembered; more than this inside one window is a loop either way.
+const MAX_RESTARTS_TRACKED: usize = 64;
+
+/// Restarts seen as increments of the runtime's cumulative counter.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RestartHistory {
+    pub last_count: Option<u64>,
+    /// Instants at which restarts were observed, oldest first, bounded.
+    pub restarts: Vec<DateTime<Utc>>,
+}
+
+/// Everything the engine remembers about one resource between observations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceAlertState {
+    pub firing: BTreeMap<AlertRule, Alert>,
+    pub restart_history: RestartHistory,
+}
+
+/// What one rule says about the latest observation.
+enum Verdict {
+    Fire {
+        level: AlertLevel,
+        value: f64,
+        threshold: f64,
+    },
+    /// Leave the alert as it is (firing or not); refresh its value if given.
+    Keep {
+        value: Option<f64>,
+    },
+    Clear,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AlertRuleEngine {
+    config: AlertRuleConfig,
+}
+
+impl AlertRuleEngine {
+    pub fn new(config: AlertRuleConfig) -> Self {
+        Self { config }
+    }
+
+    pub fn config(&self) -> &AlertRuleConfig {
+        &self.config
+    }
+
+    /// Applies `observation` to `previous`, returning the next state and the transitions, in
+    /// [`AlertRule::ALL`] order.
+    pub fn evaluate(
+        &self,
+        previous: &ResourceAlertState,
+        observation: &ResourceObservation,
+        now: DateTime<Utc>,
+    ) -> (ResourceAlertState, Vec<AlertTransition>) {
+        let mut state = previous.clone();
+        self.track_restarts(&mut state.restart_history, observation, now);
+        let mut transitions = Vec::new();
+        for rule in AlertRule::ALL {
+            let current = state.firing.get(&rule).map(|a| a.level);
+            let verdict = match rule {
+                AlertRule::Unhealthy => unhealthy_verdict(observation),
+                AlertRule::UnexpectedExit => exit_verdict(observation),
+                AlertRule::RestartLoop => self.restart_verdict(&state.restart_history, now),
+                AlertRule::FilesystemUsage => self.threshold_verdict(
+                    observation.fs_used_pct,
+                    current,
+                    self.config.fs_warning_pct,
+                    Some(self.config.fs_critical_pct),
+                ),
+                AlertRule::MemoryUsage => self.threshold_verdict(
+                    observation.mem_used_pct,
+                    current,
+                    self.config.mem_warning_pct,
+                    None,
+                ),
+                AlertRule::AgentOffline => match observation.agent_online {
+                    Some(false) => Verdict::Fire {
+                        level: AlertLevel::Critical,
+                        value: 1.0,
+                        threshold: 1.0,
+                    },
+                    Some(true) => Verdict::Clear,
+                    None => Verdict::Keep { value: None },
+                },
+            };
+            apply(
+                &mut state,
+                &mut transitions,
+                rule,
+                verdict,
+                observation,
+                now,
+            );
+        }
+        (state, transitions)
+    }
+
+    fn window(&self) -> Duration {
+        Duration::seconds(self.config.restart_loop_window_secs.max(0))
+    }
+
+    fn track_restarts(
+        &self,
+        history: &mut RestartHistory,
+        observation: &ResourceObservation,
+        now: DateTime<Utc>,
+    ) {
+        if let Some(count) = observation.restart_count {
+            if let Some(last) = history.last_count
+                && count > last
+            {
+                let added = (count - last).min(MAX_RESTARTS_TRACKED as u64);
+                for _ in 0..added {
+                    history.restarts.push(observation.observed_at);
+                }
+            }
+            // First sight sets the baseline (earlier restarts have unknown times); a lower count
+            // means the container was recreated and the counter started over.
+            history.last_count = Some(count);
+        }
+        let horizon = now - self.window();
+        history.restarts.retain(|at| *at > horizon);
+        history.restarts.sort();
+        let excess = history.restarts.len().saturating_sub(MAX_RESTARTS_TRACKED);
+        history.restarts.drain(..excess);
+    }
+
+    fn restart_verdict(&self, history: &RestartHistory, now: DateTime<Utc>) -> Verdict {
+        // Window is (now - window, now]; later instants (clock skew) still count.
+        let horizon = now - self.window();
+        let in_window = history.restarts.iter().filter(|at| **at > horizon).count();
+        let threshold = f64::from(self.config.restart_loop_count.max(1));
+        if in_window as f64 >= threshold {
+            Verdict::Fire {
+                level: AlertLevel::Critical,
+                value: in_window as f64,
+                threshold,
+            }
+        } else if in_window == 0 {
+            Verdict::Clear
+        } else {
+            Verdict::Keep {
+                value: Some(in_window as f64),
+            }
+        }
+    }
+
+    fn threshold_verdict(
+        &self,
+        value: Option<f64>,
+        current: Option<AlertLevel>,
+        warning: f64,
+        critical: Option<f64>,
+    ) -> Verdict {
+        let Some(value) = value.filter(|v| v.is_finite()) else {
+            return Verdict::Keep { value: None };
+        };
+        let band = self.config.hysteresis_pct;
+        if let Some(critical) = critical {
+            let holds_critical = current == Some(AlertLevel::Critical) && value > critical - band;
+            if value >= critical || holds_critical {
+                return Verdict::Fire {
+                    level: AlertLevel::Critical,
+                    value,
+                    threshold: critical,
+                };
+            }
+        }
+        let holds_warning = current.is_some() && value > warning - band;
+        if value >= warning || holds_warning {
+            Verdict::Fire {
+                level: AlertLevel::Warning,
+                value,
+                threshold: warning,
+            }
+        } else {
+            Verdict::Clear
+        }
+    }
+}
+
+fn unhealthy_verdict(observation: &ResourceObservation) -> Verdict {
+    let failed_service = observation.resource_type == ObservedResourceType::Service
+        && observation.run_state == Some(RunState::Failed);
+    if failed_service {
+        return Verdict::Fire {
+            level: AlertLevel::Critical,
+            value: 1.0,
+            threshold: 1.0,
+        };
+    }
+    match (observation.health, observation.run_state) {
+        (Some(HealthState::Unhealthy), _) => Verdict::Fire {
+            level: AlertLevel::Warning,
+            value: 1.0,
+            threshold: 1.0,
+        },
+        (Some(HealthState::Healthy), _) | (None, Some(RunState::Running)) => Verdict::Clear,
+        _ => Verdict::Keep { value: None },
+    }
+}
+
+fn exit_verdict(observation: &ResourceObservation) -> Verdict {
+    match (observation.run_state, observation.exit_code) {
+        (Some(RunState::Exited | RunState::Dead), Some(code))
+            if code != 0 && !observation.stop_requested =>
+        {
+            Verdict::Fire {
+                level: AlertLevel::Critical,
+                value: code as f64,
+                threshold: 0.0,
+            }
+        }
+        (Some(RunState::Running), _) | (Some(RunState::Exited), Some(0)) => Verdict::Clear,
+        _ => Verdict::Keep { value: None },
+    }
+}
+
+fn message(
+    rule: AlertRule,
+    observation: &ResourceObservation,
+    level: AlertLevel,
+    value: f64,
+    threshold: f64,
+) -> String {
+    let kind = observation.resource_type.label();
+    let id = &observation.resource_id;
+    match rule {
+        AlertRule::Unhealthy if observation.run_state == Some(RunState::Failed) => {
+            format!("{kind} {id} has failed")
+        }
+        AlertRule::Unhealthy => format!("{kind} {id} is unhealthy"),
+        AlertRule::UnexpectedExit => {
+            format!("{kind} {id} exited unexpectedly with code {value}")
+        }
+        AlertRule::RestartLoop => {
+            format!("{kind} {id} restarted {value} times within the restart-loop window")
+        }
+        AlertRule::FilesystemUsage => format!(
+            "{kind} {id} filesystem usage {value:.1}% is at or above the {} threshold of {threshold}%",
+            level.as_str()
+        ),
+        AlertRule::MemoryUsage => format!(
+            "{kind} {id} memory usage {value:.1}% is at or above the {} threshold of {threshold}%",
+            level.as_str()
+        ),
+        AlertRule::AgentOffline => format!("agent for {kind} {id} is offline"),
+    }
+}
+
+fn apply(
+    state: &mut ResourceAlertState,
+    transitions: &mut Vec<AlertTransition>,
+    rule: AlertRule,
+    verdict: Verdict,
+    observation: &ResourceObservation,
+    now: DateTime<Utc>,
+) {
+    match verdict {
+        Verdict::Fire {
+            level,
+            value,
+            threshold,
+        } => {
+            let text = message(rule, observation, level, value, threshold);
+            match state.firing.get_mut(&rule) {
+                Some(alert) => {
+                    let from = alert.level;
+                    alert.value = value;
+                    alert.threshold = threshold;
+                    alert.message = text;
+                    if from != level {
+                        alert.level = level;
+                        alert.updated_at = now;
+                        transitions.push(AlertTransition::LevelChanged {
+                            from,
+                            alert: alert.clone(),
+                        });
+                    }
+                }
+                None => {
+                    let alert = Alert {
+                        key: AlertKey::new(&observation.resource_id, rule),
+                        rule,
+                        level,
+                        value,
+                        threshold,
+                        resource_id: observation.resource_id.clone(),
+                        message: text,
+                        fired_at: now,
+                        updated_at: now,
+                    };
+                    state.firing.insert(rule, alert.clone());
+                    transitions.push(AlertTransition::Fired { alert });
+                }
+            }
+        }
+        Verdict::Keep { value } => {
+            if let (Some(alert), Some(value)) = (state.firing.get_mut(&rule), value) {
+                alert.value = value;
+                alert.message = message(rule, observation, alert.level, value, alert.threshold);
+            }
+        }
+        Verdict::Clear => {
+            if let Some(alert) = state.firing.remove(&rule) {
+                transitions.push(AlertTransition::Cleared {
+                    alert,
+                    cleared_at: now,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    const ID: &str = "app-container:h1:abc";
+
+    fn t(secs: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0)
+            .single()
+            .unwrap_or_default()
+            + Duration::seconds(secs)
+    }
+
+    fn obs(at: i64) -> ResourceObservation {
+        ResourceObservation::new(ID, ObservedResourceType::AppContainer, t(at))
+    }
+
+    fn fs(at: i64, pct: f64) -> ResourceObservation {
+        ResourceObservation {
+            fs_used_pct: Some(pct),
+            ..obs(at)
+        }
+    }
+
+    fn mem(at: i64, pct: f64) -> ResourceObservation {
+        ResourceObservation {
+            mem_used_pct: Some(pct),
+            ..obs(at)
+        }
+    }
+
+    /// Feeds observations in order; returns the final state and every transition as
+    /// `(kind, rule, level)` strings for compact assertions.
+    fn run(
+        observations: &[ResourceObservation],
+    ) -> (ResourceAlertState, Vec<(String, AlertRule, AlertLevel)>) {
+        let engine = AlertRuleEngine::default();
+        let mut state = ResourceAlertState::default();
+        let mut seen = Vec::new();
+        for o in observations {
+            let (next, transitions) = engine.evaluate(&state, o, o.observed_at);
+            for tr in transitions {
+                let kind = match &tr {
+                    AlertTransition::Fired { .. } => "fired",
+                    AlertTransition::LevelChanged { .. } => "level_changed",
+                    AlertTransition::Cleared { .. } => "cleared",
+                };
+                seen.push((kind.to_owned(), tr.alert().rule, tr.alert().level));
+            }
+            state = next;
+        }
+        (state, seen)
+    }
+
+    fn level_of(state: &ResourceAlertState, rule: AlertRule) -> Option<AlertLevel> {
+        state.firing.get(&rule).map(|a| a.level)
+    }
+
+    use AlertLevel::{Critical, Warning};
+    use AlertRule::*;
+
+    #[test]
+    fn filesystem_thresholds_at_the_boundaries() {
+        for (pct, expected) in [
+            (0.0, None),
+            (89.9, None),
+            (90.0, Some(Warning)),
+            (94.9, Some(Warning)),
+            (95.0, Some(Critical)),
+            (100.0, Some(Critical)),
+        ] {
+            let (state, _) = run(&[fs(0, pct)]);
+            assert_eq!(level_of(&state, FilesystemUsage), expected, "at {pct}%");
+        }
+    }
+
+    #[test]
+    fn filesystem_warning_clears_at_85_not_86() {
+        let (state, tr) = run(&[fs(0, 90.0), fs(60, 86.0)]);
+        assert_eq!(level_of(&state, FilesystemUsage), Some(Warning));
+        assert_eq!(tr.len(), 1);
+        let (state, tr) = run(&[fs(0, 90.0), fs(60, 85.1)]);
+        assert_eq!(level_of(&state, FilesystemUsage), Some(Warning));
+        assert_eq!(tr.len(), 1);
+        let (state, tr) = run(&[fs(0, 90.0), fs(60, 85.0)]);
+        assert_eq!(level_of(&state, FilesystemUsage), None);
+        assert_eq!(
+            tr,
+            vec![
+                ("fired".into(), FilesystemUsage, Warning),
+                ("cleared".into(), FilesystemUsage, Warning)
+            ]
+        );
+    }
+
+    #[test]
+    fn filesystem_warning_escalates_to_critical_on_the_same_alert() {
+        let engine = AlertRuleEngine::default();
+        let (s1, _) = engine.evaluate(&ResourceAlertState::default(), &fs(0, 91.0), t(0));
+        let (s2, tr) = engine.evaluate(&s1, &fs(60, 96.0), t(60));
+        assert_eq!(tr.len(), 1);
+        match &tr[0] {
+            AlertTransition::LevelChanged { from, alert } => {
+                assert_eq!(*from, Warning);
+                assert_eq!(alert.level, Critical);
+                assert_eq!(alert.threshold, 95.0);
+                assert_eq!(alert.value, 96.0);
+                assert_eq!(alert.fired_at, t(0), "escalation keeps the original alert");
+                assert_eq!(alert.key.as_str(), "app-container:h1:abc:filesystem_usage");
+            }
+            other => panic!("expected level change, got {other:?}"),
+        }
+        assert_eq!(s2.firing.len(), 1);
+    }
+
+    #[test]
+    fn filesystem_critical_holds_above_90_then_drops_to_warning_then_clears() {
+        let (state, tr) = run(&[
+            fs(0, 95.0),
+            fs(60, 92.0),  // inside the critical band: stays critical
+            fs(120, 94.9), // still critical, no transition
+            fs(180, 90.0), // at critical - 5: drops to warning
+            fs(240, 86.0), // inside the warning band
+            fs(300, 85.0), // clears
+        ]);
+        assert_eq!(level_of(&state, FilesystemUsage), None);
+        assert_eq!(
+            tr,
+            vec![
+                ("fired".into(), FilesystemUsage, Critical),
+                ("level_changed".into(), FilesystemUsage, Warning),
+                ("cleared".into(), FilesystemUsage, Warning),
+            ]
+        );
+    }
+
+    #[test]
+    fn filesystem_flapping_around_the_threshold_fires_once() {
+        let series: Vec<_> = [90.0, 89.0, 90.5, 88.0, 91.0, 86.0, 90.0, 89.9]
+            .iter()
+            .enumerate()
+            .map(|(i, pct)| fs(i as i64 * 60, *pct))
+            .collect();
+        let (state, tr) = run(&series);
+        assert_eq!(tr, vec![("fired".into(), FilesystemUsage, Warning)]);
+        assert_eq!(level_of(&state, FilesystemUsage), Some(Warning));
+        assert_eq!(state.firing[&FilesystemUsage].value, 89.9);
+    }
+
+    #[test]
+    fn flapping_across_the_clear_point_fires_and_clears_each_time() {
+        let (_, tr) = run(&[fs(0, 90.0), fs(60, 85.0), fs(120, 89.9), fs(180, 90.0)]);
+        assert_eq!(
+            tr,
+            vec![
+                ("fired".into(), FilesystemUsage, Warning),
+                ("cleared".into(), FilesystemUsage, Warning),
+                ("fired".into(), FilesystemUsage, Warning),
+            ]
+        );
+    }
+
+    #[test]
+    fn missing_reading_neither_fires_nor_clears() {
+        let (state, tr) = run(&[fs(0, 96.0), obs(60), obs(120)]);
+        assert_eq!(level_of(&state, FilesystemUsage), Some(Critical));
+        assert_eq!(tr.len(), 1);
+        let (state, tr) = run(&[fs(0, f64::NAN), fs(60, f64::INFINITY)]);
+        assert!(state.firing.is_empty());
+        assert!(tr.is_empty());
+    }
+
+    #[test]
+    fn memory_threshold_and_hysteresis() {
+        for (pct, expected) in [(89.9, None), (90.0, Some(Warning)), (99.0, Some(Warning))] {
+            let (state, _) = run(&[mem(0, pct)]);
+            assert_eq!(level_of(&state, MemoryUsage), expected, "at {pct}%");
+        }
+        let (state, _) = run(&[mem(0, 92.0), mem(60, 86.0)]);
+        assert_eq!(level_of(&state, MemoryUsage), Some(Warning));
+        let (state, tr) = run(&[mem(0, 92.0), mem(60, 85.0)]);
+        assert_eq!(level_of(&state, MemoryUsage), None);
+        assert_eq!(tr.last().map(|t| t.0.as_str()), Some("cleared"));
+    }
+
+    fn health(at: i64, h: Option<HealthState>, run_state: RunState) -> ResourceObservation {
+        ResourceObservation {
+            health: h,
+            run_state: Some(run_state),
+            ..obs(at)
+        }
+    }
+
+    #[test]
+    fn unhealthy_fires_and_clears_on_first_healthy_observation() {
+        use HealthState::{Healthy, Starting};
+        let unhealthy = Some(HealthState::Unhealthy);
+        let (state, tr) = run(&[
+            health(0, Some(Healthy), RunState::Running),
+            health(30, unhealthy, RunState::Running),
+            health(60, unhealthy, RunState::Running),
+            health(90, Some(Starting), RunState::Running),
+            health(120, Some(Healthy), RunState::Running),
+        ]);
+        assert!(state.firing.is_empty());
+        assert_eq!(
+            tr,
+            vec![
+                ("fired".into(), Unhealthy, Warning),
+                ("cleared".into(), Unhealthy, Warning),
+            ]
+        );
+    }
+
+    #[test]
+    fn unhealthy_flapping_fires_and_clears_each_time() {
+        use HealthState::Healthy;
+        let unhealthy = Some(HealthState::Unhealthy);
+        let (_, tr) = run(&[
+            health(0, unhealthy, RunState::Running),
+            health(30, Some(Healthy), RunState::Running),
+            health(60, unhealthy, RunState::Running),
+        ]);
+        assert_eq!(tr.len(), 3);
+    }
+
+    #[test]
+    fn unhealthy_stays_firing_while_health_is_unknown() {
+        let (state, _) = run(&[
+            health(0, Some(HealthState::Unhealthy), RunState::Running),
+            health(30, None, RunState::Exited),
+        ]);
+        assert_eq!(level_of(&state, Unhealthy), Some(Warning));
+    }
+
+    #[test]
+    fn failed_service_is_critical_and_clears_when_running() {
+        let failed = ResourceObservation {
+            run_state: Some(RunState::Failed),
+            ..ResourceObservation::new("service:h1:nginx", ObservedResourceType::Service, t(0))
+        };
+        let running = ResourceObservation {
+            run_state: Some(RunState::Running),
+            ..ResourceObservation::new("service:h1:nginx", ObservedResourceType::Service, t(60))
+        };
+        let (state, tr) = run(std::slice::from_ref(&failed));
+        assert_eq!(level_of(&state, Unhealthy), Some(Critical));
+        assert_eq!(
+            state.firing[&Unhealthy].message,
+            "service service:h1:nginx has failed"
+        );
+        assert_eq!(tr.len(), 1);
+        let (state, tr) = run(&[failed, running]);
+        assert!(state.firing.is_empty());
+        assert_eq!(tr.len(), 2);
+    }
+
+    fn exited(at: i64, code: i64, stop_requested: bool) -> ResourceObservation {
+        ResourceObservation {
+            run_state: Some(RunState::Exited),
+            exit_code: Some(code),
+            stop_requested,
+            ..obs(at)
+        }
+    }
+
+    #[test]
+    fn unexpected_non_zero_exit_fires_critical() {
+        let (state, _) = run(&[exited(0, 137, false)]);
+        let alert = &state.firing[&UnexpectedExit];
+        assert_eq!(alert.level, Critical);
+        assert_eq!(alert.value, 137.0);
+        assert_eq!(alert.threshold, 0.0);
+    }
+
+    #[test]
+    fn zero_exit_and_requested_stop_do_not_fire() {
+        let (state, _) = run(&[exited(0, 0, false)]);
+        assert!(state.firing.is_empty());
+        let (state, _) = run(&[exited(0, 143, true)]);
+        assert!(state.firing.is_empty());
+        let dead = ResourceObservation {
+            run_state: Some(RunState::Dead),
+            exit_code: Some(1),
+            ..obs(0)
+        };
+        assert_eq!(level_of(&run(&[dead]).0, UnexpectedExit), Some(Critical));
+    }
+
+    #[test]
+    fn unexpected_exit_clears_when_running_again() {
+        let running = ResourceObservation {
+            run_state: Some(RunState::Running),
+            ..obs(60)
+        };
+        let (state, tr) = run(&[exited(0, 1, false), exited(30, 1, false), running]);
+        assert!(state.firing.is_empty());
+        assert_eq!(
+            tr,
+            vec![
+                ("fired".into(), UnexpectedExit, Critical),
+                ("cleared".into(), UnexpectedExit, Critical),
+            ]
+        );
+    }
+
+    fn restarts(at: i64, count: u64) -> ResourceObservation {
+        ResourceObservation {
+            restart_count: Some(count),
+            run_state: Some(RunState::Running),
+            ..obs(at)
+        }
+    }
+
+    #[test]
+    fn three_restarts_inside_the_window_fire() {
+        // Baseline, then restarts at 0s, 300s and 599s: all within (599 - 600, 599].
+        let (state, tr) = run(&[
+            restarts(-60, 5),
+            restarts(0, 6),
+            restarts(300, 7),
+            restarts(599, 8),
+        ]);
+        assert_eq!(level_of(&state, RestartLoop), Some(Critical));
+        assert_eq!(state.firing[&RestartLoop].value, 3.0);
+        assert_eq!(tr, vec![("fired".into(), RestartLoop, Critical)]);
+    }
+
+    #[test]
+    fn three_restarts_spanning_exactly_the_window_do_not_fire() {
+        // The first restart is exactly 600s before the third: outside (now - 600, now].
+        let (state, _) = run(&[
+            restarts(-60, 5),
+            restarts(0, 6),
+            restarts(300, 7),
+            restarts(600, 8),
+        ]);
+        assert_eq!(level_of(&state, RestartLoop), None);
+    }
+
+    #[test]
+    fn first_observation_sets_a_baseline_and_does_not_fire() {
+        let (state, _) = run(&[restarts(0, 50)]);
+        assert_eq!(level_of(&state, RestartLoop), None);
+        assert!(state.restart_history.restarts.is_empty());
+    }
+
+    #[test]
+    fn a_jump_of_three_in_one_observation_fires() {
+        let (state, _) = run(&[restarts(0, 1), restarts(30, 4)]);
+        assert_eq!(level_of(&state, RestartLoop), Some(Critical));
+    }
+
+    #[test]
+    fn counter_reset_is_a_new_baseline_not_restarts() {
+        let (state, _) = run(&[restarts(0, 10), restarts(30, 0), restarts(60, 1)]);
+        assert_eq!(level_of(&state, RestartLoop), None);
+        assert_eq!(state.restart_history.restarts.len(), 1);
+    }
+
+    #[test]
+    fn restart_loop_clears_only_after_a_full_quiet_window() {
+        let engine = AlertRuleEngine::default();
+        let mut state = ResourceAlertState::default();
+        for (at, count) in [(0, 0), (10, 1), (20, 2), (30, 3)] {
+            state = engine.evaluate(&state, &restarts(at, count), t(at)).0;
+        }
+        assert_eq!(level_of(&state, RestartLoop), Some(Critical));
+        // 599s after the last restart it is still in the window: keep firing.
+        let (held, tr) = engine.evaluate(&state, &restarts(629, 3), t(629));
+        assert!(tr.is_empty());
+        assert_eq!(level_of(&held, RestartLoop), Some(Critical));
+        assert_eq!(held.firing[&RestartLoop].value, 1.0);
+        // Exactly 600s after the last restart: no restart left in the window, clears.
+        let (cleared, tr) = engine.evaluate(&held, &restarts(630, 3), t(630));
+        assert_eq!(level_of(&cleared, RestartLoop), None);
+        assert_eq!(tr.len(), 1);
+        assert!(matches!(tr[0], AlertTransition::Cleared { .. }));
+    }
+
+    #[test]
+    fn restart_history_is_bounded() {
+        let (state, _) = run(&[restarts(0, 0), restarts(10, u64::MAX)]);
+        assert_eq!(state.restart_history.restarts.len(), MAX_RESTARTS_TRACKED);
+        assert_eq!(level_of(&state, RestartLoop), Some(Critical));
+    }
+
+    #[test]
+    fn agent_offline_fires_and_clears() {
+        let offline = ResourceObservation {
+            agent_online: Some(false),
+            ..ResourceObservation::new("host:agent-1", ObservedResourceType::Host, t(0))
+        };
+        let unknown = ResourceObservation::new("host:agent-1", ObservedResourceType::Host, t(30));
+        let online = ResourceObservation {
+            agent_online: Some(true),
+            ..ResourceObservation::new("host:agent-1", ObservedResourceType::Host, t(60))
+        };
+        let (state, tr) = run(&[offline.clone(), unknown]);
+        assert_eq!(level_of(&state, AgentOffline), Some(Critical));
+        assert_eq!(tr.len(), 1);
+        let (state, tr) = run(&[offline, online]);
+        assert!(state.firing.is_empty());
+        assert_eq!(tr.len(), 2);
+    }
+
+    #[test]
+    fn several_rules_fire_independently_with_distinct_keys() {
+        let o = ResourceObservation {
+            fs_used_pct: Some(97.0),
+            mem_used_pct: Some(93.0),
+            health: Some(HealthState::Unhealthy),
+            run_state: Some(RunState::Running),
+            ..obs(0)
+        };
+        let (state, tr) = run(&[o]);
+        assert_eq!(tr.len(), 3);
+        let keys: Vec<_> = state.firing.values().map(|a| a.key.to_string()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "app-container:h1:abc:unhealthy",
+                "app-container:h1:abc:filesystem_usage",
+                "app-container:h1:abc:memory_usage",
+            ]
+        );
+    }
+
+    #[test]
+    fn state_round_trips_through_json_so_the_scheduler_can_persist_it() {
+        let (state, _) = run(&[restarts(0, 0), restarts(10, 2), fs(20, 96.0)]);
+        let json = serde_json::to_string(&state).unwrap_or_default();
+        let back: ResourceAlertState = serde_json::from_str(&json).unwrap_or_default();
+        assert_eq!(back, state);
+        // Evaluating from the restored state continues the same alerts.
+        let engine = AlertRuleEngine::default();
+        let (_, tr) = engine.evaluate(&back, &restarts(30, 3), t(30));
+        assert_eq!(tr.len(), 1);
+        assert!(matches!(tr[0], AlertTransition::Fired { .. }));
+        assert_eq!(tr[0].alert().rule, RestartLoop);
+    }
+
+    #[test]
+    fn alert_transition_wire_shape() {
+        let engine = AlertRuleEngine::default();
+        let (_, tr) = engine.evaluate(&ResourceAlertState::default(), &fs(0, 96.5), t(0));
+        insta::assert_json_snapshot!(tr, @r#"
+            [
+              {
+                "transition": "fired",
+                "alert": {
+                  "key": "app-container:h1:abc:filesystem_usage",
+                  "type": "filesystem_usage",
+                  "level": "critical",
+                  "value": 96.5,
+                  "threshold": 95.0,
+                  "resource_id": "app-container:h1:abc",
+                  "message": "container app-container:h1:abc filesystem usage 96.5% is at or above the critical threshold of 95%",
+                  "fired_at": "2026-11-01T12:00:00Z",
+                  "updated_at": "2026-11-01T12:00:00Z"
+                }
+              }
+            ]
+        "#);
+    }
+}
