@@ -1,7 +1,10 @@
 //! pulse-model-runner: the agentic loop, provider transports and budgets (Step 3).
 //!
-//! This build runs the service harness only: it connects to NATS and Postgres, migrates,
-//! reports health and heartbeats, and drains on shutdown. Its handlers arrive with their steps.
+//! The service harness connects to NATS and Postgres, migrates, reports health and heartbeats,
+//! and drains on shutdown. [`provider`] holds the provider-neutral types and the transports
+//! (OpenAI-compatible, Anthropic, Gemini, Ollama); the loop and its handlers arrive with their steps.
+
+pub mod provider;
 
 use pulse_runtime::{ServiceContext, ServiceSpec};
 

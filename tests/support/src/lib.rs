@@ -3,6 +3,7 @@
 
 pub mod db;
 pub mod nats;
+pub mod provider_sim;
 pub mod service;
 pub mod stack;
 pub mod wait;

@@ -1,0 +1,127 @@
+//! Anthropic Messages wire shapes.
+
+use serde_json::{Value, json};
+
+use super::{Delivery, Rendered, SimUsage, Turn, halves, pieces};
+
+fn stop_reason(turn: &Turn) -> &'static str {
+    if turn.tool_calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    }
+}
+
+pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, model: &str) -> Value {
+    let mut content = Vec::new();
+    if let Some(r) = &turn.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r, "signature": "sim"}));
+    }
+    if !turn.text.is_empty() {
+        content.push(json!({"type": "text", "text": turn.text}));
+    }
+    for (c, id) in turn.tool_calls.iter().zip(ids) {
+        content.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.arguments}));
+    }
+    json!({
+        "id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": stop_reason(turn), "stop_sequence": null,
+        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+    })
+}
+
+fn event(name: &str, data: Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+pub(crate) fn frames(
+    turn: &Turn,
+    ids: &[String],
+    usage: SimUsage,
+    model: &str,
+    delivery: &Delivery,
+) -> Rendered {
+    let mut frames = vec![event(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1}}}),
+    )];
+    let mut index = 0;
+    if let Some(r) = &turn.reasoning {
+        frames.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "thinking", "thinking": ""}}),
+        ));
+        for p in pieces(r) {
+            frames.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "thinking_delta", "thinking": p}}),
+            ));
+        }
+        frames.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    if !turn.text.is_empty() {
+        frames.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "text", "text": ""}}),
+        ));
+        frames.push(event("ping", json!({"type": "ping"})));
+        for p in pieces(&turn.text) {
+            frames.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "text_delta", "text": p}}),
+            ));
+        }
+        frames.push(event(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": index}),
+        ));
+        index += 1;
+    }
+    for (c, id) in turn.tool_calls.iter().zip(ids) {
+        frames.push(event(
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index,
+                   "content_block": {"type": "tool_use", "id": id, "name": c.name, "input": {}}}),
+        ));
+        let (a, b) = halves(&c.arguments.to_string());
+        let mut parts = vec![a];
+        if !delivery.orphan_tool_calls {
+            parts.push(b);
+        }
+        for p in parts {
+            frames.push(event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "input_json_delta", "partial_json": p}}),
+            ));
+        }
+        if !delivery.orphan_tool_calls {
+            frames.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        index += 1;
+    }
+    frames.push(event(
+        "message_delta",
+        json!({"type": "message_delta",
+               "delta": {"stop_reason": stop_reason(turn), "stop_sequence": null},
+               "usage": {"output_tokens": usage.output_tokens}}),
+    ));
+    Rendered {
+        frames,
+        terminal: Some(event("message_stop", json!({"type": "message_stop"}))),
+    }
+}
