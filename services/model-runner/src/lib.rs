@@ -4,7 +4,12 @@
 //! and drains on shutdown. [`provider`] holds the provider-neutral types and the transports
 //! (OpenAI-compatible, Anthropic, Gemini, Ollama); the loop and its handlers arrive with their steps.
 
+pub mod cost;
+pub mod preflight;
 pub mod provider;
+pub mod redaction;
+pub mod registry;
+pub mod route;
 
 use pulse_runtime::{ServiceContext, ServiceSpec};
 

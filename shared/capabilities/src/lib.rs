@@ -1,6 +1,18 @@
-//! Pulse capabilities: the vocabulary every surface shares (tool names, schemas, execution
-//! profiles and the stable error-code table). Step 1 holds the error codes.
+//! Pulse capabilities: the vocabulary every surface shares (tool names, schemas, invocation
+//! descriptors, execution profiles, the tool policy) and the stable error-code table.
 
 pub mod error_codes;
+pub mod invocation;
+pub mod policy;
+pub mod profile;
+pub mod run_gate;
+pub mod tools;
 
 pub use error_codes::ErrorCode;
+pub use invocation::{InvocationClass, InvocationDescriptor, InvocationKind, MutationTarget};
+pub use policy::{
+    AdmittedCall, CallRef, Denial, DenialCode, OfferedTool, PolicyError, ProposedCall, ToolPolicy,
+};
+pub use profile::{ControlLevel, ExecutionProfile};
+pub use run_gate::{DenialTracker, GateError, RunGate, TerminalDenial};
+pub use tools::{ToolFamily, ToolName};

@@ -1,0 +1,330 @@
+//! Provider preflight over real HTTP against the provider simulator: classification, the
+//! per-route cache with its TTL (on an injected clock), and local cold starts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeZone as _, Utc};
+use pulse_model_runner::preflight::{
+    ManualClock, PREFLIGHT_TOOL, Preflight, PreflightCache, PreflightCause, PreflightSettings,
+    Readiness, RouteConnection,
+};
+use pulse_model_runner::provider::FailureCause;
+use pulse_model_runner::registry::RouteClass;
+use pulse_model_runner::route::Route;
+use pulse_test_support::provider_sim::{Delivery, ProviderSim, Script, SimError, Step, Turn};
+use serde_json::json;
+
+const TTL: Duration = Duration::from_secs(600);
+
+fn settings() -> PreflightSettings {
+    PreflightSettings {
+        request_timeout: Duration::from_secs(10),
+        response_header_timeout: Duration::from_secs(5),
+        retry_backoff: Duration::from_millis(20),
+    }
+}
+
+fn preflight(settings: PreflightSettings) -> (Preflight, Arc<ManualClock>) {
+    let start = Utc
+        .with_ymd_and_hms(2026, 11, 29, 12, 0, 0)
+        .single()
+        .unwrap_or_else(Utc::now);
+    let clock = Arc::new(ManualClock::new(start));
+    let cache = PreflightCache::new(TTL, clock.clone());
+    (Preflight::new(settings, cache), clock)
+}
+
+fn route(text: &str) -> Route {
+    Route::parse(text).expect("valid route")
+}
+
+/// The route at the simulator, with the base URL its protocol expects.
+fn at_sim(sim: &ProviderSim, text: &str) -> RouteConnection {
+    let route = route(text);
+    let base = match route.provider_id() {
+        "anthropic" | "ollama" => sim.base_url(),
+        "gemini" => sim.gemini_base_url(),
+        _ => sim.openai_base_url(),
+    };
+    RouteConnection::new(route)
+        .with_base_url(base)
+        .with_api_key("sk-test-key")
+}
+
+fn diligent() -> Turn {
+    Turn::tool(PREFLIGHT_TOOL, json!({"ok": true}))
+}
+
+/// The same step twice: a transient failure gets its one same-route retry.
+fn twice(step: Step) -> Script {
+    Script::steps([step.clone(), step])
+}
+
+#[tokio::test]
+async fn diligent_model_is_ready_on_every_protocol() -> anyhow::Result<()> {
+    let sim = ProviderSim::start(Script::looping(PREFLIGHT_TOOL, json!({"ok": true}))).await?;
+    let (pf, _clock) = preflight(settings());
+    for text in [
+        "openai:sim-model",
+        "anthropic:sim-model",
+        "gemini:sim-model",
+        "ollama:sim-model",
+    ] {
+        let conn = at_sim(&sim, text);
+        let outcome = pf.run(&conn).await;
+        assert!(outcome.ready, "{text}: {outcome:?}");
+        assert!(outcome.observed_tool_call, "{text}");
+        assert_eq!(outcome.cause, None);
+        assert_eq!(outcome.action, None);
+        assert_eq!(outcome.route, text);
+        let usage = outcome.usage.expect("usage reported");
+        assert!(
+            usage.input_tokens > 0 && usage.output_tokens > 0,
+            "{usage:?}"
+        );
+        assert!(pf.readiness(&conn).is_ready(), "{text}");
+    }
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 4, "one call per route, no retries");
+    for r in &requests {
+        assert!(r.stream, "preflight runs the streaming chat path");
+        assert!(
+            r.body.to_string().contains(PREFLIGHT_TOOL),
+            "the request offers the preflight tool: {}",
+            r.body
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_model_that_answers_without_calling_the_tool_is_not_ready() -> anyhow::Result<()> {
+    let sim = ProviderSim::start(Script::lazy("Sure, everything works.")).await?;
+    let (pf, _clock) = preflight(settings());
+    let conn = at_sim(&sim, "openai:sim-model");
+    let outcome = pf.run(&conn).await;
+    assert!(!outcome.ready);
+    assert!(!outcome.observed_tool_call);
+    assert_eq!(
+        outcome.cause,
+        Some(PreflightCause::Provider(FailureCause::NoToolSupport))
+    );
+    assert_eq!(
+        outcome.summary,
+        "the model answered but did not call the preflight tool"
+    );
+    assert_eq!(
+        outcome.recommendation.as_deref(),
+        Some("choose a model that supports tool calling")
+    );
+    assert!(pf.readiness(&conn).is_known_not_ready());
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_failure_mode_is_classified_cached_and_expires() -> anyhow::Result<()> {
+    let stall = Delivery {
+        stall_after_frames: Some(1),
+        ..Delivery::default()
+    };
+    let malformed = Delivery {
+        malformed_json: true,
+        ..Delivery::default()
+    };
+    let cases: Vec<(&str, Script, FailureCause, usize)> = vec![
+        (
+            "401",
+            twice(Step::Error(SimError::unauthorized())),
+            FailureCause::Auth,
+            1,
+        ),
+        (
+            "429",
+            twice(Step::Error(SimError::rate_limited(1))),
+            FailureCause::RateLimit,
+            1,
+        ),
+        (
+            "404 model",
+            twice(Step::Error(SimError::model_not_found("sim-model"))),
+            FailureCause::ModelNotFound,
+            1,
+        ),
+        (
+            "html 502",
+            twice(Step::Error(SimError::html_502())),
+            FailureCause::Connectivity,
+            2,
+        ),
+        (
+            "stall",
+            twice(Step::delivered(diligent(), stall)),
+            FailureCause::Timeout,
+            2,
+        ),
+        (
+            "malformed",
+            twice(Step::delivered(diligent(), malformed)),
+            FailureCause::MalformedResponse,
+            1,
+        ),
+    ];
+    let short = PreflightSettings {
+        request_timeout: Duration::from_secs(1),
+        ..settings()
+    };
+    for (name, script, cause, calls) in cases {
+        let sim = ProviderSim::start(script).await?;
+        let (pf, clock) = preflight(short);
+        let conn = at_sim(&sim, "openai:sim-model");
+        let outcome = pf.run(&conn).await;
+        assert!(!outcome.ready, "{name}");
+        assert_eq!(
+            outcome.cause,
+            Some(PreflightCause::Provider(cause)),
+            "{name}"
+        );
+        assert_eq!(outcome.summary, cause.summary(), "{name}");
+        assert_eq!(
+            outcome.recommendation.as_deref(),
+            Some(cause.recommendation()),
+            "{name}"
+        );
+        assert_eq!(
+            outcome.action,
+            Some("/settings/pulse-intelligence/provider"),
+            "{name}"
+        );
+        assert_eq!(sim.requests().len(), calls, "{name}: provider calls");
+        // Only safe fields go out: no raw HTML, no provider wording.
+        let shown = serde_json::to_string(&outcome)?;
+        assert!(!shown.contains('<'), "{name}: {shown}");
+        assert!(!shown.contains("nginx"), "{name}: {shown}");
+        assert!(!shown.contains("invalid x-api-key"), "{name}: {shown}");
+
+        let readiness = pf.readiness(&conn);
+        let Readiness::NotReady {
+            cause: cached,
+            summary,
+            ..
+        } = readiness
+        else {
+            anyhow::bail!("{name}: expected not ready, got {readiness:?}");
+        };
+        assert_eq!(cached, PreflightCause::Provider(cause), "{name}");
+        assert_eq!(summary, cause.summary(), "{name}");
+        clock.advance(TTL - Duration::from_secs(1));
+        assert!(pf.readiness(&conn).is_known_not_ready(), "{name}");
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(
+            pf.readiness(&conn),
+            Readiness::NotAssessed,
+            "{name}: expired"
+        );
+        assert!(pf.cache().get(&conn).is_none(), "{name}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn ready_outcome_expires_after_ttl_and_routes_are_cached_apart() -> anyhow::Result<()> {
+    let sim = ProviderSim::start(Script::steps([
+        Step::reply(diligent()),
+        Step::Error(SimError::unauthorized()),
+    ]))
+    .await?;
+    let (pf, clock) = preflight(settings());
+    let good = at_sim(&sim, "openai:sim-model");
+    let other = at_sim(&sim, "openai:other-model");
+    assert_eq!(pf.readiness(&good), Readiness::NotAssessed);
+
+    assert!(pf.run(&good).await.ready);
+    assert!(!pf.run(&other).await.ready);
+    assert!(pf.readiness(&good).is_ready());
+    assert!(pf.readiness(&other).is_known_not_ready());
+
+    clock.advance(TTL);
+    assert_eq!(pf.readiness(&good), Readiness::NotAssessed);
+    assert_eq!(pf.readiness(&other), Readiness::NotAssessed);
+    Ok(())
+}
+
+#[tokio::test]
+async fn cold_local_model_is_slow_not_broken() -> anyhow::Result<()> {
+    let cold = Delivery {
+        cold_start: Duration::from_millis(1500),
+        ..Delivery::default()
+    };
+    // A hosted API would be held to a 500 ms first-byte bound; a local server gets the whole
+    // request timeout.
+    let tight = PreflightSettings {
+        request_timeout: Duration::from_secs(10),
+        response_header_timeout: Duration::from_millis(500),
+        retry_backoff: Duration::from_millis(20),
+    };
+    for text in ["ollama:qwen3:8b", "lmstudio:qwen2.5-7b-instruct"] {
+        let sim =
+            ProviderSim::start(Script::steps([Step::delivered(diligent(), cold.clone())])).await?;
+        let (pf, _clock) = preflight(tight);
+        let conn = at_sim(&sim, text);
+        assert_eq!(conn.route_class(), RouteClass::LocalModelServer);
+        let outcome = pf.run(&conn).await;
+        assert!(outcome.ready, "{text}: {outcome:?}");
+        assert!(
+            outcome.elapsed_ms >= 1500,
+            "{text}: waited for the model to load"
+        );
+        assert_eq!(sim.requests().len(), 1, "{text}: no retry");
+    }
+
+    // The same cold start on a metered route exceeds its first-byte bound.
+    let sim = ProviderSim::start(twice(Step::delivered(diligent(), cold))).await?;
+    let (pf, _clock) = preflight(tight);
+    let outcome = pf.run(&at_sim(&sim, "openai:sim-model")).await;
+    assert_eq!(
+        outcome.cause,
+        Some(PreflightCause::Provider(FailureCause::Timeout))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn missing_settings_are_not_ready_without_a_call() {
+    let (pf, _clock) = preflight(settings());
+    let no_key = RouteConnection::new(route("openai:gpt-4o"));
+    let outcome = pf.run(&no_key).await;
+    assert_eq!(outcome.cause, Some(PreflightCause::NotConfigured));
+    assert_eq!(outcome.summary, "the provider needs an API key");
+    assert!(pf.readiness(&no_key).is_known_not_ready());
+
+    let no_url = RouteConnection::new(route("litellm:gpt-4o"));
+    let outcome = pf.run(&no_url).await;
+    assert_eq!(outcome.cause, Some(PreflightCause::NotConfigured));
+    assert_eq!(outcome.summary, "the provider needs a base URL");
+    assert_eq!(
+        serde_json::to_value(&outcome)
+            .ok()
+            .and_then(|v| v.get("cause").cloned()),
+        Some(json!("not_configured"))
+    );
+}
+
+#[tokio::test]
+async fn a_changed_key_or_address_is_not_covered_by_the_cached_outcome() -> anyhow::Result<()> {
+    let sim = ProviderSim::start(Script::looping(PREFLIGHT_TOOL, json!({"ok": true}))).await?;
+    let (pf, _clock) = preflight(settings());
+    let conn = at_sim(&sim, "openai:sim-model");
+    assert!(pf.run(&conn).await.ready);
+    assert!(pf.readiness(&conn).is_ready());
+
+    let rotated = conn.clone().with_api_key("sk-rotated");
+    assert_eq!(pf.readiness(&rotated), Readiness::NotAssessed);
+    let moved = conn.clone().with_base_url("http://127.0.0.1:1/v1");
+    assert_eq!(pf.readiness(&moved), Readiness::NotAssessed);
+    assert!(
+        !conn.cache_key().contains("sk-test-key"),
+        "the key itself is never part of the cache key"
+    );
+    Ok(())
+}

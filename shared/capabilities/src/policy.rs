@@ -1,0 +1,389 @@
+//! The one tool policy: per execution profile it builds the tool list offered to the model and
+//! admits (or denies) each call before any handler runs. Offer and admission share the same
+//! descriptors and the same compiled schemas, so they cannot disagree.
+
+use std::sync::{Arc, OnceLock};
+
+use jsonschema::error::ValidationErrorKind;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::invocation::{InvocationClass, InvocationDescriptor, InvocationKind, MutationTarget};
+use crate::profile::ExecutionProfile;
+use crate::tools::{CatalogueError, ToolFamily, ToolName, check_catalogue};
+
+/// Longest tool name echoed back in a denial (model-supplied names are untrusted).
+const MAX_ECHOED_NAME: usize = 64;
+/// Most schema violations listed in one denial message.
+const MAX_LISTED_VIOLATIONS: usize = 5;
+
+/// A call the model asked for, from whichever surface carries it.
+pub trait ProposedCall {
+    fn tool_name(&self) -> &str;
+    fn tool_arguments(&self) -> &Value;
+}
+
+/// A borrowed call, for surfaces without their own call type.
+#[derive(Debug, Clone, Copy)]
+pub struct CallRef<'a> {
+    pub name: &'a str,
+    pub arguments: &'a Value,
+}
+
+impl ProposedCall for CallRef<'_> {
+    fn tool_name(&self) -> &str {
+        self.name
+    }
+    fn tool_arguments(&self) -> &Value {
+        self.arguments
+    }
+}
+
+/// A tool as offered to the model: name, description and the projected schema.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OfferedTool {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub parameters: Value,
+}
+
+/// Why a call was denied. Stable wire codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DenialCode {
+    /// The name is not a tool offered in this run (unknown, legacy, or not in this profile).
+    ToolNotOffered,
+    /// The arguments do not satisfy the offered schema (undeclared field, wrong type or value).
+    InvalidArguments,
+    /// The invocation would mutate something this profile may not mutate, or its discriminator
+    /// value is missing or unknown (fail closed).
+    MutationNotPermitted,
+    /// The tool may be called only a bounded number of times per run and that bound is reached.
+    CallLimitReached,
+}
+
+impl DenialCode {
+    pub const ALL: &'static [DenialCode] = &[
+        Self::ToolNotOffered,
+        Self::InvalidArguments,
+        Self::MutationNotPermitted,
+        Self::CallLimitReached,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ToolNotOffered => "tool_not_offered",
+            Self::InvalidArguments => "invalid_arguments",
+            Self::MutationNotPermitted => "mutation_not_permitted",
+            Self::CallLimitReached => "call_limit_reached",
+        }
+    }
+}
+
+impl std::fmt::Display for DenialCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A denied call: the handler did not run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("tool call {tool} denied ({code}): {message}")]
+pub struct Denial {
+    pub code: DenialCode,
+    /// The requested name, truncated.
+    pub tool: String,
+    /// Model-facing explanation; never echoes argument values.
+    pub message: String,
+}
+
+impl Denial {
+    pub(crate) fn new(code: DenialCode, tool: &str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            tool: truncate(tool, MAX_ECHOED_NAME),
+            message: message.into(),
+        }
+    }
+
+    /// The text returned to the model as the call's error result.
+    pub fn model_message(&self) -> String {
+        format!(
+            "denied ({}): {}. The call did not run; do not repeat it unchanged.",
+            self.code, self.message
+        )
+    }
+}
+
+/// A call that passed admission: it may be dispatched to its handler.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdmittedCall {
+    pub tool: ToolName,
+    pub class: InvocationClass,
+    /// The discriminator value, for mixed tools.
+    pub discriminator: Option<&'static str>,
+}
+
+/// The policy could not be built (the catalogue is inconsistent or a schema does not compile).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Catalogue(#[from] CatalogueError),
+    #[error("tool {tool}: schema does not compile: {reason}")]
+    Schema { tool: ToolName, reason: String },
+}
+
+#[derive(Debug)]
+struct OfferedEntry {
+    tool: ToolName,
+    offered: OfferedTool,
+    validator: jsonschema::Validator,
+}
+
+/// What the model is offered and may run under one execution profile.
+#[derive(Debug)]
+pub struct ToolPolicy {
+    profile: ExecutionProfile,
+    entries: Vec<OfferedEntry>,
+}
+
+type CachedPolicy = OnceLock<Result<Arc<ToolPolicy>, PolicyError>>;
+static POLICIES: [CachedPolicy; 5] = [const { OnceLock::new() }; 5];
+
+impl ToolPolicy {
+    /// The policy of a profile. Built (schemas projected and compiled) once per process.
+    pub fn for_profile(profile: ExecutionProfile) -> Result<Arc<ToolPolicy>, PolicyError> {
+        POLICIES[profile.index()]
+            .get_or_init(|| Self::build(profile).map(Arc::new))
+            .clone()
+    }
+
+    fn build(profile: ExecutionProfile) -> Result<ToolPolicy, PolicyError> {
+        check_catalogue()?;
+        let mut entries = Vec::new();
+        for &tool in ToolName::ALL {
+            let Some(parameters) = project_schema(profile, tool) else {
+                continue;
+            };
+            let validator = jsonschema::options()
+                .should_validate_formats(false)
+                .build(&parameters)
+                .map_err(|e| PolicyError::Schema {
+                    tool,
+                    reason: e.to_string(),
+                })?;
+            entries.push(OfferedEntry {
+                tool,
+                offered: OfferedTool {
+                    name: tool.wire_name(),
+                    description: tool.description(),
+                    parameters,
+                },
+                validator,
+            });
+        }
+        Ok(ToolPolicy { profile, entries })
+    }
+
+    pub fn profile(&self) -> ExecutionProfile {
+        self.profile
+    }
+
+    /// The tools to offer the model, in exposure order.
+    pub fn offered_tools(&self) -> impl Iterator<Item = &OfferedTool> {
+        self.entries.iter().map(|e| &e.offered)
+    }
+
+    /// Whether a tool is offered in this profile.
+    pub fn offers(&self, tool: ToolName) -> bool {
+        self.entries.iter().any(|e| e.tool == tool)
+    }
+
+    /// How many times per run a tool may be called, when bounded.
+    pub fn call_limit(&self, tool: ToolName) -> Option<u32> {
+        match (self.profile, tool) {
+            (ExecutionProfile::PatrolDetection, ToolName::PatrolGetFindings) => Some(1),
+            (ExecutionProfile::PatrolInvestigation, ToolName::PatrolProposeAction) => Some(1),
+            _ => None,
+        }
+    }
+
+    /// Decides whether a call may run. Stateless; see [`crate::RunGate`] for per-run rules.
+    pub fn admit<C: ProposedCall + ?Sized>(&self, call: &C) -> Result<AdmittedCall, Denial> {
+        let name = call.tool_name();
+        let arguments = call.tool_arguments();
+        let Some(entry) = self.entries.iter().find(|e| e.offered.name == name) else {
+            return Err(Denial::new(
+                DenialCode::ToolNotOffered,
+                name,
+                "this tool is not offered in this run; use only the tools listed",
+            ));
+        };
+        let tool = entry.tool;
+        let descriptor = tool.descriptor();
+        let discriminator = match descriptor {
+            InvocationDescriptor::Static(_) => None,
+            InvocationDescriptor::Discriminator { argument, cases } => {
+                let value = arguments.get(argument).and_then(Value::as_str);
+                let case = value.and_then(|v| cases.iter().find(|(c, _)| *c == v));
+                match case {
+                    Some((case, _)) => Some(*case),
+                    None => {
+                        return Err(Denial::new(
+                            DenialCode::MutationNotPermitted,
+                            name,
+                            format!(
+                                "argument {argument} is missing or not a known value; allowed here: {}",
+                                permitted_cases(self.profile, tool).join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        let class = descriptor.classify(arguments);
+        if !permits(self.profile, tool, discriminator, class) {
+            return Err(Denial::new(
+                DenialCode::MutationNotPermitted,
+                name,
+                match discriminator {
+                    Some(value) => format!(
+                        "{} {}={value} is not permitted in this run",
+                        tool.wire_name(),
+                        descriptor.discriminator().unwrap_or_default()
+                    ),
+                    None => format!("{} is not permitted in this run", tool.wire_name()),
+                },
+            ));
+        }
+        let violations: Vec<String> = entry
+            .validator
+            .iter_errors(arguments)
+            .take(MAX_LISTED_VIOLATIONS)
+            .map(|error| describe_violation(&error))
+            .collect();
+        if !violations.is_empty() {
+            return Err(Denial::new(
+                DenialCode::InvalidArguments,
+                name,
+                format!(
+                    "arguments do not match the tool schema: {}",
+                    violations.join("; ")
+                ),
+            ));
+        }
+        Ok(AdmittedCall {
+            tool,
+            class,
+            discriminator,
+        })
+    }
+}
+
+fn describe_violation(error: &jsonschema::ValidationError<'_>) -> String {
+    let path = error.instance_path().as_str();
+    let at = if path.is_empty() { "/" } else { path };
+    match error.kind() {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("undeclared field(s) {}", unexpected.join(", "))
+        }
+        ValidationErrorKind::Required { property } => match property.as_str() {
+            Some(p) => format!("missing required field {p}"),
+            None => "missing required field".to_owned(),
+        },
+        ValidationErrorKind::Enum { .. } => format!("{at}: value is not one of the allowed values"),
+        kind => format!("{at}: violates {}", kind.keyword()),
+    }
+}
+
+/// Whether this profile may run this invocation. The single authority rule.
+fn permits(
+    profile: ExecutionProfile,
+    tool: ToolName,
+    case: Option<&str>,
+    class: InvocationClass,
+) -> bool {
+    let in_scope = matches!(
+        (profile, tool.family()),
+        (_, ToolFamily::Infrastructure)
+            | (
+                ExecutionProfile::InteractiveAssistant { .. },
+                ToolFamily::Interaction
+            )
+            | (
+                ExecutionProfile::PatrolDetection,
+                ToolFamily::PatrolLifecycle
+            )
+            | (
+                ExecutionProfile::PatrolInvestigation,
+                ToolFamily::PatrolInvestigation
+            )
+    );
+    if !in_scope {
+        return false;
+    }
+    if class.kind == InvocationKind::UserInput && !profile.is_interactive() {
+        return false;
+    }
+    match class.mutation {
+        MutationTarget::None => true,
+        MutationTarget::PulseState => {
+            profile == ExecutionProfile::PatrolDetection
+                && matches!(
+                    tool,
+                    ToolName::PatrolReportFinding | ToolName::PatrolAssessFinding
+                )
+        }
+        MutationTarget::Infrastructure => match profile {
+            ExecutionProfile::InteractiveAssistant { control } => {
+                control.allows_control_tools()
+                    && tool == ToolName::PulseControl
+                    && case == Some("resource")
+            }
+            ExecutionProfile::PatrolDetection | ExecutionProfile::PatrolInvestigation => false,
+        },
+    }
+}
+
+/// The discriminator values of a tool this profile permits (empty for static tools).
+fn permitted_cases(profile: ExecutionProfile, tool: ToolName) -> Vec<&'static str> {
+    match tool.descriptor() {
+        InvocationDescriptor::Static(_) => Vec::new(),
+        InvocationDescriptor::Discriminator { cases, .. } => cases
+            .iter()
+            .filter(|(case, class)| permits(profile, tool, Some(case), *class))
+            .map(|(case, _)| *case)
+            .collect(),
+    }
+}
+
+/// The schema offered for a tool in a profile: forbidden discriminator values removed; `None`
+/// when no invocation is permitted.
+fn project_schema(profile: ExecutionProfile, tool: ToolName) -> Option<Value> {
+    let mut schema = tool.schema();
+    match tool.descriptor() {
+        InvocationDescriptor::Static(class) => {
+            permits(profile, tool, None, class).then_some(schema)
+        }
+        InvocationDescriptor::Discriminator { argument, .. } => {
+            let permitted = permitted_cases(profile, tool);
+            if permitted.is_empty() {
+                return None;
+            }
+            let values = schema
+                .get_mut("properties")
+                .and_then(|p| p.get_mut(argument))
+                .and_then(|a| a.get_mut("enum"))
+                .and_then(Value::as_array_mut)?;
+            values.retain(|v| v.as_str().is_some_and(|v| permitted.contains(&v)));
+            Some(schema)
+        }
+    }
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
