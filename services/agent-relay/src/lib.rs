@@ -1,25 +1,97 @@
 //! pulse-agent-relay: the endpoint agents connect to (default `127.0.0.1:7656`).
 //!
-//! This build serves the relay listener with the health routes; agent sessions, report ingestion
-//! and the command channel arrive with Step 2.
+//! Agents open a WebSocket on [`AGENT_WS_PATH`] with a token carrying `agent:report`; the tenant
+//! comes from the token. Each report is stored in one transaction (resources, aliases, metric
+//! samples, and `events.resource.changed` through the outbox); an outbox relay publishes the
+//! events and a liveness task turns silent agents offline and their resources `unknown`.
 
+mod ingest;
+mod limits;
+mod liveness;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use pulse_bus::{OutboxRelay, Subjects};
+use pulse_domain::agent_protocol::AGENT_WS_PATH;
 use pulse_runtime::{ServiceContext, ServiceSpec};
+use tokio::sync::Notify;
 
 pub const SPEC: ServiceSpec = ServiceSpec {
     name: "agent-relay",
     health_port: None,
 };
 
+/// What every session and background task of the relay shares.
+#[derive(Clone)]
+pub struct RelayState {
+    pub store: pulse_store::Store,
+    pub subjects: Subjects,
+    pub limits: RelayLimits,
+    /// Wakes the outbox relay after a commit that enqueued events.
+    pub outbox_notify: Arc<Notify>,
+}
+
+/// Per-agent limits and the liveness timeout.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayLimits {
+    pub offline_after: Duration,
+    pub max_report_bytes: usize,
+    pub max_reports_per_sec: u32,
+}
+
+impl RelayLimits {
+    pub fn from_config(config: &pulse_config::RelayConfig) -> Self {
+        Self {
+            offline_after: Duration::from_millis(config.agent_offline_after_ms.max(100)),
+            max_report_bytes: config.max_report_bytes.max(1024),
+            max_reports_per_sec: config.max_reports_per_sec.max(1),
+        }
+    }
+}
+
+pub fn router(state: RelayState) -> Router {
+    Router::new()
+        .route(AGENT_WS_PATH, get(session::upgrade))
+        .with_state(state)
+}
+
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
-    let app = pulse_runtime::health_router(ctx.readiness.clone(), ctx.metrics.clone());
+    let state = RelayState {
+        store: ctx.store.clone(),
+        subjects: ctx.bus.subjects().clone(),
+        limits: RelayLimits::from_config(&ctx.config.relay),
+        outbox_notify: Arc::new(Notify::new()),
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let outbox = OutboxRelay::new(
+        ctx.store.pool().clone(),
+        ctx.bus.jetstream().clone(),
+        pulse_bus::RelayConfig::default(),
+    )
+    .with_notify(state.outbox_notify.clone());
+    let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
+    let liveness_task = tokio::spawn(liveness::run(state.clone(), ctx.shutdown.clone()));
+
+    let app = router(state).merge(pulse_runtime::health_router(
+        ctx.readiness.clone(),
+        ctx.metrics.clone(),
+    ));
     let addr = ctx.config.relay.listen;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     tracing::info!(%addr, "agent relay listening");
     let stop = ctx.shutdown.clone();
-    axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await?;
+        .await;
+    let _ = stop_tx.send(true);
+    let _ = liveness_task.await;
+    let _ = outbox_task.await;
+    served?;
     Ok(())
 }

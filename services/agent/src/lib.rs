@@ -1,45 +1,156 @@
-//! pulse-agent: runs on each monitored host and reports to the agent relay. Report-only by
-//! default; typed commands need `--enable-commands` and an `agent:exec` token (Step 2).
+//! pulse-agent: runs on each monitored host and reports to the agent relay. Report-only: the
+//! command channel (typed capabilities with an `agent:exec` token) is a later step.
 //!
-//! This build checks that the relay is reachable and logs when that changes; the host,
-//! Docker and supervised-service collectors arrive with Step 2.
+//! Every interval, and at once when a supervised service changes, the agent builds a full
+//! report (host, filesystems, supervised services) and queues it; the connection task sends
+//! the queue to the relay over a WebSocket, reconnecting with backoff.
 
+pub mod connection;
+pub mod docker;
+pub mod filesystems;
+pub mod host;
+pub mod report;
+pub mod supervisor;
+
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use pulse_domain::agent_protocol::{Hello, PROTOCOL_VERSION};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::connection::{Backlog, ConnectionConfig};
+use crate::report::Reporter;
+use crate::supervisor::Supervisor;
+
+/// Reports kept while the relay is unreachable.
+pub const DEFAULT_BACKLOG: usize = 360;
+/// Changes closer together than this share one report.
+const CHANGE_DEBOUNCE: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
+    /// Base URL of the relay (`http://127.0.0.1:7656`) or its full WebSocket URL.
     pub relay_url: String,
+    /// A token with scope `agent:report`.
+    pub token: String,
+    pub agent_id: String,
+    pub hostname: String,
+    pub state_dir: PathBuf,
+    /// Supervised-service definitions (`*.toml`).
+    pub services_dir: PathBuf,
     pub interval: Duration,
+    pub backlog: usize,
+    pub proc_root: PathBuf,
+    pub mounts_path: PathBuf,
 }
 
-/// Whether the relay answered its health check.
-pub async fn relay_reachable(client: &reqwest::Client, relay_url: &str) -> bool {
-    let url = format!("{}/healthz", relay_url.trim_end_matches('/'));
-    matches!(client.get(url).send().await, Ok(response) if response.status().is_success())
+impl AgentOptions {
+    /// Defaults for everything but the relay, token and directories.
+    pub fn new(relay_url: String, token: String, state_dir: PathBuf) -> Self {
+        let services_dir = state_dir.join("services.d");
+        Self {
+            relay_url,
+            token,
+            agent_id: host::default_agent_id(),
+            hostname: host::hostname(),
+            state_dir,
+            services_dir,
+            interval: Duration::from_secs(10),
+            backlog: DEFAULT_BACKLOG,
+            proc_root: PathBuf::from("/proc"),
+            mounts_path: PathBuf::from("/proc/self/mounts"),
+        }
+    }
+}
+
+/// Reads the token from `path`, waiting (with backoff up to 5 s) until the file exists and is
+/// not empty. `None` when `shutdown` comes first.
+pub async fn wait_for_token_file(
+    path: &std::path::Path,
+    shutdown: &CancellationToken,
+) -> Option<String> {
+    let mut pause = Duration::from_millis(250);
+    let mut logged = false;
+    loop {
+        match tokio::fs::read_to_string(path).await {
+            Ok(text) if !text.trim().is_empty() => return Some(text.trim().to_owned()),
+            _ if !logged => {
+                tracing::info!(path = %path.display(), "waiting for the agent token file");
+                logged = true;
+            }
+            _ => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            _ = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(Duration::from_secs(5));
+    }
 }
 
 pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()?;
-    let mut ticker = tokio::time::interval(options.interval);
-    let mut last: Option<bool> = None;
+    anyhow::ensure!(
+        pulse_domain::resource::valid_agent_id(&options.agent_id),
+        "host id {:?} must be 1 to 128 of A-Z a-z 0-9 . _ -",
+        options.agent_id
+    );
+    std::fs::create_dir_all(&options.services_dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create services dir {}: {e}",
+            options.services_dir.display()
+        )
+    })?;
+    let changed = Arc::new(Notify::new());
+    let supervisor = Supervisor::new(
+        options.services_dir.clone(),
+        Some(options.state_dir.join("logs")),
+        changed.clone(),
+    )?;
+    let view = supervisor.view();
+    let stop_services = CancellationToken::new();
+    let rescan = options.interval.min(Duration::from_secs(2));
+    let supervisor_task = tokio::spawn(supervisor.run(rescan, stop_services.clone()));
+
+    let backlog = Arc::new(Backlog::new(options.backlog));
+    let connection = ConnectionConfig {
+        relay_url: options.relay_url.clone(),
+        token: options.token.clone(),
+        hello: Hello {
+            protocol: PROTOCOL_VERSION,
+            agent_id: options.agent_id.clone(),
+            hostname: options.hostname.clone(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            report_interval_ms: u64::try_from(options.interval.as_millis()).unwrap_or(u64::MAX),
+        },
+    };
+    let connection_task = tokio::spawn(connection::run(
+        connection,
+        backlog.clone(),
+        shutdown.clone(),
+    ));
+
+    let mut reporter = Reporter::new(
+        options.agent_id.clone(),
+        options.hostname.clone(),
+        options.proc_root.clone(),
+        options.mounts_path.clone(),
+        view,
+    );
     loop {
+        let report = reporter.build().await;
+        if let Some(dropped) = backlog.push(report) {
+            tracing::debug!(seq = dropped.seq, "backlog full; oldest report dropped");
+        }
         tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
-            _ = ticker.tick() => {
-                let reachable = relay_reachable(&client, &options.relay_url).await;
-                if last != Some(reachable) {
-                    if reachable {
-                        tracing::info!(relay = %options.relay_url, "relay reachable");
-                    } else {
-                        tracing::warn!(relay = %options.relay_url, "relay not reachable; will keep trying");
-                    }
-                    last = Some(reachable);
-                }
-            }
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(options.interval) => {}
+            _ = changed.notified() => tokio::time::sleep(CHANGE_DEBOUNCE).await,
         }
     }
+    stop_services.cancel();
+    let _ = supervisor_task.await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), connection_task).await;
+    Ok(())
 }

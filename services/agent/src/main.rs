@@ -1,3 +1,4 @@
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -8,12 +9,31 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Parser)]
 #[command(name = "pulse-agent", version)]
 struct Cli {
-    /// Base URL of the agent relay.
+    /// Base URL of the agent relay (default: http://<relay.listen>).
     #[arg(long, env = "PULSE_AGENT_RELAY_URL")]
     relay_url: Option<String>,
+    /// Token with scope agent:report.
+    #[arg(long, env = "PULSE_AGENT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// File holding the token, used when no --token is given (default: <agent state dir>/token).
+    /// The agent waits for it to appear (`pulsectl up` writes it once the gateway is up).
+    #[arg(long, env = "PULSE_AGENT_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// Stable id of this host (default: /etc/machine-id, else the host name).
+    #[arg(long, env = "PULSE_AGENT_HOST_ID")]
+    host_id: Option<String>,
+    /// Where the agent keeps its files (default: <state_dir>/agent).
+    #[arg(long, env = "PULSE_AGENT_STATE_DIR")]
+    state_dir: Option<PathBuf>,
+    /// Directory of supervised-service definitions (default: <agent state dir>/services.d).
+    #[arg(long, env = "PULSE_AGENT_SERVICES_DIR")]
+    services_dir: Option<PathBuf>,
     /// Seconds between reports.
     #[arg(long, default_value_t = 10)]
     interval_secs: u64,
+    /// Milliseconds between reports; overrides --interval-secs.
+    #[arg(long, env = "PULSE_AGENT_INTERVAL_MS")]
+    interval_ms: Option<u64>,
 }
 
 #[tokio::main]
@@ -48,13 +68,40 @@ async fn main() -> ExitCode {
         }
         signal.cancel();
     });
-    let options = pulse_agent::AgentOptions {
-        relay_url: cli
-            .relay_url
-            .unwrap_or_else(|| format!("http://{}", config.relay.listen)),
-        interval: Duration::from_secs(cli.interval_secs.max(1)),
+    let relay_url = cli
+        .relay_url
+        .unwrap_or_else(|| format!("http://{}", config.relay.listen));
+    let state_dir = cli
+        .state_dir
+        .unwrap_or_else(|| config.state_dir.join("agent"));
+    let token = match cli.token.filter(|t| !t.trim().is_empty()) {
+        Some(token) => token,
+        None => {
+            let path = cli.token_file.unwrap_or_else(|| state_dir.join("token"));
+            match pulse_agent::wait_for_token_file(&path, &shutdown).await {
+                Some(token) => token,
+                None => {
+                    telemetry.shutdown().await;
+                    return ExitCode::SUCCESS;
+                }
+            }
+        }
     };
-    tracing::info!(relay = %options.relay_url, "agent started (report-only)");
+    let mut options = pulse_agent::AgentOptions::new(relay_url, token, state_dir);
+    if let Some(dir) = cli.services_dir {
+        options.services_dir = dir;
+    }
+    if let Some(id) = cli.host_id {
+        options.agent_id = id;
+    }
+    options.interval = cli
+        .interval_ms
+        .map_or(
+            Duration::from_secs(cli.interval_secs),
+            Duration::from_millis,
+        )
+        .max(Duration::from_millis(100));
+    tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), "agent started (report-only)");
     let result = pulse_agent::run(options, shutdown).await;
     telemetry.shutdown().await;
     match result {

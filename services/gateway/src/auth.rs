@@ -76,6 +76,11 @@ impl RequiredScopes for AdminScope {
     const SCOPES: &'static [Scope] = &[Scope::Admin];
 }
 
+pub struct MonitoringReadScope;
+impl RequiredScopes for MonitoringReadScope {
+    const SCOPES: &'static [Scope] = &[Scope::MonitoringRead];
+}
+
 /// The authenticated caller, proven to hold `R::SCOPES`.
 pub struct Authorized<R: RequiredScopes> {
     pub principal: Principal,

@@ -1,11 +1,13 @@
 //! The gateway: the HTTP API, authentication, tenant resolution and the fleet health view.
 
 mod auth;
+mod body_limit;
 mod bootstrap;
 mod error;
 mod fleet;
 mod json;
 mod observe;
+mod resources;
 mod routes;
 mod tokens;
 

@@ -9,7 +9,7 @@ use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
-use crate::{ApiError, AppState, auth, observe, tokens};
+use crate::{ApiError, AppState, auth, body_limit, observe, resources, tokens};
 
 /// A documented API route: what it needs and whether it takes a JSON body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +52,20 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: false,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -60,12 +74,19 @@ pub fn router(state: AppState) -> Router {
         .route("/api/health", get(health))
         .route("/api/tokens", get(tokens::list).post(tokens::create))
         .route("/api/tokens/{id}", delete(tokens::revoke))
+        .route("/api/resources", get(resources::list))
+        .route("/api/resources/{id}", get(resources::get))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
+        ))
+        // Outside authentication, so even a refused caller can read its answer.
+        .layer(middleware::from_fn_with_state(
+            limit,
+            body_limit::reject_oversized,
         ))
         .layer(middleware::from_fn_with_state(
             state.http_metrics.clone(),

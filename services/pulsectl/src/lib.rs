@@ -1,6 +1,7 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens over the gateway.
 
+pub mod agent_token;
 pub mod binaries;
 pub mod child;
 pub mod cli;

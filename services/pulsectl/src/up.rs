@@ -7,6 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
+use crate::agent_token;
 use crate::binaries::{Binaries, BinariesError, CargoRun};
 use crate::child::{ChildSpec, tail};
 use crate::cli::UpArgs;
@@ -128,10 +129,19 @@ async fn run_stack(
         }
     };
     let probe = HealthProbe::new(&started.gateway_url()).map_err(UpError::Http)?;
-    let Some(observation) = wait_ready(supervisor, signals, &probe, args.ready_timeout).await?
+    let mut agent_token = AgentTokenIssuer::new(&started);
+    let Some(observation) = wait_ready(
+        supervisor,
+        signals,
+        &probe,
+        args.ready_timeout,
+        &mut agent_token,
+    )
+    .await?
     else {
         return Ok(());
     };
+    agent_token.try_issue().await;
     print_ready(&started, false);
     monitor(supervisor, signals, &probe, observation).await;
     Ok(())
@@ -143,6 +153,7 @@ async fn wait_ready(
     signals: &mut StopSignals,
     probe: &HealthProbe,
     timeout: Duration,
+    agent_token: &mut AgentTokenIssuer,
 ) -> Result<Option<Observation>, UpError> {
     println!(
         "waiting up to {} s for the services to report ready",
@@ -183,6 +194,14 @@ async fn wait_ready(
                     return Ok(None);
                 }
             };
+            // The agent waits for its token file; issue it as soon as the gateway can.
+            tokio::select! {
+                _ = agent_token.try_issue() => {}
+                signal = signals.recv() => {
+                    println!("{signal} received while starting; stopping");
+                    return Ok(None);
+                }
+            }
             if observation.all_ready() {
                 return Ok(Some(observation));
             }
@@ -190,6 +209,51 @@ async fn wait_ready(
         }
         if Instant::now() >= deadline {
             return Err(not_ready_error(supervisor, &observation, timeout));
+        }
+    }
+}
+
+/// Issues the host agent's token once the gateway has bootstrapped its admin token; reports a
+/// failure once per distinct message and retries on the next call.
+struct AgentTokenIssuer {
+    state_dir: PathBuf,
+    gateway_url: String,
+    admin_token: PathBuf,
+    done: bool,
+    last_error: Option<String>,
+}
+
+impl AgentTokenIssuer {
+    fn new(config: &StackConfig) -> Self {
+        Self {
+            state_dir: config.state_dir.clone(),
+            gateway_url: config.gateway_url(),
+            admin_token: config.admin_token_path(),
+            done: agent_token::present(&config.state_dir),
+            last_error: None,
+        }
+    }
+
+    async fn try_issue(&mut self) {
+        if self.done || !self.admin_token.is_file() {
+            return;
+        }
+        let issued = tokio::time::timeout(
+            Duration::from_secs(10),
+            agent_token::ensure(&self.state_dir, &self.gateway_url),
+        )
+        .await
+        .unwrap_or_else(|_| Err("timed out creating the agent token".to_owned()));
+        match issued {
+            Ok(path) => {
+                println!("host agent token written to {}", path.display());
+                self.done = true;
+            }
+            Err(error) if self.last_error.as_ref() != Some(&error) => {
+                println!("host agent token not issued yet: {error}");
+                self.last_error = Some(error);
+            }
+            Err(_) => {}
         }
     }
 }
@@ -266,6 +330,10 @@ async fn start(
         println!("created the database of {}", config.database_url);
     }
     preflight::ports_in_use(&listeners)?;
+    agent_token::prepare_dirs(&config.state_dir).map_err(|source| UpError::StateDir {
+        path: config.state_dir.clone(),
+        source,
+    })?;
 
     for service in &STACK {
         let env = config.service_env(service, args);
@@ -406,6 +474,12 @@ pub fn print_ready(config: &StackConfig, detached: bool) {
         );
     }
     println!("  logs         {}", config.logs_dir().display());
+    println!(
+        "  agent        services in {}",
+        agent_token::agent_dir(&config.state_dir)
+            .join("services.d")
+            .display()
+    );
     if detached {
         println!("  stop         pulsectl down --state-dir {state_dir}");
     } else {

@@ -14,6 +14,7 @@
 pub mod bus;
 pub mod envelope;
 pub mod error;
+pub mod events;
 pub mod heartbeat;
 pub mod outbox;
 pub mod responder;

@@ -217,7 +217,13 @@ async fn stopped_responder_answers_no_more() -> anyhow::Result<()> {
         )
         .await
         .expect_err("the responder stopped");
-    assert!(matches!(err, BusError::NoResponders { .. }), "{err:?}");
+    // Normally the server already knows the interest is gone (no responders); on a loaded
+    // machine the unsubscribe can still be in flight, and the request then times out. Either
+    // way nothing answers.
+    assert!(
+        matches!(err, BusError::NoResponders { .. } | BusError::Timeout { .. }),
+        "{err:?}"
+    );
     Ok(())
 }
 

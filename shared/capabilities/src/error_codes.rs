@@ -67,6 +67,9 @@ error_codes! {
     MethodNotAllowed => "method_not_allowed", 405,
         "the route exists but not with this HTTP method",
         "use a method the route documents";
+    AmbiguousResource => "ambiguous_resource", 409,
+        "the resource reference (source id, name or alias) matches several resources; the message names them",
+        "use the canonical id of the one you mean";
     Conflict => "conflict", 409,
         "the request conflicts with the current state",
         "re-read the resource and retry with the current state";

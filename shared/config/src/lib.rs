@@ -106,6 +106,12 @@ pub struct GatewayConfig {
 #[serde(deny_unknown_fields)]
 pub struct RelayConfig {
     pub listen: SocketAddr,
+    /// An agent with no report for this long goes offline and its resources become `unknown`.
+    pub agent_offline_after_ms: u64,
+    /// Largest agent message accepted, in bytes; larger reports are rejected.
+    pub max_report_bytes: usize,
+    /// Sustained reports per second accepted from one agent (bursts of 4x are allowed).
+    pub max_reports_per_sec: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -149,6 +155,9 @@ impl Default for PulseConfig {
             },
             relay: RelayConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 7656)),
+                agent_offline_after_ms: 30_000,
+                max_report_bytes: 10 * 1024 * 1024,
+                max_reports_per_sec: 5,
             },
             heartbeat: HeartbeatConfig { interval_ms: 2_000 },
         }

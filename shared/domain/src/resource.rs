@@ -365,6 +365,30 @@ mod tests {
     }
 
     #[test]
+    fn resource_wire_shape() {
+        let at = DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let resource = Resource {
+            id: ResourceId::service("m1", "web"),
+            resource_type: ResourceType::Service,
+            source_id: "web".into(),
+            name: "web".into(),
+            aliases: vec!["frontend".into()],
+            parent: Some(ResourceId::host("m1")),
+            agent_id: "m1".into(),
+            status: ResourceStatus::Running,
+            health: Health::Healthy,
+            restart_count: Some(0),
+            labels: [("team".to_owned(), "ops".to_owned())].into(),
+            details: serde_json::json!({"pid": 42}),
+            observed_at: at,
+            received_at: at,
+        };
+        insta::assert_json_snapshot!("resource", resource);
+    }
+
+    #[test]
     fn agent_ids() {
         assert!(valid_agent_id("0f3a-host.local_1"));
         assert!(!valid_agent_id(""));

@@ -1,11 +1,14 @@
 //! Pulse store: the Postgres pool, embedded migrations, tenant-scoped transactions and the
 //! repositories every service shares.
 
+pub mod agents;
 pub mod audit;
 pub mod bootstrap;
 mod error;
+pub mod metrics;
 pub mod migrations;
 mod pool;
+pub mod resources;
 mod tenant_tx;
 pub mod tenants;
 pub mod tokens;

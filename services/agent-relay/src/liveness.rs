@@ -1,0 +1,52 @@
+//! Agents that stop reporting go offline, and their resources become `unknown` (never
+//! `stopped`: nobody can tell).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use pulse_bus::OutboxRow;
+use pulse_bus::events::RESOURCE_CHANGED;
+use pulse_store::{agents, resources};
+use tokio_util::sync::CancellationToken;
+
+use crate::RelayState;
+
+pub async fn run(state: RelayState, shutdown: CancellationToken) {
+    let period =
+        (state.limits.offline_after / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        if let Err(error) = sweep(&state).await {
+            tracing::warn!(error = %format!("{error:#}"), "liveness sweep failed; will retry");
+        }
+    }
+}
+
+/// Marks every silent agent offline. Returns how many went offline.
+pub async fn sweep(state: &RelayState) -> anyhow::Result<usize> {
+    let offline_after = chrono::Duration::from_std(state.limits.offline_after)?;
+    let cutoff = Utc::now() - offline_after;
+    let mut offline = 0;
+    for (tenant, agent_id) in agents::stale(&state.store, cutoff).await? {
+        let tx = state.store.tenant_tx(&tenant).await?;
+        if !agents::mark_offline(&tx, &agent_id, cutoff).await? {
+            continue;
+        }
+        let changes = resources::mark_agent_unknown(&tx, &agent_id).await?;
+        for change in &changes {
+            let (domain, event) = RESOURCE_CHANGED;
+            let row = OutboxRow::event(&state.subjects, &tenant, domain, event, change)?;
+            pulse_bus::enqueue(&**tx.client(), row).await?;
+        }
+        tx.commit().await?;
+        offline += 1;
+        tracing::info!(tenant = %tenant, agent_id = %agent_id, resources = changes.len(), "agent offline; its resources are unknown");
+        if !changes.is_empty() {
+            state.outbox_notify.notify_one();
+        }
+    }
+    Ok(offline)
+}

@@ -1,0 +1,326 @@
+//! One agent's WebSocket session: token check at the handshake, then Hello, then reports.
+//!
+//! Bad input never takes the relay down: a message that is too large, not UTF-8 or not a valid
+//! protocol message is answered with `Rejected { reason }` and logged; after
+//! [`MAX_STRIKES`] of them the connection is closed. Other sessions are unaffected.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use pulse_domain::Scope;
+use pulse_domain::agent_protocol::{AgentMessage, Hello, PROTOCOL_VERSION, RelayMessage, Report};
+use pulse_domain::resource::{limits, valid_agent_id};
+use pulse_store::agents::{self, AgentSession};
+use pulse_store::tokens::{self, AuthFailure, Principal};
+
+use crate::RelayState;
+use crate::limits::ReportBudget;
+
+/// Invalid messages tolerated before the connection is closed.
+pub const MAX_STRIKES: u32 = 5;
+/// Time an agent has to send Hello after connecting.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time allowed for one send to the agent.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({"error": code, "message": message})),
+    )
+        .into_response()
+}
+
+fn presented_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// `GET /api/agent/ws`: authenticates before upgrading, so a bad token gets a plain HTTP 401 and
+/// a token without `agent:report` a 403.
+pub async fn upgrade(
+    State(state): State<RelayState>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let Some(token) = presented_token(&headers) else {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "send Authorization: Bearer <token>",
+        );
+    };
+    let principal = match tokens::authenticate(&state.store, token, Utc::now()).await {
+        Ok(principal) => principal,
+        Err(AuthFailure::Store(error)) => {
+            tracing::warn!(%error, "token check failed");
+            return refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "service_unavailable",
+                "the database is unavailable; retry shortly",
+            );
+        }
+        Err(reason) => {
+            tracing::info!(%reason, "agent token refused");
+            return refuse(StatusCode::UNAUTHORIZED, "unauthorized", "invalid token");
+        }
+    };
+    if !principal.has(Scope::AgentReport) {
+        tracing::info!(token_id = %principal.token_id, "agent token lacks agent:report");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "missing_scope",
+            "this endpoint requires scope agent:report",
+        );
+    }
+    // Room above the report limit so an oversized report can still be read and answered with
+    // a reason; anything beyond this closes the connection at the protocol level.
+    let frame_limit = state
+        .limits
+        .max_report_bytes
+        .saturating_mul(2)
+        .max(state.limits.max_report_bytes.saturating_add(1 << 20));
+    ws.max_message_size(frame_limit)
+        .max_frame_size(frame_limit)
+        .on_upgrade(move |socket| async move {
+            Session::new(state, principal).run(socket).await;
+        })
+}
+
+/// Why a message was refused: sent back to the agent and logged.
+struct Refusal {
+    seq: Option<u64>,
+    reason: String,
+    /// Counts toward [`MAX_STRIKES`] (protocol violations do; rate limiting does not).
+    strike: bool,
+}
+
+impl Refusal {
+    fn strike(reason: impl Into<String>) -> Self {
+        Self {
+            seq: None,
+            reason: reason.into(),
+            strike: true,
+        }
+    }
+}
+
+struct Session {
+    state: RelayState,
+    principal: Principal,
+    agent_id: Option<String>,
+    idle_timeout: Duration,
+    budget: ReportBudget,
+    strikes: u32,
+}
+
+impl Session {
+    fn new(state: RelayState, principal: Principal) -> Self {
+        let budget = ReportBudget::new(state.limits.max_reports_per_sec, Instant::now());
+        Self {
+            idle_timeout: HELLO_TIMEOUT,
+            state,
+            principal,
+            agent_id: None,
+            budget,
+            strikes: 0,
+        }
+    }
+
+    async fn run(mut self, mut socket: WebSocket) {
+        let tenant = self.principal.tenant.clone();
+        loop {
+            let received = match tokio::time::timeout(self.idle_timeout, socket.recv()).await {
+                Err(_) => {
+                    tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, "agent session idle; closing");
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(Err(error))) => {
+                    tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, %error, "agent connection failed");
+                    break;
+                }
+                Ok(Some(Ok(message))) => message,
+            };
+            let outcome = match received {
+                Message::Text(text) => self.handle(text.as_str()).await,
+                Message::Binary(bytes) => match std::str::from_utf8(&bytes) {
+                    Ok(text) => self.handle(text).await,
+                    Err(error) => Err(Refusal::strike(format!(
+                        "message is not valid UTF-8 ({error})"
+                    ))),
+                },
+                Message::Close(_) => break,
+                Message::Ping(_) | Message::Pong(_) => continue,
+            };
+            let reply = match outcome {
+                Ok(reply) => reply,
+                Err(refusal) => {
+                    tracing::warn!(tenant = %tenant, agent_id = ?self.agent_id, reason = %refusal.reason, "agent message rejected");
+                    if refusal.strike {
+                        self.strikes += 1;
+                    }
+                    RelayMessage::Rejected {
+                        seq: refusal.seq,
+                        reason: refusal.reason,
+                    }
+                }
+            };
+            if !send(&mut socket, &reply).await {
+                break;
+            }
+            if self.strikes >= MAX_STRIKES {
+                tracing::warn!(tenant = %tenant, agent_id = ?self.agent_id, "too many invalid messages; closing the agent connection");
+                let close = Message::Close(Some(CloseFrame {
+                    code: 1008,
+                    reason: "too many invalid messages".into(),
+                }));
+                let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(close)).await;
+                break;
+            }
+        }
+    }
+
+    async fn handle(&mut self, text: &str) -> Result<RelayMessage, Refusal> {
+        let max = self.state.limits.max_report_bytes;
+        if text.len() > max {
+            return Err(Refusal::strike(format!(
+                "message of {} bytes exceeds the limit of {max} bytes",
+                text.len()
+            )));
+        }
+        let message: AgentMessage = serde_json::from_str(text)
+            .map_err(|error| Refusal::strike(format!("malformed message: {error}")))?;
+        match message {
+            AgentMessage::Hello(hello) => self.hello(hello).await,
+            AgentMessage::Report(report) => self.report(report).await,
+        }
+    }
+
+    async fn hello(&mut self, hello: Hello) -> Result<RelayMessage, Refusal> {
+        if self.agent_id.is_some() {
+            return Err(Refusal::strike("hello was already sent on this connection"));
+        }
+        if hello.protocol != PROTOCOL_VERSION {
+            return Err(Refusal::strike(format!(
+                "protocol {} is not supported (this relay speaks {PROTOCOL_VERSION})",
+                hello.protocol
+            )));
+        }
+        if !valid_agent_id(&hello.agent_id) {
+            return Err(Refusal::strike(
+                "agent_id must be 1 to 128 of A-Z a-z 0-9 . _ -",
+            ));
+        }
+        let session = AgentSession {
+            id: hello.agent_id.clone(),
+            hostname: limits_text(&hello.hostname, limits::MAX_NAME_CHARS),
+            agent_version: limits_text(&hello.agent_version, 64),
+            report_interval_ms: hello.report_interval_ms.clamp(100, 24 * 3600 * 1000),
+            token_id: Some(self.principal.token_id),
+        };
+        let stored = async {
+            let tx = self.state.store.tenant_tx(&self.principal.tenant).await?;
+            agents::connect(&tx, &session).await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(error) = stored {
+            tracing::error!(%error, "agent session not recorded");
+            return Err(Refusal {
+                seq: None,
+                reason: "the relay cannot store the session right now; retry".to_owned(),
+                strike: false,
+            });
+        }
+        // Three missed intervals, at least the configured liveness timeout, plus slack.
+        let interval = Duration::from_millis(session.report_interval_ms);
+        self.idle_timeout =
+            (interval * 3).max(self.state.limits.offline_after) + Duration::from_secs(10);
+        tracing::info!(tenant = %self.principal.tenant, agent_id = %hello.agent_id, hostname = %session.hostname, "agent connected");
+        self.agent_id = Some(hello.agent_id.clone());
+        Ok(RelayMessage::Welcome {
+            protocol: PROTOCOL_VERSION,
+            agent_id: hello.agent_id,
+            offline_after_ms: u64::try_from(self.state.limits.offline_after.as_millis())
+                .unwrap_or(u64::MAX),
+        })
+    }
+
+    async fn report(&mut self, mut report: Report) -> Result<RelayMessage, Refusal> {
+        let seq = Some(report.seq);
+        let Some(agent_id) = self.agent_id.clone() else {
+            return Err(Refusal {
+                seq,
+                ..Refusal::strike("send hello before reports")
+            });
+        };
+        if !self.budget.try_take(Instant::now()) {
+            return Err(Refusal {
+                seq,
+                reason: format!(
+                    "rate limit: at most {} reports per second",
+                    self.state.limits.max_reports_per_sec
+                ),
+                strike: false,
+            });
+        }
+        if report.resources.len() > limits::MAX_RESOURCES_PER_REPORT {
+            return Err(Refusal {
+                seq,
+                ..Refusal::strike(format!(
+                    "report has {} resources; the limit is {}",
+                    report.resources.len(),
+                    limits::MAX_RESOURCES_PER_REPORT
+                ))
+            });
+        }
+        let mut truncated = 0;
+        for resource in &mut report.resources {
+            if resource.sanitize() {
+                truncated += 1;
+            }
+        }
+        if truncated > 0 {
+            tracing::info!(agent_id = %agent_id, truncated, "over-long resource text truncated");
+        }
+        match crate::ingest::report(&self.state, &self.principal.tenant, &agent_id, &report).await {
+            Ok(ingested) => {
+                tracing::debug!(agent_id = %agent_id, seq = report.seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
+                Ok(RelayMessage::Ack { seq: report.seq })
+            }
+            Err(error) => {
+                tracing::error!(agent_id = %agent_id, error = %format!("{error:#}"), "report not stored");
+                Err(Refusal {
+                    seq,
+                    reason: "the relay could not store the report; the next report replaces it"
+                        .to_owned(),
+                    strike: false,
+                })
+            }
+        }
+    }
+}
+
+fn limits_text(value: &str, max: usize) -> String {
+    pulse_domain::resource::truncate_chars(value, max)
+}
+
+async fn send(socket: &mut WebSocket, message: &RelayMessage) -> bool {
+    let text = match serde_json::to_string(message) {
+        Ok(text) => text,
+        Err(error) => {
+            tracing::error!(%error, "relay message not encodable");
+            return false;
+        }
+    };
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(text.into()))).await,
+        Ok(Ok(()))
+    )
+}

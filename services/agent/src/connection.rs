@@ -1,0 +1,286 @@
+//! The WebSocket session with the relay: Hello, then reports from the backlog, each awaited
+//! until acked or rejected. Reconnects with bounded exponential backoff; while disconnected
+//! the backlog keeps the newest reports and drops the oldest.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use pulse_domain::agent_protocol::{AGENT_WS_PATH, AgentMessage, Hello, RelayMessage, Report};
+use tokio::sync::Notify;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_util::sync::CancellationToken;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
+const MIN_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A session that lasted this long resets the backoff.
+const STABLE_SESSION: Duration = Duration::from_secs(30);
+
+/// Reports waiting to be sent, oldest first, at most `capacity`.
+pub struct Backlog {
+    queue: Mutex<VecDeque<Report>>,
+    capacity: usize,
+    ready: Notify,
+}
+
+impl Backlog {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            queue: Mutex::new(VecDeque::new()),
+            capacity: capacity.max(1),
+            ready: Notify::new(),
+        }
+    }
+
+    /// Queues `report`; returns the report dropped to make room, if any.
+    pub fn push(&self, report: Report) -> Option<Report> {
+        let dropped = {
+            let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let dropped = (queue.len() >= self.capacity)
+                .then(|| queue.pop_front())
+                .flatten();
+            queue.push_back(report);
+            dropped
+        };
+        self.ready.notify_one();
+        dropped
+    }
+
+    fn front(&self) -> Option<Report> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .front()
+            .cloned()
+    }
+
+    fn pop_if(&self, seq: u64) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.front().is_some_and(|r| r.seq == seq) {
+            queue.pop_front();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The relay's agent endpoint for a base URL: `http(s)://host:port` becomes
+/// `ws(s)://host:port/api/agent/ws`; a `ws(s)://` URL with a path is used as given.
+pub fn ws_url(relay_url: &str) -> String {
+    let trimmed = relay_url.trim_end_matches('/');
+    let (scheme, rest) = match trimmed.split_once("://") {
+        Some(("https", rest)) => ("wss", rest),
+        Some(("http", rest)) => ("ws", rest),
+        Some((scheme, rest)) => (scheme, rest),
+        None => ("ws", trimmed),
+    };
+    if rest.contains('/') {
+        format!("{scheme}://{rest}")
+    } else {
+        format!("{scheme}://{rest}{AGENT_WS_PATH}")
+    }
+}
+
+pub fn backoff(failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    MIN_BACKOFF
+        .checked_mul(1 << exponent)
+        .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
+}
+
+#[derive(Debug, Clone)]
+pub struct ConnectionConfig {
+    pub relay_url: String,
+    pub token: String,
+    pub hello: Hello,
+}
+
+/// Keeps a session with the relay until `shutdown`.
+pub async fn run(
+    config: ConnectionConfig,
+    backlog: std::sync::Arc<Backlog>,
+    shutdown: CancellationToken,
+) {
+    let url = ws_url(&config.relay_url);
+    let mut failures = 0_u32;
+    loop {
+        let started = Instant::now();
+        match session(&url, &config, &backlog, &shutdown).await {
+            Ok(()) => return,
+            Err(error) => {
+                if started.elapsed() >= STABLE_SESSION {
+                    failures = 0;
+                }
+                failures = failures.saturating_add(1);
+                let pause = backoff(failures);
+                tracing::warn!(relay = %url, error = %error, failures, pause_ms = pause.as_millis() as u64, backlog = backlog.len(), "relay session ended; reconnecting");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
+        }
+    }
+}
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn send(socket: &mut Socket, message: &AgentMessage) -> anyhow::Result<()> {
+    let text = serde_json::to_string(message)?;
+    tokio::time::timeout(REPLY_TIMEOUT, socket.send(Message::text(text)))
+        .await
+        .map_err(|_| anyhow::anyhow!("send timed out"))??;
+    Ok(())
+}
+
+/// The next relay message (pings are answered by the library; other frames are skipped).
+async fn receive(socket: &mut Socket) -> anyhow::Result<RelayMessage> {
+    loop {
+        let frame = tokio::time::timeout(REPLY_TIMEOUT, socket.next())
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer from the relay within {REPLY_TIMEOUT:?}"))?
+            .ok_or_else(|| anyhow::anyhow!("relay closed the connection"))??;
+        match frame {
+            Message::Text(text) => return Ok(serde_json::from_str(text.as_str())?),
+            Message::Close(frame) => {
+                anyhow::bail!("relay closed the connection: {frame:?}")
+            }
+            _ => continue,
+        }
+    }
+}
+
+async fn session(
+    url: &str,
+    config: &ConnectionConfig,
+    backlog: &Backlog,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let mut request = url.into_client_request()?;
+    request.headers_mut().insert(
+        http::header::AUTHORIZATION,
+        format!("Bearer {}", config.token).parse()?,
+    );
+    let connected = tokio::select! {
+        _ = shutdown.cancelled() => return Ok(()),
+        connected = tokio::time::timeout(CONNECT_TIMEOUT, tokio_tungstenite::connect_async(request)) => connected,
+    };
+    let (mut socket, _) = match connected {
+        Err(_) => anyhow::bail!("connecting timed out after {CONNECT_TIMEOUT:?}"),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+            anyhow::bail!(
+                "relay refused the connection with HTTP {}",
+                response.status()
+            )
+        }
+        Ok(result) => result?,
+    };
+    send(&mut socket, &AgentMessage::Hello(config.hello.clone())).await?;
+    match receive(&mut socket).await? {
+        RelayMessage::Welcome { agent_id, .. } => {
+            tracing::info!(relay = %url, agent_id = %agent_id, "connected to the relay");
+        }
+        RelayMessage::Rejected { reason, .. } => anyhow::bail!("relay rejected hello: {reason}"),
+        other => anyhow::bail!("unexpected answer to hello: {other:?}"),
+    }
+    loop {
+        while let Some(report) = backlog.front() {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let seq = report.seq;
+            send(&mut socket, &AgentMessage::Report(report)).await?;
+            loop {
+                match receive(&mut socket).await? {
+                    RelayMessage::Ack { seq: acked } if acked == seq => break,
+                    RelayMessage::Rejected {
+                        seq: Some(s),
+                        reason,
+                    } if s == seq => {
+                        tracing::warn!(seq, %reason, "relay rejected a report");
+                        break;
+                    }
+                    RelayMessage::Rejected { seq: None, reason } => {
+                        tracing::warn!(seq, %reason, "relay rejected a message");
+                        break;
+                    }
+                    _ => continue,
+                }
+            }
+            backlog.pop_if(seq);
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
+                return Ok(());
+            }
+            _ = backlog.ready.notified() => {}
+            frame = socket.next() => match frame {
+                None => anyhow::bail!("relay closed the connection"),
+                Some(Err(error)) => return Err(error.into()),
+                Some(Ok(Message::Close(frame))) => anyhow::bail!("relay closed the connection: {frame:?}"),
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(seq: u64) -> Report {
+        Report {
+            seq,
+            observed_at: chrono::Utc::now(),
+            resources: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn backlog_is_bounded_and_drops_the_oldest() {
+        let backlog = Backlog::new(3);
+        for seq in 1..=3 {
+            assert!(backlog.push(report(seq)).is_none());
+        }
+        assert_eq!(backlog.push(report(4)).map(|r| r.seq), Some(1));
+        assert_eq!(backlog.len(), 3);
+        assert_eq!(backlog.front().map(|r| r.seq), Some(2));
+        backlog.pop_if(9);
+        assert_eq!(backlog.len(), 3);
+        backlog.pop_if(2);
+        assert_eq!(backlog.front().map(|r| r.seq), Some(3));
+    }
+
+    #[test]
+    fn relay_urls() {
+        assert_eq!(
+            ws_url("http://127.0.0.1:7656"),
+            "ws://127.0.0.1:7656/api/agent/ws"
+        );
+        assert_eq!(
+            ws_url("https://relay.example/"),
+            "wss://relay.example/api/agent/ws"
+        );
+        assert_eq!(ws_url("ws://h:1/custom"), "ws://h:1/custom");
+        assert_eq!(ws_url("127.0.0.1:7656"), "ws://127.0.0.1:7656/api/agent/ws");
+    }
+
+    #[test]
+    fn reconnect_backoff_is_bounded() {
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(3), Duration::from_secs(2));
+        assert_eq!(backoff(100), MAX_BACKOFF);
+    }
+}

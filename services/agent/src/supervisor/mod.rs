@@ -1,0 +1,481 @@
+//! Supervised services (Monit-like): definitions from a directory of TOML files, started,
+//! restarted per policy with backoff, health-checked, and reported.
+//!
+//! The directory is re-read periodically: a new file starts a service, a removed file stops
+//! it, a changed file restarts it.
+
+pub mod backoff;
+pub mod definition;
+pub mod health;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use definition::ServiceDefinition;
+use health::CheckResult;
+
+/// Health results kept per service.
+pub const HEALTH_LOG_LEN: usize = 10;
+/// How long a stopping service gets between SIGTERM and SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What the agent knows about one supervised service.
+#[derive(Debug, Clone)]
+pub struct ServiceState {
+    pub definition: ServiceDefinition,
+    pub status: ResourceStatus,
+    pub health: Health,
+    pub pid: Option<u32>,
+    pub restart_count: u32,
+    pub last_exit_code: Option<i32>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub exited_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub health_log: VecDeque<CheckResult>,
+}
+
+impl ServiceState {
+    fn new(definition: ServiceDefinition) -> Self {
+        Self {
+            definition,
+            status: ResourceStatus::Stopped,
+            health: Health::Unknown,
+            pid: None,
+            restart_count: 0,
+            last_exit_code: None,
+            started_at: None,
+            exited_at: None,
+            last_error: None,
+            health_log: VecDeque::new(),
+        }
+    }
+
+    /// As a resource in a report.
+    pub fn observed(&self) -> ObservedResource {
+        let def = &self.definition;
+        ObservedResource {
+            resource_type: ResourceType::Service,
+            source_id: def.name.clone(),
+            name: def.name.clone(),
+            aliases: Vec::new(),
+            status: self.status,
+            health: self.health,
+            restart_count: Some(self.restart_count),
+            labels: def.labels.clone(),
+            details: json!({
+                "pid": self.pid,
+                "command": def.command,
+                "args": def.args,
+                "last_exit_code": self.last_exit_code,
+                "started_at": self.started_at,
+                "exited_at": self.exited_at,
+                "last_error": self.last_error,
+                "health_log": self.health_log,
+            }),
+            metrics: BTreeMap::new(),
+        }
+    }
+}
+
+type States = Arc<Mutex<BTreeMap<String, ServiceState>>>;
+
+/// A cheap, cloneable view of the supervised services.
+#[derive(Clone)]
+pub struct SupervisorView {
+    states: States,
+}
+
+impl SupervisorView {
+    /// The services as report resources, in name order.
+    pub fn observed(&self) -> Vec<ObservedResource> {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.values().map(ServiceState::observed).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<ServiceState> {
+        let states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.get(name).cloned()
+    }
+}
+
+struct Running {
+    definition: ServiceDefinition,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// Owns the service tasks.
+pub struct Supervisor {
+    dir: PathBuf,
+    log_dir: Option<PathBuf>,
+    states: States,
+    changed: Arc<Notify>,
+    http: reqwest::Client,
+    running: HashMap<String, Running>,
+    last_errors: Vec<String>,
+}
+
+/// A change worth reporting at once.
+fn update(
+    states: &States,
+    changed: &Notify,
+    name: &str,
+    f: impl FnOnce(&mut ServiceState) -> bool,
+) {
+    let notify = {
+        let mut guard = states.lock().unwrap_or_else(|e| e.into_inner());
+        guard.get_mut(name).is_some_and(f)
+    };
+    if notify {
+        changed.notify_one();
+    }
+}
+
+impl Supervisor {
+    /// `changed` is notified whenever a service's status or health changes.
+    pub fn new(
+        dir: PathBuf,
+        log_dir: Option<PathBuf>,
+        changed: Arc<Notify>,
+    ) -> anyhow::Result<Self> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(Self {
+            dir,
+            log_dir,
+            states: Arc::default(),
+            changed,
+            http,
+            running: HashMap::new(),
+            last_errors: Vec::new(),
+        })
+    }
+
+    pub fn view(&self) -> SupervisorView {
+        SupervisorView {
+            states: self.states.clone(),
+        }
+    }
+
+    /// Re-reads the definitions and starts, stops or restarts services to match.
+    pub async fn reconcile(&mut self) {
+        let (definitions, errors) = definition::load_dir(&self.dir).await;
+        let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        if messages != self.last_errors {
+            for message in &messages {
+                tracing::warn!(error = %message, "service definition refused");
+            }
+            self.last_errors = messages;
+        }
+        let wanted: BTreeMap<String, ServiceDefinition> = definitions
+            .into_iter()
+            .map(|d| (d.name.clone(), d))
+            .collect();
+        let outdated: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(name, r)| wanted.get(*name) != Some(&r.definition))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in outdated {
+            if let Some(running) = self.running.remove(&name) {
+                tracing::info!(service = %name, "service definition removed or changed; stopping");
+                stop(running).await;
+            }
+            self.states
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+            self.changed.notify_one();
+        }
+        for (name, definition) in wanted {
+            if self.running.contains_key(&name) {
+                continue;
+            }
+            tracing::info!(service = %name, command = %definition.command, "starting supervised service");
+            self.states
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.clone(), ServiceState::new(definition.clone()));
+            let cancel = CancellationToken::new();
+            let task = tokio::spawn(supervise(
+                definition.clone(),
+                self.states.clone(),
+                self.changed.clone(),
+                self.http.clone(),
+                self.log_dir.clone(),
+                cancel.clone(),
+            ));
+            self.running.insert(
+                name,
+                Running {
+                    definition,
+                    cancel,
+                    task,
+                },
+            );
+            self.changed.notify_one();
+        }
+    }
+
+    /// Reconciles every `rescan` until `shutdown`, then stops every service.
+    pub async fn run(mut self, rescan: Duration, shutdown: CancellationToken) {
+        loop {
+            self.reconcile().await;
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(rescan) => {}
+            }
+        }
+        for (_, running) in self.running.drain() {
+            stop(running).await;
+        }
+    }
+}
+
+async fn stop(running: Running) {
+    running.cancel.cancel();
+    // The task itself bounds the child's stop; this bounds the task.
+    let _ = tokio::time::timeout(STOP_GRACE + Duration::from_secs(2), running.task).await;
+}
+
+fn spawn_child(
+    def: &ServiceDefinition,
+    log_dir: Option<&PathBuf>,
+) -> std::io::Result<tokio::process::Child> {
+    let mut command = tokio::process::Command::new(&def.command);
+    command
+        .args(&def.args)
+        .envs(&def.env)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if let Some(dir) = &def.working_dir {
+        command.current_dir(dir);
+    }
+    match log_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)?;
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join(format!("{}.log", def.name)))?;
+            command.stdout(log.try_clone()?).stderr(log);
+        }
+        None => {
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+    command.spawn()
+}
+
+/// SIGTERM, then SIGKILL after the grace period.
+async fn terminate(child: &mut tokio::process::Child) -> Option<std::process::ExitStatus> {
+    if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+        Ok(status) => status.ok(),
+        Err(_) => {
+            let _ = child.kill().await;
+            child.wait().await.ok()
+        }
+    }
+}
+
+async fn health_loop(
+    def: &ServiceDefinition,
+    states: &States,
+    changed: &Notify,
+    http: &reqwest::Client,
+) {
+    let Some(spec) = &def.health else {
+        return std::future::pending().await;
+    };
+    // A short grace so a service that is still starting is not reported unhealthy at once.
+    tokio::time::sleep(spec.interval.min(Duration::from_millis(500))).await;
+    loop {
+        let result = health::evaluate(&spec.check, spec.timeout, http).await;
+        let health = if result.healthy {
+            Health::Healthy
+        } else {
+            Health::Unhealthy
+        };
+        update(states, changed, &def.name, |s| {
+            if s.health_log.len() >= HEALTH_LOG_LEN {
+                s.health_log.pop_front();
+            }
+            s.health_log.push_back(result);
+            let flipped = s.health != health;
+            if flipped {
+                tracing::info!(service = %def.name, health = health.as_str(), "service health changed");
+            }
+            s.health = health;
+            flipped
+        });
+        tokio::time::sleep(spec.interval).await;
+    }
+}
+
+async fn supervise(
+    def: ServiceDefinition,
+    states: States,
+    changed: Arc<Notify>,
+    http: reqwest::Client,
+    log_dir: Option<PathBuf>,
+    cancel: CancellationToken,
+) {
+    let mut failures = 0_u32;
+    loop {
+        let started = Instant::now();
+        let exit_code = match spawn_child(&def, log_dir.as_ref()) {
+            Err(error) => {
+                tracing::warn!(service = %def.name, %error, "service failed to start");
+                update(&states, &changed, &def.name, |s| {
+                    s.status = ResourceStatus::Exited;
+                    s.health = Health::Unknown;
+                    s.pid = None;
+                    s.last_exit_code = None;
+                    s.exited_at = Some(Utc::now());
+                    s.last_error = Some(format!("failed to start: {error}"));
+                    true
+                });
+                None
+            }
+            Ok(mut child) => {
+                let pid = child.id();
+                update(&states, &changed, &def.name, |s| {
+                    s.status = ResourceStatus::Running;
+                    s.health = Health::Unknown;
+                    s.pid = pid;
+                    s.started_at = Some(Utc::now());
+                    s.last_error = None;
+                    true
+                });
+                let waited = tokio::select! {
+                    status = child.wait() => Some(status),
+                    _ = cancel.cancelled() => None,
+                    _ = health_loop(&def, &states, &changed, &http) => None,
+                };
+                let Some(status) = waited else {
+                    terminate(&mut child).await;
+                    return;
+                };
+                let code = status.ok().and_then(|s| s.code());
+                tracing::info!(service = %def.name, exit_code = ?code, "service exited");
+                update(&states, &changed, &def.name, |s| {
+                    s.status = ResourceStatus::Exited;
+                    s.health = Health::Unknown;
+                    s.pid = None;
+                    s.last_exit_code = code;
+                    s.exited_at = Some(Utc::now());
+                    true
+                });
+                code
+            }
+        };
+        if !def.restart.restarts(exit_code) {
+            cancel.cancelled().await;
+            return;
+        }
+        if started.elapsed() >= def.backoff.stable_after() {
+            failures = 0;
+        }
+        failures = failures.saturating_add(1);
+        let delay = def.backoff.delay(failures);
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(delay) => {}
+        }
+        update(&states, &changed, &def.name, |s| {
+            s.restart_count = s.restart_count.saturating_add(1);
+            false
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn wait_for(
+        view: &SupervisorView,
+        name: &str,
+        what: impl Fn(&ServiceState) -> bool,
+    ) -> ServiceState {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(state) = view.get(name).filter(|s| what(s)) {
+                return state;
+            }
+            assert!(Instant::now() < deadline, "condition on {name} not reached");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn starts_restarts_checks_and_stops_services() {
+        let dir = std::env::temp_dir().join(format!("pulse-sup-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let marker = dir.join("marker");
+        std::fs::write(
+            dir.join("sleeper.toml"),
+            format!(
+                "name='sleeper'\ncommand='sleep'\nargs=['60']\n[health]\ntype='file-absent'\npath='{}'\ninterval_ms=100\ntimeout_ms=500\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("crasher.toml"),
+            "name='crasher'\ncommand='sh'\nargs=['-c','exit 3']\n[restart]\npolicy='on-failure'\ninitial_backoff_ms=50\nmax_backoff_ms=100\n",
+        )
+        .unwrap();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let changed = Arc::new(Notify::new());
+        let mut supervisor = Supervisor::new(dir.clone(), None, changed).unwrap();
+        let view = supervisor.view();
+        supervisor.reconcile().await;
+
+        let sleeper = wait_for(&view, "sleeper", |s| s.health == Health::Healthy).await;
+        assert_eq!(sleeper.status, ResourceStatus::Running);
+        assert!(sleeper.pid.is_some());
+        std::fs::write(&marker, "down").unwrap();
+        wait_for(&view, "sleeper", |s| s.health == Health::Unhealthy).await;
+        std::fs::remove_file(&marker).unwrap();
+        wait_for(&view, "sleeper", |s| s.health == Health::Healthy).await;
+
+        let crasher = wait_for(&view, "crasher", |s| s.restart_count >= 2).await;
+        assert_eq!(crasher.last_exit_code, Some(3));
+
+        // Removing a definition stops and forgets the service.
+        std::fs::remove_file(dir.join("crasher.toml")).unwrap();
+        supervisor.reconcile().await;
+        assert!(view.get("crasher").is_none());
+        assert_eq!(view.observed().len(), 1);
+
+        let pid = sleeper.pid.unwrap();
+        let shutdown = CancellationToken::new();
+        shutdown.cancel();
+        supervisor.run(Duration::from_secs(60), shutdown).await;
+        // The child was reaped: its pid no longer names a live `sleep`.
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.starts_with("sleep"));
+        assert!(!alive, "sleep {pid} survived the supervisor");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

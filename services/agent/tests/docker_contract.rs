@@ -1,0 +1,668 @@
+//! Contract tests for the Docker Engine API client: hand-written Engine API v1.43 fixtures
+//! (tests/fixtures/docker) are served by a real HTTP/1.1 server on a unix socket in a temp dir,
+//! so the client's whole HTTP path runs. A last test talks to the real engine when one answers.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, RawQuery};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use pulse_agent::docker::{
+    CompactInspect, ContainerRunState, DockerClient, DockerClientConfig, DockerEndpoint,
+    DockerError, EventAction, HealthStatus, LogStream, LogTailRequest,
+};
+
+const WEB: &str = "4c1f0e8d2b7a41c39e5d6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c";
+const API: &str = "9d2e1f0a3b4c45d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e";
+const WORKER: &str = "0b7d3c2a1e4f46a5b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f7081920a1b2c";
+const CRON: &str = "e5a4b3c2d1f047e8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2";
+
+/// The lines logs-web.bin was built from, in order, with their streams.
+const EXPECTED_WEB_LOG: [(LogStream, &str); 5] = [
+    (
+        LogStream::Stdout,
+        "2026/11/29 06:30:00 [notice] 1#1: start worker processes",
+    ),
+    (
+        LogStream::Stderr,
+        "2026/11/29 06:30:01 [error] 29#29: *1 connect() failed (111: Connection refused) while connecting to upstream",
+    ),
+    (
+        LogStream::Stdout,
+        "172.20.0.1 - - [29/Nov/2026:06:30:02 +0000] \"GET / HTTP/1.1\" 502 157",
+    ),
+    (
+        LogStream::Stdout,
+        "172.20.0.1 - - [29/Nov/2026:06:30:03 +0000] \"GET /healthz HTTP/1.1\" 200 2",
+    ),
+    (
+        LogStream::Stderr,
+        "2026/11/29 06:30:04 [warn] 29#29: upstream response buffered to a temporary file",
+    ),
+];
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/docker")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()))
+}
+
+fn json(name: &str) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], fixture(name)).into_response()
+}
+
+fn not_found(id: &str) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!(r#"{{"message":"No such container: {id}"}}"#),
+    )
+        .into_response()
+}
+
+fn inspect_fixture(id: &str) -> Option<&'static str> {
+    match id {
+        WEB | "shop-web-1" => Some("inspect-web.json"),
+        API => Some("inspect-api.json"),
+        WORKER => Some("inspect-worker.json"),
+        CRON => Some("inspect-cron.json"),
+        _ => None,
+    }
+}
+
+async fn list(RawQuery(query): RawQuery) -> Response {
+    // The collector needs stopped containers too: refuse a list without all=1.
+    if query.as_deref() != Some("all=1") {
+        return (StatusCode::BAD_REQUEST, "expected all=1").into_response();
+    }
+    json("containers-list.json")
+}
+
+async fn inspect(UrlPath(id): UrlPath<String>) -> Response {
+    match id.as_str() {
+        "boom" => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json")],
+            r#"{"message":"error while inspecting: devmapper is sad"}"#,
+        )
+            .into_response(),
+        "slow" => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            json("inspect-web.json")
+        }
+        _ => match inspect_fixture(&id) {
+            Some(name) => json(name),
+            None => not_found(&id),
+        },
+    }
+}
+
+async fn logs(UrlPath(id): UrlPath<String>, RawQuery(query): RawQuery) -> Response {
+    if id != WEB {
+        return not_found(&id);
+    }
+    let query = query.unwrap_or_default();
+    if !(query.contains("stdout=1") && query.contains("stderr=1") && query.contains("tail=")) {
+        return (StatusCode::BAD_REQUEST, "expected stdout, stderr and tail").into_response();
+    }
+    // Small HTTP chunks so frame headers straddle chunk boundaries.
+    let chunks: Vec<Result<Vec<u8>, Infallible>> = fixture("logs-web.bin")
+        .chunks(5)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/vnd.docker.multiplexed-stream",
+        )],
+        Body::from_stream(futures::stream::iter(chunks)),
+    )
+        .into_response()
+}
+
+async fn events(RawQuery(query): RawQuery) -> Response {
+    let query = query.unwrap_or_default();
+    if !query.contains("filters=%7B%22type%22%3A%5B%22container%22%5D%7D") {
+        return (StatusCode::BAD_REQUEST, "expected a container type filter").into_response();
+    }
+    if query.contains("since=1") {
+        // Replays nothing and then stays silent: exercises the idle timeout.
+        return Body::from_stream(futures::stream::pending::<Result<Vec<u8>, Infallible>>())
+            .into_response();
+    }
+    let chunks: Vec<Result<Vec<u8>, Infallible>> = fixture("events-container.jsonl")
+        .chunks(7)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    Body::from_stream(futures::stream::iter(chunks)).into_response()
+}
+
+fn router() -> Router {
+    Router::new()
+        .route("/_ping", get(|| async { "OK" }))
+        .route("/v1.43/containers/json", get(list))
+        .route("/v1.43/containers/{id}/json", get(inspect))
+        .route("/v1.43/containers/{id}/logs", get(logs))
+        .route("/v1.43/events", get(events))
+}
+
+/// A fake engine on a unix socket in its own temp dir; removed on drop.
+struct FakeEngine {
+    dir: PathBuf,
+    socket: PathBuf,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl FakeEngine {
+    async fn start() -> Self {
+        let dir = temp_dir("engine");
+        let socket = dir.join("docker.sock");
+        let listener = tokio::net::UnixListener::bind(&socket)
+            .unwrap_or_else(|e| panic!("bind {}: {e}", socket.display()));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, router()).await;
+        });
+        Self {
+            dir,
+            socket,
+            server,
+        }
+    }
+
+    fn client(&self) -> DockerClient {
+        self.client_with(DockerClientConfig::default())
+    }
+
+    fn client_with(&self, config: DockerClientConfig) -> DockerClient {
+        DockerClient::new(DockerEndpoint::Unix(self.socket.clone()), config)
+    }
+}
+
+impl Drop for FakeEngine {
+    fn drop(&mut self) {
+        self.server.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pulse-docker-{tag}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("temp dir {}: {e}", dir.display()));
+    dir
+}
+
+#[tokio::test]
+async fn ping_answers_over_the_unix_socket() {
+    let engine = FakeEngine::start().await;
+    engine.client().ping().await.expect("ping");
+}
+
+#[tokio::test]
+async fn list_maps_the_four_container_states() {
+    let engine = FakeEngine::start().await;
+    let containers = engine.client().list_containers().await.expect("list");
+    let rows: Vec<_> = containers
+        .iter()
+        .map(|c| (c.names[0].as_str(), c.state, c.health))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "shop-web-1",
+                ContainerRunState::Running,
+                Some(HealthStatus::Healthy)
+            ),
+            (
+                "shop-api-1",
+                ContainerRunState::Running,
+                Some(HealthStatus::Unhealthy)
+            ),
+            ("shop-worker-1", ContainerRunState::Exited, None),
+            ("backup-cron", ContainerRunState::Restarting, None),
+        ]
+    );
+    let web = &containers[0];
+    assert_eq!(web.id, WEB);
+    assert_eq!(web.image, "nginx:1.25");
+    assert_eq!(
+        web.image_id,
+        "sha256:a8758716bb6aa4d90071160d27028fe4eaee7ce8166221a97d30440c8eac2be6"
+    );
+    assert_eq!(
+        web.labels
+            .get("com.docker.compose.service")
+            .map(String::as_str),
+        Some("web")
+    );
+    assert_eq!(web.created.map(|t| t.timestamp()), Some(1_764_380_000));
+}
+
+#[tokio::test]
+async fn inspect_healthy_container() {
+    let engine = FakeEngine::start().await;
+    let web = engine
+        .client()
+        .inspect_container(WEB)
+        .await
+        .expect("inspect");
+    assert_eq!(web.name, "shop-web-1");
+    assert_eq!(web.state, ContainerRunState::Running);
+    assert!(web.running && !web.oom_killed && !web.dead && !web.restarting);
+    assert_eq!(web.exit_code, Some(0));
+    assert_eq!(web.error, None);
+    let health = web.health.as_ref().expect("health");
+    assert_eq!(health.status, HealthStatus::Healthy);
+    assert_eq!(health.log.len(), 2);
+    assert_eq!(health.log[1].output, "ok");
+    assert_eq!(web.restart_policy.name, "unless-stopped");
+    assert!(web.started_at.is_some());
+    assert_eq!(web.finished_at, None, "docker's zero time means never");
+    assert!(!web.tty);
+    // Names work as well as ids.
+    let by_name = engine.client().inspect_container("shop-web-1").await;
+    assert_eq!(by_name.map(|d| d.id).ok().as_deref(), Some(WEB));
+}
+
+#[tokio::test]
+async fn inspect_unhealthy_container_keeps_bounded_health_log() {
+    let engine = FakeEngine::start().await;
+    let api = engine
+        .client()
+        .inspect_container(API)
+        .await
+        .expect("inspect");
+    let health = api.health.as_ref().expect("health");
+    assert_eq!(health.status, HealthStatus::Unhealthy);
+    assert_eq!(health.failing_streak, 6);
+    assert_eq!(health.log.len(), 5);
+    assert_eq!(health.log[4].exit_code, Some(1));
+    assert_eq!(
+        health.log[4].output,
+        "curl: (28) Operation timed out after 5000 milliseconds"
+    );
+    assert_eq!(api.restart_count, 1);
+    assert_eq!(api.restart_policy.name, "always");
+    let compact = CompactInspect::from_details(&api);
+    assert_eq!(
+        compact.health_results.len(),
+        3,
+        "projection keeps the last three"
+    );
+}
+
+#[tokio::test]
+async fn inspect_oom_killed_exited_container() {
+    let engine = FakeEngine::start().await;
+    let worker = engine
+        .client()
+        .inspect_container(WORKER)
+        .await
+        .expect("inspect");
+    assert_eq!(worker.state, ContainerRunState::Exited);
+    assert!(!worker.running);
+    assert!(worker.oom_killed);
+    assert_eq!(worker.exit_code, Some(137));
+    assert!(worker.health.is_none());
+    assert_eq!(worker.restart_policy.name, "no");
+    assert_eq!(
+        worker.finished_at.map(|t| t.timestamp_subsec_nanos()),
+        Some(987_654_321)
+    );
+}
+
+#[tokio::test]
+async fn inspect_restarting_container() {
+    let engine = FakeEngine::start().await;
+    let cron = engine
+        .client()
+        .inspect_container(CRON)
+        .await
+        .expect("inspect");
+    assert_eq!(cron.state, ContainerRunState::Restarting);
+    assert!(cron.restarting);
+    assert_eq!(cron.restart_count, 7);
+    assert_eq!(cron.restart_policy.name, "on-failure");
+    assert_eq!(cron.restart_policy.maximum_retry_count, 10);
+    assert!(cron.labels.is_empty(), "null labels are an empty map");
+    assert!(cron.tty);
+}
+
+#[tokio::test]
+async fn compact_projection_never_carries_env_values_or_unrelated_labels() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client();
+    for id in [WEB, API, WORKER, CRON] {
+        let details = client.inspect_container(id).await.expect("inspect");
+        let compact = client.inspect_compact(id).await.expect("compact");
+        let json = serde_json::to_string(&compact).expect("serialize");
+        for secret in [
+            "hunter2",
+            "DB_PASSWORD",
+            "tok_9f8e7d6c",
+            "DATABASE_URL",
+            "sk-live-123",
+            "traefik",
+            "config_files",
+        ] {
+            assert!(!json.contains(secret), "{secret} leaked into {json}");
+        }
+        assert!(
+            !format!("{details:?}").contains("hunter2"),
+            "env kept in details"
+        );
+        for key in compact.labels.keys() {
+            assert!(key.starts_with("com.docker.compose."), "{key}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn compact_projection_of_the_web_container_is_stable() {
+    let engine = FakeEngine::start().await;
+    let compact = engine.client().inspect_compact(WEB).await.expect("compact");
+    insta::assert_json_snapshot!(compact, @r#"
+        {
+          "id": "4c1f0e8d2b7a41c39e5d6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c",
+          "name": "shop-web-1",
+          "image": "nginx:1.25",
+          "image_id": "sha256:a8758716bb6aa4d90071160d27028fe4eaee7ce8166221a97d30440c8eac2be6",
+          "state": "running",
+          "running": true,
+          "paused": false,
+          "restarting": false,
+          "oom_killed": false,
+          "dead": false,
+          "exit_code": 0,
+          "error": null,
+          "health_status": "healthy",
+          "failing_streak": 0,
+          "health_results": [
+            {
+              "exit_code": 0,
+              "end": "2026-11-29T06:30:00.200Z",
+              "output": "ok"
+            },
+            {
+              "exit_code": 0,
+              "end": "2026-11-29T06:30:30.100Z",
+              "output": "ok"
+            }
+          ],
+          "restart_count": 0,
+          "restart_policy": {
+            "name": "unless-stopped",
+            "maximum_retry_count": 0
+          },
+          "started_at": "2026-11-29T01:33:21.500Z",
+          "finished_at": null,
+          "labels": {
+            "com.docker.compose.container-number": "1",
+            "com.docker.compose.project": "shop",
+            "com.docker.compose.service": "web"
+          }
+        }
+    "#);
+}
+
+#[tokio::test]
+async fn compact_projection_of_the_oom_killed_container_is_stable() {
+    let engine = FakeEngine::start().await;
+    let compact = engine
+        .client()
+        .inspect_compact(WORKER)
+        .await
+        .expect("compact");
+    insta::assert_json_snapshot!(compact, @r#"
+        {
+          "id": "0b7d3c2a1e4f46a5b8c9d0e1f2a3b4c5d6e7f8091a2b3c4d5e6f7081920a1b2c",
+          "name": "shop-worker-1",
+          "image": "ghcr.io/example/shop-worker:2.3.1",
+          "image_id": "sha256:0f5f1d6b4e2f3c1a9b8e7d6c5b4a39281706f5e4d3c2b1a0f9e8d7c6b5a49382",
+          "state": "exited",
+          "running": false,
+          "paused": false,
+          "restarting": false,
+          "oom_killed": true,
+          "dead": false,
+          "exit_code": 137,
+          "error": null,
+          "health_status": null,
+          "failing_streak": null,
+          "health_results": [],
+          "restart_count": 0,
+          "restart_policy": {
+            "name": "no",
+            "maximum_retry_count": 0
+          },
+          "started_at": "2026-11-29T06:00:00Z",
+          "finished_at": "2026-11-29T06:27:41.987654321Z",
+          "labels": {
+            "com.docker.compose.oneoff": "False",
+            "com.docker.compose.project": "shop",
+            "com.docker.compose.service": "worker"
+          }
+        }
+    "#);
+}
+
+#[tokio::test]
+async fn unknown_container_is_not_found_and_engine_errors_carry_the_message() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client();
+    match client.inspect_container("deadbeef").await {
+        Err(DockerError::NotFound { id }) => assert_eq!(id, "deadbeef"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    match client.inspect_container("boom").await {
+        Err(DockerError::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status, 500);
+            assert_eq!(message, "error while inspecting: devmapper is sad");
+        }
+        other => panic!("expected Api error, got {other:?}"),
+    }
+    assert!(matches!(
+        client.inspect_container("../images/json").await,
+        Err(DockerError::InvalidContainerId { .. })
+    ));
+}
+
+#[tokio::test]
+async fn logs_tail_demultiplexes_stdout_and_stderr() {
+    let engine = FakeEngine::start().await;
+    let tail = engine
+        .client()
+        .logs_tail(WEB, LogTailRequest::default())
+        .await
+        .expect("logs");
+    let lines: Vec<_> = tail
+        .lines
+        .iter()
+        .map(|l| (l.stream, l.text.as_str()))
+        .collect();
+    assert_eq!(lines, EXPECTED_WEB_LOG.to_vec());
+    assert!(!tail.truncated);
+}
+
+#[tokio::test]
+async fn logs_tail_respects_line_and_byte_bounds() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client();
+    let two = client
+        .logs_tail(
+            WEB,
+            LogTailRequest {
+                max_lines: 2,
+                ..LogTailRequest::default()
+            },
+        )
+        .await
+        .expect("logs");
+    let texts: Vec<_> = two.lines.iter().map(|l| l.text.as_str()).collect();
+    assert_eq!(texts, vec![EXPECTED_WEB_LOG[3].1, EXPECTED_WEB_LOG[4].1]);
+    assert!(two.truncated);
+
+    // The first frame is 8 + 57 bytes; stop inside the second.
+    let bounded = client
+        .logs_tail(
+            WEB,
+            LogTailRequest {
+                max_bytes: 80,
+                ..LogTailRequest::default()
+            },
+        )
+        .await
+        .expect("logs");
+    assert!(bounded.truncated);
+    assert_eq!(bounded.lines[0].text, EXPECTED_WEB_LOG[0].1);
+    assert!(bounded.lines.len() <= 2);
+}
+
+#[tokio::test]
+async fn events_stream_is_parsed_incrementally() {
+    let engine = FakeEngine::start().await;
+    let mut stream = engine.client().events(None).await.expect("events");
+    let mut seen = Vec::new();
+    while let Some(event) = stream.next().await.expect("event") {
+        seen.push(event);
+    }
+    let actions: Vec<_> = seen.iter().map(|e| e.action.clone()).collect();
+    assert_eq!(
+        actions,
+        vec![
+            EventAction::Start,
+            EventAction::HealthStatus(HealthStatus::Unhealthy),
+            EventAction::Oom,
+            EventAction::Die,
+            EventAction::HealthStatus(HealthStatus::Healthy),
+        ]
+    );
+    assert_eq!(stream.skipped(), 1, "the network event is skipped");
+    let die = &seen[3];
+    assert_eq!(die.container_id, WORKER);
+    assert_eq!(die.name.as_deref(), Some("shop-worker-1"));
+    assert_eq!(die.exit_code, Some(137));
+    assert_eq!(
+        die.time.map(|t| t.timestamp_nanos_opt()),
+        Some(Some(1_764_397_661_987_654_321))
+    );
+    // Actor attributes are not copied wholesale (they repeat the container's labels).
+    let start = serde_json::to_string(&seen[0]).expect("serialize");
+    assert!(!start.contains("com.docker.compose.project"));
+}
+
+#[tokio::test]
+async fn silent_events_stream_times_out_instead_of_hanging() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client_with(DockerClientConfig {
+        event_idle_timeout: Duration::from_millis(200),
+        ..DockerClientConfig::default()
+    });
+    let since = chrono::DateTime::from_timestamp(1_764_397_200, 0);
+    let mut stream = client.events(since).await.expect("events");
+    match stream.next().await {
+        Err(DockerError::Timeout { operation, .. }) => assert_eq!(operation, "events"),
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn slow_engine_hits_the_request_timeout() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client_with(DockerClientConfig {
+        request_timeout: Duration::from_millis(300),
+        ..DockerClientConfig::default()
+    });
+    let started = std::time::Instant::now();
+    match client.inspect_container("slow").await {
+        Err(DockerError::Timeout { operation, .. }) => assert_eq!(operation, "inspect"),
+        other => panic!("expected Timeout, got {other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn no_engine_is_a_typed_engine_unavailable_error() {
+    let dir = temp_dir("absent");
+    let socket = dir.join("docker.sock");
+    let client = DockerClient::new(
+        DockerEndpoint::Unix(socket.clone()),
+        DockerClientConfig::default(),
+    );
+    let error = client.list_containers().await.expect_err("no engine");
+    match &error {
+        DockerError::EngineUnavailable { endpoint, reason } => {
+            assert_eq!(endpoint, &format!("unix://{}", socket.display()));
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected EngineUnavailable, got {other:?}"),
+    }
+    assert!(
+        error
+            .to_string()
+            .starts_with("docker engine unavailable at unix://")
+    );
+    // A socket file nobody listens on (engine crashed) is unavailable too.
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    assert!(matches!(
+        client.ping().await,
+        Err(DockerError::EngineUnavailable { .. })
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Talks to the real engine when `/var/run/docker.sock` answers `/_ping`; otherwise says so and
+/// passes (no engine on this machine is not a failure of the client).
+#[tokio::test]
+async fn live_engine_when_reachable() {
+    let client = DockerClient::new(
+        DockerEndpoint::Unix(PathBuf::from("/var/run/docker.sock")),
+        DockerClientConfig {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(5),
+            ..DockerClientConfig::default()
+        },
+    );
+    if let Err(error) = client.ping().await {
+        println!("SKIPPED live Docker test: no engine reachable at /var/run/docker.sock ({error})");
+        return;
+    }
+    let containers = client.list_containers().await.expect("live list");
+    println!("live Docker engine: {} containers", containers.len());
+    if let Some(first) = containers.first() {
+        let compact = client
+            .inspect_compact(&first.id)
+            .await
+            .expect("live inspect");
+        assert_eq!(compact.id, first.id);
+        let json = serde_json::to_string(&compact).expect("serialize");
+        assert!(!json.contains("\"Env\""));
+        let tail = client
+            .logs_tail(
+                &first.id,
+                LogTailRequest {
+                    max_lines: 5,
+                    max_bytes: 64 * 1024,
+                    tty: None,
+                },
+            )
+            .await
+            .expect("live logs");
+        assert!(tail.lines.len() <= 5);
+    }
+}

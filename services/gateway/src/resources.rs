@@ -1,0 +1,81 @@
+//! `GET /api/resources` and `GET /api/resources/{id}` (scope `monitoring:read`). The id accepts
+//! anything the store's resolver accepts: canonical id, source id, name or alias.
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::resource::{Resource, ResourceType};
+use pulse_store::resources::{self, ResolveError};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::{ApiError, AppState};
+
+/// Longest reference accepted in the path.
+const MAX_REFERENCE_CHARS: usize = 1024;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    #[serde(rename = "type")]
+    pub resource_type: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ResourceList {
+    pub resources: Vec<Resource>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ResourceList>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let resource_type = query
+        .resource_type
+        .map(|t| t.parse::<ResourceType>())
+        .transpose()
+        .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("type: {e}")))?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resources = resources::list(&tx, resource_type).await?;
+    tx.commit().await?;
+    Ok(Json(ResourceList { resources }))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Resource>, ApiError> {
+    let Path(reference) =
+        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    if reference.is_empty()
+        || reference.chars().count() > MAX_REFERENCE_CHARS
+        || reference.chars().any(char::is_control)
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidParameter,
+            format!(
+                "id: must be 1 to {MAX_REFERENCE_CHARS} characters, none of them control characters"
+            ),
+        ));
+    }
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resolved = resources::resolve(&tx, &reference).await;
+    tx.commit().await?;
+    match resolved {
+        Ok(resource) => Ok(Json(resource)),
+        Err(ResolveError::NotFound { .. }) => Err(ApiError::new(
+            ErrorCode::NotFound,
+            "no resource with that id, source id, name or alias",
+        )),
+        Err(error @ ResolveError::Ambiguous { .. }) => Err(ApiError::new(
+            ErrorCode::AmbiguousResource,
+            format!("{error}; use a canonical id"),
+        )),
+        Err(ResolveError::Store(error)) => Err(error.into()),
+    }
+}

@@ -1,0 +1,65 @@
+//! Metric history: samples per resource and metric, inserted in batches.
+
+use chrono::{DateTime, Utc};
+use pulse_domain::resource::ResourceId;
+
+use crate::{StoreError, TenantTx};
+
+/// Rows per insert statement.
+const BATCH: usize = 1_000;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricSample {
+    pub resource_id: ResourceId,
+    pub metric: String,
+    pub at: DateTime<Utc>,
+    pub value: f64,
+}
+
+/// Inserts `samples` (non-finite values are skipped). Returns how many were stored.
+pub async fn insert(tx: &TenantTx, samples: &[MetricSample]) -> Result<usize, StoreError> {
+    let mut stored = 0;
+    for chunk in samples.chunks(BATCH) {
+        let finite: Vec<&MetricSample> = chunk.iter().filter(|s| s.value.is_finite()).collect();
+        if finite.is_empty() {
+            continue;
+        }
+        let ids: Vec<&str> = finite.iter().map(|s| s.resource_id.as_str()).collect();
+        let metrics: Vec<&str> = finite.iter().map(|s| s.metric.as_str()).collect();
+        let ats: Vec<DateTime<Utc>> = finite.iter().map(|s| s.at).collect();
+        let values: Vec<f64> = finite.iter().map(|s| s.value).collect();
+        let n = tx
+            .client()
+            .execute(
+                "INSERT INTO metric_samples (tenant_id, resource_id, metric, at, value)
+                 SELECT $1, r, m, t, v
+                 FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::float8[]) AS s(r, m, t, v)",
+                &[&tx.tenant().as_str(), &ids, &metrics, &ats, &values],
+            )
+            .await?;
+        stored += usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    Ok(stored)
+}
+
+/// The newest `limit` samples of one metric of one resource since `since`, oldest first.
+pub async fn history(
+    tx: &TenantTx,
+    resource_id: &ResourceId,
+    metric: &str,
+    since: DateTime<Utc>,
+    limit: i64,
+) -> Result<Vec<(DateTime<Utc>, f64)>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            "SELECT at, value FROM (
+                SELECT at, value FROM metric_samples
+                WHERE resource_id = $1 AND metric = $2 AND at >= $3
+                ORDER BY at DESC LIMIT $4
+             ) newest ORDER BY at",
+            &[&resource_id.as_str(), &metric, &since, &limit],
+        )
+        .await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}

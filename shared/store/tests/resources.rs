@@ -1,0 +1,254 @@
+//! Applying agent reports, the resolver, marking an agent's resources unknown, metric history,
+//! and tenant isolation of all of it.
+
+use std::collections::BTreeMap;
+
+use chrono::{Duration, Utc};
+use pulse_domain::TenantId;
+use pulse_domain::resource::{
+    Health, ObservedResource, ResourceChange, ResourceId, ResourceStatus, ResourceType,
+};
+use pulse_store::agents::{self, AgentSession};
+use pulse_store::metrics::{self, MetricSample};
+use pulse_store::resources::{self, ResolveError};
+use pulse_store::{Store, tenants};
+use pulse_test_support::db::TestDb;
+
+fn observed(kind: ResourceType, source: &str, name: &str, aliases: &[&str]) -> ObservedResource {
+    ObservedResource {
+        resource_type: kind,
+        source_id: source.to_owned(),
+        name: name.to_owned(),
+        aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+        status: ResourceStatus::Running,
+        health: Health::Healthy,
+        restart_count: None,
+        labels: BTreeMap::new(),
+        details: serde_json::Value::Null,
+        metrics: BTreeMap::new(),
+    }
+}
+
+async fn report(
+    store: &Store,
+    tenant: &TenantId,
+    agent: &str,
+    observed: &[ObservedResource],
+) -> anyhow::Result<Vec<pulse_domain::resource::ResourceChanged>> {
+    let tx = store.tenant_tx(tenant).await?;
+    agents::connect(
+        &tx,
+        &AgentSession {
+            id: agent.to_owned(),
+            hostname: format!("{agent}.lan"),
+            agent_version: "test".to_owned(),
+            report_interval_ms: 1000,
+            token_id: None,
+        },
+    )
+    .await?;
+    let changes = resources::apply_report(&tx, agent, Utc::now(), observed).await?;
+    tx.commit().await?;
+    Ok(changes)
+}
+
+async fn setup() -> anyhow::Result<(TestDb, TenantId)> {
+    let db = TestDb::create().await?;
+    let tenant = TenantId::new("acme")?;
+    tenants::create(db.store(), &tenant, "Acme").await?;
+    Ok((db, tenant))
+}
+
+#[tokio::test]
+async fn resolver_finds_exactly_one_or_says_why_not() -> anyhow::Result<()> {
+    let (db, tenant) = setup().await?;
+    let store = db.store();
+    report(
+        store,
+        &tenant,
+        "m1",
+        &[
+            observed(ResourceType::Host, "m1", "box-one", &["box-one.lan"]),
+            observed(ResourceType::Service, "web", "web", &["frontend"]),
+            observed(ResourceType::Storage, "/var", "/var", &[]),
+        ],
+    )
+    .await?;
+    report(
+        store,
+        &tenant,
+        "m2",
+        &[
+            observed(ResourceType::Host, "m2", "box-two", &[]),
+            observed(ResourceType::Service, "web", "web", &[]),
+        ],
+    )
+    .await?;
+
+    let tx = store.tenant_tx(&tenant).await?;
+    // Canonical id.
+    let web1 = resources::resolve(&tx, "service:m1:web").await?;
+    assert_eq!(web1.id, ResourceId::service("m1", "web"));
+    assert_eq!(web1.parent, Some(ResourceId::host("m1")));
+    assert_eq!(web1.aliases, vec!["frontend".to_owned()]);
+    // Unique alias.
+    assert_eq!(resources::resolve(&tx, "frontend").await?.id, web1.id);
+    assert_eq!(
+        resources::resolve(&tx, "box-one.lan").await?.id,
+        ResourceId::host("m1")
+    );
+    // Unique name and unique source id.
+    assert_eq!(
+        resources::resolve(&tx, "box-two").await?.id,
+        ResourceId::host("m2")
+    );
+    assert_eq!(
+        resources::resolve(&tx, "/var").await?.id,
+        ResourceId::storage("m1", "/var")
+    );
+    // Unknown.
+    match resources::resolve(&tx, "nothing-here").await {
+        Err(ResolveError::NotFound { query }) => assert_eq!(query, "nothing-here"),
+        other => panic!("expected not found, got {other:?}"),
+    }
+    // A name shared by two resources names both.
+    match resources::resolve(&tx, "web").await {
+        Err(ResolveError::Ambiguous { candidates, .. }) => assert_eq!(
+            candidates,
+            vec![
+                ResourceId::service("m1", "web"),
+                ResourceId::service("m2", "web")
+            ]
+        ),
+        other => panic!("expected ambiguous, got {other:?}"),
+    }
+    let listed = resources::list(&tx, Some(ResourceType::Service)).await?;
+    assert_eq!(listed.len(), 2);
+    assert_eq!(resources::list(&tx, None).await?.len(), 5);
+    tx.commit().await?;
+    db.cleanup().await
+}
+
+#[tokio::test]
+async fn reports_upsert_announce_changes_and_remove_what_disappeared() -> anyhow::Result<()> {
+    let (db, tenant) = setup().await?;
+    let store = db.store();
+    let host = observed(ResourceType::Host, "m1", "box", &[]);
+    let web = observed(ResourceType::Service, "web", "web", &[]);
+    let first = report(store, &tenant, "m1", &[host.clone(), web.clone()]).await?;
+    assert_eq!(first.len(), 2);
+    assert!(first.iter().all(|c| c.change == ResourceChange::Created));
+
+    // Same state again: nothing to announce, nothing duplicated.
+    assert!(
+        report(store, &tenant, "m1", &[host.clone(), web.clone()])
+            .await?
+            .is_empty()
+    );
+
+    let mut sick = web.clone();
+    sick.health = Health::Unhealthy;
+    let changed = report(store, &tenant, "m1", &[host.clone(), sick]).await?;
+    assert_eq!(changed.len(), 1);
+    assert_eq!(changed[0].previous_health, Some(Health::Healthy));
+    assert_eq!(changed[0].health, Health::Unhealthy);
+
+    // The service's definition was removed.
+    let removed = report(store, &tenant, "m1", std::slice::from_ref(&host)).await?;
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].change, ResourceChange::Removed);
+
+    // The agent goes silent: its resources become unknown, never stopped.
+    let tx = store.tenant_tx(&tenant).await?;
+    let cutoff = Utc::now() + Duration::seconds(1);
+    assert!(agents::mark_offline(&tx, "m1", cutoff).await?);
+    let unknown = resources::mark_agent_unknown(&tx, "m1").await?;
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(unknown[0].status, ResourceStatus::Unknown);
+    let all = resources::list(&tx, None).await?;
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].status, ResourceStatus::Unknown);
+    assert_eq!(agents::get(&tx, "m1").await?.unwrap().status, "offline");
+    tx.commit().await?;
+    db.cleanup().await
+}
+
+#[tokio::test]
+async fn stale_agents_and_metric_history() -> anyhow::Result<()> {
+    let (db, tenant) = setup().await?;
+    let store = db.store();
+    report(
+        store,
+        &tenant,
+        "m1",
+        &[observed(ResourceType::Host, "m1", "box", &[])],
+    )
+    .await?;
+    assert!(
+        agents::stale(store, Utc::now() - Duration::hours(1))
+            .await?
+            .is_empty()
+    );
+    let stale = agents::stale(store, Utc::now() + Duration::seconds(5)).await?;
+    assert_eq!(stale, vec![(tenant.clone(), "m1".to_owned())]);
+
+    let id = ResourceId::host("m1");
+    let start = Utc::now() - Duration::minutes(10);
+    let samples: Vec<MetricSample> = (0..2500)
+        .map(|i| MetricSample {
+            resource_id: id.clone(),
+            metric: "cpu_percent".to_owned(),
+            at: start + Duration::milliseconds(i * 100),
+            value: if i == 3 { f64::NAN } else { i as f64 },
+        })
+        .collect();
+    let tx = store.tenant_tx(&tenant).await?;
+    assert_eq!(metrics::insert(&tx, &samples).await?, 2499);
+    let newest = metrics::history(&tx, &id, "cpu_percent", start, 10).await?;
+    assert_eq!(newest.len(), 10);
+    assert_eq!(newest.last().map(|s| s.1), Some(2499.0));
+    assert!(newest.windows(2).all(|w| w[0].0 < w[1].0));
+    tx.commit().await?;
+    db.cleanup().await
+}
+
+#[tokio::test]
+async fn another_tenant_sees_none_of_it() -> anyhow::Result<()> {
+    let (db, a) = setup().await?;
+    let store = db.store();
+    let b = TenantId::new("globex")?;
+    tenants::create(store, &b, "Globex").await?;
+    report(
+        store,
+        &b,
+        "m9",
+        &[observed(
+            ResourceType::Host,
+            "m9",
+            "secret-box",
+            &["hidden"],
+        )],
+    )
+    .await?;
+    let tx = store.tenant_tx(&a).await?;
+    assert!(resources::list(&tx, None).await?.is_empty());
+    for query in ["host:m9", "secret-box", "hidden", "m9"] {
+        assert!(
+            matches!(
+                resources::resolve(&tx, query).await,
+                Err(ResolveError::NotFound { .. })
+            ),
+            "{query} leaked across tenants"
+        );
+    }
+    for table in ["agents", "resources", "resource_aliases", "metric_samples"] {
+        let n: i64 = tx
+            .client()
+            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+            .await?
+            .get(0);
+        assert_eq!(n, 0, "{table} leaked");
+    }
+    tx.commit().await?;
+    db.cleanup().await
+}

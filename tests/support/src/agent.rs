@@ -1,0 +1,214 @@
+//! An agent stack for tests: the gateway and agent-relay binaries on one test database and
+//! subject prefix, plus `pulse-agent` processes reporting to the relay.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use serde_json::{Value, json};
+
+use crate::service::{ServiceProcess, TestGateway, free_port, scratch_dir, small_streams_env};
+
+/// Gateway + relay. Dropping it kills both; [`AgentStack::stop`] also cleans up.
+pub struct AgentStack {
+    pub gateway: TestGateway,
+    pub relay: ServiceProcess,
+    /// `http://127.0.0.1:<port>` of the relay.
+    pub relay_url: String,
+    pub dir: PathBuf,
+}
+
+/// How to start one agent.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub host_id: String,
+    pub token: String,
+    pub services_dir: PathBuf,
+    pub state_dir: PathBuf,
+    pub interval: Duration,
+}
+
+impl AgentStack {
+    /// Starts the gateway, then the relay with `relay_env` (e.g.
+    /// `PULSE_RELAY__AGENT_OFFLINE_AFTER_MS`) on the same database and prefix.
+    pub async fn start(relay_env: &[(&str, &str)]) -> anyhow::Result<Self> {
+        let gateway = TestGateway::start().await?;
+        let dir = scratch_dir("agent-stack")?;
+        let port = free_port()?;
+        let mut env = vec![
+            (
+                "PULSE_DATABASE_URL".to_owned(),
+                gateway.db.owner_url().to_owned(),
+            ),
+            ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
+            (
+                "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
+                gateway.prefix.clone(),
+            ),
+            ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
+            (
+                "PULSE_RELAY__LISTEN".to_owned(),
+                format!("127.0.0.1:{port}"),
+            ),
+            ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
+        ];
+        env.extend(small_streams_env());
+        env.extend(
+            relay_env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
+        let relay_url = format!("http://127.0.0.1:{port}");
+        let http = gateway.http.clone();
+        let ready = crate::wait::until(Duration::from_secs(60), "relay /readyz", || {
+            let http = http.clone();
+            let url = format!("{relay_url}/readyz");
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .ok()?
+                    .status()
+                    .is_success()
+                    .then_some(())
+            }
+        })
+        .await;
+        if let Err(error) = ready {
+            anyhow::bail!("{error}; relay log:\n{}", relay.log_tail(30));
+        }
+        Ok(Self {
+            gateway,
+            relay,
+            relay_url,
+            dir,
+        })
+    }
+
+    /// A new token of the admin's tenant with `scopes`, through `POST /api/tokens`.
+    pub async fn create_token(&self, name: &str, scopes: &[&str]) -> anyhow::Result<String> {
+        let response = self
+            .gateway
+            .http
+            .post(self.gateway.url("/api/tokens"))
+            .bearer_auth(&self.gateway.admin_token)
+            .json(&json!({"name": name, "scopes": scopes}))
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "token creation failed: {status} {body}"
+        );
+        body["token"]
+            .as_str()
+            .map(str::to_owned)
+            .context("no token in the response")
+    }
+
+    /// `GET /api/resources` with `token`: the list, or the status and body on failure.
+    pub async fn resources(&self, token: &str) -> anyhow::Result<Vec<Value>> {
+        let response = self
+            .gateway
+            .http
+            .get(self.gateway.url("/api/resources"))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        let status = response.status();
+        let body: Value = response.json().await?;
+        anyhow::ensure!(status.is_success(), "GET /api/resources: {status} {body}");
+        Ok(body["resources"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// `GET /api/resources/{reference}` (the reference is percent-encoded): status and body.
+    pub async fn resource(&self, token: &str, reference: &str) -> anyhow::Result<(u16, Value)> {
+        let encoded: String = reference
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect();
+        let response = self
+            .gateway
+            .http
+            .get(self.gateway.url(&format!("/api/resources/{encoded}")))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        Ok((status, response.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// A fresh agent spec with its own directories under the stack's scratch dir.
+    pub fn agent_spec(
+        &self,
+        host_id: &str,
+        token: &str,
+        interval: Duration,
+    ) -> anyhow::Result<AgentSpec> {
+        let state_dir = self.dir.join(format!("agent-{host_id}"));
+        let services_dir = state_dir.join("services.d");
+        std::fs::create_dir_all(&services_dir)?;
+        Ok(AgentSpec {
+            host_id: host_id.to_owned(),
+            token: token.to_owned(),
+            services_dir,
+            state_dir,
+            interval,
+        })
+    }
+
+    /// Starts `pulse-agent` for `spec`; its log goes to `<state_dir>/agent-<n>.log`.
+    pub fn spawn_agent(&self, spec: &AgentSpec) -> anyhow::Result<ServiceProcess> {
+        let env = vec![
+            ("PULSE_AGENT_RELAY_URL".to_owned(), self.relay_url.clone()),
+            ("PULSE_AGENT_TOKEN".to_owned(), spec.token.clone()),
+            ("PULSE_AGENT_HOST_ID".to_owned(), spec.host_id.clone()),
+            (
+                "PULSE_AGENT_STATE_DIR".to_owned(),
+                spec.state_dir.display().to_string(),
+            ),
+            (
+                "PULSE_AGENT_SERVICES_DIR".to_owned(),
+                spec.services_dir.display().to_string(),
+            ),
+            (
+                "PULSE_AGENT_INTERVAL_MS".to_owned(),
+                spec.interval.as_millis().to_string(),
+            ),
+            ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
+        ];
+        let log = spec
+            .state_dir
+            .join(format!("agent-{}.log", uuid::Uuid::now_v7().simple()));
+        ServiceProcess::spawn("pulse-agent", &env, &log)
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let status = self.relay.stop(Duration::from_secs(10)).await?;
+        anyhow::ensure!(status.success(), "relay exited with {status}");
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.gateway.stop().await
+    }
+}
+
+/// Writes a supervised-service definition file.
+pub fn write_service(services_dir: &Path, file: &str, toml: &str) -> anyhow::Result<()> {
+    std::fs::write(services_dir.join(file), toml)?;
+    Ok(())
+}
+
+/// The resources of `list` whose id is or belongs to host `host_id`.
+pub fn of_host<'a>(list: &'a [Value], host_id: &str) -> Vec<&'a Value> {
+    let host = format!("host:{host_id}");
+    list.iter()
+        .filter(|r| r["agent_id"] == host_id || r["id"] == host.as_str())
+        .collect()
+}
