@@ -4,6 +4,7 @@
 //! and drains on shutdown. [`provider`] holds the provider-neutral types and the transports
 //! (OpenAI-compatible, Anthropic, Gemini, Ollama); the loop and its handlers arrive with their steps.
 
+pub mod agent_loop;
 pub mod cost;
 pub mod preflight;
 pub mod provider;

@@ -221,7 +221,10 @@ async fn stopped_responder_answers_no_more() -> anyhow::Result<()> {
     // machine the unsubscribe can still be in flight, and the request then times out. Either
     // way nothing answers.
     assert!(
-        matches!(err, BusError::NoResponders { .. } | BusError::Timeout { .. }),
+        matches!(
+            err,
+            BusError::NoResponders { .. } | BusError::Timeout { .. }
+        ),
         "{err:?}"
     );
     Ok(())

@@ -2,9 +2,10 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop] [--quick]
 //! ```
 
+mod agent_loop;
 mod audit;
 mod bus;
 mod outbox;
@@ -40,10 +41,10 @@ async fn main() -> ExitCode {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "all" | "bus" | "outbox" | "audit" => which = arg,
+            "all" | "bus" | "outbox" | "audit" | "loop" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -63,6 +64,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "audit" {
             audit::run(&args).await?;
+        }
+        if which == "all" || which == "loop" {
+            agent_loop::run(&args).await?;
         }
         anyhow::Ok(())
     }

@@ -21,6 +21,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::time::{Instant, timeout};
 
+pub use assembler::parse_stream_chunks;
 use assembler::{Assembler, Delta};
 pub use failure::{FailureCause, ProviderFailure};
 use framing::{FrameDecoder, Framing};

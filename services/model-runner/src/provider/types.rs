@@ -56,6 +56,26 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
+impl ToolResult {
+    /// A successful result for the call `call_id`.
+    pub fn ok(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            call_id: call_id.into(),
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// An error result (`is_error=true`) for the call `call_id`.
+    pub fn error(call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            call_id: call_id.into(),
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
 /// One conversation message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]

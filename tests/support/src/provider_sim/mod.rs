@@ -4,29 +4,38 @@
 //!
 //! Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic),
 //! `POST /v1beta/models/{model}:generateContent|:streamGenerateContent` (Gemini),
-//! `POST /api/chat` (Ollama).
+//! `POST /api/chat` (Ollama). A model named `sim:<behaviour>` picks a built-in behaviour instead of
+//! the script (see [`Behaviour`]). The simulator's own API: `GET /_sim/health`,
+//! `GET /_sim/requests` (the request log as JSON, credentials masked) and `DELETE /_sim/requests`.
 
 mod anthropic;
+mod behaviour;
+mod conversation;
 mod gemini;
 mod ollama;
 mod openai;
 mod script;
 mod tokens;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
+use std::future::Future;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
+pub use behaviour::{Behaviour, DEFAULT_COLD_START, READ_BOUND, SIM_PREFIX};
+pub use conversation::{Conversation, OfferedTool, PastCall};
 pub use script::{Delivery, Script, SimError, SimErrorBody, SimToolCall, Step, Turn};
 pub use tokens::count_tokens;
 
@@ -39,6 +48,17 @@ pub enum SimProtocol {
     Ollama,
 }
 
+impl SimProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::Ollama => "ollama",
+        }
+    }
+}
+
 /// Token usage the simulator reported for one request, counted with o200k_base.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimUsage {
@@ -49,7 +69,11 @@ pub struct SimUsage {
 /// One request as the simulator received it.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
+    /// Position among all requests the simulator received (not reset by clearing the log).
+    pub seq: usize,
     pub protocol: SimProtocol,
+    /// The model the request named (from the body, or the Gemini path).
+    pub model: String,
     pub method: String,
     /// Path and query.
     pub path: String,
@@ -62,10 +86,133 @@ pub struct RecordedRequest {
     pub usage: Option<SimUsage>,
 }
 
+/// Header values replaced by [`MASK`] in the HTTP request log.
+pub const SECRET_HEADERS: &[&str] = &["authorization", "x-api-key"];
+
+/// What a masked secret reads as.
+pub const MASK: &str = "***";
+
+impl RecordedRequest {
+    /// The request as `GET /_sim/requests` shows it: credentials in the values of the
+    /// `authorization` and `x-api-key` headers masked (an auth scheme word is kept), the rest
+    /// verbatim.
+    pub fn to_json(&self) -> Value {
+        let headers: serde_json::Map<String, Value> = self
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                let shown = if SECRET_HEADERS.contains(&k.as_str()) {
+                    mask(v)
+                } else {
+                    v.clone()
+                };
+                (k.clone(), Value::String(shown))
+            })
+            .collect();
+        json!({
+            "seq": self.seq,
+            "protocol": self.protocol.as_str(),
+            "method": self.method,
+            "path": self.path,
+            "headers": headers,
+            "body": self.body,
+            "model": self.model,
+            "stream": self.stream,
+            "usage": self.usage.map(|u| json!({
+                "input_tokens": u.input_tokens,
+                "output_tokens": u.output_tokens,
+            })),
+        })
+    }
+}
+
+fn mask(value: &str) -> String {
+    match value.split_once(' ') {
+        Some((scheme, _)) if scheme.eq_ignore_ascii_case("bearer") => format!("{scheme} {MASK}"),
+        _ => MASK.to_owned(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct RequestLog {
+    entries: Vec<RecordedRequest>,
+    next_seq: usize,
+    /// The next script step; requests answered by a `sim:` behaviour do not advance it.
+    script_next: usize,
+}
+
 #[derive(Debug)]
 struct SimState {
     script: Script,
-    requests: Mutex<Vec<RecordedRequest>>,
+    requests: Mutex<RequestLog>,
+    /// Requests seen per behaviour session (model + first user message).
+    sessions: Mutex<HashMap<String, u64>>,
+}
+
+impl SimState {
+    fn new(script: Script) -> Self {
+        Self {
+            script,
+            requests: Mutex::new(RequestLog::default()),
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn log(&self) -> MutexGuard<'_, RequestLog> {
+        self.requests.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How many earlier requests the session had; counts this one.
+    fn session_attempt(&self, key: String) -> u64 {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let n = sessions.entry(key).or_insert(0);
+        let before = *n;
+        *n += 1;
+        before
+    }
+}
+
+fn router(state: Arc<SimState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(openai_route))
+        .route("/v1/messages", post(anthropic_route))
+        .route("/v1beta/models/{model_action}", post(gemini_route))
+        .route("/api/chat", post(ollama_route))
+        .route("/_sim/health", get(health_route))
+        .route(
+            "/_sim/requests",
+            get(list_requests_route).delete(clear_requests_route),
+        )
+        .with_state(state)
+}
+
+/// Serves the simulator on `listener` until `shutdown` resolves; then waits at most `grace` for
+/// open responses (a stalled stream never ends by itself).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    script: Script,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> anyhow::Result<()> {
+    tokens::ensure_loaded()?;
+    let app = router(Arc::new(SimState::new(script)));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stop_tx.send(());
+    });
+    let mut server = std::pin::pin!(server.into_future());
+    tokio::select! {
+        r = &mut server => return r.map_err(Into::into),
+        _ = stop_rx => {}
+    }
+    match tokio::time::timeout(grace, server).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => {
+            tracing::warn!("provider simulator closed with responses still open");
+            Ok(())
+        }
+    }
 }
 
 /// A running simulator; the server stops when this is dropped.
@@ -79,16 +226,8 @@ pub struct ProviderSim {
 impl ProviderSim {
     pub async fn start(script: Script) -> anyhow::Result<Self> {
         tokens::ensure_loaded()?;
-        let state = Arc::new(SimState {
-            script,
-            requests: Mutex::new(Vec::new()),
-        });
-        let app = Router::new()
-            .route("/v1/chat/completions", post(openai_route))
-            .route("/v1/messages", post(anthropic_route))
-            .route("/v1beta/models/{model_action}", post(gemini_route))
-            .route("/api/chat", post(ollama_route))
-            .with_state(state.clone());
+        let state = Arc::new(SimState::new(script));
+        let app = router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
@@ -114,13 +253,14 @@ impl ProviderSim {
         format!("{}/v1beta", self.base_url())
     }
 
-    /// Every request received so far, in order.
+    /// Every request received so far (since the log was last cleared), in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.state
-            .requests
-            .lock()
-            .map(|r| r.clone())
-            .unwrap_or_default()
+        self.state.log().entries.clone()
+    }
+
+    /// Empties the request log (as `DELETE /_sim/requests` does); the script position stays.
+    pub fn clear_requests(&self) {
+        self.state.log().entries.clear();
     }
 }
 
@@ -158,6 +298,36 @@ async fn gemini_route(
     body: Bytes,
 ) -> Response {
     handle(s, SimProtocol::Gemini, method, uri, headers, body).await
+}
+
+async fn health_route() -> Response {
+    raw_response(
+        StatusCode::OK,
+        "application/json",
+        json!({"status": "ok"}).to_string(),
+    )
+}
+
+async fn list_requests_route(State(s): State<Arc<SimState>>) -> Response {
+    let list: Vec<Value> = s
+        .log()
+        .entries
+        .iter()
+        .map(RecordedRequest::to_json)
+        .collect();
+    raw_response(
+        StatusCode::OK,
+        "application/json",
+        Value::Array(list).to_string(),
+    )
+}
+
+async fn clear_requests_route(State(s): State<Arc<SimState>>) -> Response {
+    s.log().entries.clear();
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .body(Body::empty())
+        .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
 async fn ollama_route(
@@ -232,13 +402,13 @@ async fn handle(
         _ => body.get("stream").and_then(Value::as_bool) == Some(true),
     };
     let model = match protocol {
-        SimProtocol::Gemini => uri
-            .path()
-            .rsplit('/')
-            .next()
-            .and_then(|s| s.split(':').next())
-            .unwrap_or_default()
-            .to_owned(),
+        // `models/<model>:<action>`; a `sim:` model has colons of its own.
+        SimProtocol::Gemini => {
+            let last = uri.path().rsplit('/').next().unwrap_or_default();
+            last.rsplit_once(':')
+                .map_or(last, |(model, _)| model)
+                .to_owned()
+        }
         _ => body
             .get("model")
             .and_then(Value::as_str)
@@ -254,27 +424,63 @@ async fn handle(
             )
         })
         .collect();
+    let behaviour = Behaviour::from_model(&model);
     let (request_no, step) = {
-        let mut requests = match state.requests.lock() {
-            Ok(r) => r,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        let no = requests.len();
-        requests.push(RecordedRequest {
+        let mut log = state.log();
+        let no = log.next_seq;
+        log.next_seq += 1;
+        log.entries.push(RecordedRequest {
+            seq: no,
             protocol,
+            model: model.clone(),
             method: method.to_string(),
             path,
             headers: header_map,
-            body,
+            body: body.clone(),
             stream,
             usage: None,
         });
-        (no, state.script.step(no))
+        // The script advances only on requests it answers.
+        let step = match behaviour {
+            None => {
+                let at = log.script_next;
+                log.script_next += 1;
+                Some(state.script.step(at))
+            }
+            Some(_) => None,
+        };
+        (no, step)
     };
 
-    let (turn, delivery) = match step {
-        Step::Error(err) => return error_response(protocol, &err),
-        Step::Reply { turn, delivery } => (turn, delivery),
+    let answer = match (step, behaviour) {
+        (Some(Step::Error(err)), _) => return error_response(protocol, &err),
+        (Some(Step::Reply { turn, delivery }), _) => behaviour::Answer::Reply {
+            turn,
+            delivery,
+            stall_body: false,
+            cut_mid: false,
+        },
+        (None, Some(Err(message))) => {
+            return error_response(
+                protocol,
+                &SimError::message(404, "not_found_error", message),
+            );
+        }
+        (None, Some(Ok(b))) => {
+            let conv = Conversation::from_request(protocol, &body);
+            let attempt = state.session_attempt(session_key(&model, &conv));
+            behaviour::answer(b, &conv, attempt)
+        }
+        (None, None) => return error_response(protocol, &SimError::model_not_found(&model)),
+    };
+    let (turn, delivery, stall_body, cut_mid) = match answer {
+        behaviour::Answer::Error(err) => return error_response(protocol, &err),
+        behaviour::Answer::Reply {
+            turn,
+            delivery,
+            stall_body,
+            cut_mid,
+        } => (turn, delivery, stall_body, cut_mid),
     };
     if !delivery.cold_start.is_zero() {
         tokio::time::sleep(delivery.cold_start).await;
@@ -283,10 +489,8 @@ async fn handle(
         input_tokens: count_tokens(&String::from_utf8_lossy(&raw)),
         output_tokens: turn.output_tokens(),
     };
-    if let Ok(mut requests) = state.requests.lock() {
-        if let Some(r) = requests.get_mut(request_no) {
-            r.usage = Some(usage);
-        }
+    if let Some(r) = state.log().entries.iter_mut().find(|r| r.seq == request_no) {
+        r.usage = Some(usage);
     }
     let ids = call_ids(&turn, request_no);
 
@@ -299,8 +503,23 @@ async fn handle(
             SimProtocol::Anthropic => anthropic::full(&turn, &ids, usage, &model),
             SimProtocol::Gemini => gemini::full(&turn, &ids, usage),
             SimProtocol::Ollama => ollama::full(&turn, usage, &model),
-        };
-        return raw_response(StatusCode::OK, "application/json", json.to_string());
+        }
+        .to_string();
+        if stall_body || cut_mid {
+            let (first, _) = halves(&json);
+            let sent = futures::stream::iter([Ok::<_, Infallible>(Bytes::from(first))]);
+            let body = if stall_body {
+                Body::from_stream(sent.chain(futures::stream::pending()))
+            } else {
+                Body::from_stream(sent)
+            };
+            return Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body)
+                .unwrap_or_else(|_| Response::new(Body::empty()));
+        }
+        return raw_response(StatusCode::OK, "application/json", json);
     }
 
     let rendered = match protocol {
@@ -334,11 +553,15 @@ async fn handle(
         (Some(n), None) | (None, Some(n)) => n,
         (None, None) => usize::MAX,
     };
-    let sent: Vec<Result<Bytes, Infallible>> = frames
-        .into_iter()
-        .take(limit)
-        .map(|f| Ok(Bytes::from(f)))
-        .collect();
+    let mut frames: Vec<String> = frames.into_iter().take(limit).collect();
+    if cut_mid {
+        // The connection drops in the middle of a frame.
+        if let Some(last) = frames.last_mut() {
+            *last = halves(last).0;
+        }
+    }
+    let sent: Vec<Result<Bytes, Infallible>> =
+        frames.into_iter().map(|f| Ok(Bytes::from(f))).collect();
     let body = futures::stream::iter(sent);
     let body = if delivery.stall_after_frames.is_some() {
         Body::from_stream(body.chain(futures::stream::pending()))
@@ -351,6 +574,13 @@ async fn handle(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(body)
         .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// Behaviour state is per model and conversation, so parallel tests do not share it.
+fn session_key(model: &str, conv: &Conversation) -> String {
+    let mut h = DefaultHasher::new();
+    conv.first_user().hash(&mut h);
+    format!("{model}#{:016x}", h.finish())
 }
 
 fn raw_response(status: StatusCode, content_type: &str, body: impl Into<Body>) -> Response {

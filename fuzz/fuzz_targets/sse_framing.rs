@@ -1,0 +1,14 @@
+//! SSE framing on arbitrary bytes in arbitrary chunks: no panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use pulse_fuzz::framing::{FrameDecoder, Framing};
+
+fuzz_target!(|data: &[u8]| {
+    let mut decoder = FrameDecoder::new(Framing::Sse);
+    let mut payloads = Vec::new();
+    for chunk in pulse_fuzz::chunks(data) {
+        payloads.extend(decoder.push(chunk));
+    }
+    payloads.extend(decoder.finish());
+});

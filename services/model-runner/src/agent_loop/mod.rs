@@ -1,0 +1,549 @@
+//! The provider-neutral agentic loop: ask the model, admit its tool calls through the run's
+//! [`RunGate`], execute the admitted ones, feed the results back, and stop on a final answer or a
+//! limit.
+//!
+//! Order of work per turn: compaction, request build, redaction (last step before transport), the
+//! provider call, admission of the whole batch (a terminal denial stops the run before any handler
+//! runs), execution, and result assembly in the model's call order.
+
+pub mod compaction;
+mod dispatch;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pulse_capabilities::{DenialCode, GateError, ProposedCall, RunGate, TerminalDenial};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::provider::types::{
+    ChatRequest, ChatResponse, INTERRUPTED_TOOL_RESULT, Message, StreamEvent, Tool, ToolCall,
+    ToolChoice, ToolResult, Usage,
+};
+use crate::provider::{FailureCause, Provider, ProviderFailure};
+use crate::redaction::{RedactionReport, Redactor, TrustBoundary};
+
+use compaction::bounded_head;
+// Re-exported so callers of the loop need no direct dependency for its signatures.
+pub use futures::future::BoxFuture;
+pub use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+
+pub use compaction::{
+    CharsPerToken, CompactionPolicy, CompactionReport, STUB_MARKER, TokenEstimator, compact,
+};
+use dispatch::Pending;
+
+/// Legacy service loops may call the provider at most this often (ARCHITECTURE §9).
+pub const LEGACY_MAX_PROVIDER_CALLS: u32 = 10;
+/// Admitted calls of one batch running at once.
+pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 4;
+/// Characters of a call's input and output kept in its record.
+pub const RECORD_BOUND_CHARS: usize = 2_000;
+
+impl ProposedCall for ToolCall {
+    fn tool_name(&self) -> &str {
+        &self.name
+    }
+    fn tool_arguments(&self) -> &Value {
+        &self.arguments
+    }
+}
+
+/// One model turn over some transport; [`Provider`] is the real one.
+pub trait ChatTransport: Send + Sync {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderFailure>>;
+}
+
+impl ChatTransport for Provider {
+    fn chat<'a>(
+        &'a self,
+        request: &'a ChatRequest,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<ChatResponse, ProviderFailure>> {
+        Box::pin(Provider::chat(self, request, on_event))
+    }
+}
+
+/// Executes admitted calls. Only ever sees calls that passed the run's gate.
+pub trait ToolHandler: Send + Sync {
+    fn call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        admitted: &'a AdmittedCall,
+    ) -> BoxFuture<'a, ToolResult>;
+}
+
+/// What the token allowance says after a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowanceDecision {
+    Continue,
+    /// One more turn without tools, for the final answer; then the run ends.
+    FinalTurnOnly,
+    /// End the run now.
+    Stop,
+}
+
+/// A run's token allowance (Watch), told the usage after every turn.
+pub trait TokenAllowance: Send {
+    fn after_turn(&mut self, turn: u32, turn_usage: Usage, total: Usage) -> AllowanceDecision;
+}
+
+/// The bounds of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopLimits {
+    /// Model turns (successful provider responses).
+    pub max_turns: u32,
+    /// HTTP requests to the provider, same-route retries included.
+    pub max_provider_calls: u32,
+    /// Output tokens per turn.
+    pub max_output_tokens: Option<u32>,
+    pub max_parallel_tools: usize,
+    /// Per tool call; a call that overruns gets an error result.
+    pub tool_timeout: Duration,
+}
+
+impl Default for LoopLimits {
+    fn default() -> Self {
+        Self {
+            max_turns: 8,
+            max_provider_calls: LEGACY_MAX_PROVIDER_CALLS,
+            max_output_tokens: Some(2_048),
+            max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
+            tool_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Compaction settings with the estimator to count with.
+#[derive(Clone)]
+pub struct Compaction {
+    pub policy: CompactionPolicy,
+    pub estimator: Arc<dyn TokenEstimator>,
+}
+
+impl std::fmt::Debug for Compaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compaction")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Self {
+            policy: CompactionPolicy::default(),
+            estimator: Arc::new(CharsPerToken::default()),
+        }
+    }
+}
+
+/// Everything one run needs.
+pub struct LoopInput<'a> {
+    pub transport: &'a dyn ChatTransport,
+    pub model: String,
+    pub system_prompt: String,
+    /// The goal and any seed context, after the system prompt.
+    pub messages: Vec<Message>,
+    /// The execution profile's policy: its offered tools go into every request and a fresh
+    /// [`RunGate`] over it admits every call.
+    pub policy: Arc<ToolPolicy>,
+    pub handler: &'a dyn ToolHandler,
+    /// Applied to every request right before transport. Not optional.
+    pub redactor: &'a Redactor,
+    pub limits: LoopLimits,
+    pub compaction: Option<Compaction>,
+    pub allowance: Option<&'a mut dyn TokenAllowance>,
+    pub stream: bool,
+    pub temperature: Option<f32>,
+}
+
+/// Why the run stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum LoopStop {
+    Completed,
+    TurnLimit,
+    ProviderCallLimit,
+    AllowanceExhausted,
+    TerminalDenial(TerminalDenial),
+    ProviderFailure {
+        cause: FailureCause,
+        message: String,
+    },
+}
+
+impl LoopStop {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Completed => "completed",
+            Self::TurnLimit => "turn_limit",
+            Self::ProviderCallLimit => "provider_call_limit",
+            Self::AllowanceExhausted => "allowance_exhausted",
+            Self::TerminalDenial(_) => "terminal_denial",
+            Self::ProviderFailure { .. } => "provider_failure",
+        }
+    }
+}
+
+/// What became of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CallStatus {
+    /// Admitted and executed; `is_error` is the handler's verdict.
+    Executed { is_error: bool, timed_out: bool },
+    /// Denied before dispatch; the model got the denial as the call's result.
+    Denied { code: DenialCode },
+    /// The repeated denied call that ended the run.
+    Terminal { code: DenialCode },
+    /// Admitted but not run because a sibling call ended the run.
+    NotRun,
+    /// The provider never finished the call; it got a synthetic error result.
+    Orphaned,
+}
+
+/// One tool call as the run saw it. Input and output are bounded and redacted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolCallRecord {
+    pub turn: u32,
+    pub call_id: String,
+    pub name: String,
+    pub status: CallStatus,
+    pub duration: Duration,
+    pub input: String,
+    pub output: String,
+}
+
+/// Where one turn's time went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TurnTiming {
+    /// The loop's own work: compaction, request build, redaction, admission, result assembly.
+    pub overhead: Duration,
+    /// The provider call, from request sent to response assembled.
+    pub provider: Duration,
+    /// The tool batch, from first dispatch to last result.
+    pub tools: Duration,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone)]
+pub struct LoopOutcome {
+    pub stop: LoopStop,
+    /// The last assistant turn's text (the answer when `Completed`).
+    pub final_text: String,
+    pub turns: u32,
+    pub provider_calls: u32,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub usage: Usage,
+    /// One per request sent, in order.
+    pub redactions: Vec<RedactionReport>,
+    pub compactions: Vec<CompactionReport>,
+    pub timings: Vec<TurnTiming>,
+    /// The history as it stands at the end (compacted where it was compacted).
+    pub messages: Vec<Message>,
+}
+
+/// The agentic loop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgentLoop;
+
+struct RunState {
+    messages: Vec<Message>,
+    turns: u32,
+    provider_calls: u32,
+    usage: Usage,
+    records: Vec<ToolCallRecord>,
+    redactions: Vec<RedactionReport>,
+    compactions: Vec<CompactionReport>,
+    timings: Vec<TurnTiming>,
+    final_text: String,
+}
+
+impl AgentLoop {
+    pub async fn run(input: LoopInput<'_>) -> LoopOutcome {
+        let LoopInput {
+            transport,
+            model,
+            system_prompt,
+            messages,
+            policy,
+            handler,
+            redactor,
+            limits,
+            compaction,
+            mut allowance,
+            stream,
+            temperature,
+        } = input;
+        let tools: Vec<Tool> = policy
+            .offered_tools()
+            .map(|t| Tool {
+                name: t.name.to_owned(),
+                description: t.description.to_owned(),
+                parameters: t.parameters.clone(),
+            })
+            .collect();
+        let mut gate = RunGate::new(policy);
+        let mut state = RunState {
+            messages: std::iter::once(Message::system(system_prompt))
+                .chain(messages)
+                .collect(),
+            turns: 0,
+            provider_calls: 0,
+            usage: Usage::default(),
+            records: Vec::new(),
+            redactions: Vec::new(),
+            compactions: Vec::new(),
+            timings: Vec::new(),
+            final_text: String::new(),
+        };
+        let mut final_turn_only = false;
+
+        let stop = loop {
+            if state.turns >= limits.max_turns {
+                break LoopStop::TurnLimit;
+            }
+            if state.provider_calls >= limits.max_provider_calls {
+                break LoopStop::ProviderCallLimit;
+            }
+            let mut timing = TurnTiming::default();
+            let prep_started = Instant::now();
+
+            if let Some(report) = compaction
+                .as_ref()
+                .and_then(|c| compact(&mut state.messages, &c.policy, &*c.estimator))
+            {
+                tracing::debug!(
+                    tokens_before = report.tokens_before,
+                    tokens_after = report.tokens_after,
+                    stubbed = report.stubbed,
+                    "agent loop compacted its history"
+                );
+                state.compactions.push(report);
+            }
+            let mut request = ChatRequest {
+                model: model.clone(),
+                messages: state.messages.clone(),
+                tools: if final_turn_only {
+                    Vec::new()
+                } else {
+                    tools.clone()
+                },
+                tool_choice: if final_turn_only || tools.is_empty() {
+                    ToolChoice::None
+                } else {
+                    ToolChoice::Auto
+                },
+                max_output_tokens: limits.max_output_tokens,
+                temperature,
+                stream,
+            };
+            // The last thing before transport.
+            state.redactions.push(redactor.sanitize(&mut request));
+            timing.overhead += prep_started.elapsed();
+
+            let provider_started = Instant::now();
+            let mut retries = 0u32;
+            let mut on_event = |event: StreamEvent| {
+                if matches!(event, StreamEvent::ProviderRetry { .. }) {
+                    retries += 1;
+                }
+            };
+            let result = transport.chat(&request, &mut on_event).await;
+            timing.provider = provider_started.elapsed();
+            state.provider_calls = state
+                .provider_calls
+                .saturating_add(1)
+                .saturating_add(retries);
+            let response = match result {
+                Ok(response) => response,
+                Err(failure) => {
+                    state.timings.push(timing);
+                    break LoopStop::ProviderFailure {
+                        cause: failure.cause,
+                        message: failure.message,
+                    };
+                }
+            };
+
+            let assembly_started = Instant::now();
+            state.turns += 1;
+            state.usage.input_tokens += response.usage.input_tokens;
+            state.usage.output_tokens += response.usage.output_tokens;
+            state.final_text.clone_from(&response.content);
+            state.messages.push(response.assistant_message());
+
+            if final_turn_only {
+                timing.overhead += assembly_started.elapsed();
+                state.timings.push(timing);
+                break if response.tool_calls.is_empty() {
+                    LoopStop::Completed
+                } else {
+                    LoopStop::AllowanceExhausted
+                };
+            }
+            if response.tool_calls.is_empty() && response.orphaned_tool_calls.is_empty() {
+                timing.overhead += assembly_started.elapsed();
+                state.timings.push(timing);
+                break LoopStop::Completed;
+            }
+
+            // Admit the whole batch first: a terminal denial must leave no side effect.
+            let turn = state.turns;
+            let calls = &response.tool_calls;
+            let mut slots: Vec<Option<ToolResult>> = vec![None; calls.len()];
+            let mut records: Vec<Option<ToolCallRecord>> = vec![None; calls.len()];
+            let mut pending = Vec::new();
+            let mut terminal = None;
+            for (index, call) in calls.iter().enumerate() {
+                match gate.admit(call) {
+                    Ok(admitted) => pending.push(Pending {
+                        index,
+                        call,
+                        admitted,
+                    }),
+                    Err(GateError::Denied(denial)) => {
+                        let result = ToolResult::error(&call.id, denial.model_message());
+                        let status = CallStatus::Denied { code: denial.code };
+                        records[index] =
+                            Some(record(redactor, turn, call, status, &result.content));
+                        slots[index] = Some(result);
+                    }
+                    Err(GateError::Terminal(t)) => {
+                        let status = CallStatus::Terminal { code: t.code };
+                        records[index] = Some(record(redactor, turn, call, status, ""));
+                        terminal = Some(t);
+                        break;
+                    }
+                }
+            }
+            if let Some(t) = terminal {
+                for (call, slot) in calls.iter().zip(records) {
+                    state.records.push(
+                        slot.unwrap_or_else(|| {
+                            record(redactor, turn, call, CallStatus::NotRun, "")
+                        }),
+                    );
+                }
+                tracing::warn!(tool = %t.tool, code = %t.code, "repeated denied call ends the run");
+                timing.overhead += assembly_started.elapsed();
+                state.timings.push(timing);
+                break LoopStop::TerminalDenial(t);
+            }
+            timing.overhead += assembly_started.elapsed();
+
+            let tools_started = Instant::now();
+            let executed = dispatch::execute(
+                handler,
+                pending,
+                limits.max_parallel_tools,
+                limits.tool_timeout,
+            )
+            .await;
+            timing.tools = tools_started.elapsed();
+
+            let results_started = Instant::now();
+            for done in executed {
+                if let (Some(call), Some(slot)) =
+                    (calls.get(done.index), records.get_mut(done.index))
+                {
+                    let status = CallStatus::Executed {
+                        is_error: done.result.is_error,
+                        timed_out: done.timed_out,
+                    };
+                    let mut rec = record(redactor, turn, call, status, &done.result.content);
+                    rec.duration = done.duration;
+                    *slot = Some(rec);
+                }
+                if let Some(slot) = slots.get_mut(done.index) {
+                    *slot = Some(done.result);
+                }
+            }
+            // In the model's call order, then the orphans in the order the assistant turn lists
+            // them.
+            for ((call, slot), rec) in calls.iter().zip(slots).zip(records) {
+                let result = slot.unwrap_or_else(|| {
+                    ToolResult::error(&call.id, "the tool call produced no result")
+                });
+                state.records.push(rec.unwrap_or_else(|| {
+                    record(redactor, turn, call, CallStatus::NotRun, &result.content)
+                }));
+                state.messages.push(Message::Tool(result));
+            }
+            for call in &response.orphaned_tool_calls {
+                state.records.push(record(
+                    redactor,
+                    turn,
+                    call,
+                    CallStatus::Orphaned,
+                    INTERRUPTED_TOOL_RESULT,
+                ));
+                state.messages.push(Message::Tool(ToolResult::error(
+                    &call.id,
+                    INTERRUPTED_TOOL_RESULT,
+                )));
+            }
+
+            let decision = match allowance.as_deref_mut() {
+                Some(a) => a.after_turn(state.turns, response.usage, state.usage),
+                None => AllowanceDecision::Continue,
+            };
+            timing.overhead += results_started.elapsed();
+            state.timings.push(timing);
+            match decision {
+                AllowanceDecision::Continue => {}
+                AllowanceDecision::FinalTurnOnly => final_turn_only = true,
+                AllowanceDecision::Stop => break LoopStop::AllowanceExhausted,
+            }
+        };
+
+        LoopOutcome {
+            stop,
+            final_text: state.final_text,
+            turns: state.turns,
+            provider_calls: state.provider_calls,
+            tool_calls: state.records,
+            usage: state.usage,
+            redactions: state.redactions,
+            compactions: state.compactions,
+            timings: state.timings,
+            messages: state.messages,
+        }
+    }
+}
+
+/// A bounded, redacted record of one call.
+fn record(
+    redactor: &Redactor,
+    turn: u32,
+    call: &ToolCall,
+    status: CallStatus,
+    output: &str,
+) -> ToolCallRecord {
+    // Records may be persisted; they get the same sanitizer as provider-bound text.
+    let destination = redactor.destination();
+    let mut scratch = RedactionReport {
+        route: destination.route.clone(),
+        boundary: destination.boundary,
+        local_only_withheld: destination.boundary == TrustBoundary::External,
+        counts: Default::default(),
+        total: 0,
+    };
+    let mut input = bounded_head(&call.arguments.to_string(), RECORD_BOUND_CHARS);
+    redactor.sanitize_string(&mut input, &mut scratch);
+    let mut output = bounded_head(output, RECORD_BOUND_CHARS);
+    redactor.sanitize_string(&mut output, &mut scratch);
+    ToolCallRecord {
+        turn,
+        call_id: call.id.clone(),
+        name: bounded_head(&call.name, 64),
+        status,
+        duration: Duration::ZERO,
+        input,
+        output,
+    }
+}

@@ -1,0 +1,71 @@
+//! `pulse-provider-sim --listen 127.0.0.1:PORT`: the provider simulator as a process, for manual
+//! runs and for tests that need it outside their own process. Models named `sim:<behaviour>`
+//! choose what it does; any other model gets a 500 (the binary has no script).
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use pulse_test_support::provider_sim::{self, Script};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "pulse-provider-sim",
+    about = "A simulated LLM provider (OpenAI, Anthropic, Gemini, Ollama)"
+)]
+struct Args {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Seconds open responses get to finish after SIGINT or SIGTERM.
+    #[arg(long, default_value_t = 2)]
+    grace_secs: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let addr = listener.local_addr()?;
+    // A closed stdout must not stop the simulator, so printing errors are ignored.
+    say(&format!(
+        "pulse-provider-sim listening on http://{addr}\n\
+         openai:    http://{addr}/v1\n\
+         anthropic: http://{addr}\n\
+         gemini:    http://{addr}/v1beta\n\
+         ollama:    http://{addr}\n\
+         requests:  http://{addr}/_sim/requests"
+    ));
+    // Scripts are for in-process tests; the binary answers `sim:` models only.
+    provider_sim::serve(
+        listener,
+        Script::steps([]),
+        shutdown_signal(),
+        Duration::from_secs(args.grace_secs),
+    )
+    .await?;
+    say("pulse-provider-sim stopped");
+    Ok(())
+}
+
+fn say(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
