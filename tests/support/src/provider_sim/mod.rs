@@ -87,15 +87,18 @@ pub struct RecordedRequest {
 }
 
 /// Header values replaced by [`MASK`] in the HTTP request log.
-pub const SECRET_HEADERS: &[&str] = &["authorization", "x-api-key"];
+pub const SECRET_HEADERS: &[&str] = &["authorization", "x-api-key", "x-goog-api-key"];
+
+/// Query parameters whose values are masked in the log (Gemini takes its key as `?key=`).
+pub const SECRET_QUERY_PARAMS: &[&str] = &["key"];
 
 /// What a masked secret reads as.
 pub const MASK: &str = "***";
 
 impl RecordedRequest {
     /// The request as `GET /_sim/requests` shows it: credentials in the values of the
-    /// `authorization` and `x-api-key` headers masked (an auth scheme word is kept), the rest
-    /// verbatim.
+    /// [`SECRET_HEADERS`] and [`SECRET_QUERY_PARAMS`] masked (an auth scheme word is kept), the
+    /// rest verbatim.
     pub fn to_json(&self) -> Value {
         let headers: serde_json::Map<String, Value> = self
             .headers
@@ -113,7 +116,7 @@ impl RecordedRequest {
             "seq": self.seq,
             "protocol": self.protocol.as_str(),
             "method": self.method,
-            "path": self.path,
+            "path": mask_query(&self.path),
             "headers": headers,
             "body": self.body,
             "model": self.model,
@@ -124,6 +127,20 @@ impl RecordedRequest {
             })),
         })
     }
+}
+
+fn mask_query(path: &str) -> String {
+    let Some((base, query)) = path.split_once('?') else {
+        return path.to_owned();
+    };
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if SECRET_QUERY_PARAMS.contains(&name) => format!("{name}={MASK}"),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    format!("{base}?{}", pairs.join("&"))
 }
 
 fn mask(value: &str) -> String {
@@ -619,4 +636,20 @@ fn error_response(protocol: SimProtocol, err: &SimError) -> Response {
     builder
         .body(Body::from(body))
         .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+#[cfg(test)]
+mod log_masking_tests {
+    use super::*;
+
+    #[test]
+    fn query_keys_are_masked_and_other_parameters_kept() {
+        assert_eq!(
+            mask_query("/v1beta/models/m:streamGenerateContent?alt=sse&key=AIzaSECRET"),
+            "/v1beta/models/m:streamGenerateContent?alt=sse&key=***"
+        );
+        assert_eq!(mask_query("/v1/chat/completions"), "/v1/chat/completions");
+        assert_eq!(mask_query("/x?keyring=1"), "/x?keyring=1");
+        assert!(SECRET_HEADERS.contains(&"x-goog-api-key"));
+    }
 }
