@@ -25,10 +25,6 @@ pub async fn report(
     agent_id: &str,
     report: &Report,
 ) -> anyhow::Result<Ingested> {
-    let tx = state.store.tenant_tx(tenant).await?;
-    agents::seen(&tx, agent_id).await?;
-    let changes =
-        resources::apply_report(&tx, agent_id, report.observed_at, &report.resources).await?;
     let samples: Vec<MetricSample> = report
         .resources
         .iter()
@@ -42,12 +38,24 @@ pub async fn report(
             })
         })
         .collect();
-    let stored = metrics::insert(&tx, &samples).await?;
-    for change in &changes {
-        let (domain, event) = RESOURCE_CHANGED;
-        let row = OutboxRow::event(&state.subjects, tenant, domain, event, change)?;
-        pulse_bus::enqueue(&**tx.client(), row).await?;
-    }
+    let tx = state.store.tenant_tx(tenant).await?;
+    // Independent statements of one transaction, polled together so the client pipelines them
+    // (sent in this order without waiting for each answer).
+    let (_, changes, stored) = tokio::try_join!(
+        agents::seen(&tx, agent_id),
+        resources::apply_report(&tx, agent_id, report.observed_at, &report.resources),
+        metrics::insert(&tx, &samples),
+    )?;
+    let (domain, event) = RESOURCE_CHANGED;
+    let rows = changes
+        .iter()
+        .map(|change| OutboxRow::event(&state.subjects, tenant, domain, event, change))
+        .collect::<Result<Vec<_>, _>>()?;
+    futures::future::try_join_all(
+        rows.into_iter()
+            .map(|row| pulse_bus::enqueue(&**tx.client(), row)),
+    )
+    .await?;
     tx.commit().await?;
     if !changes.is_empty() {
         state.outbox_notify.notify_one();

@@ -4,10 +4,17 @@
 //! comes from the token. Each report is stored in one transaction (resources, aliases, metric
 //! samples, and `events.resource.changed` through the outbox); an outbox relay publishes the
 //! events and a liveness task turns silent agents offline and their resources `unknown`.
+//!
+//! Over the same connection the relay forwards requests from the bus to the agent
+//! (`relay.command`, `relay.observe`, `relay.read`; see [`api`]) and returns its answer.
+//! Commands are forwarded only to sessions whose token carries `agent:exec`.
 
+pub mod api;
+mod handlers;
 mod ingest;
 mod limits;
 mod liveness;
+mod registry;
 mod session;
 
 use std::sync::Arc;
@@ -33,6 +40,9 @@ pub struct RelayState {
     pub limits: RelayLimits,
     /// Wakes the outbox relay after a commit that enqueued events.
     pub outbox_notify: Arc<Notify>,
+    pub bus: pulse_bus::Bus,
+    /// The agent sessions of this process.
+    pub registry: Arc<registry::Registry>,
 }
 
 /// Per-agent limits and the liveness timeout.
@@ -41,6 +51,9 @@ pub struct RelayLimits {
     pub offline_after: Duration,
     pub max_report_bytes: usize,
     pub max_reports_per_sec: u32,
+    pub request_timeout: Duration,
+    pub max_requests_per_sec: u32,
+    pub max_response_bytes: usize,
 }
 
 impl RelayLimits {
@@ -49,6 +62,9 @@ impl RelayLimits {
             offline_after: Duration::from_millis(config.agent_offline_after_ms.max(100)),
             max_report_bytes: config.max_report_bytes.max(1024),
             max_reports_per_sec: config.max_reports_per_sec.max(1),
+            request_timeout: Duration::from_millis(config.request_timeout_ms.max(100)),
+            max_requests_per_sec: config.max_requests_per_sec.max(1),
+            max_response_bytes: config.max_response_bytes.max(1024),
         }
     }
 }
@@ -65,7 +81,10 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         subjects: ctx.bus.subjects().clone(),
         limits: RelayLimits::from_config(&ctx.config.relay),
         outbox_notify: Arc::new(Notify::new()),
+        bus: ctx.bus.clone(),
+        registry: Arc::default(),
     };
+    let responders = handlers::serve(&state).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let outbox = OutboxRelay::new(
         ctx.store.pool().clone(),
@@ -89,6 +108,9 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await;
+    for responder in responders {
+        responder.stop().await;
+    }
     let _ = stop_tx.send(true);
     let _ = liveness_task.await;
     let _ = outbox_task.await;

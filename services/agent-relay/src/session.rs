@@ -1,9 +1,14 @@
 //! One agent's WebSocket session: token check at the handshake, then Hello, then reports.
+//! After Hello the session is registered (tenant, agent id) and serves the agent's request
+//! subjects; requests go out on the socket at any time and each answer (matched by request id)
+//! goes back to its waiter. Answers are bounded in size and rate.
 //!
 //! Bad input never takes the relay down: a message that is too large, not UTF-8 or not a valid
 //! protocol message is answered with `Rejected { reason }` and logged; after
 //! [`MAX_STRIKES`] of them the connection is closed. Other sessions are unaffected.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -17,8 +22,12 @@ use pulse_domain::resource::{limits, valid_agent_id};
 use pulse_store::agents::{self, AgentSession};
 use pulse_store::tokens::{self, AuthFailure, Principal};
 
+use pulse_capabilities::error_codes::ErrorCode;
+use tokio::sync::{mpsc, oneshot};
+
 use crate::RelayState;
 use crate::limits::ReportBudget;
+use crate::registry::{Answer, Outbound, SessionLink, error};
 
 /// Invalid messages tolerated before the connection is closed.
 pub const MAX_STRIKES: u32 = 5;
@@ -117,11 +126,26 @@ struct Session {
     idle_timeout: Duration,
     budget: ReportBudget,
     strikes: u32,
+    /// Set after Hello: the registry entry and the queue of requests for this agent.
+    link: Option<Arc<SessionLink>>,
+    outbound: Option<mpsc::Receiver<Outbound>>,
+    responders: Vec<pulse_bus::Responder>,
+    /// Requests sent to the agent, by request id, waiting for the answer.
+    pending: HashMap<String, oneshot::Sender<Answer>>,
+    answer_budget: ReportBudget,
+}
+
+async fn next_outbound(outbound: &mut Option<mpsc::Receiver<Outbound>>) -> Option<Outbound> {
+    match outbound {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Session {
     fn new(state: RelayState, principal: Principal) -> Self {
         let budget = ReportBudget::new(state.limits.max_reports_per_sec, Instant::now());
+        let answer_budget = ReportBudget::new(state.limits.max_requests_per_sec, Instant::now());
         Self {
             idle_timeout: HELLO_TIMEOUT,
             state,
@@ -129,28 +153,110 @@ impl Session {
             agent_id: None,
             budget,
             strikes: 0,
+            link: None,
+            outbound: None,
+            responders: Vec::new(),
+            pending: HashMap::new(),
+            answer_budget,
         }
+    }
+
+    /// Unregisters the session and stops serving its request subjects.
+    async fn close(&mut self) {
+        if let (Some(link), Some(agent_id)) = (&self.link, &self.agent_id) {
+            self.state
+                .registry
+                .unregister(&self.principal.tenant, agent_id, link.generation);
+        }
+        self.outbound = None;
+        for responder in self.responders.drain(..) {
+            responder.stop().await;
+        }
+        // Dropping the waiters tells them the agent went away.
+        self.pending.clear();
+    }
+
+    /// Sends one request to the agent and remembers its waiter.
+    async fn send_request(&mut self, socket: &mut WebSocket, outbound: Outbound) -> bool {
+        let Some(request_id) = outbound.message.request_id().map(str::to_owned) else {
+            return true;
+        };
+        self.pending.retain(|_, waiter| !waiter.is_closed());
+        if !send(socket, &outbound.message).await {
+            let _ = outbound.reply.send(Err(error(
+                ErrorCode::AgentNotConnected,
+                "the request could not be written to the agent's connection",
+            )));
+            return false;
+        }
+        self.pending.insert(request_id, outbound.reply);
+        true
+    }
+
+    /// An answer from the agent: to its waiter, within the size and rate bounds.
+    fn answer(&mut self, message: AgentMessage, bytes: usize) -> Result<(), Refusal> {
+        let request_id = message.request_id().unwrap_or_default().to_owned();
+        let Some(waiter) = self.pending.remove(&request_id) else {
+            if !self.answer_budget.try_take(Instant::now()) {
+                return Err(Refusal::strike(
+                    "answers to requests that were never sent (or already timed out) exceed the rate limit",
+                ));
+            }
+            tracing::info!(agent_id = ?self.agent_id, %request_id, "answer to an unknown or timed-out request dropped");
+            return Ok(());
+        };
+        let max = self.state.limits.max_response_bytes;
+        let answer = if bytes > max {
+            Err(error(
+                ErrorCode::AgentResponseTooLarge,
+                format!("the agent's answer of {bytes} bytes exceeds the limit of {max} bytes"),
+            ))
+        } else if !self.answer_budget.try_take(Instant::now()) {
+            Err(error(
+                ErrorCode::RateLimited,
+                "the agent answers faster than relay.max_requests_per_sec allows",
+            ))
+        } else {
+            Ok(message)
+        };
+        let _ = waiter.send(answer);
+        Ok(())
     }
 
     async fn run(mut self, mut socket: WebSocket) {
         let tenant = self.principal.tenant.clone();
+        let mut idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
         loop {
-            let received = match tokio::time::timeout(self.idle_timeout, socket.recv()).await {
-                Err(_) => {
+            let received = tokio::select! {
+                _ = tokio::time::sleep_until(idle_deadline) => {
                     tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, "agent session idle; closing");
                     break;
                 }
-                Ok(None) => break,
-                Ok(Some(Err(error))) => {
+                outbound = next_outbound(&mut self.outbound) => {
+                    match outbound {
+                        Some(outbound) => {
+                            if !self.send_request(&mut socket, outbound).await {
+                                break;
+                            }
+                        }
+                        None => self.outbound = None,
+                    }
+                    continue;
+                }
+                received = socket.recv() => received,
+            };
+            let received = match received {
+                None => break,
+                Some(Err(error)) => {
                     tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, %error, "agent connection failed");
                     break;
                 }
-                Ok(Some(Ok(message))) => message,
+                Some(Ok(message)) => message,
             };
             let outcome = match received {
-                Message::Text(text) => self.handle(text.as_str()).await,
+                Message::Text(text) => self.handle(text.as_str(), &mut socket).await,
                 Message::Binary(bytes) => match std::str::from_utf8(&bytes) {
-                    Ok(text) => self.handle(text).await,
+                    Ok(text) => self.handle(text, &mut socket).await,
                     Err(error) => Err(Refusal::strike(format!(
                         "message is not valid UTF-8 ({error})"
                     ))),
@@ -158,8 +264,10 @@ impl Session {
                 Message::Close(_) => break,
                 Message::Ping(_) | Message::Pong(_) => continue,
             };
+            idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
             let reply = match outcome {
-                Ok(reply) => reply,
+                Ok(Some(reply)) => reply,
+                Ok(None) => continue,
                 Err(refusal) => {
                     tracing::warn!(tenant = %tenant, agent_id = ?self.agent_id, reason = %refusal.reason, "agent message rejected");
                     if refusal.strike {
@@ -184,9 +292,14 @@ impl Session {
                 break;
             }
         }
+        self.close().await;
     }
 
-    async fn handle(&mut self, text: &str) -> Result<RelayMessage, Refusal> {
+    async fn handle(
+        &mut self,
+        text: &str,
+        socket: &mut WebSocket,
+    ) -> Result<Option<RelayMessage>, Refusal> {
         let max = self.state.limits.max_report_bytes;
         if text.len() > max {
             return Err(Refusal::strike(format!(
@@ -197,8 +310,49 @@ impl Session {
         let message: AgentMessage = serde_json::from_str(text)
             .map_err(|error| Refusal::strike(format!("malformed message: {error}")))?;
         match message {
-            AgentMessage::Hello(hello) => self.hello(hello).await,
-            AgentMessage::Report(report) => self.report(report).await,
+            AgentMessage::Hello(hello) => {
+                let welcome = self.hello(hello).await?;
+                // Welcome first, so requests never reach the agent before it.
+                if !send(socket, &welcome).await {
+                    return Err(Refusal {
+                        seq: None,
+                        reason: "welcome could not be sent".to_owned(),
+                        strike: true,
+                    });
+                }
+                self.register().await;
+                Ok(None)
+            }
+            AgentMessage::Report(report) => self.report(report).await.map(Some),
+            answer => {
+                if self.agent_id.is_none() {
+                    return Err(Refusal::strike("send hello before answers"));
+                }
+                self.answer(answer, text.len()).map(|()| None)
+            }
+        }
+    }
+
+    /// Registers the session and serves the agent's request subjects.
+    async fn register(&mut self) {
+        let Some(agent_id) = self.agent_id.clone() else {
+            return;
+        };
+        let tenant = self.principal.tenant.clone();
+        let (link, outbound) = self.state.registry.register(
+            &tenant,
+            &agent_id,
+            self.principal.has(Scope::AgentExec),
+            self.state.limits.max_requests_per_sec,
+        );
+        self.link = Some(link);
+        self.outbound = Some(outbound);
+        match crate::handlers::serve_agent(&self.state, &tenant, &agent_id).await {
+            Ok(responders) => self.responders = responders,
+            Err(error) => {
+                // This replica still answers requests for the agent it takes itself.
+                tracing::warn!(tenant = %tenant, agent_id = %agent_id, %error, "per-agent request subjects not served");
+            }
         }
     }
 
@@ -242,7 +396,7 @@ impl Session {
         let interval = Duration::from_millis(session.report_interval_ms);
         self.idle_timeout =
             (interval * 3).max(self.state.limits.offline_after) + Duration::from_secs(10);
-        tracing::info!(tenant = %self.principal.tenant, agent_id = %hello.agent_id, hostname = %session.hostname, "agent connected");
+        tracing::info!(tenant = %self.principal.tenant, agent_id = %hello.agent_id, hostname = %session.hostname, agent_exec = self.principal.has(Scope::AgentExec), "agent connected");
         self.agent_id = Some(hello.agent_id.clone());
         Ok(RelayMessage::Welcome {
             protocol: PROTOCOL_VERSION,

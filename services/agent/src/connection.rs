@@ -7,8 +7,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
-use pulse_domain::agent_protocol::{AGENT_WS_PATH, AgentMessage, Hello, RelayMessage, Report};
-use tokio::sync::Notify;
+use pulse_domain::agent_protocol::{
+    AGENT_WS_PATH, AgentMessage, Hello, Refused, RelayMessage, Report,
+};
+use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +21,8 @@ const MIN_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
+/// Answers waiting to be written to the relay.
+const ANSWER_QUEUE: usize = 64;
 
 /// Reports waiting to be sent, oldest first, at most `capacity`.
 pub struct Backlog {
@@ -105,17 +109,20 @@ pub struct ConnectionConfig {
     pub hello: Hello,
 }
 
+type Answerer = Option<std::sync::Arc<crate::requests::Requests>>;
+
 /// Keeps a session with the relay until `shutdown`.
 pub async fn run(
     config: ConnectionConfig,
     backlog: std::sync::Arc<Backlog>,
+    requests: Answerer,
     shutdown: CancellationToken,
 ) {
     let url = ws_url(&config.relay_url);
     let mut failures = 0_u32;
     loop {
         let started = Instant::now();
-        match session(&url, &config, &backlog, &shutdown).await {
+        match session(&url, &config, &backlog, &requests, &shutdown).await {
             Ok(()) => return,
             Err(error) => {
                 if started.elapsed() >= STABLE_SESSION {
@@ -165,6 +172,7 @@ async fn session(
     url: &str,
     config: &ConnectionConfig,
     backlog: &Backlog,
+    requests: &Answerer,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let mut request = url.into_client_request()?;
@@ -194,45 +202,98 @@ async fn session(
         RelayMessage::Rejected { reason, .. } => anyhow::bail!("relay rejected hello: {reason}"),
         other => anyhow::bail!("unexpected answer to hello: {other:?}"),
     }
+    // Full duplex: reports go out one at a time and wait for their ack, while requests from
+    // the relay are answered by tasks whose answers come back through `answers`.
+    let (answers_tx, mut answers) = mpsc::channel::<AgentMessage>(ANSWER_QUEUE);
+    let mut in_flight: Option<(u64, Instant)> = None;
     loop {
-        while let Some(report) = backlog.front() {
-            if shutdown.is_cancelled() {
-                break;
-            }
+        if in_flight.is_none()
+            && !shutdown.is_cancelled()
+            && let Some(report) = backlog.front()
+        {
             let seq = report.seq;
             send(&mut socket, &AgentMessage::Report(report)).await?;
-            loop {
-                match receive(&mut socket).await? {
-                    RelayMessage::Ack { seq: acked } if acked == seq => break,
-                    RelayMessage::Rejected {
-                        seq: Some(s),
-                        reason,
-                    } if s == seq => {
-                        tracing::warn!(seq, %reason, "relay rejected a report");
-                        break;
-                    }
-                    RelayMessage::Rejected { seq: None, reason } => {
-                        tracing::warn!(seq, %reason, "relay rejected a message");
-                        break;
-                    }
-                    _ => continue,
-                }
-            }
-            backlog.pop_if(seq);
+            in_flight = Some((seq, Instant::now()));
         }
+        let ack_deadline = in_flight.map(|(_, sent)| sent + REPLY_TIMEOUT);
         tokio::select! {
             _ = shutdown.cancelled() => {
                 let _ = tokio::time::timeout(Duration::from_secs(2), socket.close(None)).await;
                 return Ok(());
             }
-            _ = backlog.ready.notified() => {}
+            _ = backlog.ready.notified(), if in_flight.is_none() => {}
+            _ = sleep_until_opt(ack_deadline) => {
+                anyhow::bail!("no answer from the relay within {REPLY_TIMEOUT:?}");
+            }
+            answer = answers.recv() => {
+                if let Some(answer) = answer {
+                    send(&mut socket, &answer).await?;
+                }
+            }
             frame = socket.next() => match frame {
                 None => anyhow::bail!("relay closed the connection"),
                 Some(Err(error)) => return Err(error.into()),
                 Some(Ok(Message::Close(frame))) => anyhow::bail!("relay closed the connection: {frame:?}"),
+                Some(Ok(Message::Text(text))) => {
+                    let message = match serde_json::from_str::<RelayMessage>(text.as_str()) {
+                        Ok(message) => message,
+                        Err(error) => {
+                            tracing::warn!(%error, "unreadable message from the relay ignored");
+                            continue;
+                        }
+                    };
+                    match message {
+                        RelayMessage::Ack { seq } => {
+                            if in_flight.is_some_and(|(s, _)| s == seq) {
+                                backlog.pop_if(seq);
+                                in_flight = None;
+                            }
+                        }
+                        RelayMessage::Rejected { seq, reason } => {
+                            match (seq, in_flight) {
+                                (Some(s), Some((f, _))) if s == f => {
+                                    tracing::warn!(seq = s, %reason, "relay rejected a report");
+                                    backlog.pop_if(s);
+                                    in_flight = None;
+                                }
+                                (None, Some((f, _))) => {
+                                    tracing::warn!(seq = f, %reason, "relay rejected a message");
+                                    backlog.pop_if(f);
+                                    in_flight = None;
+                                }
+                                _ => tracing::warn!(%reason, "relay rejected a message"),
+                            }
+                        }
+                        RelayMessage::Welcome { .. } => {}
+                        request => {
+                            let request_id = request.request_id().unwrap_or_default().to_owned();
+                            let Some(requests) = requests.clone() else {
+                                let refusal = AgentMessage::Refused(Refused {
+                                    request_id,
+                                    reason: "this agent does not answer requests".to_owned(),
+                                });
+                                send(&mut socket, &refusal).await?;
+                                continue;
+                            };
+                            let answers = answers_tx.clone();
+                            tokio::spawn(async move {
+                                if let Some(answer) = requests.answer(request).await {
+                                    let _ = answers.send(answer).await;
+                                }
+                            });
+                        }
+                    }
+                }
                 Some(Ok(_)) => {}
             },
         }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+        None => std::future::pending().await,
     }
 }
 

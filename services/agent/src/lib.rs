@@ -1,15 +1,21 @@
-//! pulse-agent: runs on each monitored host and reports to the agent relay. Report-only: the
-//! command channel (typed capabilities with an `agent:exec` token) is a later step.
+//! pulse-agent: runs on each monitored host and reports to the agent relay.
 //!
-//! Every interval, and at once when a supervised service changes, the agent builds a full
-//! report (host, filesystems, supervised services) and queues it; the connection task sends
-//! the queue to the relay over a WebSocket, reconnecting with backoff.
+//! Every interval, and at once when a supervised service or a Docker container changes, the
+//! agent builds a full report (host, filesystems, supervised services, containers) and queues
+//! it; the connection task sends the queue to the relay over a WebSocket, reconnecting with
+//! backoff. Over the same connection the relay may ask for a fresh observation, a bounded log
+//! tail or inspect projection, or (only with `--enable-commands`) run a typed command.
 
+pub mod commands;
 pub mod connection;
+pub mod containers;
 pub mod docker;
 pub mod filesystems;
 pub mod host;
+pub mod observe;
+pub mod reads;
 pub mod report;
+pub mod requests;
 pub mod supervisor;
 
 use std::path::PathBuf;
@@ -20,8 +26,14 @@ use pulse_domain::agent_protocol::{Hello, PROTOCOL_VERSION};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::commands::{Commands, HostExecutor};
 use crate::connection::{Backlog, ConnectionConfig};
+use crate::containers::ContainerCollector;
+use crate::docker::DockerClient;
+use crate::observe::Observer;
+use crate::reads::Reader;
 use crate::report::Reporter;
+use crate::requests::Requests;
 use crate::supervisor::Supervisor;
 
 /// Reports kept while the relay is unreachable.
@@ -44,6 +56,10 @@ pub struct AgentOptions {
     pub backlog: usize,
     pub proc_root: PathBuf,
     pub mounts_path: PathBuf,
+    /// Run typed commands from the relay (`--enable-commands`); off by default.
+    pub enable_commands: bool,
+    /// Collect Docker containers (from `DOCKER_HOST` or the default socket).
+    pub docker: bool,
 }
 
 impl AgentOptions {
@@ -61,6 +77,8 @@ impl AgentOptions {
             backlog: DEFAULT_BACKLOG,
             proc_root: PathBuf::from("/proc"),
             mounts_path: PathBuf::from("/proc/self/mounts"),
+            enable_commands: false,
+            docker: true,
         }
     }
 }
@@ -109,9 +127,56 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
         changed.clone(),
     )?;
     let view = supervisor.view();
+    let handle = supervisor.handle();
     let stop_services = CancellationToken::new();
     let rescan = options.interval.min(Duration::from_secs(2));
     let supervisor_task = tokio::spawn(supervisor.run(rescan, stop_services.clone()));
+
+    let docker = if options.docker {
+        match DockerClient::from_env() {
+            Ok(client) => Some(client),
+            Err(error) => {
+                tracing::warn!(%error, "Docker collector off: DOCKER_HOST is not usable");
+                None
+            }
+        }
+    } else {
+        tracing::info!("Docker collector off: disabled by configuration");
+        None
+    };
+    let events_task = docker.clone().map(|client| {
+        tokio::spawn(containers::watch_events(
+            client,
+            changed.clone(),
+            shutdown.clone(),
+        ))
+    });
+
+    let executor = HostExecutor {
+        supervisor: handle,
+        docker: docker.clone(),
+    };
+    let commands = if options.enable_commands {
+        Commands::enabled(&options.state_dir, executor)?
+    } else {
+        Commands::disabled(executor)
+    };
+    let requests = Arc::new(Requests {
+        commands,
+        observer: Observer {
+            agent_id: options.agent_id.clone(),
+            hostname: options.hostname.clone(),
+            proc_root: options.proc_root.clone(),
+            mounts_path: options.mounts_path.clone(),
+            services: view.clone(),
+            docker: docker.clone(),
+        },
+        reader: Reader {
+            log_dir: options.state_dir.join("logs"),
+            services: view.clone(),
+            docker: docker.clone(),
+        },
+    });
 
     let backlog = Arc::new(Backlog::new(options.backlog));
     let connection = ConnectionConfig {
@@ -128,6 +193,7 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
     let connection_task = tokio::spawn(connection::run(
         connection,
         backlog.clone(),
+        Some(requests),
         shutdown.clone(),
     ));
 
@@ -138,6 +204,9 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
         options.mounts_path.clone(),
         view,
     );
+    if let Some(client) = docker {
+        reporter = reporter.with_containers(ContainerCollector::new(client));
+    }
     loop {
         let report = reporter.build().await;
         if let Some(dropped) = backlog.push(report) {
@@ -151,6 +220,9 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
     }
     stop_services.cancel();
     let _ = supervisor_task.await;
+    if let Some(task) = events_task {
+        let _ = task.await;
+    }
     let _ = tokio::time::timeout(Duration::from_secs(5), connection_task).await;
     Ok(())
 }

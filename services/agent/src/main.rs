@@ -5,7 +5,7 @@ use std::time::Duration;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
-/// Pulse host agent (report-only).
+/// Pulse host agent.
 #[derive(Debug, Parser)]
 #[command(name = "pulse-agent", version)]
 struct Cli {
@@ -34,6 +34,13 @@ struct Cli {
     /// Milliseconds between reports; overrides --interval-secs.
     #[arg(long, env = "PULSE_AGENT_INTERVAL_MS")]
     interval_ms: Option<u64>,
+    /// Run typed commands (service.* and docker.container.* start/stop/restart) sent by the
+    /// relay. Off by default; the relay also needs the agent's token to carry agent:exec.
+    #[arg(long, env = "PULSE_AGENT_ENABLE_COMMANDS")]
+    enable_commands: bool,
+    /// Do not collect Docker containers even when an engine is reachable.
+    #[arg(long, env = "PULSE_AGENT_NO_DOCKER")]
+    no_docker: bool,
 }
 
 #[tokio::main]
@@ -101,7 +108,9 @@ async fn main() -> ExitCode {
             Duration::from_millis,
         )
         .max(Duration::from_millis(100));
-    tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), "agent started (report-only)");
+    options.enable_commands = cli.enable_commands;
+    options.docker = !cli.no_docker;
+    tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), commands = if options.enable_commands { "enabled" } else { "disabled" }, "agent started");
     let result = pulse_agent::run(options, shutdown).await;
     telemetry.shutdown().await;
     match result {

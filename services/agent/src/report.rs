@@ -1,4 +1,5 @@
-//! Building a report: the host, its filesystems and the supervised services.
+//! Building a report: the host, its filesystems, the supervised services and, when an engine
+//! answers, the Docker containers.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use pulse_domain::agent_protocol::Report;
 use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
 use serde_json::json;
 
+use crate::containers::ContainerCollector;
 use crate::filesystems::{self, Filesystem};
 use crate::host::{HostCollector, HostSample};
 use crate::supervisor::SupervisorView;
@@ -18,6 +20,7 @@ pub struct Reporter {
     host: HostCollector,
     mounts_path: PathBuf,
     services: SupervisorView,
+    containers: Option<ContainerCollector>,
     seq: u64,
 }
 
@@ -35,8 +38,15 @@ impl Reporter {
             host: HostCollector::new(proc_root),
             mounts_path,
             services,
+            containers: None,
             seq: 0,
         }
+    }
+
+    /// Reports the containers `collector` finds as `app-container` resources.
+    pub fn with_containers(mut self, collector: ContainerCollector) -> Self {
+        self.containers = Some(collector);
+        self
     }
 
     pub async fn build(&mut self) -> Report {
@@ -45,6 +55,9 @@ impl Reporter {
         let mut resources = vec![host_resource(&self.agent_id, &self.hostname, &sample)];
         resources.extend(filesystems.iter().map(storage_resource));
         resources.extend(self.services.observed());
+        if let Some(containers) = &mut self.containers {
+            resources.extend(containers.collect().await);
+        }
         self.seq += 1;
         Report {
             seq: self.seq,
@@ -54,7 +67,11 @@ impl Reporter {
     }
 }
 
-fn host_resource(agent_id: &str, hostname: &str, sample: &HostSample) -> ObservedResource {
+pub(crate) fn host_resource(
+    agent_id: &str,
+    hostname: &str,
+    sample: &HostSample,
+) -> ObservedResource {
     ObservedResource {
         resource_type: ResourceType::Host,
         source_id: agent_id.to_owned(),
@@ -77,7 +94,7 @@ fn host_resource(agent_id: &str, hostname: &str, sample: &HostSample) -> Observe
     }
 }
 
-fn storage_resource(fs: &Filesystem) -> ObservedResource {
+pub(crate) fn storage_resource(fs: &Filesystem) -> ObservedResource {
     let mut metrics = std::collections::BTreeMap::new();
     if let Some(usage) = fs.usage {
         metrics.insert("total_bytes".to_owned(), usage.total_bytes as f64);

@@ -12,11 +12,21 @@ use axum::body::Body;
 use axum::extract::{Path as UrlPath, RawQuery};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use std::sync::Arc;
+
+use pulse_agent::commands::{Commands, HostExecutor};
+use pulse_agent::containers::ContainerCollector;
 use pulse_agent::docker::{
-    CompactInspect, ContainerRunState, DockerClient, DockerClientConfig, DockerEndpoint,
-    DockerError, EventAction, HealthStatus, LogStream, LogTailRequest,
+    CompactInspect, ContainerAction, ContainerRunState, DockerClient, DockerClientConfig,
+    DockerEndpoint, DockerError, EventAction, HealthStatus, LogStream, LogTailRequest,
 };
+use pulse_agent::reads::Reader;
+use pulse_agent::report::Reporter;
+use pulse_agent::supervisor::Supervisor;
+use pulse_domain::agent_protocol::{Command, LogSource, ReadOutput, ReadRequest, ReceiptStatus};
+use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
+use tokio::sync::Notify;
 
 const WEB: &str = "4c1f0e8d2b7a41c39e5d6f8a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c";
 const API: &str = "9d2e1f0a3b4c45d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e";
@@ -144,9 +154,40 @@ async fn events(RawQuery(query): RawQuery) -> Response {
     Body::from_stream(futures::stream::iter(chunks)).into_response()
 }
 
+/// Lifecycle calls the fake engine received, as `<action> <id> <query>`.
+static ACTIONS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+fn actions() -> Vec<String> {
+    ACTIONS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `POST /containers/{id}/start|stop|restart` as the engine answers them: 204 when it acted,
+/// 304 when the container already is in that state, 404 for an unknown id.
+async fn lifecycle(
+    UrlPath((id, action)): UrlPath<(String, String)>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let Some(name) = inspect_fixture(&id) else {
+        return not_found(&id);
+    };
+    if !matches!(action.as_str(), "start" | "stop" | "restart") {
+        return StatusCode::NOT_FOUND.into_response();
+    }
+    ACTIONS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(format!("{action} {id} {}", query.unwrap_or_default()));
+    let running = name == "inspect-web.json" || name == "inspect-api.json";
+    match (action.as_str(), running) {
+        ("start", true) | ("stop", false) => StatusCode::NOT_MODIFIED.into_response(),
+        _ => StatusCode::NO_CONTENT.into_response(),
+    }
+}
+
 fn router() -> Router {
     Router::new()
         .route("/_ping", get(|| async { "OK" }))
+        .route("/v1.43/containers/{id}/{action}", post(lifecycle))
         .route("/v1.43/containers/json", get(list))
         .route("/v1.43/containers/{id}/json", get(inspect))
         .route("/v1.43/containers/{id}/logs", get(logs))
@@ -190,6 +231,12 @@ impl Drop for FakeEngine {
         self.server.abort();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A supervisor with no services (the reqwest client it builds needs the crypto provider).
+fn supervisor(dir: &Path) -> Supervisor {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Supervisor::new(dir.join("services.d"), None, Arc::new(Notify::new())).expect("supervisor")
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -644,6 +691,14 @@ async fn live_engine_when_reachable() {
     }
     let containers = client.list_containers().await.expect("live list");
     println!("live Docker engine: {} containers", containers.len());
+    // The report path: every listed container becomes an app-container resource.
+    let resources = ContainerCollector::new(client.clone()).collect().await;
+    assert!(resources.len() <= containers.len());
+    assert!(
+        resources
+            .iter()
+            .all(|r| r.resource_type == ResourceType::AppContainer)
+    );
     if let Some(first) = containers.first() {
         let compact = client
             .inspect_compact(&first.id)
@@ -665,4 +720,287 @@ async fn live_engine_when_reachable() {
             .expect("live logs");
         assert!(tail.lines.len() <= 5);
     }
+}
+
+#[tokio::test]
+async fn container_start_stop_restart_post_to_the_engine() {
+    let engine = FakeEngine::start().await;
+    let client = engine.client();
+    // Already running: 304 is "nothing to do", not an error.
+    assert!(
+        !client
+            .container_action(WEB, ContainerAction::Start)
+            .await
+            .expect("start")
+    );
+    assert!(
+        client
+            .container_action(WEB, ContainerAction::Stop)
+            .await
+            .expect("stop")
+    );
+    assert!(
+        client
+            .container_action(WORKER, ContainerAction::Start)
+            .await
+            .expect("start")
+    );
+    assert!(
+        !client
+            .container_action(WORKER, ContainerAction::Stop)
+            .await
+            .expect("stop")
+    );
+    assert!(
+        client
+            .container_action(CRON, ContainerAction::Restart)
+            .await
+            .expect("restart")
+    );
+    // (The command-channel test below only touches API.)
+    let calls: Vec<String> = actions().into_iter().filter(|a| !a.contains(API)).collect();
+    assert_eq!(calls.len(), 5, "{calls:?}");
+    assert!(calls[1].starts_with(&format!("stop {WEB} t=")), "{calls:?}");
+    assert!(
+        calls[4].starts_with(&format!("restart {CRON} t=")),
+        "{calls:?}"
+    );
+    assert!(matches!(
+        client
+            .container_action("nope", ContainerAction::Restart)
+            .await,
+        Err(DockerError::NotFound { .. })
+    ));
+    assert!(matches!(
+        client.container_action("../x", ContainerAction::Stop).await,
+        Err(DockerError::InvalidContainerId { .. })
+    ));
+}
+
+#[tokio::test]
+async fn container_commands_run_once_through_the_command_channel() {
+    let engine = FakeEngine::start().await;
+    let dir = temp_dir("commands");
+    let supervisor = supervisor(&dir);
+    let commands = Commands::enabled(
+        &dir,
+        HostExecutor {
+            supervisor: supervisor.handle(),
+            docker: Some(engine.client()),
+        },
+    )
+    .expect("commands");
+    let command = |action: &str, capability: &str, target: &str| Command {
+        request_id: format!("req-{action}"),
+        action_id: action.to_owned(),
+        lease_id: "lease".to_owned(),
+        lease_expires_at: chrono::Utc::now() + chrono::Duration::seconds(60),
+        capability: capability.to_owned(),
+        target: target.to_owned(),
+    };
+    let restart = command("a1", "docker.container.restart", API);
+    let first = commands.handle(&restart).await;
+    assert_eq!(first.status, ReceiptStatus::Completed, "{first:?}");
+    assert_eq!(first.exit_status, Some(0));
+    let again = commands.handle(&restart).await;
+    assert!(again.replayed);
+    let restarts = actions()
+        .iter()
+        .filter(|a| a.starts_with(&format!("restart {API}")))
+        .count();
+    assert_eq!(restarts, 1, "{:?}", actions());
+
+    let missing = commands
+        .handle(&command("a2", "docker.container.stop", "nope"))
+        .await;
+    assert_eq!(missing.status, ReceiptStatus::Failed);
+    assert_eq!(missing.exit_status, Some(404));
+    assert!(
+        missing
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("not found"))
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn report_carries_containers_as_app_container_resources() {
+    let engine = FakeEngine::start().await;
+    let dir = temp_dir("report");
+    let supervisor = supervisor(&dir);
+    let mut reporter = Reporter::new(
+        "m1".into(),
+        "box".into(),
+        dir.join("no-proc"),
+        dir.join("no-mounts"),
+        supervisor.view(),
+    )
+    .with_containers(ContainerCollector::new(engine.client()));
+    let report = reporter.build().await;
+    let containers: Vec<_> = report
+        .resources
+        .iter()
+        .filter(|r| r.resource_type == ResourceType::AppContainer)
+        .collect();
+    assert_eq!(containers.len(), 4, "{containers:?}");
+    let by_id = |id: &str| {
+        containers
+            .iter()
+            .find(|r| r.source_id == id)
+            .unwrap_or_else(|| panic!("{id} not reported"))
+    };
+    let web = by_id(WEB);
+    assert_eq!(web.name, "shop-web-1");
+    assert_eq!(web.status, ResourceStatus::Running);
+    assert_eq!(web.health, Health::Healthy);
+    assert_eq!(web.aliases, vec![WEB[..12].to_owned()]);
+    assert_eq!(web.details["restart_policy"]["name"], "unless-stopped");
+    assert!(
+        web.details["image_id"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("sha256:"))
+    );
+    let api = by_id(API);
+    assert_eq!(api.health, Health::Unhealthy);
+    assert_eq!(api.restart_count, Some(1));
+    assert!(
+        api.details["health_log"]
+            .as_array()
+            .is_some_and(|l| !l.is_empty() && l.len() <= 3)
+    );
+    let worker = by_id(WORKER);
+    assert_eq!(worker.status, ResourceStatus::Exited);
+    assert_eq!(worker.details["oom_killed"], true);
+    assert_eq!(worker.health, Health::Unhealthy);
+    let cron = by_id(CRON);
+    assert_eq!(cron.restart_count, Some(7));
+    assert_eq!(cron.details["restarting"], true);
+    for container in &containers {
+        let text = serde_json::to_string(container).expect("serialize");
+        assert!(!text.contains("hunter2"), "env value in the report: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn no_engine_reports_no_containers_and_carries_on() {
+    let dir = temp_dir("no-engine");
+    let supervisor = supervisor(&dir);
+    let client = DockerClient::new(
+        DockerEndpoint::Unix(dir.join("absent.sock")),
+        DockerClientConfig::default(),
+    );
+    let mut reporter = Reporter::new(
+        "m1".into(),
+        "box".into(),
+        dir.join("no-proc"),
+        dir.join("no-mounts"),
+        supervisor.view(),
+    )
+    .with_containers(ContainerCollector::new(client));
+    for seq in 1..=2 {
+        let report = reporter.build().await;
+        assert_eq!(report.seq, seq);
+        assert!(
+            report
+                .resources
+                .iter()
+                .all(|r| r.resource_type != ResourceType::AppContainer)
+        );
+        assert!(
+            report
+                .resources
+                .iter()
+                .any(|r| r.resource_type == ResourceType::Host)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn reads_give_bounded_container_logs_and_the_projection_without_env() {
+    let engine = FakeEngine::start().await;
+    let dir = temp_dir("reads");
+    let supervisor = supervisor(&dir);
+    let reader = Reader {
+        log_dir: dir.join("logs"),
+        services: supervisor.view(),
+        docker: Some(engine.client()),
+    };
+    let tail = reader
+        .read(&ReadRequest::LogTail {
+            source: LogSource::Container { id: WEB.into() },
+            max_lines: 2,
+            max_bytes: 64 * 1024,
+        })
+        .await
+        .expect("tail");
+    let ReadOutput::LogTail { lines, truncated } = tail else {
+        panic!("not a tail");
+    };
+    assert!(truncated);
+    let got: Vec<(&str, &str)> = lines
+        .iter()
+        .map(|l| (l.stream.as_str(), l.text.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("stdout", EXPECTED_WEB_LOG[3].1),
+            ("stderr", EXPECTED_WEB_LOG[4].1)
+        ]
+    );
+
+    let inspect = reader
+        .read(&ReadRequest::Inspect {
+            container: API.into(),
+        })
+        .await
+        .expect("inspect");
+    let ReadOutput::Inspect { projection } = inspect else {
+        panic!("not a projection");
+    };
+    assert_eq!(projection["health_status"], "unhealthy");
+    assert_eq!(projection["restart_count"], 1);
+    let text = projection.to_string();
+    for secret in [
+        "hunter2",
+        "DB_PASSWORD",
+        "tok_9f8e7d6c",
+        "DATABASE_URL",
+        "sk-live-123",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked into {text}");
+    }
+    let refused = reader
+        .read(&ReadRequest::LogTail {
+            source: LogSource::Container { id: WEB.into() },
+            max_lines: 0,
+            max_bytes: 10,
+        })
+        .await
+        .unwrap_err();
+    assert!(refused.contains("max_lines"), "{refused}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn engine_events_wake_the_reporter() {
+    let engine = FakeEngine::start().await;
+    let changed = Arc::new(Notify::new());
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(pulse_agent::containers::watch_events(
+        engine.client(),
+        changed.clone(),
+        shutdown.clone(),
+    ));
+    tokio::time::timeout(Duration::from_secs(10), changed.notified())
+        .await
+        .expect("a container event should trigger a report");
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the events task stops on shutdown")
+        .expect("events task");
 }

@@ -1,14 +1,17 @@
 //! The gateway: the HTTP API, authentication, tenant resolution and the fleet health view.
 
+mod alerts;
 mod auth;
 mod body_limit;
 mod bootstrap;
 mod error;
 mod fleet;
+mod forecast;
 mod json;
 mod observe;
 mod resources;
 mod routes;
+mod settings;
 mod tokens;
 
 use std::sync::Arc;
@@ -31,6 +34,7 @@ pub struct AppState {
     pub fleet: Arc<Fleet>,
     pub max_body_bytes: usize,
     pub http_metrics: observe::HttpMetrics,
+    pub settings: Arc<settings::SettingsContext>,
 }
 
 /// Serves the API until shutdown.
@@ -44,11 +48,34 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ctx.bus.clone(),
         ctx.shutdown.clone(),
     ));
+    let key_path = ctx.config.master_key_path();
+    let master_key = tokio::task::spawn_blocking(move || {
+        pulse_store::settings::MasterKey::load_or_create(&key_path)
+    })
+    .await??;
+    let outbox_notify = Arc::new(tokio::sync::Notify::new());
+    let settings = settings::SettingsContext::new(
+        &ctx.config.ai,
+        master_key,
+        ctx.bus.subjects().clone(),
+        outbox_notify.clone(),
+    )
+    .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
+    // Publishes the events handlers enqueue (settings changes) after their commit.
+    let (outbox_stop, outbox_stopped) = tokio::sync::watch::channel(false);
+    let outbox = pulse_bus::OutboxRelay::new(
+        ctx.store.pool().clone(),
+        ctx.bus.jetstream().clone(),
+        pulse_bus::RelayConfig::default(),
+    )
+    .with_notify(outbox_notify);
+    let outbox_task = tokio::spawn(async move { outbox.run(outbox_stopped).await });
     let state = AppState {
         store: ctx.store.clone(),
         fleet,
         max_body_bytes: ctx.config.gateway.max_body_bytes,
         http_metrics: observe::HttpMetrics::register(&ctx.metrics),
+        settings: Arc::new(settings),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),
@@ -64,5 +91,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;
     watcher.abort();
+    let _ = outbox_stop.send(true);
+    let _ = outbox_task.await;
     Ok(())
 }

@@ -52,6 +52,15 @@ pub async fn get(
 ) -> Result<Json<Resource>, ApiError> {
     let Path(reference) =
         path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    check_reference("id", &reference)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resolved = resolve(&tx, &reference).await;
+    tx.commit().await?;
+    resolved.map(Json)
+}
+
+/// Refuses a reference no resource can have (`name` is the parameter, for the message).
+pub(crate) fn check_reference(name: &str, reference: &str) -> Result<(), ApiError> {
     if reference.is_empty()
         || reference.chars().count() > MAX_REFERENCE_CHARS
         || reference.chars().any(char::is_control)
@@ -59,15 +68,21 @@ pub async fn get(
         return Err(ApiError::new(
             ErrorCode::InvalidParameter,
             format!(
-                "id: must be 1 to {MAX_REFERENCE_CHARS} characters, none of them control characters"
+                "{name}: must be 1 to {MAX_REFERENCE_CHARS} characters, none of them control characters"
             ),
         ));
     }
-    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let resolved = resources::resolve(&tx, &reference).await;
-    tx.commit().await?;
-    match resolved {
-        Ok(resource) => Ok(Json(resource)),
+    Ok(())
+}
+
+/// Resolves a reference as every resource route does: the typed `not_found` and
+/// `ambiguous_resource` errors.
+pub(crate) async fn resolve(
+    tx: &pulse_store::TenantTx,
+    reference: &str,
+) -> Result<Resource, ApiError> {
+    match resources::resolve(tx, reference).await {
+        Ok(resource) => Ok(resource),
         Err(ResolveError::NotFound { .. }) => Err(ApiError::new(
             ErrorCode::NotFound,
             "no resource with that id, source id, name or alias",

@@ -9,7 +9,9 @@ use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
-use crate::{ApiError, AppState, auth, body_limit, observe, resources, tokens};
+use crate::{
+    ApiError, AppState, alerts, auth, body_limit, forecast, observe, resources, settings, tokens,
+};
 
 /// A documented API route: what it needs and whether it takes a JSON body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +68,34 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: false,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/forecast",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/alerts",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/settings/ai",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/settings/ai",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: true,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -76,6 +106,9 @@ pub fn router(state: AppState) -> Router {
         .route("/api/tokens/{id}", delete(tokens::revoke))
         .route("/api/resources", get(resources::list))
         .route("/api/resources/{id}", get(resources::get))
+        .route("/api/resources/{id}/forecast", get(forecast::get))
+        .route("/api/alerts", get(alerts::list))
+        .route("/api/settings/ai", get(settings::get).put(settings::put))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

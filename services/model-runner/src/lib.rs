@@ -6,6 +6,7 @@
 
 pub mod agent_loop;
 pub mod cost;
+pub mod export_audit;
 pub mod preflight;
 pub mod provider;
 pub mod redaction;

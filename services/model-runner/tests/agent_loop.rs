@@ -12,13 +12,16 @@ use futures::future::BoxFuture;
 use pulse_capabilities::{AdmittedCall, DenialCode, ExecutionProfile, ToolPolicy};
 use pulse_model_runner::agent_loop::{
     AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
-    LoopInput, LoopLimits, LoopOutcome, LoopStop, STUB_MARKER, TokenAllowance, ToolHandler,
+    ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, STUB_MARKER, TokenAllowance,
+    ToolHandler, UsageNotRecorded,
 };
 use pulse_model_runner::provider::{
     FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
     Usage, repair_orphan_tool_calls,
 };
 use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
+use pulse_model_runner::registry::RouteClass;
+use pulse_model_runner::route::Route;
 use pulse_test_support::provider_sim::Script;
 use pulse_test_support::provider_sim::{
     Delivery, ProviderSim, RecordedRequest, SimError, Step, Turn,
@@ -137,12 +140,15 @@ async fn run_loop(
     let redactor = redactor();
     AgentLoop::run(LoopInput {
         transport: &provider,
-        model: "sim-model".into(),
+        route: Route::parse("openai:sim-model").expect("route"),
+        route_class: RouteClass::MeteredApi,
         system_prompt: SYSTEM.into(),
         messages: vec![Message::user(GOAL)],
         policy: watch_policy(),
         handler,
         redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage: &UsageNotRecorded,
         limits,
         compaction,
         allowance: allowance.map(|a| -> &mut dyn TokenAllowance { a }),

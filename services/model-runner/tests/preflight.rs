@@ -143,7 +143,8 @@ async fn each_failure_mode_is_classified_cached_and_expires() -> anyhow::Result<
             "429",
             twice(Step::Error(SimError::rate_limited(1))),
             FailureCause::RateLimit,
-            1,
+            // A short retry-after is waited out once on the same route.
+            2,
         ),
         (
             "404 model",

@@ -386,3 +386,51 @@ async fn openai_compatible_without_api_key_sends_no_authorization() {
     assert_eq!(r.content, "local answer");
     assert!(!sim.requests()[0].headers.contains_key("authorization"));
 }
+
+#[tokio::test]
+async fn tool_results_name_their_own_call_when_ids_repeat_across_turns() {
+    // Ollama (and Gemini without ids) calls are numbered per turn: both turns have a `call_1`.
+    let turn = |name: &str| Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![pulse_model_runner::provider::ToolCall::new(
+            "call_1",
+            name,
+            json!({"host": "db1"}),
+        )],
+        reasoning_content: None,
+    };
+    for protocol in [Protocol::Ollama, Protocol::Gemini] {
+        let sim = ProviderSim::start(Script::lazy("done")).await.expect("sim");
+        let p = provider(&sim, protocol);
+        let mut req = request(false);
+        req.messages.extend([
+            turn("get_status"),
+            Message::tool_result("call_1", "status: degraded"),
+            turn("get_logs"),
+            Message::tool_result("call_1", "log: disk full"),
+        ]);
+        run(&p, &req).await.1.expect("call");
+        let body = &sim.requests()[0].body;
+        let names: Vec<Value> = match protocol {
+            Protocol::Ollama => body["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| m["tool_name"].clone())
+                .collect(),
+            _ => body["contents"]
+                .as_array()
+                .expect("contents")
+                .iter()
+                .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+                .filter_map(|part| part.get("functionResponse").map(|r| r["name"].clone()))
+                .collect(),
+        };
+        assert_eq!(
+            names,
+            [json!("get_status"), json!("get_logs")],
+            "{protocol:?}"
+        );
+    }
+}

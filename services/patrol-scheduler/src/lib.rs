@@ -1,9 +1,22 @@
-//! pulse-patrol-scheduler: run admission, cadence timers and run records (Step 4).
+//! pulse-patrol-scheduler: the deterministic alert floor now; run admission, cadence timers and
+//! run records arrive with Step 4.
 //!
-//! This build runs the service harness only: it connects to NATS and Postgres, migrates,
-//! reports health and heartbeats, and drains on shutdown. Its handlers arrive with their steps.
+//! The alert floor ([`alert_floor`]) evaluates the threshold rules of
+//! [`pulse_domain::alert_rules`] on every resource version the relay writes, stores the alert
+//! lifecycle and publishes `events.alert.*` through the transactional outbox, which this service
+//! relays to JetStream itself.
 
+pub mod admission;
+pub mod alert_floor;
+pub mod floor_metrics;
+
+use std::sync::Arc;
+
+use pulse_bus::OutboxRelay;
 use pulse_runtime::{ServiceContext, ServiceSpec};
+use tokio::sync::Notify;
+
+pub use alert_floor::{AlertFloor, FloorSettings, TickReport};
 
 pub const SPEC: ServiceSpec = ServiceSpec {
     name: "patrol-scheduler",
@@ -12,6 +25,26 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    let notify = Arc::new(Notify::new());
+    let floor = AlertFloor::new(
+        ctx.store.clone(),
+        ctx.bus.subjects().clone(),
+        FloorSettings::from_config(&ctx.config.alerts),
+    )
+    .with_outbox_notify(notify.clone())
+    .with_metrics(floor_metrics::FloorMetrics::register(&ctx.metrics));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let outbox = OutboxRelay::new(
+        ctx.store.pool().clone(),
+        ctx.bus.jetstream().clone(),
+        pulse_bus::RelayConfig::default(),
+    )
+    .with_notify(notify);
+    let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
+    let floor_task = tokio::spawn(floor.run(ctx.shutdown.clone()));
     ctx.shutdown.cancelled().await;
+    let _ = floor_task.await;
+    let _ = stop_tx.send(true);
+    let _ = outbox_task.await;
     Ok(())
 }

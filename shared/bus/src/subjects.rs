@@ -137,6 +137,27 @@ impl Subjects {
         self.any_tenant(&format!("{EVENTS}.>"))
     }
 
+    /// `pulse.<tenant>.relay.<verb>`: the agent relay's request subjects (`command`,
+    /// `observe`, `read`); the body names the agent.
+    pub fn relay(&self, tenant: &TenantId, verb: &str) -> String {
+        self.tenant(tenant, &format!("relay.{verb}"))
+    }
+
+    /// `pulse.*.relay.<verb>`: what the relay serves.
+    pub fn relay_any_tenant(&self, verb: &str) -> String {
+        self.any_tenant(&format!("relay.{verb}"))
+    }
+
+    /// `pulse.<tenant>.relay.<verb>.<agent>`: served by the relay replica holding the agent's
+    /// session. An agent id's `.` becomes `~` (agent ids never contain `~`) so the id stays one
+    /// subject token.
+    pub fn relay_agent(&self, tenant: &TenantId, verb: &str, agent_id: &str) -> String {
+        self.tenant(
+            tenant,
+            &format!("relay.{verb}.{}", agent_id.replace('.', "~")),
+        )
+    }
+
     /// `pulse.<tenant>.dlq.<kind>`.
     pub fn dlq(&self, tenant: &TenantId, kind: &str) -> String {
         self.tenant(tenant, &format!("{DLQ}.{kind}"))

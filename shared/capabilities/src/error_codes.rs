@@ -73,6 +73,27 @@ error_codes! {
     Conflict => "conflict", 409,
         "the request conflicts with the current state",
         "re-read the resource and retry with the current state";
+    SettingsVersionConflict => "settings_version_conflict", 409,
+        "the settings changed since the version named in If-Match was read",
+        "GET the settings again, reapply the change and send the new version in If-Match";
+    AutopilotNotAcknowledged => "autopilot_not_acknowledged", 422,
+        "autonomy_level full (Autopilot) needs an autopilot_acknowledgement of the current version",
+        "send autopilot_acknowledgement {version, acknowledged_by, at} with the version named in the message";
+    AgentNotConnected => "agent_not_connected", 409,
+        "the agent named in the request has no open session with any relay",
+        "check that pulse-agent runs on the host and reaches the relay; retry once it reports";
+    AgentTimeout => "agent_timeout", 504,
+        "the agent did not answer within relay.request_timeout_ms",
+        "retry; for a command, retry with the same action id (it runs at most once)";
+    AgentRefused => "agent_refused", 422,
+        "the agent could not answer the request; the message gives its reason",
+        "fix what the reason names (unknown service or container, bounds, no engine)";
+    AgentResponseTooLarge => "agent_response_too_large", 502,
+        "the agent's answer exceeded relay.max_response_bytes",
+        "ask for less (fewer lines or bytes) or raise relay.max_response_bytes";
+    RateLimited => "rate_limited", 429,
+        "too many requests for this agent (relay.max_requests_per_sec)",
+        "slow down and retry";
     ServiceUnavailable => "service_unavailable", 503,
         "a dependency (database or message bus) is unreachable",
         "retry later; check /api/health and the service logs";

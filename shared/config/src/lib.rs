@@ -30,6 +30,10 @@ pub struct PulseConfig {
     pub gateway: GatewayConfig,
     pub relay: RelayConfig,
     pub heartbeat: HeartbeatConfig,
+    pub alerts: AlertsConfig,
+    pub secrets: SecretsConfig,
+    /// Headless AI settings: defaults under every tenant's stored `/api/settings/ai`.
+    pub ai: AiConfig,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -112,12 +116,70 @@ pub struct RelayConfig {
     pub max_report_bytes: usize,
     /// Sustained reports per second accepted from one agent (bursts of 4x are allowed).
     pub max_reports_per_sec: u32,
+    /// How long `relay.command|observe|read` wait for the agent's answer.
+    pub request_timeout_ms: u64,
+    /// Sustained requests per second forwarded to one agent (bursts of 4x are allowed); the
+    /// same budget bounds the answers accepted back.
+    pub max_requests_per_sec: u32,
+    /// Largest answer (receipt, observation, read result) accepted from an agent, in bytes.
+    pub max_response_bytes: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct HeartbeatConfig {
     pub interval_ms: u64,
+}
+
+/// The patrol-scheduler's deterministic alert floor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsConfig {
+    /// How often the scheduler looks for agents that reported since their last evaluation.
+    pub tick_ms: u64,
+    /// Agents evaluated per batch (one transaction per tenant per batch).
+    pub batch_size: u32,
+}
+
+/// Where the key that seals stored secrets (provider API keys) lives.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// 32 random bytes; unset: `<state_dir>/secrets/master.key`, created (mode 0600) on first use.
+    pub master_key_file: Option<PathBuf>,
+}
+
+/// A secret from config or the environment; never printed by `Debug`.
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct SecretString(pub String);
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// One provider's connection settings from config (`ai.providers.<id>`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AiProviderConfig {
+    pub api_key: Option<SecretString>,
+    pub base_url: Option<String>,
+}
+
+/// AI settings for headless installs, same names as `/api/settings/ai`. Values a tenant stored
+/// through the API take precedence; these fill what the tenant did not set.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AiConfig {
+    pub providers: std::collections::BTreeMap<String, AiProviderConfig>,
+    pub model: Option<String>,
+    pub chat_model: Option<String>,
+    pub patrol_model: Option<String>,
+    pub auto_fix_model: Option<String>,
+    pub patrol_interval_minutes: Option<u32>,
+    pub autonomy_level: Option<String>,
 }
 
 impl Default for PulseConfig {
@@ -158,8 +220,17 @@ impl Default for PulseConfig {
                 agent_offline_after_ms: 30_000,
                 max_report_bytes: 10 * 1024 * 1024,
                 max_reports_per_sec: 5,
+                request_timeout_ms: 30_000,
+                max_requests_per_sec: 10,
+                max_response_bytes: 1024 * 1024,
             },
             heartbeat: HeartbeatConfig { interval_ms: 2_000 },
+            alerts: AlertsConfig {
+                tick_ms: 1_000,
+                batch_size: 100,
+            },
+            secrets: SecretsConfig::default(),
+            ai: AiConfig::default(),
         }
     }
 }
@@ -212,12 +283,19 @@ impl PulseConfig {
     pub fn admin_token_path(&self) -> PathBuf {
         self.state_dir.join("admin-token")
     }
+
+    pub fn master_key_path(&self) -> PathBuf {
+        self.secrets
+            .master_key_file
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("secrets").join("master.key"))
+    }
 }
 
 /// Top-level keys of [`PulseConfig`]. Variables naming anything else (`PULSE_TOKEN` for the CLI,
 /// `PULSE_TEST_DATABASE_URL` for tests) belong to other programs and are left alone; an unknown
 /// key inside a known section (`PULSE_NATS__URLL`) is still an error.
-const TOP_LEVEL_KEYS: [&str; 8] = [
+const TOP_LEVEL_KEYS: [&str; 11] = [
     "state_dir",
     "database",
     "nats",
@@ -226,6 +304,9 @@ const TOP_LEVEL_KEYS: [&str; 8] = [
     "gateway",
     "relay",
     "heartbeat",
+    "alerts",
+    "secrets",
+    "ai",
 ];
 
 /// `PULSE_NATS__SUBJECT_PREFIX` -> `nats.subject_prefix`; flat aliases map to their nested key;
@@ -322,6 +403,51 @@ mod tests {
         let env = vars(&[("PULSE_NATS__URLL", "nats://x")]);
         let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
         assert!(err.to_string().contains("urll"), "{err}");
+    }
+
+    #[test]
+    fn alerts_section_defaults_and_overrides() {
+        let config = PulseConfig::from_figment(PulseConfig::figment(vars(&[])).unwrap()).unwrap();
+        assert_eq!(config.alerts.tick_ms, 1_000);
+        assert_eq!(config.alerts.batch_size, 100);
+        let env = vars(&[
+            ("PULSE_ALERTS__TICK_MS", "200"),
+            ("PULSE_ALERTS__BATCH_SIZE", "50"),
+        ]);
+        let config = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap();
+        assert_eq!((config.alerts.tick_ms, config.alerts.batch_size), (200, 50));
+        let env = vars(&[("PULSE_ALERTS__TICKMS", "200")]);
+        let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("tickms"), "{err}");
+    }
+
+    #[test]
+    fn ai_and_secrets_from_the_environment() {
+        let config = PulseConfig::from_figment(PulseConfig::figment(vars(&[])).unwrap()).unwrap();
+        assert_eq!(
+            config.master_key_path(),
+            PathBuf::from(".pulse/secrets/master.key")
+        );
+        assert!(config.ai.providers.is_empty());
+        let env = vars(&[
+            ("PULSE_AI__PATROL_MODEL", "openai:gpt-4.1-mini"),
+            ("PULSE_AI__PROVIDERS__OPENAI__API_KEY", "sk-from-env"),
+            (
+                "PULSE_AI__PROVIDERS__OPENAI__BASE_URL",
+                "http://127.0.0.1:9/v1",
+            ),
+            ("PULSE_SECRETS__MASTER_KEY_FILE", "/keys/pulse.key"),
+        ]);
+        let config = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap();
+        assert_eq!(
+            config.ai.patrol_model.as_deref(),
+            Some("openai:gpt-4.1-mini")
+        );
+        let openai = &config.ai.providers["openai"];
+        assert_eq!(openai.api_key, Some(SecretString("sk-from-env".to_owned())));
+        assert_eq!(openai.base_url.as_deref(), Some("http://127.0.0.1:9/v1"));
+        assert_eq!(config.master_key_path(), PathBuf::from("/keys/pulse.key"));
+        assert!(!format!("{config:?}").contains("sk-from-env"));
     }
 
     #[test]

@@ -4,6 +4,16 @@
 //! [`RelayMessage::Welcome`], then sends a [`AgentMessage::Report`] every interval and at once
 //! on a change. Each report is a full snapshot of what the agent observes; the relay answers
 //! [`RelayMessage::Ack`] or [`RelayMessage::Rejected`] with a reason.
+//!
+//! The connection is full duplex: at any time the relay may send a request
+//! ([`RelayMessage::Command`], [`RelayMessage::Observe`], [`RelayMessage::Read`]), each with a
+//! `request_id`; the agent answers with the matching [`AgentMessage::Receipt`],
+//! [`AgentMessage::Observation`] or [`AgentMessage::ReadResult`], or with
+//! [`AgentMessage::Refused`] and a reason. Reports and their acks continue meanwhile.
+//!
+//! Commands are typed: the capability is a wire name ([`Capability`]); the agent parses it and
+//! refuses a name it does not know with a stated reason, so a newer relay never makes an older
+//! agent fail to read a message.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -16,12 +26,41 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The relay's WebSocket path.
 pub const AGENT_WS_PATH: &str = "/api/agent/ws";
 
+/// Longest command output carried by a [`Receipt`], in bytes.
+pub const MAX_OUTPUT_BYTES: usize = 8 * 1024;
+/// Longest reason text (receipts, refusals), in bytes.
+pub const MAX_REASON_BYTES: usize = 1024;
+/// Most log lines a [`ReadRequest::LogTail`] may ask for.
+pub const MAX_LOG_LINES: u32 = 2_000;
+/// Most log bytes a [`ReadRequest::LogTail`] may ask for.
+pub const MAX_LOG_BYTES: u32 = 256 * 1024;
+/// Longest request, action or lease id, in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
 /// Agent to relay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum AgentMessage {
     Hello(Hello),
     Report(Report),
+    Receipt(Receipt),
+    Observation(Observation),
+    ReadResult(ReadResult),
+    /// The agent could not or would not answer a request.
+    Refused(Refused),
+}
+
+impl AgentMessage {
+    /// The request this message answers, for the answer forms.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            AgentMessage::Hello(_) | AgentMessage::Report(_) => None,
+            AgentMessage::Receipt(r) => Some(&r.request_id),
+            AgentMessage::Observation(o) => Some(&o.request_id),
+            AgentMessage::ReadResult(r) => Some(&r.request_id),
+            AgentMessage::Refused(r) => Some(&r.request_id),
+        }
+    }
 }
 
 /// The first message of a session.
@@ -65,6 +104,231 @@ pub enum RelayMessage {
         seq: Option<u64>,
         reason: String,
     },
+    Command(Command),
+    Observe(Observe),
+    Read(Read),
+}
+
+impl RelayMessage {
+    /// The request id of a request form.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            RelayMessage::Command(c) => Some(&c.request_id),
+            RelayMessage::Observe(o) => Some(&o.request_id),
+            RelayMessage::Read(r) => Some(&r.request_id),
+            _ => None,
+        }
+    }
+}
+
+/// The typed capabilities a command may name. Nothing else can be executed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Capability {
+    #[serde(rename = "service.start")]
+    ServiceStart,
+    #[serde(rename = "service.stop")]
+    ServiceStop,
+    #[serde(rename = "service.restart")]
+    ServiceRestart,
+    #[serde(rename = "docker.container.start")]
+    ContainerStart,
+    #[serde(rename = "docker.container.stop")]
+    ContainerStop,
+    #[serde(rename = "docker.container.restart")]
+    ContainerRestart,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 6] = [
+        Capability::ServiceStart,
+        Capability::ServiceStop,
+        Capability::ServiceRestart,
+        Capability::ContainerStart,
+        Capability::ContainerStop,
+        Capability::ContainerRestart,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::ServiceStart => "service.start",
+            Capability::ServiceStop => "service.stop",
+            Capability::ServiceRestart => "service.restart",
+            Capability::ContainerStart => "docker.container.start",
+            Capability::ContainerStop => "docker.container.stop",
+            Capability::ContainerRestart => "docker.container.restart",
+        }
+    }
+
+    /// The capability of a wire name; `None` for a name this build does not know.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Run one capability on one target, at most once per `action_id`, within a lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Command {
+    pub request_id: String,
+    /// The agent executes each action id at most once, across reconnects and restarts.
+    pub action_id: String,
+    pub lease_id: String,
+    /// The agent refuses the command once its own clock is past this instant.
+    pub lease_expires_at: DateTime<Utc>,
+    /// A [`Capability`] wire name; kept as text so an unknown name is refused with a reason.
+    pub capability: String,
+    /// The supervised service name (`service.*`) or the container id or name (`docker.*`).
+    pub target: String,
+}
+
+/// What a receipt says about a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptStatus {
+    Accepted,
+    Rejected,
+    Completed,
+    Failed,
+}
+
+/// The agent's answer to a [`Command`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    pub request_id: String,
+    pub action_id: String,
+    pub status: ReceiptStatus,
+    /// Why a command was rejected or failed.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// What the execution printed or said, at most [`MAX_OUTPUT_BYTES`].
+    #[serde(default)]
+    pub output: String,
+    #[serde(default)]
+    pub output_truncated: bool,
+    /// 0 on success; the failing step's status otherwise; absent when nothing ran.
+    #[serde(default)]
+    pub exit_status: Option<i32>,
+    /// When the agent finished (or refused) the command, by its clock.
+    pub at: DateTime<Utc>,
+    /// This action id was seen before; the recorded receipt is returned and nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// One resource of the agent, for [`Observe`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ResourceTarget {
+    Host,
+    Service { name: String },
+    Container { id: String },
+    Filesystem { mount_point: String },
+}
+
+/// Re-collect one resource now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observe {
+    pub request_id: String,
+    pub target: ResourceTarget,
+}
+
+/// A fresh observation of one resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    pub request_id: String,
+    /// When the source was read (the agent's clock).
+    pub observed_at: DateTime<Utc>,
+    pub resource: ObservedResource,
+}
+
+/// Where a log tail comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LogSource {
+    Service { name: String },
+    Container { id: String },
+}
+
+/// A bounded live read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReadRequest {
+    /// The newest lines, at most `max_lines` and `max_bytes` (capped at [`MAX_LOG_LINES`] and
+    /// [`MAX_LOG_BYTES`]).
+    LogTail {
+        source: LogSource,
+        max_lines: u32,
+        max_bytes: u32,
+    },
+    /// The compacted inspect projection of a container (no env values, allowlisted labels).
+    Inspect { container: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Read {
+    pub request_id: String,
+    pub read: ReadRequest,
+}
+
+/// One log line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogLine {
+    /// `stdout`, `stderr`, or `file` for a service's log file.
+    pub stream: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReadOutput {
+    LogTail {
+        lines: Vec<LogLine>,
+        /// Lines or bytes were cut to stay within the bounds.
+        truncated: bool,
+    },
+    Inspect {
+        projection: serde_json::Value,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadResult {
+    pub request_id: String,
+    pub read_at: DateTime<Utc>,
+    pub output: ReadOutput,
+}
+
+/// A request the agent could not answer (unknown resource, engine unreachable, bad bounds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refused {
+    pub request_id: String,
+    pub reason: String,
+}
+
+/// `text` cut to at most `max` bytes at a char boundary; whether it was cut.
+pub fn bounded_text(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_owned(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_owned(), true)
 }
 
 #[cfg(test)]
@@ -166,9 +430,174 @@ mod tests {
         insta::assert_json_snapshot!("resource_changed", event);
     }
 
+    fn lease() -> DateTime<Utc> {
+        at() + chrono::Duration::seconds(60)
+    }
+
+    #[test]
+    fn request_messages_wire_shape() {
+        let command = RelayMessage::Command(Command {
+            request_id: "r1".into(),
+            action_id: "act-1".into(),
+            lease_id: "lease-1".into(),
+            lease_expires_at: lease(),
+            capability: Capability::ServiceRestart.as_str().into(),
+            target: "web".into(),
+        });
+        let observe = RelayMessage::Observe(Observe {
+            request_id: "r2".into(),
+            target: ResourceTarget::Service { name: "web".into() },
+        });
+        let read_tail = RelayMessage::Read(Read {
+            request_id: "r3".into(),
+            read: ReadRequest::LogTail {
+                source: LogSource::Container { id: "3f4e".into() },
+                max_lines: 50,
+                max_bytes: 65_536,
+            },
+        });
+        let read_inspect = RelayMessage::Read(Read {
+            request_id: "r4".into(),
+            read: ReadRequest::Inspect {
+                container: "3f4e".into(),
+            },
+        });
+        insta::assert_json_snapshot!("command", command);
+        insta::assert_json_snapshot!("observe", observe);
+        insta::assert_json_snapshot!("read_log_tail", read_tail);
+        insta::assert_json_snapshot!("read_inspect", read_inspect);
+        for msg in [command, observe, read_tail, read_inspect] {
+            let text = serde_json::to_string(&msg).unwrap();
+            assert_eq!(serde_json::from_str::<RelayMessage>(&text).unwrap(), msg);
+            assert!(msg.request_id().is_some());
+        }
+    }
+
+    #[test]
+    fn answer_messages_wire_shape() {
+        let receipt = AgentMessage::Receipt(Receipt {
+            request_id: "r1".into(),
+            action_id: "act-1".into(),
+            status: ReceiptStatus::Completed,
+            reason: None,
+            output: "service web restarted (pid 4242)".into(),
+            output_truncated: false,
+            exit_status: Some(0),
+            at: at(),
+            replayed: true,
+        });
+        let rejected = AgentMessage::Receipt(Receipt {
+            request_id: "r5".into(),
+            action_id: "act-2".into(),
+            status: ReceiptStatus::Rejected,
+            reason: Some("lease lease-2 expired at 2026-11-29T11:59:00Z".into()),
+            output: String::new(),
+            output_truncated: false,
+            exit_status: None,
+            at: at(),
+            replayed: false,
+        });
+        let observation = AgentMessage::Observation(Observation {
+            request_id: "r2".into(),
+            observed_at: at(),
+            resource: ObservedResource {
+                resource_type: ResourceType::Service,
+                source_id: "web".into(),
+                name: "web".into(),
+                aliases: vec![],
+                status: ResourceStatus::Running,
+                health: Health::Healthy,
+                restart_count: Some(0),
+                labels: BTreeMap::new(),
+                details: serde_json::json!({"pid": 4242}),
+                metrics: BTreeMap::new(),
+            },
+        });
+        let tail = AgentMessage::ReadResult(ReadResult {
+            request_id: "r3".into(),
+            read_at: at(),
+            output: ReadOutput::LogTail {
+                lines: vec![LogLine {
+                    stream: "stderr".into(),
+                    text: "listening on :8080".into(),
+                }],
+                truncated: true,
+            },
+        });
+        let inspect = AgentMessage::ReadResult(ReadResult {
+            request_id: "r4".into(),
+            read_at: at(),
+            output: ReadOutput::Inspect {
+                projection: serde_json::json!({"id": "3f4e", "running": true, "oom_killed": false}),
+            },
+        });
+        let refused = AgentMessage::Refused(Refused {
+            request_id: "r6".into(),
+            reason: "no supervised service named \"db\"".into(),
+        });
+        insta::assert_json_snapshot!("receipt", receipt);
+        insta::assert_json_snapshot!("receipt_rejected", rejected);
+        insta::assert_json_snapshot!("observation", observation);
+        insta::assert_json_snapshot!("read_result_log_tail", tail);
+        insta::assert_json_snapshot!("read_result_inspect", inspect);
+        insta::assert_json_snapshot!("refused", refused);
+        for msg in [receipt, rejected, observation, tail, inspect, refused] {
+            let text = serde_json::to_string(&msg).unwrap();
+            assert_eq!(serde_json::from_str::<AgentMessage>(&text).unwrap(), msg);
+        }
+    }
+
+    #[test]
+    fn capabilities_have_exact_wire_names_and_unknown_ones_still_parse() {
+        let names: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "service.start",
+                "service.stop",
+                "service.restart",
+                "docker.container.start",
+                "docker.container.stop",
+                "docker.container.restart"
+            ]
+        );
+        for cap in Capability::ALL {
+            assert_eq!(Capability::parse(cap.as_str()), Some(cap));
+            assert_eq!(
+                serde_json::to_value(cap).unwrap(),
+                serde_json::Value::String(cap.as_str().to_owned())
+            );
+        }
+        assert_eq!(Capability::parse("shell.exec"), None);
+        // A command naming an unknown capability is still a readable message.
+        let text = r#"{"type":"command","request_id":"r","action_id":"a","lease_id":"l","lease_expires_at":"2026-11-29T12:00:00Z","capability":"shell.exec","target":"x"}"#;
+        let RelayMessage::Command(command) = serde_json::from_str(text).unwrap() else {
+            panic!("not a command");
+        };
+        assert_eq!(Capability::parse(&command.capability), None);
+    }
+
+    #[test]
+    fn bounded_text_cuts_at_a_char_boundary() {
+        assert_eq!(bounded_text("abc", 5), ("abc".to_owned(), false));
+        assert_eq!(bounded_text("héllo", 2), ("h".to_owned(), true));
+    }
+
     #[test]
     fn unknown_fields_and_types_are_refused() {
         assert!(serde_json::from_str::<AgentMessage>(r#"{"type":"command"}"#).is_err());
+        assert!(
+            serde_json::from_str::<RelayMessage>(
+                r#"{"type":"observe","request_id":"r","target":{"kind":"host"},"extra":1}"#
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<RelayMessage>(
+                r#"{"type":"read","request_id":"r","read":{"kind":"exec","cmd":"sh"}}"#
+            )
+            .is_err()
+        );
         assert!(
             serde_json::from_str::<AgentMessage>(
                 r#"{"type":"hello","protocol":1,"agent_id":"a","hostname":"h","agent_version":"1","report_interval_ms":1,"x":1}"#

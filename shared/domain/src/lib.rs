@@ -1,11 +1,13 @@
 //! Pulse domain: identifiers, vocabularies and pure rules. No IO lives here.
 
 pub mod agent_protocol;
+pub mod ai_settings;
 pub mod alert_rules;
 pub mod canonical_json;
 pub mod fleet;
 pub mod forecast;
 pub mod ids;
+pub mod patrol;
 pub mod resource;
 pub mod scope;
 

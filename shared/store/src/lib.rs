@@ -2,6 +2,7 @@
 //! repositories every service shares.
 
 pub mod agents;
+pub mod alerts;
 pub mod audit;
 pub mod bootstrap;
 mod error;
@@ -9,6 +10,7 @@ pub mod metrics;
 pub mod migrations;
 mod pool;
 pub mod resources;
+pub mod settings;
 mod tenant_tx;
 pub mod tenants;
 pub mod tokens;

@@ -8,6 +8,11 @@ use crate::{StoreError, TenantTx};
 /// Rows per insert statement.
 const BATCH: usize = 1_000;
 
+/// One statement per batch: parallel arrays, one element per sample.
+const INSERT_SQL: &str = "INSERT INTO metric_samples (tenant_id, resource_id, metric, at, value)
+    SELECT $1, r, m, t, v
+    FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::float8[]) AS s(r, m, t, v)";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricSample {
     pub resource_id: ResourceId,
@@ -18,6 +23,10 @@ pub struct MetricSample {
 
 /// Inserts `samples` (non-finite values are skipped). Returns how many were stored.
 pub async fn insert(tx: &TenantTx, samples: &[MetricSample]) -> Result<usize, StoreError> {
+    if samples.is_empty() {
+        return Ok(0);
+    }
+    let statement = tx.client().prepare_cached(INSERT_SQL).await?;
     let mut stored = 0;
     for chunk in samples.chunks(BATCH) {
         let finite: Vec<&MetricSample> = chunk.iter().filter(|s| s.value.is_finite()).collect();
@@ -31,9 +40,7 @@ pub async fn insert(tx: &TenantTx, samples: &[MetricSample]) -> Result<usize, St
         let n = tx
             .client()
             .execute(
-                "INSERT INTO metric_samples (tenant_id, resource_id, metric, at, value)
-                 SELECT $1, r, m, t, v
-                 FROM unnest($2::text[], $3::text[], $4::timestamptz[], $5::float8[]) AS s(r, m, t, v)",
+                &statement,
                 &[&tx.tenant().as_str(), &ids, &metrics, &ats, &values],
             )
             .await?;

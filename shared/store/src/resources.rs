@@ -9,6 +9,8 @@ use pulse_domain::resource::{
     ResourceStatus, ResourceType,
 };
 
+use tokio_postgres::types::{Json, ToSql, Type};
+
 use crate::{StoreError, TenantTx};
 
 /// Why a reference did not resolve to exactly one resource.
@@ -127,9 +129,52 @@ pub async fn resolve(tx: &TenantTx, query: &str) -> Result<Resource, ResolveErro
     }
 }
 
+const PREVIOUS_SQL: &str =
+    "SELECT id, status, health FROM resources WHERE agent_id = $1 ORDER BY id FOR UPDATE";
+
+/// Every observed resource in one statement: parallel arrays, one element per resource.
+const UPSERT_SQL: &str = "INSERT INTO resources (tenant_id, id, resource_type, source_id, name, parent_id, agent_id,
+                           status, health, restart_count, labels, details, observed_at, received_at)
+    SELECT $1, t.id, t.resource_type, t.source_id, t.name, t.parent_id, $2,
+           t.status, t.health, t.restart_count, t.labels, t.details, $3, now()
+    FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+                $11::int4[], $12::jsonb[], $13::jsonb[])
+         AS t(id, resource_type, source_id, name, parent_id, status, health, restart_count, labels, details)
+    ON CONFLICT (tenant_id, id) DO UPDATE SET
+       resource_type = EXCLUDED.resource_type, source_id = EXCLUDED.source_id,
+       name = EXCLUDED.name, parent_id = EXCLUDED.parent_id, agent_id = EXCLUDED.agent_id,
+       status = EXCLUDED.status, health = EXCLUDED.health,
+       restart_count = EXCLUDED.restart_count, labels = EXCLUDED.labels,
+       details = EXCLUDED.details, observed_at = EXCLUDED.observed_at,
+       received_at = now()";
+
+/// Makes the aliases of the reported resources exactly the reported ones: deletes only the
+/// aliases no longer reported and inserts only the new ones, so an unchanged set writes nothing.
+/// (`NOT IN` over the wanted pairs is a hashed subplan; none of the values is NULL.)
+const ALIASES_SQL: &str = "WITH wanted AS (
+        SELECT w.resource_id, w.alias FROM unnest($2::text[], $3::text[]) AS w(resource_id, alias)
+    ), dropped AS (
+        DELETE FROM resource_aliases x
+        WHERE x.resource_id = ANY($4::text[])
+          AND (x.resource_id, x.alias) NOT IN (SELECT w.resource_id, w.alias FROM wanted w)
+    )
+    INSERT INTO resource_aliases (tenant_id, resource_id, alias)
+    SELECT $1, w.resource_id, w.alias FROM wanted w
+    ON CONFLICT DO NOTHING";
+
+/// `NOT IN (subquery)` is a hashed subplan: one probe per row of the agent, where
+/// `NOT (id = ANY($2))` would compare each row with every reported id.
+const REMOVE_SQL: &str = "DELETE FROM resources
+    WHERE agent_id = $1 AND id NOT IN (SELECT unnest($2::text[]))
+    RETURNING id, resource_type, status, health";
+
 /// Applies a full report of agent `agent_id`: upserts every observed resource under its
 /// canonical id, replaces its aliases, and deletes the agent's resources missing from the report.
 /// Returns the changes worth announcing (created, removed, status or health changed).
+///
+/// The work is four statements whatever the report's size (previous state with row locks,
+/// upsert, alias sync, removal), sent pipelined: they run in this order on the server without
+/// a round trip between them.
 pub async fn apply_report(
     tx: &TenantTx,
     agent_id: &str,
@@ -137,20 +182,6 @@ pub async fn apply_report(
     observed: &[ObservedResource],
 ) -> Result<Vec<ResourceChanged>, StoreError> {
     let now = Utc::now();
-    let previous: HashMap<String, (ResourceStatus, Health)> = tx
-        .client()
-        .query(
-            "SELECT id, status, health FROM resources WHERE agent_id = $1 FOR UPDATE",
-            &[&agent_id],
-        )
-        .await?
-        .iter()
-        .map(|row| {
-            let status = row.get::<_, String>(1).parse().map_err(invalid)?;
-            let health = row.get::<_, String>(2).parse().map_err(invalid)?;
-            Ok((row.get::<_, String>(0), (status, health)))
-        })
-        .collect::<Result<_, StoreError>>()?;
     // The last observation of an id wins when a report repeats one.
     let mut current: BTreeMap<ResourceId, &ObservedResource> = BTreeMap::new();
     for resource in observed {
@@ -158,62 +189,96 @@ pub async fn apply_report(
         current.insert(id, resource);
     }
     let host = ResourceId::host(agent_id);
-    let upsert = tx
-        .client()
-        .prepare_cached(
-            "INSERT INTO resources (tenant_id, id, resource_type, source_id, name, parent_id, agent_id,
-                                    status, health, restart_count, labels, details, observed_at, received_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
-             ON CONFLICT (tenant_id, id) DO UPDATE SET
-                resource_type = EXCLUDED.resource_type, source_id = EXCLUDED.source_id,
-                name = EXCLUDED.name, parent_id = EXCLUDED.parent_id, agent_id = EXCLUDED.agent_id,
-                status = EXCLUDED.status, health = EXCLUDED.health,
-                restart_count = EXCLUDED.restart_count, labels = EXCLUDED.labels,
-                details = EXCLUDED.details, observed_at = EXCLUDED.observed_at,
-                received_at = now()",
-        )
-        .await?;
-    let mut changes = Vec::new();
-    let mut alias_ids = Vec::new();
-    let mut alias_values = Vec::new();
+    let empty_details = serde_json::json!({});
+    let n = current.len();
+    let mut ids: Vec<&str> = Vec::with_capacity(n);
+    let mut types: Vec<&str> = Vec::with_capacity(n);
+    let mut source_ids: Vec<&str> = Vec::with_capacity(n);
+    let mut names: Vec<&str> = Vec::with_capacity(n);
+    let mut parents: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut statuses: Vec<&str> = Vec::with_capacity(n);
+    let mut healths: Vec<&str> = Vec::with_capacity(n);
+    let mut restart_counts: Vec<Option<i32>> = Vec::with_capacity(n);
+    let mut labels: Vec<Json<&BTreeMap<String, String>>> = Vec::with_capacity(n);
+    let mut details: Vec<Json<&serde_json::Value>> = Vec::with_capacity(n);
+    let mut alias_ids: Vec<&str> = Vec::new();
+    let mut alias_values: Vec<&str> = Vec::new();
     for (id, resource) in &current {
-        let parent = (resource.resource_type != ResourceType::Host).then(|| host.as_str());
-        let labels = serde_json::to_value(&resource.labels).map_err(invalid)?;
-        let details = if resource.details.is_null() {
-            serde_json::json!({})
+        ids.push(id.as_str());
+        types.push(resource.resource_type.as_str());
+        source_ids.push(&resource.source_id);
+        names.push(&resource.name);
+        parents.push((resource.resource_type != ResourceType::Host).then(|| host.as_str()));
+        statuses.push(resource.status.as_str());
+        healths.push(resource.health.as_str());
+        restart_counts.push(
+            resource
+                .restart_count
+                .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+        );
+        labels.push(Json(&resource.labels));
+        details.push(Json(if resource.details.is_null() {
+            &empty_details
         } else {
-            resource.details.clone()
-        };
-        let restart_count = resource
-            .restart_count
-            .map(|n| i32::try_from(n).unwrap_or(i32::MAX));
-        tx.client()
-            .execute(
-                &upsert,
-                &[
-                    &tx.tenant().as_str(),
-                    &id.as_str(),
-                    &resource.resource_type.as_str(),
-                    &resource.source_id,
-                    &resource.name,
-                    &parent,
-                    &agent_id,
-                    &resource.status.as_str(),
-                    &resource.health.as_str(),
-                    &restart_count,
-                    &labels,
-                    &details,
-                    &observed_at,
-                ],
-            )
-            .await?;
+            &resource.details
+        }));
         let mut seen = std::collections::BTreeSet::new();
         for alias in resource.aliases.iter().filter(|a| !a.is_empty()) {
             if seen.insert(alias) {
-                alias_ids.push(id.as_str().to_owned());
-                alias_values.push(alias.clone());
+                alias_ids.push(id.as_str());
+                alias_values.push(alias);
             }
         }
+    }
+
+    let client = tx.client();
+    let tenant = tx.tenant().as_str();
+    let upsert_sql = client.prepare_cached(UPSERT_SQL).await?;
+    let upsert_params: [&(dyn ToSql + Sync); 13] = [
+        &tenant,
+        &agent_id,
+        &observed_at,
+        &ids,
+        &types,
+        &source_ids,
+        &names,
+        &parents,
+        &statuses,
+        &healths,
+        &restart_counts,
+        &labels,
+        &details,
+    ];
+    // The statements that scan `resources` or `resource_aliases` are sent typed and unnamed, so
+    // each is planned for the table as it is now: a prepared statement keeps its generic plan,
+    // and one chosen while the tables were nearly empty would scan them whole forever after.
+    type Typed<'a> = (&'a (dyn ToSql + Sync), Type);
+    let previous_params: [Typed<'_>; 1] = [(&agent_id, Type::TEXT)];
+    let aliases_params: [Typed<'_>; 4] = [
+        (&tenant, Type::TEXT),
+        (&alias_ids, Type::TEXT_ARRAY),
+        (&alias_values, Type::TEXT_ARRAY),
+        (&ids, Type::TEXT_ARRAY),
+    ];
+    let remove_params: [Typed<'_>; 2] = [(&agent_id, Type::TEXT), (&ids, Type::TEXT_ARRAY)];
+    // Polled in this order, so sent and executed in this order.
+    let (previous, _, _, removed) = tokio::try_join!(
+        client.query_typed(PREVIOUS_SQL, &previous_params),
+        client.execute(&upsert_sql, &upsert_params),
+        client.query_typed(ALIASES_SQL, &aliases_params),
+        client.query_typed(REMOVE_SQL, &remove_params),
+    )?;
+    let previous: HashMap<String, (ResourceStatus, Health)> = previous
+        .iter()
+        .map(|row| {
+            let status = row.get::<_, String>(1).parse().map_err(invalid)?;
+            let health = row.get::<_, String>(2).parse().map_err(invalid)?;
+            Ok((row.get::<_, String>(0), (status, health)))
+        })
+        .collect::<Result<_, StoreError>>()?;
+
+    let mut changes = Vec::new();
+    for (id, resource) in &current {
         let change = match previous.get(id.as_str()) {
             None => Some((ResourceChange::Created, None)),
             Some(&(status, health)) if status != resource.status || health != resource.health => {
@@ -234,31 +299,6 @@ pub async fn apply_report(
             });
         }
     }
-    let ids: Vec<&str> = current.keys().map(ResourceId::as_str).collect();
-    tx.client()
-        .execute(
-            "DELETE FROM resource_aliases WHERE resource_id = ANY($1)",
-            &[&ids],
-        )
-        .await?;
-    if !alias_ids.is_empty() {
-        tx.client()
-            .execute(
-                "INSERT INTO resource_aliases (tenant_id, resource_id, alias)
-                 SELECT $1, r, a FROM unnest($2::text[], $3::text[]) AS t(r, a)
-                 ON CONFLICT DO NOTHING",
-                &[&tx.tenant().as_str(), &alias_ids, &alias_values],
-            )
-            .await?;
-    }
-    let removed = tx
-        .client()
-        .query(
-            "DELETE FROM resources WHERE agent_id = $1 AND NOT (id = ANY($2))
-             RETURNING id, resource_type, status, health",
-            &[&agent_id, &ids],
-        )
-        .await?;
     for row in removed {
         let status: ResourceStatus = row.get::<_, String>(2).parse().map_err(invalid)?;
         let health: Health = row.get::<_, String>(3).parse().map_err(invalid)?;
@@ -311,4 +351,166 @@ pub async fn mark_agent_unknown(
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use pulse_domain::TenantId;
+    use pulse_test_support::db::TestDb;
+
+    use chrono::DurationRound as _;
+
+    use super::*;
+    use crate::agents::{self, AgentSession};
+    use crate::{Store, tenants};
+
+    fn observed(
+        kind: ResourceType,
+        source: &str,
+        name: &str,
+        aliases: &[&str],
+    ) -> ObservedResource {
+        ObservedResource {
+            resource_type: kind,
+            source_id: source.to_owned(),
+            name: name.to_owned(),
+            aliases: aliases.iter().map(|a| (*a).to_owned()).collect(),
+            status: ResourceStatus::Running,
+            health: Health::Healthy,
+            restart_count: Some(1),
+            labels: [("team".to_owned(), "ops".to_owned())].into(),
+            details: serde_json::Value::Null,
+            metrics: BTreeMap::new(),
+        }
+    }
+
+    async fn apply(
+        store: &Store,
+        tenant: &TenantId,
+        at: DateTime<Utc>,
+        observed: &[ObservedResource],
+    ) -> anyhow::Result<Vec<ResourceChanged>> {
+        let tx = store.tenant_tx(tenant).await?;
+        agents::connect(
+            &tx,
+            &AgentSession {
+                id: "m1".to_owned(),
+                hostname: "m1.lan".to_owned(),
+                agent_version: "test".to_owned(),
+                report_interval_ms: 1000,
+                token_id: None,
+            },
+        )
+        .await?;
+        let changes = apply_report(&tx, "m1", at, observed).await?;
+        tx.commit().await?;
+        Ok(changes)
+    }
+
+    async fn current(store: &Store, tenant: &TenantId) -> anyhow::Result<Vec<Resource>> {
+        let tx = store.tenant_tx(tenant).await?;
+        let all = list(&tx, None).await?;
+        tx.commit().await?;
+        Ok(all)
+    }
+
+    /// The set-based report: aliases end up exactly as reported (added, kept, dropped), a
+    /// repeated id keeps its last observation, unchanged rows still get fresh timestamps, and
+    /// an empty report removes everything of the agent.
+    #[tokio::test]
+    async fn report_is_applied_exactly_and_keeps_rows_fresh() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let store = Store::connect_app(&db.database_config()).await?;
+        let tenant = TenantId::new("acme")?;
+        tenants::create(&store, &tenant, "Acme").await?;
+
+        // Postgres keeps microseconds.
+        let t1 = (Utc::now() - chrono::Duration::seconds(30))
+            .duration_trunc(chrono::Duration::microseconds(1))?;
+        let host = observed(
+            ResourceType::Host,
+            "m1",
+            "box",
+            &["box.lan", "10.0.0.1", "box.lan"],
+        );
+        let first = apply(
+            &store,
+            &tenant,
+            t1,
+            &[
+                host.clone(),
+                observed(ResourceType::Service, "web", "old-name", &["front"]),
+                observed(ResourceType::Service, "web", "web", &["frontend", ""]),
+                observed(ResourceType::Storage, "/var", "/var", &[]),
+            ],
+        )
+        .await?;
+        assert_eq!(first.len(), 3, "{first:?}");
+        assert!(first.iter().all(|c| c.change == ResourceChange::Created));
+        let rows = current(&store, &tenant).await?;
+        let by_id =
+            |rows: &[Resource], id: &str| rows.iter().find(|r| r.id.as_str() == id).cloned();
+        let web = by_id(&rows, "service:m1:web").expect("web stored");
+        assert_eq!(web.name, "web");
+        assert_eq!(web.aliases, vec!["frontend".to_owned()]);
+        assert_eq!(web.parent, Some(ResourceId::host("m1")));
+        assert_eq!(web.restart_count, Some(1));
+        assert_eq!(web.labels.get("team").map(String::as_str), Some("ops"));
+        assert_eq!(web.details, serde_json::json!({}));
+        let stored_host = by_id(&rows, "host:m1").expect("host stored");
+        assert_eq!(
+            stored_host.aliases,
+            vec!["10.0.0.1".to_owned(), "box.lan".to_owned()]
+        );
+        assert_eq!(stored_host.parent, None);
+
+        // Same state, aliases partly changed: nothing to announce, aliases exact, times fresh.
+        let t2 = t1 + chrono::Duration::seconds(10);
+        let mut host2 = host.clone();
+        host2.aliases = vec!["box.lan".to_owned(), "box.example.net".to_owned()];
+        let second = apply(
+            &store,
+            &tenant,
+            t2,
+            &[
+                host2,
+                observed(ResourceType::Service, "web", "web", &[]),
+                observed(ResourceType::Storage, "/var", "/var", &[]),
+            ],
+        )
+        .await?;
+        assert!(second.is_empty(), "{second:?}");
+        let rows2 = current(&store, &tenant).await?;
+        let host_after = by_id(&rows2, "host:m1").expect("host kept");
+        assert_eq!(
+            host_after.aliases,
+            vec!["box.example.net".to_owned(), "box.lan".to_owned()]
+        );
+        assert!(
+            by_id(&rows2, "service:m1:web")
+                .expect("web kept")
+                .aliases
+                .is_empty()
+        );
+        for row in &rows2 {
+            assert_eq!(row.observed_at, t2, "{}", row.id.as_str());
+            let before = by_id(&rows, row.id.as_str()).expect("row existed");
+            assert!(row.received_at > before.received_at, "{}", row.id.as_str());
+        }
+
+        // An empty report removes everything of the agent, aliases included.
+        let third = apply(&store, &tenant, t2 + chrono::Duration::seconds(10), &[]).await?;
+        assert_eq!(third.len(), 3);
+        assert!(third.iter().all(|c| c.change == ResourceChange::Removed
+            && c.previous_status == Some(ResourceStatus::Running)));
+        assert!(current(&store, &tenant).await?.is_empty());
+        let owner = db.owner_client().await?;
+        let aliases: i64 = owner
+            .query_one("SELECT count(*) FROM resource_aliases", &[])
+            .await?
+            .get(0);
+        assert_eq!(aliases, 0);
+        store.pool().close();
+        db.cleanup().await
+    }
 }

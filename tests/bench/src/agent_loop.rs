@@ -5,13 +5,15 @@
 use std::time::{Duration, Instant};
 
 use pulse_model_runner::agent_loop::{
-    AdmittedCall, AgentLoop, BoxFuture, Compaction, ExecutionProfile, LoopInput, LoopLimits,
-    LoopStop, ToolHandler, ToolPolicy,
+    AdmittedCall, AgentLoop, BoxFuture, Compaction, ExecutionProfile, ExportsNotAudited, LoopInput,
+    LoopLimits, LoopStop, ToolHandler, ToolPolicy, UsageNotRecorded,
 };
 use pulse_model_runner::provider::{
     Message, Protocol, Provider, ProviderConfig, Timeouts, ToolCall, ToolResult,
 };
 use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
+use pulse_model_runner::registry::RouteClass;
+use pulse_model_runner::route::Route;
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
 use serde_json::json;
 
@@ -67,6 +69,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         },
     )?;
     let handler = Immediate;
+    let route = Route::parse("openai:sim-model")?;
 
     let mut overheads_ms = Vec::with_capacity(runs * (TOOL_TURNS + 1));
     let mut provider_ms = Vec::with_capacity(runs * (TOOL_TURNS + 1));
@@ -82,12 +85,15 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         let started = Instant::now();
         let outcome = AgentLoop::run(LoopInput {
             transport: &provider,
-            model: "sim-model".into(),
+            route: route.clone(),
+            route_class: RouteClass::MeteredApi,
             system_prompt: "You are Pulse Patrol.".into(),
             messages: vec![Message::user("Check the fleet.")],
             policy: policy.clone(),
             handler: &handler,
             redactor: &redactor,
+            exports: &ExportsNotAudited,
+            usage: &UsageNotRecorded,
             limits: LoopLimits::default(),
             compaction: Some(Compaction::default()),
             allowance: None,

@@ -2,13 +2,14 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay] [--quick]
 //! ```
 
 mod agent_loop;
 mod audit;
 mod bus;
 mod outbox;
+mod relay;
 
 use std::process::ExitCode;
 
@@ -41,10 +42,10 @@ async fn main() -> ExitCode {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "all" | "bus" | "outbox" | "audit" | "loop" => which = arg,
+            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -67,6 +68,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "loop" {
             agent_loop::run(&args).await?;
+        }
+        if which == "all" || which == "relay" {
+            relay::run(&args).await?;
         }
         anyhow::Ok(())
     }

@@ -16,6 +16,9 @@ pub struct AgentStack {
     /// `http://127.0.0.1:<port>` of the relay.
     pub relay_url: String,
     pub dir: PathBuf,
+    /// The relay's environment, for [`AgentStack::restart_relay`].
+    relay_env: Vec<(String, String)>,
+    relay_starts: u32,
 }
 
 /// How to start one agent.
@@ -26,6 +29,10 @@ pub struct AgentSpec {
     pub services_dir: PathBuf,
     pub state_dir: PathBuf,
     pub interval: Duration,
+    /// Start the agent with `--enable-commands`.
+    pub enable_commands: bool,
+    /// `DOCKER_HOST` for the agent; without it the agent's Docker collector is off.
+    pub docker_host: Option<String>,
 }
 
 impl AgentStack {
@@ -60,30 +67,57 @@ impl AgentStack {
         );
         let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
         let relay_url = format!("http://127.0.0.1:{port}");
-        let http = gateway.http.clone();
-        let ready = crate::wait::until(Duration::from_secs(60), "relay /readyz", || {
-            let http = http.clone();
-            let url = format!("{relay_url}/readyz");
-            async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .ok()?
-                    .status()
-                    .is_success()
-                    .then_some(())
-            }
-        })
-        .await;
-        if let Err(error) = ready {
-            anyhow::bail!("{error}; relay log:\n{}", relay.log_tail(30));
-        }
+        wait_ready(&gateway.http, &relay_url, &relay).await?;
         Ok(Self {
             gateway,
             relay,
             relay_url,
             dir,
+            relay_env: env,
+            relay_starts: 1,
         })
+    }
+
+    /// Stops the relay (SIGTERM) and starts it again on the same port and database; connected
+    /// agents lose their session and reconnect.
+    pub async fn restart_relay(&mut self) -> anyhow::Result<()> {
+        if let Some(pid) = self.relay.pid() {
+            crate::service::signal(pid, libc::SIGTERM);
+        }
+        let addr = self
+            .relay_url
+            .trim_start_matches("http://")
+            .parse::<std::net::SocketAddr>()?;
+        crate::wait::until(
+            Duration::from_secs(20),
+            "the old relay to exit",
+            || async move { std::net::TcpListener::bind(addr).ok().map(drop) },
+        )
+        .await?;
+        self.relay_starts += 1;
+        let log = self.dir.join(format!("relay-{}.log", self.relay_starts));
+        let next = ServiceProcess::spawn("pulse-agent-relay", &self.relay_env, &log)?;
+        // The old process has exited; dropping its handle reaps it.
+        drop(std::mem::replace(&mut self.relay, next));
+        wait_ready(&self.gateway.http, &self.relay_url, &self.relay).await
+    }
+
+    /// Starts one more relay replica on the same database and prefix, on its own port; returns
+    /// it with its `http://127.0.0.1:<port>` URL.
+    pub async fn start_replica(&mut self) -> anyhow::Result<(ServiceProcess, String)> {
+        self.relay_starts += 1;
+        let port = free_port()?;
+        let mut env = self.relay_env.clone();
+        env.retain(|(k, _)| k != "PULSE_RELAY__LISTEN");
+        env.push((
+            "PULSE_RELAY__LISTEN".to_owned(),
+            format!("127.0.0.1:{port}"),
+        ));
+        let log = self.dir.join(format!("relay-{}.log", self.relay_starts));
+        let replica = ServiceProcess::spawn("pulse-agent-relay", &env, &log)?;
+        let url = format!("http://127.0.0.1:{port}");
+        wait_ready(&self.gateway.http, &url, &replica).await?;
+        Ok((replica, url))
     }
 
     /// A new token of the admin's tenant with `scopes`, through `POST /api/tokens`.
@@ -162,12 +196,14 @@ impl AgentStack {
             services_dir,
             state_dir,
             interval,
+            enable_commands: false,
+            docker_host: None,
         })
     }
 
     /// Starts `pulse-agent` for `spec`; its log goes to `<state_dir>/agent-<n>.log`.
     pub fn spawn_agent(&self, spec: &AgentSpec) -> anyhow::Result<ServiceProcess> {
-        let env = vec![
+        let mut env = vec![
             ("PULSE_AGENT_RELAY_URL".to_owned(), self.relay_url.clone()),
             ("PULSE_AGENT_TOKEN".to_owned(), spec.token.clone()),
             ("PULSE_AGENT_HOST_ID".to_owned(), spec.host_id.clone()),
@@ -185,6 +221,14 @@ impl AgentStack {
             ),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
+        match &spec.docker_host {
+            Some(host) => env.push(("DOCKER_HOST".to_owned(), host.clone())),
+            // Agents under test never touch a Docker engine of the machine.
+            None => env.push(("PULSE_AGENT_NO_DOCKER".to_owned(), "true".to_owned())),
+        }
+        if spec.enable_commands {
+            env.push(("PULSE_AGENT_ENABLE_COMMANDS".to_owned(), "true".to_owned()));
+        }
         let log = spec
             .state_dir
             .join(format!("agent-{}.log", uuid::Uuid::now_v7().simple()));
@@ -197,6 +241,31 @@ impl AgentStack {
         let _ = std::fs::remove_dir_all(&self.dir);
         self.gateway.stop().await
     }
+}
+
+async fn wait_ready(
+    http: &reqwest::Client,
+    relay_url: &str,
+    relay: &ServiceProcess,
+) -> anyhow::Result<()> {
+    let ready = crate::wait::until(Duration::from_secs(60), "relay /readyz", || {
+        let http = http.clone();
+        let url = format!("{relay_url}/readyz");
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .ok()?
+                .status()
+                .is_success()
+                .then_some(())
+        }
+    })
+    .await;
+    if let Err(error) = ready {
+        anyhow::bail!("{error}; relay log:\n{}", relay.log_tail(30));
+    }
+    Ok(())
 }
 
 /// Writes a supervised-service definition file.

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod db;
 pub mod nats;
 pub mod provider_sim;
+pub mod scheduler;
 pub mod service;
 pub mod stack;
 pub mod wait;

@@ -67,6 +67,27 @@ impl Default for LogTailRequest {
     }
 }
 
+/// Seconds a stopping container gets before the engine kills it.
+pub const CONTAINER_STOP_GRACE_SECS: u64 = 10;
+
+/// The container lifecycle calls the command channel may make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerAction {
+    Start,
+    Stop,
+    Restart,
+}
+
+impl ContainerAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerAction::Start => "start",
+            ContainerAction::Stop => "stop",
+            ContainerAction::Restart => "restart",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct DockerClient {
     endpoint: DockerEndpoint,
@@ -227,6 +248,46 @@ impl DockerClient {
         Ok(demuxer.finish())
     }
 
+    /// `POST /containers/{id}/start|stop|restart`. `Ok(true)` when the engine acted,
+    /// `Ok(false)` when the container already was in the asked state (HTTP 304).
+    pub async fn container_action(
+        &self,
+        id: &str,
+        action: ContainerAction,
+    ) -> Result<bool, DockerError> {
+        let id = checked_id(id)?;
+        let operation = action.as_str();
+        // Stop and restart wait up to `t` seconds for the container to exit; the request
+        // timeout covers that wait.
+        let (path, timeout) = match action {
+            ContainerAction::Start => (
+                format!("/{API_VERSION}/containers/{id}/start"),
+                self.config.request_timeout,
+            ),
+            ContainerAction::Stop | ContainerAction::Restart => (
+                format!(
+                    "/{API_VERSION}/containers/{id}/{operation}?t={}",
+                    CONTAINER_STOP_GRACE_SECS
+                ),
+                self.config.request_timeout + Duration::from_secs(CONTAINER_STOP_GRACE_SECS),
+            ),
+        };
+        let deadline = Instant::now() + timeout;
+        let response = self
+            .send_method(hyper::Method::POST, operation, path, deadline)
+            .await?;
+        if response.status() == StatusCode::NOT_MODIFIED {
+            return Ok(false);
+        }
+        let response = self
+            .check_status(operation, Some(id), response, deadline)
+            .await?;
+        let _ = self
+            .collect(operation, response.into_body(), MAX_ERROR_BODY, deadline)
+            .await;
+        Ok(true)
+    }
+
     /// Subscribes to container events, optionally replaying from `since`.
     pub async fn events(&self, since: Option<DateTime<Utc>>) -> Result<EventStream, DockerError> {
         let operation = "events";
@@ -290,8 +351,21 @@ impl DockerClient {
         path: String,
         deadline: Instant,
     ) -> Result<Response<Incoming>, DockerError> {
+        self.send_method(hyper::Method::GET, operation, path, deadline)
+            .await
+    }
+
+    async fn send_method(
+        &self,
+        method: hyper::Method,
+        operation: &str,
+        path: String,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, DockerError> {
         let mut sender = self.connect(operation).await?;
-        let request = Request::get(path)
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
             .header(hyper::header::HOST, self.endpoint.host_header())
             .header(hyper::header::USER_AGENT, "pulse-agent")
             .body(Empty::<Bytes>::new())

@@ -16,7 +16,7 @@ pub mod logs;
 pub mod model;
 pub mod projection;
 
-pub use client::{DockerClient, DockerClientConfig, LogTailRequest};
+pub use client::{ContainerAction, DockerClient, DockerClientConfig, LogTailRequest};
 pub use endpoint::DockerEndpoint;
 pub use error::DockerError;
 pub use events::{ContainerEvent, EventAction, EventDecoder, EventStream};

@@ -8,7 +8,7 @@ pub mod backoff;
 pub mod definition;
 pub mod health;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
 use serde_json::json;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -108,6 +108,75 @@ impl SupervisorView {
     }
 }
 
+/// A start, stop or restart asked of the supervisor (the `service.*` capabilities).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceAction {
+    Start,
+    Stop,
+    Restart,
+}
+
+struct Control {
+    name: String,
+    action: ServiceAction,
+    reply: oneshot::Sender<Result<String, String>>,
+}
+
+/// Asks the running supervisor to start, stop or restart one service.
+#[derive(Clone)]
+pub struct SupervisorHandle {
+    tx: mpsc::Sender<Control>,
+    view: SupervisorView,
+}
+
+/// How long a start waits for the child to be spawned before answering.
+const START_WAIT: Duration = Duration::from_secs(10);
+
+impl SupervisorHandle {
+    /// Runs `action` on service `name`; `Ok` carries a one-line outcome, `Err` the reason.
+    /// A stopped service stays stopped (across rescans) until started again.
+    pub async fn control(&self, name: &str, action: ServiceAction) -> Result<String, String> {
+        let before = self.view.get(name).and_then(|s| s.started_at);
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Control {
+                name: name.to_owned(),
+                action,
+                reply,
+            })
+            .await
+            .map_err(|_| "the supervisor is not running".to_owned())?;
+        let outcome = answer
+            .await
+            .map_err(|_| "the supervisor stopped before answering".to_owned())??;
+        if action == ServiceAction::Stop {
+            return Ok(outcome);
+        }
+        // Wait until the new child was spawned (or failed to spawn).
+        let deadline = Instant::now() + START_WAIT;
+        loop {
+            if let Some(state) = self.view.get(name) {
+                if state.started_at.is_some() && state.started_at != before {
+                    return Ok(match state.pid {
+                        Some(pid) => format!("{outcome} (pid {pid})"),
+                        None => outcome,
+                    });
+                }
+                if let Some(error) = state.last_error.filter(|_| state.pid.is_none()) {
+                    return Err(format!("service {name} did not start: {error}"));
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "service {name} did not start within {} s",
+                    START_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 struct Running {
     definition: ServiceDefinition,
     cancel: CancellationToken,
@@ -123,6 +192,12 @@ pub struct Supervisor {
     http: reqwest::Client,
     running: HashMap<String, Running>,
     last_errors: Vec<String>,
+    /// Definitions of the last reconcile, by name.
+    known: BTreeMap<String, ServiceDefinition>,
+    /// Services stopped by a command: not started again by a rescan.
+    held: HashSet<String>,
+    control_tx: mpsc::Sender<Control>,
+    control_rx: mpsc::Receiver<Control>,
 }
 
 /// A change worth reporting at once.
@@ -151,6 +226,7 @@ impl Supervisor {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()?;
+        let (control_tx, control_rx) = mpsc::channel(16);
         Ok(Self {
             dir,
             log_dir,
@@ -159,7 +235,91 @@ impl Supervisor {
             http,
             running: HashMap::new(),
             last_errors: Vec::new(),
+            known: BTreeMap::new(),
+            held: HashSet::new(),
+            control_tx,
+            control_rx,
         })
+    }
+
+    /// A handle for start/stop/restart while [`Supervisor::run`] runs.
+    pub fn handle(&self) -> SupervisorHandle {
+        SupervisorHandle {
+            tx: self.control_tx.clone(),
+            view: self.view(),
+        }
+    }
+
+    fn start_service(&mut self, definition: ServiceDefinition) {
+        let name = definition.name.clone();
+        tracing::info!(service = %name, command = %definition.command, "starting supervised service");
+        {
+            let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+            let state = states
+                .entry(name.clone())
+                .or_insert_with(|| ServiceState::new(definition.clone()));
+            state.definition = definition.clone();
+        }
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise(
+            definition.clone(),
+            self.states.clone(),
+            self.changed.clone(),
+            self.http.clone(),
+            self.log_dir.clone(),
+            cancel.clone(),
+        ));
+        self.running.insert(
+            name,
+            Running {
+                definition,
+                cancel,
+                task,
+            },
+        );
+        self.changed.notify_one();
+    }
+
+    /// Start, stop or restart one known service.
+    pub async fn control(&mut self, name: &str, action: ServiceAction) -> Result<String, String> {
+        let Some(definition) = self.known.get(name).cloned() else {
+            return Err(format!("no supervised service named {name:?}"));
+        };
+        match action {
+            ServiceAction::Stop => {
+                self.held.insert(name.to_owned());
+                let Some(running) = self.running.remove(name) else {
+                    return Ok(format!("service {name} was already stopped"));
+                };
+                tracing::info!(service = %name, "stopping service on command");
+                stop(running).await;
+                update(&self.states, &self.changed, name, |s| {
+                    s.status = ResourceStatus::Stopped;
+                    s.health = Health::Unknown;
+                    s.pid = None;
+                    s.exited_at = Some(Utc::now());
+                    true
+                });
+                Ok(format!("service {name} stopped"))
+            }
+            ServiceAction::Start => {
+                self.held.remove(name);
+                if self.running.contains_key(name) {
+                    return Ok(format!("service {name} was already running"));
+                }
+                self.start_service(definition);
+                Ok(format!("service {name} started"))
+            }
+            ServiceAction::Restart => {
+                self.held.remove(name);
+                if let Some(running) = self.running.remove(name) {
+                    tracing::info!(service = %name, "restarting service on command");
+                    stop(running).await;
+                }
+                self.start_service(definition);
+                Ok(format!("service {name} restarted"))
+            }
+        }
     }
 
     pub fn view(&self) -> SupervisorView {
@@ -182,6 +342,23 @@ impl Supervisor {
             .into_iter()
             .map(|d| (d.name.clone(), d))
             .collect();
+        // A held (stopped by command) service whose definition went away or changed is
+        // forgotten; a changed definition starts afresh.
+        let released: Vec<String> = self
+            .held
+            .iter()
+            .filter(|name| wanted.get(*name) != self.known.get(*name))
+            .cloned()
+            .collect();
+        for name in released {
+            self.held.remove(&name);
+            self.states
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+            self.changed.notify_one();
+        }
+        self.known = wanted.clone();
         let outdated: Vec<String> = self
             .running
             .iter()
@@ -200,42 +377,34 @@ impl Supervisor {
             self.changed.notify_one();
         }
         for (name, definition) in wanted {
-            if self.running.contains_key(&name) {
+            if self.running.contains_key(&name) || self.held.contains(&name) {
                 continue;
             }
-            tracing::info!(service = %name, command = %definition.command, "starting supervised service");
             self.states
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(name.clone(), ServiceState::new(definition.clone()));
-            let cancel = CancellationToken::new();
-            let task = tokio::spawn(supervise(
-                definition.clone(),
-                self.states.clone(),
-                self.changed.clone(),
-                self.http.clone(),
-                self.log_dir.clone(),
-                cancel.clone(),
-            ));
-            self.running.insert(
-                name,
-                Running {
-                    definition,
-                    cancel,
-                    task,
-                },
-            );
-            self.changed.notify_one();
+            self.start_service(definition);
         }
     }
 
     /// Reconciles every `rescan` until `shutdown`, then stops every service.
     pub async fn run(mut self, rescan: Duration, shutdown: CancellationToken) {
+        let mut next_rescan = Instant::now();
         loop {
-            self.reconcile().await;
+            if Instant::now() >= next_rescan {
+                self.reconcile().await;
+                next_rescan = Instant::now() + rescan;
+            }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(rescan) => {}
+                _ = tokio::time::sleep_until(next_rescan.into()) => {}
+                control = self.control_rx.recv() => {
+                    if let Some(control) = control {
+                        let outcome = self.control(&control.name, control.action).await;
+                        let _ = control.reply.send(outcome);
+                    }
+                }
             }
         }
         for (_, running) in self.running.drain() {
@@ -476,6 +645,74 @@ mod tests {
         let alive = std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
             .is_ok_and(|c| c.starts_with("sleep"));
         assert!(!alive, "sleep {pid} survived the supervisor");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn commands_start_stop_and_restart_a_service_and_a_stop_holds_across_rescans() {
+        let dir = std::env::temp_dir().join(format!("pulse-sup-ctl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("sleeper.toml"),
+            "name='sleeper'\ncommand='sleep'\nargs=['60']\n[restart]\npolicy='always'\n",
+        )
+        .unwrap();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let supervisor = Supervisor::new(dir.clone(), None, Arc::new(Notify::new())).unwrap();
+        let view = supervisor.view();
+        let handle = supervisor.handle();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(supervisor.run(Duration::from_millis(50), shutdown.clone()));
+        let first = wait_for(&view, "sleeper", |s| s.pid.is_some()).await;
+
+        let restarted = handle
+            .control("sleeper", ServiceAction::Restart)
+            .await
+            .unwrap();
+        assert!(
+            restarted.starts_with("service sleeper restarted (pid "),
+            "{restarted}"
+        );
+        let second = view.get("sleeper").unwrap();
+        assert!(second.pid.is_some() && second.pid != first.pid);
+
+        let stopped = handle
+            .control("sleeper", ServiceAction::Stop)
+            .await
+            .unwrap();
+        assert_eq!(stopped, "service sleeper stopped");
+        // Several rescans later it is still stopped (policy `always` does not apply).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let held = view.get("sleeper").unwrap();
+        assert_eq!(held.status, ResourceStatus::Stopped);
+        assert!(held.pid.is_none());
+        assert_eq!(
+            handle
+                .control("sleeper", ServiceAction::Stop)
+                .await
+                .unwrap(),
+            "service sleeper was already stopped"
+        );
+
+        let started = handle
+            .control("sleeper", ServiceAction::Start)
+            .await
+            .unwrap();
+        assert!(
+            started.starts_with("service sleeper started (pid "),
+            "{started}"
+        );
+        assert_eq!(view.get("sleeper").unwrap().status, ResourceStatus::Running);
+
+        let unknown = handle
+            .control("nope", ServiceAction::Restart)
+            .await
+            .unwrap_err();
+        assert_eq!(unknown, "no supervised service named \"nope\"");
+
+        shutdown.cancel();
+        task.await.unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

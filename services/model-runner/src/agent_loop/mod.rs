@@ -2,12 +2,15 @@
 //! [`RunGate`], execute the admitted ones, feed the results back, and stop on a final answer or a
 //! limit.
 //!
-//! Order of work per turn: compaction, request build, redaction (last step before transport), the
-//! provider call, admission of the whole batch (a terminal denial stops the run before any handler
-//! runs), execution, and result assembly in the model's call order.
+//! Order of work per turn: compaction, request build, redaction and the export audit (the last
+//! steps before transport), the provider call, its usage report, admission of the whole batch (a
+//! terminal denial stops the run before any handler runs), execution, and result assembly in the
+//! model's call order.
 
 pub mod compaction;
 mod dispatch;
+pub mod export;
+pub mod usage;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +25,8 @@ use crate::provider::types::{
 };
 use crate::provider::{FailureCause, Provider, ProviderFailure};
 use crate::redaction::{RedactionReport, Redactor, TrustBoundary};
+use crate::registry::RouteClass;
+use crate::route::Route;
 
 use compaction::bounded_head;
 // Re-exported so callers of the loop need no direct dependency for its signatures.
@@ -32,6 +37,23 @@ pub use compaction::{
     CharsPerToken, CompactionPolicy, CompactionReport, STUB_MARKER, TokenEstimator, compact,
 };
 use dispatch::Pending;
+pub use export::{ExportAudit, ExportsNotAudited, ProviderExport};
+pub use usage::{CallOutcome, ProviderCallUsage, UsageNotRecorded, UsageSink};
+
+/// A run hook could not record what it was told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RecordError {
+    pub message: String,
+}
+
+impl RecordError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
 
 /// Legacy service loops may call the provider at most this often (ARCHITECTURE §9).
 pub const LEGACY_MAX_PROVIDER_CALLS: u32 = 10;
@@ -145,7 +167,10 @@ impl Default for Compaction {
 /// Everything one run needs.
 pub struct LoopInput<'a> {
     pub transport: &'a dyn ChatTransport,
-    pub model: String,
+    /// The one route of the run; its model is the model every request names.
+    pub route: Route,
+    /// The route's class at its configured address (see `ProviderEntry::route_class_at`).
+    pub route_class: RouteClass,
     pub system_prompt: String,
     /// The goal and any seed context, after the system prompt.
     pub messages: Vec<Message>,
@@ -155,6 +180,10 @@ pub struct LoopInput<'a> {
     pub handler: &'a dyn ToolHandler,
     /// Applied to every request right before transport. Not optional.
     pub redactor: &'a Redactor,
+    /// Told the redaction report of every request right before transport.
+    pub exports: &'a dyn ExportAudit,
+    /// Told the usage of every provider call right after it.
+    pub usage: &'a dyn UsageSink,
     pub limits: LoopLimits,
     pub compaction: Option<Compaction>,
     pub allowance: Option<&'a mut dyn TokenAllowance>,
@@ -175,6 +204,14 @@ pub enum LoopStop {
         cause: FailureCause,
         message: String,
     },
+    /// The export audit failed, so the request was not sent.
+    ExportNotAudited {
+        message: String,
+    },
+    /// A provider call's usage could not be recorded, so no further call is made.
+    UsageNotRecorded {
+        message: String,
+    },
 }
 
 impl LoopStop {
@@ -186,6 +223,8 @@ impl LoopStop {
             Self::AllowanceExhausted => "allowance_exhausted",
             Self::TerminalDenial(_) => "terminal_denial",
             Self::ProviderFailure { .. } => "provider_failure",
+            Self::ExportNotAudited { .. } => "export_not_audited",
+            Self::UsageNotRecorded { .. } => "usage_not_recorded",
         }
     }
 }
@@ -267,12 +306,15 @@ impl AgentLoop {
     pub async fn run(input: LoopInput<'_>) -> LoopOutcome {
         let LoopInput {
             transport,
-            model,
+            route,
+            route_class,
             system_prompt,
             messages,
             policy,
             handler,
             redactor,
+            exports,
+            usage: usage_sink,
             limits,
             compaction,
             mut allowance,
@@ -326,7 +368,7 @@ impl AgentLoop {
                 state.compactions.push(report);
             }
             let mut request = ChatRequest {
-                model: model.clone(),
+                model: route.model().to_owned(),
                 messages: state.messages.clone(),
                 tools: if final_turn_only {
                     Vec::new()
@@ -342,8 +384,21 @@ impl AgentLoop {
                 temperature,
                 stream,
             };
-            // The last thing before transport.
-            state.redactions.push(redactor.sanitize(&mut request));
+            // The last things before transport: the sanitizer, then the audit of what it did.
+            let report = redactor.sanitize(&mut request);
+            // One report per request sent: this request's position in the run.
+            let call_no = u32::try_from(state.redactions.len() + 1).unwrap_or(u32::MAX);
+            let export = ProviderExport {
+                call: call_no,
+                report: &report,
+            };
+            if let Err(e) = exports.exported(&export).await {
+                tracing::warn!(error = %e, "provider export could not be audited; request not sent");
+                timing.overhead += prep_started.elapsed();
+                state.timings.push(timing);
+                break LoopStop::ExportNotAudited { message: e.message };
+            }
+            state.redactions.push(report);
             timing.overhead += prep_started.elapsed();
 
             let provider_started = Instant::now();
@@ -359,16 +414,40 @@ impl AgentLoop {
                 .provider_calls
                 .saturating_add(1)
                 .saturating_add(retries);
+            let (call_usage, outcome) = match &result {
+                Ok(response) => (response.usage, CallOutcome::Completed),
+                Err(failure) => (Usage::default(), CallOutcome::Failed(failure.cause)),
+            };
+            let recorded = usage_sink
+                .record(&ProviderCallUsage {
+                    route: &route,
+                    route_class,
+                    call: call_no,
+                    usage: call_usage,
+                    outcome,
+                })
+                .await;
             let response = match result {
                 Ok(response) => response,
                 Err(failure) => {
                     state.timings.push(timing);
+                    if let Err(e) = recorded {
+                        tracing::warn!(error = %e, "usage of a failed provider call not recorded");
+                    }
                     break LoopStop::ProviderFailure {
                         cause: failure.cause,
                         message: failure.message,
                     };
                 }
             };
+            if let Err(e) = recorded {
+                tracing::warn!(error = %e, "provider call usage could not be recorded; run stops");
+                state.turns += 1;
+                state.usage.input_tokens += response.usage.input_tokens;
+                state.usage.output_tokens += response.usage.output_tokens;
+                state.timings.push(timing);
+                break LoopStop::UsageNotRecorded { message: e.message };
+            }
 
             let assembly_started = Instant::now();
             state.turns += 1;

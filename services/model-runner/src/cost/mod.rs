@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod ledger;
 pub mod pricing;
+pub mod usage_ledger;
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,6 +20,7 @@ use crate::route::Route;
 
 pub use budget::{BudgetDecision, DollarBudget, RefusalReason, Spend};
 pub use ledger::{LedgerEntry, LedgerError, RouteCost, record, spend, summary};
+pub use usage_ledger::LedgerUsageSink;
 
 /// An amount of US dollars, held exactly in pico-dollars (10^-12 USD).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -101,6 +101,9 @@ pub struct ProviderFailure {
 
 const MAX_DETAIL_CHARS: usize = 300;
 
+/// The longest `retry-after` a rate-limited call is retried after.
+pub const MAX_RATE_LIMIT_RETRY_WAIT_MS: u64 = 5_000;
+
 impl ProviderFailure {
     pub fn new(cause: FailureCause, message: impl Into<String>) -> Self {
         Self {
@@ -127,10 +130,15 @@ impl ProviderFailure {
         self.cause.recommendation()
     }
 
-    /// Worth one same-route retry when nothing was shown yet.
+    /// Worth one same-route retry when nothing was shown yet. A rate limit is, when the provider
+    /// asks for a short wait (or says nothing); a longer wait fails now with its `retry_after_ms`
+    /// rather than holding the run.
     pub(crate) fn is_transient(&self) -> bool {
         match self.cause {
             FailureCause::Connectivity | FailureCause::Timeout => true,
+            FailureCause::RateLimit => self
+                .retry_after_ms
+                .is_none_or(|ms| ms <= MAX_RATE_LIMIT_RETRY_WAIT_MS),
             FailureCause::ProviderError => {
                 matches!(self.status, Some(500 | 502 | 503 | 504 | 529))
             }

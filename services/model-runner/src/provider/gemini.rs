@@ -17,7 +17,7 @@ pub(crate) fn build(
         Some((last, parts)) if last == role => parts.push(part),
         _ => contents.push((role.to_owned(), vec![part])),
     };
-    for m in &req.messages {
+    for (at, m) in req.messages.iter().enumerate() {
         match m {
             Message::System { content } => system.push(content.clone()),
             Message::User { content } => push("user", json!({"text": content})),
@@ -40,7 +40,7 @@ pub(crate) fn build(
                 }
             }
             Message::Tool(r) => {
-                let name = tool_name_for(&req.messages, &r.call_id).unwrap_or_default();
+                let name = tool_name_for(&req.messages[..at], &r.call_id).unwrap_or_default();
                 let response = if r.is_error {
                     json!({"error": r.content})
                 } else {

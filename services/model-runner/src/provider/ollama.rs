@@ -14,7 +14,8 @@ pub(crate) fn build(
     let messages: Vec<Value> = req
         .messages
         .iter()
-        .map(|m| match m {
+        .enumerate()
+        .map(|(at, m)| match m {
             Message::System { content } => json!({"role": "system", "content": content}),
             Message::User { content } => json!({"role": "user", "content": content}),
             Message::Assistant {
@@ -37,7 +38,7 @@ pub(crate) fn build(
                 } else {
                     r.content.clone()
                 };
-                let name = tool_name_for(&req.messages, &r.call_id).unwrap_or_default();
+                let name = tool_name_for(&req.messages[..at], &r.call_id).unwrap_or_default();
                 json!({"role": "tool", "tool_name": name, "content": content})
             }
         })

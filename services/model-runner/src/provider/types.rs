@@ -277,9 +277,12 @@ pub fn repair_orphan_tool_calls(messages: &[Message]) -> Vec<Message> {
     out
 }
 
-/// The name of the tool a call id belongs to, searched in earlier assistant turns.
-pub(crate) fn tool_name_for(messages: &[Message], call_id: &str) -> Option<String> {
-    messages.iter().rev().find_map(|m| match m {
+/// The name of the tool a call id belongs to, searched backwards through `earlier` (the messages
+/// before the result). Ids need not be unique across turns: Ollama and Gemini may send calls
+/// without ids, and those are numbered per turn, so a later turn's `call_1` must not name an
+/// earlier result.
+pub(crate) fn tool_name_for(earlier: &[Message], call_id: &str) -> Option<String> {
+    earlier.iter().rev().find_map(|m| match m {
         Message::Assistant { tool_calls, .. } => tool_calls
             .iter()
             .find(|c| c.id == call_id)

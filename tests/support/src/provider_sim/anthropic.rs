@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Delivery, Rendered, SimUsage, Turn, halves, pieces};
+use super::{Delivery, Rendered, SimUsage, Turn, pieces};
 
 fn stop_reason(turn: &Turn) -> &'static str {
     if turn.tool_calls.is_empty() {
@@ -94,10 +94,9 @@ pub(crate) fn frames(
             json!({"type": "content_block_start", "index": index,
                    "content_block": {"type": "tool_use", "id": id, "name": c.name, "input": {}}}),
         ));
-        let (a, b) = halves(&c.arguments.to_string());
-        let mut parts = vec![a];
-        if !delivery.orphan_tool_calls {
-            parts.push(b);
+        let mut parts = delivery.fragments_of(&c.arguments);
+        if delivery.orphan_tool_calls {
+            parts.pop();
         }
         for p in parts {
             frames.push(event(

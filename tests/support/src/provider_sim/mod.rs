@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 pub use behaviour::{Behaviour, DEFAULT_COLD_START, READ_BOUND, SIM_PREFIX};
 pub use conversation::{Conversation, OfferedTool, PastCall};
-pub use script::{Delivery, Script, SimError, SimErrorBody, SimToolCall, Step, Turn};
+pub use script::{Delivery, Script, SimError, SimErrorBody, SimToolCall, Step, Turn, split_chars};
 pub use tokens::count_tokens;
 
 /// Which wire protocol a request used.

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Delivery, Rendered, SimUsage, Turn, halves, pieces};
+use super::{Delivery, Rendered, SimUsage, Turn, pieces};
 
 fn usage_json(u: SimUsage) -> Value {
     json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
@@ -79,15 +79,15 @@ pub(crate) fn frames(
             json!({"tool_calls": [{"index": i, "id": id, "type": "function",
                                    "function": {"name": call.name, "arguments": ""}}]}),
         ));
-        let (a, b) = halves(&call.arguments.to_string());
-        frames.push(delta(
-            model,
-            json!({"tool_calls": [{"index": i, "function": {"arguments": a}}]}),
-        ));
-        if !delivery.orphan_tool_calls {
+        let mut fragments = delivery.fragments_of(&call.arguments);
+        if delivery.orphan_tool_calls {
+            // The call never finishes: its last fragment is never sent.
+            fragments.pop();
+        }
+        for fragment in fragments {
             frames.push(delta(
                 model,
-                json!({"tool_calls": [{"index": i, "function": {"arguments": b}}]}),
+                json!({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}),
             ));
         }
     }

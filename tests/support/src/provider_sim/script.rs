@@ -90,9 +90,31 @@ pub struct Delivery {
     pub cut_after_frames: Option<usize>,
     /// Insert a frame of broken JSON (non-streaming: a cut-off JSON body).
     pub malformed_json: bool,
-    /// Leave each tool call unfinished: half its arguments, and (Anthropic) no block stop.
+    /// Leave each tool call unfinished: all but the last fragment of its arguments, and
+    /// (Anthropic) no block stop.
     /// Honoured by the OpenAI and Anthropic streams.
     pub orphan_tool_calls: bool,
+    /// Stream each call's JSON arguments in this many fragments (default 2). Honoured by the
+    /// OpenAI and Anthropic streams; Gemini and Ollama send a call's arguments whole.
+    pub argument_fragments: Option<usize>,
+}
+
+impl Delivery {
+    /// The fragments a stream sends a call's JSON arguments in.
+    pub fn fragments_of(&self, arguments: &Value) -> Vec<String> {
+        split_chars(&arguments.to_string(), self.argument_fragments.unwrap_or(2))
+    }
+}
+
+/// Splits text into `parts` pieces of near-equal character counts (at least one piece; pieces
+/// may be empty when the text is shorter than `parts`).
+pub fn split_chars(text: &str, parts: usize) -> Vec<String> {
+    let parts = parts.max(1);
+    let chars: Vec<char> = text.chars().collect();
+    let n = chars.len();
+    (0..parts)
+        .map(|i| chars[i * n / parts..(i + 1) * n / parts].iter().collect())
+        .collect()
 }
 
 /// An error answer.
@@ -236,5 +258,27 @@ impl Script {
                 "provider simulator script exhausted",
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_split_into_the_asked_number_of_fragments_at_character_boundaries() {
+        assert_eq!(split_chars("abcdefg", 3), ["ab", "cd", "efg"]);
+        assert_eq!(split_chars("ab", 1), ["ab"]);
+        assert_eq!(split_chars("ab", 0), ["ab"]);
+        let text = "{\"k\":\"ünïcode ✓\"}";
+        let parts = split_chars(text, 7);
+        assert_eq!(parts.len(), 7);
+        assert_eq!(parts.concat(), text);
+        // The default is two halves.
+        let args = serde_json::json!({"host": "db1"});
+        assert_eq!(
+            Delivery::default().fragments_of(&args),
+            ["{\"host\"", ":\"db1\"}"]
+        );
     }
 }

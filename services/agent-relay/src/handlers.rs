@@ -1,0 +1,302 @@
+//! Bus handlers for `relay.command`, `relay.observe` and `relay.read`.
+//!
+//! The tenant-wide subjects are served by every replica in one queue group; the replica that
+//! takes a request forwards it to its own session for the agent when it has one, and otherwise
+//! over the per-agent subject served by the replica that has it (no responder there means the
+//! agent is not connected anywhere). The per-agent subjects are served by the session itself.
+
+use std::time::Duration;
+
+use pulse_bus::{Bus, BusError, ErrorReply, RequestContext, Responder};
+use pulse_capabilities::error_codes::ErrorCode;
+use pulse_domain::TenantId;
+use pulse_domain::agent_protocol::{
+    AgentMessage, Command, MAX_ID_BYTES, Observe, Read, RelayMessage,
+};
+use pulse_domain::resource::valid_agent_id;
+
+use crate::RelayState;
+use crate::api::{
+    CommandReceipt, CommandRequest, ObserveReply, ObserveRequest, QUEUE_GROUP, ReadReply,
+    ReadRequest,
+};
+use crate::registry::{error, not_connected};
+
+/// Extra time a hop to another replica gets over the agent's own timeout.
+const HOP_SLACK: Duration = Duration::from_secs(2);
+
+fn check_agent(agent_id: &str) -> Result<(), ErrorReply> {
+    if valid_agent_id(agent_id) {
+        Ok(())
+    } else {
+        Err(error(
+            ErrorCode::InvalidRequest,
+            "agent_id must be 1 to 128 of A-Z a-z 0-9 . _ -",
+        ))
+    }
+}
+
+fn unexpected(answer: &AgentMessage) -> ErrorReply {
+    error(
+        ErrorCode::InternalError,
+        format!(
+            "the agent answered with an unexpected message ({})",
+            match answer {
+                AgentMessage::Hello(_) => "hello",
+                AgentMessage::Report(_) => "report",
+                AgentMessage::Receipt(_) => "receipt",
+                AgentMessage::Observation(_) => "observation",
+                AgentMessage::ReadResult(_) => "read_result",
+                AgentMessage::Refused(_) => "refused",
+            }
+        ),
+    )
+}
+
+fn refused(reason: &str) -> ErrorReply {
+    error(
+        ErrorCode::AgentRefused,
+        format!("the agent refused: {reason}"),
+    )
+}
+
+/// Maps the error of a hop to another replica back to a typed reply.
+fn hop_error(agent_id: &str, error_: BusError) -> ErrorReply {
+    match error_ {
+        BusError::NoResponders { .. } => not_connected(agent_id),
+        BusError::Timeout { .. } => error(
+            ErrorCode::AgentTimeout,
+            format!("agent {agent_id} did not answer in time"),
+        ),
+        BusError::Remote { code, message } => ErrorReply::new(code, message),
+        other => error(
+            ErrorCode::ServiceUnavailable,
+            format!("the message bus failed: {other}"),
+        ),
+    }
+}
+
+/// Forwards to the local session of the agent: `None` when it has none here.
+pub async fn command_local(
+    state: &RelayState,
+    tenant: &TenantId,
+    request: CommandRequest,
+) -> Option<Result<CommandReceipt, ErrorReply>> {
+    let link = state.registry.get(tenant, &request.agent_id)?;
+    if !link.can_exec {
+        return Some(Err(error(
+            ErrorCode::MissingScope,
+            format!(
+                "commands need a token with agent:exec; agent {} connected with a token that lacks it",
+                request.agent_id
+            ),
+        )));
+    }
+    let message = RelayMessage::Command(Command {
+        request_id: state.registry.request_id(),
+        action_id: request.action_id,
+        lease_id: request.lease_id,
+        lease_expires_at: request.lease_expires_at,
+        capability: request.capability,
+        target: request.target,
+    });
+    Some(
+        match link.forward(message, state.limits.request_timeout).await {
+            Ok(AgentMessage::Receipt(receipt)) => Ok(CommandReceipt(receipt)),
+            Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Err(e),
+        },
+    )
+}
+
+pub async fn observe_local(
+    state: &RelayState,
+    tenant: &TenantId,
+    request: ObserveRequest,
+) -> Option<Result<ObserveReply, ErrorReply>> {
+    let link = state.registry.get(tenant, &request.agent_id)?;
+    let message = RelayMessage::Observe(Observe {
+        request_id: state.registry.request_id(),
+        target: request.target,
+    });
+    Some(
+        match link.forward(message, state.limits.request_timeout).await {
+            Ok(AgentMessage::Observation(o)) => Ok(ObserveReply(o)),
+            Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Err(e),
+        },
+    )
+}
+
+pub async fn read_local(
+    state: &RelayState,
+    tenant: &TenantId,
+    request: ReadRequest,
+) -> Option<Result<ReadReply, ErrorReply>> {
+    let link = state.registry.get(tenant, &request.agent_id)?;
+    let message = RelayMessage::Read(Read {
+        request_id: state.registry.request_id(),
+        read: request.read,
+    });
+    Some(
+        match link.forward(message, state.limits.request_timeout).await {
+            Ok(AgentMessage::ReadResult(r)) => Ok(ReadReply(r)),
+            Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
+            Ok(other) => Err(unexpected(&other)),
+            Err(e) => Err(e),
+        },
+    )
+}
+
+async fn hop<R: pulse_bus::Request>(
+    state: &RelayState,
+    tenant: &TenantId,
+    verb: &str,
+    agent_id: &str,
+    request: &R,
+) -> Result<R::Reply, ErrorReply> {
+    let subject = state.bus.subjects().relay_agent(tenant, verb, agent_id);
+    state
+        .bus
+        .request(
+            tenant,
+            &subject,
+            request,
+            state.limits.request_timeout + HOP_SLACK,
+        )
+        .await
+        .map_err(|e| hop_error(agent_id, e))
+}
+
+/// Serves the tenant-wide subjects until the responders are stopped.
+pub async fn serve(state: &RelayState) -> Result<Vec<Responder>, BusError> {
+    let bus: &Bus = &state.bus;
+    let subjects = bus.subjects().clone();
+    let s = state.clone();
+    let command = bus
+        .serve(
+            &subjects.relay_any_tenant("command"),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: CommandRequest| {
+                let state = s.clone();
+                async move {
+                    check_agent(&request.agent_id)?;
+                    if request.action_id.is_empty() || request.action_id.len() > MAX_ID_BYTES {
+                        return Err(error(
+                            ErrorCode::InvalidRequest,
+                            format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
+                        ));
+                    }
+                    if let Some(answer) = command_local(&state, &ctx.tenant, request.clone()).await
+                    {
+                        return answer;
+                    }
+                    let agent_id = request.agent_id.clone();
+                    hop(&state, &ctx.tenant, "command", &agent_id, &request).await
+                }
+            },
+        )
+        .await?;
+    let s = state.clone();
+    let observe = bus
+        .serve(
+            &subjects.relay_any_tenant("observe"),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: ObserveRequest| {
+                let state = s.clone();
+                async move {
+                    check_agent(&request.agent_id)?;
+                    if let Some(answer) = observe_local(&state, &ctx.tenant, request.clone()).await
+                    {
+                        return answer;
+                    }
+                    let agent_id = request.agent_id.clone();
+                    hop(&state, &ctx.tenant, "observe", &agent_id, &request).await
+                }
+            },
+        )
+        .await?;
+    let s = state.clone();
+    let read = bus
+        .serve(
+            &subjects.relay_any_tenant("read"),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: ReadRequest| {
+                let state = s.clone();
+                async move {
+                    check_agent(&request.agent_id)?;
+                    if let Some(answer) = read_local(&state, &ctx.tenant, request.clone()).await {
+                        return answer;
+                    }
+                    let agent_id = request.agent_id.clone();
+                    hop(&state, &ctx.tenant, "read", &agent_id, &request).await
+                }
+            },
+        )
+        .await?;
+    Ok(vec![command, observe, read])
+}
+
+/// Serves the per-agent subjects of one session; only this replica's session answers them.
+pub async fn serve_agent(
+    state: &RelayState,
+    tenant: &TenantId,
+    agent_id: &str,
+) -> Result<Vec<Responder>, BusError> {
+    let subjects = state.bus.subjects().clone();
+    let gone = |agent_id: &str| not_connected(agent_id);
+    let s = state.clone();
+    let command = state
+        .bus
+        .serve(
+            &subjects.relay_agent(tenant, "command", agent_id),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: CommandRequest| {
+                let state = s.clone();
+                async move {
+                    let agent_id = request.agent_id.clone();
+                    command_local(&state, &ctx.tenant, request)
+                        .await
+                        .unwrap_or_else(|| Err(gone(&agent_id)))
+                }
+            },
+        )
+        .await?;
+    let s = state.clone();
+    let observe = state
+        .bus
+        .serve(
+            &subjects.relay_agent(tenant, "observe", agent_id),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: ObserveRequest| {
+                let state = s.clone();
+                async move {
+                    let agent_id = request.agent_id.clone();
+                    observe_local(&state, &ctx.tenant, request)
+                        .await
+                        .unwrap_or_else(|| Err(gone(&agent_id)))
+                }
+            },
+        )
+        .await?;
+    let s = state.clone();
+    let read = state
+        .bus
+        .serve(
+            &subjects.relay_agent(tenant, "read", agent_id),
+            Some(QUEUE_GROUP),
+            move |ctx: RequestContext, request: ReadRequest| {
+                let state = s.clone();
+                async move {
+                    let agent_id = request.agent_id.clone();
+                    read_local(&state, &ctx.tenant, request)
+                        .await
+                        .unwrap_or_else(|| Err(gone(&agent_id)))
+                }
+            },
+        )
+        .await?;
+    Ok(vec![command, observe, read])
+}

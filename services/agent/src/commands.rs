@@ -1,0 +1,617 @@
+//! The command channel: typed capabilities only, each action id executed at most once.
+//!
+//! Every command is checked in this order:
+//! 1. commands disabled (no `--enable-commands`): rejected, nothing recorded;
+//! 2. the idempotency log: an action id seen before returns its recorded receipt (marked
+//!    `replayed`) and never runs again; an action id accepted but never finished (the agent
+//!    stopped while running it) is refused and never re-executed;
+//! 3. the capability name must be one this build knows, the target must be well formed;
+//! 4. the lease must not have expired by the agent's clock.
+//!
+//! Only then is the action appended to the log as `accepted` and the file fsync'd, and only
+//! after that does it run. Its receipt is appended as `finished` (and fsync'd) before it is
+//! returned. Commands run one at a time.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use pulse_domain::agent_protocol::{
+    Capability, Command, MAX_ID_BYTES, MAX_OUTPUT_BYTES, MAX_REASON_BYTES, Receipt, ReceiptStatus,
+    bounded_text,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::docker::{ContainerAction, DockerClient, DockerError};
+use crate::supervisor::{ServiceAction, SupervisorHandle};
+
+/// The reason every command gets on an agent started without `--enable-commands`.
+pub const DISABLED_REASON: &str =
+    "commands are disabled on this agent (start it with --enable-commands)";
+/// The idempotency log's file name in the state directory.
+pub const LOG_FILE: &str = "command-log.jsonl";
+
+/// One line of the idempotency log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum LogEntry {
+    /// Written and fsync'd before the action runs.
+    Accepted {
+        action_id: String,
+        lease_id: String,
+        capability: String,
+        target: String,
+        at: DateTime<Utc>,
+    },
+    /// Written and fsync'd once the action ran.
+    Finished { action_id: String, receipt: Receipt },
+}
+
+/// What the log knows about an action id.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    /// Accepted, never finished: the agent stopped while running it.
+    Unfinished {
+        at: DateTime<Utc>,
+    },
+    Finished(Receipt),
+}
+
+/// Append-only JSON lines, one file, replayed into memory at open.
+pub struct IdempotencyLog {
+    path: PathBuf,
+    file: std::fs::File,
+    entries: HashMap<String, Recorded>,
+}
+
+impl IdempotencyLog {
+    /// Opens (creating) `<dir>/command-log.jsonl` and reads what it holds. A torn last line
+    /// (the agent died mid-write) is skipped with a warning.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join(LOG_FILE);
+        let mut entries = HashMap::new();
+        let existing = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
+        };
+        for (number, line) in existing.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match serde_json::from_slice::<LogEntry>(line) {
+                Ok(LogEntry::Accepted { action_id, at, .. }) => {
+                    entries.insert(action_id, Recorded::Unfinished { at });
+                }
+                Ok(LogEntry::Finished { action_id, receipt }) => {
+                    entries.insert(action_id, Recorded::Finished(receipt));
+                }
+                Err(error) => {
+                    tracing::warn!(path = %path.display(), line = number + 1, %error, "unreadable command log line skipped");
+                }
+            }
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+        // A torn last line (the agent died mid-write) is closed so the next entry starts on a
+        // line of its own.
+        if existing.last().is_some_and(|b| *b != b'\n') {
+            file.write_all(b"\n")?;
+            file.sync_data()?;
+        }
+        Ok(Self {
+            path,
+            file,
+            entries,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn get(&self, action_id: &str) -> Option<&Recorded> {
+        self.entries.get(action_id)
+    }
+
+    fn append(&mut self, entry: &LogEntry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.sync_data()
+    }
+
+    /// Records that `command` is about to run; durable when this returns.
+    pub fn accept(&mut self, command: &Command, at: DateTime<Utc>) -> std::io::Result<()> {
+        self.append(&LogEntry::Accepted {
+            action_id: command.action_id.clone(),
+            lease_id: command.lease_id.clone(),
+            capability: command.capability.clone(),
+            target: command.target.clone(),
+            at,
+        })?;
+        self.entries
+            .insert(command.action_id.clone(), Recorded::Unfinished { at });
+        Ok(())
+    }
+
+    /// Records the receipt of a finished action; durable when this returns.
+    pub fn finish(&mut self, receipt: &Receipt) -> std::io::Result<()> {
+        self.append(&LogEntry::Finished {
+            action_id: receipt.action_id.clone(),
+            receipt: receipt.clone(),
+        })?;
+        self.entries.insert(
+            receipt.action_id.clone(),
+            Recorded::Finished(receipt.clone()),
+        );
+        Ok(())
+    }
+}
+
+/// The result of running one capability.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Execution {
+    pub succeeded: bool,
+    pub output: String,
+    pub exit_status: i32,
+}
+
+/// Runs capabilities. A trait so the ordering rules can be tested without processes.
+pub trait Executor: Send + Sync {
+    fn execute(
+        &self,
+        capability: Capability,
+        target: &str,
+    ) -> impl std::future::Future<Output = Execution> + Send;
+}
+
+/// The real executor: the supervisor for `service.*`, the Docker engine for
+/// `docker.container.*`.
+pub struct HostExecutor {
+    pub supervisor: SupervisorHandle,
+    pub docker: Option<DockerClient>,
+}
+
+impl Executor for HostExecutor {
+    async fn execute(&self, capability: Capability, target: &str) -> Execution {
+        let service = |action| async move {
+            match self.supervisor.control(target, action).await {
+                Ok(output) => Execution {
+                    succeeded: true,
+                    output,
+                    exit_status: 0,
+                },
+                Err(reason) => Execution {
+                    succeeded: false,
+                    output: reason,
+                    exit_status: 1,
+                },
+            }
+        };
+        let container = |action: ContainerAction| async move {
+            let Some(docker) = &self.docker else {
+                return Execution {
+                    succeeded: false,
+                    output: "no Docker engine is configured on this agent".to_owned(),
+                    exit_status: 1,
+                };
+            };
+            match docker.container_action(target, action).await {
+                Ok(true) => Execution {
+                    succeeded: true,
+                    output: format!("container {target}: {} done", action.as_str()),
+                    exit_status: 0,
+                },
+                Ok(false) => Execution {
+                    succeeded: true,
+                    output: format!(
+                        "container {target}: already {}",
+                        match action {
+                            ContainerAction::Stop => "stopped",
+                            _ => "running",
+                        }
+                    ),
+                    exit_status: 0,
+                },
+                Err(error) => Execution {
+                    succeeded: false,
+                    exit_status: match &error {
+                        DockerError::Api { status, .. } => i32::from(*status),
+                        DockerError::NotFound { .. } => 404,
+                        _ => 1,
+                    },
+                    output: error.to_string(),
+                },
+            }
+        };
+        match capability {
+            Capability::ServiceStart => service(ServiceAction::Start).await,
+            Capability::ServiceStop => service(ServiceAction::Stop).await,
+            Capability::ServiceRestart => service(ServiceAction::Restart).await,
+            Capability::ContainerStart => container(ContainerAction::Start).await,
+            Capability::ContainerStop => container(ContainerAction::Stop).await,
+            Capability::ContainerRestart => container(ContainerAction::Restart).await,
+        }
+    }
+}
+
+/// The command channel of one agent.
+pub struct Commands<E> {
+    enabled: bool,
+    /// `None` when commands are disabled (the log is never opened then).
+    log: Option<Mutex<IdempotencyLog>>,
+    executor: E,
+}
+
+fn receipt(command: &Command, status: ReceiptStatus, reason: Option<String>) -> Receipt {
+    Receipt {
+        request_id: command.request_id.clone(),
+        action_id: command.action_id.clone(),
+        status,
+        reason: reason.map(|r| bounded_text(&r, MAX_REASON_BYTES).0),
+        output: String::new(),
+        output_truncated: false,
+        exit_status: None,
+        at: Utc::now(),
+        replayed: false,
+    }
+}
+
+fn rejected(command: &Command, reason: impl Into<String>) -> Receipt {
+    receipt(command, ReceiptStatus::Rejected, Some(reason.into()))
+}
+
+fn valid_target(target: &str) -> bool {
+    !target.is_empty()
+        && target.len() <= 256
+        && target
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+impl<E: Executor> Commands<E> {
+    /// Commands off: every command is rejected with [`DISABLED_REASON`].
+    pub fn disabled(executor: E) -> Self {
+        Self {
+            enabled: false,
+            log: None,
+            executor,
+        }
+    }
+
+    /// Commands on, with the idempotency log in `state_dir`.
+    pub fn enabled(state_dir: &Path, executor: E) -> anyhow::Result<Self> {
+        let log = IdempotencyLog::open(state_dir)?;
+        tracing::info!(log = %log.path().display(), "command channel enabled");
+        Ok(Self {
+            enabled: true,
+            log: Some(Mutex::new(log)),
+            executor,
+        })
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Handles one command and returns its receipt. Never panics on bad input.
+    pub async fn handle(&self, command: &Command) -> Receipt {
+        self.handle_at(command, Utc::now()).await
+    }
+
+    /// [`Commands::handle`] with the agent's clock reading `now` (for lease checks).
+    pub async fn handle_at(&self, command: &Command, now: DateTime<Utc>) -> Receipt {
+        let (true, Some(log)) = (self.enabled, &self.log) else {
+            return rejected(command, DISABLED_REASON);
+        };
+        if command.action_id.is_empty() || command.action_id.len() > MAX_ID_BYTES {
+            return rejected(
+                command,
+                format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
+            );
+        }
+        // One command at a time: the log check, the run and the record are one step.
+        let mut log = log.lock().await;
+        match log.get(&command.action_id) {
+            Some(Recorded::Finished(recorded)) => {
+                tracing::info!(action_id = %command.action_id, "repeated action id; returning the recorded receipt");
+                return Receipt {
+                    request_id: command.request_id.clone(),
+                    replayed: true,
+                    ..recorded.clone()
+                };
+            }
+            Some(Recorded::Unfinished { at }) => {
+                return rejected(
+                    command,
+                    format!(
+                        "action {} was accepted at {} but never completed (the agent stopped while running it); it is not executed again",
+                        command.action_id,
+                        at.to_rfc3339()
+                    ),
+                );
+            }
+            None => {}
+        }
+        let Some(capability) = Capability::parse(&command.capability) else {
+            let known: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+            return rejected(
+                command,
+                format!(
+                    "unknown capability {:?}; this agent supports {}",
+                    bounded_text(&command.capability, 64).0,
+                    known.join(", ")
+                ),
+            );
+        };
+        if !valid_target(&command.target) {
+            return rejected(
+                command,
+                "target must be 1 to 256 of A-Z a-z 0-9 . _ -".to_owned(),
+            );
+        }
+        if command.lease_expires_at <= now {
+            return rejected(
+                command,
+                format!(
+                    "lease {} expired at {} (agent clock {})",
+                    bounded_text(&command.lease_id, MAX_ID_BYTES).0,
+                    command.lease_expires_at.to_rfc3339(),
+                    now.to_rfc3339()
+                ),
+            );
+        }
+        if let Err(error) = log.accept(command, now) {
+            tracing::error!(%error, "command log not writable; command not run");
+            return rejected(
+                command,
+                format!("the agent cannot record the command in its log ({error}); not run"),
+            );
+        }
+        tracing::info!(action_id = %command.action_id, capability = %capability, target = %command.target, "running command");
+        let execution = self.executor.execute(capability, &command.target).await;
+        let (output, output_truncated) = bounded_text(&execution.output, MAX_OUTPUT_BYTES);
+        let status = if execution.succeeded {
+            ReceiptStatus::Completed
+        } else {
+            ReceiptStatus::Failed
+        };
+        let done = Receipt {
+            output,
+            output_truncated,
+            exit_status: Some(execution.exit_status),
+            reason: (!execution.succeeded).then(|| {
+                bounded_text(
+                    execution.output.lines().next().unwrap_or("failed"),
+                    MAX_REASON_BYTES,
+                )
+                .0
+            }),
+            ..receipt(command, status, None)
+        };
+        if let Err(error) = log.finish(&done) {
+            // The action ran; the `accepted` line keeps it from running again.
+            tracing::error!(%error, action_id = %command.action_id, "receipt not recorded");
+        }
+        tracing::info!(action_id = %command.action_id, status = ?done.status, "command finished");
+        done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Counts executions; succeeds unless the target is `broken`.
+    #[derive(Clone, Default)]
+    struct Counting(Arc<AtomicUsize>);
+
+    impl Executor for Counting {
+        async fn execute(&self, capability: Capability, target: &str) -> Execution {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            Execution {
+                succeeded: target != "broken",
+                output: format!("{capability} {target} run {n}"),
+                exit_status: i32::from(target == "broken"),
+            }
+        }
+    }
+
+    fn dir(label: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "pulse-cmd-{label}-{}-{}",
+            std::process::id(),
+            Utc::now().timestamp_nanos_opt().unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn command(action: &str, capability: &str, expires_in_secs: i64) -> Command {
+        Command {
+            request_id: format!("req-{}", uuid_like()),
+            action_id: action.to_owned(),
+            lease_id: "lease-1".to_owned(),
+            lease_expires_at: Utc::now() + chrono::Duration::seconds(expires_in_secs),
+            capability: capability.to_owned(),
+            target: "web".to_owned(),
+        }
+    }
+
+    fn uuid_like() -> u128 {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::SeqCst) as u128
+    }
+
+    #[tokio::test]
+    async fn a_repeated_action_id_returns_the_recorded_receipt_across_restarts() {
+        let dir = dir("repeat");
+        let runs = Counting::default();
+        let first = {
+            let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+            let first = commands
+                .handle(&command("act-1", "service.restart", 60))
+                .await;
+            assert_eq!(first.status, ReceiptStatus::Completed);
+            assert_eq!(first.exit_status, Some(0));
+            assert!(!first.replayed);
+            assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+            let again = commands
+                .handle(&command("act-1", "service.restart", 60))
+                .await;
+            assert!(again.replayed);
+            assert_eq!(again.output, first.output);
+            assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+            first
+        };
+        // A new process reads the same log.
+        let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+        let replay = commands
+            .handle(&command("act-1", "service.restart", 60))
+            .await;
+        assert_eq!(runs.0.load(Ordering::SeqCst), 1, "executed twice");
+        assert!(replay.replayed);
+        assert_eq!(replay.status, ReceiptStatus::Completed);
+        assert_eq!(replay.output, first.output);
+        assert_eq!(replay.at, first.at);
+        assert_ne!(replay.request_id, first.request_id);
+        // A different action id runs.
+        let other = commands
+            .handle(&command("act-2", "service.restart", 60))
+            .await;
+        assert_eq!(other.status, ReceiptStatus::Completed);
+        assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn accepted_but_never_finished_is_never_executed_again() {
+        let dir = dir("crash");
+        // The state a crash between "accepted" and "finished" leaves behind.
+        {
+            let mut log = IdempotencyLog::open(&dir).unwrap();
+            log.accept(&command("act-9", "service.restart", 60), Utc::now())
+                .unwrap();
+        }
+        // A torn line after it must not hide the record.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(LOG_FILE))
+            .unwrap()
+            .write_all(b"{\"state\":\"finis")
+            .unwrap();
+        let runs = Counting::default();
+        let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+        let receipt = commands
+            .handle(&command("act-9", "service.restart", 60))
+            .await;
+        assert_eq!(receipt.status, ReceiptStatus::Rejected);
+        let reason = receipt.reason.unwrap();
+        assert!(reason.contains("never completed"), "{reason}");
+        assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+        // Entries written after the torn line survive the next restart.
+        let next = commands
+            .handle(&command("act-10", "service.restart", 60))
+            .await;
+        assert_eq!(next.status, ReceiptStatus::Completed);
+        drop(commands);
+        let reopened = Commands::enabled(&dir, runs.clone()).unwrap();
+        let replay = reopened
+            .handle(&command("act-10", "service.restart", 60))
+            .await;
+        assert!(replay.replayed, "{replay:?}");
+        assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn expired_lease_unknown_capability_and_bad_target_are_rejected_with_a_reason() {
+        let dir = dir("refuse");
+        let runs = Counting::default();
+        let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+
+        let expired = commands
+            .handle(&command("act-e", "service.restart", -1))
+            .await;
+        assert_eq!(expired.status, ReceiptStatus::Rejected);
+        assert!(
+            expired
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("lease lease-1 expired")
+        );
+
+        let unknown = commands.handle(&command("act-u", "shell.exec", 60)).await;
+        assert_eq!(unknown.status, ReceiptStatus::Rejected);
+        let reason = unknown.reason.unwrap();
+        assert!(
+            reason.contains("unknown capability \"shell.exec\""),
+            "{reason}"
+        );
+        assert!(reason.contains("docker.container.restart"), "{reason}");
+
+        let mut bad = command("act-b", "service.stop", 60);
+        bad.target = "../etc".to_owned();
+        let bad = commands.handle(&bad).await;
+        assert_eq!(bad.status, ReceiptStatus::Rejected);
+
+        assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+        // Refusals are not recorded: the same action id with a live lease runs.
+        let retried = commands
+            .handle(&command("act-e", "service.restart", 60))
+            .await;
+        assert_eq!(retried.status, ReceiptStatus::Completed);
+        assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failed_execution_is_recorded_as_failed_and_not_retried() {
+        let dir = dir("fail");
+        let runs = Counting::default();
+        let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+        let mut broken = command("act-f", "service.start", 60);
+        broken.target = "broken".to_owned();
+        let failed = commands.handle(&broken).await;
+        assert_eq!(failed.status, ReceiptStatus::Failed);
+        assert_eq!(failed.exit_status, Some(1));
+        assert!(failed.reason.is_some());
+        let again = commands.handle(&broken).await;
+        assert_eq!(again.status, ReceiptStatus::Failed);
+        assert!(again.replayed);
+        assert_eq!(runs.0.load(Ordering::SeqCst), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn disabled_commands_are_rejected_and_nothing_runs_or_is_written() {
+        let runs = Counting::default();
+        let commands = Commands::disabled(runs.clone());
+        assert!(!commands.is_enabled());
+        let receipt = commands
+            .handle(&command("act-d", "service.restart", 60))
+            .await;
+        assert_eq!(receipt.status, ReceiptStatus::Rejected);
+        assert_eq!(receipt.reason.as_deref(), Some(DISABLED_REASON));
+        assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn long_output_is_bounded() {
+        let (text, cut) = bounded_text(&"x".repeat(MAX_OUTPUT_BYTES + 10), MAX_OUTPUT_BYTES);
+        assert!(cut);
+        assert_eq!(text.len(), MAX_OUTPUT_BYTES);
+    }
+}

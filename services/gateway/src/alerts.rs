@@ -1,0 +1,174 @@
+//! `GET /api/alerts` (scope `monitoring:read`): the alerts of the deterministic floor, firing by
+//! default. `?state=firing|cleared|all`, `?resource_id=` (any reference the resolver accepts;
+//! a canonical id of a resource that no longer exists still finds its history), `?limit=`.
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::resource::ResourceType;
+use pulse_store::alerts::{self, AlertFilter, MAX_LIST_LIMIT, StateFilter, StoredAlert};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::resources::{check_reference, resolve};
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertsQuery {
+    pub state: Option<String>,
+    pub resource_id: Option<String>,
+    pub limit: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AlertList {
+    pub alerts: Vec<StoredAlert>,
+}
+
+/// Checks the query values; the resource reference is resolved later, in the tenant.
+fn parse(query: &AlertsQuery) -> Result<(StateFilter, i64), ApiError> {
+    let state = match query.state.as_deref() {
+        None => StateFilter::Firing,
+        Some(s) => s
+            .parse()
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("state: {e}")))?,
+    };
+    let limit = match query.limit.as_deref() {
+        None => alerts::DEFAULT_LIST_LIMIT,
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("limit: must be an integer from 1 to {MAX_LIST_LIMIT}"),
+                )
+            })?,
+    };
+    if let Some(reference) = &query.resource_id {
+        check_reference("resource_id", reference)?;
+    }
+    Ok((state, limit))
+}
+
+/// A canonical id (`<type>:...`) names a resource even after it is gone.
+fn is_canonical_id(reference: &str) -> bool {
+    ResourceType::ALL.iter().any(|t| {
+        reference
+            .strip_prefix(t.as_str())
+            .is_some_and(|rest| rest.starts_with(':') && rest.len() > 1)
+    })
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<AlertsQuery>, QueryRejection>,
+) -> Result<Json<AlertList>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let (state_filter, limit) = parse(&query)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource_id = match &query.resource_id {
+        None => None,
+        Some(reference) => match resolve(&tx, reference).await {
+            Ok(resource) => Some(resource.id.as_str().to_owned()),
+            Err(e) if e.code == ErrorCode::NotFound && is_canonical_id(reference) => {
+                Some(reference.clone())
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    let listed = alerts::list(
+        &tx,
+        &AlertFilter {
+            state: state_filter,
+            resource_id,
+            limit,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Json(AlertList { alerts: listed }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use pulse_domain::alert_rules::{AlertKey, AlertLevel, AlertRule};
+    use pulse_store::alerts::AlertStatus;
+
+    fn query(state: Option<&str>, limit: Option<&str>, resource: Option<&str>) -> AlertsQuery {
+        AlertsQuery {
+            state: state.map(str::to_owned),
+            resource_id: resource.map(str::to_owned),
+            limit: limit.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn defaults_to_firing_and_the_default_limit() {
+        assert_eq!(
+            parse(&AlertsQuery::default()),
+            Ok((StateFilter::Firing, alerts::DEFAULT_LIST_LIMIT))
+        );
+        assert_eq!(
+            parse(&query(Some("all"), Some("1000"), Some("web"))),
+            Ok((StateFilter::All, 1000))
+        );
+    }
+
+    #[test]
+    fn bad_values_are_invalid_parameters_naming_the_field() {
+        for (q, field) in [
+            (query(Some("open"), None, None), "state:"),
+            (query(None, Some("0"), None), "limit:"),
+            (query(None, Some("1001"), None), "limit:"),
+            (query(None, Some("ten"), None), "limit:"),
+            (query(None, None, Some("")), "resource_id:"),
+            (query(None, None, Some("a\u{7}b")), "resource_id:"),
+        ] {
+            let err = parse(&q).expect_err("refused");
+            assert_eq!(err.code, ErrorCode::InvalidParameter);
+            assert!(err.message.starts_with(field), "{}", err.message);
+        }
+    }
+
+    #[test]
+    fn canonical_ids_are_recognised_by_type_prefix() {
+        assert!(is_canonical_id("service:h1:web"));
+        assert!(is_canonical_id("app-container:h1:abc"));
+        assert!(!is_canonical_id("service:"));
+        assert!(!is_canonical_id("web"));
+        assert!(!is_canonical_id("hostile:x"));
+    }
+
+    #[test]
+    fn alert_list_shape() {
+        let at = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 1, 12, 0, 0)
+            .single()
+            .expect("valid time");
+        let list = AlertList {
+            alerts: vec![StoredAlert {
+                id: uuid::Uuid::from_u128(0x0193_0000_0000_7000_8000_0000_0000_0001),
+                key: AlertKey::new("storage:h1:/var", AlertRule::FilesystemUsage),
+                rule: AlertRule::FilesystemUsage,
+                level: AlertLevel::Critical,
+                value: 96.5,
+                threshold: 95.0,
+                resource_id: "storage:h1:/var".to_owned(),
+                message: "storage storage:h1:/var filesystem usage 96.5% is at or above the critical threshold of 95%".to_owned(),
+                state: AlertStatus::Cleared,
+                fired_at: at,
+                updated_at: at,
+                cleared_at: Some(at),
+            }],
+        };
+        insta::assert_json_snapshot!(list);
+    }
+}

@@ -1,0 +1,199 @@
+//! `GET /api/resources/{id}/forecast` (scope `monitoring:read`): the capacity forecast of one
+//! percent-used metric from its recent history, as [`forecast_capacity`] computes it.
+//!
+//! `?metric=` defaults by resource type (storage: `used_percent`, host: `memory_percent`; other
+//! types must name one); `?window_hours=` (default 168, one week, at most 2160) bounds the
+//! history, of which the newest [`MAX_SAMPLES`] samples are used.
+
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use chrono::Utc;
+use pulse_capabilities::ErrorCode;
+use pulse_domain::forecast::{ForecastOutcome, MetricSample, forecast_capacity};
+use pulse_domain::resource::{ResourceId, ResourceType};
+use pulse_store::alerts::{MEMORY_PERCENT, USED_PERCENT};
+use pulse_store::metrics;
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::resources::{check_reference, resolve};
+use crate::{ApiError, AppState};
+
+/// Default history window: one week.
+pub const DEFAULT_WINDOW_HOURS: i64 = 168;
+/// Longest history window: 90 days.
+pub const MAX_WINDOW_HOURS: i64 = 2_160;
+/// Newest samples fitted at most.
+pub const MAX_SAMPLES: i64 = 10_000;
+const MAX_METRIC_CHARS: usize = 128;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForecastQuery {
+    pub metric: Option<String>,
+    pub window_hours: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ForecastResponse {
+    pub resource_id: ResourceId,
+    pub window_hours: i64,
+    #[serde(flatten)]
+    pub outcome: ForecastOutcome,
+}
+
+/// The metric forecast for a resource of `kind` when the caller names none.
+fn default_metric(kind: ResourceType) -> Option<&'static str> {
+    match kind {
+        ResourceType::Storage => Some(USED_PERCENT),
+        ResourceType::Host => Some(MEMORY_PERCENT),
+        ResourceType::Service | ResourceType::AppContainer => None,
+    }
+}
+
+fn parse_window(raw: Option<&str>) -> Result<i64, ApiError> {
+    match raw {
+        None => Ok(DEFAULT_WINDOW_HOURS),
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_WINDOW_HOURS).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("window_hours: must be an integer from 1 to {MAX_WINDOW_HOURS}"),
+                )
+            }),
+    }
+}
+
+fn check_metric(metric: &str) -> Result<(), ApiError> {
+    let valid = !metric.is_empty()
+        && metric.len() <= MAX_METRIC_CHARS
+        && metric
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::InvalidParameter,
+            format!(
+                "metric: must be 1 to {MAX_METRIC_CHARS} characters of letters, digits, '_', '.' or '-'"
+            ),
+        ))
+    }
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+    query: Result<Query<ForecastQuery>, QueryRejection>,
+) -> Result<Json<ForecastResponse>, ApiError> {
+    let Path(reference) =
+        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    check_reference("id", &reference)?;
+    let window_hours = parse_window(query.window_hours.as_deref())?;
+    if let Some(metric) = &query.metric {
+        check_metric(metric)?;
+    }
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = match resolve(&tx, &reference).await {
+        Ok(resource) => resource,
+        Err(e) => {
+            tx.rollback().await?;
+            return Err(e);
+        }
+    };
+    let metric = match query.metric.as_deref() {
+        Some(metric) => metric.to_owned(),
+        None => match default_metric(resource.resource_type) {
+            Some(metric) => metric.to_owned(),
+            None => {
+                tx.rollback().await?;
+                return Err(ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!(
+                        "metric: required for {} resources (no default)",
+                        resource.resource_type
+                    ),
+                ));
+            }
+        },
+    };
+    let since = Utc::now() - chrono::Duration::hours(window_hours);
+    let history = metrics::history(&tx, &resource.id, &metric, since, MAX_SAMPLES).await?;
+    tx.commit().await?;
+    let samples: Vec<MetricSample> = history
+        .into_iter()
+        .map(|(at, pct)| MetricSample::new(at, pct))
+        .collect();
+    Ok(Json(ForecastResponse {
+        resource_id: resource.id,
+        window_hours,
+        outcome: forecast_capacity(&metric, &samples),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn metric_defaults_by_resource_type() {
+        assert_eq!(default_metric(ResourceType::Storage), Some("used_percent"));
+        assert_eq!(default_metric(ResourceType::Host), Some("memory_percent"));
+        assert_eq!(default_metric(ResourceType::Service), None);
+        assert_eq!(default_metric(ResourceType::AppContainer), None);
+    }
+
+    #[test]
+    fn window_and_metric_are_checked() {
+        assert_eq!(parse_window(None), Ok(DEFAULT_WINDOW_HOURS));
+        assert_eq!(parse_window(Some("24")), Ok(24));
+        for bad in ["0", "-1", "2161", "week", ""] {
+            let err = parse_window(Some(bad)).expect_err(bad);
+            assert_eq!(err.code, ErrorCode::InvalidParameter);
+            assert!(err.message.starts_with("window_hours:"));
+        }
+        assert!(check_metric("used_percent").is_ok());
+        for bad in ["", "used percent", "a/b", &"x".repeat(129)] {
+            let err = check_metric(bad).expect_err(bad);
+            assert!(err.message.starts_with("metric:"));
+        }
+    }
+
+    #[test]
+    fn forecast_response_shape() {
+        let t0 = chrono::Utc
+            .with_ymd_and_hms(2026, 11, 1, 0, 0, 0)
+            .single()
+            .expect("valid time");
+        // 2 points a day for three days: 80% rising to 86%.
+        let samples: Vec<MetricSample> = (0..=6)
+            .map(|i| {
+                MetricSample::new(
+                    t0 + chrono::Duration::hours(12 * i),
+                    80.0 + f64::from(i as i32),
+                )
+            })
+            .collect();
+        let response = ForecastResponse {
+            resource_id: ResourceId::storage("h1", "/var"),
+            window_hours: DEFAULT_WINDOW_HOURS,
+            outcome: forecast_capacity("used_percent", &samples),
+        };
+        insta::assert_json_snapshot!(response);
+        let none = ForecastResponse {
+            resource_id: ResourceId::host("h1"),
+            window_hours: 24,
+            outcome: forecast_capacity("memory_percent", &[]),
+        };
+        insta::assert_json_snapshot!("forecast_no_history_shape", none);
+    }
+}

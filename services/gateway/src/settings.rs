@@ -1,0 +1,457 @@
+//! `GET /api/settings/ai` and `PUT /api/settings/ai` (scope `admin`).
+//!
+//! The effective settings are the compiled defaults, then the operator's `ai.*` config, then the
+//! tenant's stored document. Provider keys are write-only: a response says per provider whether
+//! a key is configured and where it came from, never the key.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use pulse_bus::{OutboxRow, Subjects, events};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::ai_settings::{
+    self, AUTOPILOT_ACK_VERSION, AiSettings, KeyChange, PROVIDER_IDS, SettingsChanged,
+    SettingsError,
+};
+use pulse_store::TenantTx;
+use pulse_store::audit::{self, AuditEntry};
+use pulse_store::settings::{self as store, MasterKey, SettingsStoreError};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+use crate::auth::{AdminScope, Authorized};
+use crate::json::ApiJson;
+use crate::{ApiError, AppState};
+
+/// What the settings routes need besides the store.
+#[derive(Debug, Clone)]
+pub struct SettingsContext {
+    pub master_key: MasterKey,
+    /// The `ai.*` config as a sparse settings layer (keys removed).
+    pub config_layer: Value,
+    /// Providers whose key comes from config or the environment.
+    pub environment_keys: BTreeSet<String>,
+    pub subjects: Subjects,
+    pub outbox_notify: Arc<Notify>,
+}
+
+impl SettingsContext {
+    /// Builds the config layer and checks it with the same rules as a stored document.
+    pub fn new(
+        config: &pulse_config::AiConfig,
+        master_key: MasterKey,
+        subjects: Subjects,
+        outbox_notify: Arc<Notify>,
+    ) -> Result<Self, SettingsError> {
+        let mut layer = Map::new();
+        let mut providers = Map::new();
+        let mut environment_keys = BTreeSet::new();
+        for (id, provider) in &config.providers {
+            if let Some(url) = &provider.base_url {
+                providers.insert(id.clone(), json!({ "base_url": url }));
+            } else {
+                providers.insert(id.clone(), json!({}));
+            }
+            if provider.api_key.as_ref().is_some_and(|k| !k.0.is_empty()) {
+                environment_keys.insert(id.clone());
+            }
+        }
+        if !providers.is_empty() {
+            layer.insert("providers".to_owned(), Value::Object(providers));
+        }
+        let routes = [
+            ("model", &config.model),
+            ("chat_model", &config.chat_model),
+            ("patrol_model", &config.patrol_model),
+            ("auto_fix_model", &config.auto_fix_model),
+            ("autonomy_level", &config.autonomy_level),
+        ];
+        for (key, value) in routes {
+            if let Some(value) = value {
+                layer.insert(key.to_owned(), json!(value));
+            }
+        }
+        if let Some(minutes) = config.patrol_interval_minutes {
+            layer.insert("patrol_interval_minutes".to_owned(), json!(minutes));
+        }
+        let config_layer = Value::Object(layer);
+        // Unknown providers and bad values in config are refused at startup, field named.
+        let checked =
+            ai_settings::apply_patch(&json!({}), &ai_settings::parse_patch(&config_layer)?);
+        ai_settings::resolve(&[&checked])?;
+        Ok(Self {
+            master_key,
+            config_layer: checked,
+            environment_keys,
+            subjects,
+            outbox_notify,
+        })
+    }
+}
+
+/// Where a provider's key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    Settings,
+    Environment,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderView {
+    pub configured: bool,
+    pub key_source: Option<KeySource>,
+    pub base_url: Option<String>,
+}
+
+/// The `/api/settings/ai` response. Holds no key by construction.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SettingsView {
+    pub version: i64,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub updated_by: Option<String>,
+    pub providers: BTreeMap<String, ProviderView>,
+    pub model: Option<String>,
+    pub chat_model: Option<String>,
+    pub patrol_model: Option<String>,
+    pub auto_fix_model: Option<String>,
+    pub patrol_interval_minutes: u32,
+    pub autonomy_level: ai_settings::AutonomyLevel,
+    pub autopilot_acknowledgement: Option<ai_settings::Acknowledgement>,
+    /// The acknowledgement version `full` currently requires.
+    pub autopilot_acknowledgement_version: u32,
+    pub alert_triggers: ai_settings::AlertTriggers,
+    pub budgets: ai_settings::Budgets,
+    /// The model-runner's cached preflight; `null` until one ran.
+    pub patrol_preflight: Option<Value>,
+    /// `not_run` while no preflight outcome is available to the gateway.
+    pub preflight_state: &'static str,
+}
+
+fn view(
+    settings: AiSettings,
+    stored: &store::StoredSettings,
+    version: i64,
+    stored_keys: &BTreeSet<String>,
+    environment_keys: &BTreeSet<String>,
+) -> SettingsView {
+    let providers = PROVIDER_IDS
+        .iter()
+        .map(|id| {
+            let key_source = if stored_keys.contains(*id) {
+                Some(KeySource::Settings)
+            } else if environment_keys.contains(*id) {
+                Some(KeySource::Environment)
+            } else {
+                None
+            };
+            let provider = ProviderView {
+                configured: key_source.is_some(),
+                key_source,
+                base_url: settings.base_url(id).map(str::to_owned),
+            };
+            ((*id).to_owned(), provider)
+        })
+        .collect();
+    SettingsView {
+        version,
+        updated_at: stored.updated_at,
+        updated_by: stored.updated_by.clone(),
+        providers,
+        model: settings.model,
+        chat_model: settings.chat_model,
+        patrol_model: settings.patrol_model,
+        auto_fix_model: settings.auto_fix_model,
+        patrol_interval_minutes: settings.patrol_interval_minutes,
+        autonomy_level: settings.autonomy_level,
+        autopilot_acknowledgement: settings.autopilot_acknowledgement,
+        autopilot_acknowledgement_version: AUTOPILOT_ACK_VERSION,
+        alert_triggers: settings.alert_triggers,
+        budgets: settings.budgets,
+        patrol_preflight: None,
+        preflight_state: "not_run",
+    }
+}
+
+fn settings_error(error: SettingsError) -> ApiError {
+    match error {
+        SettingsError::AutopilotNotAcknowledged { .. } => {
+            ApiError::new(ErrorCode::AutopilotNotAcknowledged, error.to_string())
+        }
+        other => ApiError::new(ErrorCode::InvalidRequest, other.to_string()),
+    }
+}
+
+impl From<SettingsStoreError> for ApiError {
+    fn from(error: SettingsStoreError) -> Self {
+        match error {
+            SettingsStoreError::VersionConflict { expected, current } => ApiError::new(
+                ErrorCode::SettingsVersionConflict,
+                format!("If-Match names version {expected}; the current version is {current}"),
+            ),
+            SettingsStoreError::Store(error) => ApiError::from(error),
+            other => {
+                tracing::error!(error = %other, "settings store error");
+                ApiError::new(ErrorCode::InternalError, "unexpected settings error")
+            }
+        }
+    }
+}
+
+/// `If-Match: "3"` (or `3`, or `W/"3"`); absent means last writer wins.
+fn expected_version(headers: &HeaderMap) -> Result<Option<i64>, ApiError> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::new(
+            ErrorCode::InvalidParameter,
+            "If-Match: expected the settings version from GET, like \"3\"",
+        )
+    };
+    let text = value.to_str().map_err(|_| bad())?.trim();
+    let text = text.strip_prefix("W/").unwrap_or(text);
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
+    text.parse::<i64>()
+        .ok()
+        .filter(|v| *v >= 0)
+        .map(Some)
+        .ok_or_else(bad)
+}
+
+fn with_etag(view: SettingsView) -> Response {
+    let etag = HeaderValue::from_str(&format!("\"{}\"", view.version)).ok();
+    let mut response = Json(view).into_response();
+    if let Some(etag) = etag {
+        response.headers_mut().insert(header::ETAG, etag);
+    }
+    response
+}
+
+async fn current_view(
+    tx: &TenantTx,
+    context: &SettingsContext,
+    stored: &store::StoredSettings,
+    version: i64,
+    document: &Value,
+) -> Result<SettingsView, ApiError> {
+    let settings = ai_settings::resolve(&[&context.config_layer, document]).map_err(|error| {
+        tracing::error!(%error, "stored ai settings no longer validate");
+        ApiError::new(ErrorCode::InternalError, "stored settings are invalid")
+    })?;
+    let stored_keys: BTreeSet<String> = store::configured_credentials(tx)
+        .await?
+        .into_keys()
+        .collect();
+    Ok(view(
+        settings,
+        stored,
+        version,
+        &stored_keys,
+        &context.environment_keys,
+    ))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+) -> Result<Response, ApiError> {
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let stored = store::get(&tx, false).await?;
+    let view = current_view(
+        &tx,
+        &state.settings,
+        &stored,
+        stored.version,
+        &stored.document,
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(with_etag(view))
+}
+
+pub async fn put(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response, ApiError> {
+    let expected = expected_version(&headers)?;
+    let patch = ai_settings::parse_patch(&body).map_err(settings_error)?;
+    let context = &state.settings;
+    let tenant = auth.principal.tenant.clone();
+    let actor = format!("token:{}", auth.principal.token_id);
+    let tx = state.store.tenant_tx(&tenant).await?;
+    let stored = store::get(&tx, true).await?;
+    if let Some(expected) = expected
+        && expected != stored.version
+    {
+        return Err(SettingsStoreError::VersionConflict {
+            expected,
+            current: stored.version,
+        }
+        .into());
+    }
+    let before = ai_settings::resolve(&[&context.config_layer, &stored.document]).ok();
+    let document = ai_settings::apply_patch(&stored.document, &patch);
+    let after =
+        ai_settings::resolve(&[&context.config_layer, &document]).map_err(settings_error)?;
+    let mut keys_changed = BTreeSet::new();
+    for (provider, change) in &patch.keys {
+        let changed = match change {
+            KeyChange::Set(key) => {
+                store::set_credential(&tx, &context.master_key, provider, key).await?;
+                true
+            }
+            KeyChange::Clear => store::clear_credential(&tx, provider).await?,
+        };
+        if changed {
+            keys_changed.insert(provider.clone());
+        }
+    }
+    let version = store::put(&tx, stored.version, &document, &actor).await?;
+    let patrol_route_changed = match &before {
+        Some(before) => before.patrol_transport_differs(&after),
+        None => true,
+    } || after
+        .patrol_route()
+        .is_some_and(|route| keys_changed.contains(route.provider));
+    let (domain, event) = events::SETTINGS_CHANGED;
+    let changed = SettingsChanged {
+        version,
+        patrol_route_changed,
+    };
+    let row =
+        OutboxRow::event(&context.subjects, &tenant, domain, event, &changed).map_err(|error| {
+            tracing::error!(%error, "settings event not encoded");
+            ApiError::new(
+                ErrorCode::InternalError,
+                "settings event could not be queued",
+            )
+        })?;
+    pulse_bus::enqueue(&**tx.client(), row)
+        .await
+        .map_err(|error| {
+            tracing::warn!(%error, "settings event not queued");
+            ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the database is unavailable; retry shortly",
+            )
+        })?;
+    audit::append(
+        &tx,
+        &AuditEntry {
+            actor: actor.clone(),
+            kind: "settings.ai.updated".to_owned(),
+            subject: "ai".to_owned(),
+            payload: json!({
+                "changed_fields": patch.changed_fields(),
+                "version": version,
+                "patrol_route_changed": patrol_route_changed,
+            }),
+        },
+    )
+    .await?;
+    let saved = store::StoredSettings {
+        document: document.clone(),
+        version,
+        updated_at: Some(Utc::now()),
+        updated_by: Some(actor),
+    };
+    let view = current_view(&tx, context, &saved, version, &document).await?;
+    tx.commit().await?;
+    context.outbox_notify.notify_one();
+    tracing::info!(tenant = %tenant, version, patrol_route_changed, "ai settings saved");
+    Ok(with_etag(view))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_match_forms() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(expected_version(&headers).unwrap(), None);
+        for (text, version) in [("\"3\"", 3), ("3", 3), ("W/\"7\"", 7)] {
+            headers.insert(header::IF_MATCH, HeaderValue::from_static(text));
+            assert_eq!(expected_version(&headers).unwrap(), Some(version));
+        }
+        headers.insert(header::IF_MATCH, HeaderValue::from_static("\"abc\""));
+        assert_eq!(
+            expected_version(&headers).unwrap_err().code,
+            ErrorCode::InvalidParameter
+        );
+    }
+
+    #[test]
+    fn config_layer_keeps_keys_out_and_rejects_bad_values() {
+        let mut config = pulse_config::AiConfig {
+            patrol_model: Some("openai:gpt-4.1-mini".to_owned()),
+            ..Default::default()
+        };
+        config.providers.insert(
+            "openai".to_owned(),
+            pulse_config::AiProviderConfig {
+                api_key: Some(pulse_config::SecretString("sk-env".to_owned())),
+                base_url: Some("http://127.0.0.1:9/v1".to_owned()),
+            },
+        );
+        let subjects = Subjects::new(None);
+        let context = SettingsContext::new(
+            &config,
+            MasterKey::generate(),
+            subjects.clone(),
+            Arc::default(),
+        )
+        .unwrap();
+        assert!(!context.config_layer.to_string().contains("sk-env"));
+        assert!(context.environment_keys.contains("openai"));
+        config.patrol_model = Some("nosuch:model".to_owned());
+        let err = SettingsContext::new(&config, MasterKey::generate(), subjects, Arc::default())
+            .unwrap_err();
+        assert_eq!(err.field(), "patrol_model");
+    }
+
+    #[test]
+    fn view_shape() {
+        let settings =
+            ai_settings::resolve(&[&json!({"patrol_model": "openai:gpt-4.1-mini"})]).unwrap();
+        let stored = store::StoredSettings {
+            document: json!({}),
+            version: 2,
+            updated_at: Some(
+                DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z")
+                    .unwrap()
+                    .with_timezone(&Utc),
+            ),
+            updated_by: Some("token:01a22885-50e2-75d7-ba82-2d4f4e2bbf70".to_owned()),
+        };
+        let view = view(
+            settings,
+            &stored,
+            2,
+            &BTreeSet::from(["openai".to_owned()]),
+            &BTreeSet::from(["openai".to_owned(), "groq".to_owned()]),
+        );
+        assert_eq!(
+            view.providers["openai"].key_source,
+            Some(KeySource::Settings)
+        );
+        assert_eq!(
+            view.providers["groq"].key_source,
+            Some(KeySource::Environment)
+        );
+        assert!(!view.providers["anthropic"].configured);
+        insta::assert_json_snapshot!("ai_settings_view", view);
+    }
+}

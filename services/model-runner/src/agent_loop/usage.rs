@@ -1,0 +1,53 @@
+//! What the loop reports of every provider call it makes: the route and its class, the tokens
+//! the provider reported, and how the call ended. The cost ledger records them
+//! ([`crate::cost::LedgerUsageSink`]).
+
+use serde::Serialize;
+
+use super::{BoxFuture, RecordError};
+use crate::provider::{FailureCause, Usage};
+use crate::registry::RouteClass;
+use crate::route::Route;
+
+/// How one provider call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "cause", rename_all = "snake_case")]
+pub enum CallOutcome {
+    /// The provider answered with a model turn; its usage is what the provider reported.
+    Completed,
+    /// The call failed; the provider reported no usage for it.
+    Failed(FailureCause),
+}
+
+/// One provider call of a run (same-route retries included in the one call).
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderCallUsage<'a> {
+    pub route: &'a Route,
+    pub route_class: RouteClass,
+    /// Position of the call in the run, from 1.
+    pub call: u32,
+    pub usage: Usage,
+    pub outcome: CallOutcome,
+}
+
+/// Told about every provider call, once, right after it ends. An error stops the run: spend
+/// that was not recorded could not be checked against a budget.
+pub trait UsageSink: Send + Sync {
+    fn record<'a>(
+        &'a self,
+        call: &'a ProviderCallUsage<'a>,
+    ) -> BoxFuture<'a, Result<(), RecordError>>;
+}
+
+/// Records nothing (benchmarks, and runs whose cost is accounted elsewhere).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UsageNotRecorded;
+
+impl UsageSink for UsageNotRecorded {
+    fn record<'a>(
+        &'a self,
+        _call: &'a ProviderCallUsage<'a>,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
+        Box::pin(async { Ok(()) })
+    }
+}

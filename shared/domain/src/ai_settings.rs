@@ -1,0 +1,1036 @@
+//! Tenant AI settings (`/api/settings/ai`): the closed document, its validation and merge-patch
+//! semantics. Provider keys never live in the document; a patch carries them out separately as
+//! [`KeyChange`]s so the caller can encrypt them.
+//!
+//! Layering: compiled defaults, then the operator's config (`ai.*`), then the tenant's stored
+//! document. Each layer is a sparse JSON object; [`resolve`] merges them (RFC 7396) and validates
+//! the result in one place.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::alert_rules::AlertRule;
+
+/// Provider ids a route may name: the prefixes of the model-runner's provider registry.
+pub const PROVIDER_IDS: &[&str] = &[
+    "openai",
+    "openrouter",
+    "deepseek",
+    "groq",
+    "mistral",
+    "together",
+    "fireworks",
+    "zai",
+    "zai-coding",
+    "lmstudio",
+    "llamacpp",
+    "litellm",
+    "ollama",
+    "anthropic",
+    "gemini",
+];
+
+/// The Autopilot (`full`) acknowledgement text version an operator must have accepted.
+pub const AUTOPILOT_ACK_VERSION: u32 = 1;
+
+pub const PATROL_INTERVAL_MIN: u32 = 10;
+pub const PATROL_INTERVAL_MAX: u32 = 10_080;
+pub const DEFAULT_PATROL_INTERVAL_MINUTES: u32 = 360;
+pub const MAX_BASE_URL_CHARS: usize = 2_048;
+pub const MAX_API_KEY_CHARS: usize = 4_096;
+pub const MAX_ROUTE_CHARS: usize = 512;
+pub const MAX_ACKNOWLEDGED_BY_CHARS: usize = 200;
+
+/// Why a settings document or patch was refused. Every variant names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("{field}: unknown field")]
+    UnknownField { field: String },
+    #[error("{field}: {reason}")]
+    InvalidValue { field: String, reason: String },
+    #[error("{field}: {reason}")]
+    InvalidRoute { field: String, reason: String },
+    #[error("{field}: unknown provider {provider:?}")]
+    UnknownProvider { field: String, provider: String },
+    #[error("{field}: must be between {min} and {max}")]
+    OutOfRange { field: String, min: u64, max: u64 },
+    #[error("{field}: {reason}")]
+    InvalidUrl { field: String, reason: String },
+    #[error("{field}: expected a non-negative decimal amount of dollars as text, like \"12.50\"")]
+    InvalidAmount { field: String },
+    #[error(
+        "autonomy_level: full (Autopilot) requires autopilot_acknowledgement with version {required_version}"
+    )]
+    AutopilotNotAcknowledged { required_version: u32 },
+}
+
+impl SettingsError {
+    /// The dotted path of the offending field.
+    pub fn field(&self) -> &str {
+        match self {
+            Self::UnknownField { field }
+            | Self::InvalidValue { field, .. }
+            | Self::InvalidRoute { field, .. }
+            | Self::UnknownProvider { field, .. }
+            | Self::OutOfRange { field, .. }
+            | Self::InvalidUrl { field, .. }
+            | Self::InvalidAmount { field } => field,
+            Self::AutopilotNotAcknowledged { .. } => "autonomy_level",
+        }
+    }
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> SettingsError {
+    SettingsError::InvalidValue {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AutonomyLevel {
+    /// Watch only: findings, no actions.
+    Monitor,
+    /// Ask first.
+    Approval,
+    /// Safe auto-fix.
+    Assisted,
+    /// Autopilot.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MinSeverity {
+    Warning,
+    Critical,
+}
+
+/// A human's acceptance of the Autopilot terms, versioned so a new text needs a new acceptance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Acknowledgement {
+    pub version: u32,
+    pub acknowledged_by: String,
+    pub at: DateTime<Utc>,
+}
+
+/// Whether firing alerts start a Patrol investigation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AlertTriggers {
+    pub enabled: bool,
+    pub min_severity: MinSeverity,
+    /// Alert rules that trigger; empty means every rule.
+    pub alert_types: Vec<String>,
+}
+
+/// Spending limits; `None` is unlimited. Dollars are decimal text so no float rounding applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Budgets {
+    pub daily_usd: Option<String>,
+    pub monthly_usd: Option<String>,
+    pub daily_tokens: Option<u64>,
+    pub monthly_tokens: Option<u64>,
+}
+
+/// A provider's non-secret settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderSettings {
+    pub base_url: Option<String>,
+}
+
+/// A parsed `provider:model` route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelRoute {
+    pub provider: &'static str,
+    pub model: String,
+}
+
+impl ModelRoute {
+    /// Parses `provider:model`; only the first `:` separates (`ollama:llama3.1:8b`).
+    pub fn parse(field: &str, input: &str) -> Result<Self, SettingsError> {
+        let route_error = |reason: &str| SettingsError::InvalidRoute {
+            field: field.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let input = input.trim();
+        if input.is_empty() {
+            return Err(route_error("the model route is empty"));
+        }
+        if input.chars().count() > MAX_ROUTE_CHARS {
+            return Err(route_error("the model route is too long"));
+        }
+        if input.chars().any(char::is_control) {
+            return Err(route_error("the model route contains control characters"));
+        }
+        let Some((provider, model)) = input.split_once(':') else {
+            return Err(route_error(
+                "expected provider:model, like openai:gpt-4.1-mini",
+            ));
+        };
+        let Some(provider) = PROVIDER_IDS.iter().copied().find(|id| *id == provider) else {
+            return Err(SettingsError::UnknownProvider {
+                field: field.to_owned(),
+                provider: provider.to_owned(),
+            });
+        };
+        if model.trim().is_empty() {
+            return Err(route_error("the model route names no model"));
+        }
+        Ok(Self {
+            provider,
+            model: model.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for ModelRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.provider, self.model)
+    }
+}
+
+/// The effective, validated settings of a tenant (no secrets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AiSettings {
+    pub providers: BTreeMap<String, ProviderSettings>,
+    pub model: Option<String>,
+    pub chat_model: Option<String>,
+    pub patrol_model: Option<String>,
+    pub auto_fix_model: Option<String>,
+    pub patrol_interval_minutes: u32,
+    pub autonomy_level: AutonomyLevel,
+    pub autopilot_acknowledgement: Option<Acknowledgement>,
+    pub alert_triggers: AlertTriggers,
+    pub budgets: Budgets,
+}
+
+impl AiSettings {
+    /// The route Patrol uses: `patrol_model`, else `model`.
+    pub fn patrol_route(&self) -> Option<ModelRoute> {
+        let (field, text) = match (&self.patrol_model, &self.model) {
+            (Some(route), _) => ("patrol_model", route),
+            (None, Some(route)) => ("model", route),
+            (None, None) => return None,
+        };
+        ModelRoute::parse(field, text).ok()
+    }
+
+    pub fn base_url(&self, provider: &str) -> Option<&str> {
+        self.providers.get(provider)?.base_url.as_deref()
+    }
+
+    /// Whether Patrol's transport differs between `self` and `next`: the route or its
+    /// provider's base URL. Key changes are the caller's to add (see [`SettingsPatch`]).
+    pub fn patrol_transport_differs(&self, next: &AiSettings) -> bool {
+        let (before, after) = (self.patrol_route(), next.patrol_route());
+        if before != after {
+            return true;
+        }
+        match after {
+            Some(route) => self.base_url(route.provider) != next.base_url(route.provider),
+            None => false,
+        }
+    }
+}
+
+/// `events.settings.changed`: a tenant saved its AI settings. `patrol_route_changed` tells the
+/// model-runner to run a preflight; routine saves carry `false`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettingsChanged {
+    pub version: i64,
+    pub patrol_route_changed: bool,
+}
+
+/// What a patch does to a provider's stored key.
+#[derive(Clone, PartialEq, Eq)]
+pub enum KeyChange {
+    Set(String),
+    Clear,
+}
+
+impl std::fmt::Debug for KeyChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Set(_) => f.write_str("Set(<redacted>)"),
+            Self::Clear => f.write_str("Clear"),
+        }
+    }
+}
+
+/// A validated PUT body split into the secret-free document patch and the key changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingsPatch {
+    /// Merge patch over the stored document; never contains `api_key`.
+    pub document: Value,
+    pub keys: BTreeMap<String, KeyChange>,
+}
+
+impl SettingsPatch {
+    /// Top-level and nested field paths this patch touches, for the audit record.
+    pub fn changed_fields(&self) -> Vec<String> {
+        let mut fields = Vec::new();
+        if let Value::Object(map) = &self.document {
+            collect_paths("", map, &mut fields);
+        }
+        for provider in self.keys.keys() {
+            fields.push(format!("providers.{provider}.api_key"));
+        }
+        fields.sort();
+        fields.dedup();
+        fields
+    }
+}
+
+fn collect_paths(prefix: &str, map: &Map<String, Value>, out: &mut Vec<String>) {
+    for (key, value) in map {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            // Provider entries and the other sections are reported per leaf.
+            Value::Object(inner) if !inner.is_empty() && key != "autopilot_acknowledgement" => {
+                collect_paths(&path, inner, out)
+            }
+            _ => out.push(path),
+        }
+    }
+}
+
+const TOP_FIELDS: &[&str] = &[
+    "providers",
+    "model",
+    "chat_model",
+    "patrol_model",
+    "auto_fix_model",
+    "patrol_interval_minutes",
+    "autonomy_level",
+    "autopilot_acknowledgement",
+    "alert_triggers",
+    "budgets",
+];
+const PROVIDER_FIELDS: &[&str] = &["api_key", "base_url"];
+const ALERT_TRIGGER_FIELDS: &[&str] = &["enabled", "min_severity", "alert_types"];
+const BUDGET_FIELDS: &[&str] = &["daily_usd", "monthly_usd", "daily_tokens", "monthly_tokens"];
+
+fn object<'a>(field: &str, value: &'a Value) -> Result<&'a Map<String, Value>, SettingsError> {
+    value
+        .as_object()
+        .ok_or_else(|| invalid(field, "expected a JSON object"))
+}
+
+fn check_known(
+    prefix: &str,
+    map: &Map<String, Value>,
+    known: &[&str],
+) -> Result<(), SettingsError> {
+    match map.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(key) => Err(SettingsError::UnknownField {
+            field: join(prefix, key),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn join(prefix: &str, key: &str) -> String {
+    if prefix.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{prefix}.{key}")
+    }
+}
+
+/// Checks the shape of a PUT body (closed, typed, valid values) and separates the keys.
+/// Absent fields are unchanged, `null` resets to the layer below; for `api_key` a string sets
+/// it and `""` or `null` clears it.
+pub fn parse_patch(body: &Value) -> Result<SettingsPatch, SettingsError> {
+    let mut document = object("body", body)?.clone();
+    check_known("", &document, TOP_FIELDS)?;
+    let mut keys = BTreeMap::new();
+    if let Some(providers) = document.get_mut("providers")
+        && !providers.is_null()
+    {
+        let providers = providers
+            .as_object_mut()
+            .ok_or_else(|| invalid("providers", "expected a JSON object"))?;
+        for (id, entry) in providers.iter_mut() {
+            let field = format!("providers.{id}");
+            if !PROVIDER_IDS.contains(&id.as_str()) {
+                return Err(SettingsError::UnknownProvider {
+                    field,
+                    provider: id.clone(),
+                });
+            }
+            if entry.is_null() {
+                // Resets the base URL; the key is cleared only when named.
+                continue;
+            }
+            let entry = entry
+                .as_object_mut()
+                .ok_or_else(|| invalid(&field, "expected a JSON object"))?;
+            check_known(&field, entry, PROVIDER_FIELDS)?;
+            if let Some(key) = entry.remove("api_key") {
+                keys.insert(id.clone(), key_change(&format!("{field}.api_key"), &key)?);
+            }
+        }
+        providers.retain(|_, entry| !matches!(entry, Value::Object(map) if map.is_empty()));
+    }
+    if matches!(document.get("providers"), Some(Value::Object(map)) if map.is_empty()) {
+        document.remove("providers");
+    }
+    let document = Value::Object(document);
+    // Each present field must be valid on its own; cross-field rules apply after merging.
+    validate_layer(&document)?;
+    Ok(SettingsPatch { document, keys })
+}
+
+fn key_change(field: &str, value: &Value) -> Result<KeyChange, SettingsError> {
+    match value {
+        Value::Null => Ok(KeyChange::Clear),
+        Value::String(text) if text.is_empty() => Ok(KeyChange::Clear),
+        Value::String(text) => {
+            if text.chars().count() > MAX_API_KEY_CHARS {
+                return Err(invalid(
+                    field,
+                    format!("at most {MAX_API_KEY_CHARS} characters"),
+                ));
+            }
+            if text.chars().any(char::is_control) || text.trim() != text {
+                return Err(invalid(
+                    field,
+                    "must not contain control characters or surrounding whitespace",
+                ));
+            }
+            Ok(KeyChange::Set(text.clone()))
+        }
+        _ => Err(invalid(field, "expected a string, \"\" or null")),
+    }
+}
+
+/// Validates every non-null field of one sparse layer (a stored document, a config layer or a
+/// patch without keys).
+pub fn validate_layer(layer: &Value) -> Result<(), SettingsError> {
+    let map = object("body", layer)?;
+    check_known("", map, TOP_FIELDS)?;
+    for (key, value) in map {
+        if value.is_null() {
+            continue;
+        }
+        match key.as_str() {
+            "providers" => {
+                for (id, entry) in object("providers", value)? {
+                    let field = format!("providers.{id}");
+                    if !PROVIDER_IDS.contains(&id.as_str()) {
+                        return Err(SettingsError::UnknownProvider {
+                            field,
+                            provider: id.clone(),
+                        });
+                    }
+                    if entry.is_null() {
+                        continue;
+                    }
+                    let entry = object(&field, entry)?;
+                    // A layer holds no keys: they were separated or belong to credentials.
+                    check_known(&field, entry, &["base_url"])?;
+                    if let Some(url) = entry.get("base_url").filter(|v| !v.is_null()) {
+                        base_url(&format!("{field}.base_url"), url)?;
+                    }
+                }
+            }
+            "model" | "chat_model" | "patrol_model" | "auto_fix_model" => {
+                let text = value
+                    .as_str()
+                    .ok_or_else(|| invalid(key, "expected a provider:model string or null"))?;
+                ModelRoute::parse(key, text)?;
+            }
+            "patrol_interval_minutes" => {
+                let minutes = value.as_u64().filter(|m| {
+                    (u64::from(PATROL_INTERVAL_MIN)..=u64::from(PATROL_INTERVAL_MAX)).contains(m)
+                });
+                if minutes.is_none() {
+                    return Err(SettingsError::OutOfRange {
+                        field: key.clone(),
+                        min: PATROL_INTERVAL_MIN.into(),
+                        max: PATROL_INTERVAL_MAX.into(),
+                    });
+                }
+            }
+            "autonomy_level" => {
+                serde_json::from_value::<AutonomyLevel>(value.clone()).map_err(|_| {
+                    invalid(key, "expected one of monitor, approval, assisted, full")
+                })?;
+            }
+            "autopilot_acknowledgement" => {
+                let ack =
+                    serde_json::from_value::<Acknowledgement>(value.clone()).map_err(|e| {
+                        invalid(
+                            key,
+                            format!("expected {{version, acknowledged_by, at}}: {e}"),
+                        )
+                    })?;
+                let by = ack.acknowledged_by.trim();
+                if by.is_empty()
+                    || by.chars().count() > MAX_ACKNOWLEDGED_BY_CHARS
+                    || by.chars().any(char::is_control)
+                {
+                    return Err(invalid(
+                        "autopilot_acknowledgement.acknowledged_by",
+                        format!("1 to {MAX_ACKNOWLEDGED_BY_CHARS} printable characters"),
+                    ));
+                }
+            }
+            "alert_triggers" => alert_triggers_layer(value)?,
+            "budgets" => budgets_layer(value)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn alert_triggers_layer(value: &Value) -> Result<(), SettingsError> {
+    let map = object("alert_triggers", value)?;
+    check_known("alert_triggers", map, ALERT_TRIGGER_FIELDS)?;
+    for (key, value) in map.iter().filter(|(_, v)| !v.is_null()) {
+        let field = join("alert_triggers", key);
+        match key.as_str() {
+            "enabled" => {
+                value
+                    .as_bool()
+                    .ok_or_else(|| invalid(&field, "expected true or false"))?;
+            }
+            "min_severity" => {
+                serde_json::from_value::<MinSeverity>(value.clone())
+                    .map_err(|_| invalid(&field, "expected warning or critical"))?;
+            }
+            "alert_types" => {
+                let items = value
+                    .as_array()
+                    .ok_or_else(|| invalid(&field, "expected an array of alert rule names"))?;
+                for item in items {
+                    let known = item
+                        .as_str()
+                        .is_some_and(|name| AlertRule::ALL.iter().any(|r| r.as_str() == name));
+                    if !known {
+                        let names: Vec<&str> = AlertRule::ALL.iter().map(|r| r.as_str()).collect();
+                        return Err(invalid(
+                            &field,
+                            format!("{item} is not one of {}", names.join(", ")),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn budgets_layer(value: &Value) -> Result<(), SettingsError> {
+    let map = object("budgets", value)?;
+    check_known("budgets", map, BUDGET_FIELDS)?;
+    for (key, value) in map.iter().filter(|(_, v)| !v.is_null()) {
+        let field = join("budgets", key);
+        match key.as_str() {
+            "daily_usd" | "monthly_usd" => {
+                if !value.as_str().is_some_and(is_dollar_amount) {
+                    return Err(SettingsError::InvalidAmount { field });
+                }
+            }
+            _ => {
+                if value.as_u64().is_none() {
+                    return Err(invalid(
+                        &field,
+                        "expected a non-negative whole number of tokens or null",
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `digits[.digits]`, at most 12 integer and 6 fractional digits.
+pub fn is_dollar_amount(text: &str) -> bool {
+    let (whole, fraction) = match text.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (text, None),
+    };
+    let digits = |s: &str, max: usize| {
+        !s.is_empty() && s.len() <= max && s.bytes().all(|b| b.is_ascii_digit())
+    };
+    digits(whole, 12) && fraction.is_none_or(|f| digits(f, 6))
+}
+
+fn base_url(field: &str, value: &Value) -> Result<(), SettingsError> {
+    let bad = |reason: &str| SettingsError::InvalidUrl {
+        field: field.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let text = value
+        .as_str()
+        .ok_or_else(|| bad("expected an http(s) URL string or null"))?;
+    if text.chars().count() > MAX_BASE_URL_CHARS {
+        return Err(bad("the URL is too long"));
+    }
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("the URL must not contain whitespace"));
+    }
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or_else(|| bad("expected an http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(bad("credentials belong in api_key, not in the URL"));
+    }
+    let host_only = if host.starts_with('[') {
+        host.split(']').next().unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    if host_only.is_empty() || host_only == "[" {
+        return Err(bad("the URL names no host"));
+    }
+    if let Some(port) = host.strip_prefix(host_only).and_then(|p| {
+        p.strip_prefix(']')
+            .unwrap_or(p)
+            .strip_prefix(':')
+            .map(str::to_owned)
+    }) && port.parse::<u16>().is_err()
+    {
+        return Err(bad("the port is not a number between 0 and 65535"));
+    }
+    Ok(())
+}
+
+/// RFC 7396: `patch` over `target`; `null` removes.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(target) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                target.remove(key);
+            } else {
+                merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+/// Applies a patch to the tenant's stored (sparse) document.
+pub fn apply_patch(stored: &Value, patch: &SettingsPatch) -> Value {
+    let mut next = if stored.is_object() {
+        stored.clone()
+    } else {
+        Value::Object(Map::new())
+    };
+    merge_patch(&mut next, &patch.document);
+    // A provider left with nothing set disappears instead of lingering as `{}`.
+    if let Some(Value::Object(providers)) = next.get_mut("providers") {
+        providers.retain(|_, entry| !matches!(entry, Value::Object(map) if map.is_empty()));
+    }
+    if matches!(next.get("providers"), Some(Value::Object(map)) if map.is_empty())
+        && let Value::Object(map) = &mut next
+    {
+        map.remove("providers");
+    }
+    next
+}
+
+/// The effective settings: defaults, then each layer in order (later wins), validated.
+pub fn resolve(layers: &[&Value]) -> Result<AiSettings, SettingsError> {
+    let mut merged = Value::Object(Map::new());
+    for layer in layers {
+        validate_layer(layer)?;
+        merge_patch(&mut merged, layer);
+    }
+    let get = |key: &str| merged.get(key).filter(|v| !v.is_null());
+    let route = |key: &str| {
+        get(key)
+            .and_then(Value::as_str)
+            .map(|s| s.trim().to_owned())
+    };
+    let providers = get("providers")
+        .and_then(Value::as_object)
+        .map(|map| {
+            map.iter()
+                .map(|(id, entry)| {
+                    let base_url = entry
+                        .get("base_url")
+                        .and_then(Value::as_str)
+                        .map(|s| s.trim_end_matches('/').to_owned());
+                    (id.clone(), ProviderSettings { base_url })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let autonomy_level = get("autonomy_level")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or(AutonomyLevel::Monitor);
+    let autopilot_acknowledgement: Option<Acknowledgement> =
+        get("autopilot_acknowledgement").and_then(|v| serde_json::from_value(v.clone()).ok());
+    if autonomy_level == AutonomyLevel::Full
+        && autopilot_acknowledgement
+            .as_ref()
+            .is_none_or(|ack| ack.version != AUTOPILOT_ACK_VERSION)
+    {
+        return Err(SettingsError::AutopilotNotAcknowledged {
+            required_version: AUTOPILOT_ACK_VERSION,
+        });
+    }
+    let triggers = get("alert_triggers");
+    let trigger = |key: &str| triggers.and_then(|t| t.get(key)).filter(|v| !v.is_null());
+    let alert_triggers = AlertTriggers {
+        enabled: trigger("enabled").and_then(Value::as_bool).unwrap_or(true),
+        min_severity: trigger("min_severity")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or(MinSeverity::Critical),
+        alert_types: trigger("alert_types")
+            .and_then(Value::as_array)
+            .map(|items| {
+                let mut names: Vec<String> = items
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect();
+                names.sort();
+                names.dedup();
+                names
+            })
+            .unwrap_or_default(),
+    };
+    let budgets = get("budgets");
+    let budget = |key: &str| budgets.and_then(|b| b.get(key)).filter(|v| !v.is_null());
+    let budgets = Budgets {
+        daily_usd: budget("daily_usd")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        monthly_usd: budget("monthly_usd")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        daily_tokens: budget("daily_tokens").and_then(Value::as_u64),
+        monthly_tokens: budget("monthly_tokens").and_then(Value::as_u64),
+    };
+    Ok(AiSettings {
+        providers,
+        model: route("model"),
+        chat_model: route("chat_model"),
+        patrol_model: route("patrol_model"),
+        auto_fix_model: route("auto_fix_model"),
+        patrol_interval_minutes: get("patrol_interval_minutes")
+            .and_then(Value::as_u64)
+            .and_then(|m| u32::try_from(m).ok())
+            .unwrap_or(DEFAULT_PATROL_INTERVAL_MINUTES),
+        autonomy_level,
+        autopilot_acknowledgement,
+        alert_triggers,
+        budgets,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn patch_err(body: Value) -> SettingsError {
+        parse_patch(&body).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_fields_are_named() {
+        assert_eq!(
+            patch_err(json!({"modle": "openai:x"})),
+            SettingsError::UnknownField {
+                field: "modle".into()
+            }
+        );
+        assert_eq!(
+            patch_err(json!({"budgets": {"yearly_usd": "1"}})).field(),
+            "budgets.yearly_usd"
+        );
+        assert_eq!(
+            patch_err(json!({"alert_triggers": {"on": true}})).field(),
+            "alert_triggers.on"
+        );
+        assert_eq!(
+            patch_err(json!({"providers": {"openai": {"token": "x"}}})).field(),
+            "providers.openai.token"
+        );
+        assert!(matches!(
+            patch_err(json!([1])),
+            SettingsError::InvalidValue { .. }
+        ));
+    }
+
+    #[test]
+    fn routes_are_provider_model_with_known_providers() {
+        assert!(matches!(
+            patch_err(json!({"model": "gpt-4.1"})),
+            SettingsError::InvalidRoute { field, .. } if field == "model"
+        ));
+        assert_eq!(
+            patch_err(json!({"patrol_model": "nosuch:model"})),
+            SettingsError::UnknownProvider {
+                field: "patrol_model".into(),
+                provider: "nosuch".into()
+            }
+        );
+        assert!(matches!(
+            patch_err(json!({"chat_model": "openai:"})),
+            SettingsError::InvalidRoute { field, .. } if field == "chat_model"
+        ));
+        assert!(matches!(
+            patch_err(json!({"auto_fix_model": 3})),
+            SettingsError::InvalidValue { field, .. } if field == "auto_fix_model"
+        ));
+        let ok = parse_patch(&json!({"patrol_model": "ollama:llama3.1:8b"})).unwrap();
+        let settings = resolve(&[&ok.document]).unwrap();
+        let route = settings.patrol_route().unwrap();
+        assert_eq!(
+            (route.provider, route.model.as_str()),
+            ("ollama", "llama3.1:8b")
+        );
+        assert_eq!(
+            patch_err(json!({"providers": {"acme": {"base_url": "http://x"}}})).field(),
+            "providers.acme"
+        );
+    }
+
+    #[test]
+    fn interval_autonomy_and_triggers_are_checked() {
+        for minutes in [json!(9), json!(10_081), json!(-1), json!(1.5), json!("60")] {
+            assert_eq!(
+                patch_err(json!({"patrol_interval_minutes": minutes})),
+                SettingsError::OutOfRange {
+                    field: "patrol_interval_minutes".into(),
+                    min: 10,
+                    max: 10_080
+                }
+            );
+        }
+        assert_eq!(
+            patch_err(json!({"autonomy_level": "yolo"})).field(),
+            "autonomy_level"
+        );
+        assert_eq!(
+            patch_err(json!({"alert_triggers": {"min_severity": "info"}})).field(),
+            "alert_triggers.min_severity"
+        );
+        assert_eq!(
+            patch_err(json!({"alert_triggers": {"alert_types": ["cpu_usage"]}})).field(),
+            "alert_triggers.alert_types"
+        );
+        assert_eq!(
+            patch_err(json!({"alert_triggers": {"enabled": "yes"}})).field(),
+            "alert_triggers.enabled"
+        );
+    }
+
+    #[test]
+    fn budgets_are_non_negative_with_decimal_dollars() {
+        for bad in [
+            json!("-1"),
+            json!("1e3"),
+            json!(12.5),
+            json!("1.2345678"),
+            json!(""),
+        ] {
+            assert_eq!(
+                patch_err(json!({"budgets": {"daily_usd": bad}})),
+                SettingsError::InvalidAmount {
+                    field: "budgets.daily_usd".into()
+                }
+            );
+        }
+        assert_eq!(
+            patch_err(json!({"budgets": {"monthly_tokens": -5}})).field(),
+            "budgets.monthly_tokens"
+        );
+        let ok =
+            parse_patch(&json!({"budgets": {"daily_usd": "12.50", "daily_tokens": 0}})).unwrap();
+        let settings = resolve(&[&ok.document]).unwrap();
+        assert_eq!(settings.budgets.daily_usd.as_deref(), Some("12.50"));
+        assert_eq!(settings.budgets.daily_tokens, Some(0));
+    }
+
+    #[test]
+    fn base_urls_must_be_http_urls() {
+        for bad in [
+            "ftp://example.com",
+            "example.com",
+            "http://",
+            "https://user:pw@example.com",
+            "http://exa mple.com",
+            "http://host:99999/v1",
+        ] {
+            let err = patch_err(json!({"providers": {"openai": {"base_url": bad}}}));
+            assert!(
+                matches!(&err, SettingsError::InvalidUrl { field, .. } if field == "providers.openai.base_url"),
+                "{bad}: {err:?}"
+            );
+        }
+        for good in [
+            "http://127.0.0.1:8080/v1",
+            "https://api.example.com",
+            "http://[::1]:11434",
+        ] {
+            parse_patch(&json!({"providers": {"openai": {"base_url": good}}})).unwrap();
+        }
+    }
+
+    #[test]
+    fn full_autonomy_needs_a_current_acknowledgement() {
+        let full = parse_patch(&json!({"autonomy_level": "full"})).unwrap();
+        assert_eq!(
+            resolve(&[&full.document]).unwrap_err(),
+            SettingsError::AutopilotNotAcknowledged {
+                required_version: AUTOPILOT_ACK_VERSION
+            }
+        );
+        let stale = parse_patch(&json!({"autonomy_level": "full", "autopilot_acknowledgement": {
+            "version": AUTOPILOT_ACK_VERSION + 1, "acknowledged_by": "ops", "at": "2026-11-29T10:00:00Z"}}))
+        .unwrap();
+        assert!(resolve(&[&stale.document]).is_err());
+        let current = parse_patch(&json!({"autonomy_level": "full", "autopilot_acknowledgement": {
+            "version": AUTOPILOT_ACK_VERSION, "acknowledged_by": "ops", "at": "2026-11-29T10:00:00Z"}}))
+        .unwrap();
+        assert_eq!(
+            resolve(&[&current.document]).unwrap().autonomy_level,
+            AutonomyLevel::Full
+        );
+        assert_eq!(
+            patch_err(json!({"autopilot_acknowledgement": {"version": 1, "acknowledged_by": " ", "at": "2026-11-29T10:00:00Z"}})).field(),
+            "autopilot_acknowledgement.acknowledged_by"
+        );
+    }
+
+    #[test]
+    fn merge_patch_absent_keeps_null_resets() {
+        let stored = json!({"model": "openai:gpt-4.1-mini", "patrol_interval_minutes": 30,
+            "providers": {"openai": {"base_url": "http://127.0.0.1:9/v1"}}});
+        let patch =
+            parse_patch(&json!({"patrol_interval_minutes": null, "chat_model": "groq:llama"}))
+                .unwrap();
+        let next = apply_patch(&stored, &patch);
+        assert_eq!(
+            next,
+            json!({"model": "openai:gpt-4.1-mini", "chat_model": "groq:llama",
+                "providers": {"openai": {"base_url": "http://127.0.0.1:9/v1"}}})
+        );
+        let settings = resolve(&[&next]).unwrap();
+        assert_eq!(
+            settings.patrol_interval_minutes,
+            DEFAULT_PATROL_INTERVAL_MINUTES
+        );
+        let reset = parse_patch(&json!({"providers": {"openai": {"base_url": null}}})).unwrap();
+        assert_eq!(
+            apply_patch(&next, &reset),
+            json!({"model": "openai:gpt-4.1-mini", "chat_model": "groq:llama"})
+        );
+        // Stored layers override config layers; null in the stored layer falls back to config.
+        let config = json!({"model": "ollama:qwen3:8b", "patrol_interval_minutes": 60});
+        let effective = resolve(&[&config, &next]).unwrap();
+        assert_eq!(effective.model.as_deref(), Some("openai:gpt-4.1-mini"));
+        assert_eq!(effective.patrol_interval_minutes, 60);
+    }
+
+    #[test]
+    fn keys_are_separated_from_the_document() {
+        let patch = parse_patch(&json!({"providers": {
+            "openai": {"api_key": "sk-1", "base_url": "https://api.openai.com/v1"},
+            "groq": {"api_key": ""},
+            "anthropic": {"api_key": null}
+        }}))
+        .unwrap();
+        assert_eq!(
+            patch.document,
+            json!({"providers": {"openai": {"base_url": "https://api.openai.com/v1"}}})
+        );
+        assert_eq!(patch.keys["openai"], KeyChange::Set("sk-1".into()));
+        assert_eq!(patch.keys["groq"], KeyChange::Clear);
+        assert_eq!(patch.keys["anthropic"], KeyChange::Clear);
+        assert!(!format!("{patch:?}").contains("sk-1"));
+        assert_eq!(
+            patch.changed_fields(),
+            vec![
+                "providers.anthropic.api_key",
+                "providers.groq.api_key",
+                "providers.openai.api_key",
+                "providers.openai.base_url"
+            ]
+        );
+        assert_eq!(
+            patch_err(json!({"providers": {"openai": {"api_key": 5}}})).field(),
+            "providers.openai.api_key"
+        );
+        // A stored layer never holds a key.
+        assert_eq!(
+            validate_layer(&json!({"providers": {"openai": {"api_key": "x"}}}))
+                .unwrap_err()
+                .field(),
+            "providers.openai.api_key"
+        );
+    }
+
+    #[test]
+    fn patrol_transport_change_is_detected() {
+        let base = json!({"model": "openai:gpt-4.1-mini"});
+        let before = resolve(&[&base]).unwrap();
+        let routine = resolve(&[
+            &base,
+            &json!({"chat_model": "groq:llama", "patrol_interval_minutes": 20}),
+        ])
+        .unwrap();
+        assert!(!before.patrol_transport_differs(&routine));
+        let moved = resolve(&[&base, &json!({"patrol_model": "openai:gpt-5"})]).unwrap();
+        assert!(before.patrol_transport_differs(&moved));
+        let rebased = resolve(&[
+            &base,
+            &json!({"providers": {"openai": {"base_url": "http://127.0.0.1:1/v1"}}}),
+        ])
+        .unwrap();
+        assert!(before.patrol_transport_differs(&rebased));
+        let other_provider = resolve(&[
+            &base,
+            &json!({"providers": {"groq": {"base_url": "http://127.0.0.1:1/v1"}}}),
+        ])
+        .unwrap();
+        assert!(!before.patrol_transport_differs(&other_provider));
+    }
+
+    #[test]
+    fn settings_changed_wire_shape() {
+        insta::assert_json_snapshot!(
+            "settings_changed",
+            SettingsChanged {
+                version: 4,
+                patrol_route_changed: true
+            }
+        );
+    }
+
+    #[test]
+    fn defaults() {
+        let settings = resolve(&[]).unwrap();
+        assert_eq!(settings.autonomy_level, AutonomyLevel::Monitor);
+        assert_eq!(settings.alert_triggers.min_severity, MinSeverity::Critical);
+        assert_eq!(
+            settings.patrol_interval_minutes,
+            DEFAULT_PATROL_INTERVAL_MINUTES
+        );
+        assert!(settings.patrol_route().is_none());
+    }
+}

@@ -1,0 +1,502 @@
+//! The readiness gate and the `GET /api/ai/patrol/status` projection.
+//!
+//! `runtime_state` comes from live inputs, first match wins:
+//!
+//! | state | when |
+//! |---|---|
+//! | `disabled` | Patrol is switched off for the tenant |
+//! | `unavailable` | no runner is available to take Patrol jobs |
+//! | `running` | a run is in flight (`current_run_id` names it) |
+//! | `blocked` | a readiness check failed: runs are refused before any model call |
+//! | `active` | otherwise |
+//!
+//! `last_patrol_at` is the last *successful full* run; scoped and verification runs only move
+//! `last_activity_at`. A health verdict (`healthy`) is given only when the most recent full run
+//! ended without error within the health window; otherwise `healthy` is null and
+//! `health_basis` says why.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::run::{RunId, RunStatus, RunType};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeState {
+    Unavailable,
+    Disabled,
+    Running,
+    Blocked,
+    Active,
+}
+
+/// Stable machine ids of the readiness checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadinessCheckId {
+    /// Patrol mode and settings are complete.
+    Configuration,
+    /// A provider is configured and reachable.
+    Provider,
+    /// A Patrol model is selected.
+    Model,
+    /// Settings can be saved.
+    SettingsPersistence,
+    /// The selected model makes tool calls (last preflight).
+    ToolCalling,
+}
+
+impl ReadinessCheckId {
+    pub const ALL: [ReadinessCheckId; 5] = [
+        Self::Configuration,
+        Self::Provider,
+        Self::Model,
+        Self::SettingsPersistence,
+        Self::ToolCalling,
+    ];
+
+    /// The cause recorded when this check fails without a more specific one.
+    pub fn default_cause(self) -> BlockedCause {
+        match self {
+            Self::Configuration => BlockedCause::ConfigurationIncomplete,
+            Self::Provider => BlockedCause::ProviderNotConfigured,
+            Self::Model => BlockedCause::ModelNotSelected,
+            Self::SettingsPersistence => BlockedCause::SettingsNotPersisted,
+            Self::ToolCalling => BlockedCause::ModelWithoutTools,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Pass,
+    Warning,
+    Fail,
+    NotAssessed,
+}
+
+/// Why the readiness gate blocks Patrol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockedCause {
+    ConfigurationIncomplete,
+    ProviderNotConfigured,
+    ProviderUnreachable,
+    ProviderAuth,
+    ProviderQuota,
+    ModelNotSelected,
+    ModelWithoutTools,
+    SettingsNotPersisted,
+}
+
+/// One server-authored readiness check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadinessCheck {
+    pub id: ReadinessCheckId,
+    pub status: CheckStatus,
+    pub message: String,
+    /// More specific than [`ReadinessCheckId::default_cause`], when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<BlockedCause>,
+}
+
+/// The gate's refusal: the first failing check, in the stable check order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("patrol is blocked: {reason}")]
+pub struct Blocked {
+    pub check: ReadinessCheckId,
+    pub reason: String,
+    pub cause: BlockedCause,
+}
+
+/// The readiness gate: a run (full or scoped) may call the model unless a check is known to
+/// fail. Warnings and unassessed checks do not block.
+pub fn readiness_gate(checks: &[ReadinessCheck]) -> Result<(), Blocked> {
+    let failing = ReadinessCheckId::ALL.iter().find_map(|id| {
+        checks
+            .iter()
+            .find(|c| c.id == *id && c.status == CheckStatus::Fail)
+    });
+    match failing {
+        Some(check) => Err(Blocked {
+            check: check.id,
+            reason: check.message.clone(),
+            cause: check.cause.unwrap_or(check.id.default_cause()),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The run in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentRun {
+    pub id: RunId,
+    pub run_type: RunType,
+}
+
+/// A full run that reached a terminal status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FullRunSummary {
+    pub id: RunId,
+    pub status: RunStatus,
+    pub completed_at: DateTime<Utc>,
+    pub duration_ms: u64,
+    pub resources_checked: u32,
+    pub error_count: u32,
+}
+
+/// Everything the status is derived from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusInputs {
+    pub now: DateTime<Utc>,
+    pub enabled: bool,
+    pub runner_available: bool,
+    pub readiness: Vec<ReadinessCheck>,
+    pub current_run: Option<CurrentRun>,
+    /// The most recent terminal full run, whatever its status.
+    pub last_full_run: Option<FullRunSummary>,
+    /// When the most recent successful full run completed.
+    pub last_successful_full_at: Option<DateTime<Utc>>,
+    /// The most recent terminal run of any type.
+    pub last_activity_at: Option<DateTime<Utc>>,
+    pub next_patrol_at: Option<DateTime<Utc>>,
+    pub interval_ms: u64,
+    /// Active findings now.
+    pub findings_count: u32,
+    pub queued_scoped_runs: u32,
+    /// How old the last full run may be for a health verdict.
+    pub health_window_ms: u64,
+}
+
+/// Why there is (or is not) a health verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthBasis {
+    /// A recent full run succeeded.
+    RecentFullRun,
+    /// No full run finished within the health window (scoped runs do not count).
+    NoRecentFullRun,
+    /// The most recent full run, within the window, ended in error.
+    RecentFullRunErrored,
+}
+
+/// `GET /api/ai/patrol/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PatrolStatus {
+    pub runtime_state: RuntimeState,
+    pub enabled: bool,
+    pub running: bool,
+    pub current_run_id: Option<RunId>,
+    pub current_run_type: Option<RunType>,
+    pub last_patrol_at: Option<DateTime<Utc>>,
+    pub last_activity_at: Option<DateTime<Utc>>,
+    pub next_patrol_at: Option<DateTime<Utc>>,
+    pub interval_ms: u64,
+    pub last_duration_ms: Option<u64>,
+    pub resources_checked: Option<u32>,
+    pub findings_count: u32,
+    pub error_count: Option<u32>,
+    pub queued_scoped_runs: u32,
+    pub healthy: Option<bool>,
+    pub health_basis: HealthBasis,
+    pub blocked_reason: Option<String>,
+    pub blocked_cause: Option<BlockedCause>,
+    pub readiness_checks: Vec<ReadinessCheck>,
+}
+
+/// Derives the status.
+pub fn project(inputs: &StatusInputs) -> PatrolStatus {
+    let blocked = readiness_gate(&inputs.readiness).err();
+    let runtime_state = if !inputs.enabled {
+        RuntimeState::Disabled
+    } else if !inputs.runner_available {
+        RuntimeState::Unavailable
+    } else if inputs.current_run.is_some() {
+        RuntimeState::Running
+    } else if blocked.is_some() {
+        RuntimeState::Blocked
+    } else {
+        RuntimeState::Active
+    };
+    let window = Duration::milliseconds(inputs.health_window_ms.min(i64::MAX as u64) as i64);
+    let recent_full = inputs
+        .last_full_run
+        .as_ref()
+        .filter(|run| inputs.now - run.completed_at <= window);
+    let health_basis = match recent_full {
+        Some(run) if run.status.is_success() => HealthBasis::RecentFullRun,
+        Some(_) => HealthBasis::RecentFullRunErrored,
+        None => HealthBasis::NoRecentFullRun,
+    };
+    let healthy =
+        (health_basis == HealthBasis::RecentFullRun).then_some(inputs.findings_count == 0);
+    let last_activity_at = match (inputs.last_activity_at, inputs.last_successful_full_at) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let mut readiness_checks = inputs.readiness.clone();
+    readiness_checks.sort_by_key(|c| c.id);
+    let (blocked_reason, blocked_cause) = match (&blocked, inputs.enabled) {
+        (Some(b), true) => (Some(b.reason.clone()), Some(b.cause)),
+        _ => (None, None),
+    };
+    PatrolStatus {
+        runtime_state,
+        enabled: inputs.enabled,
+        running: inputs.current_run.is_some(),
+        current_run_id: inputs.current_run.as_ref().map(|r| r.id),
+        current_run_type: inputs.current_run.as_ref().map(|r| r.run_type),
+        last_patrol_at: inputs.last_successful_full_at,
+        last_activity_at,
+        next_patrol_at: if inputs.enabled {
+            inputs.next_patrol_at
+        } else {
+            None
+        },
+        interval_ms: inputs.interval_ms,
+        last_duration_ms: inputs.last_full_run.as_ref().map(|r| r.duration_ms),
+        resources_checked: inputs.last_full_run.as_ref().map(|r| r.resources_checked),
+        findings_count: inputs.findings_count,
+        error_count: inputs.last_full_run.as_ref().map(|r| r.error_count),
+        queued_scoped_runs: inputs.queued_scoped_runs,
+        healthy,
+        health_basis,
+        blocked_reason,
+        blocked_cause,
+        readiness_checks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use uuid::Uuid;
+
+    fn t(minutes: i64) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + Duration::minutes(minutes)
+    }
+
+    fn pass(id: ReadinessCheckId) -> ReadinessCheck {
+        ReadinessCheck {
+            id,
+            status: CheckStatus::Pass,
+            message: "ok".to_owned(),
+            cause: None,
+        }
+    }
+
+    fn all_pass() -> Vec<ReadinessCheck> {
+        ReadinessCheckId::ALL.map(pass).to_vec()
+    }
+
+    fn full_run(status: RunStatus, completed_minutes: i64) -> FullRunSummary {
+        FullRunSummary {
+            id: RunId::from_uuid(Uuid::from_u128(1)),
+            status,
+            completed_at: t(completed_minutes),
+            duration_ms: 42_000,
+            resources_checked: 12,
+            error_count: u32::from(status == RunStatus::Error),
+        }
+    }
+
+    fn base() -> StatusInputs {
+        StatusInputs {
+            now: t(0),
+            enabled: true,
+            runner_available: true,
+            readiness: all_pass(),
+            current_run: None,
+            last_full_run: Some(full_run(RunStatus::Healthy, -3)),
+            last_successful_full_at: Some(t(-3)),
+            last_activity_at: Some(t(-1)),
+            next_patrol_at: Some(t(2)),
+            interval_ms: 300_000,
+            findings_count: 0,
+            queued_scoped_runs: 0,
+            health_window_ms: 3_600_000,
+        }
+    }
+
+    fn provider_missing() -> Vec<ReadinessCheck> {
+        let mut checks = all_pass();
+        checks[1] = ReadinessCheck {
+            id: ReadinessCheckId::Provider,
+            status: CheckStatus::Fail,
+            message: "no provider is configured: open Pulse Intelligence > Provider & Models"
+                .to_owned(),
+            cause: None,
+        };
+        checks
+    }
+
+    #[test]
+    fn runtime_state_precedence() {
+        type Tweak = Box<dyn Fn(&mut StatusInputs)>;
+        let cases: Vec<(Tweak, RuntimeState)> = vec![
+            (Box::new(|_| {}), RuntimeState::Active),
+            (
+                Box::new(|i| i.readiness = provider_missing()),
+                RuntimeState::Blocked,
+            ),
+            (
+                Box::new(|i| {
+                    i.readiness = provider_missing();
+                    i.current_run = Some(CurrentRun {
+                        id: RunId::from_uuid(Uuid::from_u128(9)),
+                        run_type: RunType::Scoped,
+                    });
+                }),
+                RuntimeState::Running,
+            ),
+            (
+                Box::new(|i| {
+                    i.runner_available = false;
+                    i.current_run = Some(CurrentRun {
+                        id: RunId::from_uuid(Uuid::from_u128(9)),
+                        run_type: RunType::Full,
+                    });
+                }),
+                RuntimeState::Unavailable,
+            ),
+            (
+                Box::new(|i| {
+                    i.enabled = false;
+                    i.runner_available = false;
+                    i.readiness = provider_missing();
+                }),
+                RuntimeState::Disabled,
+            ),
+        ];
+        for (i, (tweak, want)) in cases.into_iter().enumerate() {
+            let mut inputs = base();
+            tweak(&mut inputs);
+            assert_eq!(project(&inputs).runtime_state, want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn gate_reports_the_first_failing_check_in_stable_order() {
+        assert_eq!(readiness_gate(&all_pass()), Ok(()));
+        let mut checks = all_pass();
+        checks[4] = ReadinessCheck {
+            id: ReadinessCheckId::ToolCalling,
+            status: CheckStatus::Fail,
+            message: "model makes no tool calls".to_owned(),
+            cause: None,
+        };
+        checks[2] = ReadinessCheck {
+            id: ReadinessCheckId::Model,
+            status: CheckStatus::Fail,
+            message: "no model".to_owned(),
+            cause: None,
+        };
+        checks.reverse();
+        let blocked = readiness_gate(&checks).unwrap_err();
+        assert_eq!(blocked.check, ReadinessCheckId::Model);
+        assert_eq!(blocked.cause, BlockedCause::ModelNotSelected);
+        // A warning or an unassessed check never blocks.
+        let mut checks = all_pass();
+        checks[0].status = CheckStatus::Warning;
+        checks[4].status = CheckStatus::NotAssessed;
+        assert_eq!(readiness_gate(&checks), Ok(()));
+        // A specific cause wins over the check's default.
+        let mut checks = provider_missing();
+        checks[1].cause = Some(BlockedCause::ProviderAuth);
+        assert_eq!(
+            readiness_gate(&checks).unwrap_err().cause,
+            BlockedCause::ProviderAuth
+        );
+    }
+
+    #[test]
+    fn no_health_verdict_without_a_recent_successful_full_run() {
+        let verdict = |tweak: &dyn Fn(&mut StatusInputs)| {
+            let mut inputs = base();
+            tweak(&mut inputs);
+            let status = project(&inputs);
+            (status.healthy, status.health_basis)
+        };
+        assert_eq!(verdict(&|_| {}), (Some(true), HealthBasis::RecentFullRun));
+        assert_eq!(
+            verdict(&|i| i.findings_count = 2),
+            (Some(false), HealthBasis::RecentFullRun)
+        );
+        // Only scoped activity recently: the old full run is outside the window.
+        assert_eq!(
+            verdict(&|i| {
+                i.last_full_run = Some(full_run(RunStatus::Healthy, -120));
+                i.last_successful_full_at = Some(t(-120));
+                i.last_activity_at = Some(t(-1));
+            }),
+            (None, HealthBasis::NoRecentFullRun)
+        );
+        assert_eq!(
+            verdict(&|i| {
+                i.last_full_run = None;
+                i.last_successful_full_at = None;
+            }),
+            (None, HealthBasis::NoRecentFullRun)
+        );
+        // The most recent full run errored, even with an older success on record.
+        assert_eq!(
+            verdict(&|i| i.last_full_run = Some(full_run(RunStatus::Error, -2))),
+            (None, HealthBasis::RecentFullRunErrored)
+        );
+        assert_eq!(
+            verdict(&|i| i.last_full_run = Some(full_run(RunStatus::IssuesFound, -2))),
+            (Some(true), HealthBasis::RecentFullRun)
+        );
+    }
+
+    #[test]
+    fn last_patrol_at_counts_full_runs_only() {
+        let mut inputs = base();
+        inputs.last_successful_full_at = Some(t(-30));
+        inputs.last_activity_at = Some(t(-1));
+        let status = project(&inputs);
+        assert_eq!(status.last_patrol_at, Some(t(-30)));
+        assert_eq!(status.last_activity_at, Some(t(-1)));
+        inputs.last_activity_at = None;
+        assert_eq!(project(&inputs).last_activity_at, Some(t(-30)));
+    }
+
+    #[test]
+    fn status_wire_shape_active() {
+        insta::assert_json_snapshot!("patrol_status_active", project(&base()));
+    }
+
+    #[test]
+    fn status_wire_shape_blocked() {
+        let mut inputs = base();
+        inputs.readiness = provider_missing();
+        inputs.last_full_run = Some(full_run(RunStatus::Error, -2));
+        inputs.queued_scoped_runs = 1;
+        insta::assert_json_snapshot!("patrol_status_blocked", project(&inputs));
+    }
+
+    #[test]
+    fn status_wire_shape_running_scoped_only() {
+        let mut inputs = base();
+        inputs.current_run = Some(CurrentRun {
+            id: RunId::from_uuid(Uuid::from_u128(0x0190_f5a2_0000_7000_8000_0000_0000_0002)),
+            run_type: RunType::Scoped,
+        });
+        inputs.last_full_run = None;
+        inputs.last_successful_full_at = None;
+        insta::assert_json_snapshot!("patrol_status_running_scoped_only", project(&inputs));
+    }
+
+    #[test]
+    fn status_wire_shape_disabled() {
+        let mut inputs = base();
+        inputs.enabled = false;
+        inputs.readiness = provider_missing();
+        let status = project(&inputs);
+        assert_eq!(status.blocked_reason, None);
+        assert_eq!(status.next_patrol_at, None);
+        insta::assert_json_snapshot!("patrol_status_disabled", status);
+    }
+}

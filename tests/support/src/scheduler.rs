@@ -1,0 +1,81 @@
+//! The `pulse-patrol-scheduler` binary for tests, on the same database, NATS server and subject
+//! prefix as a [`TestGateway`].
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::service::{ServiceProcess, TestGateway, free_port, small_streams_env};
+
+/// A running scheduler; dropping it kills the process.
+pub struct TestScheduler {
+    pub process: ServiceProcess,
+    /// `http://127.0.0.1:<port>` of its health listener.
+    pub health_url: String,
+}
+
+impl TestScheduler {
+    /// Starts the scheduler with `extra_env` (e.g. `PULSE_ALERTS__TICK_MS`), logging to
+    /// `<dir>/patrol-scheduler.log`, and waits until it is ready.
+    pub async fn start(
+        gateway: &TestGateway,
+        dir: &Path,
+        extra_env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let port = free_port()?;
+        let mut env = vec![
+            (
+                "PULSE_DATABASE_URL".to_owned(),
+                gateway.db.owner_url().to_owned(),
+            ),
+            ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
+            (
+                "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
+                gateway.prefix.clone(),
+            ),
+            ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
+            ("PULSE_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+            ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
+        ];
+        env.extend(small_streams_env());
+        env.extend(
+            extra_env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        let process = ServiceProcess::spawn(
+            "pulse-patrol-scheduler",
+            &env,
+            &dir.join("patrol-scheduler.log"),
+        )?;
+        let health_url = format!("http://127.0.0.1:{port}");
+        let http = gateway.http.clone();
+        let ready = crate::wait::until(Duration::from_secs(60), "scheduler /readyz", || {
+            let http = http.clone();
+            let url = format!("{health_url}/readyz");
+            async move {
+                http.get(url)
+                    .send()
+                    .await
+                    .ok()?
+                    .status()
+                    .is_success()
+                    .then_some(())
+            }
+        })
+        .await;
+        if let Err(error) = ready {
+            anyhow::bail!("{error}; scheduler log:\n{}", process.log_tail(30));
+        }
+        Ok(Self {
+            process,
+            health_url,
+        })
+    }
+
+    pub async fn stop(self) -> anyhow::Result<()> {
+        let status = self.process.stop(Duration::from_secs(10)).await?;
+        anyhow::ensure!(status.success(), "scheduler exited with {status}");
+        Ok(())
+    }
+}
