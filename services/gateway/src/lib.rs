@@ -9,6 +9,7 @@ mod fleet;
 mod forecast;
 mod json;
 mod observe;
+mod patrol;
 mod resources;
 mod routes;
 mod settings;
@@ -35,6 +36,9 @@ pub struct AppState {
     pub max_body_bytes: usize,
     pub http_metrics: observe::HttpMetrics,
     pub settings: Arc<settings::SettingsContext>,
+    /// Run requests go to the patrol-scheduler over this bus.
+    pub bus: pulse_bus::Bus,
+    pub patrol_request_timeout: std::time::Duration,
 }
 
 /// Serves the API until shutdown.
@@ -76,6 +80,10 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         max_body_bytes: ctx.config.gateway.max_body_bytes,
         http_metrics: observe::HttpMetrics::register(&ctx.metrics),
         settings: Arc::new(settings),
+        bus: ctx.bus.clone(),
+        patrol_request_timeout: std::time::Duration::from_millis(
+            ctx.config.nats.request_timeout_ms,
+        ),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

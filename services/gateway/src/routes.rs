@@ -3,14 +3,15 @@
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router, middleware};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, alerts, auth, body_limit, forecast, observe, resources, settings, tokens,
+    ApiError, AppState, alerts, auth, body_limit, forecast, observe, patrol, resources, settings,
+    tokens,
 };
 
 /// A documented API route: what it needs and whether it takes a JSON body.
@@ -83,6 +84,34 @@ pub const API_ROUTES: &[RouteSpec] = &[
         json_body: false,
     },
     RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/run",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
         method: "GET",
         path: "/api/settings/ai",
         scopes: &[Scope::Admin],
@@ -109,6 +138,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/resources/{id}/forecast", get(forecast::get))
         .route("/api/alerts", get(alerts::list))
         .route("/api/settings/ai", get(settings::get).put(settings::put))
+        .route("/api/ai/patrol/run", post(patrol::run))
+        .route("/api/ai/patrol/runs", get(patrol::list))
+        .route("/api/ai/patrol/runs/{id}", get(patrol::get))
+        .route("/api/ai/patrol/status", get(patrol::status))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

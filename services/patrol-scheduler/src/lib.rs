@@ -5,10 +5,15 @@
 //! [`pulse_domain::alert_rules`] on every resource version the relay writes, stores the alert
 //! lifecycle and publishes `events.alert.*` through the transactional outbox, which this service
 //! relays to JetStream itself.
+//!
+//! Manual runs ([`manual`]): `pulse.<t>.patrol.run.request` is served in a queue group; each
+//! accepted request becomes a `queued` run record with its `events.run.accepted` event and
+//! `jobs.watch` job, written in one transaction through the same outbox.
 
 pub mod admission;
 pub mod alert_floor;
 pub mod floor_metrics;
+pub mod manual;
 
 use std::sync::Arc;
 
@@ -39,10 +44,15 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ctx.bus.jetstream().clone(),
         pulse_bus::RelayConfig::default(),
     )
-    .with_notify(notify);
+    .with_notify(notify.clone());
     let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
     let floor_task = tokio::spawn(floor.run(ctx.shutdown.clone()));
+    let manual = manual::ManualRuns::new(ctx.store.clone(), ctx.bus.subjects().clone())
+        .with_outbox_notify(notify.clone())
+        .serve(&ctx.bus)
+        .await?;
     ctx.shutdown.cancelled().await;
+    manual.stop().await;
     let _ = floor_task.await;
     let _ = stop_tx.send(true);
     let _ = outbox_task.await;

@@ -94,6 +94,12 @@ error_codes! {
     RateLimited => "rate_limited", 429,
         "too many requests for this agent (relay.max_requests_per_sec)",
         "slow down and retry";
+    UnprocessableScope => "unprocessable_scope", 422,
+        "a requested Patrol scope id matches no resource or several; the message names each one",
+        "use canonical ids (GET /api/resources) or a source id or alias that names exactly one resource";
+    PatrolSchedulerUnavailable => "patrol_scheduler_unavailable", 503,
+        "no patrol-scheduler answered the run request, so no run was accepted",
+        "start pulse-patrol-scheduler (check its logs and /api/health), then send the request again";
     ServiceUnavailable => "service_unavailable", 503,
         "a dependency (database or message bus) is unreachable",
         "retry later; check /api/health and the service logs";

@@ -8,6 +8,7 @@ pub mod bootstrap;
 mod error;
 pub mod metrics;
 pub mod migrations;
+pub mod patrol_runs;
 mod pool;
 pub mod resources;
 pub mod settings;

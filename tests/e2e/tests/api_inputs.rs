@@ -142,7 +142,15 @@ async fn send(
 }
 
 fn check(case: &Case, status: StatusCode, text: &str) -> Result<(), TestCaseError> {
-    prop_assert!(status.as_u16() < 500, "{case:?} -> {status} {text}");
+    // This gateway runs without a patrol-scheduler on purpose: a well-formed run request then
+    // meets an unavailable dependency, which is a 503 with its own code, not a fault of the input.
+    let scheduler_missing = case.path == "/api/ai/patrol/run"
+        && status == StatusCode::SERVICE_UNAVAILABLE
+        && text.contains("\"patrol_scheduler_unavailable\"");
+    prop_assert!(
+        status.as_u16() < 500 || scheduler_missing,
+        "{case:?} -> {status} {text}"
+    );
     let is_api = case.path == "/api" || case.path.starts_with("/api/") || case.path == "/nope";
     if status.as_u16() >= 400 && is_api {
         let body: Value = serde_json::from_str(text).map_err(|e| {

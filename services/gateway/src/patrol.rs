@@ -1,0 +1,366 @@
+//! Patrol runs over the API.
+//!
+//! - `POST /api/ai/patrol/run` (scopes `admin` and `ai:execute`): the body is parsed by the
+//!   domain [`RunRequest`] parser (no body: a full run) and forwarded to the patrol-scheduler over
+//!   `pulse.<tenant>.patrol.run.request`, which resolves the scope, records the run `queued` and
+//!   enqueues its job. The answer (`202 Accepted`) carries the `run_id`.
+//! - `GET /api/ai/patrol/runs?limit=` and `GET /api/ai/patrol/runs/{id}` (scope
+//!   `monitoring:read`): the run records, newest first.
+//! - `GET /api/ai/patrol/status` (scope `monitoring:read`: it is an operational read like the
+//!   resources and alerts, not a conversation with the model, so `ai:chat` is not asked for): the
+//!   domain status projection over the stored runs. Readiness is not assessed yet: every check
+//!   is reported `not_assessed`, which the gate does not block on.
+
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use pulse_bus::BusError;
+use pulse_bus::events::{PATROL_RUN_REQUEST, PatrolRunAccepted, PatrolRunRequest};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
+use pulse_domain::ai_settings;
+use pulse_domain::patrol::run::{PatrolRun, RunId, RunStatus};
+use pulse_domain::patrol::scope::{RunRequest, RunRequestError};
+use pulse_domain::patrol::status::{
+    CheckStatus, CurrentRun, FullRunSummary, PatrolStatus, ReadinessCheck, ReadinessCheckId,
+    StatusInputs, project,
+};
+use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::{ApiError, AppState};
+
+/// `POST /api/ai/patrol/run` needs both scopes.
+pub struct PatrolExecuteScope;
+impl RequiredScopes for PatrolExecuteScope {
+    const SCOPES: &'static [Scope] = &[Scope::Admin, Scope::AiExecute];
+}
+
+/// How old the last full run may be for a health verdict, in intervals.
+const HEALTH_WINDOW_INTERVALS: u64 = 2;
+
+/// The answer to an accepted run request.
+#[derive(Debug, Serialize)]
+pub struct RunAccepted {
+    pub status: RunStatus,
+    #[serde(flatten)]
+    pub accepted: PatrolRunAccepted,
+}
+
+fn request_error(err: RunRequestError) -> ApiError {
+    let code = match err.code() {
+        "invalid_json" => ErrorCode::InvalidJson,
+        _ => ErrorCode::InvalidRequest,
+    };
+    ApiError::new(code, err.to_string())
+}
+
+/// Maps the scheduler's answer (or its absence) to a stable API error.
+fn bus_error(err: BusError) -> ApiError {
+    match err {
+        BusError::NoResponders { .. } => ApiError::new(
+            ErrorCode::PatrolSchedulerUnavailable,
+            "no patrol-scheduler is running, so the run was not accepted; start \
+             pulse-patrol-scheduler and send the request again",
+        ),
+        BusError::Timeout { .. } => ApiError::new(
+            ErrorCode::PatrolSchedulerUnavailable,
+            "the patrol-scheduler did not answer in time; check GET /api/ai/patrol/runs before \
+             sending the request again",
+        ),
+        BusError::Remote { code, message } => {
+            let code = match code.as_str() {
+                "unprocessable_scope" => ErrorCode::UnprocessableScope,
+                "service_unavailable" => ErrorCode::ServiceUnavailable,
+                other => {
+                    tracing::error!(code = other, %message, "patrol run request failed");
+                    return ApiError::new(
+                        ErrorCode::InternalError,
+                        "the run could not be accepted",
+                    );
+                }
+            };
+            ApiError::new(code, message)
+        }
+        other => {
+            tracing::warn!(error = %other, "patrol run request failed on the bus");
+            ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the message bus is unavailable; retry shortly",
+            )
+        }
+    }
+}
+
+/// A body, when there is one, is declared JSON like every other JSON route's.
+fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        });
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "expected Content-Type: application/json",
+        ))
+    }
+}
+
+pub async fn run(
+    State(state): State<AppState>,
+    auth: Authorized<PatrolExecuteScope>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+        } else {
+            ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
+        }
+    })?;
+    check_content_type(&headers, &body)?;
+    let scope = match RunRequest::parse(&body).map_err(request_error)? {
+        RunRequest::Full => None,
+        RunRequest::Scoped(scoped) => Some(scoped),
+    };
+    let tenant = &auth.principal.tenant;
+    let subject = state.bus.subjects().tenant(tenant, PATROL_RUN_REQUEST);
+    let request = PatrolRunRequest {
+        scope,
+        requested_by: format!("token:{}", auth.principal.token_name),
+    };
+    let accepted = state
+        .bus
+        .request(tenant, &subject, &request, state.patrol_request_timeout)
+        .await
+        .map_err(bus_error)?;
+    let body = RunAccepted {
+        status: RunStatus::Queued,
+        accepted,
+    };
+    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsQuery {
+    pub limit: Option<String>,
+}
+
+fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
+    match raw {
+        None => Ok(DEFAULT_LIST_LIMIT),
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("limit: must be an integer from 1 to {MAX_LIST_LIMIT}"),
+                )
+            }),
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunList {
+    pub runs: Vec<PatrolRun>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<RunsQuery>, QueryRejection>,
+) -> Result<Json<RunList>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let limit = parse_limit(query.limit.as_deref())?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let runs = patrol_runs::list(&tx, limit).await?;
+    tx.commit().await?;
+    Ok(Json(RunList { runs }))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<PatrolRun>, ApiError> {
+    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let id: RunId = raw
+        .parse()
+        .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let run = patrol_runs::get(&tx, id).await?;
+    tx.commit().await?;
+    run.map(Json)
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no patrol run {id}")))
+}
+
+/// Every readiness check, reported as not assessed.
+fn readiness_not_assessed() -> Vec<ReadinessCheck> {
+    ReadinessCheckId::ALL
+        .into_iter()
+        .map(|id| ReadinessCheck {
+            id,
+            status: CheckStatus::NotAssessed,
+            message: "not assessed: readiness checks are not run yet".to_owned(),
+            cause: None,
+        })
+        .collect()
+}
+
+fn full_run_summary(run: &PatrolRun) -> Option<FullRunSummary> {
+    Some(FullRunSummary {
+        id: run.id,
+        status: run.status,
+        completed_at: run.completed_at?,
+        duration_ms: run.duration_ms.unwrap_or(0),
+        resources_checked: run.counts.resources_checked,
+        error_count: run.error_count,
+    })
+}
+
+pub async fn status(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+) -> Result<Json<PatrolStatus>, ApiError> {
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let current = patrol_runs::current(&tx).await?;
+    let last_full = patrol_runs::last_full_run(&tx).await?;
+    let last_successful = patrol_runs::last_successful_full_run(&tx).await?;
+    let last_activity_at = patrol_runs::last_activity_at(&tx).await?;
+    let queued_scoped_runs = patrol_runs::queued_scoped(&tx).await?;
+    let stored = pulse_store::settings::get(&tx, false).await.map_err(|e| {
+        tracing::error!(error = %e, "reading ai settings failed");
+        ApiError::new(ErrorCode::InternalError, "the settings could not be read")
+    })?;
+    tx.commit().await?;
+    let interval_minutes = ai_settings::resolve(&[&state.settings.config_layer, &stored.document])
+        .map(|s| s.patrol_interval_minutes)
+        .unwrap_or(0);
+    let interval_ms = u64::from(interval_minutes) * 60_000;
+    let runner_available = state
+        .fleet
+        .report(Instant::now())
+        .services
+        .get("model-runner")
+        .is_some_and(|s| s.ready);
+    let inputs = StatusInputs {
+        now: Utc::now(),
+        // No per-tenant switch exists yet: Patrol counts as enabled.
+        enabled: true,
+        runner_available,
+        readiness: readiness_not_assessed(),
+        current_run: current.map(|run| CurrentRun {
+            id: run.id,
+            run_type: run.run_type,
+        }),
+        last_full_run: last_full.as_ref().and_then(full_run_summary),
+        last_successful_full_at: last_successful.and_then(|run| run.completed_at),
+        last_activity_at,
+        next_patrol_at: None,
+        interval_ms,
+        // Findings arrive with the runner.
+        findings_count: 0,
+        queued_scoped_runs,
+        health_window_ms: interval_ms
+            .saturating_mul(HEALTH_WINDOW_INTERVALS)
+            .max(Duration::from_secs(3600).as_millis() as u64),
+    };
+    Ok(Json(project(&inputs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_defaults_to_30_and_is_bounded() {
+        assert_eq!(parse_limit(None), Ok(30));
+        assert_eq!(parse_limit(Some("200")), Ok(200));
+        for bad in ["0", "201", "-1", "ten", ""] {
+            let err = parse_limit(Some(bad)).expect_err(bad);
+            assert_eq!(err.code, ErrorCode::InvalidParameter);
+        }
+    }
+
+    #[test]
+    fn body_errors_keep_the_parser_codes() {
+        let malformed = RunRequest::parse(b"{").expect_err("malformed");
+        assert_eq!(request_error(malformed).code, ErrorCode::InvalidJson);
+        let unknown = RunRequest::parse(br#"{"resource_ids":["a"],"command":"x"}"#)
+            .expect_err("unknown field");
+        let err = request_error(unknown);
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+        assert!(err.message.contains("command"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_body_must_be_declared_json_but_no_body_needs_no_type() {
+        let mut headers = HeaderMap::new();
+        assert!(check_content_type(&headers, b"").is_ok());
+        assert!(check_content_type(&headers, b" \n").is_ok());
+        let err = check_content_type(&headers, b"{}").expect_err("undeclared");
+        assert_eq!(err.code, ErrorCode::UnsupportedMediaType);
+        headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(check_content_type(&headers, b"{}").is_err());
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/json; charset=utf-8".parse().unwrap(),
+        );
+        assert!(check_content_type(&headers, b"{}").is_ok());
+    }
+
+    #[test]
+    fn scheduler_answers_map_to_stable_codes() {
+        let none = bus_error(BusError::NoResponders {
+            subject: "s".to_owned(),
+        });
+        assert_eq!(none.code, ErrorCode::PatrolSchedulerUnavailable);
+        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let timeout = bus_error(BusError::Timeout {
+            subject: "s".to_owned(),
+        });
+        assert_eq!(timeout.code, ErrorCode::PatrolSchedulerUnavailable);
+        let scope = bus_error(BusError::Remote {
+            code: "unprocessable_scope".to_owned(),
+            message: "unmatched resource_ids: nope".to_owned(),
+        });
+        assert_eq!(scope.code, ErrorCode::UnprocessableScope);
+        assert_eq!(scope.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(scope.message, "unmatched resource_ids: nope");
+        let other = bus_error(BusError::Remote {
+            code: "internal_error".to_owned(),
+            message: "boom".to_owned(),
+        });
+        assert_eq!(other.code, ErrorCode::InternalError);
+    }
+
+    #[test]
+    fn readiness_is_reported_not_assessed_and_does_not_block() {
+        let checks = readiness_not_assessed();
+        assert_eq!(checks.len(), ReadinessCheckId::ALL.len());
+        assert!(checks.iter().all(|c| c.status == CheckStatus::NotAssessed));
+        assert!(pulse_domain::patrol::status::readiness_gate(&checks).is_ok());
+    }
+}
