@@ -28,6 +28,9 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let addr = listener.local_addr()?;
+    // Signal handlers are installed before the address is announced: whoever reads the line may
+    // send SIGTERM at once, before the server has polled its shutdown future.
+    let shutdown = shutdown_signal()?;
     // A closed stdout must not stop the simulator, so printing errors are ignored.
     say(&format!(
         "pulse-provider-sim listening on http://{addr}\n\
@@ -41,7 +44,7 @@ async fn main() -> anyhow::Result<()> {
     provider_sim::serve(
         listener,
         Script::steps([]),
-        shutdown_signal(),
+        shutdown,
         Duration::from_secs(args.grace_secs),
     )
     .await?;
@@ -55,17 +58,15 @@ fn say(text: &str) {
     let _ = out.flush();
 }
 
-async fn shutdown_signal() {
+/// Registers SIGTERM and SIGINT now and returns the future that completes on either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
+    })
 }
