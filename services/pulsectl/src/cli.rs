@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use pulse_domain::Scope;
+use pulse_domain::resource::ResourceType;
 
 use crate::duration::parse_duration;
 
@@ -36,7 +37,7 @@ pub const PULSECTL_ONLY_ENV: [&str; 8] = [
 #[command(
     name = "pulsectl",
     version,
-    about = "Operate Pulse Intelligence: run a local stack, manage API tokens"
+    about = "Operate Pulse Intelligence: run a local stack, manage API tokens, run Patrol"
 )]
 pub struct Cli {
     /// Gateway base URL for API commands.
@@ -76,6 +77,9 @@ pub enum Command {
     /// Create, list and revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Request Patrol runs and read the Patrol status and run history.
+    #[command(subcommand)]
+    Patrol(PatrolCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -186,6 +190,66 @@ pub struct TokenCreateArgs {
     /// Lifetime, e.g. 30d, 12h, 1d12h (units s, m, h, d, w). Default: no expiry.
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     pub expires_in: Option<Duration>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PatrolCommand {
+    /// Request a Patrol run: a full run, or one scoped to resources or resource types.
+    Run(PatrolRunArgs),
+    /// Show the Patrol status: state, the current run, last and next patrol, interval.
+    Status {
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List recent Patrol runs, newest first; with a run id, show that run.
+    Runs(PatrolRunsArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("scope").multiple(true).args(["resources", "types"]))]
+pub struct PatrolRunArgs {
+    /// A resource to patrol (canonical id, source id, name or alias); repeat for several.
+    /// Without --resource and --type the run covers every resource.
+    #[arg(long = "resource", value_name = "ID")]
+    pub resources: Vec<String>,
+
+    /// A resource type to patrol; repeat for several. One of: host, app-container, service,
+    /// storage.
+    #[arg(long = "type", value_parser = parse_resource_type, value_name = "TYPE")]
+    pub types: Vec<ResourceType>,
+
+    /// Why the run is requested, passed on to the run (only with --resource or --type).
+    #[arg(long, requires = "scope", value_name = "TEXT")]
+    pub context: Option<String>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PatrolRunsArgs {
+    /// Show this run (its id from `pulsectl patrol runs` or `pulsectl patrol run`).
+    #[arg(value_name = "ID")]
+    pub id: Option<String>,
+
+    /// How many runs to list, 1 to 200. Default: the gateway's (30).
+    #[arg(
+        long,
+        conflicts_with = "id",
+        value_parser = clap::value_parser!(u16).range(1..=200),
+        value_name = "N"
+    )]
+    pub limit: Option<u16>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_resource_type(text: &str) -> Result<ResourceType, String> {
+    text.parse::<ResourceType>().map_err(|err| err.to_string())
 }
 
 fn parse_scope(text: &str) -> Result<Scope, String> {

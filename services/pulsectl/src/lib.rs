@@ -1,5 +1,6 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
-//! supervised child processes; `down` stops it; `token` manages API tokens over the gateway.
+//! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
+//! and reads Patrol runs over the gateway.
 
 pub mod agent_token;
 pub mod binaries;
@@ -11,6 +12,7 @@ pub mod down;
 pub mod duration;
 pub mod gateway_client;
 pub mod health;
+pub mod patrol;
 pub mod pidfile;
 pub mod preflight;
 pub mod service;
@@ -20,7 +22,7 @@ pub mod supervisor;
 pub mod token;
 pub mod up;
 
-use cli::{Cli, Command, TokenCommand};
+use cli::{Cli, Command, PatrolCommand, TokenCommand};
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +33,9 @@ pub enum Error {
     Down(#[from] down::DownError),
     #[error(transparent)]
     Api(#[from] ApiError),
+    /// A Patrol command's error; its exit code tells refused input from unavailability.
+    #[error(transparent)]
+    Patrol(ApiError),
 }
 
 impl Error {
@@ -38,6 +43,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Api(err) => err.exit_code(),
+            Error::Patrol(err) => patrol::exit_code(err),
             Error::Up(_) | Error::Down(_) => 1,
         }
     }
@@ -57,6 +63,21 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 TokenCommand::List => token::list(&client).await?,
                 TokenCommand::Revoke { id } => token::revoke(&client, &id).await?,
             }
+        }
+        Command::Patrol(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let result = match command {
+                PatrolCommand::Run(args) => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    patrol::run(&client, &args).await
+                }
+                PatrolCommand::Status { json } => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    patrol::status(&client, json).await
+                }
+                PatrolCommand::Runs(args) => patrol::runs(&cli.gateway, token, &args).await,
+            };
+            result.map_err(Error::Patrol)?;
         }
     }
     Ok(())
