@@ -164,7 +164,14 @@ async fn measure(
     }
     let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
     let result = async {
-        wait_ready(&relay, &relay_url).await?;
+        relay
+            .wait_ready(
+                &reqwest::Client::builder()
+                    .timeout(Duration::from_secs(5))
+                    .build()?,
+                &relay_url,
+            )
+            .await?;
         let relay_pid = relay.pid().context("the relay exited at once")?;
         let ws_url = format!("ws://127.0.0.1:{port}{AGENT_WS_PATH}");
         load_phases(plan, db, &tenant, &token, &ws_url, relay_pid, args.quick).await?;
@@ -180,31 +187,6 @@ async fn measure(
         }
         (Ok(()), Ok(_)) => Ok(()),
     }
-}
-
-async fn wait_ready(relay: &ServiceProcess, relay_url: &str) -> anyhow::Result<()> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(5))
-        .build()?;
-    let url = format!("{relay_url}/readyz");
-    let ready = pulse_test_support::wait::until(Duration::from_secs(60), "relay /readyz", || {
-        let http = http.clone();
-        let url = url.clone();
-        async move {
-            http.get(url)
-                .send()
-                .await
-                .ok()?
-                .status()
-                .is_success()
-                .then_some(())
-        }
-    })
-    .await;
-    if let Err(error) = ready {
-        anyhow::bail!("{error}; relay log:\n{}", relay.log_tail(30));
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

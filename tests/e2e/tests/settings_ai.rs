@@ -405,23 +405,7 @@ async fn gateway_with_env(
     let process = ServiceProcess::spawn("pulse-gateway", &env, &gw.state_dir.join(log_name))?;
     let url = format!("http://127.0.0.1:{port}");
     if wait_ready {
-        let ready = wait::until(Duration::from_secs(60), "second gateway /readyz", || {
-            let http = gw.http.clone();
-            let url = format!("{url}/readyz");
-            async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .ok()?
-                    .status()
-                    .is_success()
-                    .then_some(())
-            }
-        })
-        .await;
-        if let Err(error) = ready {
-            anyhow::bail!("{error}; log:\n{}", process.log_tail(30));
-        }
+        process.wait_ready(&gw.http, &url).await?;
     }
     Ok((process, url))
 }

@@ -67,7 +67,7 @@ impl AgentStack {
         );
         let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
         let relay_url = format!("http://127.0.0.1:{port}");
-        wait_ready(&gateway.http, &relay_url, &relay).await?;
+        relay.wait_ready(&gateway.http, &relay_url).await?;
         Ok(Self {
             gateway,
             relay,
@@ -99,7 +99,9 @@ impl AgentStack {
         let next = ServiceProcess::spawn("pulse-agent-relay", &self.relay_env, &log)?;
         // The old process has exited; dropping its handle reaps it.
         drop(std::mem::replace(&mut self.relay, next));
-        wait_ready(&self.gateway.http, &self.relay_url, &self.relay).await
+        self.relay
+            .wait_ready(&self.gateway.http, &self.relay_url)
+            .await
     }
 
     /// Starts one more relay replica on the same database and prefix, on its own port; returns
@@ -116,7 +118,7 @@ impl AgentStack {
         let log = self.dir.join(format!("relay-{}.log", self.relay_starts));
         let replica = ServiceProcess::spawn("pulse-agent-relay", &env, &log)?;
         let url = format!("http://127.0.0.1:{port}");
-        wait_ready(&self.gateway.http, &url, &replica).await?;
+        replica.wait_ready(&self.gateway.http, &url).await?;
         Ok((replica, url))
     }
 
@@ -241,31 +243,6 @@ impl AgentStack {
         let _ = std::fs::remove_dir_all(&self.dir);
         self.gateway.stop().await
     }
-}
-
-async fn wait_ready(
-    http: &reqwest::Client,
-    relay_url: &str,
-    relay: &ServiceProcess,
-) -> anyhow::Result<()> {
-    let ready = crate::wait::until(Duration::from_secs(60), "relay /readyz", || {
-        let http = http.clone();
-        let url = format!("{relay_url}/readyz");
-        async move {
-            http.get(url)
-                .send()
-                .await
-                .ok()?
-                .status()
-                .is_success()
-                .then_some(())
-        }
-    })
-    .await;
-    if let Err(error) = ready {
-        anyhow::bail!("{error}; relay log:\n{}", relay.log_tail(30));
-    }
-    Ok(())
 }
 
 /// Writes a supervised-service definition file.

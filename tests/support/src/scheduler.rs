@@ -50,23 +50,7 @@ impl TestScheduler {
         )?;
         let health_url = format!("http://127.0.0.1:{port}");
         let http = gateway.http.clone();
-        let ready = crate::wait::until(Duration::from_secs(60), "scheduler /readyz", || {
-            let http = http.clone();
-            let url = format!("{health_url}/readyz");
-            async move {
-                http.get(url)
-                    .send()
-                    .await
-                    .ok()?
-                    .status()
-                    .is_success()
-                    .then_some(())
-            }
-        })
-        .await;
-        if let Err(error) = ready {
-            anyhow::bail!("{error}; scheduler log:\n{}", process.log_tail(30));
-        }
+        process.wait_ready(&http, &health_url).await?;
         Ok(Self {
             process,
             health_url,

@@ -116,6 +116,25 @@ impl ServiceProcess {
         }
     }
 
+    /// Waits up to 60 s until `<base_url>/readyz` answers 2xx; the error carries the log tail.
+    pub async fn wait_ready(&self, http: &reqwest::Client, base_url: &str) -> anyhow::Result<()> {
+        let url = format!("{}/readyz", base_url.trim_end_matches('/'));
+        let what = format!("{} {url}", self.name);
+        let ready = crate::wait::until(Duration::from_secs(60), &what, || {
+            let http = http.clone();
+            let url = url.clone();
+            async move {
+                let response = http.get(url).send().await.ok()?;
+                response.status().is_success().then_some(())
+            }
+        })
+        .await;
+        if let Err(error) = ready {
+            anyhow::bail!("{error}; {} log:\n{}", self.name, self.log_tail(30));
+        }
+        Ok(())
+    }
+
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
