@@ -189,7 +189,16 @@ async fn failing_job_backs_off_then_is_dead_lettered_once() -> anyhow::Result<()
     let published = bus.publish_job(&acme(), kind, &Job { n: 7 }, None).await?;
 
     let dead = tokio::time::timeout(DEADLINE, futures::StreamExt::next(&mut dlq))
-        .await?
+        .await
+        .map_err(|_| {
+            let seen: Vec<(u64, Duration)> = deliveries
+                .lock()
+                .map(|d| d.iter().map(|(n, at)| (*n, at.elapsed())).collect())
+                .unwrap_or_default();
+            anyhow::anyhow!(
+                "no dead letter within {DEADLINE:?}; deliveries (number, ago): {seen:?}"
+            )
+        })?
         .ok_or_else(|| anyhow::anyhow!("dead-letter subscription ended"))?;
     let h = dead.headers.as_ref();
     assert_eq!(
