@@ -54,6 +54,25 @@ async fn alerts(gateway: &TestGateway, token: &str, query: &str) -> Option<Vec<V
     (status == 200).then(|| body["alerts"].as_array().cloned().unwrap_or_default())
 }
 
+/// The scheduler's count of observations fed to the alert rules.
+async fn evaluated(gateway: &TestGateway, health_url: &str) -> anyhow::Result<f64> {
+    let text = gateway
+        .http
+        .get(format!("{health_url}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("pulse_alert_observations_evaluated_total"))
+        .ok_or_else(|| anyhow::anyhow!("no evaluation counter in:\n{text}"))?;
+    line.rsplit(' ')
+        .next()
+        .and_then(|n| n.parse::<f64>().ok())
+        .ok_or_else(|| anyhow::anyhow!("unreadable counter line {line:?}"))
+}
+
 fn find_key<'a>(list: &'a [Value], key: &str) -> Option<&'a Value> {
     list.iter().find(|a| a["key"] == key)
 }
@@ -135,8 +154,17 @@ async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> 
     })
     .await?;
     assert!(first_report.elapsed() <= INTERVAL * 2 + SLACK);
-    // Healthy: nothing fires for it, whatever the scheduler has evaluated so far.
-    tokio::time::sleep(INTERVAL * 2).await;
+    // Healthy: once the scheduler has evaluated observations made after that, nothing fired.
+    let seen = evaluated(gateway, &scheduler.health_url).await?;
+    wait::until(
+        INTERVAL * 4 + SLACK,
+        "the floor to evaluate newer reports",
+        || async {
+            let now = evaluated(gateway, &scheduler.health_url).await.ok()?;
+            (now >= seen + 2.0).then_some(())
+        },
+    )
+    .await?;
     let by_name = alerts(gateway, &reader, "resource_id=sleeper&state=all")
         .await
         .expect("alerts listed");
