@@ -19,6 +19,7 @@ pub mod service;
 pub mod signals;
 pub mod stack_config;
 pub mod supervisor;
+pub mod text;
 pub mod token;
 pub mod up;
 

@@ -6,13 +6,13 @@
 //! leniently (unknown fields ignored, missing ones shown as `-`) so an older or newer gateway
 //! still gets readable output.
 
-use chrono::{DateTime, Utc};
 use reqwest::Method;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::cli::{PatrolRunArgs, PatrolRunsArgs};
 use crate::gateway_client::{ApiError, GatewayClient};
+use crate::text::{display_time, render_table};
 
 /// 2 when the API refused the input (a 4xx answer), 1 for everything else: an unavailable
 /// scheduler (503), a failing gateway, a transport error.
@@ -198,22 +198,6 @@ pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result
     Ok(())
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
-/// `2026-11-29 18:02:03` (UTC); `absent` for none; unparsable text as it came.
-fn display_time(text: Option<&str>, absent: &str) -> String {
-    match text {
-        None => absent.to_owned(),
-        Some(text) => parse_time(text)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
-            .unwrap_or_else(|| text.to_owned()),
-    }
-}
-
 fn or_dash(text: Option<&str>) -> &str {
     text.unwrap_or("-")
 }
@@ -364,25 +348,7 @@ pub fn render_runs(runs: &[Run]) -> String {
             run.error_count.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|col| {
-            rows.iter()
-                .map(|row| row[col].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    render_table(&rows)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use serde::Deserialize;
 
 use crate::cli::TokenCreateArgs;
 use crate::gateway_client::{ApiError, GatewayClient};
+use crate::text::{self, display_time, parse_time};
 
 /// `POST /api/tokens` answer; `token` is the secret and is never shown again.
 #[derive(Debug, Clone, Deserialize)]
@@ -96,22 +97,6 @@ pub async fn revoke(client: &GatewayClient, id: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn parse_time(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
-/// `2026-11-29 18:02` (UTC); unparsable text is shown as it came.
-fn display_time(text: Option<&str>, absent: &str) -> String {
-    match text {
-        None => absent.to_owned(),
-        Some(text) => parse_time(text)
-            .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
-            .unwrap_or_else(|| text.to_owned()),
-    }
-}
-
 pub fn status(token: &TokenSummary, now: DateTime<Utc>) -> &'static str {
     if token.revoked_at.is_some() {
         "revoked"
@@ -152,25 +137,7 @@ pub fn render_table(tokens: &[TokenSummary], now: DateTime<Utc>) -> String {
             token.scopes.join(","),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|col| {
-            rows.iter()
-                .map(|row| row[col].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
+    text::render_table(&rows)
 }
 
 #[cfg(test)]
@@ -243,9 +210,9 @@ mod tests {
             now(),
         );
         let expected = "\
-ID      NAME         STATUS   CREATED           EXPIRES           LAST USED  SCOPES
-tok_1   name-tok_1   active   2026-11-01 08:30  never             never      monitoring:read,ai:chat
-tok_22  name-tok_22  expired  2026-11-01 08:30  2026-11-29 11:00  never      monitoring:read,ai:chat
+ID      NAME         STATUS   CREATED              EXPIRES              LAST USED  SCOPES
+tok_1   name-tok_1   active   2026-11-01 08:30:00  never                never      monitoring:read,ai:chat
+tok_22  name-tok_22  expired  2026-11-01 08:30:00  2026-11-29 11:00:00  never      monitoring:read,ai:chat
 ";
         assert_eq!(table, expected);
     }
