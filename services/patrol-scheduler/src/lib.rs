@@ -10,6 +10,7 @@
 //! accepted request becomes a `queued` run record with its `events.run.accepted` event and
 //! `jobs.watch` job, written in one transaction through the same outbox.
 
+pub mod accept;
 pub mod admission;
 pub mod alert_floor;
 pub mod floor_metrics;

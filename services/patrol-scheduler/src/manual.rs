@@ -1,115 +1,35 @@
 //! Manual runs: serves `pulse.<tenant>.patrol.run.request` (queue group, so replicas share the
-//! requests) and accepts each valid request as a `queued` run record.
-//!
-//! Every requested id goes through the store's one resolver; all that do not resolve to exactly
-//! one resource are collected into one `unprocessable_scope` refusal naming them. A request that
-//! names only resource types covers every resource of those types now. The record, the
-//! `events.run.accepted` event and the `jobs.watch` job are written in one transaction through
-//! the outbox, so the job exists if and only if the record does.
-//!
-//! Readiness is not assessed here yet: a request is accepted whether or not Patrol is enabled
-//! and ready; the runner records `not_ready` when it takes the job.
+//! requests) and accepts each valid request through the one accept path ([`crate::accept`]).
 
 use std::sync::Arc;
 
-use chrono::Utc;
 use pulse_bus::events::{
-    PATROL_RUN_QUEUE_GROUP, PATROL_RUN_REQUEST, PatrolRunAccepted, PatrolRunRequest, RUN_ACCEPTED,
-    WATCH_JOB, WatchJob,
+    PATROL_RUN_QUEUE_GROUP, PATROL_RUN_REQUEST, PatrolRunAccepted, PatrolRunRequest,
 };
-use pulse_bus::{Bus, BusError, ErrorReply, OutboxRow, Responder, Subjects};
-use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
-use pulse_domain::patrol::scope::{EffectiveScope, ScopedRequest};
-use pulse_domain::resource::ResourceId;
-use pulse_store::resources::{self, ResolveError};
-use pulse_store::{Store, StoreError, TenantTx, patrol_runs};
+use pulse_bus::{Bus, BusError, ErrorReply, Responder, Subjects};
+use pulse_domain::patrol::run::TriggerReason;
+use pulse_store::{Store, TenantTx};
 use tokio::sync::Notify;
 
-/// The stable code of a scope that does not resolve.
-pub const UNPROCESSABLE_SCOPE: &str = "unprocessable_scope";
+pub use crate::accept::{AcceptError, UNPROCESSABLE_SCOPE};
+use crate::accept::{RunAcceptor, Submission};
 
 /// Accepts manual run requests.
 #[derive(Clone)]
 pub struct ManualRuns {
-    store: Store,
-    subjects: Subjects,
-    outbox_notify: Option<Arc<Notify>>,
-}
-
-/// Why a request was not accepted.
-#[derive(Debug, thiserror::Error)]
-pub enum AcceptError {
-    #[error("{0}")]
-    Unprocessable(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    Outbox(#[from] pulse_bus::OutboxError),
-}
-
-impl From<AcceptError> for ErrorReply {
-    fn from(err: AcceptError) -> Self {
-        match err {
-            AcceptError::Unprocessable(message) => ErrorReply::new(UNPROCESSABLE_SCOPE, message),
-            AcceptError::Store(StoreError::Unavailable(reason)) => {
-                tracing::warn!(%reason, "database unavailable");
-                ErrorReply::new(
-                    "service_unavailable",
-                    "the database is unavailable; retry shortly",
-                )
-            }
-            other => {
-                tracing::error!(error = %other, "accepting a patrol run failed");
-                ErrorReply::new("internal_error", "the run could not be accepted")
-            }
-        }
-    }
-}
-
-/// Collected resolution failures of the requested ids.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Unresolved {
-    unmatched: Vec<String>,
-    ambiguous: Vec<(String, Vec<String>)>,
-}
-
-impl Unresolved {
-    fn is_empty(&self) -> bool {
-        self.unmatched.is_empty() && self.ambiguous.is_empty()
-    }
-
-    fn message(&self) -> String {
-        let mut parts = Vec::new();
-        if !self.unmatched.is_empty() {
-            parts.push(format!(
-                "unmatched resource_ids: {}",
-                self.unmatched.join(", ")
-            ));
-        }
-        if !self.ambiguous.is_empty() {
-            let listed: Vec<String> = self
-                .ambiguous
-                .iter()
-                .map(|(id, candidates)| format!("{id} (matches {})", candidates.join(", ")))
-                .collect();
-            parts.push(format!("ambiguous resource_ids: {}", listed.join("; ")));
-        }
-        parts.join("; ")
-    }
+    acceptor: RunAcceptor,
 }
 
 impl ManualRuns {
     pub fn new(store: Store, subjects: Subjects) -> Self {
         Self {
-            store,
-            subjects,
-            outbox_notify: None,
+            acceptor: RunAcceptor::new(store, subjects),
         }
     }
 
     /// Wakes the outbox relay after each accepted run.
     pub fn with_outbox_notify(mut self, notify: Arc<Notify>) -> Self {
-        self.outbox_notify = Some(notify);
+        self.acceptor = self.acceptor.with_outbox_notify(notify);
         self
     }
 
@@ -124,7 +44,8 @@ impl ManualRuns {
                 let this = this.clone();
                 async move {
                     let tx = this
-                        .store
+                        .acceptor
+                        .store()
                         .tenant_tx(&ctx.tenant)
                         .await
                         .map_err(|e| ErrorReply::from(AcceptError::Store(e)))?;
@@ -136,107 +57,32 @@ impl ManualRuns {
         .await
     }
 
-    /// Resolves, records and enqueues one run in `tx`, committing it.
+    /// Accepts one operator request in `tx`, committing it.
     pub async fn accept(
         &self,
         tx: TenantTx,
         req: PatrolRunRequest,
     ) -> Result<PatrolRunAccepted, AcceptError> {
-        let id = patrol_runs::new_run_id();
-        let now = Utc::now();
-        let run = match &req.scope {
-            None => PatrolRun::queued(id, TriggerReason::Manual, RunType::Full, now),
-            Some(scoped) => {
-                let effective = effective_scope(&tx, scoped).await?;
-                let mut run = PatrolRun::scoped(id, TriggerReason::Manual, scoped, now);
-                run.set_effective_scope(&effective);
-                run
-            }
-        };
-        let requested_by = pulse_domain::resource::truncate_chars(&req.requested_by, 256);
-        if !patrol_runs::insert_queued(&tx, &run, Some(&requested_by)).await? {
-            return Err(AcceptError::Store(StoreError::Invalid(format!(
-                "run id {id} already exists"
-            ))));
-        }
-        let accepted = PatrolRunAccepted {
-            run_id: run.id,
-            trigger_reason: run.trigger_reason,
-            run_type: run.run_type,
-            queued_at: run.queued_at,
-            scope_resource_ids: run.scope_resource_ids.clone(),
-            effective_scope_resource_ids: run.effective_scope_resource_ids.clone(),
-        };
-        let tenant = tx.tenant().clone();
-        let (domain, event) = RUN_ACCEPTED;
-        let event_row = OutboxRow::event(&self.subjects, &tenant, domain, event, &accepted)?;
-        pulse_bus::enqueue(&**tx.client(), event_row).await?;
-        let job = WatchJob {
-            run_id: run.id,
-            run_type: run.run_type,
-            trigger_reason: run.trigger_reason,
-        };
-        let job_row = OutboxRow::job(&self.subjects, &tenant, WATCH_JOB, &job)?;
-        pulse_bus::enqueue(&**tx.client(), job_row).await?;
-        tx.commit().await?;
-        if let Some(notify) = &self.outbox_notify {
-            notify.notify_one();
-        }
-        tracing::info!(run_id = %accepted.run_id, run_type = accepted.run_type.as_str(), tenant = %tenant, "patrol run accepted");
-        Ok(accepted)
+        self.acceptor
+            .accept(
+                tx,
+                Submission {
+                    trigger: TriggerReason::Manual,
+                    scope: req.scope.as_ref(),
+                    requested_by: Some(&req.requested_by),
+                },
+            )
+            .await
     }
-}
-
-/// The canonical resources a scoped request covers: its ids through the resolver, or, with no
-/// ids, every resource of its types.
-async fn effective_scope(
-    tx: &TenantTx,
-    scoped: &ScopedRequest,
-) -> Result<EffectiveScope, AcceptError> {
-    let mut resolved: Vec<ResourceId> = Vec::new();
-    if scoped.scope.resource_ids.is_empty() {
-        for kind in &scoped.scope.resource_types {
-            resolved.extend(
-                resources::list(tx, Some(*kind))
-                    .await?
-                    .into_iter()
-                    .map(|r| r.id),
-            );
-        }
-    } else {
-        let mut unresolved = Unresolved::default();
-        for query in &scoped.scope.resource_ids {
-            match resources::resolve(tx, query).await {
-                Ok(resource) => resolved.push(resource.id),
-                Err(ResolveError::NotFound { query }) => unresolved.unmatched.push(query),
-                Err(ResolveError::Ambiguous { query, candidates }) => unresolved.ambiguous.push((
-                    query,
-                    candidates.iter().map(|c| c.as_str().to_owned()).collect(),
-                )),
-                Err(ResolveError::Store(e)) => return Err(e.into()),
-            }
-        }
-        if !unresolved.is_empty() {
-            return Err(AcceptError::Unprocessable(unresolved.message()));
-        }
-    }
-    EffectiveScope::new(resolved).map_err(|_| {
-        let types: Vec<&str> = scoped
-            .scope
-            .resource_types
-            .iter()
-            .map(|t| t.as_str())
-            .collect();
-        AcceptError::Unprocessable(format!(
-            "no resource of type(s) {} exists",
-            types.join(", ")
-        ))
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Utc;
+    use pulse_domain::patrol::run::RunType;
+    use pulse_domain::patrol::scope::ScopedRequest;
+    use pulse_store::{patrol_runs, resources};
     use std::collections::BTreeMap;
 
     use pulse_domain::TenantId;
@@ -442,22 +288,5 @@ mod tests {
             "{err:?}"
         );
         db.cleanup().await.unwrap();
-    }
-
-    #[test]
-    fn unresolved_message_names_every_failed_id() {
-        let unresolved = Unresolved {
-            unmatched: vec!["nope".to_owned(), "gone".to_owned()],
-            ambiguous: vec![(
-                "web".to_owned(),
-                vec!["service:h1:web".to_owned(), "service:h2:web".to_owned()],
-            )],
-        };
-        assert_eq!(
-            unresolved.message(),
-            "unmatched resource_ids: nope, gone; ambiguous resource_ids: web (matches \
-             service:h1:web, service:h2:web)"
-        );
-        assert!(Unresolved::default().is_empty());
     }
 }
