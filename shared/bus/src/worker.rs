@@ -140,6 +140,39 @@ struct Shared<F> {
     config: JobWorkerConfig,
     progress_every: Duration,
     max_deliver: i64,
+    seen: DeliveryLedger,
+}
+
+/// The highest delivery number this worker has seen per job (stream sequence), so a delivery
+/// count that the server restarts at 1 for a job it already delivered (seen on NATS 2.9 under
+/// load after Naks with a delay) cannot hold a failing job back from its dead letter. Entries go
+/// when the job is acked or terminated; the ledger is bounded and forgets its oldest jobs first.
+#[derive(Default)]
+struct DeliveryLedger {
+    highest: std::sync::Mutex<std::collections::BTreeMap<u64, u64>>,
+}
+
+impl DeliveryLedger {
+    const CAPACITY: usize = 16_384;
+
+    /// The delivery number to act on: the server's, or one past the highest seen before.
+    fn observe(&self, stream_sequence: u64, server_count: u64) -> u64 {
+        let mut highest = self.highest.lock().unwrap_or_else(|p| p.into_inner());
+        let effective = match highest.get(&stream_sequence) {
+            Some(&seen) if server_count <= seen => seen + 1,
+            _ => server_count,
+        };
+        highest.insert(stream_sequence, effective);
+        while highest.len() > Self::CAPACITY {
+            highest.pop_first();
+        }
+        effective
+    }
+
+    fn forget(&self, stream_sequence: u64) {
+        let mut highest = self.highest.lock().unwrap_or_else(|p| p.into_inner());
+        highest.remove(&stream_sequence);
+    }
 }
 
 const MAX_CONSECUTIVE_PULL_ERRORS: u32 = 60;
@@ -192,6 +225,7 @@ impl<M: Message> JobWorker<M> {
             config: self.config.clone(),
             progress_every,
             max_deliver: self.max_deliver,
+            seen: DeliveryLedger::default(),
         });
         let limit = Arc::new(Semaphore::new(concurrency));
         let (abandon_tx, abandon_rx) = watch::channel(false);
@@ -311,7 +345,10 @@ async fn process_job<M, F, Fut>(
     let _permit = permit;
     let (delivered, stream_sequence) = match msg.info() {
         Ok(info) => (
-            u64::try_from(info.delivered).unwrap_or(1).max(1),
+            shared.seen.observe(
+                info.stream_sequence,
+                u64::try_from(info.delivered).unwrap_or(1).max(1),
+            ),
             info.stream_sequence,
         ),
         Err(err) => {
@@ -408,6 +445,7 @@ async fn process_job<M, F, Fut>(
             return;
         }
         Some(Ok(Ok(()))) => {
+            shared.seen.forget(stream_sequence);
             if let Err(err) = msg.double_ack().await {
                 tracing::warn!(parent: &span, error = %err, "ack failed; job will be redelivered");
             }
@@ -502,6 +540,7 @@ async fn dead_letter<F>(
                 reason = %reason,
                 "job dead-lettered"
             );
+            shared.seen.forget(delivery.stream_sequence);
             if let Err(err) = msg.double_ack_with(AckKind::Term).await {
                 tracing::warn!(error = %err, "terminating a dead-lettered job failed");
             }
@@ -529,6 +568,34 @@ async fn dead_letter<F>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restarted_delivery_count_continues_from_the_highest_seen() {
+        let ledger = DeliveryLedger::default();
+        assert_eq!(ledger.observe(7, 1), 1);
+        assert_eq!(ledger.observe(7, 2), 2);
+        assert_eq!(ledger.observe(7, 3), 3);
+        // The server starts again at 1 for the same job: it is the fourth delivery.
+        assert_eq!(ledger.observe(7, 1), 4);
+        // A higher server count still wins.
+        assert_eq!(ledger.observe(7, 9), 9);
+        // Other jobs are counted on their own, and a forgotten job starts afresh.
+        assert_eq!(ledger.observe(8, 1), 1);
+        ledger.forget(7);
+        assert_eq!(ledger.observe(7, 1), 1);
+    }
+
+    #[test]
+    fn the_ledger_is_bounded() {
+        let ledger = DeliveryLedger::default();
+        for seq in 0..(DeliveryLedger::CAPACITY as u64 + 10) {
+            ledger.observe(seq, 1);
+        }
+        let len = ledger.highest.lock().unwrap().len();
+        assert_eq!(len, DeliveryLedger::CAPACITY);
+        // The oldest went first.
+        assert_eq!(ledger.observe(0, 1), 1);
+    }
 
     #[test]
     fn backoff_grows_and_is_bounded() {
