@@ -11,6 +11,9 @@
 //! Only then is the action appended to the log as `accepted` and the file fsync'd, and only
 //! after that does it run. Its receipt is appended as `finished` (and fsync'd) before it is
 //! returned. Commands run one at a time.
+//!
+//! The log remembers an action until [`RETAIN_AFTER_LEASE`] after its lease expired; by then a
+//! redelivery of it is refused for its expired lease, so forgetting it never lets it run twice.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -33,6 +36,14 @@ pub const DISABLED_REASON: &str =
 /// The idempotency log's file name in the state directory.
 pub const LOG_FILE: &str = "command-log.jsonl";
 
+/// How long after its lease expired an action is remembered. Past it, a redelivered command is
+/// refused for its expired lease anyway; the margin covers an agent clock set back.
+pub const RETAIN_AFTER_LEASE: chrono::Duration = chrono::Duration::days(7);
+/// How long an action whose lease expiry the log does not know is remembered.
+pub const RETAIN_WITHOUT_LEASE: chrono::Duration = chrono::Duration::days(30);
+/// Appends between two looks for actions to forget while the agent runs.
+const COMPACT_CHECK_EVERY: usize = 1024;
+
 /// One line of the idempotency log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
@@ -44,6 +55,9 @@ enum LogEntry {
         capability: String,
         target: String,
         at: DateTime<Utc>,
+        /// Absent in lines written before the log kept it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lease_expires_at: Option<DateTime<Utc>>,
     },
     /// Written and fsync'd once the action ran.
     Finished { action_id: String, receipt: Receipt },
@@ -59,36 +73,113 @@ pub enum Recorded {
     Finished(Receipt),
 }
 
-/// Append-only JSON lines, one file, replayed into memory at open.
+/// One remembered action: its lines, what they say, and when it may be forgotten.
+#[derive(Debug, Clone)]
+struct Kept {
+    lines: Vec<LogEntry>,
+    recorded: Recorded,
+    forget_after: DateTime<Utc>,
+}
+
+impl Kept {
+    fn take(&mut self, entry: LogEntry) {
+        match &entry {
+            LogEntry::Accepted {
+                at,
+                lease_expires_at,
+                ..
+            } => {
+                self.recorded = Recorded::Unfinished { at: *at };
+                self.forget_after = forget_after(*at, *lease_expires_at);
+            }
+            LogEntry::Finished { receipt, .. } => {
+                self.recorded = Recorded::Finished(receipt.clone());
+            }
+        }
+        self.lines.push(entry);
+    }
+
+    fn new(entry: LogEntry) -> Self {
+        let (recorded, forget_after) = match &entry {
+            LogEntry::Accepted {
+                at,
+                lease_expires_at,
+                ..
+            } => (
+                Recorded::Unfinished { at: *at },
+                forget_after(*at, *lease_expires_at),
+            ),
+            LogEntry::Finished { receipt, .. } => (
+                Recorded::Finished(receipt.clone()),
+                forget_after(receipt.at, None),
+            ),
+        };
+        Self {
+            lines: vec![entry],
+            recorded,
+            forget_after,
+        }
+    }
+}
+
+fn forget_after(at: DateTime<Utc>, lease_expires_at: Option<DateTime<Utc>>) -> DateTime<Utc> {
+    match lease_expires_at {
+        Some(expiry) => expiry.max(at) + RETAIN_AFTER_LEASE,
+        None => at + RETAIN_WITHOUT_LEASE,
+    }
+}
+
+fn action_id(entry: &LogEntry) -> &str {
+    match entry {
+        LogEntry::Accepted { action_id, .. } | LogEntry::Finished { action_id, .. } => action_id,
+    }
+}
+
+/// Append-only JSON lines, one file, replayed into memory at open. Actions long past their
+/// lease are forgotten and the file rewritten (at open, and every [`COMPACT_CHECK_EVERY`]
+/// appends when there is something to forget), so the log does not grow without bound.
 pub struct IdempotencyLog {
     path: PathBuf,
     file: std::fs::File,
-    entries: HashMap<String, Recorded>,
+    entries: HashMap<String, Kept>,
+    /// Lines in the file now.
+    lines: usize,
+    appends_since_check: usize,
 }
 
 impl IdempotencyLog {
     /// Opens (creating) `<dir>/command-log.jsonl` and reads what it holds. A torn last line
     /// (the agent died mid-write) is skipped with a warning.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        Self::open_at(dir, Utc::now())
+    }
+
+    /// [`IdempotencyLog::open`] with the agent's clock reading `now` (for forgetting).
+    pub fn open_at(dir: &Path, now: DateTime<Utc>) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
         let path = dir.join(LOG_FILE);
-        let mut entries = HashMap::new();
+        let mut entries: HashMap<String, Kept> = HashMap::new();
         let existing = match std::fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(error) => anyhow::bail!("cannot read {}: {error}", path.display()),
         };
+        let mut lines = 0;
         for (number, line) in existing.split(|b| *b == b'\n').enumerate() {
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
+            lines += 1;
             match serde_json::from_slice::<LogEntry>(line) {
-                Ok(LogEntry::Accepted { action_id, at, .. }) => {
-                    entries.insert(action_id, Recorded::Unfinished { at });
-                }
-                Ok(LogEntry::Finished { action_id, receipt }) => {
-                    entries.insert(action_id, Recorded::Finished(receipt));
+                Ok(entry) => {
+                    let id = action_id(&entry).to_owned();
+                    match entries.get_mut(&id) {
+                        Some(kept) => kept.take(entry),
+                        None => {
+                            entries.insert(id, Kept::new(entry));
+                        }
+                    }
                 }
                 Err(error) => {
                     tracing::warn!(path = %path.display(), line = number + 1, %error, "unreadable command log line skipped");
@@ -106,11 +197,18 @@ impl IdempotencyLog {
             file.write_all(b"\n")?;
             file.sync_data()?;
         }
-        Ok(Self {
+        let mut log = Self {
             path,
             file,
             entries,
-        })
+            lines,
+            appends_since_check: 0,
+        };
+        if log.has_forgettable(now) || log.lines > log.live_lines() {
+            log.compact(now)
+                .map_err(|e| anyhow::anyhow!("cannot rewrite {}: {e}", log.path.display()))?;
+        }
+        Ok(log)
     }
 
     pub fn path(&self) -> &Path {
@@ -118,41 +216,108 @@ impl IdempotencyLog {
     }
 
     pub fn get(&self, action_id: &str) -> Option<&Recorded> {
-        self.entries.get(action_id)
+        self.entries.get(action_id).map(|kept| &kept.recorded)
     }
 
-    fn append(&mut self, entry: &LogEntry) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+    /// Actions the log remembers.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn live_lines(&self) -> usize {
+        self.entries.values().map(|kept| kept.lines.len()).sum()
+    }
+
+    fn has_forgettable(&self, now: DateTime<Utc>) -> bool {
+        self.entries.values().any(|kept| kept.forget_after < now)
+    }
+
+    /// Forgets the actions whose time is past and rewrites the file with what is left: a new
+    /// file is written and fsync'd beside the log, then renamed over it, so a crash leaves either
+    /// the old log or the new one whole.
+    pub fn compact(&mut self, now: DateTime<Utc>) -> std::io::Result<()> {
+        self.entries.retain(|_, kept| kept.forget_after >= now);
+        let mut kept: Vec<&Kept> = self.entries.values().collect();
+        kept.sort_by_key(|k| k.lines.first().map(entry_time));
+        let mut body = Vec::new();
+        let mut lines = 0;
+        for entry in kept.iter().flat_map(|k| k.lines.iter()) {
+            serde_json::to_writer(&mut body, entry).map_err(std::io::Error::other)?;
+            body.push(b'\n');
+            lines += 1;
+        }
+        let staging = self.path.with_extension("jsonl.tmp");
+        {
+            let mut out = std::fs::File::create(&staging)?;
+            out.write_all(&body)?;
+            out.sync_all()?;
+        }
+        std::fs::rename(&staging, &self.path)?;
+        if let Some(dir) = self.path.parent() {
+            // The rename is durable once the directory is.
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        self.file = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+        self.lines = lines;
+        Ok(())
+    }
+
+    fn append(&mut self, entry: LogEntry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(&entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)?;
-        self.file.sync_data()
+        self.file.sync_data()?;
+        self.lines += 1;
+        let id = action_id(&entry).to_owned();
+        match self.entries.get_mut(&id) {
+            Some(kept) => kept.take(entry),
+            None => {
+                self.entries.insert(id, Kept::new(entry));
+            }
+        }
+        self.appends_since_check += 1;
+        if self.appends_since_check >= COMPACT_CHECK_EVERY {
+            self.appends_since_check = 0;
+            let now = Utc::now();
+            if self.has_forgettable(now) {
+                // The entry is durable already; a failed rewrite only leaves the log longer.
+                if let Err(error) = self.compact(now) {
+                    tracing::warn!(path = %self.path.display(), %error, "command log not compacted");
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Records that `command` is about to run; durable when this returns.
     pub fn accept(&mut self, command: &Command, at: DateTime<Utc>) -> std::io::Result<()> {
-        self.append(&LogEntry::Accepted {
+        self.append(LogEntry::Accepted {
             action_id: command.action_id.clone(),
             lease_id: command.lease_id.clone(),
             capability: command.capability.clone(),
             target: command.target.clone(),
             at,
-        })?;
-        self.entries
-            .insert(command.action_id.clone(), Recorded::Unfinished { at });
-        Ok(())
+            lease_expires_at: Some(command.lease_expires_at),
+        })
     }
 
     /// Records the receipt of a finished action; durable when this returns.
     pub fn finish(&mut self, receipt: &Receipt) -> std::io::Result<()> {
-        self.append(&LogEntry::Finished {
+        self.append(LogEntry::Finished {
             action_id: receipt.action_id.clone(),
             receipt: receipt.clone(),
-        })?;
-        self.entries.insert(
-            receipt.action_id.clone(),
-            Recorded::Finished(receipt.clone()),
-        );
-        Ok(())
+        })
+    }
+}
+
+fn entry_time(entry: &LogEntry) -> DateTime<Utc> {
+    match entry {
+        LogEntry::Accepted { at, .. } => *at,
+        LogEntry::Finished { receipt, .. } => receipt.at,
     }
 }
 
@@ -452,6 +617,58 @@ mod tests {
     fn uuid_like() -> u128 {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         NEXT.fetch_add(1, Ordering::SeqCst) as u128
+    }
+
+    #[tokio::test]
+    async fn actions_long_past_their_lease_are_forgotten_and_still_never_run_again() {
+        let dir = dir("compact");
+        let runs = Counting::default();
+        let t0 = Utc::now();
+        {
+            let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+            for (action, lease_secs) in [("old-1", 60), ("old-2", 60)] {
+                let done = commands
+                    .handle_at(&command(action, "service.restart", lease_secs), t0)
+                    .await;
+                assert_eq!(done.status, ReceiptStatus::Completed);
+            }
+        }
+        // An old-format line (no lease expiry), written long ago, and a torn line.
+        let legacy = format!(
+            r#"{{"state":"accepted","action_id":"legacy","lease_id":"l","capability":"service.restart","target":"web","at":"{}"}}"#,
+            (t0 - RETAIN_WITHOUT_LEASE - chrono::Duration::days(1)).to_rfc3339()
+        );
+        let path = dir.join(LOG_FILE);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&legacy);
+        text.push('\n');
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(text.lines().count(), 5);
+
+        // Within the retention, everything is remembered.
+        let log = IdempotencyLog::open_at(&dir, t0 + chrono::Duration::days(1)).unwrap();
+        assert_eq!(log.len(), 2, "the legacy line is past its retention");
+        assert!(matches!(log.get("old-1"), Some(Recorded::Finished(_))));
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 4);
+        drop(log);
+
+        // Past lease + retention, the actions are forgotten and the file is empty.
+        let later =
+            t0 + chrono::Duration::seconds(60) + RETAIN_AFTER_LEASE + chrono::Duration::hours(1);
+        let log = IdempotencyLog::open_at(&dir, later).unwrap();
+        assert!(log.is_empty());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        drop(log);
+
+        // A redelivery of a forgotten action carries its old lease: refused, never run again.
+        let commands = Commands::enabled(&dir, runs.clone()).unwrap();
+        let again = commands
+            .handle_at(&command("old-1", "service.restart", 60), later)
+            .await;
+        assert_eq!(again.status, ReceiptStatus::Rejected);
+        assert!(again.reason.unwrap_or_default().contains("expired"));
+        assert_eq!(runs.0.load(Ordering::SeqCst), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]
