@@ -6,6 +6,7 @@ pub mod alerts;
 pub mod audit;
 pub mod bootstrap;
 mod error;
+pub mod findings;
 pub mod metrics;
 pub mod migrations;
 pub mod patrol_runs;
