@@ -1,8 +1,9 @@
 //! pulse-agent-relay: the endpoint agents connect to (default `127.0.0.1:7656`).
 //!
 //! Agents open a WebSocket on [`AGENT_WS_PATH`] with a token carrying `agent:report`; the tenant
-//! comes from the token. Each report is stored in one transaction (resources, aliases, metric
-//! samples, and `events.resource.changed` through the outbox); an outbox relay publishes the
+//! comes from the token. Each report is stored transactionally (resources, aliases, metric
+//! samples, and `events.resource.changed` through the outbox), together with the reports of other
+//! agents of the tenant that arrived meanwhile (group commit); an outbox relay publishes the
 //! events and a liveness task turns silent agents offline and their resources `unknown`.
 //!
 //! Over the same connection the relay forwards requests from the bus to the agent
@@ -43,6 +44,8 @@ pub struct RelayState {
     pub bus: pulse_bus::Bus,
     /// The agent sessions of this process.
     pub registry: Arc<registry::Registry>,
+    /// Where sessions hand their reports to be stored.
+    pub ingest: ingest::Ingest,
 }
 
 /// Per-agent limits and the liveness timeout.
@@ -76,13 +79,20 @@ pub fn router(state: RelayState) -> Router {
 }
 
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    let outbox_notify = Arc::new(Notify::new());
+    let ingest = ingest::Ingest::start(ingest::IngestContext {
+        store: ctx.store.clone(),
+        subjects: ctx.bus.subjects().clone(),
+        outbox_notify: outbox_notify.clone(),
+    });
     let state = RelayState {
         store: ctx.store.clone(),
         subjects: ctx.bus.subjects().clone(),
         limits: RelayLimits::from_config(&ctx.config.relay),
-        outbox_notify: Arc::new(Notify::new()),
+        outbox_notify,
         bus: ctx.bus.clone(),
         registry: Arc::default(),
+        ingest,
     };
     let responders = handlers::serve(&state).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

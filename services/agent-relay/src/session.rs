@@ -8,6 +8,7 @@
 //! [`MAX_STRIKES`] of them the connection is closed. Other sessions are unaffected.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use pulse_domain::Scope;
 use pulse_domain::agent_protocol::{AgentMessage, Hello, PROTOCOL_VERSION, RelayMessage, Report};
-use pulse_domain::resource::{limits, valid_agent_id};
+use pulse_domain::resource::{ResourceId, limits, valid_agent_id};
 use pulse_store::agents::{self, AgentSession};
 use pulse_store::tokens::{self, AuthFailure, Principal};
 
@@ -133,6 +134,10 @@ struct Session {
     /// Requests sent to the agent, by request id, waiting for the answer.
     pending: HashMap<String, oneshot::Sender<Answer>>,
     answer_budget: ReportBudget,
+    /// A hash of the details of each resource as this session's last stored report left them,
+    /// by resource id: unchanged details are not sent to the database again.
+    stored_details: HashMap<ResourceId, u64>,
+    details_hasher: RandomState,
 }
 
 async fn next_outbound(outbound: &mut Option<mpsc::Receiver<Outbound>>) -> Option<Outbound> {
@@ -158,6 +163,8 @@ impl Session {
             responders: Vec::new(),
             pending: HashMap::new(),
             answer_budget,
+            stored_details: HashMap::new(),
+            details_hasher: RandomState::new(),
         }
     }
 
@@ -443,15 +450,48 @@ impl Session {
         if truncated > 0 {
             tracing::info!(agent_id = %agent_id, truncated, "over-long resource text truncated");
         }
-        match crate::ingest::report(&self.state, &self.principal.tenant, &agent_id, &report).await {
+        let seq = report.seq;
+        let details: Vec<(ResourceId, u64)> = report
+            .resources
+            .iter()
+            .map(|r| {
+                let id = ResourceId::of(r.resource_type, &agent_id, &r.source_id);
+                (id, self.details_hasher.hash_one(&r.details))
+            })
+            .collect();
+        // Only the session the registry knows for the agent trusts its memory: another session
+        // of the same agent may have stored other details since.
+        let current = self
+            .state
+            .registry
+            .get(&self.principal.tenant, &agent_id)
+            .zip(self.link.as_ref())
+            .is_some_and(|(known, mine)| known.generation == mine.generation);
+        let details_stored = if current {
+            details
+                .iter()
+                .map(|(id, hash)| self.stored_details.get(id) == Some(hash))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let submission = crate::ingest::Submission {
+            tenant: self.principal.tenant.clone(),
+            agent_id: agent_id.clone(),
+            report,
+            details_stored,
+        };
+        match self.state.ingest.store(submission).await {
             Ok(ingested) => {
-                tracing::debug!(agent_id = %agent_id, seq = report.seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
-                Ok(RelayMessage::Ack { seq: report.seq })
+                self.stored_details = details.into_iter().collect();
+                tracing::debug!(agent_id = %agent_id, seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
+                Ok(RelayMessage::Ack { seq })
             }
             Err(error) => {
+                self.stored_details.clear();
                 tracing::error!(agent_id = %agent_id, error = %format!("{error:#}"), "report not stored");
                 Err(Refusal {
-                    seq,
+                    seq: Some(seq),
                     reason: "the relay could not store the report; the next report replaces it"
                         .to_owned(),
                     strike: false,

@@ -10,6 +10,7 @@ mod forecast;
 mod json;
 mod observe;
 mod patrol;
+mod patrol_stream;
 mod resources;
 mod routes;
 mod settings;
@@ -39,6 +40,8 @@ pub struct AppState {
     /// Run requests go to the patrol-scheduler over this bus.
     pub bus: pulse_bus::Bus,
     pub patrol_request_timeout: std::time::Duration,
+    /// Open event streams per tenant, bounded by `gateway.max_streams_per_tenant`.
+    pub streams: Arc<patrol_stream::StreamLimits>,
 }
 
 /// Serves the API until shutdown.
@@ -84,6 +87,10 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         patrol_request_timeout: std::time::Duration::from_millis(
             ctx.config.nats.request_timeout_ms,
         ),
+        streams: Arc::new(patrol_stream::StreamLimits::new(
+            ctx.config.gateway.max_streams_per_tenant,
+            ctx.shutdown.clone(),
+        )),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

@@ -8,8 +8,12 @@
 //!   `monitoring:read`): the run records, newest first.
 //! - `GET /api/ai/patrol/status` (scope `monitoring:read`: it is an operational read like the
 //!   resources and alerts, not a conversation with the model, so `ai:chat` is not asked for): the
-//!   domain status projection over the stored runs. Readiness is not assessed yet: every check
-//!   is reported `not_assessed`, which the gate does not block on.
+//!   domain status projection over the stored runs and the readiness checks of
+//!   [`pulse_store::patrol_readiness::assess`], the same evaluation the scheduler's admission
+//!   gate uses: a known-bad provider or model shows `runtime_state: blocked` with the cause.
+//! - `POST /api/ai/patrol/preflight` (scopes `admin` and `ai:execute`): asks a model-runner over
+//!   `pulse.<tenant>.patrol.preflight.request` to run a fresh preflight of the Patrol route and
+//!   answers its stored outcome (safe fields only).
 
 use std::time::{Duration, Instant};
 
@@ -21,20 +25,24 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use pulse_bus::BusError;
-use pulse_bus::events::{PATROL_RUN_REQUEST, PatrolRunAccepted, PatrolRunRequest};
+use pulse_bus::events::{
+    PATROL_PREFLIGHT_REQUEST, PATROL_RUN_REQUEST, PatrolPreflightRequest, PatrolRunAccepted,
+    PatrolRunRequest,
+};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::ai_settings;
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunStatus};
 use pulse_domain::patrol::scope::{RunRequest, RunRequestError};
 use pulse_domain::patrol::status::{
-    CheckStatus, CurrentRun, FullRunSummary, PatrolStatus, ReadinessCheck, ReadinessCheckId,
-    StatusInputs, project,
+    CurrentRun, FullRunSummary, PatrolStatus, StatusInputs, project,
 };
+use pulse_store::patrol_readiness;
 use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::settings::PreflightView;
 use crate::{ApiError, AppState};
 
 /// `POST /api/ai/patrol/run` needs both scopes.
@@ -78,6 +86,9 @@ fn bus_error(err: BusError) -> ApiError {
         BusError::Remote { code, message } => {
             let code = match code.as_str() {
                 "unprocessable_scope" => ErrorCode::UnprocessableScope,
+                "patrol_not_ready" => ErrorCode::PatrolNotReady,
+                "patrol_run_in_progress" => ErrorCode::PatrolRunInProgress,
+                "patrol_queue_full" => ErrorCode::PatrolQueueFull,
                 "service_unavailable" => ErrorCode::ServiceUnavailable,
                 other => {
                     tracing::error!(code = other, %message, "patrol run request failed");
@@ -159,6 +170,70 @@ pub async fn run(
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
+/// How long the gateway waits for a preflight: one bounded model turn plus its one retry.
+pub const PREFLIGHT_REQUEST_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// Maps the model-runner's answer to a preflight request (or its absence) to a stable error.
+fn preflight_bus_error(err: BusError) -> ApiError {
+    match err {
+        BusError::NoResponders { .. } => ApiError::new(
+            ErrorCode::PatrolRunnerUnavailable,
+            "no model-runner is running, so no preflight ran; start pulse-model-runner and send \
+             the request again",
+        ),
+        BusError::Timeout { .. } => ApiError::new(
+            ErrorCode::PatrolRunnerUnavailable,
+            "the model-runner did not answer in time; check GET /api/settings/ai for the outcome \
+             before sending the request again",
+        ),
+        BusError::Remote { code, message } if code == "service_unavailable" => {
+            ApiError::new(ErrorCode::ServiceUnavailable, message)
+        }
+        BusError::Remote { code, message } => {
+            tracing::error!(%code, %message, "patrol preflight request failed");
+            ApiError::new(ErrorCode::InternalError, "the preflight could not be run")
+        }
+        other => {
+            tracing::warn!(error = %other, "patrol preflight request failed on the bus");
+            ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the message bus is unavailable; retry shortly",
+            )
+        }
+    }
+}
+
+/// The answer to `POST /api/ai/patrol/preflight`.
+#[derive(Debug, Serialize)]
+pub struct PreflightAnswer {
+    /// `passed`, `warning` or `failed`.
+    pub preflight_state: &'static str,
+    pub patrol_preflight: PreflightView,
+}
+
+pub async fn preflight(
+    State(state): State<AppState>,
+    auth: Authorized<PatrolExecuteScope>,
+) -> Result<Json<PreflightAnswer>, ApiError> {
+    let tenant = &auth.principal.tenant;
+    let subject = state
+        .bus
+        .subjects()
+        .tenant(tenant, PATROL_PREFLIGHT_REQUEST);
+    let request = PatrolPreflightRequest {
+        requested_by: format!("token:{}", auth.principal.token_name),
+    };
+    let record = state
+        .bus
+        .request(tenant, &subject, &request, PREFLIGHT_REQUEST_TIMEOUT)
+        .await
+        .map_err(preflight_bus_error)?;
+    Ok(Json(PreflightAnswer {
+        preflight_state: record.state().as_str(),
+        patrol_preflight: PreflightView::from(&record),
+    }))
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
@@ -216,19 +291,6 @@ pub async fn get(
         .ok_or_else(|| ApiError::new(ErrorCode::NotFound, format!("no patrol run {id}")))
 }
 
-/// Every readiness check, reported as not assessed.
-fn readiness_not_assessed() -> Vec<ReadinessCheck> {
-    ReadinessCheckId::ALL
-        .into_iter()
-        .map(|id| ReadinessCheck {
-            id,
-            status: CheckStatus::NotAssessed,
-            message: "not assessed: readiness checks are not run yet".to_owned(),
-            cause: None,
-        })
-        .collect()
-}
-
 fn full_run_summary(run: &PatrolRun) -> Option<FullRunSummary> {
     Some(FullRunSummary {
         id: run.id,
@@ -254,8 +316,10 @@ pub async fn status(
         tracing::error!(error = %e, "reading ai settings failed");
         ApiError::new(ErrorCode::InternalError, "the settings could not be read")
     })?;
+    let now = Utc::now();
+    let readiness = patrol_readiness::assess(&tx, &state.settings.config, now).await?;
     tx.commit().await?;
-    let interval_minutes = ai_settings::resolve(&[&state.settings.config_layer, &stored.document])
+    let interval_minutes = ai_settings::resolve(&[&state.settings.config.layer, &stored.document])
         .map(|s| s.patrol_interval_minutes)
         .unwrap_or(0);
     let interval_ms = u64::from(interval_minutes) * 60_000;
@@ -266,11 +330,11 @@ pub async fn status(
         .get("model-runner")
         .is_some_and(|s| s.ready);
     let inputs = StatusInputs {
-        now: Utc::now(),
+        now,
         // No per-tenant switch exists yet: Patrol counts as enabled.
         enabled: true,
         runner_available,
-        readiness: readiness_not_assessed(),
+        readiness,
         current_run: current.map(|run| CurrentRun {
             id: run.id,
             run_type: run.run_type,
@@ -349,6 +413,13 @@ mod tests {
         assert_eq!(scope.code, ErrorCode::UnprocessableScope);
         assert_eq!(scope.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(scope.message, "unmatched resource_ids: nope");
+        let not_ready = bus_error(BusError::Remote {
+            code: "patrol_not_ready".to_owned(),
+            message: "patrol is blocked: provider openai has no API key".to_owned(),
+        });
+        assert_eq!(not_ready.code, ErrorCode::PatrolNotReady);
+        assert_eq!(not_ready.status(), StatusCode::CONFLICT);
+        assert!(not_ready.message.contains("no API key"));
         let other = bus_error(BusError::Remote {
             code: "internal_error".to_owned(),
             message: "boom".to_owned(),
@@ -357,10 +428,30 @@ mod tests {
     }
 
     #[test]
-    fn readiness_is_reported_not_assessed_and_does_not_block() {
-        let checks = readiness_not_assessed();
-        assert_eq!(checks.len(), ReadinessCheckId::ALL.len());
-        assert!(checks.iter().all(|c| c.status == CheckStatus::NotAssessed));
-        assert!(pulse_domain::patrol::status::readiness_gate(&checks).is_ok());
+    fn preflight_answers_map_to_stable_codes() {
+        let none = preflight_bus_error(BusError::NoResponders {
+            subject: "s".to_owned(),
+        });
+        assert_eq!(none.code, ErrorCode::PatrolRunnerUnavailable);
+        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            none.message.contains("pulse-model-runner"),
+            "{}",
+            none.message
+        );
+        let timeout = preflight_bus_error(BusError::Timeout {
+            subject: "s".to_owned(),
+        });
+        assert_eq!(timeout.code, ErrorCode::PatrolRunnerUnavailable);
+        let refused = preflight_bus_error(BusError::Remote {
+            code: "service_unavailable".to_owned(),
+            message: "the database is unavailable".to_owned(),
+        });
+        assert_eq!(refused.code, ErrorCode::ServiceUnavailable);
+        let other = preflight_bus_error(BusError::Remote {
+            code: "internal_error".to_owned(),
+            message: "boom".to_owned(),
+        });
+        assert_eq!(other.code, ErrorCode::InternalError);
     }
 }

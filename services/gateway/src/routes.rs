@@ -10,8 +10,8 @@ use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, alerts, auth, body_limit, forecast, observe, patrol, resources, settings,
-    tokens,
+    ApiError, AppState, alerts, auth, body_limit, forecast, observe, patrol, patrol_stream,
+    resources, settings, tokens,
 };
 
 /// A documented API route: what it needs and whether it takes a JSON body.
@@ -91,6 +91,13 @@ pub const API_ROUTES: &[RouteSpec] = &[
         json_body: true,
     },
     RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/preflight",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/runs",
         scopes: &[Scope::MonitoringRead],
@@ -107,6 +114,13 @@ pub const API_ROUTES: &[RouteSpec] = &[
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/stream",
         scopes: &[Scope::MonitoringRead],
         public: false,
         json_body: false,
@@ -139,9 +153,11 @@ pub fn router(state: AppState) -> Router {
         .route("/api/alerts", get(alerts::list))
         .route("/api/settings/ai", get(settings::get).put(settings::put))
         .route("/api/ai/patrol/run", post(patrol::run))
+        .route("/api/ai/patrol/preflight", post(patrol::preflight))
         .route("/api/ai/patrol/runs", get(patrol::list))
         .route("/api/ai/patrol/runs/{id}", get(patrol::get))
         .route("/api/ai/patrol/status", get(patrol::status))
+        .route("/api/ai/patrol/stream", get(patrol_stream::stream))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

@@ -18,11 +18,12 @@ use pulse_domain::ai_settings::{
     self, AUTOPILOT_ACK_VERSION, AiSettings, KeyChange, PROVIDER_IDS, SettingsChanged,
     SettingsError,
 };
-use pulse_store::TenantTx;
+use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_store::audit::{self, AuditEntry};
-use pulse_store::settings::{self as store, MasterKey, SettingsStoreError};
+use pulse_store::settings::{self as store, ConfigLayer, MasterKey, SettingsStoreError};
+use pulse_store::{TenantTx, patrol_readiness};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::auth::{AdminScope, Authorized};
@@ -33,10 +34,9 @@ use crate::{ApiError, AppState};
 #[derive(Debug, Clone)]
 pub struct SettingsContext {
     pub master_key: MasterKey,
-    /// The `ai.*` config as a sparse settings layer (keys removed).
-    pub config_layer: Value,
-    /// Providers whose key comes from config or the environment.
-    pub environment_keys: BTreeSet<String>,
+    /// The `ai.*` config as a sparse settings layer (keys removed) and the providers whose key
+    /// comes from config or the environment; built by the one shared constructor.
+    pub config: ConfigLayer,
     pub subjects: Subjects,
     pub outbox_notify: Arc<Notify>,
 }
@@ -49,46 +49,9 @@ impl SettingsContext {
         subjects: Subjects,
         outbox_notify: Arc<Notify>,
     ) -> Result<Self, SettingsError> {
-        let mut layer = Map::new();
-        let mut providers = Map::new();
-        let mut environment_keys = BTreeSet::new();
-        for (id, provider) in &config.providers {
-            if let Some(url) = &provider.base_url {
-                providers.insert(id.clone(), json!({ "base_url": url }));
-            } else {
-                providers.insert(id.clone(), json!({}));
-            }
-            if provider.api_key.as_ref().is_some_and(|k| !k.0.is_empty()) {
-                environment_keys.insert(id.clone());
-            }
-        }
-        if !providers.is_empty() {
-            layer.insert("providers".to_owned(), Value::Object(providers));
-        }
-        let routes = [
-            ("model", &config.model),
-            ("chat_model", &config.chat_model),
-            ("patrol_model", &config.patrol_model),
-            ("auto_fix_model", &config.auto_fix_model),
-            ("autonomy_level", &config.autonomy_level),
-        ];
-        for (key, value) in routes {
-            if let Some(value) = value {
-                layer.insert(key.to_owned(), json!(value));
-            }
-        }
-        if let Some(minutes) = config.patrol_interval_minutes {
-            layer.insert("patrol_interval_minutes".to_owned(), json!(minutes));
-        }
-        let config_layer = Value::Object(layer);
-        // Unknown providers and bad values in config are refused at startup, field named.
-        let checked =
-            ai_settings::apply_patch(&json!({}), &ai_settings::parse_patch(&config_layer)?);
-        ai_settings::resolve(&[&checked])?;
         Ok(Self {
             master_key,
-            config_layer: checked,
-            environment_keys,
+            config: ConfigLayer::from_config(config)?,
             subjects,
             outbox_notify,
         })
@@ -128,10 +91,56 @@ pub struct SettingsView {
     pub autopilot_acknowledgement_version: u32,
     pub alert_triggers: ai_settings::AlertTriggers,
     pub budgets: ai_settings::Budgets,
-    /// The model-runner's cached preflight; `null` until one ran.
-    pub patrol_preflight: Option<Value>,
-    /// `not_run` while no preflight outcome is available to the gateway.
+    /// The last Patrol preflight (safe fields only); `null` until one ran.
+    pub patrol_preflight: Option<PreflightView>,
+    /// `not_run`, `passed`, `warning`, `failed`, or `stale` when the last preflight checked
+    /// another route or address than the current one.
     pub preflight_state: &'static str,
+}
+
+/// The safe fields of the last preflight: what failed, why and what to do; never a key or the
+/// provider's raw error. The base URL is shown once, with its provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreflightView {
+    pub route: String,
+    pub model: String,
+    pub ok: bool,
+    pub tool_call_observed: bool,
+    pub cause: Option<String>,
+    pub summary: String,
+    pub recommendation: Option<String>,
+    pub action: Option<String>,
+    pub checked_at: DateTime<Utc>,
+}
+
+impl From<&PreflightRecord> for PreflightView {
+    fn from(record: &PreflightRecord) -> Self {
+        Self {
+            route: record.route.clone(),
+            model: record.model.clone(),
+            ok: record.ok,
+            tool_call_observed: record.tool_call_observed,
+            cause: record.cause.clone(),
+            summary: record.summary.clone(),
+            recommendation: record.recommendation.clone(),
+            action: record.action.clone(),
+            checked_at: record.checked_at,
+        }
+    }
+}
+
+fn preflight_state(settings: &AiSettings, record: Option<&PreflightRecord>) -> &'static str {
+    let Some(record) = record else {
+        return "not_run";
+    };
+    let current = settings
+        .patrol_route()
+        .is_some_and(|route| record.is_for(&route, settings.base_url(route.provider)));
+    if current {
+        record.state().as_str()
+    } else {
+        "stale"
+    }
 }
 
 fn view(
@@ -140,7 +149,9 @@ fn view(
     version: i64,
     stored_keys: &BTreeSet<String>,
     environment_keys: &BTreeSet<String>,
+    preflight: Option<&PreflightRecord>,
 ) -> SettingsView {
+    let preflight_state = preflight_state(&settings, preflight);
     let providers = PROVIDER_IDS
         .iter()
         .map(|id| {
@@ -174,8 +185,8 @@ fn view(
         autopilot_acknowledgement_version: AUTOPILOT_ACK_VERSION,
         alert_triggers: settings.alert_triggers,
         budgets: settings.budgets,
-        patrol_preflight: None,
-        preflight_state: "not_run",
+        patrol_preflight: preflight.map(PreflightView::from),
+        preflight_state,
     }
 }
 
@@ -244,7 +255,7 @@ async fn current_view(
     version: i64,
     document: &Value,
 ) -> Result<SettingsView, ApiError> {
-    let settings = ai_settings::resolve(&[&context.config_layer, document]).map_err(|error| {
+    let settings = ai_settings::resolve(&[&context.config.layer, document]).map_err(|error| {
         tracing::error!(%error, "stored ai settings no longer validate");
         ApiError::new(ErrorCode::InternalError, "stored settings are invalid")
     })?;
@@ -252,12 +263,14 @@ async fn current_view(
         .await?
         .into_keys()
         .collect();
+    let preflight = patrol_readiness::load_preflight(tx).await?;
     Ok(view(
         settings,
         stored,
         version,
         &stored_keys,
-        &context.environment_keys,
+        &context.config.environment_keys,
+        preflight.as_ref(),
     ))
 }
 
@@ -301,10 +314,10 @@ pub async fn put(
         }
         .into());
     }
-    let before = ai_settings::resolve(&[&context.config_layer, &stored.document]).ok();
+    let before = ai_settings::resolve(&[&context.config.layer, &stored.document]).ok();
     let document = ai_settings::apply_patch(&stored.document, &patch);
     let after =
-        ai_settings::resolve(&[&context.config_layer, &document]).map_err(settings_error)?;
+        ai_settings::resolve(&[&context.config.layer, &document]).map_err(settings_error)?;
     let mut keys_changed = BTreeSet::new();
     for (provider, change) in &patch.keys {
         let changed = match change {
@@ -414,8 +427,8 @@ mod tests {
             Arc::default(),
         )
         .unwrap();
-        assert!(!context.config_layer.to_string().contains("sk-env"));
-        assert!(context.environment_keys.contains("openai"));
+        assert!(!context.config.layer.to_string().contains("sk-env"));
+        assert!(context.config.environment_keys.contains("openai"));
         config.patrol_model = Some("nosuch:model".to_owned());
         let err = SettingsContext::new(&config, MasterKey::generate(), subjects, Arc::default())
             .unwrap_err();
@@ -442,6 +455,7 @@ mod tests {
             2,
             &BTreeSet::from(["openai".to_owned()]),
             &BTreeSet::from(["openai".to_owned(), "groq".to_owned()]),
+            None,
         );
         assert_eq!(
             view.providers["openai"].key_source,
@@ -453,5 +467,49 @@ mod tests {
         );
         assert!(!view.providers["anthropic"].configured);
         insta::assert_json_snapshot!("ai_settings_view", view);
+    }
+
+    #[test]
+    fn view_with_a_preflight_shows_safe_fields_and_its_state() {
+        let settings = ai_settings::resolve(&[&json!({
+            "patrol_model": "openai:gpt-4.1-mini",
+            "providers": {"openai": {"base_url": "https://llm.internal/v1"}}
+        })])
+        .unwrap();
+        let stored = store::StoredSettings {
+            document: json!({}),
+            version: 3,
+            updated_at: None,
+            updated_by: None,
+        };
+        let mut record = PreflightRecord {
+            route: "openai:gpt-4.1-mini".to_owned(),
+            model: "gpt-4.1-mini".to_owned(),
+            base_url: Some("https://llm.internal/v1".to_owned()),
+            ok: false,
+            tool_call_observed: false,
+            cause: Some("auth".to_owned()),
+            summary: "the provider rejected the API key".to_owned(),
+            recommendation: Some("check the API key and its permissions".to_owned()),
+            action: Some("/settings/pulse-intelligence/provider".to_owned()),
+            checked_at: DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+        };
+        let empty = BTreeSet::new();
+        let shown = view(settings.clone(), &stored, 3, &empty, &empty, Some(&record));
+        assert_eq!(shown.preflight_state, "failed");
+        insta::assert_json_snapshot!("ai_settings_view_preflight", shown.patrol_preflight);
+        // The address is shown once, with its provider.
+        let text = serde_json::to_string(&shown.patrol_preflight).unwrap();
+        assert!(!text.contains("llm.internal"), "{text}");
+        record.route = "openai:gpt-4.1".to_owned();
+        let other = view(settings.clone(), &stored, 3, &empty, &empty, Some(&record));
+        assert_eq!(other.preflight_state, "stale");
+        let none = view(settings, &stored, 3, &empty, &empty, None);
+        assert_eq!(
+            (none.preflight_state, none.patrol_preflight),
+            ("not_run", None)
+        );
     }
 }

@@ -7,11 +7,14 @@
 pub mod agent_loop;
 pub mod cost;
 pub mod export_audit;
+pub mod patrol_connection;
 pub mod preflight;
 pub mod provider;
+pub mod readiness_service;
 pub mod redaction;
 pub mod registry;
 pub mod route;
+pub mod watch;
 
 use pulse_runtime::{ServiceContext, ServiceSpec};
 
@@ -22,6 +25,10 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    let watch = watch::WatchService::start(&ctx).await?;
+    let readiness = readiness_service::ReadinessService::start(&ctx).await?;
     ctx.shutdown.cancelled().await;
+    readiness.stop().await;
+    watch.stop().await;
     Ok(())
 }

@@ -1,7 +1,13 @@
 //! The one path by which a Patrol run is accepted, whatever triggered it (an operator, the
-//! cadence, an alert): resolve the scope, record the run `queued`, and enqueue its
-//! `events.run.accepted` event and `jobs.watch` job through the outbox, all in one transaction, so
-//! the job exists if and only if the record does.
+//! cadence, an alert): resolve the scope, record the run `queued` and enqueue its
+//! `events.run.accepted` event through the outbox, in one transaction. The run's `jobs.watch` job
+//! is not written here: the dispatcher ([`crate::dispatcher`]) writes it when admission lets the
+//! run start, in the transaction that marks the run dispatched.
+//!
+//! Under a per-tenant lock held to the end of the transaction (so racing requests cannot both
+//! pass), a full run is refused while another full run of the tenant is queued or running
+//! (`patrol_run_in_progress`, naming it), and a scoped run is refused while the tenant already
+//! has `scoped_queue_limit` scoped runs waiting for dispatch (`patrol_queue_full`).
 //!
 //! Every requested id goes through the store's one resolver; all that do not resolve to exactly
 //! one resource are collected into one `unprocessable_scope` refusal naming them. A request that
@@ -10,23 +16,42 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use pulse_bus::events::{PatrolRunAccepted, RUN_ACCEPTED, WATCH_JOB, WatchJob};
+use pulse_bus::events::{PatrolRunAccepted, RUN_ACCEPTED};
 use pulse_bus::{ErrorReply, OutboxRow, Subjects};
-use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
+use pulse_domain::patrol::run::{PatrolRun, RunId, RunType, TriggerReason};
 use pulse_domain::patrol::scope::{EffectiveScope, ScopedRequest};
+use pulse_domain::patrol::status::Blocked;
 use pulse_domain::resource::ResourceId;
 use pulse_store::resources::{self, ResolveError};
-use pulse_store::{Store, StoreError, TenantTx, patrol_runs};
+use pulse_store::settings::ConfigLayer;
+use pulse_store::{Store, StoreError, TenantTx, patrol_dispatch, patrol_readiness, patrol_runs};
 use tokio::sync::Notify;
 
 /// The stable code of a scope that does not resolve.
 pub const UNPROCESSABLE_SCOPE: &str = "unprocessable_scope";
+/// The stable code of a full run refused because another one is queued or running.
+pub const RUN_IN_PROGRESS: &str = "patrol_run_in_progress";
+/// The stable code of a scoped run refused because the tenant's queue is full.
+pub const QUEUE_FULL: &str = "patrol_queue_full";
+/// Scoped runs of one tenant waiting for dispatch before new ones are refused (unless
+/// configured).
+pub const DEFAULT_SCOPED_QUEUE_LIMIT: usize = 20;
+
+/// The stable code of a run refused because the readiness gate blocks Patrol.
+pub const PATROL_NOT_READY: &str = "patrol_not_ready";
 
 /// Why a request was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum AcceptError {
+    /// The readiness gate blocks Patrol: the provider or model is known not to work.
+    #[error(transparent)]
+    NotReady(Blocked),
     #[error("{0}")]
     Unprocessable(String),
+    #[error("full Patrol run {0} is already queued or running")]
+    RunInProgress(RunId),
+    #[error("{limit} scoped Patrol runs already wait to start")]
+    QueueFull { limit: usize },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -37,6 +62,35 @@ impl From<AcceptError> for ErrorReply {
     fn from(err: AcceptError) -> Self {
         match err {
             AcceptError::Unprocessable(message) => ErrorReply::new(UNPROCESSABLE_SCOPE, message),
+            AcceptError::NotReady(blocked) => ErrorReply::new(
+                PATROL_NOT_READY,
+                format!(
+                    "Patrol is not ready ({check} check, cause {cause}): {reason}",
+                    check = serde_json::to_value(blocked.check)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    cause = serde_json::to_value(blocked.cause)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    reason = blocked.reason,
+                ),
+            ),
+            AcceptError::RunInProgress(id) => ErrorReply::new(
+                RUN_IN_PROGRESS,
+                format!(
+                    "full Patrol run {id} is already queued or running; a new full run is \
+                     accepted once it has ended"
+                ),
+            ),
+            AcceptError::QueueFull { limit } => ErrorReply::new(
+                QUEUE_FULL,
+                format!(
+                    "{limit} scoped Patrol runs of this tenant already wait to start; retry once \
+                     one has started"
+                ),
+            ),
             AcceptError::Store(StoreError::Unavailable(reason)) => {
                 tracing::warn!(%reason, "database unavailable");
                 ErrorReply::new(
@@ -84,12 +138,16 @@ impl Unresolved {
     }
 }
 
-/// Records and enqueues accepted runs.
+/// Records accepted runs.
 #[derive(Clone)]
 pub struct RunAcceptor {
     store: Store,
     subjects: Subjects,
     outbox_notify: Option<Arc<Notify>>,
+    dispatch_notify: Option<Arc<Notify>>,
+    scoped_queue_limit: usize,
+    /// The `[ai]` config layer for the readiness gate; `None`: the gate is not checked here.
+    readiness: Option<Arc<ConfigLayer>>,
 }
 
 /// What to accept: why, and for which resources (`None`: a full run).
@@ -108,6 +166,40 @@ impl RunAcceptor {
             store,
             subjects,
             outbox_notify: None,
+            dispatch_notify: None,
+            scoped_queue_limit: DEFAULT_SCOPED_QUEUE_LIMIT,
+            readiness: None,
+        }
+    }
+
+    /// Checks the readiness gate ([`patrol_readiness::gate`]) before anything is written: a
+    /// run on a provider or model known not to work is refused with [`AcceptError::NotReady`].
+    pub fn with_readiness_gate(mut self, config: ConfigLayer) -> Self {
+        self.readiness = Some(Arc::new(config));
+        self
+    }
+
+    /// Wakes the dispatcher of this process after each accepted run (dispatchers of other
+    /// replicas find it by polling).
+    pub fn with_dispatch_notify(mut self, notify: Arc<Notify>) -> Self {
+        self.dispatch_notify = Some(notify);
+        self
+    }
+
+    /// Scoped runs of one tenant waiting for dispatch before new ones are refused (at least 1).
+    pub fn with_scoped_queue_limit(mut self, limit: usize) -> Self {
+        self.scoped_queue_limit = limit.max(1);
+        self
+    }
+
+    pub fn scoped_queue_limit(&self) -> usize {
+        self.scoped_queue_limit
+    }
+
+    /// Wakes the outbox relay (after a commit that enqueued rows outside [`Self::accept`]).
+    pub fn notify_outbox(&self) {
+        if let Some(notify) = &self.outbox_notify {
+            notify.notify_one();
         }
     }
 
@@ -125,18 +217,66 @@ impl RunAcceptor {
         &self.subjects
     }
 
-    /// Resolves, records and enqueues one run in `tx`, committing it.
+    /// Checks, resolves and records one run in `tx`, committing it.
     pub async fn accept(
         &self,
         tx: TenantTx,
         submission: Submission<'_>,
     ) -> Result<PatrolRunAccepted, AcceptError> {
+        let accepted = self.record(&tx, submission).await?;
+        let tenant = tx.tenant().clone();
+        tx.commit().await?;
+        if let Some(notify) = &self.outbox_notify {
+            notify.notify_one();
+        }
+        if let Some(notify) = &self.dispatch_notify {
+            notify.notify_one();
+        }
+        tracing::info!(
+            run_id = %accepted.run_id,
+            run_type = accepted.run_type.as_str(),
+            trigger = accepted.trigger_reason.as_str(),
+            tenant = %tenant,
+            "patrol run accepted"
+        );
+        Ok(accepted)
+    }
+
+    /// Checks, resolves and records one run in `tx` with its `events.run.accepted` event,
+    /// leaving the transaction open (the dispatcher records and dispatches a scheduled run in
+    /// one transaction).
+    pub async fn record(
+        &self,
+        tx: &TenantTx,
+        submission: Submission<'_>,
+    ) -> Result<PatrolRunAccepted, AcceptError> {
+        if let Some(config) = &self.readiness
+            && let Err(blocked) = patrol_readiness::gate(tx, config, Utc::now()).await?
+        {
+            return Err(AcceptError::NotReady(blocked));
+        }
+        patrol_dispatch::lock_accept(tx).await?;
+        match submission.scope {
+            None => {
+                if let Some(active) = patrol_dispatch::active_full_run(tx).await? {
+                    return Err(AcceptError::RunInProgress(active));
+                }
+            }
+            Some(_) => {
+                let waiting = patrol_dispatch::undispatched_scoped(tx).await?;
+                if waiting as usize >= self.scoped_queue_limit {
+                    return Err(AcceptError::QueueFull {
+                        limit: self.scoped_queue_limit,
+                    });
+                }
+            }
+        }
         let id = patrol_runs::new_run_id();
         let now = Utc::now();
         let run = match submission.scope {
             None => PatrolRun::queued(id, submission.trigger, RunType::Full, now),
             Some(scoped) => {
-                let effective = effective_scope(&tx, scoped).await?;
+                let effective = effective_scope(tx, scoped).await?;
                 let mut run = PatrolRun::scoped(id, submission.trigger, scoped, now);
                 run.set_effective_scope(&effective);
                 run
@@ -145,7 +285,7 @@ impl RunAcceptor {
         let requested_by = submission
             .requested_by
             .map(|actor| pulse_domain::resource::truncate_chars(actor, 256));
-        if !patrol_runs::insert_queued(&tx, &run, requested_by.as_deref()).await? {
+        if !patrol_runs::insert_queued(tx, &run, requested_by.as_deref()).await? {
             return Err(AcceptError::Store(StoreError::Invalid(format!(
                 "run id {id} already exists"
             ))));
@@ -162,24 +302,6 @@ impl RunAcceptor {
         let (domain, event) = RUN_ACCEPTED;
         let event_row = OutboxRow::event(&self.subjects, &tenant, domain, event, &accepted)?;
         pulse_bus::enqueue(&**tx.client(), event_row).await?;
-        let job = WatchJob {
-            run_id: run.id,
-            run_type: run.run_type,
-            trigger_reason: run.trigger_reason,
-        };
-        let job_row = OutboxRow::job(&self.subjects, &tenant, WATCH_JOB, &job)?;
-        pulse_bus::enqueue(&**tx.client(), job_row).await?;
-        tx.commit().await?;
-        if let Some(notify) = &self.outbox_notify {
-            notify.notify_one();
-        }
-        tracing::info!(
-            run_id = %accepted.run_id,
-            run_type = accepted.run_type.as_str(),
-            trigger = accepted.trigger_reason.as_str(),
-            tenant = %tenant,
-            "patrol run accepted"
-        );
         Ok(accepted)
     }
 }
@@ -250,5 +372,57 @@ mod tests {
              service:h1:web, service:h2:web)"
         );
         assert!(Unresolved::default().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_readiness_gate_refuses_before_anything_is_written() {
+        use pulse_domain::TenantId;
+        use pulse_store::{settings, tenants};
+        let db = pulse_test_support::db::TestDb::create().await.unwrap();
+        let tenant = TenantId::new("acme").unwrap();
+        tenants::create(db.store(), &tenant, "Acme").await.unwrap();
+        let acceptor = RunAcceptor::new(db.store().clone(), Subjects::new(None))
+            .with_readiness_gate(ConfigLayer::default());
+        let full = Submission {
+            trigger: TriggerReason::Manual,
+            scope: None,
+            requested_by: Some("token:ops"),
+        };
+
+        // No Patrol route: refused, nothing recorded.
+        let tx = db.store().tenant_tx(&tenant).await.unwrap();
+        let err = acceptor.accept(tx, full).await.unwrap_err();
+        let AcceptError::NotReady(blocked) = &err else {
+            panic!("expected NotReady, got {err:?}");
+        };
+        assert_eq!(
+            blocked.cause,
+            pulse_domain::patrol::status::BlockedCause::ProviderNotConfigured
+        );
+        let reply = ErrorReply::from(err);
+        let reply = serde_json::to_value(&reply).unwrap();
+        assert_eq!(reply["code"], PATROL_NOT_READY);
+        let message = reply["message"].as_str().unwrap_or_default();
+        assert!(message.contains("provider_not_configured"), "{message}");
+        assert!(
+            message.contains("POST /api/ai/patrol/preflight"),
+            "{message}"
+        );
+        let tx = db.store().tenant_tx(&tenant).await.unwrap();
+        assert!(patrol_runs::list(&tx, 10).await.unwrap().is_empty());
+
+        // A keyless route with no preflight yet is not known to be broken: accepted.
+        settings::put(
+            &tx,
+            0,
+            &serde_json::json!({"patrol_model": "ollama:llama3.2"}),
+            "t",
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        let tx = db.store().tenant_tx(&tenant).await.unwrap();
+        acceptor.accept(tx, full).await.unwrap();
+        db.cleanup().await.unwrap();
     }
 }

@@ -135,6 +135,8 @@ struct TenantState {
     id: TenantId,
     active: bool,
     hash: u64,
+    /// This tenant's cadence (the config's unless set per tenant).
+    interval_ms: u64,
     next_due_ms: i64,
     generation: u64,
     full_in_flight: bool,
@@ -184,7 +186,7 @@ fn mix(mut x: u64) -> u64 {
 
 impl AdmissionQueue {
     pub fn new(mut config: AdmissionConfig) -> Self {
-        config.interval_ms = config.interval_ms.clamp(1_000, i64::MAX as u64 / 4);
+        config.interval_ms = Self::clamp_interval(config.interval_ms);
         config.jitter_pct = config.jitter_pct.min(40);
         config.max_scoped_in_flight = config.max_scoped_in_flight.max(1);
         Self {
@@ -200,10 +202,14 @@ impl AdmissionQueue {
         &self.config
     }
 
-    /// The due time of cycle `k` for a tenant: grid slot plus jitter.
-    fn slot(&self, hash: u64, k: i64) -> i64 {
-        let interval = self.config.interval_ms as i64;
-        let offset = (hash % self.config.interval_ms) as i64;
+    fn clamp_interval(interval_ms: u64) -> u64 {
+        interval_ms.clamp(1_000, i64::MAX as u64 / 4)
+    }
+
+    /// The due time of cycle `k` for a tenant with cadence `interval_ms`: grid slot plus jitter.
+    fn slot(&self, hash: u64, interval_ms: u64, k: i64) -> i64 {
+        let interval = interval_ms as i64;
+        let offset = (hash % interval_ms) as i64;
         let span = interval * i64::from(self.config.jitter_pct) / 100;
         let jitter = if span == 0 {
             0
@@ -214,13 +220,13 @@ impl AdmissionQueue {
     }
 
     /// The first due slot strictly after `after`.
-    fn slot_after(&self, hash: u64, after: i64) -> i64 {
-        let interval = self.config.interval_ms as i64;
-        let offset = (hash % self.config.interval_ms) as i64;
+    fn slot_after(&self, hash: u64, interval_ms: u64, after: i64) -> i64 {
+        let interval = interval_ms as i64;
+        let offset = (hash % interval_ms) as i64;
         // Jitter is under half an interval, so the answer is within two cycles of this one.
         let mut k = (after - offset).div_euclid(interval) - 1;
         loop {
-            let due = self.slot(hash, k);
+            let due = self.slot(hash, interval_ms, k);
             if due > after {
                 return due;
             }
@@ -236,10 +242,16 @@ impl AdmissionQueue {
         count: usize,
     ) -> Vec<DateTime<Utc>> {
         let hash = tenant_hash(tenant);
+        let interval = self
+            .index
+            .get(tenant)
+            .map_or(self.config.interval_ms, |&idx| {
+                self.tenants[idx].interval_ms
+            });
         let mut t = ms(after);
         (0..count)
             .map(|_| {
-                t = self.slot_after(hash, t);
+                t = self.slot_after(hash, interval, t);
                 at_ms(t)
             })
             .collect()
@@ -253,6 +265,19 @@ impl AdmissionQueue {
         now: DateTime<Utc>,
         last_successful_full_at: Option<DateTime<Utc>>,
     ) {
+        let interval = self.config.interval_ms;
+        self.add_tenant_with_interval(tenant, interval, now, last_successful_full_at);
+    }
+
+    /// [`Self::add_tenant`] with the tenant's own cadence instead of the config's.
+    pub fn add_tenant_with_interval(
+        &mut self,
+        tenant: TenantId,
+        interval_ms: u64,
+        now: DateTime<Utc>,
+        last_successful_full_at: Option<DateTime<Utc>>,
+    ) {
+        let interval_ms = Self::clamp_interval(interval_ms);
         let now_ms = ms(now);
         let hash = tenant_hash(&tenant);
         let idx = match self.index.get(&tenant) {
@@ -263,6 +288,7 @@ impl AdmissionQueue {
                     id: tenant.clone(),
                     active: false,
                     hash,
+                    interval_ms,
                     next_due_ms: 0,
                     generation: 0,
                     full_in_flight: false,
@@ -276,9 +302,11 @@ impl AdmissionQueue {
                 self.tenants.len() - 1
             }
         };
-        let next_after_last = last_successful_full_at.map(|t| self.slot_after(hash, ms(t)));
+        let next_after_last =
+            last_successful_full_at.map(|t| self.slot_after(hash, interval_ms, ms(t)));
         let state = &mut self.tenants[idx];
         state.active = true;
+        state.interval_ms = interval_ms;
         state.last_full_completed_ms = last_successful_full_at.map(ms);
         match next_after_last {
             Some(due) if due > now_ms => self.schedule(idx, due),
@@ -288,11 +316,61 @@ impl AdmissionQueue {
                     run_id: None,
                     due_ms: now_ms,
                 });
-                let next = self.slot_after(hash, now_ms);
+                let next = self.slot_after(hash, interval_ms, now_ms);
                 self.schedule(idx, next);
                 self.enter_ring(idx);
             }
         }
+    }
+
+    /// Changes an active tenant's cadence; the next slot is the first one of the new cadence
+    /// after `now`. Returns whether anything changed.
+    pub fn set_interval(
+        &mut self,
+        tenant: &TenantId,
+        interval_ms: u64,
+        now: DateTime<Utc>,
+    ) -> bool {
+        let interval_ms = Self::clamp_interval(interval_ms);
+        let Ok(idx) = self.active_index(tenant) else {
+            return false;
+        };
+        if self.tenants[idx].interval_ms == interval_ms {
+            return false;
+        }
+        self.tenants[idx].interval_ms = interval_ms;
+        let next = self.slot_after(self.tenants[idx].hash, interval_ms, ms(now));
+        self.schedule(idx, next);
+        true
+    }
+
+    /// Records a run that is already in flight (dispatched before this queue existed, e.g. by a
+    /// previous dispatcher). A full run takes the place of a waiting startup or scheduled run,
+    /// which it covers.
+    pub fn resume_in_flight(
+        &mut self,
+        tenant: &TenantId,
+        run_type: RunType,
+    ) -> Result<(), Refusal> {
+        let idx = self.active_index(tenant)?;
+        let state = &mut self.tenants[idx];
+        match run_type {
+            RunType::Full => {
+                if state.full_in_flight {
+                    return Err(Refusal::FullRunActive);
+                }
+                state.full_in_flight = true;
+                if state
+                    .pending_full
+                    .as_ref()
+                    .is_some_and(|p| p.run_id.is_none())
+                {
+                    state.pending_full = None;
+                }
+            }
+            RunType::Scoped => state.scoped_in_flight += 1,
+        }
+        Ok(())
     }
 
     /// Removes a tenant's schedule and waiting work; runs in flight may still report finished.
@@ -402,7 +480,7 @@ impl AdmissionQueue {
             if generation != state.generation || !state.active {
                 continue;
             }
-            let hash = state.hash;
+            let (hash, interval) = (state.hash, state.interval_ms);
             if state.pending_full.is_none() {
                 self.tenants[idx].pending_full = Some(PendingFull {
                     trigger_reason: TriggerReason::Scheduled,
@@ -411,9 +489,9 @@ impl AdmissionQueue {
                 });
             }
             // After a long pause, skip the missed slots: they coalesce into the one waiting run.
-            let next = self.slot_after(hash, due);
+            let next = self.slot_after(hash, interval, due);
             let next = if next <= now_ms {
-                self.slot_after(hash, now_ms)
+                self.slot_after(hash, interval, now_ms)
             } else {
                 next
             };
@@ -796,6 +874,56 @@ mod tests {
         let got = q.next_admissions(t(4), 3);
         assert!(got.iter().all(|g| g.tenant == a));
         assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn each_tenant_keeps_its_own_cadence_and_a_change_applies_from_now() {
+        let mut q = queue(five_minutes());
+        let (fast, slow) = (tenant("fast"), tenant("slow"));
+        q.add_tenant_with_interval(fast.clone(), 10 * MIN as u64, t(0), Some(t(0)));
+        q.add_tenant_with_interval(slow.clone(), 60 * MIN as u64, t(0), Some(t(0)));
+        let fast_slots = q.due_slots_after(&fast, t(0), 6);
+        for pair in fast_slots.windows(2) {
+            let gap = ms(pair[1]) - ms(pair[0]);
+            assert!((8 * MIN..=12 * MIN).contains(&gap), "fast gap {gap}");
+        }
+        let slow_next = q.tenant(&slow).unwrap().next_due_at;
+        assert!(ms(slow_next) - ms(t(0)) <= 72 * MIN);
+        assert_eq!(q.tenant(&fast).unwrap().next_due_at, fast_slots[0]);
+        // The same interval again changes nothing; a new one moves the next slot onto its grid.
+        assert!(!q.set_interval(&fast, 10 * MIN as u64, t(MIN)));
+        assert!(q.set_interval(&fast, 30 * MIN as u64, t(MIN)));
+        let next = q.tenant(&fast).unwrap().next_due_at;
+        assert_eq!(next, q.due_slots_after(&fast, t(MIN), 1)[0]);
+        assert!(!q.set_interval(&tenant("nobody"), 30 * MIN as u64, t(MIN)));
+    }
+
+    #[test]
+    fn a_resumed_full_run_covers_the_startup_run_and_blocks_a_second() {
+        let mut q = queue(five_minutes());
+        let acme = tenant("acme");
+        q.add_tenant(acme.clone(), t(0), None);
+        assert!(q.tenant(&acme).unwrap().full_waiting_since.is_some());
+        q.resume_in_flight(&acme, RunType::Full).unwrap();
+        let view = q.tenant(&acme).unwrap();
+        assert!(view.full_in_flight && view.full_waiting_since.is_none());
+        assert!(q.next_admissions(t(0), 10).is_empty());
+        assert_eq!(
+            q.resume_in_flight(&acme, RunType::Full),
+            Err(Refusal::FullRunActive)
+        );
+        q.resume_in_flight(&acme, RunType::Scoped).unwrap();
+        q.enqueue_scoped(&acme, scoped(1, t(0))).unwrap();
+        // The resumed scoped run holds the tenant's one scoped slot.
+        assert!(q.next_admissions(t(0), 10).is_empty());
+        q.on_finished(&acme, RunType::Scoped, true, t(MIN)).unwrap();
+        assert_eq!(q.next_admissions(t(MIN), 10).len(), 1);
+        q.on_finished(&acme, RunType::Full, true, t(MIN)).unwrap();
+        assert!(!q.tenant(&acme).unwrap().full_in_flight);
+        assert_eq!(
+            q.resume_in_flight(&tenant("nobody"), RunType::Full),
+            Err(Refusal::UnknownTenant(tenant("nobody")))
+        );
     }
 
     #[test]

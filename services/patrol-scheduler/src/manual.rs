@@ -27,6 +27,11 @@ impl ManualRuns {
         }
     }
 
+    /// Serves requests through `acceptor` (which carries the process's notifies and limits).
+    pub fn with_acceptor(acceptor: RunAcceptor) -> Self {
+        Self { acceptor }
+    }
+
     /// Wakes the outbox relay after each accepted run.
     pub fn with_outbox_notify(mut self, notify: Arc<Notify>) -> Self {
         self.acceptor = self.acceptor.with_outbox_notify(notify);
@@ -181,7 +186,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_full_run_is_recorded_with_its_event_and_job_in_one_transaction() {
+    async fn a_full_run_is_recorded_with_its_event_and_waits_for_dispatch() {
         let (db, tenant, manual) = setup().await;
         let accepted = accept(
             &manual,
@@ -205,13 +210,128 @@ mod tests {
         assert_eq!(run.status, RunStatus::Queued);
         assert!(run.effective_scope_resource_ids.is_empty());
         let id = accepted.run_id.to_string();
+        // The job is the dispatcher's to write, once admission lets the run start.
         assert_eq!(
             outbox(&db).await,
-            vec![
-                ("pulse.acme.events.run.accepted".to_owned(), id.clone()),
-                ("pulse.acme.jobs.watch".to_owned(), id),
-            ]
+            vec![("pulse.acme.events.run.accepted".to_owned(), id)]
         );
+        let waiting = pulse_store::patrol_dispatch::undispatched(db.store(), 10)
+            .await
+            .unwrap();
+        assert_eq!(waiting.len(), 1);
+        assert_eq!(waiting[0].run_id, accepted.run_id);
+        db.cleanup().await.unwrap();
+    }
+
+    fn full() -> PatrolRunRequest {
+        PatrolRunRequest {
+            scope: None,
+            requested_by: "token:ops".to_owned(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_full_run_is_refused_naming_the_one_in_progress() {
+        let (db, tenant, manual) = setup().await;
+        let first = accept(&manual, &db, &tenant, full()).await.unwrap();
+        let err = accept(&manual, &db, &tenant, full())
+            .await
+            .expect_err("a full run is queued");
+        assert!(
+            matches!(err, AcceptError::RunInProgress(id) if id == first.run_id),
+            "{err:?}"
+        );
+        let reply = ErrorReply::from(err);
+        assert_eq!(reply.code, crate::accept::RUN_IN_PROGRESS);
+        assert!(
+            reply.message.contains(&first.run_id.to_string()),
+            "{}",
+            reply.message
+        );
+        // Scoped runs are still accepted while the full run waits.
+        accept(&manual, &db, &tenant, scoped(&["db"], &[]))
+            .await
+            .unwrap();
+        // Once the full run ended, a new one is accepted.
+        let tx = db.store().tenant_tx(&tenant).await.unwrap();
+        patrol_runs::finish(
+            &tx,
+            first.run_id,
+            None,
+            pulse_domain::patrol::run::RunEvent::Failed {
+                cause: pulse_domain::patrol::run::ErrorCause::NotReady,
+            },
+            Utc::now(),
+            Some("test"),
+            |_| {},
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        accept(&manual, &db, &tenant, full()).await.unwrap();
+        db.cleanup().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn racing_full_run_requests_accept_exactly_one() {
+        let (db, tenant, manual) = setup().await;
+        let attempts = (0..8).map(|_| {
+            let (manual, store, tenant) = (manual.clone(), db.store().clone(), tenant.clone());
+            tokio::spawn(async move {
+                let tx = store.tenant_tx(&tenant).await.unwrap();
+                manual.accept(tx, full()).await
+            })
+        });
+        let mut accepted = 0;
+        for attempt in attempts.collect::<Vec<_>>() {
+            match attempt.await.unwrap() {
+                Ok(_) => accepted += 1,
+                Err(AcceptError::RunInProgress(_)) => {}
+                Err(other) => panic!("unexpected refusal {other:?}"),
+            }
+        }
+        assert_eq!(accepted, 1);
+        db.cleanup().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn scoped_runs_beyond_the_queue_limit_are_refused() {
+        let (db, tenant, _) = setup().await;
+        let manual = ManualRuns::with_acceptor(
+            RunAcceptor::new(db.store().clone(), Subjects::new(None)).with_scoped_queue_limit(2),
+        );
+        for _ in 0..2 {
+            accept(&manual, &db, &tenant, scoped(&["db"], &[]))
+                .await
+                .unwrap();
+        }
+        let err = accept(&manual, &db, &tenant, scoped(&["db"], &[]))
+            .await
+            .expect_err("queue full");
+        assert!(
+            matches!(err, AcceptError::QueueFull { limit: 2 }),
+            "{err:?}"
+        );
+        assert_eq!(ErrorReply::from(err).code, crate::accept::QUEUE_FULL);
+        // A dispatched run no longer counts as waiting.
+        let waiting = pulse_store::patrol_dispatch::undispatched(db.store(), 10)
+            .await
+            .unwrap();
+        let tx = db.store().tenant_tx(&tenant).await.unwrap();
+        assert!(
+            pulse_store::patrol_dispatch::mark_dispatched(&tx, waiting[0].run_id)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !pulse_store::patrol_dispatch::mark_dispatched(&tx, waiting[0].run_id)
+                .await
+                .unwrap()
+        );
+        tx.commit().await.unwrap();
+        accept(&manual, &db, &tenant, scoped(&["db"], &[]))
+            .await
+            .unwrap();
         db.cleanup().await.unwrap();
     }
 

@@ -94,3 +94,238 @@ pub struct WatchJob {
 impl Message for WatchJob {
     const TYPE: &'static str = "pulse.patrol.watch";
 }
+
+/// `events.run.started`: a runner took a run's job and holds its lease.
+pub const RUN_STARTED: (&str, &str) = ("run", "started");
+/// `events.run.progress`: a running run made a provider call; its accounting so far.
+pub const RUN_PROGRESS: (&str, &str) = ("run", "progress");
+/// `events.run.tool`: one tool call of a run (bounded input and output).
+pub const RUN_TOOL: (&str, &str) = ("run", "tool");
+/// `events.run.completed`: a run ended in its one terminal status.
+pub const RUN_COMPLETED: (&str, &str) = ("run", "completed");
+
+/// The payload of `events.run.started`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunStarted {
+    pub run_id: pulse_domain::patrol::run::RunId,
+    #[serde(rename = "type")]
+    pub run_type: pulse_domain::patrol::run::RunType,
+    pub trigger_reason: pulse_domain::patrol::run::TriggerReason,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// The runner holding the run's lease.
+    pub runner_id: String,
+    /// The canonical ids the run covers, re-resolved at start (empty for a full run).
+    pub effective_scope_resource_ids: Vec<String>,
+}
+
+impl Message for RunStarted {
+    const TYPE: &'static str = "pulse.patrol.run_started";
+}
+
+/// The payload of `events.run.progress`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunProgress {
+    pub run_id: pulse_domain::patrol::run::RunId,
+    /// Provider calls made so far.
+    pub provider_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for RunProgress {
+    const TYPE: &'static str = "pulse.patrol.run_progress";
+}
+
+/// The payload of `events.run.tool`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunTool {
+    pub run_id: pulse_domain::patrol::run::RunId,
+    #[serde(flatten)]
+    pub call: pulse_domain::patrol::run::ToolCallRecord,
+}
+
+impl Message for RunTool {
+    const TYPE: &'static str = "pulse.patrol.run_tool";
+}
+
+/// The payload of `events.run.completed`: the terminal status and the run's accounting.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunCompleted {
+    pub run_id: pulse_domain::patrol::run::RunId,
+    #[serde(rename = "type")]
+    pub run_type: pulse_domain::patrol::run::RunType,
+    pub status: pulse_domain::patrol::run::RunStatus,
+    pub error_cause: Option<pulse_domain::patrol::run::ErrorCause>,
+    pub error_summary: Option<String>,
+    pub completed_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub duration_ms: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// `None` when the route has no known price.
+    pub cost_usd: Option<f64>,
+    pub new_findings: u32,
+    pub tool_call_count: u32,
+}
+
+impl RunCompleted {
+    /// The event of a run's terminal record.
+    pub fn of(run: &pulse_domain::patrol::run::PatrolRun) -> Self {
+        Self {
+            run_id: run.id,
+            run_type: run.run_type,
+            status: run.status,
+            error_cause: run.error_cause,
+            error_summary: run.error_summary.clone(),
+            completed_at: run.completed_at,
+            duration_ms: run.duration_ms,
+            input_tokens: run.input_tokens,
+            output_tokens: run.output_tokens,
+            cost_usd: run.cost_usd,
+            new_findings: run.new_findings,
+            tool_call_count: run.tool_call_count,
+        }
+    }
+}
+
+impl Message for RunCompleted {
+    const TYPE: &'static str = "pulse.patrol.run_completed";
+}
+
+/// `pulse.<tenant>.patrol.preflight.request`: ask a model-runner to run a fresh Patrol
+/// preflight for the tenant's Patrol route now; the reply is the stored outcome.
+pub const PATROL_PREFLIGHT_REQUEST: &str = "patrol.preflight.request";
+/// The queue group the model-runner replicas share preflight requests in.
+pub const PATROL_PREFLIGHT_QUEUE_GROUP: &str = "model-runner-preflight";
+
+/// A preflight request: who asked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PatrolPreflightRequest {
+    pub requested_by: String,
+}
+
+impl Message for PatrolPreflightRequest {
+    const TYPE: &'static str = "pulse.patrol.preflight_request";
+}
+
+impl crate::Request for PatrolPreflightRequest {
+    type Reply = pulse_domain::patrol::readiness::PreflightRecord;
+}
+
+impl Message for pulse_domain::patrol::readiness::PreflightRecord {
+    const TYPE: &'static str = "pulse.patrol.preflight_record";
+}
+
+/// `pulse.<tenant>.verify.resolution`: ask the verifier whether the fault behind a finding is
+/// gone, judged on a fresh observation from the agent (FIND-07..09). Fails closed: only
+/// [`VerifierOutcome::Confirmed`](pulse_domain::finding::VerifierOutcome) lets a `resolved`
+/// verdict through.
+pub const VERIFY_RESOLUTION: &str = "verify.resolution";
+/// The queue group the verifier replicas share resolution checks in.
+pub const VERIFIER_QUEUE_GROUP: &str = "verifier";
+
+/// A resolution check: the finding, its key and the canonical id of its resource.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResolutionCheckRequest {
+    pub finding_id: pulse_domain::finding::FindingId,
+    /// Normalized on receipt (aliases such as `high-cpu` reach their verifier key).
+    pub key: pulse_domain::finding::FindingKey,
+    pub resource_id: String,
+}
+
+impl Message for ResolutionCheckRequest {
+    const TYPE: &'static str = "pulse.verify.resolution";
+}
+
+impl crate::Request for ResolutionCheckRequest {
+    type Reply = ResolutionCheckReply;
+}
+
+/// The verifier's answer. `reason` and `evidence` are built by the verifier from typed values
+/// only (no agent-reported text), so they are safe to display and to hand to a model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ResolutionCheckReply {
+    pub finding_id: pulse_domain::finding::FindingId,
+    pub key: pulse_domain::finding::FindingKey,
+    pub resource_id: String,
+    pub outcome: pulse_domain::finding::VerifierOutcome,
+    /// One sentence: why the outcome is what it is.
+    pub reason: String,
+    /// What was observed; `None` when no fresh observation could be had.
+    pub evidence: Option<ResolutionEvidence>,
+    /// When the verifier decided (its clock).
+    pub checked_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for ResolutionCheckReply {
+    const TYPE: &'static str = "pulse.verify.resolution_reply";
+}
+
+/// The fresh observation a resolution check judged, reduced to typed values.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ResolutionEvidence {
+    /// When the agent read the source (the agent's clock).
+    pub observed_at: chrono::DateTime<chrono::Utc>,
+    #[serde(rename = "type")]
+    pub resource_type: pulse_domain::resource::ResourceType,
+    pub status: pulse_domain::resource::ResourceStatus,
+    pub health: pulse_domain::resource::Health,
+    pub restart_count: Option<u32>,
+    /// The readings the check used (e.g. `memory_percent`, `exit_code`, `uptime_seconds`).
+    pub readings: std::collections::BTreeMap<String, f64>,
+}
+
+/// `pulse.<tenant>.relay.observe`: a fresh observation of one resource of an agent, answered by
+/// the agent-relay. The same wire contract as the relay's own `api::ObserveRequest`, declared
+/// here so other services can ask without depending on the relay crate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayObserveRequest {
+    pub agent_id: String,
+    pub target: pulse_domain::agent_protocol::ResourceTarget,
+}
+
+impl Message for RelayObserveRequest {
+    const TYPE: &'static str = "pulse.relay.observe";
+}
+
+impl crate::Request for RelayObserveRequest {
+    type Reply = RelayObserveReply;
+}
+
+/// The agent's fresh observation, as the relay forwards it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RelayObserveReply(pub pulse_domain::agent_protocol::Observation);
+
+impl Message for RelayObserveReply {
+    const TYPE: &'static str = "pulse.relay.observe.reply";
+}
+
+/// `pulse.<tenant>.relay.read`: a bounded live read (log tail, compacted inspect) on an agent,
+/// answered by the agent-relay. The same wire contract as the relay's own `api::ReadRequest`,
+/// declared here so other services can ask without depending on the relay crate.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayReadRequest {
+    pub agent_id: String,
+    pub read: pulse_domain::agent_protocol::ReadRequest,
+}
+
+impl Message for RelayReadRequest {
+    const TYPE: &'static str = "pulse.relay.read";
+}
+
+impl crate::Request for RelayReadRequest {
+    type Reply = RelayReadReply;
+}
+
+/// The agent's read result, as the relay forwards it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct RelayReadReply(pub pulse_domain::agent_protocol::ReadResult);
+
+impl Message for RelayReadReply {
+    const TYPE: &'static str = "pulse.relay.read.reply";
+}

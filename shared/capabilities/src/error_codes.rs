@@ -94,12 +94,30 @@ error_codes! {
     RateLimited => "rate_limited", 429,
         "too many requests for this agent (relay.max_requests_per_sec)",
         "slow down and retry";
+    InvalidLastEventId => "invalid_last_event_id", 400,
+        "Last-Event-ID (header or last_event_id query parameter) is not an event id this API sent",
+        "send the id of the last event received (a decimal sequence number), or reconnect without it for new events only";
+    TooManyStreams => "too_many_streams", 429,
+        "the tenant already has gateway.max_streams_per_tenant event streams open on this gateway",
+        "close an open stream (or share one per client) and retry";
     UnprocessableScope => "unprocessable_scope", 422,
         "a requested Patrol scope id matches no resource or several; the message names each one",
         "use canonical ids (GET /api/resources) or a source id or alias that names exactly one resource";
     PatrolSchedulerUnavailable => "patrol_scheduler_unavailable", 503,
         "no patrol-scheduler answered the run request, so no run was accepted",
         "start pulse-patrol-scheduler (check its logs and /api/health), then send the request again";
+    PatrolRunInProgress => "patrol_run_in_progress", 409,
+        "a full Patrol run of this tenant is already queued or running (the message names it); a second one is not accepted",
+        "follow the named run (GET /api/ai/patrol/runs/{id}) and request a new full run after it ended";
+    PatrolQueueFull => "patrol_queue_full", 429,
+        "the tenant already has patrol.scoped_queue_limit scoped Patrol runs waiting to start",
+        "wait for queued runs to start (GET /api/ai/patrol/status shows queued_scoped_runs), then retry";
+    PatrolNotReady => "patrol_not_ready", 409,
+        "the Patrol provider or model is known not to work (a readiness check failed), so the run was refused before any model call; the message names the failed check",
+        "fix the Patrol provider and model (PUT /api/settings/ai), run POST /api/ai/patrol/preflight, then request the run again";
+    PatrolRunnerUnavailable => "patrol_runner_unavailable", 503,
+        "no model-runner answered the preflight request, so no preflight ran",
+        "start pulse-model-runner (check its logs and /api/health), then send the request again";
     ServiceUnavailable => "service_unavailable", 503,
         "a dependency (database or message bus) is unreachable",
         "retry later; check /api/health and the service logs";

@@ -185,6 +185,68 @@ impl ToolPolicy {
         Ok(ToolPolicy { profile, entries })
     }
 
+    /// A policy of `profile` that offers no tool and so admits no call (fail closed): for turns
+    /// that may only answer in text.
+    pub fn offering_nothing(profile: ExecutionProfile) -> Arc<ToolPolicy> {
+        Arc::new(ToolPolicy {
+            profile,
+            entries: Vec::new(),
+        })
+    }
+
+    /// A policy of `profile` offering only `tools`, in exposure order. A tool listed with
+    /// discriminator values is offered (and admitted) with only those of its permitted values;
+    /// with none, all its permitted values. A tool the profile does not permit at all is not
+    /// offered. For runs and turns that expose part of a profile (the Watch detection tools, its
+    /// final decision and repair turns).
+    pub fn narrowed(
+        profile: ExecutionProfile,
+        tools: &[(ToolName, &[&str])],
+    ) -> Result<Arc<ToolPolicy>, PolicyError> {
+        check_catalogue()?;
+        let mut entries = Vec::new();
+        for &tool in ToolName::ALL {
+            let Some((_, cases)) = tools.iter().find(|(t, _)| *t == tool) else {
+                continue;
+            };
+            let Some(mut parameters) = project_schema(profile, tool) else {
+                continue;
+            };
+            if let (InvocationDescriptor::Discriminator { argument, .. }, false) =
+                (tool.descriptor(), cases.is_empty())
+            {
+                if let Some(values) = parameters
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut(argument))
+                    .and_then(|a| a.get_mut("enum"))
+                    .and_then(Value::as_array_mut)
+                {
+                    values.retain(|v| v.as_str().is_some_and(|v| cases.contains(&v)));
+                    if values.is_empty() {
+                        continue;
+                    }
+                }
+            }
+            let validator = jsonschema::options()
+                .should_validate_formats(false)
+                .build(&parameters)
+                .map_err(|e| PolicyError::Schema {
+                    tool,
+                    reason: e.to_string(),
+                })?;
+            entries.push(OfferedEntry {
+                tool,
+                offered: OfferedTool {
+                    name: tool.wire_name(),
+                    description: tool.description(),
+                    parameters,
+                },
+                validator,
+            });
+        }
+        Ok(Arc::new(ToolPolicy { profile, entries }))
+    }
+
     pub fn profile(&self) -> ExecutionProfile {
         self.profile
     }
@@ -385,5 +447,81 @@ fn truncate(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod offering_nothing_tests {
+    use super::*;
+
+    struct Call(&'static str, Value);
+
+    impl ProposedCall for Call {
+        fn tool_name(&self) -> &str {
+            self.0
+        }
+        fn tool_arguments(&self) -> &Value {
+            &self.1
+        }
+    }
+
+    #[test]
+    fn a_policy_offering_nothing_admits_nothing() {
+        let full = ToolPolicy::for_profile(ExecutionProfile::PatrolDetection).expect("policy");
+        let none = ToolPolicy::offering_nothing(ExecutionProfile::PatrolDetection);
+        assert_eq!(none.offered_tools().count(), 0);
+        for offered in full.offered_tools() {
+            let call = Call(offered.name, Value::Object(Default::default()));
+            let denial = none.admit(&call).expect_err("nothing is admitted");
+            assert_eq!(denial.code, DenialCode::ToolNotOffered);
+        }
+    }
+}
+
+#[cfg(test)]
+mod narrowed_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_narrowed_policy_offers_and_admits_only_its_part() {
+        let policy = ToolPolicy::narrowed(
+            ExecutionProfile::PatrolDetection,
+            &[
+                (ToolName::PulseRead, &["logs"]),
+                (ToolName::PatrolAssessFinding, &[]),
+                (ToolName::PulseControl, &[]),
+            ],
+        )
+        .expect("policy");
+        let names: Vec<&str> = policy.offered_tools().map(|t| t.name).collect();
+        // pulse_control is not permitted in detection at all, so it is not offered.
+        assert_eq!(names, ["pulse_read", "patrol_assess_finding"]);
+        let read = policy.offered_tools().next().expect("pulse_read");
+        assert_eq!(
+            read.parameters["properties"]["action"]["enum"],
+            json!(["logs"])
+        );
+        let logs = CallRef {
+            name: "pulse_read",
+            arguments: &json!({"action": "logs", "resource_id": "service:h:web"}),
+        };
+        assert!(policy.admit(&logs).is_ok());
+        let exec = CallRef {
+            name: "pulse_read",
+            arguments: &json!({"action": "exec", "command": "uptime"}),
+        };
+        assert_eq!(
+            policy.admit(&exec).expect_err("exec is not offered").code,
+            DenialCode::InvalidArguments
+        );
+        let query = CallRef {
+            name: "pulse_query",
+            arguments: &json!({"action": "list"}),
+        };
+        assert_eq!(
+            policy.admit(&query).expect_err("not in this part").code,
+            DenialCode::ToolNotOffered
+        );
     }
 }

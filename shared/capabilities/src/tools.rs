@@ -99,6 +99,8 @@ const RESOURCE_TYPES: &[&str] = &[
     "physical-disk",
 ];
 const FINDING_RESOURCE_TYPES: &[&str] = &[
+    "host",
+    "service",
     "node",
     "vm",
     "system-container",

@@ -32,6 +32,12 @@ pub struct PulseConfig {
     pub heartbeat: HeartbeatConfig,
     pub alerts: AlertsConfig,
     pub secrets: SecretsConfig,
+    /// Patrol run execution: job leases of the model-runner and the sweeper that ends lost runs.
+    #[serde(default)]
+    pub runner: RunnerConfig,
+    /// Patrol run dispatch in the patrol-scheduler: capacity, jitter and queue bounds.
+    #[serde(default)]
+    pub patrol: PatrolConfig,
     /// Headless AI settings: defaults under every tenant's stored `/api/settings/ai`.
     pub ai: AiConfig,
 }
@@ -104,6 +110,8 @@ pub struct GatewayConfig {
     pub heartbeat_stale_ms: u64,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Event streams (`GET /api/ai/patrol/stream`) one tenant may hold open on one gateway.
+    pub max_streams_per_tenant: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -132,6 +140,76 @@ pub struct HeartbeatConfig {
 }
 
 /// The patrol-scheduler's deterministic alert floor.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunnerConfig {
+    /// How long a runner's hold on a running Patrol run lasts without renewal. The runner renews
+    /// every third of it; a run whose lease lapses ends `error` (cause `runner_lost`). Also the
+    /// ack wait of the `jobs.watch` consumer, so a dead runner's job is redelivered after it.
+    pub lease_ms: u64,
+    /// How often the patrol-scheduler looks for runs whose lease lapsed.
+    pub lease_sweep_ms: u64,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            lease_ms: 30_000,
+            lease_sweep_ms: 2_000,
+        }
+    }
+}
+
+impl RunnerConfig {
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_ms.max(300))
+    }
+
+    /// The renewal interval: a third of the lease.
+    pub fn heartbeat(&self) -> std::time::Duration {
+        self.lease() / 3
+    }
+
+    pub fn lease_sweep(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.lease_sweep_ms.max(100))
+    }
+}
+
+/// The patrol-scheduler's run dispatcher. Each tenant's cadence comes from its AI settings
+/// (`patrol_interval_minutes`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PatrolConfig {
+    /// Dispatched Patrol runs in flight at once across all tenants.
+    pub max_in_flight: usize,
+    /// Jitter of each tenant's cadence slot, percent of its interval (at most 40).
+    pub jitter_pct: u32,
+    /// Scoped runs of one tenant waiting to start before new ones are refused.
+    pub scoped_queue_limit: usize,
+    /// Scoped runs of one tenant running at the same time.
+    pub max_scoped_in_flight: usize,
+    /// How often the dispatcher looks for ended runs and runs accepted by other replicas.
+    pub dispatch_poll_ms: u64,
+    /// How often the dispatcher re-reads every tenant's cadence (also on a settings change).
+    pub schedule_refresh_ms: u64,
+    /// One cadence for every tenant, overriding their settings; for tests and benchmarks.
+    pub cadence_override_ms: Option<u64>,
+}
+
+impl Default for PatrolConfig {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 64,
+            jitter_pct: 10,
+            scoped_queue_limit: 20,
+            max_scoped_in_flight: 1,
+            dispatch_poll_ms: 1_000,
+            schedule_refresh_ms: 60_000,
+            cadence_override_ms: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsConfig {
@@ -214,6 +292,7 @@ impl Default for PulseConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 7655)),
                 heartbeat_stale_ms: 15_000,
                 max_body_bytes: 1024 * 1024,
+                max_streams_per_tenant: 16,
             },
             relay: RelayConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 7656)),
@@ -230,6 +309,8 @@ impl Default for PulseConfig {
                 batch_size: 100,
             },
             secrets: SecretsConfig::default(),
+            runner: RunnerConfig::default(),
+            patrol: PatrolConfig::default(),
             ai: AiConfig::default(),
         }
     }
@@ -295,7 +376,7 @@ impl PulseConfig {
 /// Top-level keys of [`PulseConfig`]. Variables naming anything else (`PULSE_TOKEN` for the CLI,
 /// `PULSE_TEST_DATABASE_URL` for tests) belong to other programs and are left alone; an unknown
 /// key inside a known section (`PULSE_NATS__URLL`) is still an error.
-const TOP_LEVEL_KEYS: [&str; 11] = [
+const TOP_LEVEL_KEYS: [&str; 13] = [
     "state_dir",
     "database",
     "nats",
@@ -306,6 +387,8 @@ const TOP_LEVEL_KEYS: [&str; 11] = [
     "heartbeat",
     "alerts",
     "secrets",
+    "runner",
+    "patrol",
     "ai",
 ];
 
@@ -419,6 +502,24 @@ mod tests {
         let env = vars(&[("PULSE_ALERTS__TICKMS", "200")]);
         let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
         assert!(err.to_string().contains("tickms"), "{err}");
+    }
+
+    #[test]
+    fn patrol_section_defaults_and_overrides() {
+        let config = PulseConfig::from_figment(PulseConfig::figment(vars(&[])).unwrap()).unwrap();
+        assert_eq!(config.patrol, PatrolConfig::default());
+        assert_eq!(config.patrol.cadence_override_ms, None);
+        let env = vars(&[
+            ("PULSE_PATROL__MAX_IN_FLIGHT", "8"),
+            ("PULSE_PATROL__CADENCE_OVERRIDE_MS", "10000"),
+        ]);
+        let config = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap();
+        assert_eq!(config.patrol.max_in_flight, 8);
+        assert_eq!(config.patrol.cadence_override_ms, Some(10_000));
+        assert_eq!(config.patrol.scoped_queue_limit, 20);
+        let env = vars(&[("PULSE_PATROL__MAX_INFLIGHT", "8")]);
+        let err = PulseConfig::from_figment(PulseConfig::figment(env).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("max_inflight"), "{err}");
     }
 
     #[test]

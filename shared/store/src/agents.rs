@@ -62,6 +62,17 @@ pub async fn seen(tx: &TenantTx, id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Records a report of each of `ids` (one statement): online and seen now.
+pub async fn seen_all(tx: &TenantTx, ids: &[&str]) -> Result<(), StoreError> {
+    tx.client()
+        .execute(
+            "UPDATE agents SET status = 'online', last_seen_at = now() WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await?;
+    Ok(())
+}
+
 pub async fn get(tx: &TenantTx, id: &str) -> Result<Option<Agent>, StoreError> {
     let row = tx
         .client()

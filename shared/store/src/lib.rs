@@ -9,6 +9,8 @@ mod error;
 pub mod findings;
 pub mod metrics;
 pub mod migrations;
+pub mod patrol_dispatch;
+pub mod patrol_readiness;
 pub mod patrol_runs;
 mod pool;
 pub mod resources;

@@ -5,8 +5,8 @@ use pulse_domain::resource::ResourceId;
 
 use crate::{StoreError, TenantTx};
 
-/// Rows per insert statement.
-const BATCH: usize = 1_000;
+/// Rows per insert statement (the samples of many reports when the relay stores them together).
+const BATCH: usize = 10_000;
 
 /// One statement per batch: parallel arrays, one element per sample.
 const INSERT_SQL: &str = "INSERT INTO metric_samples (tenant_id, resource_id, metric, at, value)

@@ -111,6 +111,7 @@ pub async fn apply(
         .execute(
             "UPDATE patrol_runs
              SET status = $3, started_at = $4, completed_at = $5, error_cause = $6, record = $7,
+                 lease_expires_at = CASE WHEN $3 = 'running' THEN lease_expires_at END,
                  updated_at = now()
              WHERE id = $1 AND status = $2",
             &[
@@ -244,4 +245,294 @@ pub async fn last_activity_at(tx: &TenantTx) -> Result<Option<DateTime<Utc>>, St
 /// A new run id.
 pub fn new_run_id() -> RunId {
     RunId::from_uuid(Uuid::new_v4())
+}
+
+// Leases: a `running` run is held by one runner, which renews its lease while it works; the
+// sweeper ends a run whose lease lapsed (`runner_lost`). Lease times are the database clock.
+
+/// Longest runner id a lease takes.
+pub const MAX_RUNNER_ID_CHARS: usize = 200;
+
+/// A runner's hold on a running run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub runner_id: String,
+    /// Database time at which the lease lapses unless it is renewed.
+    pub expires_at: DateTime<Utc>,
+}
+
+fn check_runner_id(runner_id: &str) -> Result<(), StoreError> {
+    let chars = runner_id.chars().count();
+    if chars == 0 || chars > MAX_RUNNER_ID_CHARS {
+        return Err(invalid(format!(
+            "a runner id has 1 to {MAX_RUNNER_ID_CHARS} characters, not {chars}"
+        )));
+    }
+    Ok(())
+}
+
+fn lease_secs(lease: std::time::Duration) -> Result<f64, StoreError> {
+    if lease.is_zero() {
+        return Err(invalid("a lease must last longer than zero"));
+    }
+    Ok(lease.as_secs_f64())
+}
+
+/// Why a compare-and-swap found nothing to write: the status the run has now.
+async fn conflict(tx: &TenantTx, id: RunId, expected: RunStatus) -> ApplyError {
+    match status(tx, id).await {
+        Ok(Some(found)) => ApplyError::Conflict {
+            id,
+            expected,
+            found,
+        },
+        Ok(None) => ApplyError::NotFound(id),
+        Err(e) => ApplyError::Store(e),
+    }
+}
+
+/// Starts a queued run under a lease held by `runner_id`: the compare-and-swap
+/// `queued -> running` of [`RunEvent::Started`]. `effective_scope`, when given, replaces the
+/// canonical ids the run covers (re-resolved at start). Of two runners racing to start one run,
+/// exactly one succeeds; the other gets [`ApplyError::Conflict`] or [`ApplyError::Illegal`].
+pub async fn start(
+    tx: &TenantTx,
+    id: RunId,
+    runner_id: &str,
+    lease: std::time::Duration,
+    at: DateTime<Utc>,
+    effective_scope: Option<&[String]>,
+) -> Result<(PatrolRun, Lease), ApplyError> {
+    check_runner_id(runner_id)?;
+    let secs = lease_secs(lease)?;
+    let mut run = get(tx, id).await?.ok_or(ApplyError::NotFound(id))?;
+    let from = run.status;
+    let to = run.apply(RunEvent::Started, at, None)?;
+    if let Some(scope) = effective_scope {
+        run.effective_scope_resource_ids = scope.to_vec();
+    }
+    let row = tx
+        .client()
+        .query_opt(
+            "UPDATE patrol_runs
+             SET status = $3, started_at = $4, effective_scope_resource_ids = $5, record = $6,
+                 runner_id = $7, lease_expires_at = now() + make_interval(secs => $8),
+                 updated_at = now()
+             WHERE id = $1 AND status = $2
+             RETURNING lease_expires_at",
+            &[
+                &id.as_uuid(),
+                &from.as_str(),
+                &to.as_str(),
+                &run.started_at,
+                &run.effective_scope_resource_ids,
+                &Json(&run),
+                &runner_id,
+                &secs,
+            ],
+        )
+        .await?;
+    match row {
+        Some(row) => Ok((
+            run,
+            Lease {
+                runner_id: runner_id.to_owned(),
+                expires_at: row.get(0),
+            },
+        )),
+        None => Err(conflict(tx, id, from).await),
+    }
+}
+
+/// Extends the lease of a running run by `lease` from now. Only the holder renews, and only
+/// while the run is `running`: `None` means the lease is gone (the run ended, or the sweeper
+/// declared the runner lost) and the runner must stop working on it.
+pub async fn renew_lease(
+    tx: &TenantTx,
+    id: RunId,
+    runner_id: &str,
+    lease: std::time::Duration,
+) -> Result<Option<Lease>, StoreError> {
+    let secs = lease_secs(lease)?;
+    let row = tx
+        .client()
+        .query_opt(
+            "UPDATE patrol_runs
+             SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now()
+             WHERE id = $1 AND status = 'running' AND runner_id = $2
+             RETURNING lease_expires_at",
+            &[&id.as_uuid(), &runner_id, &secs],
+        )
+        .await?;
+    Ok(row.map(|row| Lease {
+        runner_id: runner_id.to_owned(),
+        expires_at: row.get(0),
+    }))
+}
+
+/// The current lease of a run, if it is running under one.
+pub async fn lease(tx: &TenantTx, id: RunId) -> Result<Option<Lease>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT runner_id, lease_expires_at FROM patrol_runs
+             WHERE id = $1 AND lease_expires_at IS NOT NULL",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    Ok(row.map(|row| Lease {
+        runner_id: row.get(0),
+        expires_at: row.get(1),
+    }))
+}
+
+/// Updates the accounting of a running run held by `runner_id` (tokens so far, say) without
+/// moving it. `None` when the run is no longer running under that holder. `update` must not
+/// change the status.
+pub async fn record_progress(
+    tx: &TenantTx,
+    id: RunId,
+    runner_id: &str,
+    update: impl FnOnce(&mut PatrolRun),
+) -> Result<Option<PatrolRun>, StoreError> {
+    let Some(mut run) = get(tx, id).await? else {
+        return Ok(None);
+    };
+    if run.status != RunStatus::Running {
+        return Ok(None);
+    }
+    update(&mut run);
+    if run.status != RunStatus::Running {
+        return Err(invalid("progress cannot move a run; finish it instead"));
+    }
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE patrol_runs SET record = $3, updated_at = now()
+             WHERE id = $1 AND status = 'running' AND runner_id = $2",
+            &[&id.as_uuid(), &runner_id, &Json(&run)],
+        )
+        .await?;
+    Ok((updated == 1).then_some(run))
+}
+
+/// Ends a run with the terminal `event` in one compare-and-swap: `update` first fills in the
+/// accounting (tokens, cost, tool calls, summary, effective scope), then the state machine
+/// applies the event. A running run is finished only by its lease holder (`holder`); a queued
+/// run (refused before it started) has none. The lease is released.
+pub async fn finish(
+    tx: &TenantTx,
+    id: RunId,
+    holder: Option<&str>,
+    event: RunEvent,
+    at: DateTime<Utc>,
+    detail: Option<&str>,
+    update: impl FnOnce(&mut PatrolRun),
+) -> Result<PatrolRun, ApplyError> {
+    let mut run = get(tx, id).await?.ok_or(ApplyError::NotFound(id))?;
+    let from = run.status;
+    if from == RunStatus::Running && holder.is_none() {
+        return Err(invalid("a running run is finished by its lease holder").into());
+    }
+    let mut next = run.clone();
+    update(&mut next);
+    next.status = from;
+    let to = next.apply(event, at, detail)?;
+    if !to.is_terminal() {
+        return Err(invalid(format!("{} does not end a run", event.as_str())).into());
+    }
+    run = next;
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE patrol_runs
+             SET status = $3, completed_at = $4, error_cause = $5, record = $6,
+                 effective_scope_resource_ids = $7, lease_expires_at = NULL, updated_at = now()
+             WHERE id = $1 AND status = $2 AND ($8::text IS NULL OR runner_id = $8)",
+            &[
+                &id.as_uuid(),
+                &from.as_str(),
+                &to.as_str(),
+                &run.completed_at,
+                &run.error_cause.map(|c| c.as_str()),
+                &Json(&run),
+                &run.effective_scope_resource_ids,
+                &holder,
+            ],
+        )
+        .await?;
+    if updated == 1 {
+        Ok(run)
+    } else {
+        Err(conflict(tx, id, from).await)
+    }
+}
+
+/// Ends a running run whose lease lapsed with [`RunEvent::RunnerLost`]. `None` when the run is
+/// not (or no longer) running under an expired lease: its holder renewed in time, or it ended.
+/// The row is locked, so a renewal racing the sweep either lands first (and the run is left
+/// alone) or finds the run ended.
+pub async fn lose_expired(
+    tx: &TenantTx,
+    id: RunId,
+    at: DateTime<Utc>,
+) -> Result<Option<PatrolRun>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT record, runner_id FROM patrol_runs
+             WHERE id = $1 AND status = 'running' AND lease_expires_at < now()
+             FOR UPDATE",
+            &[&id.as_uuid()],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let mut run = from_row(&row)?;
+    let runner_id: Option<String> = row.get(1);
+    let detail = format!(
+        "runner {} stopped renewing its lease",
+        runner_id.as_deref().unwrap_or("unknown")
+    );
+    run.apply(RunEvent::RunnerLost, at, Some(&detail))
+        .map_err(invalid)?;
+    tx.client()
+        .execute(
+            "UPDATE patrol_runs
+             SET status = $2, completed_at = $3, error_cause = $4, record = $5,
+                 lease_expires_at = NULL, updated_at = now()
+             WHERE id = $1 AND status = 'running'",
+            &[
+                &id.as_uuid(),
+                &run.status.as_str(),
+                &run.completed_at,
+                &run.error_cause.map(|c| c.as_str()),
+                &Json(&run),
+            ],
+        )
+        .await?;
+    Ok(Some(run))
+}
+
+/// Running runs of every tenant whose lease lapsed, oldest first, at most `max_rows`
+/// (identities only; end each in its own tenant's transaction with [`lose_expired`]).
+pub async fn expired_leases(
+    store: &crate::Store,
+    max_rows: i32,
+) -> Result<Vec<(pulse_domain::TenantId, RunId)>, StoreError> {
+    let client = store.pool().get().await?;
+    let rows = client
+        .query(
+            "SELECT tenant_id, run_id FROM pulse_expired_run_leases($1)",
+            &[&max_rows],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let tenant: String = row.get(0);
+            let tenant = pulse_domain::TenantId::new(tenant).map_err(invalid)?;
+            Ok((tenant, RunId::from_uuid(row.get(1))))
+        })
+        .collect()
 }

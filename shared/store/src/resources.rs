@@ -129,24 +129,36 @@ pub async fn resolve(tx: &TenantTx, query: &str) -> Result<Resource, ResolveErro
     }
 }
 
-const PREVIOUS_SQL: &str =
-    "SELECT id, status, health FROM resources WHERE agent_id = $1 ORDER BY id FOR UPDATE";
+const PREVIOUS_SQL: &str = "SELECT id, status, health FROM resources
+    WHERE agent_id = ANY($1::text[]) ORDER BY id FOR UPDATE";
 
-/// Every observed resource in one statement: parallel arrays, one element per resource.
-const UPSERT_SQL: &str = "INSERT INTO resources (tenant_id, id, resource_type, source_id, name, parent_id, agent_id,
+/// Every observed resource of every report in one statement: parallel arrays, one element per
+/// resource. A NULL `details` element means "unchanged since the reporter last stored it": the
+/// stored value is kept. (Stored details are never JSON `null`, see [`apply_reports`], so the
+/// JSON `null` that stands in for a missing value on insert cannot be mistaken for one.)
+const UPSERT_SQL: &str =
+    "INSERT INTO resources (tenant_id, id, resource_type, source_id, name, parent_id, agent_id,
                            status, health, restart_count, labels, details, observed_at, received_at)
-    SELECT $1, t.id, t.resource_type, t.source_id, t.name, t.parent_id, $2,
-           t.status, t.health, t.restart_count, t.labels, t.details, $3, now()
-    FROM unnest($4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
-                $11::int4[], $12::jsonb[], $13::jsonb[])
-         AS t(id, resource_type, source_id, name, parent_id, status, health, restart_count, labels, details)
+    SELECT $1, t.id, t.resource_type, t.source_id, t.name, t.parent_id, t.agent_id,
+           t.status, t.health, t.restart_count, t.labels, COALESCE(t.details, 'null'::jsonb),
+           t.observed_at, now()
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[],
+                $9::text[], $10::int4[], $11::jsonb[], $12::jsonb[], $13::timestamptz[])
+         AS t(id, agent_id, resource_type, source_id, name, parent_id, status, health,
+              restart_count, labels, details, observed_at)
     ON CONFLICT (tenant_id, id) DO UPDATE SET
        resource_type = EXCLUDED.resource_type, source_id = EXCLUDED.source_id,
        name = EXCLUDED.name, parent_id = EXCLUDED.parent_id, agent_id = EXCLUDED.agent_id,
        status = EXCLUDED.status, health = EXCLUDED.health,
        restart_count = EXCLUDED.restart_count, labels = EXCLUDED.labels,
-       details = EXCLUDED.details, observed_at = EXCLUDED.observed_at,
-       received_at = now()";
+       details = CASE WHEN EXCLUDED.details = 'null'::jsonb THEN resources.details
+                      ELSE EXCLUDED.details END,
+       observed_at = EXCLUDED.observed_at, received_at = now()";
+
+/// Sets the details of rows that were inserted although their details were left out (the
+/// reporter believed them stored, but the row was gone).
+const DETAILS_SQL: &str = "UPDATE resources r SET details = t.details
+    FROM unnest($1::text[], $2::jsonb[]) AS t(id, details) WHERE r.id = t.id";
 
 /// Makes the aliases of the reported resources exactly the reported ones: deletes only the
 /// aliases no longer reported and inserts only the new ones, so an unchanged set writes nothing.
@@ -162,36 +174,83 @@ const ALIASES_SQL: &str = "WITH wanted AS (
     SELECT $1, w.resource_id, w.alias FROM wanted w
     ON CONFLICT DO NOTHING";
 
-/// `NOT IN (subquery)` is a hashed subplan: one probe per row of the agent, where
+/// `NOT IN (subquery)` is a hashed subplan: one probe per row of the agents, where
 /// `NOT (id = ANY($2))` would compare each row with every reported id.
 const REMOVE_SQL: &str = "DELETE FROM resources
-    WHERE agent_id = $1 AND id NOT IN (SELECT unnest($2::text[]))
-    RETURNING id, resource_type, status, health";
+    WHERE agent_id = ANY($1::text[]) AND id NOT IN (SELECT unnest($2::text[]))
+    RETURNING id, agent_id, resource_type, status, health";
+
+/// One full report of one agent, as [`apply_reports`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportRows<'a> {
+    pub agent_id: &'a str,
+    pub observed_at: DateTime<Utc>,
+    pub resources: &'a [ObservedResource],
+    /// Aligned with `resources` (or empty: nothing known): `true` where the resource's details
+    /// are already stored exactly as reported, so they are not sent again. Decoding JSON into
+    /// `jsonb` is a large part of what a report costs the server, and most details do not change
+    /// between reports.
+    pub details_stored: &'a [bool],
+}
 
 /// Applies a full report of agent `agent_id`: upserts every observed resource under its
 /// canonical id, replaces its aliases, and deletes the agent's resources missing from the report.
 /// Returns the changes worth announcing (created, removed, status or health changed).
-///
-/// The work is four statements whatever the report's size (previous state with row locks,
-/// upsert, alias sync, removal), sent pipelined: they run in this order on the server without
-/// a round trip between them.
 pub async fn apply_report(
     tx: &TenantTx,
     agent_id: &str,
     observed_at: DateTime<Utc>,
     observed: &[ObservedResource],
 ) -> Result<Vec<ResourceChanged>, StoreError> {
+    let report = ReportRows {
+        agent_id,
+        observed_at,
+        resources: observed,
+        details_stored: &[],
+    };
+    Ok(apply_reports(tx, &[report])
+        .await?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// Applies the full reports of several agents (each agent at most once; a repeated agent is an
+/// [`StoreError::Invalid`]) as [`apply_report`] would apply each, with the same statements
+/// over all of them: the work is four statements whatever the number and size of the reports
+/// (previous state with row locks, upsert, alias sync, removal), sent pipelined: they run in
+/// this order on the server without a round trip between them. Returns the changes per report,
+/// in the order of `reports`.
+pub async fn apply_reports(
+    tx: &TenantTx,
+    reports: &[ReportRows<'_>],
+) -> Result<Vec<Vec<ResourceChanged>>, StoreError> {
     let now = Utc::now();
-    // The last observation of an id wins when a report repeats one.
-    let mut current: BTreeMap<ResourceId, &ObservedResource> = BTreeMap::new();
-    for resource in observed {
-        let id = ResourceId::of(resource.resource_type, agent_id, &resource.source_id);
-        current.insert(id, resource);
+    let mut agents: Vec<&str> = Vec::with_capacity(reports.len());
+    // Per report: the last observation of an id wins when a report repeats one.
+    let mut currents: Vec<BTreeMap<ResourceId, (&ObservedResource, bool)>> =
+        Vec::with_capacity(reports.len());
+    for report in reports {
+        if agents.contains(&report.agent_id) {
+            return Err(invalid(format!(
+                "agent {} appears twice in one batch of reports",
+                report.agent_id
+            )));
+        }
+        agents.push(report.agent_id);
+        let mut current = BTreeMap::new();
+        for (i, resource) in report.resources.iter().enumerate() {
+            let id = ResourceId::of(resource.resource_type, report.agent_id, &resource.source_id);
+            let stored = report.details_stored.get(i).copied().unwrap_or(false);
+            current.insert(id, (resource, stored));
+        }
+        currents.push(current);
     }
-    let host = ResourceId::host(agent_id);
+    let hosts: Vec<ResourceId> = agents.iter().map(|a| ResourceId::host(a)).collect();
+    // Stored details are never JSON `null`: the upsert uses it to mean "keep the stored value".
     let empty_details = serde_json::json!({});
-    let n = current.len();
+    let n: usize = currents.iter().map(BTreeMap::len).sum();
     let mut ids: Vec<&str> = Vec::with_capacity(n);
+    let mut owners: Vec<&str> = Vec::with_capacity(n);
     let mut types: Vec<&str> = Vec::with_capacity(n);
     let mut source_ids: Vec<&str> = Vec::with_capacity(n);
     let mut names: Vec<&str> = Vec::with_capacity(n);
@@ -200,33 +259,35 @@ pub async fn apply_report(
     let mut healths: Vec<&str> = Vec::with_capacity(n);
     let mut restart_counts: Vec<Option<i32>> = Vec::with_capacity(n);
     let mut labels: Vec<Json<&BTreeMap<String, String>>> = Vec::with_capacity(n);
-    let mut details: Vec<Json<&serde_json::Value>> = Vec::with_capacity(n);
+    let mut details: Vec<Option<Json<&serde_json::Value>>> = Vec::with_capacity(n);
+    let mut observed_ats: Vec<DateTime<Utc>> = Vec::with_capacity(n);
     let mut alias_ids: Vec<&str> = Vec::new();
     let mut alias_values: Vec<&str> = Vec::new();
-    for (id, resource) in &current {
-        ids.push(id.as_str());
-        types.push(resource.resource_type.as_str());
-        source_ids.push(&resource.source_id);
-        names.push(&resource.name);
-        parents.push((resource.resource_type != ResourceType::Host).then(|| host.as_str()));
-        statuses.push(resource.status.as_str());
-        healths.push(resource.health.as_str());
-        restart_counts.push(
-            resource
-                .restart_count
-                .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
-        );
-        labels.push(Json(&resource.labels));
-        details.push(Json(if resource.details.is_null() {
-            &empty_details
-        } else {
-            &resource.details
-        }));
-        let mut seen = std::collections::BTreeSet::new();
-        for alias in resource.aliases.iter().filter(|a| !a.is_empty()) {
-            if seen.insert(alias) {
-                alias_ids.push(id.as_str());
-                alias_values.push(alias);
+    for (k, current) in currents.iter().enumerate() {
+        let report = &reports[k];
+        for (id, (resource, stored)) in current {
+            ids.push(id.as_str());
+            owners.push(report.agent_id);
+            types.push(resource.resource_type.as_str());
+            source_ids.push(&resource.source_id);
+            names.push(&resource.name);
+            parents.push((resource.resource_type != ResourceType::Host).then(|| hosts[k].as_str()));
+            statuses.push(resource.status.as_str());
+            healths.push(resource.health.as_str());
+            restart_counts.push(
+                resource
+                    .restart_count
+                    .map(|n| i32::try_from(n).unwrap_or(i32::MAX)),
+            );
+            labels.push(Json(&resource.labels));
+            details.push((!stored).then(|| Json(details_value(resource, &empty_details))));
+            observed_ats.push(report.observed_at);
+            let mut seen = std::collections::BTreeSet::new();
+            for alias in resource.aliases.iter().filter(|a| !a.is_empty()) {
+                if seen.insert(alias) {
+                    alias_ids.push(id.as_str());
+                    alias_values.push(alias);
+                }
             }
         }
     }
@@ -236,9 +297,8 @@ pub async fn apply_report(
     let upsert_sql = client.prepare_cached(UPSERT_SQL).await?;
     let upsert_params: [&(dyn ToSql + Sync); 13] = [
         &tenant,
-        &agent_id,
-        &observed_at,
         &ids,
+        &owners,
         &types,
         &source_ids,
         &names,
@@ -248,19 +308,20 @@ pub async fn apply_report(
         &restart_counts,
         &labels,
         &details,
+        &observed_ats,
     ];
     // The statements that scan `resources` or `resource_aliases` are sent typed and unnamed, so
     // each is planned for the table as it is now: a prepared statement keeps its generic plan,
     // and one chosen while the tables were nearly empty would scan them whole forever after.
     type Typed<'a> = (&'a (dyn ToSql + Sync), Type);
-    let previous_params: [Typed<'_>; 1] = [(&agent_id, Type::TEXT)];
+    let previous_params: [Typed<'_>; 1] = [(&agents, Type::TEXT_ARRAY)];
     let aliases_params: [Typed<'_>; 4] = [
         (&tenant, Type::TEXT),
         (&alias_ids, Type::TEXT_ARRAY),
         (&alias_values, Type::TEXT_ARRAY),
         (&ids, Type::TEXT_ARRAY),
     ];
-    let remove_params: [Typed<'_>; 2] = [(&agent_id, Type::TEXT), (&ids, Type::TEXT_ARRAY)];
+    let remove_params: [Typed<'_>; 2] = [(&agents, Type::TEXT_ARRAY), (&ids, Type::TEXT_ARRAY)];
     // Polled in this order, so sent and executed in this order.
     let (previous, _, _, removed) = tokio::try_join!(
         client.query_typed(PREVIOUS_SQL, &previous_params),
@@ -277,43 +338,80 @@ pub async fn apply_report(
         })
         .collect::<Result<_, StoreError>>()?;
 
-    let mut changes = Vec::new();
-    for (id, resource) in &current {
-        let change = match previous.get(id.as_str()) {
-            None => Some((ResourceChange::Created, None)),
-            Some(&(status, health)) if status != resource.status || health != resource.health => {
-                Some((ResourceChange::Updated, Some((status, health))))
+    // A row whose details were left out but that did not exist (locked by the first statement)
+    // was just inserted without them.
+    let (mut missing_ids, mut missing_details) = (Vec::new(), Vec::new());
+    let mut changes: Vec<Vec<ResourceChanged>> = Vec::with_capacity(reports.len());
+    for current in &currents {
+        let mut report_changes = Vec::new();
+        for (id, (resource, stored)) in current {
+            let change = match previous.get(id.as_str()) {
+                None => Some((ResourceChange::Created, None)),
+                Some(&(status, health))
+                    if status != resource.status || health != resource.health =>
+                {
+                    Some((ResourceChange::Updated, Some((status, health))))
+                }
+                Some(_) => None,
+            };
+            if *stored && change.is_some_and(|(c, _)| c == ResourceChange::Created) {
+                missing_ids.push(id.as_str());
+                missing_details.push(Json(details_value(resource, &empty_details)));
             }
-            Some(_) => None,
-        };
-        if let Some((change, before)) = change {
-            changes.push(ResourceChanged {
-                resource_id: id.clone(),
-                resource_type: resource.resource_type,
-                change,
-                status: resource.status,
-                health: resource.health,
-                previous_status: before.map(|(s, _)| s),
-                previous_health: before.map(|(_, h)| h),
-                at: now,
-            });
+            if let Some((change, before)) = change {
+                report_changes.push(ResourceChanged {
+                    resource_id: id.clone(),
+                    resource_type: resource.resource_type,
+                    change,
+                    status: resource.status,
+                    health: resource.health,
+                    previous_status: before.map(|(s, _)| s),
+                    previous_health: before.map(|(_, h)| h),
+                    at: now,
+                });
+            }
         }
+        changes.push(report_changes);
+    }
+    if !missing_ids.is_empty() {
+        let params: [Typed<'_>; 2] = [
+            (&missing_ids, Type::TEXT_ARRAY),
+            (&missing_details, Type::JSONB_ARRAY),
+        ];
+        client.query_typed(DETAILS_SQL, &params).await?;
     }
     for row in removed {
-        let status: ResourceStatus = row.get::<_, String>(2).parse().map_err(invalid)?;
-        let health: Health = row.get::<_, String>(3).parse().map_err(invalid)?;
-        changes.push(ResourceChanged {
+        let agent_id: String = row.get(1);
+        let status: ResourceStatus = row.get::<_, String>(3).parse().map_err(invalid)?;
+        let health: Health = row.get::<_, String>(4).parse().map_err(invalid)?;
+        let change = ResourceChanged {
             resource_id: ResourceId::from_stored(row.get(0)),
-            resource_type: row.get::<_, String>(1).parse().map_err(invalid)?,
+            resource_type: row.get::<_, String>(2).parse().map_err(invalid)?,
             change: ResourceChange::Removed,
             status,
             health,
             previous_status: Some(status),
             previous_health: Some(health),
             at: now,
-        });
+        };
+        let k = agents
+            .iter()
+            .position(|a| *a == agent_id)
+            .ok_or_else(|| invalid(format!("removed a resource of unexpected agent {agent_id}")))?;
+        changes[k].push(change);
     }
     Ok(changes)
+}
+
+fn details_value<'a>(
+    resource: &'a ObservedResource,
+    empty: &'a serde_json::Value,
+) -> &'a serde_json::Value {
+    if resource.details.is_null() {
+        empty
+    } else {
+        &resource.details
+    }
 }
 
 /// Marks every resource of agent `agent_id` `unknown` (status and health): nobody can tell
@@ -510,6 +608,135 @@ mod tests {
             .await?
             .get(0);
         assert_eq!(aliases, 0);
+        store.pool().close();
+        db.cleanup().await
+    }
+
+    /// Several agents' reports in one call: changes per report, details left out when the
+    /// reporter says they are stored (and still written when the row turned out to be gone),
+    /// and an agent at most once.
+    #[tokio::test]
+    async fn reports_of_several_agents_apply_together() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let store = Store::connect_app(&db.database_config()).await?;
+        let tenant = TenantId::new("acme")?;
+        tenants::create(&store, &tenant, "Acme").await?;
+        let t1 = (Utc::now() - chrono::Duration::seconds(30))
+            .duration_trunc(chrono::Duration::microseconds(1))?;
+        let with_details = |source: &str, details: serde_json::Value| ObservedResource {
+            details,
+            ..observed(ResourceType::Service, source, source, &[])
+        };
+        let m1 = vec![
+            observed(ResourceType::Host, "m1", "m1", &["m1.lan"]),
+            with_details("web", serde_json::json!({"pid": 1})),
+        ];
+        let m2 = vec![
+            observed(ResourceType::Host, "m2", "m2", &["m2.lan"]),
+            with_details("db", serde_json::json!({"pid": 2})),
+        ];
+        let tx = store.tenant_tx(&tenant).await?;
+        for id in ["m1", "m2"] {
+            agents::connect(
+                &tx,
+                &AgentSession {
+                    id: id.to_owned(),
+                    hostname: id.to_owned(),
+                    agent_version: "test".to_owned(),
+                    report_interval_ms: 1000,
+                    token_id: None,
+                },
+            )
+            .await?;
+        }
+        let rows = |agent_id, resources, details_stored| ReportRows {
+            agent_id,
+            observed_at: t1,
+            resources,
+            details_stored,
+        };
+        let first = apply_reports(&tx, &[rows("m1", &m1, &[]), rows("m2", &m2, &[])]).await?;
+        tx.commit().await?;
+        assert_eq!(first.len(), 2);
+        assert!(
+            first
+                .iter()
+                .all(|c| c.len() == 2 && c.iter().all(|c| c.change == ResourceChange::Created))
+        );
+        assert!(
+            first[1]
+                .iter()
+                .all(|c| c.resource_id.as_str().contains("m2"))
+        );
+
+        // m1 says its details are stored: a changed value is not written. m2 drops its service
+        // and turns its host unhealthy.
+        let t2 = t1 + chrono::Duration::seconds(10);
+        let mut m1_next = m1.clone();
+        m1_next[1].details = serde_json::json!({"pid": 99});
+        let mut m2_next = m2[..1].to_vec();
+        m2_next[0].health = Health::Unhealthy;
+        let tx = store.tenant_tx(&tenant).await?;
+        let second = apply_reports(
+            &tx,
+            &[
+                ReportRows {
+                    observed_at: t2,
+                    ..rows("m1", &m1_next, &[true, true])
+                },
+                ReportRows {
+                    observed_at: t2,
+                    ..rows("m2", &m2_next, &[])
+                },
+            ],
+        )
+        .await?;
+        tx.commit().await?;
+        assert!(second[0].is_empty(), "{:?}", second[0]);
+        let mut m2_changes: Vec<_> = second[1]
+            .iter()
+            .map(|c| (c.resource_id.as_str().to_owned(), c.change))
+            .collect();
+        m2_changes.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            m2_changes,
+            vec![
+                ("host:m2".to_owned(), ResourceChange::Updated),
+                ("service:m2:db".to_owned(), ResourceChange::Removed),
+            ]
+        );
+        let all = current(&store, &tenant).await?;
+        let web = all
+            .iter()
+            .find(|r| r.id.as_str() == "service:m1:web")
+            .expect("web kept");
+        assert_eq!(web.details, serde_json::json!({"pid": 1}));
+        assert_eq!(web.observed_at, t2);
+        let host = all
+            .iter()
+            .find(|r| r.id.as_str() == "host:m1")
+            .expect("host kept");
+        assert_eq!(host.details, serde_json::json!({}));
+
+        // The row is gone although the reporter believes its details stored: they are written.
+        let owner = db.owner_client().await?;
+        owner
+            .execute("DELETE FROM resources WHERE id = 'service:m1:web'", &[])
+            .await?;
+        let tx = store.tenant_tx(&tenant).await?;
+        let third = apply_reports(&tx, &[rows("m1", &m1_next, &[true, true])]).await?;
+        tx.commit().await?;
+        assert_eq!(third[0].len(), 1);
+        assert_eq!(third[0][0].change, ResourceChange::Created);
+        let web = get(&store.tenant_tx(&tenant).await?, "service:m1:web")
+            .await?
+            .expect("web back");
+        assert_eq!(web.details, serde_json::json!({"pid": 99}));
+
+        let tx = store.tenant_tx(&tenant).await?;
+        let twice = apply_reports(&tx, &[rows("m1", &m1, &[]), rows("m1", &m1, &[])]).await;
+        assert!(matches!(twice, Err(StoreError::Invalid(_))), "{twice:?}");
+        drop(tx);
         store.pool().close();
         db.cleanup().await
     }

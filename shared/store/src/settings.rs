@@ -209,6 +209,83 @@ pub fn open(
     String::from_utf8(plaintext).map_err(|_| failed("not UTF-8"))
 }
 
+/// The operator's `[ai]` config as a settings layer: the one construction the gateway, the
+/// patrol-scheduler and the model-runner share, so they resolve the same effective settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigLayer {
+    /// The `ai.*` config as a sparse settings layer; holds no key.
+    pub layer: Value,
+    /// Providers whose key comes from config or the environment.
+    pub environment_keys: std::collections::BTreeSet<String>,
+}
+
+impl Default for ConfigLayer {
+    /// No `[ai]` config: an empty layer.
+    fn default() -> Self {
+        Self {
+            layer: Value::Object(Default::default()),
+            environment_keys: Default::default(),
+        }
+    }
+}
+
+impl ConfigLayer {
+    /// Builds the layer and checks it with the same rules as a stored document, so unknown
+    /// providers and bad values in config are refused at startup with the field named.
+    pub fn from_config(
+        config: &pulse_config::AiConfig,
+    ) -> Result<Self, pulse_domain::ai_settings::SettingsError> {
+        use pulse_domain::ai_settings;
+        use serde_json::{Map, json};
+        let mut layer = Map::new();
+        let mut providers = Map::new();
+        let mut environment_keys = std::collections::BTreeSet::new();
+        for (id, provider) in &config.providers {
+            match &provider.base_url {
+                Some(url) => providers.insert(id.clone(), json!({ "base_url": url })),
+                None => providers.insert(id.clone(), json!({})),
+            };
+            if provider.api_key.as_ref().is_some_and(|k| !k.0.is_empty()) {
+                environment_keys.insert(id.clone());
+            }
+        }
+        if !providers.is_empty() {
+            layer.insert("providers".to_owned(), Value::Object(providers));
+        }
+        let fields = [
+            ("model", &config.model),
+            ("chat_model", &config.chat_model),
+            ("patrol_model", &config.patrol_model),
+            ("auto_fix_model", &config.auto_fix_model),
+            ("autonomy_level", &config.autonomy_level),
+        ];
+        for (key, value) in fields {
+            if let Some(value) = value {
+                layer.insert(key.to_owned(), json!(value));
+            }
+        }
+        if let Some(minutes) = config.patrol_interval_minutes {
+            layer.insert("patrol_interval_minutes".to_owned(), json!(minutes));
+        }
+        let layer = Value::Object(layer);
+        let checked = ai_settings::apply_patch(&json!({}), &ai_settings::parse_patch(&layer)?);
+        ai_settings::resolve(&[&checked])?;
+        Ok(Self {
+            layer: checked,
+            environment_keys,
+        })
+    }
+
+    /// The tenant's effective settings over this layer.
+    pub fn resolve(
+        &self,
+        stored: &StoredSettings,
+    ) -> Result<pulse_domain::ai_settings::AiSettings, pulse_domain::ai_settings::SettingsError>
+    {
+        pulse_domain::ai_settings::resolve(&[&self.layer, &stored.document])
+    }
+}
+
 /// The tenant's stored settings document.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredSettings {

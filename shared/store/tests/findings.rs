@@ -267,12 +267,12 @@ async fn a_resolved_finding_regresses_on_redetection() -> anyhow::Result<()> {
     let first = report(
         db.store(),
         &acme,
-        &reported("restart-loop", Category::Reliability),
+        &reported("pbs-job-failed", Category::Reliability),
     )
     .await?;
     let id = first.reported_id;
     act(db.store(), &acme, id, OperatorAction::Acknowledge, None).await?;
-    // restart-loop has no deterministic verifier: the model's evidence resolves it.
+    // pbs-job-failed has no deterministic verifier: the model's evidence resolves it.
     let resolved = assess(
         db.store(),
         &acme,
@@ -293,7 +293,7 @@ async fn a_resolved_finding_regresses_on_redetection() -> anyhow::Result<()> {
     let again = report(
         db.store(),
         &acme,
-        &reported("restart-loop", Category::Reliability),
+        &reported("pbs-job-failed", Category::Reliability),
     )
     .await?;
     assert_eq!(again.kind, ReportKind::Regressed);

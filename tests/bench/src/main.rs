@@ -2,7 +2,7 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler] [--quick]
 //! ```
 
 mod agent_loop;
@@ -10,6 +10,7 @@ mod audit;
 mod bus;
 mod outbox;
 mod relay;
+mod scheduler;
 
 use std::process::ExitCode;
 
@@ -42,10 +43,10 @@ async fn main() -> ExitCode {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" => which = arg,
+            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -71,6 +72,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "relay" {
             relay::run(&args).await?;
+        }
+        if which == "all" || which == "scheduler" {
+            scheduler::run(&args).await?;
         }
         anyhow::Ok(())
     }

@@ -607,7 +607,7 @@ async fn poll(
 // ---------------------------------------------------------------------------------------------
 // CPU accounting from /proc
 
-fn clock_ticks_per_sec() -> f64 {
+pub(crate) fn clock_ticks_per_sec() -> f64 {
     // SAFETY: sysconf(3) reads a system constant; it has no memory-safety preconditions.
     #[allow(unsafe_code)]
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -615,7 +615,7 @@ fn clock_ticks_per_sec() -> f64 {
 }
 
 /// (comm, ppid, utime + stime in clock ticks) of a process.
-fn proc_stat(pid: u32) -> Option<(String, u32, u64)> {
+pub(crate) fn proc_stat(pid: u32) -> Option<(String, u32, u64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let open = text.find('(')?;
     let close = text.rfind(')')?;
@@ -675,7 +675,7 @@ impl CpuSnapshot {
     }
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|_| "unknown".to_owned())

@@ -138,15 +138,27 @@ async fn send(
         Body::Json(value) => request.body(value.to_string()),
     };
     let response = request.send().await?;
+    // An accepted event stream never ends; its status is the answer.
+    let is_event_stream = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if is_event_stream {
+        return Ok((response.status(), String::new()));
+    }
     Ok((response.status(), response.text().await?))
 }
 
 fn check(case: &Case, status: StatusCode, text: &str) -> Result<(), TestCaseError> {
-    // This gateway runs without a patrol-scheduler on purpose: a well-formed run request then
-    // meets an unavailable dependency, which is a 503 with its own code, not a fault of the input.
-    let scheduler_missing = case.path == "/api/ai/patrol/run"
+    // This gateway runs without a patrol-scheduler or model-runner on purpose: a well-formed run
+    // or preflight request then meets an unavailable dependency, which is a 503 with its own
+    // code, not a fault of the input.
+    let scheduler_missing = (case.path == "/api/ai/patrol/run"
         && status == StatusCode::SERVICE_UNAVAILABLE
-        && text.contains("\"patrol_scheduler_unavailable\"");
+        && text.contains("\"patrol_scheduler_unavailable\""))
+        || (case.path == "/api/ai/patrol/preflight"
+            && status == StatusCode::SERVICE_UNAVAILABLE
+            && text.contains("\"patrol_runner_unavailable\""));
     prop_assert!(
         status.as_u16() < 500 || scheduler_missing,
         "{case:?} -> {status} {text}"

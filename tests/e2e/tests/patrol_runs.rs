@@ -48,6 +48,24 @@ async fn post_run(
     Ok((status, response.json().await.unwrap_or(Value::Null)))
 }
 
+/// Selects a keyless Patrol model, so the readiness gate lets runs through without a provider
+/// call (no preflight runs here: there is no model-runner).
+async fn select_patrol_model(gateway: &TestGateway, token: &str) -> anyhow::Result<()> {
+    let response = gateway
+        .http
+        .put(gateway.url("/api/settings/ai"))
+        .bearer_auth(token)
+        .json(&json!({"patrol_model": "ollama:llama3.2"}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "settings save answered {}",
+        response.status()
+    );
+    Ok(())
+}
+
 async fn accepted_run_id(
     gateway: &TestGateway,
     token: &str,
@@ -96,16 +114,27 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     assert_ne!(source_id, service_id, "the two references differ");
 
     // A full run: accepted with a run id that the status names at once.
+    select_patrol_model(gateway, &admin).await?;
     let full_id = accepted_run_id(gateway, &admin, None).await?;
     let (status, patrol) = get(gateway, &reader, "/api/ai/patrol/status").await?;
     assert_eq!(status, 200, "{patrol}");
     assert_eq!(patrol["current_run_id"], full_id.as_str());
     assert_eq!(patrol["current_run_type"], "full");
     assert_eq!(patrol["running"], true);
+    // Readiness is assessed: the route is set and needs no key; no preflight ran yet.
+    assert_eq!(patrol["blocked_cause"], Value::Null, "{patrol}");
     assert!(
-        patrol["readiness_checks"].as_array().is_some_and(
-            |checks| !checks.is_empty() && checks.iter().all(|c| c["status"] == "not_assessed")
-        ),
+        patrol["readiness_checks"].as_array().is_some_and(|checks| {
+            checks.len() == 5
+                && checks.iter().all(|c| {
+                    let expected = if c["id"] == "tool_calling" {
+                        "not_assessed"
+                    } else {
+                        "pass"
+                    };
+                    c["status"] == expected
+                })
+        }),
         "{patrol}"
     );
 

@@ -10,7 +10,7 @@ use pulse_test_support::agent::{AgentStack, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, binary};
 use pulse_test_support::wait;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const INTERVAL: Duration = Duration::from_millis(500);
 /// Time for a freshly spawned binary to start and connect, on a loaded 2-core machine.
@@ -35,6 +35,24 @@ async fn pulsectl(
         .kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(30), command.output()).await??;
     Ok(output)
+}
+
+/// Selects a keyless Patrol model, so the readiness gate lets runs through without a provider
+/// call (no preflight runs here: there is no model-runner).
+async fn select_patrol_model(gateway: &TestGateway, token: &str) -> anyhow::Result<()> {
+    let response = gateway
+        .http
+        .put(gateway.url("/api/settings/ai"))
+        .bearer_auth(token)
+        .json(&json!({"patrol_model": "ollama:llama3.2"}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "settings save answered {}",
+        response.status()
+    );
+    Ok(())
 }
 
 fn stdout(output: &Output) -> String {
@@ -95,6 +113,7 @@ async fn pulsectl_requests_runs_and_shows_status_and_history() -> anyhow::Result
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
 
     // A full run: the id is printed, and the status names it as current.
+    select_patrol_model(gateway, &admin).await?;
     let output = pulsectl(gateway, &admin, &state_dir, &["patrol", "run"]).await?;
     assert!(output.status.success(), "{}", describe(&output));
     let text = stdout(&output);

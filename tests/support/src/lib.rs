@@ -5,9 +5,11 @@ pub mod agent;
 pub mod db;
 pub mod nats;
 pub mod provider_sim;
+pub mod runner;
 pub mod scheduler;
 pub mod service;
 pub mod stack;
+pub mod verifier;
 pub mod wait;
 
 /// Installs the process-wide rustls crypto provider (ring) once; harmless when repeated.

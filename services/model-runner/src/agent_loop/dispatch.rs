@@ -52,8 +52,14 @@ pub(crate) async fn execute(
     } else {
         max_parallel.max(1)
     };
-    let mut done: Vec<Executed> = futures::stream::iter(pending)
+    // The futures are built before the stream (they are lazy; at most `width` run at once), so
+    // no closure lives across an await: that keeps the loop's future provably `Send` for
+    // callers that spawn it.
+    let calls: Vec<_> = pending
+        .into_iter()
         .map(|p| run_one(handler, p, timeout))
+        .collect();
+    let mut done: Vec<Executed> = futures::stream::iter(calls)
         .buffer_unordered(width)
         .collect()
         .await;

@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn resolved_on_a_key_without_a_verifier_resolves_on_evidence() {
-        let f = finding("restart-loop");
+        let f = finding("pbs-job-failed");
         let d = assess(
             &f,
             &verdict(Verdict::Resolved),

@@ -175,6 +175,19 @@ impl From<FindingKey> for String {
 /// The keys the verifier service checks deterministically. The verifier dispatches on this enum
 /// with an exhaustive `match`, and [`has_deterministic_verifier`] is derived from it, so the gate,
 /// the reconcile pass and the dispatch cannot disagree (FIND-11).
+///
+/// The first seven are the upstream dispatch keys. The rest name the faults a `pulse-agent`
+/// observes on supervised services and Docker containers, after the alert rules of
+/// [`crate::alert_rules`] (`unhealthy`, `unexpected_exit`, `restart_loop`), so a finding and the
+/// alert that triggered its run speak of the same fault:
+///
+/// | key | resource | the fault is gone when |
+/// |---|---|---|
+/// | `service-unhealthy` | service | the `unhealthy` rule clears on a fresh observation |
+/// | `container-unhealthy` | app-container | the `unhealthy` rule clears on a fresh observation |
+/// | `service-exited` | service | the `unexpected_exit` rule clears (running again, or exited 0) |
+/// | `container-exited` | app-container | the `unexpected_exit` rule clears |
+/// | `restart-loop` | service, app-container | it has run for a full restart-loop window |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum VerifierKey {
@@ -185,10 +198,15 @@ pub enum VerifierKey {
     BackupFailed,
     SmartFailure,
     GuestUnreachable,
+    ServiceUnhealthy,
+    ContainerUnhealthy,
+    ServiceExited,
+    ContainerExited,
+    RestartLoop,
 }
 
 impl VerifierKey {
-    pub const ALL: [VerifierKey; 7] = [
+    pub const ALL: [VerifierKey; 12] = [
         VerifierKey::CpuHigh,
         VerifierKey::MemoryHigh,
         VerifierKey::DiskHigh,
@@ -196,6 +214,11 @@ impl VerifierKey {
         VerifierKey::BackupFailed,
         VerifierKey::SmartFailure,
         VerifierKey::GuestUnreachable,
+        VerifierKey::ServiceUnhealthy,
+        VerifierKey::ContainerUnhealthy,
+        VerifierKey::ServiceExited,
+        VerifierKey::ContainerExited,
+        VerifierKey::RestartLoop,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -207,6 +230,11 @@ impl VerifierKey {
             VerifierKey::BackupFailed => "backup-failed",
             VerifierKey::SmartFailure => "smart-failure",
             VerifierKey::GuestUnreachable => "guest-unreachable",
+            VerifierKey::ServiceUnhealthy => "service-unhealthy",
+            VerifierKey::ContainerUnhealthy => "container-unhealthy",
+            VerifierKey::ServiceExited => "service-exited",
+            VerifierKey::ContainerExited => "container-exited",
+            VerifierKey::RestartLoop => "restart-loop",
         }
     }
 
@@ -332,8 +360,11 @@ mod tests {
     }
 
     #[test]
-    fn exactly_the_seven_dispatch_keys_have_verifiers() {
-        assert_eq!(VerifierKey::ALL.len(), 7);
+    fn exactly_the_dispatch_keys_have_verifiers() {
+        assert_eq!(VerifierKey::ALL.len(), 12);
+        let distinct: std::collections::BTreeSet<_> =
+            VerifierKey::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(distinct.len(), VerifierKey::ALL.len(), "keys are distinct");
         for v in VerifierKey::ALL {
             let k = key(v.as_str());
             assert_eq!(
@@ -347,12 +378,33 @@ mod tests {
                 serde_json::to_value(v).expect("serialize"),
                 serde_json::json!(v.as_str())
             );
+            assert_eq!(
+                serde_json::from_value::<VerifierKey>(serde_json::json!(v.as_str())).ok(),
+                Some(v)
+            );
         }
-        // The aliases reach the verifier vocabulary.
-        for alias in ["high-cpu", "high-memory", "high-disk"] {
+        // The aliases reach the verifier vocabulary; spelling variants of the agent-fault keys
+        // normalize onto them.
+        for alias in [
+            "high-cpu",
+            "high-memory",
+            "high-disk",
+            "Restart_Loop",
+            "service unhealthy",
+            "CONTAINER-EXITED",
+        ] {
             assert!(has_deterministic_verifier(&key(alias)), "{alias}");
         }
-        for other in ["restart-loop", "cpu", "backup", "disk-full", "unhealthy"] {
+        for other in [
+            "cpu",
+            "backup",
+            "disk-full",
+            "unhealthy",
+            "restart",
+            "service-down",
+            "container-restart-loop",
+            "pbs-job-failed",
+        ] {
             assert!(!has_deterministic_verifier(&key(other)), "{other}");
         }
     }

@@ -425,6 +425,10 @@ pub struct PatrolRun {
     pub finding_assessments: Vec<FindingAssessment>,
     pub tool_calls: Vec<ToolCallRecord>,
     pub tool_call_count: u32,
+    /// Model turns (answered provider calls) the run took; absent in records written before
+    /// runs were executed.
+    #[serde(default)]
+    pub turns: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
     /// `None` when the route has no known price (local models).
@@ -471,6 +475,7 @@ impl PatrolRun {
             finding_assessments: Vec::new(),
             tool_calls: Vec::new(),
             tool_call_count: 0,
+            turns: 0,
             input_tokens: 0,
             output_tokens: 0,
             cost_usd: None,
@@ -786,6 +791,7 @@ mod tests {
             t0 + chrono::Duration::seconds(3),
         )];
         run.tool_call_count = 1;
+        run.turns = 3;
         run.input_tokens = 5_000;
         run.output_tokens = 400;
         run.cost_usd = Some(0.0125);

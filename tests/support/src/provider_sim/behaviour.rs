@@ -201,6 +201,9 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
         }
     }
     let unhealthy = unhealthy_resources(conv);
+    if let Some(turn) = patrol_verdict(conv, &unhealthy) {
+        return turn;
+    }
     let reads: Vec<&OfferedTool> = conv
         .tools
         .iter()
@@ -225,8 +228,14 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
                 .iter()
                 .any(|c| c.name == report.name && c.arguments.to_string().contains(resource))
         };
-        if let Some(resource) = unhealthy.iter().find(|r| !reported(r)) {
-            return Turn::tool(&report.name, arguments(&report.schema, Some(resource)));
+        let assessed = assessed_resources(conv);
+        if let Some(resource) = unhealthy
+            .iter()
+            .find(|r| !reported(r) && !assessed.contains(*r))
+        {
+            let args = patrol_report(conv, report, resource)
+                .unwrap_or_else(|| arguments(&report.schema, Some(resource)));
+            return Turn::tool(&report.name, args);
         }
     }
     let text = if unhealthy.is_empty() {
@@ -242,6 +251,116 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
         )
     };
     Turn::text(text)
+}
+
+/// Patrol Watch: the active findings `patrol_get_findings` returned (`active_findings` rows with
+/// `finding_id` and `resource_id`).
+fn patrol_findings(conv: &Conversation) -> Vec<(String, String)> {
+    conv.tool_results
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter_map(|v| v.get("active_findings").and_then(Value::as_array).cloned())
+        .flatten()
+        .filter_map(|f| {
+            Some((
+                f.get("finding_id")?.as_str()?.to_owned(),
+                f.get("resource_id")?.as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Resources whose findings this conversation already gave a verdict.
+fn assessed_resources(conv: &Conversation) -> Vec<String> {
+    let assessed: Vec<&str> = conv
+        .past_calls
+        .iter()
+        .filter(|c| c.name == PATROL_ASSESS)
+        .filter_map(|c| c.arguments.get("finding_id").and_then(Value::as_str))
+        .collect();
+    patrol_findings(conv)
+        .into_iter()
+        .filter(|(id, _)| assessed.contains(&id.as_str()))
+        .map(|(_, resource)| resource)
+        .collect()
+}
+
+const PATROL_ASSESS: &str = "patrol_assess_finding";
+
+/// A verdict on the next active finding without one: `present` while its resource still looks
+/// unhealthy, `resolved` otherwise.
+fn patrol_verdict(conv: &Conversation, unhealthy: &[String]) -> Option<Turn> {
+    conv.offers(PATROL_ASSESS)?;
+    let assessed: Vec<String> = conv
+        .past_calls
+        .iter()
+        .filter(|c| c.name == PATROL_ASSESS)
+        .filter_map(|c| c.arguments.get("finding_id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    let (id, resource) = patrol_findings(conv)
+        .into_iter()
+        .find(|(id, _)| !assessed.contains(id))?;
+    let present = unhealthy.contains(&resource);
+    Some(Turn::tool(
+        PATROL_ASSESS,
+        json!({
+            "finding_id": id,
+            "verdict": if present { "present" } else { "resolved" },
+            "evidence": if present {
+                format!("{resource} still shows as unhealthy in the data I was given")
+            } else {
+                format!("{resource} shows as healthy in the data I was given")
+            },
+            "reason": if present { "the fault is still visible" } else { "the fault is no longer visible" },
+        }),
+    ))
+}
+
+/// A complete `patrol_report_finding` for `resource`, copied from its inventory line (a JSON
+/// object with `id`, `type` and `name` in the user messages): a reliability warning.
+fn patrol_report(conv: &Conversation, report: &OfferedTool, resource: &str) -> Option<Value> {
+    if report.name != "patrol_report_finding" {
+        return None;
+    }
+    let line = conv
+        .user
+        .iter()
+        .flat_map(|u| u.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| {
+            v.get("id").and_then(Value::as_str) == Some(resource) && v.get("type").is_some()
+        })?;
+    let kind = line.get("type").and_then(Value::as_str)?;
+    let name = line.get("name").and_then(Value::as_str)?;
+    let key = match kind {
+        "service" => "service-unhealthy",
+        "app-container" => "container-unhealthy",
+        _ => "resource-unhealthy",
+    };
+    let evidence = format!(
+        "inventory: status={}, health={}, restart_count={}",
+        line.get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown"),
+        line.get("health")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown"),
+        line.get("restart_count")
+            .map_or("unknown".to_owned(), Value::to_string),
+    );
+    Some(json!({
+        "key": key,
+        "severity": "warning",
+        "category": "reliability",
+        "resource_id": resource,
+        "resource_name": name,
+        "resource_type": kind,
+        "title": format!("{name} health check failing"),
+        "description": format!("The health check of {name} fails; the root cause is unknown."),
+        "recommendation": format!("Check the logs and the health check of {name}."),
+        "evidence": evidence,
+    }))
 }
 
 fn looping(conv: &Conversation) -> Turn {

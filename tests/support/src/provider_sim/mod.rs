@@ -458,13 +458,19 @@ async fn handle(
             usage: None,
         });
         // The script advances only on requests it answers.
-        let step = match behaviour {
-            None => {
+        let offer_reply = state
+            .script
+            .tool_offer_reply()
+            .filter(|reply| reply.answers(&Conversation::from_request(protocol, &body)))
+            .cloned();
+        let step = match (offer_reply, behaviour.as_ref()) {
+            (Some(reply), _) => Some(reply),
+            (None, None) => {
                 let at = log.script_next;
                 log.script_next += 1;
                 Some(state.script.step(at))
             }
-            Some(_) => None,
+            (None, Some(_)) => None,
         };
         (no, step)
     };

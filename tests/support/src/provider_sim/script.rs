@@ -197,6 +197,18 @@ pub enum Step {
 }
 
 impl Step {
+    /// Whether this step, used as a tool-offer reply, answers a request seeing `conv`.
+    pub(crate) fn answers(&self, conv: &super::conversation::Conversation) -> bool {
+        let called = match self {
+            Step::Reply { turn, .. } => turn.tool_calls.first().map(|c| c.name.as_str()),
+            Step::Error(_) => None,
+        };
+        match called {
+            Some(name) => conv.offers(name).is_some(),
+            None => !conv.tools.is_empty(),
+        }
+    }
+
     pub fn reply(turn: Turn) -> Self {
         Self::Reply {
             turn,
@@ -215,6 +227,8 @@ impl Step {
 pub struct Script {
     steps: Vec<Step>,
     repeat_last: bool,
+    /// Answers every request that offers tools, outside the step order.
+    tool_offer_reply: Option<Step>,
 }
 
 impl Script {
@@ -222,6 +236,7 @@ impl Script {
         Self {
             steps: steps.into_iter().collect(),
             repeat_last: false,
+            tool_offer_reply: None,
         }
     }
 
@@ -235,6 +250,7 @@ impl Script {
         Self {
             steps: vec![Step::reply(Turn::text(text))],
             repeat_last: true,
+            tool_offer_reply: None,
         }
     }
 
@@ -243,7 +259,22 @@ impl Script {
         Self {
             steps: vec![Step::reply(Turn::tool(tool, arguments))],
             repeat_last: true,
+            tool_offer_reply: None,
         }
+    }
+
+    /// Answers every request that offers the tool `step` calls (a provider preflight's probe
+    /// tool, say) with `step`, without advancing the script and before any `sim:` behaviour:
+    /// the scripted steps (or the behaviour) then answer the other requests, however many such
+    /// requests arrive in between. A `step` that calls no tool answers every request that
+    /// offers any tool.
+    pub fn with_tool_offer_reply(mut self, step: Step) -> Self {
+        self.tool_offer_reply = Some(step);
+        self
+    }
+
+    pub(crate) fn tool_offer_reply(&self) -> Option<&Step> {
+        self.tool_offer_reply.as_ref()
     }
 
     pub(crate) fn step(&self, request_no: usize) -> Step {

@@ -1,0 +1,98 @@
+//! The one way the model-runner turns a tenant's settings into a connection for its Patrol
+//! route: the resolved settings (config layer over the stored document), the route, its base URL
+//! and the route's key only (a stored key opened with the master key, else a key from config).
+//! Both the Watch runner and the preflight use it, so a run and its preflight always talk to the
+//! same place with the same key.
+
+use std::collections::BTreeMap;
+
+use pulse_domain::ai_settings::ModelRoute;
+use pulse_store::settings::{self, ConfigLayer, MasterKey, SettingsStoreError};
+use pulse_store::{StoreError, TenantTx};
+
+use crate::preflight::RouteConnection;
+use crate::route::Route;
+
+/// A tenant's Patrol route, ready to call.
+#[derive(Debug, Clone)]
+pub struct PatrolConnection {
+    pub route: ModelRoute,
+    pub base_url: Option<String>,
+    pub connection: RouteConnection,
+}
+
+/// Why there is no connection.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    /// The settings name no usable Patrol route; the text says what is missing.
+    #[error("{0}")]
+    NoRoute(String),
+    /// The route's stored key cannot be opened with this service's master key.
+    #[error("the stored API key of provider {provider} cannot be opened: {reason}")]
+    KeyUnreadable {
+        route: ModelRoute,
+        base_url: Option<String>,
+        provider: String,
+        reason: String,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn store_error(error: SettingsStoreError) -> StoreError {
+    match error {
+        SettingsStoreError::Store(error) => error,
+        other => StoreError::Invalid(other.to_string()),
+    }
+}
+
+/// Builds the tenant's Patrol connection inside `tx`. Only the route's own key is opened: an
+/// unreadable key of another provider is not this route's concern.
+pub async fn patrol_connection(
+    tx: &TenantTx,
+    config: &ConfigLayer,
+    environment_keys: &BTreeMap<String, String>,
+    master_key: &MasterKey,
+) -> Result<PatrolConnection, ConnectionError> {
+    let stored = settings::get(tx, false).await.map_err(store_error)?;
+    let resolved = config
+        .resolve(&stored)
+        .map_err(|e| ConnectionError::NoRoute(format!("the AI settings do not resolve: {e}")))?;
+    let Some(patrol_route) = resolved.patrol_route() else {
+        return Err(ConnectionError::NoRoute(
+            "no Patrol model is selected".to_owned(),
+        ));
+    };
+    let route = Route::parse(&patrol_route.to_string())
+        .map_err(|e| ConnectionError::NoRoute(format!("the Patrol route is not usable: {e}")))?;
+    let base_url = resolved.base_url(patrol_route.provider).map(str::to_owned);
+    let mut connection = RouteConnection::new(route);
+    if let Some(url) = &base_url {
+        connection = connection.with_base_url(url.clone());
+    }
+    let provider = patrol_route.provider;
+    let sealed = settings::sealed_credentials(tx)
+        .await
+        .map_err(store_error)?;
+    if let Some(sealed) = sealed.get(provider) {
+        match settings::open(master_key, tx.tenant().as_str(), provider, sealed) {
+            Ok(key) => connection = connection.with_api_key(key),
+            Err(error) => {
+                tracing::warn!(%provider, %error, "stored provider key cannot be opened");
+                return Err(ConnectionError::KeyUnreadable {
+                    provider: provider.to_owned(),
+                    reason: error.to_string(),
+                    route: patrol_route,
+                    base_url,
+                });
+            }
+        }
+    } else if let Some(key) = environment_keys.get(provider) {
+        connection = connection.with_api_key(key.clone());
+    }
+    Ok(PatrolConnection {
+        route: patrol_route,
+        base_url,
+        connection,
+    })
+}

@@ -1,0 +1,159 @@
+//! The Watch turn budget and token economy (WATCH-01..03).
+//!
+//! - A declining run allowance of [`RUN_ALLOWANCE_TOKENS`]: each turn is charged what it added
+//!   to the run (its output plus the growth of its input over the previous turn; the seed and
+//!   tool list of the first request are the fixed base). When what remains cannot fund another
+//!   structured turn, investigation stops and the run goes to its final decision turn, which is
+//!   never refused for prior usage.
+//! - [`STRUCTURED_TURN_OUTPUT_TOKENS`] per structured turn; [`SUMMARY_OUTPUT_TOKENS`] for a
+//!   tool-free summary turn.
+//! - Model turns: [`SCOPED_TURNS`] for a quick scoped check, [`FULL_TURNS`] for a full run, the
+//!   final decision turn included; one repair-only turn may extend either by one.
+//! - A batch of lifecycle calls with both accepted and refused calls stops the turn for one
+//!   repair-only turn (once per run).
+
+use std::sync::Arc;
+
+use crate::agent_loop::{AllowanceDecision, TokenAllowance};
+use crate::provider::Usage;
+
+use super::tools::RunLedger;
+
+pub const RUN_ALLOWANCE_TOKENS: u64 = 7_000;
+pub const STRUCTURED_TURN_OUTPUT_TOKENS: u32 = 2_048;
+pub const SUMMARY_OUTPUT_TOKENS: u32 = 1_024;
+pub const SCOPED_TURNS: u32 = 4;
+pub const FULL_TURNS: u32 = 10;
+
+/// Why the allowance stopped the investigation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowanceStop {
+    /// What remains cannot fund another structured turn.
+    Exhausted,
+    /// The last batch of lifecycle calls was partly refused: one repair-only turn.
+    Repair,
+}
+
+/// The run's declining allowance, told every turn's usage.
+#[derive(Debug)]
+pub struct DecliningAllowance {
+    remaining: u64,
+    last_input: Option<u64>,
+    ledger: Arc<RunLedger>,
+    repair_available: bool,
+    stopped: Option<AllowanceStop>,
+}
+
+impl DecliningAllowance {
+    pub fn new(ledger: Arc<RunLedger>) -> Self {
+        Self {
+            remaining: RUN_ALLOWANCE_TOKENS,
+            last_input: None,
+            ledger,
+            repair_available: true,
+            stopped: None,
+        }
+    }
+
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Why the last loop stopped on the allowance, cleared.
+    pub fn take_stop(&mut self) -> Option<AllowanceStop> {
+        self.stopped.take()
+    }
+
+    /// Charges one turn; the same rule the loop hook applies.
+    pub fn charge(&mut self, turn_usage: Usage) {
+        let added_input = self
+            .last_input
+            .map_or(0, |last| turn_usage.input_tokens.saturating_sub(last));
+        self.last_input = Some(turn_usage.input_tokens);
+        self.remaining = self
+            .remaining
+            .saturating_sub(turn_usage.output_tokens.saturating_add(added_input));
+    }
+}
+
+impl TokenAllowance for DecliningAllowance {
+    fn after_turn(&mut self, _turn: u32, turn_usage: Usage, _total: Usage) -> AllowanceDecision {
+        self.charge(turn_usage);
+        let batch = self.ledger.take_batch();
+        if batch.is_mixed() && self.repair_available {
+            self.repair_available = false;
+            self.stopped = Some(AllowanceStop::Repair);
+            return AllowanceDecision::Stop;
+        }
+        if self.remaining < u64::from(STRUCTURED_TURN_OUTPUT_TOKENS) {
+            self.stopped = Some(AllowanceStop::Exhausted);
+            return AllowanceDecision::Stop;
+        }
+        AllowanceDecision::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(input: u64, output: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+        }
+    }
+
+    #[test]
+    fn the_allowance_declines_with_what_each_turn_adds() {
+        let mut allowance = DecliningAllowance::new(Arc::new(RunLedger::new()));
+        // The first request's input is the fixed base.
+        assert_eq!(
+            allowance.after_turn(1, usage(3_000, 100), usage(3_000, 100)),
+            AllowanceDecision::Continue
+        );
+        assert_eq!(allowance.remaining(), RUN_ALLOWANCE_TOKENS - 100);
+        // 2,000 tokens of tool results and 500 of output.
+        assert_eq!(
+            allowance.after_turn(2, usage(5_000, 500), usage(8_000, 600)),
+            AllowanceDecision::Continue
+        );
+        assert_eq!(allowance.remaining(), RUN_ALLOWANCE_TOKENS - 2_600);
+        assert_eq!(
+            allowance.after_turn(3, usage(8_000, 500), usage(16_000, 1_100)),
+            AllowanceDecision::Stop
+        );
+        assert_eq!(allowance.take_stop(), Some(AllowanceStop::Exhausted));
+        assert_eq!(allowance.take_stop(), None);
+    }
+
+    #[test]
+    fn one_mixed_lifecycle_batch_gets_one_repair_turn() {
+        let ledger = Arc::new(RunLedger::new());
+        let mut allowance = DecliningAllowance::new(ledger.clone());
+        // All accepted, or all refused: no repair.
+        ledger.tally(2, 0);
+        assert_eq!(
+            allowance.after_turn(1, usage(1_000, 50), usage(1_000, 50)),
+            AllowanceDecision::Continue
+        );
+        ledger.tally(0, 1);
+        assert_eq!(
+            allowance.after_turn(2, usage(1_100, 50), usage(2_100, 100)),
+            AllowanceDecision::Continue
+        );
+        ledger.tally(1, 1);
+        assert_eq!(
+            allowance.after_turn(3, usage(1_200, 50), usage(3_300, 150)),
+            AllowanceDecision::Stop
+        );
+        assert_eq!(allowance.take_stop(), Some(AllowanceStop::Repair));
+        // Exactly one per run.
+        ledger.tally(1, 1);
+        assert_eq!(
+            allowance.after_turn(4, usage(1_300, 50), usage(4_600, 200)),
+            AllowanceDecision::Continue
+        );
+        assert_eq!(allowance.take_stop(), None);
+    }
+}

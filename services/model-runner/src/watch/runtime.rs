@@ -1,0 +1,551 @@
+//! The Watch executor: a stateless Detection run over the seeded inventory.
+//!
+//! 1. Seed: the run's facts, the inventory and the deterministic triage flags with the active
+//!    findings on the run's resources, all infrastructure text inside nonce-delimited untrusted
+//!    blocks. No earlier run's messages.
+//! 2. Investigation: the agentic loop offering the Watch tools ([`watch_policy`]) under the
+//!    declining allowance ([`super::budget`]).
+//! 3. One repair-only turn (lifecycle tools only) when a lifecycle batch was partly refused.
+//! 4. When the allowance or the turn budget runs out: one final decision turn offering only
+//!    `patrol_report_finding` and `patrol_assess_finding`, never refused for prior usage.
+//! 5. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
+//!    active finding shown to the run without a verdict is an error, then
+//!    [`pulse_domain::patrol::outcome::conclude`] decides the status. The stored analysis is
+//!    written by Pulse from the same accepted outcomes.
+//!
+//! Provider, tool and budget failures are classified onto the run; whatever the tools accepted
+//! before a failure stays in the finding store and on the run record.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::Utc;
+use pulse_bus::Bus;
+use pulse_capabilities::{ExecutionProfile, PolicyError, ToolName, ToolPolicy};
+use pulse_domain::finding::{FindingId, ReportKind, Severity, Verdict};
+use pulse_domain::patrol::outcome::RunAccounting;
+use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, RunType};
+use pulse_domain::resource::truncate_chars;
+use pulse_store::Store;
+
+use crate::agent_loop::{
+    AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
+};
+use crate::cost::{LedgerUsageSink, Usd};
+use crate::export_audit::AuditedExports;
+use crate::preflight::PreflightSettings;
+use crate::provider::{Message, Provider, Usage};
+
+use super::budget::{
+    AllowanceStop, DecliningAllowance, FULL_TURNS, SCOPED_TURNS, STRUCTURED_TURN_OUTPUT_TOKENS,
+};
+use super::executor::{
+    Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
+    display_summary, error_cause, redactor, tool_call_records,
+};
+use super::seed::{
+    REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt, triage_context,
+};
+use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings};
+
+/// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle.
+pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+    ToolPolicy::narrowed(
+        ExecutionProfile::PatrolDetection,
+        &[
+            (ToolName::PulseQuery, &["search", "get", "list", "health"]),
+            (ToolName::PulseMetrics, &[]),
+            (ToolName::PulseRead, &["logs"]),
+            (ToolName::PatrolGetFindings, &[]),
+            (ToolName::PatrolReportFinding, &[]),
+            (ToolName::PatrolAssessFinding, &[]),
+        ],
+    )
+}
+
+/// The final decision and repair turns: report and assess only.
+pub fn decision_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+    ToolPolicy::narrowed(
+        ExecutionProfile::PatrolDetection,
+        &[
+            (ToolName::PatrolReportFinding, &[]),
+            (ToolName::PatrolAssessFinding, &[]),
+        ],
+    )
+}
+
+/// The real Watch executor.
+#[derive(Clone)]
+pub struct WatchRuntime {
+    store: Store,
+    bus: Option<Bus>,
+    timeouts: PreflightSettings,
+    backend_timeout: Duration,
+}
+
+impl std::fmt::Debug for WatchRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchRuntime")
+            .field("backend_timeout", &self.backend_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WatchRuntime {
+    /// An executor whose relay reads and verifier checks go over `bus`.
+    pub fn new(store: Store, bus: Option<Bus>) -> Self {
+        Self {
+            store,
+            bus,
+            timeouts: PreflightSettings::default(),
+            backend_timeout: BACKEND_TIMEOUT,
+        }
+    }
+}
+
+/// The run's totals over its loop phases.
+#[derive(Default)]
+struct Phases {
+    turns: u32,
+    provider_calls: u32,
+    usage: Usage,
+    records: Vec<crate::agent_loop::ToolCallRecord>,
+    messages: Vec<Message>,
+    repaired: bool,
+}
+
+impl Phases {
+    fn absorb(&mut self, outcome: LoopOutcome) -> LoopStop {
+        self.turns += outcome.turns;
+        self.provider_calls += outcome.provider_calls;
+        self.usage.input_tokens += outcome.usage.input_tokens;
+        self.usage.output_tokens += outcome.usage.output_tokens;
+        self.records.extend(outcome.tool_calls);
+        // The loop returns its system message first; the next phase brings its own.
+        self.messages = outcome
+            .messages
+            .into_iter()
+            .filter(|m| !matches!(m, Message::System { .. }))
+            .collect();
+        outcome.stop
+    }
+}
+
+/// What the loop phases ended with, before accounting.
+enum PhaseEnd {
+    /// The model finished (answered, or its final decision turn ran).
+    Finished,
+    Failed {
+        cause: ErrorCause,
+        detail: String,
+    },
+}
+
+fn failed_stop(stop: &LoopStop, run_id: &str) -> Option<PhaseEnd> {
+    match stop {
+        LoopStop::ProviderFailure { cause, message } => {
+            tracing::warn!(run_id, %cause, detail = %message, "provider call failed");
+            Some(PhaseEnd::Failed {
+                cause: error_cause(*cause),
+                detail: cause.summary().to_owned(),
+            })
+        }
+        LoopStop::TerminalDenial(denial) => Some(PhaseEnd::Failed {
+            cause: ErrorCause::ProviderError,
+            detail: format!(
+                "the model repeated a denied call to {}",
+                truncate_chars(&denial.tool, 64)
+            ),
+        }),
+        LoopStop::ExportNotAudited { message } | LoopStop::UsageNotRecorded { message } => {
+            tracing::error!(run_id, stop = stop.as_str(), %message, "run stopped by its records");
+            Some(PhaseEnd::Failed {
+                cause: ErrorCause::Internal,
+                detail: format!("the run stopped: {}", stop.as_str()),
+            })
+        }
+        LoopStop::ProviderCallLimit => Some(PhaseEnd::Failed {
+            cause: ErrorCause::BudgetExhausted,
+            detail: "the run used up its provider calls".to_owned(),
+        }),
+        LoopStop::Completed | LoopStop::TurnLimit | LoopStop::AllowanceExhausted => None,
+    }
+}
+
+/// The accounting, analysis and record fields from what the tools accepted.
+struct Accounted {
+    accounting: RunAccounting,
+    errors: Vec<String>,
+    findings: RunFindings,
+    analysis: String,
+}
+
+fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
+    let reports = ledger.reports();
+    let verdicts = ledger.verdicts();
+    let mut errors = ledger.errors();
+    let covered: BTreeSet<FindingId> = reports
+        .iter()
+        .map(|r| r.finding_id)
+        .chain(verdicts.iter().map(|v| v.finding_id))
+        .collect();
+    let missing: Vec<(FindingId, String)> = ledger
+        .presented()
+        .into_iter()
+        .filter(|(id, _)| !covered.contains(id))
+        .collect();
+    for (id, title) in &missing {
+        errors.push(format!(
+            "active finding {id} ({}) was shown to the run without a verdict",
+            truncate_chars(title, 120)
+        ));
+    }
+    let is_new = |k: ReportKind| matches!(k, ReportKind::New | ReportKind::Regressed);
+    let new: BTreeSet<FindingId> = reports
+        .iter()
+        .filter(|r| is_new(r.kind))
+        .map(|r| r.finding_id)
+        .collect();
+    let mut reconfirmed: BTreeSet<FindingId> = reports
+        .iter()
+        .filter(|r| !is_new(r.kind) && !new.contains(&r.finding_id))
+        .map(|r| r.finding_id)
+        .collect();
+    let mut uncertain = BTreeSet::new();
+    let mut resolved = BTreeSet::new();
+    for verdict in &verdicts {
+        match verdict.verdict {
+            Verdict::Present => {
+                reconfirmed.insert(verdict.finding_id);
+            }
+            Verdict::Uncertain => {
+                uncertain.insert(verdict.finding_id);
+            }
+            Verdict::Resolved => {
+                resolved.insert(verdict.finding_id);
+            }
+        }
+    }
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    let accounting = RunAccounting {
+        collection_completed: true,
+        scope_resources: count(scope_resources),
+        errors: count(errors.len()),
+        new_findings: count(new.len()),
+        reconfirmed_findings: count(reconfirmed.len()),
+        uncertain_verdicts: count(uncertain.len()),
+    };
+    let finding_ids: Vec<String> = new
+        .iter()
+        .chain(reconfirmed.iter())
+        .chain(uncertain.iter())
+        .map(FindingId::as_hex)
+        .collect();
+    let assessments = verdicts
+        .iter()
+        .map(|v| FindingAssessment {
+            finding_id: v.finding_id.as_hex(),
+            verdict: v.verdict.as_str().to_owned(),
+            evidence: truncate_chars(&v.evidence, 1_000),
+            reason: truncate_chars(&v.reason, 1_000),
+            assessed_at: Utc::now(),
+        })
+        .collect();
+    let findings = RunFindings {
+        new_findings: accounting.new_findings,
+        existing_findings: count(reconfirmed.len() + uncertain.len()),
+        rejected_findings: ledger.rejected(),
+        resolved_findings: count(resolved.len()),
+        finding_ids,
+        assessments,
+        error_count: accounting.errors,
+    };
+
+    // The analysis lists what was accepted, never what was only attempted.
+    let mut lines = vec![format!("Patrol checked {scope_resources} resource(s).")];
+    for report in &reports {
+        let label = match report.kind {
+            ReportKind::New => "New",
+            ReportKind::Regressed => "Returned",
+            ReportKind::Redetected | ReportKind::Merged => "Still present",
+        };
+        let severity = match report.severity {
+            Severity::Critical => "critical",
+            _ => "warning",
+        };
+        lines.push(format!(
+            "{label} {severity}: {} ({}).",
+            truncate_chars(&report.title, 200),
+            report.resource_id
+        ));
+    }
+    for verdict in &verdicts {
+        let label = match verdict.verdict {
+            Verdict::Present => "Still present",
+            Verdict::Resolved => "Resolved",
+            Verdict::Uncertain => "Uncertain, kept active",
+        };
+        lines.push(format!("{label}: {}.", truncate_chars(&verdict.title, 200)));
+    }
+    for capability in ledger.unavailable() {
+        lines.push(format!("Unavailable during the run: {capability}."));
+    }
+    if !errors.is_empty() {
+        lines.push(format!(
+            "The review is incomplete: {}.",
+            errors
+                .iter()
+                .map(|e| truncate_chars(e, 200))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ));
+    } else if accounting.active_findings() == 0 {
+        lines.push("No warning or critical problem was recorded.".to_owned());
+    }
+    Accounted {
+        accounting,
+        errors,
+        findings,
+        analysis: lines.join("\n"),
+    }
+}
+
+impl WatchExecutor for WatchRuntime {
+    fn execute<'a>(&'a self, input: WatchInput<'a>) -> BoxFuture<'a, WatchOutcome> {
+        Box::pin(async move {
+            let run_id = input.run.id.to_string();
+            let connection = input.connection;
+            let class = connection.route_class();
+            let config = match connection.provider_config(self.timeouts.timeouts(class)) {
+                Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
+                Err(missing) => {
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::NotReady,
+                        missing.to_string(),
+                    );
+                }
+            };
+            let provider = match Provider::new(config) {
+                Ok(provider) => provider,
+                Err(failure) => {
+                    tracing::warn!(run_id, cause = %failure.cause, detail = %failure.message, "provider transport could not be built");
+                    return WatchOutcome::failed_before_any_call(
+                        error_cause(failure.cause),
+                        failure.summary(),
+                    );
+                }
+            };
+            let redactor = match redactor(connection, class) {
+                Ok(redactor) => redactor,
+                Err(reason) => {
+                    tracing::error!(run_id, %reason, "redaction is misconfigured; no request sent");
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::Internal,
+                        "the request sanitizer could not be configured",
+                    );
+                }
+            };
+            let (policy, decision) = match (watch_policy(), decision_policy()) {
+                (Ok(policy), Ok(decision)) => (policy, decision),
+                (Err(error), _) | (_, Err(error)) => {
+                    tracing::error!(run_id, %error, "watch tool policy could not be built");
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::Internal,
+                        "the Watch tool policy could not be built",
+                    );
+                }
+            };
+            let ledger = Arc::new(RunLedger::new());
+            let tools = WatchTools::new(
+                ToolContext {
+                    store: self.store.clone(),
+                    bus: self.bus.clone(),
+                    tenant: input.tenant.clone(),
+                    run_id: input.run.id,
+                    scope: Arc::new(input.inventory.to_vec()),
+                    backend_timeout: self.backend_timeout,
+                },
+                ledger.clone(),
+            );
+            // The active findings on the run's resources are part of the seed: each needs a
+            // verdict whether or not the model reads them again.
+            let active = match findings::active_in_scope(&tools.ctx).await {
+                Ok(active) => active,
+                Err(error) => {
+                    tracing::warn!(run_id, %error, "active findings could not be read");
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::Internal,
+                        "the active findings could not be read",
+                    );
+                }
+            };
+            ledger.present(active.iter().map(|f| (f.id, f.title.clone())));
+
+            let usage = RunUsage {
+                ledger: LedgerUsageSink::new(
+                    self.store.clone(),
+                    input.tenant.clone(),
+                    PATROL_SURFACE,
+                )
+                .with_run_id(run_id.clone()),
+                progress: input.progress,
+                totals: Mutex::new(Totals {
+                    calls: 0,
+                    usage: Usage::default(),
+                    cost: Some(Usd::ZERO),
+                }),
+            };
+            let exports = AuditedExports::new(self.store.clone(), input.tenant.clone())
+                .with_run_id(run_id.clone());
+            // The nonce only has to be unknown to whoever wrote the inventory text.
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            let nonce = &nonce[..16];
+            let seed = format!(
+                "{}\n{}",
+                seed_context(input.run, input.inventory, nonce),
+                triage_context(input.inventory, &active, nonce)
+            );
+            let turn_budget = match input.run.run_type {
+                RunType::Scoped => SCOPED_TURNS,
+                RunType::Full => FULL_TURNS,
+            };
+            let mut allowance = DecliningAllowance::new(ledger.clone());
+            let mut phases = Phases {
+                messages: vec![Message::user(seed)],
+                ..Phases::default()
+            };
+            let handler: &dyn ToolHandler = &tools;
+            let end = loop {
+                // Investigation, keeping one turn for the final decision.
+                let investigate = turn_budget.saturating_sub(1).saturating_sub(phases.turns);
+                let mut stop = LoopStop::TurnLimit;
+                if investigate > 0 {
+                    let outcome = AgentLoop::run(LoopInput {
+                        transport: &provider,
+                        route: connection.route.clone(),
+                        route_class: class,
+                        system_prompt: system_prompt(),
+                        messages: std::mem::take(&mut phases.messages),
+                        policy: policy.clone(),
+                        handler,
+                        redactor: &redactor,
+                        exports: &exports,
+                        usage: &usage,
+                        limits: LoopLimits {
+                            max_turns: investigate,
+                            max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                            ..LoopLimits::default()
+                        },
+                        compaction: None,
+                        allowance: Some(&mut allowance),
+                        stream: true,
+                        temperature: Some(0.0),
+                    })
+                    .await;
+                    stop = phases.absorb(outcome);
+                }
+                if let Some(failed) = failed_stop(&stop, &run_id) {
+                    break failed;
+                }
+                if stop == LoopStop::Completed {
+                    break PhaseEnd::Finished;
+                }
+                let reason = allowance.take_stop();
+                if stop == LoopStop::AllowanceExhausted
+                    && reason == Some(AllowanceStop::Repair)
+                    && !phases.repaired
+                {
+                    phases.repaired = true;
+                    let mut messages = std::mem::take(&mut phases.messages);
+                    messages.push(Message::user(REPAIR_INSTRUCTION));
+                    let outcome = AgentLoop::run(LoopInput {
+                        transport: &provider,
+                        route: connection.route.clone(),
+                        route_class: class,
+                        system_prompt: system_prompt(),
+                        messages,
+                        policy: decision.clone(),
+                        handler,
+                        redactor: &redactor,
+                        exports: &exports,
+                        usage: &usage,
+                        limits: LoopLimits {
+                            max_turns: 1,
+                            max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                            ..LoopLimits::default()
+                        },
+                        compaction: None,
+                        allowance: None,
+                        stream: true,
+                        temperature: Some(0.0),
+                    })
+                    .await;
+                    // The repair turn extends the budget by one turn.
+                    let stop = phases.absorb(outcome);
+                    phases.turns = phases.turns.saturating_sub(1);
+                    if let Some(failed) = failed_stop(&stop, &run_id) {
+                        break failed;
+                    }
+                    if stop == LoopStop::Completed {
+                        break PhaseEnd::Finished;
+                    }
+                    if allowance.remaining() >= u64::from(STRUCTURED_TURN_OUTPUT_TOKENS)
+                        && turn_budget.saturating_sub(1) > phases.turns
+                    {
+                        continue;
+                    }
+                }
+                // The final decision turn: report and assess only, whatever was spent.
+                let mut messages = std::mem::take(&mut phases.messages);
+                messages.push(Message::user(decision_instruction()));
+                let outcome = AgentLoop::run(LoopInput {
+                    transport: &provider,
+                    route: connection.route.clone(),
+                    route_class: class,
+                    system_prompt: system_prompt(),
+                    messages,
+                    policy: decision.clone(),
+                    handler,
+                    redactor: &redactor,
+                    exports: &exports,
+                    usage: &usage,
+                    limits: LoopLimits {
+                        max_turns: 1,
+                        max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                        ..LoopLimits::default()
+                    },
+                    compaction: None,
+                    allowance: None,
+                    stream: true,
+                    temperature: Some(0.0),
+                })
+                .await;
+                let stop = phases.absorb(outcome);
+                break failed_stop(&stop, &run_id).unwrap_or(PhaseEnd::Finished);
+            };
+
+            let ended_at = Utc::now();
+            let totals = usage.totals();
+            let accounted = account(&ledger, input.inventory.len());
+            let ending = match end {
+                PhaseEnd::Finished => Ending::Answered {
+                    accounting: accounted.accounting,
+                    summary: display_summary(&redactor, &accounted.analysis),
+                    errors: accounted.errors,
+                },
+                PhaseEnd::Failed { cause, detail } => Ending::Failed { cause, detail },
+            };
+            WatchOutcome {
+                ending,
+                turns: phases.turns,
+                provider_calls: phases.provider_calls,
+                usage: phases.usage,
+                cost: totals.cost,
+                tool_calls: tool_call_records(&phases.records, ended_at),
+                tool_call_count: u32::try_from(phases.records.len()).unwrap_or(u32::MAX),
+                findings: accounted.findings,
+            }
+        })
+    }
+}

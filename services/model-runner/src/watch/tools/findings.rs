@@ -1,0 +1,349 @@
+//! The Watch finding lifecycle tools, all writing through `pulse_store::findings` (the only
+//! writer path):
+//!
+//! - `patrol_get_findings`: the active findings on the run's resources, read once; later calls
+//!   in the run answer the same snapshot. Every finding shown needs a verdict before the run
+//!   ends.
+//! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
+//!   the run's scope, matching type and name).
+//! - `patrol_assess_finding`: a verdict on a finding shown to the run, only after
+//!   `patrol_get_findings`. `resolved` on a key with a deterministic verifier asks the verifier
+//!   service (`verify.resolution`); no answer in time is inconclusive, which refuses.
+//!
+//! A call accepted once is never applied again in the same run (a repeat is refused).
+
+use std::str::FromStr;
+
+use chrono::Utc;
+use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
+use pulse_domain::finding::{
+    Finding, FindingId, ReportedFinding, VerdictInput, VerifierKey, VerifierOutcome,
+};
+use pulse_domain::resource::truncate_chars;
+use pulse_store::findings::{self, FindingsError, ListFilter};
+use serde_json::{Value, json};
+
+use super::{
+    AcceptedReport, AcceptedVerdict, RunLedger, ToolContext, json_result, signature, text_arg,
+};
+use crate::provider::{ToolCall, ToolResult};
+
+/// Findings in one snapshot.
+pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
+/// Characters of a finding's evidence shown in the snapshot.
+const SNAPSHOT_EVIDENCE_CHARS: usize = 400;
+
+/// One finding as the model sees it.
+pub fn finding_row(finding: &Finding) -> Value {
+    json!({
+        "finding_id": finding.id.as_hex(),
+        "key": finding.key.as_str(),
+        "severity": finding.severity.as_str(),
+        "category": finding.category.as_str(),
+        "resource_id": finding.resource_id,
+        "resource_name": truncate_chars(&finding.resource_name, 160),
+        "resource_type": finding.resource_type,
+        "title": truncate_chars(&finding.title, 256),
+        "status": finding.status.as_str(),
+        "times_raised": finding.times_raised,
+        "last_seen_at": finding.last_seen_at,
+        "evidence": truncate_chars(&finding.evidence, SNAPSHOT_EVIDENCE_CHARS),
+    })
+}
+
+/// The active findings on the run's resources (every finding of a full run's inventory).
+pub async fn active_in_scope(ctx: &ToolContext) -> Result<Vec<Finding>, String> {
+    let tx = ctx
+        .store
+        .tenant_tx(&ctx.tenant)
+        .await
+        .map_err(|e| e.to_string())?;
+    let listed = findings::list(
+        &tx,
+        ListFilter::Active,
+        Some(MAX_SNAPSHOT_FINDINGS),
+        Utc::now(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(listed
+        .into_iter()
+        .map(|s| s.finding)
+        .filter(|f| ctx.in_scope(&f.resource_id).is_some())
+        .collect())
+}
+
+pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResult {
+    if let Some(snapshot) = ledger.snapshot() {
+        return ToolResult::ok(&call.id, snapshot);
+    }
+    let active = match active_in_scope(ctx).await {
+        Ok(active) => active,
+        Err(error) => {
+            tracing::warn!(run_id = %ctx.run_id, %error, "active findings could not be read");
+            ledger.error("the active findings could not be read");
+            return ToolResult::error(&call.id, "the active findings are unavailable right now");
+        }
+    };
+    let resource = text_arg(&call.arguments, "resource_id");
+    let severity = text_arg(&call.arguments, "severity");
+    let shown: Vec<&Finding> = active
+        .iter()
+        .filter(|f| resource.is_none_or(|r| f.resource_id == r))
+        .filter(|f| severity.is_none_or(|s| f.severity.as_str() == s))
+        .collect();
+    ledger.present(shown.iter().map(|f| (f.id, f.title.clone())));
+    let snapshot = json!({
+        "active_findings": shown.iter().map(|f| finding_row(f)).collect::<Vec<_>>(),
+        "instruction": if shown.is_empty() {
+            "no active finding on the resources of this run"
+        } else {
+            "give every finding listed a verdict with patrol_assess_finding (present, resolved or uncertain); this list is final for this run"
+        },
+    })
+    .to_string();
+    ledger.set_snapshot(&snapshot);
+    ToolResult::ok(&call.id, snapshot)
+}
+
+/// Why a report does not name an in-scope resource exactly; `None` when it does.
+fn resolution_problem(ctx: &ToolContext, reported: &ReportedFinding) -> Option<String> {
+    let Some(resource) = ctx.in_scope(reported.resource_id.trim()) else {
+        return Some(
+            "resource_id must be the canonical id of a resource in this run's scope (as listed in the inventory)"
+                .to_owned(),
+        );
+    };
+    if reported.resource_type != resource.resource_type.as_str() {
+        return Some(format!(
+            "resource_type must be {} for {}",
+            resource.resource_type.as_str(),
+            resource.id
+        ));
+    }
+    let name = reported.resource_name.trim();
+    if name != resource.name
+        && name != resource.source_id
+        && !resource.aliases.iter().any(|a| a == name)
+    {
+        return Some(format!(
+            "resource_name does not name {}; use its inventory name",
+            resource.id
+        ));
+    }
+    None
+}
+
+pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResult {
+    let signature = signature(call);
+    if ledger.was_accepted(&signature) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            "this report was already accepted in this run; it is not repeated",
+        );
+    }
+    let reported: ReportedFinding = match serde_json::from_value(call.arguments.clone()) {
+        Ok(reported) => reported,
+        Err(error) => {
+            ledger.reject();
+            return ToolResult::error(&call.id, format!("the report is not valid: {error}"));
+        }
+    };
+    if let Err(error) = reported.identity() {
+        ledger.reject();
+        return ToolResult::error(&call.id, format!("the report was refused: {error}"));
+    }
+    if let Some(problem) = resolution_problem(ctx, &reported) {
+        ledger.reject();
+        return ToolResult::error(&call.id, format!("the report was refused: {problem}"));
+    }
+    let written = async {
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let outcome = findings::report(&tx, &reported, Some(ctx.run_id), Utc::now()).await?;
+        tx.commit().await?;
+        Ok::<_, FindingsError>(outcome)
+    }
+    .await;
+    match written {
+        Ok(outcome) => {
+            let finding = &outcome.finding.finding;
+            ledger.accept_report(
+                signature,
+                AcceptedReport {
+                    finding_id: finding.id,
+                    kind: outcome.kind,
+                    severity: finding.severity,
+                    resource_id: finding.resource_id.clone(),
+                    title: finding.title.clone(),
+                },
+            );
+            json_result(
+                call,
+                &json!({
+                    "accepted": true,
+                    "finding_id": finding.id.as_hex(),
+                    "is_new": outcome.is_new(),
+                    "outcome": outcome.kind,
+                    "status": finding.status.as_str(),
+                    "times_raised": finding.times_raised,
+                }),
+            )
+        }
+        Err(FindingsError::Report(error)) => {
+            ledger.reject();
+            ToolResult::error(&call.id, format!("the report was refused: {error}"))
+        }
+        Err(error) => {
+            tracing::warn!(run_id = %ctx.run_id, %error, "finding report could not be written");
+            ledger.error("a finding report could not be written");
+            ToolResult::error(&call.id, "the finding could not be recorded right now")
+        }
+    }
+}
+
+/// The verifier's fresh outcome for a `resolved` verdict; inconclusive when it cannot answer.
+async fn verify(ctx: &ToolContext, finding: &Finding) -> (VerifierOutcome, Option<String>) {
+    if VerifierKey::for_key(&finding.key).is_none() {
+        return (VerifierOutcome::NotRun, None);
+    }
+    let Some(bus) = &ctx.bus else {
+        return (
+            VerifierOutcome::Inconclusive,
+            Some("the verifier is not reachable from this run".to_owned()),
+        );
+    };
+    let request = ResolutionCheckRequest {
+        finding_id: finding.id,
+        key: finding.key.clone(),
+        resource_id: finding.resource_id.clone(),
+    };
+    let subject = bus.subjects().tenant(&ctx.tenant, VERIFY_RESOLUTION);
+    let reply: Result<ResolutionCheckReply, _> = bus
+        .request(&ctx.tenant, &subject, &request, ctx.backend_timeout)
+        .await;
+    match reply {
+        Ok(reply) => (reply.outcome, Some(reply.reason)),
+        Err(error) => {
+            tracing::info!(finding_id = %finding.id, %error, "resolution check unanswered; inconclusive");
+            (
+                VerifierOutcome::Inconclusive,
+                Some("the verifier did not answer in time".to_owned()),
+            )
+        }
+    }
+}
+
+pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResult {
+    let signature = signature(call);
+    if ledger.was_accepted(&signature) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            "this verdict was already accepted in this run; it is not repeated",
+        );
+    }
+    if ledger.snapshot().is_none() {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            "call patrol_get_findings first; verdicts are given on the findings it returns",
+        );
+    }
+    let Some(id) =
+        text_arg(&call.arguments, "finding_id").and_then(|s| FindingId::from_str(s).ok())
+    else {
+        ledger.reject();
+        return ToolResult::error(&call.id, "finding_id is not a finding id");
+    };
+    let presented = ledger.presented();
+    let Some(title) = presented.get(&id).cloned() else {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            "finding_id is not an active finding shown to this run by patrol_get_findings",
+        );
+    };
+    let input: VerdictInput = match serde_json::from_value(json!({
+        "verdict": call.arguments.get("verdict"),
+        "evidence": call.arguments.get("evidence"),
+        "reason": call.arguments.get("reason"),
+    })) {
+        Ok(input) => input,
+        Err(error) => {
+            ledger.reject();
+            return ToolResult::error(&call.id, format!("the verdict is not valid: {error}"));
+        }
+    };
+    let stored = async {
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let found = findings::get(&tx, id).await?;
+        Ok::<_, FindingsError>(found)
+    }
+    .await;
+    let finding = match stored {
+        Ok(Some(stored)) => stored.finding,
+        Ok(None) => {
+            ledger.reject();
+            return ToolResult::error(&call.id, "no such finding");
+        }
+        Err(error) => {
+            tracing::warn!(run_id = %ctx.run_id, %error, "finding could not be read");
+            ledger.error("a finding verdict could not be recorded");
+            return ToolResult::error(&call.id, "the verdict could not be recorded right now");
+        }
+    };
+    let (verifier, verifier_reason) = match input.verdict {
+        pulse_domain::finding::Verdict::Resolved => verify(ctx, &finding).await,
+        _ => (VerifierOutcome::NotRun, None),
+    };
+    let written = async {
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let stored = findings::assess(&tx, id, &input, verifier, ctx.run_id, Utc::now()).await?;
+        tx.commit().await?;
+        Ok::<_, FindingsError>(stored)
+    }
+    .await;
+    match written {
+        Ok(stored) => {
+            ledger.accept_verdict(
+                signature,
+                AcceptedVerdict {
+                    finding_id: id,
+                    verdict: input.verdict,
+                    evidence: input.evidence.clone(),
+                    reason: input.reason.clone(),
+                    title,
+                },
+            );
+            json_result(
+                call,
+                &json!({
+                    "accepted": true,
+                    "finding_id": id.as_hex(),
+                    "verdict": input.verdict.as_str(),
+                    "status": stored.finding.status.as_str(),
+                    "times_raised": stored.finding.times_raised,
+                    "verifier": verifier.as_str(),
+                }),
+            )
+        }
+        Err(FindingsError::Assess(refusal)) => {
+            ledger.reject();
+            let mut message = format!("the verdict was refused: {refusal}");
+            if let Some(reason) = verifier_reason {
+                message.push_str(&format!(" (verifier: {})", truncate_chars(&reason, 300)));
+            }
+            ToolResult::error(&call.id, message)
+        }
+        Err(FindingsError::NotFound(_)) => {
+            ledger.reject();
+            ToolResult::error(&call.id, "no such finding")
+        }
+        Err(error) => {
+            tracing::warn!(run_id = %ctx.run_id, %error, "finding verdict could not be written");
+            ledger.error("a finding verdict could not be recorded");
+            ToolResult::error(&call.id, "the verdict could not be recorded right now")
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! The Detection-profile tools of a Watch run, one file per family: [`query`] (`pulse_query`),
+//! [`metrics`] (`pulse_metrics`), [`read`] (`pulse_read` through the agent-relay) and
+//! [`findings`] (`patrol_get_findings`, `patrol_report_finding`, `patrol_assess_finding`).
+//!
+//! [`WatchTools`] is the run's [`ToolHandler`]: it only ever sees calls the run's gate admitted.
+//! Every handler answers bad input and unavailable backends with an error result for the model,
+//! never a panic. What the lifecycle tools accepted (and refused) is recorded in the run's
+//! [`RunLedger`], the only input of the run's accounting: model prose never counts.
+
+pub mod findings;
+pub mod metrics;
+pub mod query;
+pub mod read;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pulse_bus::Bus;
+use pulse_capabilities::{AdmittedCall, ToolName};
+use pulse_domain::TenantId;
+use pulse_domain::finding::{FindingId, ReportKind, Severity, Verdict};
+use pulse_domain::patrol::run::RunId;
+use pulse_domain::resource::Resource;
+use pulse_store::Store;
+use serde_json::Value;
+
+use crate::agent_loop::{BoxFuture, ToolHandler};
+use crate::provider::{ToolCall, ToolResult};
+
+/// How long a relay read or a verifier check may take before it counts as unavailable.
+pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a Watch run's tools work over.
+#[derive(Clone)]
+pub struct ToolContext {
+    pub store: Store,
+    /// Relay reads and verifier checks; `None` leaves both unavailable (unit tests).
+    pub bus: Option<Bus>,
+    pub tenant: TenantId,
+    pub run_id: RunId,
+    /// The resources the run covers, read at start.
+    pub scope: Arc<Vec<Resource>>,
+    pub backend_timeout: Duration,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("tenant", &self.tenant)
+            .field("run_id", &self.run_id)
+            .field("scope", &self.scope.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// The in-scope resource with exactly this canonical id.
+    pub fn in_scope(&self, id: &str) -> Option<&Resource> {
+        self.scope.iter().find(|r| r.id.as_str() == id)
+    }
+}
+
+/// One accepted `patrol_report_finding`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedReport {
+    pub finding_id: FindingId,
+    pub kind: ReportKind,
+    pub severity: Severity,
+    pub resource_id: String,
+    pub title: String,
+}
+
+/// One accepted `patrol_assess_finding`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcceptedVerdict {
+    pub finding_id: FindingId,
+    pub verdict: Verdict,
+    pub evidence: String,
+    pub reason: String,
+    pub title: String,
+}
+
+/// What one batch of lifecycle calls did, between two turns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchTally {
+    pub accepted: u32,
+    pub rejected: u32,
+}
+
+impl BatchTally {
+    /// Both accepted and rejected lifecycle calls in one batch: the case for a repair turn.
+    pub fn is_mixed(&self) -> bool {
+        self.accepted > 0 && self.rejected > 0
+    }
+}
+
+#[derive(Debug, Default)]
+struct LedgerState {
+    /// The `patrol_get_findings` answer of this run, once taken.
+    snapshot: Option<String>,
+    /// Active findings shown to the run (in the seed or the snapshot), with their titles.
+    presented: BTreeMap<FindingId, String>,
+    reports: Vec<AcceptedReport>,
+    verdicts: Vec<AcceptedVerdict>,
+    /// Lifecycle calls refused by their handler (the gate's denials are in the loop's records).
+    rejected: u32,
+    /// Failures that leave a question of the run open.
+    errors: Vec<String>,
+    /// Capabilities found unavailable; later calls are not attempted.
+    unavailable: BTreeSet<&'static str>,
+    /// Canonical `name + arguments` of accepted lifecycle calls (never repeated).
+    accepted_calls: HashSet<String>,
+    batch: BatchTally,
+}
+
+/// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
+/// runtime; the runtime's accounting reads it after the loop.
+#[derive(Debug, Default)]
+pub struct RunLedger {
+    state: Mutex<LedgerState>,
+}
+
+impl RunLedger {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut LedgerState) -> T) -> T {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut state)
+    }
+
+    /// Marks active findings as shown to the run: each needs a verdict (or a re-report).
+    pub fn present(&self, findings: impl IntoIterator<Item = (FindingId, String)>) {
+        self.with(|s| s.presented.extend(findings));
+    }
+
+    pub fn snapshot(&self) -> Option<String> {
+        self.with(|s| s.snapshot.clone())
+    }
+
+    fn set_snapshot(&self, text: &str) {
+        self.with(|s| s.snapshot = Some(text.to_owned()));
+    }
+
+    pub fn presented(&self) -> BTreeMap<FindingId, String> {
+        self.with(|s| s.presented.clone())
+    }
+
+    pub fn reports(&self) -> Vec<AcceptedReport> {
+        self.with(|s| s.reports.clone())
+    }
+
+    pub fn verdicts(&self) -> Vec<AcceptedVerdict> {
+        self.with(|s| s.verdicts.clone())
+    }
+
+    pub fn rejected(&self) -> u32 {
+        self.with(|s| s.rejected)
+    }
+
+    pub fn errors(&self) -> Vec<String> {
+        self.with(|s| s.errors.clone())
+    }
+
+    pub fn unavailable(&self) -> Vec<&'static str> {
+        self.with(|s| s.unavailable.iter().copied().collect())
+    }
+
+    /// Records a failure that leaves a question of the run open.
+    pub fn error(&self, what: impl Into<String>) {
+        let what = what.into();
+        self.with(|s| s.errors.push(what));
+    }
+
+    fn is_unavailable(&self, capability: &'static str) -> bool {
+        self.with(|s| s.unavailable.contains(capability))
+    }
+
+    fn mark_unavailable(&self, capability: &'static str) {
+        self.with(|s| s.unavailable.insert(capability));
+    }
+
+    fn was_accepted(&self, signature: &str) -> bool {
+        self.with(|s| s.accepted_calls.contains(signature))
+    }
+
+    fn accept_report(&self, signature: String, report: AcceptedReport) {
+        self.with(|s| {
+            s.accepted_calls.insert(signature);
+            s.batch.accepted += 1;
+            s.reports.push(report);
+        });
+    }
+
+    fn accept_verdict(&self, signature: String, verdict: AcceptedVerdict) {
+        self.with(|s| {
+            s.accepted_calls.insert(signature);
+            s.batch.accepted += 1;
+            s.verdicts.push(verdict);
+        });
+    }
+
+    fn reject(&self) {
+        self.with(|s| {
+            s.rejected += 1;
+            s.batch.rejected += 1;
+        });
+    }
+
+    /// The lifecycle tally since the last call, reset.
+    pub fn take_batch(&self) -> BatchTally {
+        self.with(|s| std::mem::take(&mut s.batch))
+    }
+
+    /// Records a batch outcome directly (tests of what consumes batches).
+    #[cfg(test)]
+    pub(crate) fn tally(&self, accepted: u32, rejected: u32) {
+        self.with(|s| {
+            s.batch.accepted += accepted;
+            s.batch.rejected += rejected;
+        });
+    }
+}
+
+/// The canonical signature of a call, for "accepted calls are not repeated".
+fn signature(call: &ToolCall) -> String {
+    let canonical = pulse_domain::canonical_json::canonicalize(&call.arguments)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|_| call.arguments.to_string());
+    format!("{}:{canonical}", call.name)
+}
+
+/// A string argument, trimmed; `None` when absent or empty.
+fn text_arg<'a>(arguments: &'a Value, name: &str) -> Option<&'a str> {
+    arguments
+        .get(name)
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// A count argument within `1..=max`, or `default`.
+fn count_arg(arguments: &Value, name: &str, default: usize, max: usize) -> usize {
+    arguments
+        .get(name)
+        .and_then(Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n > 0)
+        .map_or(default, |n| n.min(max))
+}
+
+/// A successful result carrying `value` as JSON.
+fn json_result(call: &ToolCall, value: &Value) -> ToolResult {
+    ToolResult::ok(&call.id, value.to_string())
+}
+
+/// The handler of a Watch run's admitted calls.
+#[derive(Debug, Clone)]
+pub struct WatchTools {
+    pub ctx: ToolContext,
+    pub ledger: Arc<RunLedger>,
+}
+
+impl WatchTools {
+    pub fn new(ctx: ToolContext, ledger: Arc<RunLedger>) -> Self {
+        Self { ctx, ledger }
+    }
+}
+
+impl ToolHandler for WatchTools {
+    fn call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        admitted: &'a AdmittedCall,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            match admitted.tool {
+                ToolName::PulseQuery => query::call(&self.ctx, call).await,
+                ToolName::PulseMetrics => metrics::call(&self.ctx, call).await,
+                ToolName::PulseRead => read::call(&self.ctx, &self.ledger, call).await,
+                ToolName::PatrolGetFindings => {
+                    findings::get_findings(&self.ctx, &self.ledger, call).await
+                }
+                ToolName::PatrolReportFinding => {
+                    findings::report(&self.ctx, &self.ledger, call).await
+                }
+                ToolName::PatrolAssessFinding => {
+                    findings::assess(&self.ctx, &self.ledger, call).await
+                }
+                other => {
+                    ToolResult::error(&call.id, format!("{other} is not available in a Watch run"))
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::collections::BTreeMap;
+
+    use chrono::{TimeZone, Utc};
+    use pulse_domain::resource::{Health, ResourceId, ResourceStatus, ResourceType};
+    use serde_json::Value;
+
+    use super::*;
+
+    pub fn resource(host: &str, name: &str, health: Health) -> Resource {
+        let at = Utc.with_ymd_and_hms(2026, 11, 29, 8, 0, 0).unwrap();
+        Resource {
+            id: ResourceId::service(host, name),
+            resource_type: ResourceType::Service,
+            source_id: name.to_owned(),
+            name: name.to_owned(),
+            aliases: Vec::new(),
+            parent: None,
+            agent_id: host.to_owned(),
+            status: ResourceStatus::Running,
+            health,
+            restart_count: Some(0),
+            labels: BTreeMap::new(),
+            details: Value::Null,
+            observed_at: at,
+            received_at: at,
+        }
+    }
+
+    pub fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "call-1".to_owned(),
+            name: name.to_owned(),
+            arguments,
+            thought_signature: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pulse_domain::resource::Health;
+    use pulse_test_support::db::TestDb;
+    use serde_json::json;
+
+    use super::test_support::{call, resource};
+    use super::*;
+
+    async fn tools(db: &TestDb) -> WatchTools {
+        let tenant = TenantId::new("acme").expect("tenant id");
+        pulse_store::tenants::create(db.store(), &tenant, "Acme")
+            .await
+            .expect("tenant");
+        let scope = vec![
+            resource("h1", "web", Health::Unhealthy),
+            resource("h1", "db", Health::Healthy),
+        ];
+        WatchTools::new(
+            ToolContext {
+                store: db.store().clone(),
+                bus: None,
+                tenant,
+                run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
+                scope: Arc::new(scope),
+                backend_timeout: Duration::from_millis(200),
+            },
+            Arc::new(RunLedger::new()),
+        )
+    }
+
+    /// Hands `arguments` to the handler of `tool` as if admitted: handlers must cope with any
+    /// input, whatever the gate would have said.
+    async fn answer(tools: &WatchTools, tool: &str, arguments: Value) -> ToolResult {
+        let name = ToolName::from_wire(tool).expect("a canonical tool");
+        let admitted = AdmittedCall {
+            tool: name,
+            class: name.descriptor().classify(&arguments),
+            discriminator: None,
+        };
+        tools.call(&call(tool, arguments), &admitted).await
+    }
+
+    fn report_args(resource_id: &str, name: &str, kind: &str) -> Value {
+        json!({
+            "key": "service-unhealthy", "severity": "warning", "category": "reliability",
+            "resource_id": resource_id, "resource_name": name, "resource_type": kind,
+            "title": "web health check failing", "description": "fails",
+            "recommendation": "look", "evidence": "health=unhealthy"
+        })
+    }
+
+    #[tokio::test]
+    async fn reads_answer_bad_input_with_error_results() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let cases = [
+            ("pulse_query", json!({"action": "get"})),
+            (
+                "pulse_query",
+                json!({"action": "get", "resource_id": "nope"}),
+            ),
+            ("pulse_query", json!({"action": "topology"})),
+            ("pulse_metrics", json!({"type": "performance"})),
+            (
+                "pulse_metrics",
+                json!({"type": "performance", "resource_id": "service:h9:x"}),
+            ),
+            (
+                "pulse_metrics",
+                json!({"type": "temperatures", "resource_id": "service:h1:web"}),
+            ),
+            ("pulse_read", json!({"action": "logs"})),
+            (
+                "pulse_read",
+                json!({"action": "exec", "command": "rm -rf /"}),
+            ),
+        ];
+        for (tool, arguments) in cases {
+            let result = answer(&tools, tool, arguments.clone()).await;
+            assert!(result.is_error, "{tool} {arguments}: {}", result.content);
+        }
+        // Good input answers.
+        let health = answer(&tools, "pulse_query", json!({"action": "health"})).await;
+        assert!(!health.is_error, "{}", health.content);
+        let health: Value = serde_json::from_str(&health.content)?;
+        assert_eq!(health["unhealthy"], 1);
+        assert_eq!(health["not_healthy"][0]["resource_id"], "service:h1:web");
+        let metrics = answer(
+            &tools,
+            "pulse_metrics",
+            json!({"type": "performance", "resource_id": "service:h1:db"}),
+        )
+        .await;
+        assert!(!metrics.is_error, "{}", metrics.content);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unavailable_relay_is_terminal_for_reads_in_the_run() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let args = json!({"action": "logs", "resource_id": "service:h1:web"});
+        let first = answer(&tools, "pulse_read", args.clone()).await;
+        assert!(first.is_error && first.content.contains("unavailable"));
+        assert_eq!(tools.ledger.unavailable(), ["relay_read"]);
+        let second = answer(&tools, "pulse_read", args).await;
+        assert!(
+            second.content.contains("rest of this run"),
+            "{}",
+            second.content
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn lifecycle_tools_refuse_what_does_not_resolve_and_never_repeat() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        // Assess before the snapshot, then on an unknown finding.
+        let verdict = json!({"finding_id": "0123456789abcdef", "verdict": "present",
+                             "evidence": "e", "reason": "r"});
+        let early = answer(&tools, "patrol_assess_finding", verdict.clone()).await;
+        assert!(early.is_error && early.content.contains("patrol_get_findings first"));
+        let snapshot = answer(&tools, "patrol_get_findings", json!({})).await;
+        assert!(!snapshot.is_error);
+        let again = answer(
+            &tools,
+            "patrol_get_findings",
+            json!({"severity": "critical"}),
+        )
+        .await;
+        assert_eq!(again.content, snapshot.content, "the same snapshot");
+        let unknown = answer(&tools, "patrol_assess_finding", verdict).await;
+        assert!(unknown.is_error, "{}", unknown.content);
+
+        // Reports must name an in-scope resource exactly.
+        for args in [
+            report_args("service:h9:web", "web", "service"),
+            report_args("service:h1:web", "web", "host"),
+            report_args("service:h1:web", "not-web", "service"),
+        ] {
+            let refused = answer(&tools, "patrol_report_finding", args).await;
+            assert!(refused.is_error, "{}", refused.content);
+        }
+        let good = report_args("service:h1:web", "web", "service");
+        let accepted = answer(&tools, "patrol_report_finding", good.clone()).await;
+        assert!(!accepted.is_error, "{}", accepted.content);
+        let repeated = answer(&tools, "patrol_report_finding", good).await;
+        assert!(
+            repeated.content.contains("not repeated"),
+            "{}",
+            repeated.content
+        );
+
+        let ledger = &tools.ledger;
+        assert_eq!(ledger.reports().len(), 1);
+        assert_eq!(ledger.rejected(), 6);
+        assert!(ledger.errors().is_empty());
+        let batch = ledger.take_batch();
+        assert!(batch.is_mixed(), "{batch:?}");
+        assert_eq!(ledger.take_batch(), BatchTally::default());
+        Ok(())
+    }
+}

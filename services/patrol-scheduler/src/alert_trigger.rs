@@ -1,0 +1,810 @@
+//! Alert-triggered scoped Patrol runs (`AlertTriggersInvestigation`).
+//!
+//! The alert floor publishes every committed transition as `events.alert.*` through the outbox.
+//! This module reads them from a durable JetStream consumer on the EVENTS stream rather than
+//! from a hook inside the floor: a transition committed just before a crash or restart is still
+//! delivered afterwards, replicas share the work, and a failed accept (database down) is retried
+//! with backoff instead of being lost.
+//!
+//! For a `fired` transition, or a level change that lifts the alert past the policy's floor, the
+//! tenant's policy is applied with [`pulse_domain::patrol::trigger`]; an admitted alert becomes
+//! one scoped run through the one accept path ([`crate::accept`]), whose readiness gate refuses
+//! it before anything is written when the Patrol route is known not to work: trigger
+//! `alert_fired`, the alert's resource as the scope, the alert identifier, type and breach facts
+//! as context. The alert is never written as a finding.
+//!
+//! **One firing, at most one run.** A firing is one row of `alerts` (its id survives level
+//! changes). The run records `alert:<alert id>` as the actor that requested it; under a
+//! transaction lock on that firing, an existing run with that actor means the event was
+//! delivered again (consumer redelivery after a crash between commit and ack, or an escalation
+//! of an alert that already started a run), and nothing new is written.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use pulse_bus::async_nats::HeaderMap;
+use pulse_bus::async_nats::jetstream::{
+    self, AckKind,
+    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
+};
+use pulse_bus::envelope::headers;
+use pulse_bus::{Bus, BusError, ErrorReply, Message, Subjects, backoff_delay};
+use pulse_domain::TenantId;
+use pulse_domain::ai_settings::{AlertTriggers, MinSeverity};
+use pulse_domain::alert_rules::{AlertLevel, AlertTransition};
+use pulse_domain::patrol::run::RunId;
+use pulse_domain::patrol::status::Blocked;
+use pulse_domain::patrol::trigger::{
+    AlertContext, AlertTriggerPolicy, Decision, RejectReason, WireAlertLevel, admits,
+    admits_transition, scoped_run_for,
+};
+use pulse_store::settings::{self, ConfigLayer, SettingsStoreError};
+use pulse_store::{StoreError, TenantTx};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::accept::{AcceptError, RunAcceptor, Submission, UNPROCESSABLE_SCOPE};
+
+/// The durable consumer's name on the EVENTS stream.
+pub const CONSUMER: &str = "patrol-alert-triggers";
+/// The `kind` of alert events dead-lettered after their last delivery.
+pub const DLQ_KIND: &str = "alert_trigger";
+/// A run for a firing is looked for from this long before the firing (clock skew between
+/// replicas), which keeps the look-up on the recent end of the tenant's run index.
+const SKEW_MARGIN: chrono::Duration = chrono::Duration::minutes(10);
+/// Events pulled at once.
+const BATCH: usize = 32;
+const MAX_CONSECUTIVE_PULL_ERRORS: u32 = 60;
+
+/// How the consumer runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertTriggerSettings {
+    /// How long a delivery may stay unacked before it is redelivered.
+    pub ack_wait: Duration,
+    /// Deliveries of one event before it is dead-lettered.
+    pub max_deliver: i64,
+    /// Nak delay after the first failed delivery; doubles with each delivery.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// How long one pull waits for events.
+    pub pull_expires: Duration,
+}
+
+impl Default for AlertTriggerSettings {
+    fn default() -> Self {
+        Self {
+            ack_wait: Duration::from_secs(30),
+            max_deliver: 8,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            pull_expires: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What became of one alert event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TriggerOutcome {
+    /// One scoped run was accepted for the firing.
+    Started { run_id: RunId, alert_id: Uuid },
+    /// The tenant's policy does not start a run for it (or it is a clear / level drop).
+    Rejected(RejectReason),
+    /// The firing already started a run.
+    Duplicate { run_id: RunId, alert_id: Uuid },
+    /// The Patrol route is known not to work; nothing was written.
+    NotReady(Blocked),
+    /// The accept path refused the run (its resource is gone, the tenant's queue is full...).
+    Refused { code: String, message: String },
+    /// No stored alert matches the event (its tenant's data is gone).
+    UnknownAlert,
+}
+
+impl TriggerOutcome {
+    /// The `outcome` label of `pulse_patrol_alert_triggers_total`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Started { .. } => "started",
+            Self::Rejected(RejectReason::Disabled) => "disabled",
+            Self::Rejected(RejectReason::BelowMinSeverity) => "below_min_severity",
+            Self::Rejected(RejectReason::TypeNotAllowed) => "type_not_allowed",
+            Self::Rejected(RejectReason::NotFiring) => "not_firing",
+            Self::Duplicate { .. } => "duplicate",
+            Self::NotReady(_) => "not_ready",
+            Self::Refused { .. } => "refused",
+            Self::UnknownAlert => "unknown_alert",
+        }
+    }
+}
+
+/// A failure worth another delivery.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the run could not be accepted: {0}")]
+    Accept(String),
+}
+
+fn settings_error(error: SettingsStoreError) -> StoreError {
+    match error {
+        SettingsStoreError::Store(error) => error,
+        other => StoreError::Invalid(other.to_string()),
+    }
+}
+
+/// The payload of `events.alert.*` read leniently: levels and types this build does not know
+/// still decode (an unknown level counts as critical).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WireTransition {
+    transition: String,
+    alert: WireAlert,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct WireAlert {
+    key: String,
+    #[serde(rename = "type")]
+    alert_type: String,
+    level: WireAlertLevel,
+    value: f64,
+    threshold: f64,
+    resource_id: String,
+    message: String,
+    fired_at: DateTime<Utc>,
+}
+
+impl Message for WireTransition {
+    const TYPE: &'static str = <AlertTransition as Message>::TYPE;
+    const SCHEMA: u32 = <AlertTransition as Message>::SCHEMA;
+}
+
+/// One alert transition as received: the typed transition when this build knows its every
+/// field, and the breach payload a run is framed on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReceivedAlert {
+    transition: Option<AlertTransition>,
+    /// `fired`, `level_changed` or `cleared` (or a name a later build added).
+    kind: String,
+    pub context: AlertContext,
+    pub fired_at: DateTime<Utc>,
+}
+
+impl ReceivedAlert {
+    pub fn from_transition(transition: AlertTransition) -> Self {
+        let alert = transition.alert();
+        let kind = pulse_bus::events::alert_event(&transition).1.to_owned();
+        Self {
+            context: AlertContext::from(alert),
+            fired_at: alert.fired_at,
+            kind,
+            transition: Some(transition),
+        }
+    }
+
+    /// Decodes an `events.alert.*` message: its tenant (header, checked against the subject's
+    /// tenant token) and the alert.
+    pub fn decode(
+        subjects: &Subjects,
+        subject: &str,
+        headers: Option<&HeaderMap>,
+        payload: &[u8],
+    ) -> Result<(TenantId, Self), String> {
+        let decoded = pulse_bus::decode::<WireTransition>(headers, payload)
+            .map_err(|e| format!("undecodable alert event: {e}"))?;
+        let tenant = match decoded.meta.tenant {
+            Some(tenant) if subjects.tenant_token(subject) == Some(tenant.as_str()) => tenant,
+            _ => return Err("alert event tenant header does not match its subject".to_owned()),
+        };
+        let wire = decoded.payload;
+        let transition = serde_json::from_slice::<AlertTransition>(payload).ok();
+        let received = Self {
+            transition,
+            kind: wire.transition,
+            context: AlertContext {
+                alert_identifier: wire.alert.key,
+                alert_type: wire.alert.alert_type,
+                level: wire.alert.level,
+                value: wire.alert.value,
+                threshold: wire.alert.threshold,
+                resource_id: wire.alert.resource_id,
+                message: wire.alert.message,
+            },
+            fired_at: wire.alert.fired_at,
+        };
+        Ok((tenant, received))
+    }
+
+    /// A clear (or a transition this build does not know) never starts a run, whatever the
+    /// policy.
+    fn can_start(&self) -> bool {
+        match &self.transition {
+            Some(AlertTransition::Cleared { .. }) => false,
+            Some(_) => true,
+            None => self.kind == "fired",
+        }
+    }
+
+    /// The policy's answer: on the typed transition when it decoded, else (a level or type
+    /// this build does not know) on the fired payload.
+    pub fn decide(&self, policy: &AlertTriggerPolicy) -> Decision {
+        match &self.transition {
+            Some(transition) => admits_transition(policy, transition),
+            None if self.kind == "fired" => admits(policy, &self.context),
+            None => Decision::Reject {
+                reason: RejectReason::NotFiring,
+            },
+        }
+    }
+}
+
+/// The tenant's alert-trigger settings as the domain policy.
+pub fn policy_of(triggers: &AlertTriggers) -> AlertTriggerPolicy {
+    AlertTriggerPolicy {
+        enabled: triggers.enabled,
+        min_severity: match triggers.min_severity {
+            MinSeverity::Warning => AlertLevel::Warning,
+            MinSeverity::Critical => AlertLevel::Critical,
+        },
+        alert_types: (!triggers.alert_types.is_empty()).then(|| {
+            triggers
+                .alert_types
+                .iter()
+                .cloned()
+                .collect::<BTreeSet<_>>()
+        }),
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// [`TriggerOutcome::label`].
+    pub outcome: String,
+}
+
+/// `pulse_patrol_alert_triggers_total{outcome}` (alert events handled, by what became of them)
+/// and `pulse_patrol_alert_trigger_failures_total` (deliveries that failed and are retried or
+/// dead-lettered).
+#[derive(Clone, Default)]
+pub struct AlertTriggerMetrics {
+    pub outcomes: Family<OutcomeLabels, Counter>,
+    pub failures: Counter,
+}
+
+impl AlertTriggerMetrics {
+    pub fn register(metrics: &pulse_telemetry::Metrics) -> Self {
+        let this = Self::default();
+        let (outcomes, failures) = (this.outcomes.clone(), this.failures.clone());
+        metrics.register(|registry| {
+            registry.register(
+                "patrol_alert_triggers",
+                "Alert events handled by the alert trigger, by outcome",
+                outcomes,
+            );
+            registry.register(
+                "patrol_alert_trigger_failures",
+                "Alert event deliveries that failed and will be retried or dead-lettered",
+                failures,
+            );
+        });
+        this
+    }
+
+    fn outcome(&self, outcome: &TriggerOutcome) {
+        self.outcomes
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.label().to_owned(),
+            })
+            .inc();
+    }
+}
+
+/// Starts scoped runs for the alerts the tenant's policy admits.
+#[derive(Clone)]
+pub struct AlertTrigger {
+    acceptor: RunAcceptor,
+    config: Arc<ConfigLayer>,
+    settings: AlertTriggerSettings,
+    metrics: AlertTriggerMetrics,
+}
+
+impl AlertTrigger {
+    /// `acceptor`: the accept path, with its readiness gate. `config`: the `[ai]` config layer
+    /// the tenant settings (and so the policy) resolve over.
+    pub fn new(acceptor: RunAcceptor, config: ConfigLayer) -> Self {
+        Self {
+            acceptor,
+            config: Arc::new(config),
+            settings: AlertTriggerSettings::default(),
+            metrics: AlertTriggerMetrics::default(),
+        }
+    }
+
+    pub fn with_settings(mut self, settings: AlertTriggerSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn with_metrics(mut self, metrics: AlertTriggerMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Handles one alert of `tenant`: policy, dedupe, then the accept path (readiness gate,
+    /// scope, record).
+    pub async fn handle(
+        &self,
+        tenant: &TenantId,
+        alert: &ReceivedAlert,
+    ) -> Result<TriggerOutcome, TriggerError> {
+        if !alert.can_start() {
+            return Ok(TriggerOutcome::Rejected(RejectReason::NotFiring));
+        }
+        let tx = self.acceptor.store().tenant_tx(tenant).await?;
+        let stored = settings::get(&tx, false).await.map_err(settings_error)?;
+        // Settings that do not resolve leave the policy unknown; the accept path's readiness
+        // gate refuses with that cause, which the status reports too.
+        if let Ok(resolved) = self.config.resolve(&stored)
+            && let Decision::Reject { reason } = alert.decide(&policy_of(&resolved.alert_triggers))
+        {
+            return Ok(TriggerOutcome::Rejected(reason));
+        }
+        let Some(alert_id) =
+            firing_id(&tx, &alert.context.alert_identifier, alert.fired_at).await?
+        else {
+            return Ok(TriggerOutcome::UnknownAlert);
+        };
+        let requested_by = format!("alert:{alert_id}");
+        lock_firing(&tx, &requested_by).await?;
+        if let Some(run_id) = run_of_firing(&tx, &requested_by, alert.fired_at).await? {
+            return Ok(TriggerOutcome::Duplicate { run_id, alert_id });
+        }
+        let framed = scoped_run_for(&alert.context);
+        let submission = Submission {
+            trigger: framed.trigger_reason,
+            scope: Some(&framed.request),
+            requested_by: Some(&requested_by),
+        };
+        match self.acceptor.accept(tx, submission).await {
+            Ok(accepted) => Ok(TriggerOutcome::Started {
+                run_id: accepted.run_id,
+                alert_id,
+            }),
+            Err(AcceptError::NotReady(blocked)) => Ok(TriggerOutcome::NotReady(blocked)),
+            Err(AcceptError::Unprocessable(message)) => Ok(TriggerOutcome::Refused {
+                code: UNPROCESSABLE_SCOPE.to_owned(),
+                message,
+            }),
+            // A full queue drops the alert's run (the tenant's scoped work is already
+            // backed up); a retry would only add to it.
+            Err(refused @ (AcceptError::QueueFull { .. } | AcceptError::RunInProgress(_))) => {
+                let reply = ErrorReply::from(refused);
+                Ok(TriggerOutcome::Refused {
+                    code: reply.code,
+                    message: reply.message,
+                })
+            }
+            Err(error @ (AcceptError::Store(_) | AcceptError::Outbox(_))) => {
+                Err(TriggerError::Accept(error.to_string()))
+            }
+        }
+    }
+
+    /// Ensures the durable consumer (before any event it must see is published: call it before
+    /// the outbox relay starts) and consumes alert events until `shutdown`.
+    pub async fn consume(
+        self,
+        bus: &Bus,
+        shutdown: CancellationToken,
+    ) -> Result<tokio::task::JoinHandle<()>, BusError> {
+        let consumer = ensure_consumer(bus.jetstream(), bus.subjects(), &self.settings).await?;
+        let bus = bus.clone();
+        Ok(tokio::spawn(async move {
+            self.run(&bus, consumer, shutdown).await
+        }))
+    }
+
+    async fn run(&self, bus: &Bus, consumer: PullConsumer, shutdown: CancellationToken) {
+        let mut pull_errors = 0u32;
+        loop {
+            let batch = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                batch = consumer
+                    .batch()
+                    .max_messages(BATCH)
+                    .expires(self.settings.pull_expires)
+                    .messages() => batch,
+            };
+            let failure = match batch {
+                Ok(mut messages) => {
+                    let mut failure = None;
+                    loop {
+                        let next = tokio::select! {
+                            // Unacked events of this batch are redelivered after ack_wait.
+                            _ = shutdown.cancelled() => return,
+                            next = messages.next() => next,
+                        };
+                        match next {
+                            None => break,
+                            Some(Ok(message)) => self.process(bus, message).await,
+                            Some(Err(error)) => {
+                                failure = Some(error.to_string());
+                                break;
+                            }
+                        }
+                    }
+                    failure
+                }
+                Err(error) => Some(error.to_string()),
+            };
+            match failure {
+                None => pull_errors = 0,
+                Some(error) => {
+                    pull_errors = pull_errors.saturating_add(1);
+                    tracing::warn!(%error, attempt = pull_errors, "alert event pull failed");
+                    if pull_errors >= MAX_CONSECUTIVE_PULL_ERRORS {
+                        tracing::error!("alert trigger stopped after repeated pull failures");
+                        return;
+                    }
+                    let pause = backoff_delay(
+                        Duration::from_millis(100),
+                        Duration::from_secs(5),
+                        pull_errors.into(),
+                    );
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(pause) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one delivery: ack after the commit, Nak with backoff on failure, dead letter
+    /// after the last delivery or at once when the event cannot be read.
+    async fn process(&self, bus: &Bus, message: jetstream::Message) {
+        let (delivered, stream_sequence) = match message.info() {
+            Ok(info) => (
+                u64::try_from(info.delivered).unwrap_or(1).max(1),
+                info.stream_sequence,
+            ),
+            Err(error) => {
+                tracing::warn!(subject = %message.subject, %error, "alert event without jetstream metadata ignored");
+                return;
+            }
+        };
+        let subject = message.subject.to_string();
+        let decoded = ReceivedAlert::decode(
+            bus.subjects(),
+            &subject,
+            message.headers.as_ref(),
+            &message.payload,
+        );
+        let (tenant, alert) = match decoded {
+            Ok(decoded) => decoded,
+            Err(reason) => {
+                self.metrics.failures.inc();
+                dead_letter(bus, &message, &subject, stream_sequence, delivered, &reason).await;
+                return;
+            }
+        };
+        match self.handle(&tenant, &alert).await {
+            Ok(outcome) => {
+                self.metrics.outcome(&outcome);
+                log_outcome(&tenant, &alert, &outcome);
+                if let Err(error) = message.double_ack().await {
+                    tracing::warn!(%error, "alert event ack failed; it will be redelivered");
+                }
+            }
+            Err(error) => {
+                self.metrics.failures.inc();
+                let last =
+                    self.settings.max_deliver > 0 && delivered >= self.settings.max_deliver as u64;
+                if last {
+                    let reason = error.to_string();
+                    dead_letter(bus, &message, &subject, stream_sequence, delivered, &reason).await;
+                    return;
+                }
+                let delay = backoff_delay(
+                    self.settings.backoff_base,
+                    self.settings.backoff_max,
+                    delivered,
+                );
+                tracing::info!(tenant = %tenant, key = %alert.context.alert_identifier, %error, delay_ms = delay.as_millis() as u64, "alert trigger failed, retrying later");
+                if let Err(error) = message.ack_with(AckKind::Nak(Some(delay))).await {
+                    tracing::warn!(%error, "alert event nak failed; it will be redelivered");
+                }
+            }
+        }
+    }
+}
+
+fn log_outcome(tenant: &TenantId, alert: &ReceivedAlert, outcome: &TriggerOutcome) {
+    let key = alert.context.alert_identifier.as_str();
+    match outcome {
+        TriggerOutcome::Started { run_id, alert_id } => {
+            tracing::info!(tenant = %tenant, key, %alert_id, run_id = %run_id, "alert started a scoped patrol run")
+        }
+        TriggerOutcome::Duplicate { run_id, alert_id } => {
+            tracing::info!(tenant = %tenant, key, %alert_id, run_id = %run_id, "alert already started a run")
+        }
+        TriggerOutcome::NotReady(blocked) => {
+            tracing::warn!(tenant = %tenant, key, cause = ?blocked.cause, reason = %blocked.reason, "alert-triggered run skipped: patrol is not ready")
+        }
+        TriggerOutcome::Refused { code, message } => {
+            tracing::warn!(tenant = %tenant, key, code = %code, message = %message, "alert-triggered run refused")
+        }
+        TriggerOutcome::UnknownAlert => {
+            tracing::warn!(tenant = %tenant, key, "alert event names no stored alert")
+        }
+        TriggerOutcome::Rejected(_) => {
+            tracing::debug!(tenant = %tenant, key, outcome = outcome.label(), "alert does not trigger a run")
+        }
+    }
+}
+
+/// The durable consumer of `events.alert.*` of every tenant. A consumer created for the first
+/// time starts at new events (old alerts are not investigated on a first deploy); afterwards
+/// its position survives restarts.
+pub async fn ensure_consumer(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    settings: &AlertTriggerSettings,
+) -> Result<PullConsumer, BusError> {
+    js.create_consumer_on_stream(
+        pull::Config {
+            durable_name: Some(CONSUMER.to_owned()),
+            description: Some("patrol-scheduler alert-triggered runs".to_owned()),
+            filter_subject: subjects.any_tenant("events.alert.>"),
+            ack_policy: AckPolicy::Explicit,
+            deliver_policy: DeliverPolicy::New,
+            ack_wait: settings.ack_wait,
+            max_deliver: settings.max_deliver,
+            max_ack_pending: 1000,
+            ..Default::default()
+        },
+        subjects.events_stream(),
+    )
+    .await
+    .map_err(|err| BusError::Nats {
+        op: "consumer create",
+        source: err.into(),
+    })
+}
+
+/// Publishes the event as it arrived plus why it failed to `pulse.<tenant>.dlq.alert_trigger`
+/// (the `_sys` tenant when the subject names none), then terminates it.
+async fn dead_letter(
+    bus: &Bus,
+    message: &jetstream::Message,
+    subject: &str,
+    stream_sequence: u64,
+    delivered: u64,
+    reason: &str,
+) {
+    let subjects = bus.subjects();
+    let tenant = subjects
+        .tenant_token(subject)
+        .and_then(|t| TenantId::new(t).ok());
+    let dlq_subject = match &tenant {
+        Some(tenant) => subjects.dlq(tenant, DLQ_KIND),
+        None => subjects.system(&format!("dlq.{DLQ_KIND}")),
+    };
+    let mut dlq_headers = message.headers.clone().unwrap_or_default();
+    if let Some(original) = dlq_headers.get(headers::MSG_ID).cloned() {
+        dlq_headers.insert(headers::DLQ_ORIGINAL_MSG_ID, original);
+    }
+    let dlq_id = format!("{}-{stream_sequence}", subjects.events_stream());
+    dlq_headers.insert(headers::MSG_ID, dlq_id.as_str());
+    let reason: String = reason
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(1024)
+        .collect();
+    dlq_headers.insert(headers::DLQ_REASON, reason.as_str());
+    dlq_headers.insert(headers::DLQ_DELIVERIES, delivered.to_string());
+    dlq_headers.insert(headers::DLQ_SUBJECT, subject);
+    dlq_headers.insert(headers::DLQ_STREAM_SEQUENCE, stream_sequence.to_string());
+    let published = match bus
+        .jetstream()
+        .publish_with_headers(dlq_subject.clone(), dlq_headers, message.payload.clone())
+        .await
+    {
+        Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+        Err(error) => Err(error.to_string()),
+    };
+    match published {
+        Ok(()) => {
+            tracing::warn!(subject, deliveries = delivered, reason = %reason, "alert event dead-lettered");
+            if let Err(error) = message.double_ack_with(AckKind::Term).await {
+                tracing::warn!(%error, "terminating a dead-lettered alert event failed");
+            }
+        }
+        Err(error) => {
+            tracing::error!(subject, dlq = %dlq_subject, %error, "dead-letter publish failed");
+            let _ = message
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
+                .await;
+        }
+    }
+}
+
+/// The stored firing an event belongs to: the latest alert of `key` that fired at or before
+/// the event's `fired_at` (the floor keeps an alert already firing rather than insert another).
+async fn firing_id(
+    tx: &TenantTx,
+    key: &str,
+    fired_at: DateTime<Utc>,
+) -> Result<Option<Uuid>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT id FROM alerts WHERE key = $1 AND fired_at <= $2
+             ORDER BY fired_at DESC LIMIT 1",
+            &[&key, &fired_at],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+/// Serializes the handling of one firing across consumers and replicas until `tx` ends.
+async fn lock_firing(tx: &TenantTx, requested_by: &str) -> Result<(), StoreError> {
+    tx.client()
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('pulse.alert-trigger.' || $1 || '.' || $2, 0))",
+            &[&tx.tenant().as_str(), &requested_by],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The run a firing already started, if any.
+async fn run_of_firing(
+    tx: &TenantTx,
+    requested_by: &str,
+    fired_at: DateTime<Utc>,
+) -> Result<Option<RunId>, StoreError> {
+    let since = fired_at - SKEW_MARGIN;
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT id FROM patrol_runs
+             WHERE requested_by = $1 AND trigger_reason = 'alert_fired' AND queued_at >= $2
+             ORDER BY queued_at LIMIT 1",
+            &[&requested_by, &since],
+        )
+        .await?;
+    Ok(row.map(|row| RunId::from_uuid(row.get(0))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use pulse_domain::alert_rules::{Alert, AlertKey, AlertRule};
+
+    fn alert(rule: AlertRule, level: AlertLevel) -> Alert {
+        let at = Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0).unwrap();
+        Alert {
+            key: AlertKey::new("service:h1:web", rule),
+            rule,
+            level,
+            value: 4.0,
+            threshold: 3.0,
+            resource_id: "service:h1:web".to_owned(),
+            message: "service:h1:web restarted 4 times".to_owned(),
+            fired_at: at,
+            updated_at: at,
+        }
+    }
+
+    fn triggers(min: MinSeverity, types: &[&str]) -> AlertTriggers {
+        AlertTriggers {
+            enabled: true,
+            min_severity: min,
+            alert_types: types.iter().map(|t| (*t).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn settings_become_the_domain_policy() {
+        let policy = policy_of(&triggers(MinSeverity::Critical, &[]));
+        assert_eq!(policy, AlertTriggerPolicy::default());
+        let policy = policy_of(&triggers(MinSeverity::Warning, &["restart_loop"]));
+        assert_eq!(policy.min_severity, AlertLevel::Warning);
+        assert_eq!(
+            policy.alert_types,
+            Some(BTreeSet::from(["restart_loop".to_owned()]))
+        );
+        let disabled = AlertTriggers {
+            enabled: false,
+            ..triggers(MinSeverity::Critical, &[])
+        };
+        assert!(!policy_of(&disabled).enabled);
+    }
+
+    #[test]
+    fn clears_never_start_and_fired_alerts_follow_the_policy() {
+        let policy = AlertTriggerPolicy::default();
+        let cleared = ReceivedAlert::from_transition(AlertTransition::Cleared {
+            alert: alert(AlertRule::RestartLoop, AlertLevel::Critical),
+            cleared_at: Utc::now(),
+        });
+        assert!(!cleared.can_start());
+        let fired = ReceivedAlert::from_transition(AlertTransition::Fired {
+            alert: alert(AlertRule::RestartLoop, AlertLevel::Critical),
+        });
+        assert!(fired.can_start());
+        assert_eq!(fired.decide(&policy), Decision::Admit);
+        assert_eq!(
+            fired.context.alert_identifier,
+            "service:h1:web:restart_loop"
+        );
+        let warning = ReceivedAlert::from_transition(AlertTransition::Fired {
+            alert: alert(AlertRule::Unhealthy, AlertLevel::Warning),
+        });
+        assert_eq!(
+            warning.decide(&policy),
+            Decision::Reject {
+                reason: RejectReason::BelowMinSeverity
+            }
+        );
+    }
+
+    fn wire(tenant: &TenantId, body: &serde_json::Value) -> HeaderMap {
+        let encoded = pulse_bus::encode(
+            tenant,
+            &serde_json::from_value::<WireTransition>(body.clone()).unwrap(),
+            None,
+        )
+        .unwrap();
+        encoded.headers
+    }
+
+    #[test]
+    fn an_unknown_level_decodes_and_counts_as_critical() {
+        let subjects = Subjects::new(None);
+        let tenant = TenantId::default_tenant();
+        let body = serde_json::json!({
+            "transition": "fired",
+            "alert": {
+                "key": "host:h1:agent_offline", "type": "agent_offline", "level": "page",
+                "value": 1.0, "threshold": 1.0, "resource_id": "host:h1",
+                "message": "agent offline", "fired_at": "2026-11-01T12:00:00.123456789Z",
+                "updated_at": "2026-11-01T12:00:00.123456789Z"
+            }
+        });
+        let headers = wire(&tenant, &body);
+        let subject = subjects.event(&tenant, "alert", "fired");
+        let payload = serde_json::to_vec(&body).unwrap();
+        let (from, received) =
+            ReceivedAlert::decode(&subjects, &subject, Some(&headers), &payload).unwrap();
+        assert_eq!(from, tenant);
+        assert!(
+            received.transition.is_none(),
+            "the typed decode refuses the level"
+        );
+        assert_eq!(received.context.level.effective(), AlertLevel::Critical);
+        assert_eq!(
+            received.decide(&AlertTriggerPolicy::default()),
+            Decision::Admit
+        );
+        // An unknown transition name never starts a run.
+        let mut other = body.clone();
+        other["transition"] = "acknowledged".into();
+        let payload = serde_json::to_vec(&other).unwrap();
+        let (_, received) =
+            ReceivedAlert::decode(&subjects, &subject, Some(&headers), &payload).unwrap();
+        assert!(!received.can_start());
+        // The subject's tenant must be the header's.
+        let elsewhere = subjects.event(&TenantId::new("acme").unwrap(), "alert", "fired");
+        assert!(ReceivedAlert::decode(&subjects, &elsewhere, Some(&headers), &payload).is_err());
+        assert!(ReceivedAlert::decode(&subjects, &subject, None, &payload).is_err());
+    }
+}

@@ -1,0 +1,453 @@
+//! Watch runs end to end: the real gateway, patrol-scheduler and model-runner binaries with the
+//! provider simulator behind an OpenAI-compatible Patrol route (`openai:gpt-4o-mini`, base URL =
+//! the simulator, key set through `PUT /api/settings/ai`).
+//!
+//! - A manual run ends in exactly one terminal record (`healthy` when the model answers in
+//!   text), with its tokens, visible at `GET /api/ai/patrol/runs/{id}`.
+//! - A runner killed (SIGKILL) while the provider holds its response loses its lease: the run
+//!   ends `error` (`runner_lost`) within the lease timeout; a restarted runner acks the
+//!   redelivered job without a new model request, and the record stays as it was.
+//! - A scoped run whose resource disappears between acceptance and start ends `error`
+//!   (`scope_empty`) with its requested ids and an empty effective scope, before any model call.
+//!
+//! The simulator answers every request offering the preflight probe tool (the runner's provider
+//! preflight) with a call of it, outside the scripted order, so the scripted turns go to the
+//! runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use pulse_domain::TenantId;
+use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
+use pulse_store::{agents, resources};
+use pulse_test_support::provider_sim::{
+    Delivery, ProviderSim, RecordedRequest, Script, Step, Turn,
+};
+use pulse_test_support::runner::TestModelRunner;
+use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::service::{TestGateway, scratch_dir};
+use pulse_test_support::wait;
+use serde_json::{Value, json};
+
+const ROUTE: &str = "openai:gpt-4o-mini";
+const KEY: &str = "sk-watch-e2e-7f3a9c1d2b";
+const LEASE_MS: u64 = 3_000;
+const SWEEP_MS: u64 = 500;
+/// Time for a run to be picked up and answered on a loaded 2-core machine.
+const RUN_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The gateway and scheduler of one test, its simulator and its resources.
+struct Stack {
+    gateway: TestGateway,
+    scheduler: Option<TestScheduler>,
+    sim: ProviderSim,
+    dir: PathBuf,
+    host: String,
+}
+
+/// The preflight tool call every tool-offering request gets.
+fn preflight_reply() -> Step {
+    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
+}
+
+fn service(name: &str) -> ObservedResource {
+    ObservedResource {
+        resource_type: ResourceType::Service,
+        source_id: name.to_owned(),
+        name: name.to_owned(),
+        aliases: Vec::new(),
+        status: ResourceStatus::Running,
+        health: Health::Healthy,
+        restart_count: Some(0),
+        labels: BTreeMap::new(),
+        details: Value::Null,
+        metrics: BTreeMap::new(),
+    }
+}
+
+impl Stack {
+    /// Gateway + scheduler, the simulator with `script`, the Patrol route and key saved, and two
+    /// services (`web`, `db`) on one host.
+    async fn start(script: Script) -> anyhow::Result<Self> {
+        pulse_test_support::install_crypto_provider();
+        let gateway = TestGateway::start().await?;
+        let dir = scratch_dir("watch-runs")?;
+        let sweep = SWEEP_MS.to_string();
+        let scheduler = TestScheduler::start(
+            &gateway,
+            &dir.join("scheduler"),
+            &[("PULSE_RUNNER__LEASE_SWEEP_MS", sweep.as_str())],
+        )
+        .await?;
+        let sim = ProviderSim::start(script.with_tool_offer_reply(preflight_reply())).await?;
+        let host = format!("watch-{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let stack = Self {
+            gateway,
+            scheduler: Some(scheduler),
+            sim,
+            dir,
+            host,
+        };
+        let (status, saved) = stack
+            .request(
+                reqwest::Method::PUT,
+                "/api/settings/ai",
+                Some(json!({
+                    "patrol_model": ROUTE,
+                    "providers": {"openai": {"api_key": KEY, "base_url": stack.sim.openai_base_url()}}
+                })),
+            )
+            .await?;
+        anyhow::ensure!(status == 200, "settings answered {status} {saved}");
+        stack.report(&["web", "db"]).await?;
+        Ok(stack)
+    }
+
+    /// The agent of `host` reports these services (through the store, as the relay writes them).
+    async fn report(&self, services: &[&str]) -> anyhow::Result<()> {
+        let store = self.gateway.db.store();
+        let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+        agents::connect(
+            &tx,
+            &agents::AgentSession {
+                id: self.host.clone(),
+                hostname: self.host.clone(),
+                agent_version: "e2e".to_owned(),
+                report_interval_ms: 10_000,
+                token_id: None,
+            },
+        )
+        .await?;
+        let observed: Vec<ObservedResource> = services.iter().map(|s| service(s)).collect();
+        resources::apply_report(&tx, &self.host, Utc::now(), &observed).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    fn service_id(&self, name: &str) -> String {
+        format!("service:{}:{name}", self.host)
+    }
+
+    async fn runner(&self, label: &str) -> anyhow::Result<TestModelRunner> {
+        TestModelRunner::start(
+            &self.gateway,
+            &self.dir.join(label),
+            &[("PULSE_RUNNER__LEASE_MS", LEASE_MS.to_string())],
+        )
+        .await
+    }
+
+    async fn request(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> anyhow::Result<(u16, Value)> {
+        let mut request = self
+            .gateway
+            .http
+            .request(method, self.gateway.url(path))
+            .bearer_auth(&self.gateway.admin_token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status().as_u16();
+        Ok((status, response.json().await.unwrap_or(Value::Null)))
+    }
+
+    async fn accept_run(&self, body: Option<Value>) -> anyhow::Result<String> {
+        let (status, answer) = self
+            .request(reqwest::Method::POST, "/api/ai/patrol/run", body)
+            .await?;
+        anyhow::ensure!(status == 202, "run request answered {status} {answer}");
+        answer["run_id"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("no run_id in {answer}"))
+    }
+
+    async fn run(&self, id: &str) -> anyhow::Result<Value> {
+        let (status, run) = self
+            .request(
+                reqwest::Method::GET,
+                &format!("/api/ai/patrol/runs/{id}"),
+                None,
+            )
+            .await?;
+        anyhow::ensure!(status == 200, "run {id} answered {status} {run}");
+        Ok(run)
+    }
+
+    /// Waits until the run is terminal and returns it.
+    async fn terminal_run(&self, id: &str, deadline: Duration) -> anyhow::Result<Value> {
+        wait::until(deadline, "a terminal run record", || async {
+            let run = self.run(id).await.ok()?;
+            matches!(
+                run["status"].as_str(),
+                Some("healthy" | "issues_found" | "error")
+            )
+            .then_some(run)
+        })
+        .await
+    }
+
+    /// Requests of the runs, as opposed to the runner's preflights (which offer the probe tool).
+    fn run_requests(&self) -> Vec<RecordedRequest> {
+        self.sim
+            .requests()
+            .into_iter()
+            .filter(|r| !r.body.to_string().contains("\"pulse_preflight_ping\""))
+            .collect()
+    }
+
+    /// `(subject suffix, count)` of the outbox rows about `run_id`.
+    async fn run_events(&self, run_id: &str) -> anyhow::Result<Vec<(String, i64)>> {
+        let owner = self.gateway.db.owner_client().await?;
+        let rows = owner
+            .query(
+                "SELECT substring(subject from '\\.events\\.(run\\.[a-z_]+)$'), count(*)
+                 FROM outbox WHERE payload->>'run_id' = $1 AND subject LIKE '%.events.run.%'
+                 GROUP BY 1 ORDER BY 1",
+                &[&run_id],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn watch_jobs_left(&self) -> anyhow::Result<u64> {
+        let nats = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
+        let js = async_nats::jetstream::new(nats);
+        let subjects = pulse_bus::Subjects::try_new(Some(&self.gateway.prefix))?;
+        let mut stream = js.get_stream(subjects.jobs_stream()).await?;
+        Ok(stream.info().await?.state.messages)
+    }
+
+    async fn stop(mut self) -> anyhow::Result<()> {
+        if let Some(scheduler) = self.scheduler.take() {
+            scheduler.stop().await?;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.gateway.stop().await
+    }
+}
+
+fn events(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
+    pairs.iter().map(|(s, n)| ((*s).to_owned(), *n)).collect()
+}
+
+#[tokio::test]
+async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Result<()> {
+    let stack = Stack::start(Script::turns([Turn::text(
+        "Summary: web and db are running and healthy; nothing looks wrong.",
+    )]))
+    .await?;
+    let runner = stack.runner("runner").await?;
+
+    let run_id = stack.accept_run(None).await?;
+    let run = stack
+        .terminal_run(&run_id, RUN_DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(run["status"], "healthy", "{run}");
+    assert_eq!(run["type"], "full");
+    assert!(run["started_at"].is_string(), "{run}");
+    assert!(run["input_tokens"].as_u64().is_some_and(|n| n > 0), "{run}");
+    assert!(
+        run["output_tokens"].as_u64().is_some_and(|n| n > 0),
+        "{run}"
+    );
+    assert!(run["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{run}");
+    assert_eq!(run["resources_checked"], 2);
+    assert_eq!(run["services_checked"], 2);
+    assert_eq!(run["error_cause"], Value::Null);
+    assert_eq!(run["turns"], 1, "{run}");
+    // The analysis is written from accepted outcomes, not the model's prose (Step 5).
+    assert!(
+        run["ai_analysis"]
+            .as_str()
+            .is_some_and(|a| a.contains("No warning or critical problem was recorded")),
+        "{run}"
+    );
+
+    // The model got one request: the seeded inventory as untrusted data, the Watch tools
+    // (Step 5; Step 4 offered none), no key.
+    let requests = stack.run_requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    let body = requests[0].body.to_string();
+    assert!(body.contains("untrusted-inventory"), "{body}");
+    assert!(body.contains(&stack.service_id("db")), "{body}");
+    assert!(!body.contains(KEY));
+    let model_tokens = requests[0].usage.expect("answered");
+    assert_eq!(run["input_tokens"], model_tokens.input_tokens);
+    assert_eq!(run["output_tokens"], model_tokens.output_tokens);
+
+    // Exactly one start and one terminal write, each announced once.
+    assert_eq!(
+        stack.run_events(&run_id).await?,
+        events(&[
+            ("run.accepted", 1),
+            ("run.completed", 1),
+            ("run.progress", 1),
+            ("run.started", 1),
+        ])
+    );
+    // The job was acked after the commit; the record does not move again.
+    wait::until(Duration::from_secs(10), "the watch job acked", || async {
+        (stack.watch_jobs_left().await.ok()? == 0).then_some(())
+    })
+    .await?;
+    assert_eq!(stack.run(&run_id).await?, run);
+
+    runner.stop().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn a_killed_runner_loses_its_run_and_a_restarted_one_never_reruns_it() -> anyhow::Result<()> {
+    // The provider holds its answer far longer than the lease.
+    let stack = Stack::start(Script::steps([Step::delivered(
+        Turn::text("too late"),
+        Delivery {
+            cold_start: Duration::from_secs(60),
+            ..Delivery::default()
+        },
+    )]))
+    .await?;
+    let runner = stack.runner("runner-1").await?;
+    let run_id = stack.accept_run(None).await?;
+
+    // Running, and the model request is in flight.
+    wait::until(
+        RUN_DEADLINE,
+        "the run's model request in flight",
+        || async {
+            let run = stack.run(&run_id).await.ok()?;
+            (run["status"] == "running" && stack.run_requests().len() == 1).then_some(())
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    runner.kill().await?;
+    let killed_at = Instant::now();
+
+    let lease = Duration::from_millis(LEASE_MS);
+    let lost = stack
+        .terminal_run(&run_id, lease + Duration::from_secs(10))
+        .await?;
+    let took = killed_at.elapsed();
+    assert_eq!(lost["status"], "error", "{lost}");
+    assert_eq!(lost["error_cause"], "runner_lost", "{lost}");
+    // One lease (renewed at most a third of it before the kill) plus one sweep interval, with
+    // slack for a loaded machine.
+    assert!(
+        took <= lease + Duration::from_millis(SWEEP_MS) + Duration::from_secs(3),
+        "runner_lost after {took:?}"
+    );
+
+    // A new runner gets the redelivered job, finds the run ended and acks it without a call.
+    let restarted = stack.runner("runner-2").await?;
+    wait::until(
+        lease + Duration::from_secs(20),
+        "the redelivered job acked",
+        || async { (stack.watch_jobs_left().await.ok()? == 0).then_some(()) },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", restarted.process.log_tail(40)))?;
+    let log = std::fs::read_to_string(&restarted.process.log)?;
+    assert!(
+        log.contains("run already ended; job acked without a model call"),
+        "the restarted runner saw the ended run:\n{}",
+        restarted.process.log_tail(40)
+    );
+    assert_eq!(stack.run_requests().len(), 1, "no new model request");
+    assert_eq!(stack.run(&run_id).await?, lost, "the same terminal record");
+    assert_eq!(
+        stack.run_events(&run_id).await?,
+        events(&[
+            ("run.accepted", 1),
+            ("run.completed", 1),
+            ("run.started", 1),
+        ])
+    );
+
+    restarted.stop().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn a_scoped_run_whose_resource_vanished_before_start_ends_scope_empty() -> anyhow::Result<()>
+{
+    let stack = Stack::start(Script::turns([Turn::text("never asked")])).await?;
+    let db_id = stack.service_id("db");
+    let run_id = stack
+        .accept_run(Some(json!({"resource_ids": ["db"]})))
+        .await?;
+    let accepted = stack.run(&run_id).await?;
+    assert_eq!(accepted["status"], "queued");
+    assert_eq!(accepted["effective_scope_resource_ids"], json!([db_id]));
+
+    // The resource goes away before any runner takes the job.
+    let owner = stack.gateway.db.owner_client().await?;
+    let deleted = owner
+        .execute("DELETE FROM resources WHERE id = $1", &[&db_id])
+        .await?;
+    assert_eq!(deleted, 1);
+
+    let runner = stack.runner("runner").await?;
+    let run = stack
+        .terminal_run(&run_id, RUN_DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(run["status"], "error", "{run}");
+    assert_eq!(run["error_cause"], "scope_empty", "{run}");
+    assert_eq!(run["scope_resource_ids"], json!(["db"]));
+    assert_eq!(run["effective_scope_resource_ids"], json!([]));
+    assert_eq!(run["started_at"], Value::Null);
+    assert!(
+        run["error_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("db")),
+        "{run}"
+    );
+    assert!(stack.run_requests().is_empty(), "no model call");
+    assert_eq!(
+        stack.run_events(&run_id).await?,
+        events(&[("run.accepted", 1), ("run.completed", 1)])
+    );
+    wait::until(Duration::from_secs(10), "the watch job acked", || async {
+        (stack.watch_jobs_left().await.ok()? == 0).then_some(())
+    })
+    .await?;
+
+    runner.stop().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn a_live_runner_keeps_its_lease_through_a_slow_provider() -> anyhow::Result<()> {
+    // The answer takes well over two leases; only renewals keep the sweeper away.
+    let slow = Duration::from_millis(LEASE_MS * 5 / 2);
+    let stack = Stack::start(Script::steps([Step::delivered(
+        Turn::text("Summary: slow, but nothing looks wrong."),
+        Delivery {
+            cold_start: slow,
+            ..Delivery::default()
+        },
+    )]))
+    .await?;
+    let runner = stack.runner("runner").await?;
+    let run_id = stack.accept_run(None).await?;
+    let run = stack
+        .terminal_run(&run_id, RUN_DEADLINE + slow)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(run["status"], "healthy", "{run}");
+    let took = run["duration_ms"].as_u64().unwrap_or_default();
+    assert!(took >= slow.as_millis() as u64, "{run}");
+    assert_eq!(stack.run_requests().len(), 1);
+    runner.stop().await?;
+    stack.stop().await
+}
