@@ -42,6 +42,8 @@ pub struct AppState {
     pub patrol_request_timeout: std::time::Duration,
     /// Open event streams per tenant, bounded by `gateway.max_streams_per_tenant`.
     pub streams: Arc<patrol_stream::StreamLimits>,
+    /// The `[patrol]` cadence settings, for the status's next due time.
+    pub patrol: pulse_config::PatrolConfig,
 }
 
 /// Serves the API until shutdown.
@@ -91,6 +93,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             ctx.config.gateway.max_streams_per_tenant,
             ctx.shutdown.clone(),
         )),
+        patrol: ctx.config.patrol.clone(),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

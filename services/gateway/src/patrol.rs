@@ -32,6 +32,7 @@ use pulse_bus::events::{
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::ai_settings;
+use pulse_domain::patrol::cadence::Cadence;
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunStatus};
 use pulse_domain::patrol::scope::{RunRequest, RunRequestError};
 use pulse_domain::patrol::status::{
@@ -322,7 +323,14 @@ pub async fn status(
     let interval_minutes = ai_settings::resolve(&[&state.settings.config.layer, &stored.document])
         .map(|s| s.patrol_interval_minutes)
         .unwrap_or(0);
-    let interval_ms = u64::from(interval_minutes) * 60_000;
+    // The dispatcher's cadence: the override (tests, benchmarks) or the tenant's interval.
+    let interval_ms = state
+        .patrol
+        .cadence_override_ms
+        .unwrap_or(u64::from(interval_minutes) * 60_000);
+    let next_patrol_at = (interval_ms > 0).then(|| {
+        Cadence::new(interval_ms, state.patrol.jitter_pct).next_after(&auth.principal.tenant, now)
+    });
     let runner_available = state
         .fleet
         .report(Instant::now())
@@ -342,7 +350,7 @@ pub async fn status(
         last_full_run: last_full.as_ref().and_then(full_run_summary),
         last_successful_full_at: last_successful.and_then(|run| run.completed_at),
         last_activity_at,
-        next_patrol_at: None,
+        next_patrol_at,
         interval_ms,
         // Findings arrive with the runner.
         findings_count: 0,

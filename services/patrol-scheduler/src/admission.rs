@@ -1,10 +1,9 @@
 //! Patrol run admission: which tenant's run starts next. Pure and clock-free: `now` is passed in.
 //!
 //! Rules:
-//! - Cadence: each tenant has a full run due once per interval. Due times sit on a grid anchored
-//!   at the Unix epoch, offset per tenant by a hash of its id, and each slot moves by a
-//!   deterministic jitter within +-`jitter_pct` of the interval. The schedule depends only on the
-//!   tenant id and the interval, so it is the same after a restart and spreads tenants evenly.
+//! - Cadence: each tenant has a full run due once per interval, on the deterministic jittered
+//!   grid of [`pulse_domain::patrol::cadence`], so it is the same after a restart, on every
+//!   replica and in the status API, and spreads tenants evenly.
 //! - At most one full run per tenant is in flight. A slot that comes due while a full run is in
 //!   flight or waiting is coalesced into it, never stacked.
 //! - Scoped runs wait in a bounded FIFO per tenant (refused with [`Refusal::ScopedQueueFull`]
@@ -22,6 +21,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 
 use chrono::{DateTime, TimeZone, Utc};
 use pulse_domain::TenantId;
+use pulse_domain::patrol::cadence::{Cadence, tenant_hash};
 use pulse_domain::patrol::run::{RunId, RunType, TriggerReason};
 use pulse_domain::patrol::scope::ScopedRequest;
 
@@ -167,27 +167,12 @@ fn at_ms(value: i64) -> DateTime<Utc> {
         .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
-/// FNV-1a: stable across builds and platforms, unlike the std hasher.
-fn tenant_hash(tenant: &TenantId) -> u64 {
-    tenant
-        .as_str()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        })
-}
-
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 impl AdmissionQueue {
     pub fn new(mut config: AdmissionConfig) -> Self {
         config.interval_ms = Self::clamp_interval(config.interval_ms);
-        config.jitter_pct = config.jitter_pct.min(40);
+        config.jitter_pct = config
+            .jitter_pct
+            .min(pulse_domain::patrol::cadence::MAX_JITTER_PCT);
         config.max_scoped_in_flight = config.max_scoped_in_flight.max(1);
         Self {
             config,
@@ -203,35 +188,13 @@ impl AdmissionQueue {
     }
 
     fn clamp_interval(interval_ms: u64) -> u64 {
-        interval_ms.clamp(1_000, i64::MAX as u64 / 4)
+        Cadence::new(interval_ms, 0).interval_ms()
     }
 
-    /// The due time of cycle `k` for a tenant with cadence `interval_ms`: grid slot plus jitter.
-    fn slot(&self, hash: u64, interval_ms: u64, k: i64) -> i64 {
-        let interval = interval_ms as i64;
-        let offset = (hash % interval_ms) as i64;
-        let span = interval * i64::from(self.config.jitter_pct) / 100;
-        let jitter = if span == 0 {
-            0
-        } else {
-            (mix(hash ^ (k as u64)) % (2 * span as u64 + 1)) as i64 - span
-        };
-        k * interval + offset + jitter
-    }
-
-    /// The first due slot strictly after `after`.
+    /// The first due slot strictly after `after` on the tenant's grid (one owner:
+    /// [`Cadence`]).
     fn slot_after(&self, hash: u64, interval_ms: u64, after: i64) -> i64 {
-        let interval = interval_ms as i64;
-        let offset = (hash % interval_ms) as i64;
-        // Jitter is under half an interval, so the answer is within two cycles of this one.
-        let mut k = (after - offset).div_euclid(interval) - 1;
-        loop {
-            let due = self.slot(hash, interval_ms, k);
-            if due > after {
-                return due;
-            }
-            k += 1;
-        }
+        Cadence::new(interval_ms, self.config.jitter_pct).slot_after_ms(hash, after)
     }
 
     /// The cadence slots of `tenant` after `after` (for inspection and tests).
@@ -589,6 +552,7 @@ impl AdmissionQueue {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use pulse_domain::patrol::cadence::mix;
     use pulse_domain::patrol::scope::RequestedScope;
     use std::collections::{BTreeMap, HashSet};
 

@@ -121,6 +121,16 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     assert_eq!(patrol["current_run_id"], full_id.as_str());
     assert_eq!(patrol["current_run_type"], "full");
     assert_eq!(patrol["running"], true);
+    // The next scheduled run is on the tenant's cadence grid, within one interval from now.
+    let interval_ms = patrol["interval_ms"].as_i64().expect("interval_ms");
+    let next = chrono::DateTime::parse_from_rfc3339(
+        patrol["next_patrol_at"].as_str().expect("next_patrol_at"),
+    )?;
+    let ahead = (next.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds();
+    assert!(
+        ahead > -5_000 && ahead <= interval_ms * 14 / 10,
+        "next_patrol_at {ahead} ms ahead with interval {interval_ms}: {patrol}"
+    );
     // Readiness is assessed: the route is set and needs no key; no preflight ran yet.
     assert_eq!(patrol["blocked_cause"], Value::Null, "{patrol}");
     assert!(
