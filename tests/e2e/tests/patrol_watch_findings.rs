@@ -12,7 +12,8 @@
 //! - A fabricated `pulse_control` and an unknown tool are denied before dispatch, recorded as
 //!   failed tool calls, and the supervised service keeps running untouched.
 //! - A `resolved` verdict while the fault is present is refused by the real verifier (the
-//!   finding stays active); once the fault is reverted the same verdict is accepted.
+//!   finding stays active); once the fault is reverted the same verdict is accepted. The run
+//!   reads the service's logs live through the relay (`pulse_read` `logs`).
 //! - `sim:injectable` with a hostile label: the offered tools and the outcome are those of a
 //!   diligent run and the injected marker reaches no finding, analysis or tool input.
 
@@ -464,8 +465,12 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
     // The route's model is scripted; the finding id follows from resource, category and key.
     let turns = |finding: &str, web: &str| {
         [
-            // Run 1: report the fault.
+            // Run 1: read web's logs live through the relay, report the fault.
             Turn::tool("patrol_get_findings", json!({})),
+            Turn::tool(
+                "pulse_read",
+                json!({"action": "logs", "resource_id": web, "lines": 20}),
+            ),
             Turn::tool("patrol_report_finding", report_web(web)),
             Turn::text("Reported web."),
             // Run 2: claim it resolved while the fault is still there.
@@ -500,6 +505,21 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
         fleet.runner_log()
     );
     assert_eq!(reported["finding_ids"], json!([finding]));
+    let calls = reported["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let read = calls
+        .iter()
+        .find(|c| c["tool_name"] == "pulse_read")
+        .expect("the log read is recorded");
+    assert_eq!(read["success"], true, "{read}");
+    assert!(
+        read["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("\"lines\"")),
+        "{read}"
+    );
 
     // Still failing: the verifier sees the fault, the verdict is refused, the finding stays.
     let refused = fleet.run().await?;

@@ -2,11 +2,10 @@
 //! prefix as a [`TestGateway`].
 
 use std::path::Path;
-use std::time::Duration;
 
-use crate::service::{ServiceProcess, TestGateway, free_port, small_streams_env};
+use crate::service::{ServiceProcess, TestGateway, start_backend, stop_backend};
 
-/// A running scheduler; dropping it kills the process.
+/// A running patrol-scheduler; dropping it kills the process.
 pub struct TestScheduler {
     pub process: ServiceProcess,
     /// `http://127.0.0.1:<port>` of its health listener.
@@ -14,52 +13,26 @@ pub struct TestScheduler {
 }
 
 impl TestScheduler {
-    /// Starts the scheduler with `extra_env` (e.g. `PULSE_ALERTS__TICK_MS`), logging to
-    /// `<dir>/patrol-scheduler.log`, and waits until it is ready.
+    /// Starts the patrol-scheduler with `extra_env`, logging to `<dir>/patrol-scheduler.log`, and waits until it is
+    /// ready (see [`start_backend`]).
     pub async fn start(
         gateway: &TestGateway,
         dir: &Path,
         extra_env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        let port = free_port()?;
-        let mut env = vec![
-            (
-                "PULSE_DATABASE_URL".to_owned(),
-                gateway.db.owner_url().to_owned(),
-            ),
-            ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
-            (
-                "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
-                gateway.prefix.clone(),
-            ),
-            ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
-            ("PULSE_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
-            ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
-        ];
-        env.extend(small_streams_env());
-        env.extend(
-            extra_env
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        );
-        let process = ServiceProcess::spawn(
-            "pulse-patrol-scheduler",
-            &env,
-            &dir.join("patrol-scheduler.log"),
-        )?;
-        let health_url = format!("http://127.0.0.1:{port}");
-        let http = gateway.http.clone();
-        process.wait_ready(&http, &health_url).await?;
+        let env = extra_env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        let (process, health_url) =
+            start_backend(gateway, "pulse-patrol-scheduler", dir, env).await?;
         Ok(Self {
             process,
             health_url,
         })
     }
 
+    /// SIGTERM and a clean exit.
     pub async fn stop(self) -> anyhow::Result<()> {
-        let status = self.process.stop(Duration::from_secs(10)).await?;
-        anyhow::ensure!(status.success(), "scheduler exited with {status}");
-        Ok(())
+        stop_backend(self.process, "patrol-scheduler").await
     }
 }

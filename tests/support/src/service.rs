@@ -142,6 +142,53 @@ impl ServiceProcess {
     }
 }
 
+/// Starts a backend service binary (`pulse-patrol-scheduler`, `pulse-model-runner`,
+/// `pulse-verifier`, ...) on `gateway`'s database, NATS server, subject prefix and master key,
+/// with small test streams and `extra_env` last (so it wins), logging to `<dir>/<name>.log`, and
+/// waits until its health listener says ready. Returns the process and its health URL.
+pub async fn start_backend(
+    gateway: &TestGateway,
+    binary: &str,
+    dir: &std::path::Path,
+    extra_env: impl IntoIterator<Item = (String, String)>,
+) -> anyhow::Result<(ServiceProcess, String)> {
+    std::fs::create_dir_all(dir)?;
+    let port = free_port()?;
+    let master_key = gateway.state_dir.join("secrets").join("master.key");
+    let mut env = vec![
+        (
+            "PULSE_DATABASE_URL".to_owned(),
+            gateway.db.owner_url().to_owned(),
+        ),
+        ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
+        (
+            "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
+            gateway.prefix.clone(),
+        ),
+        ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
+        ("PULSE_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+        (
+            "PULSE_SECRETS__MASTER_KEY_FILE".to_owned(),
+            master_key.display().to_string(),
+        ),
+        ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
+    ];
+    env.extend(small_streams_env());
+    env.extend(extra_env);
+    let name = binary.strip_prefix("pulse-").unwrap_or(binary);
+    let process = ServiceProcess::spawn(binary, &env, &dir.join(format!("{name}.log")))?;
+    let health_url = format!("http://127.0.0.1:{port}");
+    process.wait_ready(&gateway.http, &health_url).await?;
+    Ok((process, health_url))
+}
+
+/// SIGTERM and a clean exit of a backend started by [`start_backend`].
+pub async fn stop_backend(process: ServiceProcess, name: &str) -> anyhow::Result<()> {
+    let status = process.stop(std::time::Duration::from_secs(10)).await?;
+    anyhow::ensure!(status.success(), "{name} exited with {status}");
+    Ok(())
+}
+
 /// Sends a signal to a process.
 pub fn signal(pid: u32, signal: i32) {
     let Ok(pid) = i32::try_from(pid) else {

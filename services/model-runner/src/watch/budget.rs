@@ -5,8 +5,9 @@
 //!   tool list of the first request are the fixed base). When what remains cannot fund another
 //!   structured turn, investigation stops and the run goes to its final decision turn, which is
 //!   never refused for prior usage.
-//! - [`STRUCTURED_TURN_OUTPUT_TOKENS`] per structured turn; [`SUMMARY_OUTPUT_TOKENS`] for a
-//!   tool-free summary turn.
+//! - [`STRUCTURED_TURN_OUTPUT_TOKENS`] per structured turn. There is no separate summary turn:
+//!   the stored analysis is written by Pulse from accepted outcomes, so a model summary would
+//!   be spent and discarded.
 //! - Model turns: [`SCOPED_TURNS`] for a quick scoped check, [`FULL_TURNS`] for a full run, the
 //!   final decision turn included; one repair-only turn may extend either by one.
 //! - A batch of lifecycle calls with both accepted and refused calls stops the turn for one
@@ -21,7 +22,6 @@ use super::tools::RunLedger;
 
 pub const RUN_ALLOWANCE_TOKENS: u64 = 7_000;
 pub const STRUCTURED_TURN_OUTPUT_TOKENS: u32 = 2_048;
-pub const SUMMARY_OUTPUT_TOKENS: u32 = 1_024;
 pub const SCOPED_TURNS: u32 = 4;
 pub const FULL_TURNS: u32 = 10;
 
