@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use chrono::Utc;
 use pulse_bus::events::{
-    RelayObserveRequest, ResolutionCheckReply, ResolutionCheckRequest, ResolutionEvidence,
-    VERIFIER_QUEUE_GROUP, VERIFY_RESOLUTION,
+    ResolutionCheckReply, ResolutionCheckRequest, ResolutionEvidence, VERIFIER_QUEUE_GROUP,
+    VERIFY_RESOLUTION,
 };
+use pulse_bus::relay_api::RelayObserveRequest;
 use pulse_bus::{Bus, BusError, ErrorReply, Responder};
 use pulse_capabilities::error_codes::ErrorCode;
 use pulse_domain::TenantId;

@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod heartbeat;
 pub mod outbox;
+pub mod relay_api;
 pub mod responder;
 pub mod streams;
 pub mod subjects;

@@ -3,7 +3,7 @@
 
 use chrono::{TimeZone, Utc};
 use pulse_bus::Message;
-use pulse_bus::events::{RelayReadReply, RelayReadRequest};
+use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
 use pulse_domain::agent_protocol::{LogLine, LogSource, ReadOutput, ReadRequest, ReadResult};
 
 #[test]

@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 
 use chrono::{TimeZone, Utc};
 use pulse_bus::events::{
-    RelayObserveReply, RelayObserveRequest, ResolutionCheckReply, ResolutionCheckRequest,
-    ResolutionEvidence, VERIFIER_QUEUE_GROUP, VERIFY_RESOLUTION,
+    ResolutionCheckReply, ResolutionCheckRequest, ResolutionEvidence, VERIFIER_QUEUE_GROUP,
+    VERIFY_RESOLUTION,
 };
+use pulse_bus::relay_api::{RelayObserveReply, RelayObserveRequest};
 use pulse_bus::{Message, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{Observation, ResourceTarget};

@@ -7,7 +7,7 @@
 //! Log text is infrastructure output: it goes back as JSON data, bounded.
 
 use pulse_bus::BusError;
-use pulse_bus::events::{RelayReadReply, RelayReadRequest};
+use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
 use pulse_domain::agent_protocol::{LogSource, ReadOutput, ReadRequest};
 use pulse_domain::resource::{ResourceType, truncate_chars};
 use serde_json::json;

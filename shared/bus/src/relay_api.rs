@@ -1,0 +1,103 @@
+//! The agent-relay's request/reply API on the bus (NATS core), declared here so every service
+//! that asks the relay (action-broker, verifier, model-runner) and the relay itself share one
+//! definition of the wire contract:
+//!
+//! | subject | request | reply |
+//! |---|---|---|
+//! | `pulse.<tenant>.relay.command` | [`RelayCommandRequest`] | [`RelayCommandReceipt`] |
+//! | `pulse.<tenant>.relay.observe` | [`RelayObserveRequest`] | [`RelayObserveReply`] |
+//! | `pulse.<tenant>.relay.read` | [`RelayReadRequest`] | [`RelayReadReply`] |
+//!
+//! Errors travel as typed error replies: `agent_not_connected`, `agent_timeout`,
+//! `agent_refused`, `missing_scope` (commands need a token with `agent:exec`), `rate_limited`,
+//! `agent_response_too_large`, `invalid_request`.
+
+use chrono::{DateTime, Utc};
+use pulse_domain::agent_protocol::{
+    Observation, ReadRequest as ReadSpec, ReadResult, Receipt, ResourceTarget,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::{Message, Request};
+
+/// Queue group every relay replica serves the request subjects in.
+pub const RELAY_QUEUE_GROUP: &str = "agent-relay";
+
+/// Run one typed capability on an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayCommandRequest {
+    pub agent_id: String,
+    /// The agent runs each action id at most once; re-send the same id to learn the outcome.
+    pub action_id: String,
+    pub lease_id: String,
+    pub lease_expires_at: DateTime<Utc>,
+    /// `service.start|stop|restart`, `docker.container.start|stop|restart`.
+    pub capability: String,
+    pub target: String,
+}
+
+impl Message for RelayCommandRequest {
+    const TYPE: &'static str = "pulse.relay.command";
+}
+
+/// The agent's receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RelayCommandReceipt(pub Receipt);
+
+impl Message for RelayCommandReceipt {
+    const TYPE: &'static str = "pulse.relay.command.receipt";
+}
+
+impl Request for RelayCommandRequest {
+    type Reply = RelayCommandReceipt;
+}
+
+/// Re-collect one resource on an agent now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayObserveRequest {
+    pub agent_id: String,
+    pub target: ResourceTarget,
+}
+
+impl Message for RelayObserveRequest {
+    const TYPE: &'static str = "pulse.relay.observe";
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RelayObserveReply(pub Observation);
+
+impl Message for RelayObserveReply {
+    const TYPE: &'static str = "pulse.relay.observe.reply";
+}
+
+impl Request for RelayObserveRequest {
+    type Reply = RelayObserveReply;
+}
+
+/// A bounded live read on an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayReadRequest {
+    pub agent_id: String,
+    pub read: ReadSpec,
+}
+
+impl Message for RelayReadRequest {
+    const TYPE: &'static str = "pulse.relay.read";
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RelayReadReply(pub ReadResult);
+
+impl Message for RelayReadReply {
+    const TYPE: &'static str = "pulse.relay.read.reply";
+}
+
+impl Request for RelayReadRequest {
+    type Reply = RelayReadReply;
+}
