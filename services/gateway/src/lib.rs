@@ -1,10 +1,12 @@
 //! The gateway: the HTTP API, authentication, tenant resolution and the fleet health view.
 
+mod actions;
 mod alerts;
 mod auth;
 mod body_limit;
 mod bootstrap;
 mod error;
+mod findings;
 mod fleet;
 mod forecast;
 mod json;

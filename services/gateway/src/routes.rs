@@ -10,8 +10,8 @@ use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, alerts, auth, body_limit, forecast, observe, patrol, patrol_stream,
-    resources, settings, tokens,
+    ApiError, AppState, actions, alerts, auth, body_limit, findings, forecast, observe, patrol,
+    patrol_stream, resources, settings, tokens,
 };
 
 /// A documented API route: what it needs and whether it takes a JSON body.
@@ -127,6 +127,76 @@ pub const API_ROUTES: &[RouteSpec] = &[
     },
     RouteSpec {
         method: "GET",
+        path: "/api/ai/patrol/findings",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/findings/{id}",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/acknowledge",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/snooze",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/resolve",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/findings/note",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "GET",
         path: "/api/settings/ai",
         scopes: &[Scope::Admin],
         public: false,
@@ -139,12 +209,68 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: true,
     },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/plan",
+        scopes: &[Scope::ActionsPlan],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/pending",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/decision",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/execute",
+        scopes: &[Scope::ActionsExecute],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}/audit",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     Router::new()
         .route("/api/health", get(health))
+        .route("/api/actions", get(actions::list))
+        .route("/api/actions/plan", post(actions::plan))
+        .route("/api/actions/pending", get(actions::pending))
+        .route("/api/actions/{id}", get(actions::get))
+        .route("/api/actions/{id}/decision", post(actions::decision))
+        .route("/api/actions/{id}/execute", post(actions::execute))
+        .route("/api/actions/{id}/audit", get(actions::audit))
         .route("/api/tokens", get(tokens::list).post(tokens::create))
         .route("/api/tokens/{id}", delete(tokens::revoke))
         .route("/api/resources", get(resources::list))
@@ -158,6 +284,19 @@ pub fn router(state: AppState) -> Router {
         .route("/api/ai/patrol/runs/{id}", get(patrol::get))
         .route("/api/ai/patrol/status", get(patrol::status))
         .route("/api/ai/patrol/stream", get(patrol_stream::stream))
+        .route("/api/ai/patrol/findings", get(findings::list))
+        .route("/api/ai/patrol/findings/note", post(findings::note))
+        .route("/api/ai/patrol/findings/{id}", get(findings::get))
+        .route("/api/ai/patrol/acknowledge", post(findings::acknowledge))
+        .route("/api/ai/patrol/snooze", post(findings::snooze))
+        .route("/api/ai/patrol/dismiss", post(findings::dismiss))
+        .route("/api/ai/patrol/dismiss/undo", post(findings::undo_dismiss))
+        .route("/api/ai/patrol/resolve", post(findings::resolve))
+        .route("/api/ai/patrol/suppress", post(findings::suppress))
+        .route(
+            "/api/ai/patrol/suppress/undo",
+            post(findings::undo_suppress),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

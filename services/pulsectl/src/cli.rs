@@ -80,6 +80,9 @@ pub enum Command {
     /// Request Patrol runs and read the Patrol status and run history.
     #[command(subcommand)]
     Patrol(PatrolCommand),
+    /// List, show and triage Patrol findings: acknowledge, dismiss, suppress.
+    #[command(subcommand)]
+    Findings(FindingsCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -242,6 +245,94 @@ pub struct PatrolRunsArgs {
         value_name = "N"
     )]
     pub limit: Option<u16>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FindingsCommand {
+    /// List active findings, most recently seen first; with --all, every finding.
+    List(FindingsListArgs),
+    /// Show one finding with its lifecycle.
+    Show {
+        /// Finding id (from `pulsectl findings list`).
+        id: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Acknowledge a finding.
+    Ack {
+        /// Finding id.
+        id: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Dismiss a finding; will_fix_later reminds after seven days.
+    Dismiss(FindingsDismissArgs),
+    /// Suppress findings of one category on one resource (the rule is created from an open
+    /// finding in that scope).
+    Suppress(FindingsSuppressArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FindingsListArgs {
+    /// Include resolved, dismissed and suppressed findings.
+    #[arg(long)]
+    pub all: bool,
+
+    /// How many findings to list (the gateway caps this at 500). Default: the gateway's (200).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    pub limit: Option<u16>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FindingsDismissArgs {
+    /// Finding id.
+    pub id: String,
+
+    /// Why the finding is dismissed.
+    #[arg(
+        long,
+        value_parser = ["not_an_issue", "expected_behavior", "will_fix_later"],
+        value_name = "REASON"
+    )]
+    pub reason: String,
+
+    /// A note kept with the dismissal.
+    #[arg(long, value_name = "TEXT")]
+    pub note: Option<String>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct FindingsSuppressArgs {
+    /// Resource id of the findings to suppress (`*` for every resource, with --allow-broad-scope).
+    #[arg(long, value_name = "ID")]
+    pub resource: String,
+
+    /// Category of the findings to suppress: performance, capacity, reliability, backup,
+    /// security, general (`*` for every category, with --allow-broad-scope).
+    #[arg(long, value_name = "CATEGORY")]
+    pub category: String,
+
+    /// Create the rule from this finding rather than the most recently seen one in the scope.
+    #[arg(long, value_name = "ID")]
+    pub finding: Option<String>,
+
+    /// Allow a rule covering every resource or every category.
+    #[arg(long)]
+    pub allow_broad_scope: bool,
 
     /// Print the API's JSON answer instead of text.
     #[arg(long)]

@@ -1,6 +1,6 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
-//! and reads Patrol runs over the gateway.
+//! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings.
 
 pub mod agent_token;
 pub mod binaries;
@@ -10,6 +10,7 @@ pub mod deps;
 pub mod detach;
 pub mod down;
 pub mod duration;
+pub mod findings;
 pub mod gateway_client;
 pub mod health;
 pub mod patrol;
@@ -23,7 +24,7 @@ pub mod text;
 pub mod token;
 pub mod up;
 
-use cli::{Cli, Command, PatrolCommand, TokenCommand};
+use cli::{Cli, Command, FindingsCommand, PatrolCommand, TokenCommand};
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +38,9 @@ pub enum Error {
     /// A Patrol command's error; its exit code tells refused input from unavailability.
     #[error(transparent)]
     Patrol(ApiError),
+    /// A findings command's error; exit codes as for Patrol commands.
+    #[error(transparent)]
+    Findings(ApiError),
 }
 
 impl Error {
@@ -44,7 +48,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Api(err) => err.exit_code(),
-            Error::Patrol(err) => patrol::exit_code(err),
+            Error::Patrol(err) | Error::Findings(err) => patrol::exit_code(err),
             Error::Up(_) | Error::Down(_) => 1,
         }
     }
@@ -79,6 +83,29 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 PatrolCommand::Runs(args) => patrol::runs(&cli.gateway, token, &args).await,
             };
             result.map_err(Error::Patrol)?;
+        }
+        Command::Findings(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let result = match command {
+                FindingsCommand::List(args) => findings::list(&cli.gateway, token, &args).await,
+                FindingsCommand::Show { id, json } => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    findings::show(&client, &id, json).await
+                }
+                FindingsCommand::Ack { id, json } => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    findings::ack(&client, &id, json).await
+                }
+                FindingsCommand::Dismiss(args) => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    findings::dismiss(&client, &args).await
+                }
+                FindingsCommand::Suppress(args) => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    findings::suppress(&client, &args).await
+                }
+            };
+            result.map_err(Error::Findings)?;
         }
     }
     Ok(())

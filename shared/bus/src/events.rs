@@ -276,3 +276,127 @@ pub struct ResolutionEvidence {
     pub readings: std::collections::BTreeMap<String, f64>,
 }
 
+/// `pulse.<tenant>.actions.plan.request`: ask the action-broker to plan an action.
+pub const ACTION_PLAN_REQUEST: &str = "actions.plan.request";
+/// `pulse.<tenant>.actions.decide.request`: a human's approval or rejection of a pending plan.
+pub const ACTION_DECIDE_REQUEST: &str = "actions.decide.request";
+/// `pulse.<tenant>.actions.execute.request`: run an approved plan.
+pub const ACTION_EXECUTE_REQUEST: &str = "actions.execute.request";
+/// The queue group the action-broker replicas share the action requests in.
+pub const ACTIONS_QUEUE_GROUP: &str = "action-broker";
+/// `events.approval.pending`: a plan waits for a human decision.
+pub const APPROVAL_PENDING: (&str, &str) = ("approval", "pending");
+/// `events.action.completed`: an action reached `completed` or `failed`.
+pub const ACTION_COMPLETED: (&str, &str) = ("action", "completed");
+
+/// Plan one typed capability on one resource.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionPlanRequest {
+    pub resource_id: String,
+    /// A capability wire name (`service.restart`, ...); an unknown one is refused.
+    pub capability: String,
+    /// An object; `target` names the service or container.
+    pub params: serde_json::Value,
+    pub reason: String,
+    pub severity: pulse_domain::action::Severity,
+    /// Raised to the capability's minimum, never lowered.
+    pub approval_floor: Option<pulse_domain::action::ApprovalFloor>,
+    /// `user:<id>` or `token:<id>` of the authenticated caller.
+    pub requested_by: String,
+}
+
+impl Message for ActionPlanRequest {
+    const TYPE: &'static str = "pulse.actions.plan_request";
+}
+
+impl crate::Request for ActionPlanRequest {
+    type Reply = ActionReply;
+}
+
+/// A human's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionOutcome {
+    Approved,
+    Rejected,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionDecisionRequest {
+    pub action_id: uuid::Uuid,
+    pub outcome: DecisionOutcome,
+    pub reason: String,
+    /// `user:<id>` of the authenticated human; never taken from a request body.
+    pub decided_by: String,
+}
+
+impl Message for ActionDecisionRequest {
+    const TYPE: &'static str = "pulse.actions.decide_request";
+}
+
+impl crate::Request for ActionDecisionRequest {
+    type Reply = ActionReply;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionExecuteRequest {
+    pub action_id: uuid::Uuid,
+    pub requested_by: String,
+}
+
+impl Message for ActionExecuteRequest {
+    const TYPE: &'static str = "pulse.actions.execute_request";
+}
+
+impl crate::Request for ActionExecuteRequest {
+    type Reply = ActionReply;
+}
+
+/// The action after a plan, decision or execution request.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ActionReply {
+    pub action_id: uuid::Uuid,
+    pub state: pulse_domain::action::ActionState,
+    pub plan_hash: String,
+    pub policy_decision: pulse_domain::action::PolicyDecision,
+    /// Why it ended where it did: a refusal (`plan_drift: ...`) or the agent's failure reason.
+    pub message: Option<String>,
+}
+
+impl Message for ActionReply {
+    const TYPE: &'static str = "pulse.actions.reply";
+}
+
+/// The payload of `events.approval.pending`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApprovalPending {
+    pub action_id: uuid::Uuid,
+    pub resource_id: String,
+    pub capability: String,
+    pub severity: pulse_domain::action::Severity,
+    pub approval_floor: pulse_domain::action::ApprovalFloor,
+    pub plan_hash: String,
+    pub expires_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for ApprovalPending {
+    const TYPE: &'static str = "pulse.actions.approval_pending";
+}
+
+/// The payload of `events.action.completed`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ActionCompleted {
+    pub action_id: uuid::Uuid,
+    /// `completed` or `failed`.
+    pub state: pulse_domain::action::ActionState,
+    pub plan_hash: String,
+    pub reason: Option<String>,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for ActionCompleted {
+    const TYPE: &'static str = "pulse.actions.completed";
+}

@@ -118,6 +118,60 @@ error_codes! {
     PatrolRunnerUnavailable => "patrol_runner_unavailable", 503,
         "no model-runner answered the preflight request, so no preflight ran",
         "start pulse-model-runner (check its logs and /api/health), then send the request again";
+    InvalidFindingRequest => "invalid_finding_request", 400,
+        "a finding request is malformed: an unknown or missing field, a bad finding id, reason, category, duration or note (the message names it), or a broad suppression without allow_broad_scope",
+        "fix the field named in the message; see docs/api/findings.md for each route's body";
+    FindingNotFound => "finding_not_found", 404,
+        "no finding with this id (or, for suppress without finding_id, no open finding on that resource and category) in this tenant",
+        "list the findings (GET /api/ai/patrol/findings?include_resolved=1) and use an id from there";
+    FindingActionNotAllowed => "finding_action_not_allowed", 409,
+        "the finding's status does not accept this action (for example acknowledging a resolved finding); the message names the status and the actions it accepts",
+        "re-read the finding (GET /api/ai/patrol/findings/{id}) and send one of the actions the message lists";
+    PatrolUnavailable => "patrol_unavailable", 503,
+        "the finding store is unreachable, so the finding could not be read or changed",
+        "retry shortly; check /api/health and the gateway logs";
+    ActionNotFound => "action_not_found", 404,
+        "no action with this id in this tenant",
+        "list the actions (GET /api/actions) and use an id from there";
+    InvalidActionRequest => "invalid_action_request", 422,
+        "an action plan or decision is malformed: unknown capability, params without a string target, a bad reason, severity, floor or outcome (the message names it)",
+        "fix the field named in the message; see docs/api/actions.md";
+    ActionNotApproved => "action_not_approved", 409,
+        "the action is not approved (it is still waiting for a decision, or was rejected), so it was not executed",
+        "approve it first (POST /api/actions/{id}/decision), then execute it";
+    ActionAlreadyExecuting => "action_already_executing", 409,
+        "the action is already executing; it runs at most once",
+        "follow the action (GET /api/actions/{id}) until it is completed or failed";
+    ActionExecutionFinal => "action_execution_final", 409,
+        "the action already ended (completed, failed, rejected or expired); resubmitting never re-executes it",
+        "read its outcome (GET /api/actions/{id}); plan a new action to run it again";
+    ActionDecisionNotAllowed => "action_decision_not_allowed", 409,
+        "the action does not wait for a decision (it was decided already, auto-authorized, refused or expired)",
+        "re-read the action (GET /api/actions/{id}); only pending_approval actions take a decision";
+    ActionStepUpUnavailable => "action_step_up_unavailable", 422,
+        "the plan's approval floor is mfa and this build has no step-up authentication, so it can never be approved",
+        "plan the action with a lower floor if the policy allows it, or perform the change outside Pulse";
+    ActionSelfApprovalForbidden => "action_self_approval_forbidden", 403,
+        "the plan's approval floor requires a human other than the requester, and the decider is the requester",
+        "ask another human with actions:approve to decide";
+    ActionDecisionRequiresHuman => "action_decision_requires_human", 403,
+        "decisions are made by a human; this token belongs to no user",
+        "decide with a token created by a user (the token's creator is the decider)";
+    ActionPlanExpired => "action_plan_expired", 409,
+        "the plan expired before it was executed; it is now expired and never runs",
+        "plan the action again";
+    ActionPlanDrift => "action_plan_drift", 409,
+        "the plan changed after it was hashed (its recomputed plan hash differs), so it was refused and failed; the audit row starts with plan_drift:",
+        "read the audit (GET /api/actions/{id}/audit) and plan the action again";
+    ResourceRemediationLocked => "resource_remediation_locked", 409,
+        "the resource is marked never_auto_remediate, so no action runs on it, approved or not; the action failed",
+        "clear the lock if remediation is wanted, then plan the action again";
+    ActionRefused => "action_refused", 409,
+        "the policy refused to run the approved action right before execution (monitor mode, lock state unknown, or the agent does not offer the capability now); the message names the reason code",
+        "fix the cause named in the message, then plan the action again";
+    ActionExecutorUnavailable => "action_executor_unavailable", 503,
+        "no action-broker (or no agent-relay) answered, so nothing was planned or run",
+        "start pulse-action-broker and pulse-agent-relay (check /api/health), then retry";
     ServiceUnavailable => "service_unavailable", 503,
         "a dependency (database or message bus) is unreachable",
         "retry later; check /api/health and the service logs";

@@ -1,5 +1,6 @@
 //! Pulse domain: identifiers, vocabularies and pure rules. No IO lives here.
 
+pub mod action;
 pub mod agent_protocol;
 pub mod ai_settings;
 pub mod alert_rules;

@@ -1,6 +1,7 @@
 //! Pulse store: the Postgres pool, embedded migrations, tenant-scoped transactions and the
 //! repositories every service shares.
 
+pub mod actions;
 pub mod agents;
 pub mod alerts;
 pub mod audit;

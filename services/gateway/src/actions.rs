@@ -1,0 +1,320 @@
+//! Governed actions over the API (Step 6). The gateway authenticates and checks scopes; the
+//! action-broker plans, decides and executes over the bus; reads come from the action store.
+//!
+//! - `POST /api/actions/plan` (`actions:plan`): `{resource_id, capability, params, reason,
+//!   severity, approval_floor?}`; the requester is the authenticated caller.
+//! - `GET /api/actions`, `GET /api/actions/pending` (by expiry, risk, age, id),
+//!   `GET /api/actions/{id}`, `GET /api/actions/{id}/audit` (`monitoring:read`).
+//! - `POST /api/actions/{id}/decision` (`actions:approve`): `{outcome: approved|rejected,
+//!   reason}`; the decider is the human behind the token, never a body field (unknown fields are
+//!   refused).
+//! - `POST /api/actions/{id}/execute` (`actions:execute`).
+//!
+//! Another tenant's action id answers `action_not_found`, like an unknown one.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use pulse_bus::events::{
+    ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST, ActionDecisionRequest,
+    ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
+};
+use pulse_bus::{BusError, Request};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
+use pulse_domain::action::{ActionPlan, ActionState, ApprovalFloor, Severity};
+use pulse_store::actions::{self, MAX_LIST_LIMIT, StoredAction};
+use pulse_store::audit::AuditRecord;
+use pulse_store::tokens::Principal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::json::ApiJson;
+use crate::{ApiError, AppState};
+
+pub struct PlanScope;
+impl RequiredScopes for PlanScope {
+    const SCOPES: &'static [Scope] = &[Scope::ActionsPlan];
+}
+
+pub struct ApproveScope;
+impl RequiredScopes for ApproveScope {
+    const SCOPES: &'static [Scope] = &[Scope::ActionsApprove];
+}
+
+pub struct ExecuteScope;
+impl RequiredScopes for ExecuteScope {
+    const SCOPES: &'static [Scope] = &[Scope::ActionsExecute];
+}
+
+/// How long the gateway waits for the broker: an execution includes the agent's receipt.
+pub const ACTION_REQUEST_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// `user:<id>` for a token a human created, else `token:<id>`.
+pub fn actor(principal: &Principal) -> String {
+    match principal.user_id {
+        Some(user) => format!("user:{user}"),
+        None => format!("token:{}", principal.token_id),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanBody {
+    pub resource_id: String,
+    pub capability: String,
+    pub params: Value,
+    pub reason: String,
+    pub severity: Severity,
+    #[serde(default)]
+    pub approval_floor: Option<ApprovalFloor>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionBody {
+    pub outcome: DecisionOutcome,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    pub limit: Option<i64>,
+}
+
+/// An action as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct ActionView {
+    #[serde(flatten)]
+    pub plan: ActionPlan,
+    pub state: ActionState,
+    pub version: i64,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    pub human_approved: bool,
+    pub lease_id: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub result: Option<Value>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<StoredAction> for ActionView {
+    fn from(a: StoredAction) -> Self {
+        Self {
+            plan: a.plan,
+            state: a.state,
+            version: a.version,
+            decided_by: a.decided_by,
+            decision_reason: a.decision_reason,
+            human_approved: a.human_approved,
+            lease_id: a.lease_id,
+            lease_expires_at: a.lease_expires_at,
+            result: a.result,
+            updated_at: a.updated_at,
+        }
+    }
+}
+
+fn not_found(id: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::ActionNotFound, format!("no action {id}"))
+}
+
+fn action_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
+    let Path(raw) = path.map_err(|_| not_found("with this id"))?;
+    Uuid::parse_str(&raw).map_err(|_| not_found(format!("{raw:?}")))
+}
+
+/// Maps the broker's answer (or its absence) to a stable API error.
+fn bus_error(err: BusError) -> ApiError {
+    let unavailable = || {
+        ApiError::new(
+            ErrorCode::ActionExecutorUnavailable,
+            "no action-broker answered; start pulse-action-broker and retry",
+        )
+    };
+    match err {
+        BusError::NoResponders { .. } | BusError::Timeout { .. } => unavailable(),
+        BusError::Remote { code, message } => {
+            let code = match code.as_str() {
+                "action_not_found" => ErrorCode::ActionNotFound,
+                "invalid_action_request" => ErrorCode::InvalidActionRequest,
+                "action_not_approved" => ErrorCode::ActionNotApproved,
+                "action_already_executing" => ErrorCode::ActionAlreadyExecuting,
+                "action_execution_final" => ErrorCode::ActionExecutionFinal,
+                "action_decision_not_allowed" => ErrorCode::ActionDecisionNotAllowed,
+                "action_step_up_unavailable" => ErrorCode::ActionStepUpUnavailable,
+                "action_self_approval_forbidden" => ErrorCode::ActionSelfApprovalForbidden,
+                "action_decision_requires_human" => ErrorCode::ActionDecisionRequiresHuman,
+                "action_plan_expired" => ErrorCode::ActionPlanExpired,
+                "action_plan_drift" => ErrorCode::ActionPlanDrift,
+                "resource_remediation_locked" => ErrorCode::ResourceRemediationLocked,
+                "action_refused" => ErrorCode::ActionRefused,
+                "conflict" => ErrorCode::Conflict,
+                "service_unavailable" => ErrorCode::ServiceUnavailable,
+                "bad_request" => ErrorCode::InvalidActionRequest,
+                other => {
+                    tracing::error!(code = other, %message, "action request failed");
+                    return ApiError::new(ErrorCode::InternalError, "the action request failed");
+                }
+            };
+            ApiError::new(code, message)
+        }
+        other => {
+            tracing::warn!(error = %other, "action request failed on the bus");
+            ApiError::new(
+                ErrorCode::ServiceUnavailable,
+                "the message bus is unavailable; retry shortly",
+            )
+        }
+    }
+}
+
+async fn ask<R: Request<Reply = ActionReply>>(
+    state: &AppState,
+    principal: &Principal,
+    verb: &str,
+    request: &R,
+) -> Result<ActionView, ApiError> {
+    let tenant = &principal.tenant;
+    let subject = state.bus.subjects().tenant(tenant, verb);
+    let reply = state
+        .bus
+        .request(tenant, &subject, request, ACTION_REQUEST_TIMEOUT)
+        .await
+        .map_err(bus_error)?;
+    let tx = state.store.tenant_tx(tenant).await?;
+    let action = actions::get(&tx, reply.action_id)
+        .await?
+        .ok_or_else(|| not_found(reply.action_id))?;
+    tx.rollback().await?;
+    Ok(action.into())
+}
+
+pub async fn plan(
+    State(state): State<AppState>,
+    auth: Authorized<PlanScope>,
+    ApiJson(body): ApiJson<PlanBody>,
+) -> Result<Response, ApiError> {
+    let request = ActionPlanRequest {
+        resource_id: body.resource_id,
+        capability: body.capability,
+        params: body.params,
+        reason: body.reason,
+        severity: body.severity,
+        approval_floor: body.approval_floor,
+        requested_by: actor(&auth.principal),
+    };
+    let view = ask(&state, &auth.principal, ACTION_PLAN_REQUEST, &request).await?;
+    Ok((StatusCode::CREATED, Json(view)).into_response())
+}
+
+pub async fn decision(
+    State(state): State<AppState>,
+    auth: Authorized<ApproveScope>,
+    path: Result<Path<String>, PathRejection>,
+    ApiJson(body): ApiJson<DecisionBody>,
+) -> Result<Json<ActionView>, ApiError> {
+    let id = action_id(path)?;
+    if auth.principal.user_id.is_none() {
+        return Err(ApiError::new(
+            ErrorCode::ActionDecisionRequiresHuman,
+            "decisions are made by a human; this token belongs to no user",
+        ));
+    }
+    let request = ActionDecisionRequest {
+        action_id: id,
+        outcome: body.outcome,
+        reason: body.reason,
+        decided_by: actor(&auth.principal),
+    };
+    Ok(Json(
+        ask(&state, &auth.principal, ACTION_DECIDE_REQUEST, &request).await?,
+    ))
+}
+
+pub async fn execute(
+    State(state): State<AppState>,
+    auth: Authorized<ExecuteScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<ActionView>, ApiError> {
+    let id = action_id(path)?;
+    let request = ActionExecuteRequest {
+        action_id: id,
+        requested_by: actor(&auth.principal),
+    };
+    Ok(Json(
+        ask(&state, &auth.principal, ACTION_EXECUTE_REQUEST, &request).await?,
+    ))
+}
+
+fn limit(
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Option<i64>, ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    match query.limit {
+        Some(l) if !(1..=MAX_LIST_LIMIT).contains(&l) => Err(ApiError::new(
+            ErrorCode::InvalidParameter,
+            format!("limit: must be 1..={MAX_LIST_LIMIT}"),
+        )),
+        other => Ok(other),
+    }
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<ActionView>>, ApiError> {
+    let limit = limit(query)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let list = actions::list(&tx, limit).await?;
+    tx.rollback().await?;
+    Ok(Json(list.into_iter().map(ActionView::from).collect()))
+}
+
+pub async fn pending(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<ActionView>>, ApiError> {
+    let limit = limit(query)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let list = actions::pending(&tx, limit).await?;
+    tx.rollback().await?;
+    Ok(Json(list.into_iter().map(ActionView::from).collect()))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<ActionView>, ApiError> {
+    let id = action_id(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let action = actions::get(&tx, id).await?.ok_or_else(|| not_found(id))?;
+    tx.rollback().await?;
+    Ok(Json(action.into()))
+}
+
+pub async fn audit(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Vec<AuditRecord>>, ApiError> {
+    let id = action_id(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    if actions::get(&tx, id).await?.is_none() {
+        return Err(not_found(id));
+    }
+    let trail = actions::audit_trail(&tx, id).await?;
+    tx.rollback().await?;
+    Ok(Json(trail))
+}

@@ -1,0 +1,371 @@
+//! The action store: the only writer path for `actions` and `resource_remediation_locks`
+//! (migration 0015).
+//!
+//! Every state change is [`transition`]: the pure state machine in
+//! [`pulse_domain::action::transition`] decides the new state, and one compare-and-swap UPDATE
+//! names both the state and the version that were read, so of two racing writers exactly one
+//! lands. The same call appends the transition to the tenant's hash-chained audit log
+//! ([`crate::audit`]) inside the caller's transaction, so a state change without its audit row
+//! (or the reverse) cannot be committed. Nothing here commits: the caller commits (and can put an
+//! outbox message in the same transaction).
+
+use chrono::{DateTime, Utc};
+use pulse_domain::action::{
+    ActionEvent, ActionPlan, ActionState, IllegalTransition, LockState, transition as next_state,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio_postgres::Row;
+use tokio_postgres::types::Json;
+use uuid::Uuid;
+
+use crate::audit::{self, AuditEntry};
+use crate::{StoreError, TenantTx};
+
+/// Listing limits of [`list`] and [`pending`].
+pub const DEFAULT_LIST_LIMIT: i64 = 100;
+pub const MAX_LIST_LIMIT: i64 = 500;
+
+/// An action as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredAction {
+    pub plan: ActionPlan,
+    pub state: ActionState,
+    /// The compare-and-swap token.
+    pub version: i64,
+    pub decided_by: Option<String>,
+    pub decision_reason: Option<String>,
+    pub human_approved: bool,
+    pub lease_id: Option<String>,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub result: Option<Value>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActionsError {
+    #[error("no action {0}")]
+    NotFound(Uuid),
+    #[error(transparent)]
+    Illegal(#[from] IllegalTransition),
+    /// The caller named a version (or state) the action no longer has.
+    #[error("action {id} changed concurrently (expected version {expected})")]
+    Conflict { id: Uuid, expected: i64 },
+    #[error("action {0} already exists")]
+    Duplicate(Uuid),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<tokio_postgres::Error> for ActionsError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        ActionsError::Store(StoreError::Database(e))
+    }
+}
+
+/// Columns every read selects, in this order. `plan_hash` is the column, which wins over the
+/// copy inside `plan`: it is the hash recorded when the plan was made.
+const SELECT: &str = "SELECT plan, state, version, decided_by, decision_reason, human_approved,
+        lease_id, lease_expires_at, result, updated_at, plan_hash FROM actions";
+
+fn from_row(row: &Row) -> Result<StoredAction, StoreError> {
+    let Json(mut plan): Json<ActionPlan> = row
+        .try_get(0)
+        .map_err(|e| StoreError::Invalid(format!("action plan: {e}")))?;
+    let state: String = row.get(1);
+    let state = ActionState::parse(&state)
+        .ok_or_else(|| StoreError::Invalid(format!("unknown action state {state:?}")))?;
+    plan.plan_hash = row.get(10);
+    Ok(StoredAction {
+        plan,
+        state,
+        version: row.get(2),
+        decided_by: row.get(3),
+        decision_reason: row.get(4),
+        human_approved: row.get(5),
+        lease_id: row.get(6),
+        lease_expires_at: row.get(7),
+        result: row.get(8),
+        updated_at: row.get(9),
+    })
+}
+
+/// Inserts a new plan in state `planned` and appends `action.planned` to the audit log.
+pub async fn create(
+    tx: &TenantTx,
+    plan: &ActionPlan,
+    actor: &str,
+) -> Result<StoredAction, ActionsError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "INSERT INTO actions (tenant_id, id, resource_id, agent_id, capability, state,
+                                  severity, risk_rank, approval_floor, requested_by, plan_hash,
+                                  planned_at, expires_at, version, plan)
+             VALUES ($1, $2, $3, $4, $5, 'planned', $6, $7, $8, $9, $10, $11, $12, 1, $13)
+             ON CONFLICT (tenant_id, id) DO NOTHING
+             RETURNING id",
+            &[
+                &tx.tenant().as_str(),
+                &plan.action_id,
+                &plan.resource_id,
+                &plan.agent_id,
+                &plan.capability.as_str(),
+                &plan.severity.as_str(),
+                &plan.severity.risk_rank(),
+                &plan.approval_floor.as_str(),
+                &plan.requested_by,
+                &plan.plan_hash,
+                &plan.planned_at,
+                &plan.expires_at,
+                &Json(plan),
+            ],
+        )
+        .await?;
+    if row.is_none() {
+        return Err(ActionsError::Duplicate(plan.action_id));
+    }
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "action.planned".to_owned(),
+            subject: plan.action_id.to_string(),
+            payload: json!({
+                "to": ActionState::Planned,
+                "plan_hash": plan.plan_hash,
+                "resource_id": plan.resource_id,
+                "capability": plan.capability,
+                "approval_floor": plan.approval_floor,
+                "policy_decision": plan.policy_decision,
+            }),
+        },
+    )
+    .await?;
+    get(tx, plan.action_id)
+        .await?
+        .ok_or(ActionsError::NotFound(plan.action_id))
+}
+
+/// The action with this id; `None` also for another tenant's id (row-level security).
+pub async fn get(tx: &TenantTx, id: Uuid) -> Result<Option<StoredAction>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(&format!("{SELECT} WHERE id = $1"), &[&id])
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Like [`get`], locking the row for the rest of the transaction.
+pub async fn get_for_update(tx: &TenantTx, id: Uuid) -> Result<Option<StoredAction>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(&format!("{SELECT} WHERE id = $1 FOR UPDATE"), &[&id])
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+fn clamp(limit: Option<i64>) -> i64 {
+    limit.unwrap_or(DEFAULT_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT)
+}
+
+/// The tenant's actions, newest first.
+pub async fn list(tx: &TenantTx, limit: Option<i64>) -> Result<Vec<StoredAction>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            &format!("{SELECT} ORDER BY planned_at DESC, id DESC LIMIT $1"),
+            &[&clamp(limit)],
+        )
+        .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// The approval queue: actions waiting for a human, by expiry (soonest first), risk (critical
+/// first), age (oldest first) and id.
+pub async fn pending(tx: &TenantTx, limit: Option<i64>) -> Result<Vec<StoredAction>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            &format!(
+                "{SELECT} WHERE state = 'pending_approval'
+                 ORDER BY expires_at, risk_rank, planned_at, id LIMIT $1"
+            ),
+            &[&clamp(limit)],
+        )
+        .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// What a transition records besides the new state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TransitionDetail {
+    /// Why: the human's reason, a policy reason code, a refusal message (`plan_drift: ...`).
+    pub reason: Option<String>,
+    /// The deciding human, for `approve` / `reject`.
+    pub decided_by: Option<String>,
+    /// The execution lease, for `start_execution`.
+    pub lease: Option<(String, DateTime<Utc>)>,
+    /// The receipt or refusal, for `complete` / `fail` / `refuse`.
+    pub result: Option<Value>,
+    /// Extra audit payload fields.
+    pub audit: Option<Value>,
+}
+
+/// Moves the action from `current` (as read, with its version) by `event`: one compare-and-swap
+/// UPDATE plus the audit row, both in the caller's transaction. `Conflict` when the row changed
+/// since it was read; nothing was written then.
+pub async fn transition(
+    tx: &TenantTx,
+    current: &StoredAction,
+    event: ActionEvent,
+    actor: &str,
+    detail: TransitionDetail,
+) -> Result<StoredAction, ActionsError> {
+    let id = current.plan.action_id;
+    let to = next_state(current.state, event)?;
+    let human = matches!(event, ActionEvent::Approve);
+    let (lease_id, lease_expires_at) = match &detail.lease {
+        Some((id, at)) => (Some(id.as_str()), Some(*at)),
+        None => (None, None),
+    };
+    let row = tx
+        .client()
+        .query_opt(
+            "UPDATE actions
+             SET state = $3, version = version + 1, updated_at = now(),
+                 decided_by = COALESCE($4, decided_by),
+                 decision_reason = COALESCE($5, decision_reason),
+                 human_approved = human_approved OR $6,
+                 lease_id = COALESCE($7, lease_id),
+                 lease_expires_at = COALESCE($8, lease_expires_at),
+                 result = COALESCE($9, result)
+             WHERE id = $1 AND version = $2 AND state = $10
+             RETURNING id",
+            &[
+                &id,
+                &current.version,
+                &to.as_str(),
+                &detail.decided_by,
+                &detail.reason,
+                &human,
+                &lease_id,
+                &lease_expires_at,
+                &detail.result,
+                &current.state.as_str(),
+            ],
+        )
+        .await?;
+    if row.is_none() {
+        return Err(ActionsError::Conflict {
+            id,
+            expected: current.version,
+        });
+    }
+    let mut payload = json!({
+        "from": current.state,
+        "to": to,
+        "event": event,
+        "plan_hash": current.plan.plan_hash,
+    });
+    if let Some(reason) = &detail.reason {
+        payload["reason"] = json!(reason);
+    }
+    if let Some(decided_by) = &detail.decided_by {
+        payload["decided_by"] = json!(decided_by);
+    }
+    if let Some(lease_id) = lease_id {
+        payload["lease_id"] = json!(lease_id);
+    }
+    if let Some(Value::Object(extra)) = &detail.audit {
+        for (k, v) in extra {
+            payload[k] = v.clone();
+        }
+    }
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: event.audit_kind().to_owned(),
+            subject: id.to_string(),
+            payload,
+        },
+    )
+    .await?;
+    get(tx, id).await?.ok_or(ActionsError::NotFound(id))
+}
+
+/// The audit rows of one action, in sequence order.
+pub async fn audit_trail(tx: &TenantTx, id: Uuid) -> Result<Vec<audit::AuditRecord>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            "SELECT seq, occurred_at, actor, kind, subject, payload, prev_hash, row_hash
+             FROM audit_events WHERE subject = $1 AND kind LIKE 'action.%' ORDER BY seq",
+            &[&id.to_string()],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| audit::AuditRecord {
+            seq: row.get(0),
+            occurred_at: row.get(1),
+            actor: row.get(2),
+            kind: row.get(3),
+            subject: row.get(4),
+            payload: row.get(5),
+            prev_hash: row.get(6),
+            row_hash: row.get(7),
+        })
+        .collect())
+}
+
+/// Sets or clears `never_auto_remediate` on a resource, audited as `resource.remediation_lock`.
+pub async fn set_remediation_lock(
+    tx: &TenantTx,
+    resource_id: &str,
+    never_auto_remediate: bool,
+    actor: &str,
+) -> Result<(), StoreError> {
+    tx.client()
+        .execute(
+            "INSERT INTO resource_remediation_locks
+                 (tenant_id, resource_id, never_auto_remediate, set_by, set_at)
+             VALUES ($1, $2, $3, $4, now())
+             ON CONFLICT (tenant_id, resource_id) DO UPDATE
+             SET never_auto_remediate = $3, set_by = $4, set_at = now()",
+            &[
+                &tx.tenant().as_str(),
+                &resource_id,
+                &never_auto_remediate,
+                &actor,
+            ],
+        )
+        .await?;
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "resource.remediation_lock".to_owned(),
+            subject: resource_id.to_owned(),
+            payload: json!({ "never_auto_remediate": never_auto_remediate }),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// The resource's remediation lock; a resource never locked is unlocked.
+pub async fn remediation_lock(tx: &TenantTx, resource_id: &str) -> Result<LockState, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT never_auto_remediate FROM resource_remediation_locks WHERE resource_id = $1",
+            &[&resource_id],
+        )
+        .await?;
+    Ok(match row.map(|r| r.get::<_, bool>(0)) {
+        Some(true) => LockState::Locked,
+        Some(false) | None => LockState::Unlocked,
+    })
+}

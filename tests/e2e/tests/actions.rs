@@ -1,0 +1,439 @@
+//! Governed actions end to end: the real gateway, action-broker, agent-relay and an agent with
+//! `--enable-commands` supervising a service that counts its starts.
+//!
+//! Covers authority (an `ai:chat` token cannot plan, approve or execute; another tenant's action
+//! id is `action_not_found`; the requester cannot approve an `admin`-floor plan; the decider is
+//! never a body field), the approve path up to one restart on the agent (and a resubmission that
+//! never re-executes), plan drift (`plan_drift:` audit row) and the remediation lock
+//! (`resource_remediation_locked:`), all on an intact hash-chained audit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pulse_domain::action::ActionState;
+use pulse_domain::{Scope, TenantId};
+use pulse_store::tokens::{self, NewToken};
+use pulse_store::users::{self, UserRole};
+use pulse_store::{Store, actions, audit, tenants};
+use pulse_test_support::action_broker::TestActionBroker;
+use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::service::TestGateway;
+use pulse_test_support::wait;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+const INTERVAL: Duration = Duration::from_secs(1);
+/// Time for a freshly spawned binary to start and connect, on a loaded 2-core machine.
+const STARTUP: Duration = Duration::from_secs(30);
+
+/// A service that appends a line to `starts` each time it starts, then sleeps.
+fn counter(starts: &Path) -> String {
+    format!(
+        "name = \"counter\"\ncommand = \"sh\"\n\
+         args = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n\
+         [restart]\npolicy = \"always\"\n",
+        starts.display()
+    )
+}
+
+fn starts(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// A token of a new user of `tenant` (or of no user), issued through the store.
+async fn token(
+    store: &Store,
+    tenant: &TenantId,
+    user: Option<&str>,
+    scopes: &[Scope],
+) -> anyhow::Result<String> {
+    let tx = store.tenant_tx(tenant).await?;
+    let created_by = match user {
+        Some(name) => Some(users::create(&tx, name, UserRole::Operator).await?.id),
+        None => None,
+    };
+    let issued = tokens::issue(
+        &tx,
+        NewToken {
+            name: format!("{}-{}", user.unwrap_or("service"), Uuid::now_v7().simple()),
+            scopes: scopes.iter().copied().collect(),
+            expires_at: None,
+            created_by,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(issued.secret.expose().to_owned())
+}
+
+async fn call(
+    gw: &TestGateway,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    let mut request = gw
+        .http
+        .request(method, gw.url(path))
+        .timeout(Duration::from_secs(100))
+        .bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await?;
+    let status = response.status();
+    let text = response.text().await?;
+    Ok((
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    ))
+}
+
+async fn post(
+    gw: &TestGateway,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
+    call(gw, reqwest::Method::POST, path, token, body).await
+}
+
+async fn get(gw: &TestGateway, path: &str, token: &str) -> anyhow::Result<(StatusCode, Value)> {
+    call(gw, reqwest::Method::GET, path, token, None).await
+}
+
+fn restart_plan(resource_id: &str, floor: &str) -> Value {
+    json!({
+        "resource_id": resource_id,
+        "capability": "service.restart",
+        "params": {"target": "counter"},
+        "reason": "counter stopped answering health checks",
+        "severity": "critical",
+        "approval_floor": floor,
+    })
+}
+
+fn approve() -> Value {
+    json!({"outcome": "approved", "reason": "checked the logs"})
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"].as_str().unwrap_or_default()
+}
+
+/// Plans `floor` as `requester` and approves it as `approver`; returns the action id.
+async fn planned_and_approved(
+    gw: &TestGateway,
+    resource_id: &str,
+    requester: &str,
+    approver: &str,
+) -> anyhow::Result<String> {
+    let (status, planned) = post(
+        gw,
+        "/api/actions/plan",
+        requester,
+        Some(restart_plan(resource_id, "none")),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
+    anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
+    let id = planned["action_id"].as_str().unwrap_or_default().to_owned();
+    let (status, decided) = post(
+        gw,
+        &format!("/api/actions/{id}/decision"),
+        approver,
+        Some(approve()),
+    )
+    .await?;
+    anyhow::ensure!(status == StatusCode::OK, "{status} {decided}");
+    anyhow::ensure!(decided["state"] == "approved", "{decided}");
+    Ok(id)
+}
+
+/// The action's audit rows through the API.
+async fn audit_rows(gw: &TestGateway, id: &str, token: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, rows) = get(gw, &format!("/api/actions/{id}/audit"), token).await?;
+    anyhow::ensure!(status == StatusCode::OK, "{status} {rows}");
+    Ok(rows.as_array().cloned().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let stack = AgentStack::start(&[("PULSE_RELAY__REQUEST_TIMEOUT_MS", "30000")]).await?;
+    let gw = &stack.gateway;
+    let store = gw.db.store();
+    let tenant = TenantId::default_tenant();
+
+    // The agent: commands enabled, one supervised service counting its starts.
+    let exec_token = stack
+        .create_token("agent-exec", &["agent:report", "agent:exec"])
+        .await?;
+    let host = format!("act-{}", &Uuid::now_v7().simple().to_string()[20..]);
+    let mut spec = stack.agent_spec(&host, &exec_token, INTERVAL)?;
+    spec.enable_commands = true;
+    let starts_file = spec.state_dir.join("starts.txt");
+    write_service(&spec.services_dir, "counter.toml", &counter(&starts_file))?;
+    let agent = stack.spawn_agent(&spec)?;
+    wait::until(STARTUP, "the service to start once", || async {
+        (starts(&starts_file) == 1).then_some(())
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
+    let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
+
+    // Patrol mode `approval`: every fix needs a human.
+    let (status, body) = call(
+        gw,
+        reqwest::Method::PUT,
+        "/api/settings/ai",
+        &gw.admin_token,
+        Some(json!({"autonomy_level": "approval"})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let all = [
+        Scope::ActionsPlan,
+        Scope::ActionsApprove,
+        Scope::ActionsExecute,
+        Scope::MonitoringRead,
+    ];
+    let alice = token(store, &tenant, Some("alice"), &all).await?;
+    let bob = token(store, &tenant, Some("bob"), &[Scope::ActionsApprove]).await?;
+    let chat = token(
+        store,
+        &tenant,
+        Some("carol"),
+        &[Scope::AiChat, Scope::MonitoringRead],
+    )
+    .await?;
+    let userless = token(store, &tenant, None, &[Scope::ActionsApprove]).await?;
+    let globex = TenantId::new("globex")?;
+    tenants::create(store, &globex, "Globex").await?;
+    let outsider = token(store, &globex, Some("eve"), &all).await?;
+
+    // The service as a resource of the agent.
+    let resource_id = wait::until(STARTUP, "the counter service resource", || async {
+        let list = stack.resources(&alice).await.ok()?;
+        list.iter()
+            .find(|r| r["agent_id"] == host.as_str() && r["name"] == "counter")
+            .and_then(|r| r["id"].as_str().map(str::to_owned))
+    })
+    .await?;
+
+    // Authority: ai:chat cannot plan, approve or execute.
+    let (status, body) = post(
+        gw,
+        "/api/actions/plan",
+        &chat,
+        Some(restart_plan(&resource_id, "admin")),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(error_code(&body), "missing_scope");
+
+    // Alice plans an admin-floor restart: it waits for a human other than her.
+    let (status, planned) = post(
+        gw,
+        "/api/actions/plan",
+        &alice,
+        Some(restart_plan(&resource_id, "admin")),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::CREATED, "{planned}");
+    assert_eq!(planned["state"], "pending_approval", "{planned}");
+    assert_eq!(planned["agent_id"], host.as_str());
+    assert_eq!(planned["approval_floor"], "admin");
+    assert_eq!(planned["plan_hash"].as_str().map(str::len), Some(64));
+    assert_eq!(planned["policy_decision"]["outcome"], "needs_approval");
+    let id = planned["action_id"].as_str().unwrap_or_default().to_owned();
+    let (status, pending) = get(gw, "/api/actions/pending", &alice).await?;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        pending
+            .as_array()
+            .is_some_and(|l| l.iter().any(|a| a["action_id"] == id.as_str())),
+        "{pending}"
+    );
+
+    for (token, path, body) in [
+        (
+            &chat,
+            format!("/api/actions/{id}/decision"),
+            Some(approve()),
+        ),
+        (&chat, format!("/api/actions/{id}/execute"), None),
+    ] {
+        let (status, body) = post(gw, &path, token, body).await?;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert_eq!(error_code(&body), "missing_scope");
+    }
+    // Another tenant's action id is not found, for reads and writes.
+    for (status, body) in [
+        get(gw, &format!("/api/actions/{id}"), &outsider).await?,
+        post(
+            gw,
+            &format!("/api/actions/{id}/decision"),
+            &outsider,
+            Some(approve()),
+        )
+        .await?,
+        post(gw, &format!("/api/actions/{id}/execute"), &outsider, None).await?,
+    ] {
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_eq!(error_code(&body), "action_not_found");
+    }
+    // The decider is never a body field; a token of no user cannot decide; the requester
+    // cannot approve her own admin-floor plan; nothing runs before approval.
+    let mut forged = approve();
+    forged["decided_by"] = json!("user:someone-else");
+    let (status, body) = post(
+        gw,
+        &format!("/api/actions/{id}/decision"),
+        &bob,
+        Some(forged),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, body) = post(
+        gw,
+        &format!("/api/actions/{id}/decision"),
+        &userless,
+        Some(approve()),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(error_code(&body), "action_decision_requires_human");
+    let (status, body) = post(
+        gw,
+        &format!("/api/actions/{id}/decision"),
+        &alice,
+        Some(approve()),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(error_code(&body), "action_self_approval_forbidden");
+    let (status, body) = post(gw, &format!("/api/actions/{id}/execute"), &alice, None).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(error_code(&body), "action_not_approved");
+
+    // Bob approves; Alice executes: one restart on the agent.
+    let (status, decided) = post(
+        gw,
+        &format!("/api/actions/{id}/decision"),
+        &bob,
+        Some(approve()),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{decided}");
+    assert_eq!(decided["state"], "approved");
+    assert!(
+        decided["decided_by"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("user:"))
+    );
+    let (status, executed) = post(gw, &format!("/api/actions/{id}/execute"), &alice, None).await?;
+    assert_eq!(status, StatusCode::OK, "{executed}");
+    assert_eq!(executed["state"], "completed", "{executed}");
+    assert_eq!(executed["result"]["status"], "completed");
+    wait::until(
+        Duration::from_secs(15),
+        "the restart to start the service again",
+        || async { (starts(&starts_file) == 2).then_some(()) },
+    )
+    .await?;
+    // Resubmission never re-executes.
+    let (status, body) = post(gw, &format!("/api/actions/{id}/execute"), &alice, None).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(error_code(&body), "action_execution_final");
+    let kinds: Vec<String> = audit_rows(gw, &id, &alice)
+        .await?
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "action.planned",
+            "action.pending_approval",
+            "action.approved",
+            "action.executing",
+            "action.completed"
+        ]
+    );
+
+    // (4) Plan drift: the params change after approval; the recomputed hash differs.
+    let drifted = planned_and_approved(gw, &resource_id, &alice, &bob).await?;
+    let tx = store.tenant_tx(&tenant).await?;
+    let changed = tx
+        .client()
+        .execute(
+            "UPDATE actions SET plan = jsonb_set(plan, '{params,target}', '\"other\"')
+             WHERE id = $1",
+            &[&Uuid::parse_str(&drifted)?],
+        )
+        .await?;
+    assert_eq!(changed, 1);
+    tx.commit().await?;
+    let (status, body) = post(gw, &format!("/api/actions/{drifted}/execute"), &alice, None).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(error_code(&body), "action_plan_drift");
+    let rows = audit_rows(gw, &drifted, &alice).await?;
+    let last = rows.last().cloned().unwrap_or_default();
+    assert_eq!(last["kind"], "action.refused", "{last}");
+    assert_eq!(last["payload"]["to"], "failed");
+    assert!(
+        last["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("plan_drift:")),
+        "{last}"
+    );
+    let (_, action) = get(gw, &format!("/api/actions/{drifted}"), &alice).await?;
+    assert_eq!(action["state"], "failed");
+
+    // (7) The remediation lock refuses an approved, matching plan.
+    let locked = planned_and_approved(gw, &resource_id, &alice, &bob).await?;
+    let tx = store.tenant_tx(&tenant).await?;
+    actions::set_remediation_lock(&tx, &resource_id, true, "user:ops").await?;
+    tx.commit().await?;
+    let (status, body) = post(gw, &format!("/api/actions/{locked}/execute"), &alice, None).await?;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(error_code(&body), "resource_remediation_locked");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("resource_remediation_locked:")),
+        "{body}"
+    );
+    let rows = audit_rows(gw, &locked, &alice).await?;
+    let last = rows.last().cloned().unwrap_or_default();
+    assert!(
+        last["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("resource_remediation_locked:")),
+        "{last}"
+    );
+
+    // Only the approved, matching, unlocked plan ran; the chain is intact.
+    let tx = store.tenant_tx(&tenant).await?;
+    for (id, state) in [
+        (&id, ActionState::Completed),
+        (&drifted, ActionState::Failed),
+        (&locked, ActionState::Failed),
+    ] {
+        let stored = actions::get(&tx, Uuid::parse_str(id)?).await?;
+        assert_eq!(stored.map(|a| a.state), Some(state), "{id}");
+    }
+    assert!(audit::verify(&tx).await?.is_intact());
+    tx.rollback().await?;
+    assert_eq!(starts(&starts_file), 2, "a refused action ran");
+
+    broker.stop().await?;
+    drop(agent);
+    stack.stop().await
+}
