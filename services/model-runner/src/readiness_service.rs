@@ -27,8 +27,10 @@ use pulse_bus::events::{
 use pulse_bus::{Bus, ErrorReply, Responder};
 use pulse_domain::TenantId;
 use pulse_domain::ai_settings::SettingsChanged;
+use pulse_domain::finding::RuntimeRecovery;
 use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_runtime::ServiceContext;
+use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_readiness::{self, MAX_PREFLIGHT_TENANTS};
 use pulse_store::settings::{ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError};
@@ -207,6 +209,24 @@ impl PreflightRunner {
         };
         let tx = self.store.tenant_tx(tenant).await?;
         patrol_readiness::record_preflight(&tx, &record).await?;
+        // A preflight that observed a tool call proves the Patrol tool path works again: it
+        // clears the synthetic `ai-service` runtime failure (a soft warning without a tool call
+        // is not recovery evidence).
+        if record.ok && record.tool_call_observed {
+            let cleared = findings::clear_runtime_failure(
+                &tx,
+                RuntimeRecovery::PreflightToolCall,
+                Utc::now(),
+            )
+            .await
+            .map_err(|e| match e {
+                FindingsError::Store(e) => e,
+                other => StoreError::Invalid(other.to_string()),
+            })?;
+            if !cleared.is_empty() {
+                tracing::info!(tenant = %tenant, "patrol runtime failure finding cleared by a preflight tool call");
+            }
+        }
         tx.commit().await?;
         tracing::info!(
             tenant = %tenant,

@@ -23,9 +23,9 @@ use chrono::{DateTime, Utc};
 use pulse_domain::finding::{
     self as domain, AssessRefusal, Finding, FindingId, LifecycleEvent, MAX_LIFECYCLE_EVENTS,
     OperatorAction, OperatorRefusal, ReportContext, ReportError, ReportKind, ReportedFinding,
-    RunOutcome, SuppressionId, SuppressionRule, VerdictInput, VerifierOutcome,
+    RunOutcome, RuntimeRecovery, SuppressionId, SuppressionRule, VerdictInput, VerifierOutcome,
 };
-use pulse_domain::patrol::run::RunId;
+use pulse_domain::patrol::run::{ErrorCause, RunId};
 use tokio_postgres::Row;
 use tokio_postgres::types::Json;
 
@@ -342,7 +342,12 @@ pub async fn report(
 ) -> Result<ReportOutcome, FindingsError> {
     let (_, reported_id) = incoming.identity()?;
     lock_resource(tx, &incoming.resource_id).await?;
-    let rules = suppressions(tx).await?;
+    // Patrol runtime findings are never held by a suppression rule.
+    let rules = if incoming.resource_id == domain::AI_SERVICE_RESOURCE_ID {
+        Vec::new()
+    } else {
+        suppressions(tx).await?
+    };
     for _ in 0..MAX_CAS_ATTEMPTS {
         let same = get(tx, reported_id).await?;
         let open = open_findings(tx, Some(&incoming.resource_id)).await?;
@@ -448,6 +453,39 @@ pub async fn reconcile_stale(
         }
     }
     Ok(resolved)
+}
+
+/// Raises (or re-detects) the synthetic `ai-service` Patrol runtime failure finding for `run`,
+/// which ended `error` with the runtime failure `cause` (see
+/// [`pulse_domain::finding::is_runtime_failure`]).
+pub async fn report_runtime_failure(
+    tx: &TenantTx,
+    cause: ErrorCause,
+    detail: &str,
+    run: RunId,
+    now: DateTime<Utc>,
+) -> Result<ReportOutcome, FindingsError> {
+    let incoming = domain::runtime_failure_report(cause, detail);
+    report(tx, &incoming, Some(run), now).await
+}
+
+/// Resolves the open `ai-service` runtime failure finding on `recovery` (a successful run, or a
+/// preflight that observed a tool call). Returns the ids resolved (none when nothing was open).
+pub async fn clear_runtime_failure(
+    tx: &TenantTx,
+    recovery: RuntimeRecovery,
+    now: DateTime<Utc>,
+) -> Result<Vec<FindingId>, FindingsError> {
+    let mut cleared = Vec::new();
+    for open in open_findings(tx, Some(domain::AI_SERVICE_RESOURCE_ID)).await? {
+        let id = open.finding.id;
+        update_with_retry(tx, open, |f| {
+            domain::clear_runtime_failure(f, recovery, now)
+        })
+        .await?;
+        cleared.push(id);
+    }
+    Ok(cleared)
 }
 
 /// Applies an operator action by `actor` at `now`. With `expected_version` (an API `If-Match`)

@@ -2,7 +2,7 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch] [--quick]
 //! ```
 
 mod agent_loop;
@@ -11,6 +11,7 @@ mod bus;
 mod outbox;
 mod relay;
 mod scheduler;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -43,10 +44,12 @@ async fn main() -> ExitCode {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" => which = arg,
+            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch" => {
+                which = arg
+            }
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -75,6 +78,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "scheduler" {
             scheduler::run(&args).await?;
+        }
+        if which == "all" || which == "watch" {
+            watch::run(&args).await?;
         }
         anyhow::Ok(())
     }

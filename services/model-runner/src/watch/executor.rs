@@ -78,6 +78,9 @@ pub struct WatchOutcome {
     pub tool_call_count: u32,
     /// What the run's finding tools accepted and refused.
     pub findings: RunFindings,
+    /// Time spent in provider calls (request sent to response assembled), summed over the
+    /// run's turns; the rest of the wall time is Pulse's own work.
+    pub provider_time: std::time::Duration,
 }
 
 /// The finding fields of a run's record, from accepted tool outcomes.
@@ -110,6 +113,7 @@ impl WatchOutcome {
             tool_calls: Vec::new(),
             tool_call_count: 0,
             findings: RunFindings::default(),
+            provider_time: std::time::Duration::ZERO,
         }
     }
 }

@@ -26,7 +26,7 @@ pub mod runtime;
 pub mod seed;
 pub mod tools;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,12 +40,14 @@ use pulse_bus::{
     OutboxRow, RelayConfig, Subjects,
 };
 use pulse_domain::TenantId;
+use pulse_domain::finding::{FindingId, RunOutcome, RuntimeRecovery, is_runtime_failure};
 use pulse_domain::patrol::outcome::conclude;
 use pulse_domain::patrol::run::{
-    CheckedCounts, ErrorCause, PatrolRun, RunEvent, RunStatus, RunType,
+    CheckedCounts, ErrorCause, PatrolRun, RunEvent, RunId, RunStatus, RunType,
 };
 use pulse_domain::resource::{Resource, ResourceType};
 use pulse_runtime::ServiceContext;
+use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_runs::{self, ApplyError};
 use pulse_store::settings::{ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError, TenantTx, patrol_readiness, resources};
@@ -187,8 +189,39 @@ impl WatchRunner {
     }
 
     /// Handles one `jobs.watch` job. `Ok` acks it; every path that wrote something committed
-    /// first.
+    /// first. When this delivery fails and the job is dead-lettered (its last delivery, or a
+    /// fatal error), a still-queued run is ended `error` (`internal`) so it does not block the
+    /// tenant's full runs forever.
     pub async fn handle(
+        self: Arc<Self>,
+        job_ctx: JobContext,
+        job: WatchJob,
+    ) -> Result<(), JobError> {
+        let last_delivery = job_ctx.is_last_delivery();
+        let tenant = job_ctx.tenant.clone();
+        let run_id = job.run_id;
+        let result = self.clone().handle_delivery(job_ctx, job).await;
+        if let Err(error) = &result
+            && (last_delivery || matches!(error, JobError::Fatal(_)))
+        {
+            let reason = format!("the watch job failed repeatedly and was dead-lettered: {error}");
+            match end_dead_lettered(&self.store, &self.subjects, &tenant, run_id, &reason).await {
+                Ok(Some(_)) => {
+                    self.outbox_notify.notify_one();
+                    tracing::warn!(%run_id, tenant = %tenant, %error, "watch job dead-lettered; queued run ended error");
+                }
+                Ok(None) => {
+                    tracing::warn!(%run_id, tenant = %tenant, %error, "watch job dead-lettered; run was not queued, left as it is");
+                }
+                Err(end_error) => {
+                    tracing::error!(%run_id, tenant = %tenant, %error, %end_error, "watch job dead-lettered and its run could not be ended");
+                }
+            }
+        }
+        result
+    }
+
+    async fn handle_delivery(
         self: Arc<Self>,
         job_ctx: JobContext,
         job: WatchJob,
@@ -504,6 +537,10 @@ impl WatchRunner {
             update,
         )
         .await?;
+        findings_after_run(&tx, &ended).await.map_err(|e| match e {
+            FindingsError::Store(e) => ApplyError::Store(e),
+            other => ApplyError::Store(StoreError::Invalid(other.to_string())),
+        })?;
         for call in &ended.tool_calls {
             let tool = RunTool {
                 run_id: ended.id,
@@ -551,6 +588,88 @@ async fn inventory(tx: &TenantTx, run: &PatrolRun) -> Result<Vec<Resource>, Stor
             Ok(found)
         }
     }
+}
+
+/// What a terminal run means for the finding store, in its terminal transaction:
+///
+/// - a successful **full** run resolves from absence what
+///   [`pulse_store::findings::reconcile_stale`] allows (never after an error or scoped run),
+///   sparing what the run reported or assessed;
+/// - any successful run clears the synthetic `ai-service` runtime failure finding;
+/// - a run ending `error` for a provider, tool or budget reason raises (or re-detects) it.
+async fn findings_after_run(tx: &TenantTx, ended: &PatrolRun) -> Result<(), FindingsError> {
+    let now = Utc::now();
+    if ended.status.is_success() {
+        if ended.run_type == RunType::Full {
+            let touched: HashSet<FindingId> = ended
+                .finding_ids
+                .iter()
+                .chain(ended.finding_assessments.iter().map(|a| &a.finding_id))
+                .filter_map(|id| id.parse().ok())
+                .collect();
+            let outcome = RunOutcome::SuccessfulFull {
+                run_id: ended.id,
+                started_at: ended.started_at.unwrap_or(ended.queued_at),
+            };
+            let resolved = findings::reconcile_stale(tx, &outcome, &touched, now).await?;
+            if !resolved.is_empty() {
+                tracing::info!(run_id = %ended.id, resolved = resolved.len(), "stale findings resolved after a successful full run");
+            }
+        }
+        let cleared =
+            findings::clear_runtime_failure(tx, RuntimeRecovery::SuccessfulRun, now).await?;
+        if !cleared.is_empty() {
+            tracing::info!(run_id = %ended.id, "patrol runtime failure finding cleared by a successful run");
+        }
+    } else if let Some(cause) = ended.error_cause.filter(|c| is_runtime_failure(*c)) {
+        let detail = ended.error_detail.as_deref().unwrap_or(cause.summary());
+        findings::report_runtime_failure(tx, cause, detail, ended.id, now).await?;
+        tracing::warn!(run_id = %ended.id, %cause, "patrol runtime failure finding raised");
+    }
+    Ok(())
+}
+
+/// Ends the run of a dead-lettered job `error` (`internal`, with `reason` as its detail) and
+/// enqueues its `events.run.completed`, only while it is still `queued`: a running run belongs
+/// to its lease holder and the lease sweeper, a terminal one never changes. Returns the ended
+/// run, or `None` when it was not queued (or does not exist).
+pub async fn end_dead_lettered(
+    store: &Store,
+    subjects: &Subjects,
+    tenant: &TenantId,
+    run_id: RunId,
+    reason: &str,
+) -> Result<Option<PatrolRun>, StoreError> {
+    let tx = store.tenant_tx(tenant).await?;
+    match patrol_runs::get(&tx, run_id).await? {
+        Some(run) if run.status == RunStatus::Queued => {}
+        _ => return Ok(None),
+    }
+    let ended = patrol_runs::finish(
+        &tx,
+        run_id,
+        None,
+        RunEvent::Failed {
+            cause: ErrorCause::Internal,
+        },
+        Utc::now(),
+        Some(reason),
+        |_| {},
+    )
+    .await;
+    let ended = match ended {
+        Ok(ended) => ended,
+        Err(ApplyError::Store(error)) => return Err(error),
+        Err(_) => return Ok(None),
+    };
+    let (domain, event) = RUN_COMPLETED;
+    let row = OutboxRow::event(subjects, tenant, domain, event, &RunCompleted::of(&ended))
+        .map_err(|e| StoreError::Invalid(format!("building {domain}.{event}: {e}")))?;
+    pulse_bus::enqueue(&**tx.client(), row)
+        .await
+        .map_err(|e| StoreError::Invalid(format!("enqueueing {domain}.{event}: {e}")))?;
+    tx.commit().await?;
+    Ok(Some(ended))
 }
 
 fn checked_counts(inventory: &[Resource]) -> CheckedCounts {

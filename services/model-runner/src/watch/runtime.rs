@@ -113,6 +113,7 @@ struct Phases {
     records: Vec<crate::agent_loop::ToolCallRecord>,
     messages: Vec<Message>,
     repaired: bool,
+    provider_time: Duration,
 }
 
 impl Phases {
@@ -122,6 +123,7 @@ impl Phases {
         self.usage.input_tokens += outcome.usage.input_tokens;
         self.usage.output_tokens += outcome.usage.output_tokens;
         self.records.extend(outcome.tool_calls);
+        self.provider_time += outcome.timings.iter().map(|t| t.provider).sum::<Duration>();
         // The loop returns its system message first; the next phase brings its own.
         self.messages = outcome
             .messages
@@ -545,6 +547,7 @@ impl WatchExecutor for WatchRuntime {
                 tool_calls: tool_call_records(&phases.records, ended_at),
                 tool_call_count: u32::try_from(phases.records.len()).unwrap_or(u32::MAX),
                 findings: accounted.findings,
+                provider_time: phases.provider_time,
             }
         })
     }

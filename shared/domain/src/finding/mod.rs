@@ -16,6 +16,7 @@ pub mod equivalence;
 mod id;
 mod model;
 mod report;
+mod runtime;
 mod stale;
 mod status;
 mod suppression;
@@ -32,6 +33,10 @@ pub use model::{
 pub use report::{
     MAX_EVIDENCE_CHARS, MAX_RESOURCE_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS, ReportContext,
     ReportDecision, ReportError, ReportKind, ReportedFinding, report,
+};
+pub use runtime::{
+    AI_SERVICE_RESOURCE_ID, RUNTIME_FAILURE_KEY, RuntimeRecovery, clear_runtime_failure,
+    is_runtime_failure, is_runtime_finding, refuses_operator_action, runtime_failure_report,
 };
 pub use stale::{RunOutcome, STALE_RESOLVE_REASON, StaleResolution, stale_reconcile};
 pub use status::{

@@ -158,6 +158,12 @@ pub enum OperatorRefusal {
     EmptyNote,
     #[error(transparent)]
     BroadScope(#[from] BroadScopeRefused),
+    /// Synthetic Patrol runtime findings (`ai-service`) clear only when Patrol recovers.
+    #[error(
+        "a Patrol runtime finding cannot be triaged by hand: correct the provider settings and \
+         let the next run re-evaluate it"
+    )]
+    RuntimeFinding,
 }
 
 /// What applying an operator action produces.
@@ -200,6 +206,9 @@ pub fn apply_operator_action(
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<OperatorDecision, OperatorRefusal> {
+    if super::runtime::refuses_operator_action(finding, action) {
+        return Err(OperatorRefusal::RuntimeFinding);
+    }
     let from = finding.status;
     let to = transition(from, action.status_event())?;
     let mut next = finding.clone();
@@ -304,7 +313,10 @@ pub fn suppress_under(
     rule: &SuppressionRule,
     now: DateTime<Utc>,
 ) -> Option<(Finding, LifecycleEvent)> {
-    if !finding.status.is_open() || !rule.matches(&finding.resource_id, finding.category) {
+    if !finding.status.is_open()
+        || !rule.matches(&finding.resource_id, finding.category)
+        || super::runtime::is_runtime_finding(finding)
+    {
         return None;
     }
     let to = transition(finding.status, StatusEvent::Suppress).ok()?;

@@ -1,0 +1,371 @@
+//! Watch run cost and overhead: the real Watch executor (`WatchRuntime`: seed, agentic loop,
+//! Watch tools against the store, accounting) over a 50-resource fleet seeded in Postgres, with
+//! the provider simulator's `sim:diligent` model at zero latency.
+//!
+//! - input tokens per run, counted by the simulator's o200k_base tokenizer over each request
+//!   body, for the healthy fleet, the same fleet with one unhealthy service (the run that
+//!   reports it) and the run after (the one that gives the finding a verdict);
+//! - run wall time minus provider time (the executor's own work: seed, redaction, tool handlers
+//!   and their store reads, finding writes, accounting), p50/p95 over healthy runs.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use pulse_domain::TenantId;
+use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
+use pulse_domain::resource::{Health, ObservedResource, Resource, ResourceStatus, ResourceType};
+use pulse_model_runner::agent_loop::BoxFuture;
+use pulse_model_runner::preflight::RouteConnection;
+use pulse_model_runner::provider::Usage;
+use pulse_model_runner::route::Route;
+use pulse_model_runner::watch::executor::{
+    Ending, ProgressSink, WatchExecutor, WatchInput, WatchOutcome,
+};
+use pulse_model_runner::watch::runtime::WatchRuntime;
+use pulse_store::{Store, agents, patrol_runs, resources, tenants};
+use pulse_test_support::db::TestDb;
+use pulse_test_support::provider_sim::{ProviderSim, Script, count_tokens};
+use serde_json::Value;
+
+use crate::{BenchArgs, figure, quantile};
+
+const BENCH: &str = "watch";
+/// Agents in the fleet; each reports [`SERVICES_PER_HOST`] services.
+const HOSTS: usize = 5;
+const SERVICES_PER_HOST: usize = 10;
+const RESOURCES: usize = HOSTS * SERVICES_PER_HOST;
+const MODEL: &str = "sim:diligent";
+/// The upstream figure for one Watch run on a real fleet.
+const UPSTREAM_INPUT_TOKENS: f64 = 104_528.0;
+
+/// Progress is the worker's concern (a record write per call); the executor bench skips it.
+struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn provider_call(&self, _provider_calls: u32, _total: Usage) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+fn service(name: &str, health: Health) -> ObservedResource {
+    ObservedResource {
+        resource_type: ResourceType::Service,
+        source_id: name.to_owned(),
+        name: name.to_owned(),
+        aliases: Vec::new(),
+        status: ResourceStatus::Running,
+        health,
+        restart_count: Some(0),
+        labels: BTreeMap::from([("tier".to_owned(), "backend".to_owned())]),
+        details: Value::Null,
+        metrics: BTreeMap::new(),
+    }
+}
+
+const SERVICE_NAMES: [&str; SERVICES_PER_HOST] = [
+    "web", "api", "worker", "db", "cache", "queue", "search", "metrics", "proxy", "backup",
+];
+
+/// Every agent reports its services; `faulty` (host index, service) is unhealthy.
+async fn seed(
+    store: &Store,
+    tenant: &TenantId,
+    faulty: Option<(usize, &str)>,
+) -> anyhow::Result<Vec<Resource>> {
+    let tx = store.tenant_tx(tenant).await?;
+    for h in 0..HOSTS {
+        let host = format!("bench-host-{h}");
+        agents::connect(
+            &tx,
+            &agents::AgentSession {
+                id: host.clone(),
+                hostname: host.clone(),
+                agent_version: "bench".to_owned(),
+                report_interval_ms: 10_000,
+                token_id: None,
+            },
+        )
+        .await?;
+        let observed: Vec<ObservedResource> = SERVICE_NAMES
+            .iter()
+            .map(|name| {
+                let health = if faulty == Some((h, name)) {
+                    Health::Unhealthy
+                } else {
+                    Health::Healthy
+                };
+                service(name, health)
+            })
+            .collect();
+        resources::apply_report(&tx, &host, Utc::now(), &observed).await?;
+    }
+    let inventory = resources::list(&tx, None).await?;
+    tx.commit().await?;
+    Ok(inventory)
+}
+
+/// One measured run.
+struct Measured {
+    outcome: WatchOutcome,
+    wall: Duration,
+    /// Input tokens of the run's requests, as the simulator counted them.
+    sim_input_tokens: u64,
+    breakdown: Breakdown,
+}
+
+/// Where a run's input tokens go: what every request repeats, from its first request.
+#[derive(Debug, Default, Clone, Copy)]
+struct Breakdown {
+    requests: usize,
+    tool_schemas: u64,
+    system: u64,
+    seed: u64,
+}
+
+impl Breakdown {
+    fn of(body: &Value, requests: usize) -> Self {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let of_role = |role: &str| {
+            messages
+                .iter()
+                .find(|m| m["role"] == role)
+                .map_or(0, |m| count_tokens(&m.to_string()))
+        };
+        Self {
+            requests,
+            tool_schemas: count_tokens(&body["tools"].to_string()),
+            system: of_role("system"),
+            seed: of_role("user"),
+        }
+    }
+}
+
+struct Bench {
+    store: Store,
+    tenant: TenantId,
+    sim: ProviderSim,
+    runtime: WatchRuntime,
+    connection: RouteConnection,
+}
+
+impl Bench {
+    async fn run(&self, inventory: &[Resource]) -> anyhow::Result<Measured> {
+        let run = PatrolRun::queued(
+            patrol_runs::new_run_id(),
+            TriggerReason::Manual,
+            RunType::Full,
+            Utc::now(),
+        );
+        let tx = self.store.tenant_tx(&self.tenant).await?;
+        patrol_runs::insert_queued(&tx, &run, None).await?;
+        tx.commit().await?;
+        self.sim.clear_requests();
+        let started = Instant::now();
+        let outcome = self
+            .runtime
+            .execute(WatchInput {
+                tenant: &self.tenant,
+                run: &run,
+                connection: &self.connection,
+                inventory,
+                progress: &NoProgress,
+            })
+            .await;
+        let wall = started.elapsed();
+        if let Ending::Failed { cause, detail } = &outcome.ending {
+            anyhow::bail!("watch bench run failed: {cause}: {detail}");
+        }
+        let requests: Vec<_> = self
+            .sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.model == MODEL)
+            .collect();
+        let breakdown = requests
+            .first()
+            .map(|r| Breakdown::of(&r.body, requests.len()));
+        let sim_input_tokens = requests
+            .iter()
+            .filter_map(|r| r.usage.map(|u| u.input_tokens))
+            .sum();
+        Ok(Measured {
+            outcome,
+            wall,
+            sim_input_tokens,
+            breakdown: breakdown.unwrap_or_default(),
+        })
+    }
+}
+
+fn accounted(measured: &Measured) -> (u32, u32) {
+    match &measured.outcome.ending {
+        Ending::Answered { accounting, .. } => {
+            (accounting.new_findings, accounting.reconfirmed_findings)
+        }
+        Ending::Failed { .. } => (0, 0),
+    }
+}
+
+pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let runs = if args.quick { 3 } else { 100 };
+    let db = TestDb::create().await?;
+    let result = measure(&db, runs).await;
+    db.cleanup().await?;
+    result
+}
+
+async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
+    let tenant = TenantId::new("bench-watch")?;
+    tenants::create(db.store(), &tenant, "Watch bench").await?;
+    let sim = ProviderSim::start(Script::turns([])).await?;
+    let connection = RouteConnection {
+        route: Route::parse(&format!("openai:{MODEL}"))?,
+        base_url: Some(sim.openai_base_url()),
+        api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
+    };
+    let bench = Bench {
+        store: db.store().clone(),
+        tenant,
+        runtime: WatchRuntime::new(db.store().clone(), None),
+        sim,
+        connection,
+    };
+
+    // Healthy fleet: tokens of every run, overhead over all of them (after one warm-up).
+    let inventory = seed(&bench.store, &bench.tenant, None).await?;
+    anyhow::ensure!(
+        inventory.len() == RESOURCES,
+        "seeded {} resources, expected {RESOURCES}",
+        inventory.len()
+    );
+    bench.run(&inventory).await?;
+    let mut overhead_ms = Vec::with_capacity(runs);
+    let mut wall_ms = Vec::with_capacity(runs);
+    let mut provider_ms = Vec::with_capacity(runs);
+    let mut healthy_tokens = Vec::with_capacity(runs);
+    let mut turns = 0;
+    let mut breakdown = Breakdown::default();
+    for _ in 0..runs {
+        let m = bench.run(&inventory).await?;
+        anyhow::ensure!(
+            accounted(&m) == (0, 0),
+            "a healthy fleet run recorded findings"
+        );
+        let provider = m.outcome.provider_time;
+        overhead_ms.push(m.wall.saturating_sub(provider).as_secs_f64() * 1e3);
+        wall_ms.push(m.wall.as_secs_f64() * 1e3);
+        provider_ms.push(provider.as_secs_f64() * 1e3);
+        healthy_tokens.push(m.sim_input_tokens as f64);
+        turns = m.outcome.turns;
+        breakdown = m.breakdown;
+    }
+
+    // One fault: the run that reports it, then the run that gives it a verdict.
+    let faulty = seed(&bench.store, &bench.tenant, Some((2, "db"))).await?;
+    let report = bench.run(&faulty).await?;
+    anyhow::ensure!(
+        accounted(&report).0 == 1,
+        "the fault run recorded {:?} (new, reconfirmed), expected one new finding",
+        accounted(&report)
+    );
+    let verdict = bench.run(&faulty).await?;
+    anyhow::ensure!(
+        accounted(&verdict).1 == 1,
+        "the run after the fault recorded {:?} (new, reconfirmed), expected one reconfirmed",
+        accounted(&verdict)
+    );
+
+    let sort = |v: &mut Vec<f64>| v.sort_by(f64::total_cmp);
+    sort(&mut overhead_ms);
+    sort(&mut wall_ms);
+    sort(&mut provider_ms);
+    sort(&mut healthy_tokens);
+    println!(
+        "{BENCH:<8} {RESOURCES} resources, {runs} healthy runs of {turns} turns, model {MODEL} (zero latency)"
+    );
+    figure(
+        BENCH,
+        "input tokens per run, healthy (p50)",
+        quantile(&healthy_tokens, 0.5),
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "input tokens per run, healthy (max)",
+        quantile(&healthy_tokens, 1.0),
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "input tokens per run, one fault (report)",
+        report.sim_input_tokens as f64,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "input tokens per run, one fault (verdict)",
+        verdict.sim_input_tokens as f64,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "provider requests per healthy run",
+        breakdown.requests as f64,
+        "requests",
+    );
+    figure(
+        BENCH,
+        "  tool schemas, repeated per request",
+        breakdown.tool_schemas as f64,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "  system prompt, repeated per request",
+        breakdown.system as f64,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "  seed (inventory + triage), per request",
+        breakdown.seed as f64,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "upstream input tokens per run (reference)",
+        UPSTREAM_INPUT_TOKENS,
+        "tokens",
+    );
+    figure(
+        BENCH,
+        "run wall - provider time p50",
+        quantile(&overhead_ms, 0.5),
+        "ms",
+    );
+    figure(
+        BENCH,
+        "run wall - provider time p95",
+        quantile(&overhead_ms, 0.95),
+        "ms",
+    );
+    figure(BENCH, "run wall time p50", quantile(&wall_ms, 0.5), "ms");
+    figure(
+        BENCH,
+        "provider time per run p50",
+        quantile(&provider_ms, 0.5),
+        "ms",
+    );
+    let max_tokens = [
+        quantile(&healthy_tokens, 1.0),
+        report.sim_input_tokens as f64,
+        verdict.sim_input_tokens as f64,
+    ]
+    .into_iter()
+    .fold(0.0, f64::max);
+    if max_tokens > 12_000.0 {
+        eprintln!("{BENCH:<8} WARNING: a run used {max_tokens} input tokens (target <= 12,000)");
+    }
+    Ok(())
+}
