@@ -21,6 +21,36 @@ use super::Category;
 /// Longest accepted key, after normalization.
 pub const MAX_KEY_LEN: usize = 64;
 
+/// The first 8 bytes of the SHA-256 of `parts` joined by `:`: the derived ids of findings and
+/// suppression rules.
+pub(crate) fn short_digest(parts: &[&str]) -> [u8; 8] {
+    let mut hasher = Sha256::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            hasher.update(b":");
+        }
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&digest[..8]);
+    id
+}
+
+/// Exactly 16 lowercase hex characters as 8 bytes.
+pub(crate) fn parse_short_hex(s: &str) -> Option<[u8; 8]> {
+    if s.len() != 16
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    hex::decode_to_slice(s, &mut id).ok()?;
+    Some(id)
+}
+
 /// Identity of a finding: see the module documentation for the exact construction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -29,16 +59,11 @@ pub struct FindingId([u8; 8]);
 impl FindingId {
     /// The id of the finding on `resource_id` in `category` under `key`.
     pub fn derive(resource_id: &str, category: Category, key: &FindingKey) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(resource_id.as_bytes());
-        hasher.update(b":");
-        hasher.update(category.as_str().as_bytes());
-        hasher.update(b":");
-        hasher.update(key.as_str().as_bytes());
-        let digest = hasher.finalize();
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&digest[..8]);
-        Self(id)
+        Self(short_digest(&[
+            resource_id,
+            category.as_str(),
+            key.as_str(),
+        ]))
     }
 
     /// The 16 lowercase hex characters.
@@ -61,16 +86,7 @@ pub struct FindingIdError;
 impl FromStr for FindingId {
     type Err = FindingIdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() != 16
-            || !s
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(FindingIdError);
-        }
-        let mut id = [0u8; 8];
-        hex::decode_to_slice(s, &mut id).map_err(|_| FindingIdError)?;
-        Ok(Self(id))
+        parse_short_hex(s).map(Self).ok_or(FindingIdError)
     }
 }
 

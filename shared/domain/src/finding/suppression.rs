@@ -13,9 +13,9 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::Category;
+use super::id::{parse_short_hex, short_digest};
 
 /// Identity of a suppression rule (derived from its scope).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -24,15 +24,11 @@ pub struct SuppressionId([u8; 8]);
 
 impl SuppressionId {
     fn derive(resource_id: Option<&str>, category: Option<Category>) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(b"suppress:");
-        hasher.update(resource_id.unwrap_or("*").as_bytes());
-        hasher.update(b":");
-        hasher.update(category.map_or("*", Category::as_str).as_bytes());
-        let digest = hasher.finalize();
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&digest[..8]);
-        Self(id)
+        Self(short_digest(&[
+            "suppress",
+            resource_id.unwrap_or("*"),
+            category.map_or("*", Category::as_str),
+        ]))
     }
 
     pub fn as_hex(&self) -> String {
@@ -54,16 +50,7 @@ pub struct SuppressionIdError;
 impl FromStr for SuppressionId {
     type Err = SuppressionIdError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.len() != 16
-            || !s
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(SuppressionIdError);
-        }
-        let mut id = [0u8; 8];
-        hex::decode_to_slice(s, &mut id).map_err(|_| SuppressionIdError)?;
-        Ok(Self(id))
+        parse_short_hex(s).map(Self).ok_or(SuppressionIdError)
     }
 }
 
