@@ -27,12 +27,7 @@ fn host_id(label: &str) -> String {
 }
 
 fn sleeper(marker: &std::path::Path) -> String {
-    format!(
-        "name = \"sleeper\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
-         [restart]\npolicy = \"always\"\n\
-         [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-        marker.display()
-    )
+    pulse_test_support::agent::marker_service("sleeper", marker)
 }
 
 fn find<'a>(list: &'a [Value], id: &str) -> Option<&'a Value> {

@@ -14,7 +14,7 @@ use pulse_domain::resource::{Health, ObservedResource, ResourceId, ResourceStatu
 use pulse_store::agents::{self, AgentSession};
 use pulse_store::metrics::{self, MetricSample};
 use pulse_store::resources;
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, signal};
 use pulse_test_support::wait;
@@ -114,12 +114,7 @@ async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> 
     write_service(
         &spec.services_dir,
         "sleeper.toml",
-        &format!(
-            "name = \"sleeper\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
-             [restart]\npolicy = \"always\"\n\
-             [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-            marker.display()
-        ),
+        &marker_service("sleeper", &marker),
     )?;
     let service_id = format!("service:{host}:sleeper");
     let key = format!("{service_id}:unhealthy");

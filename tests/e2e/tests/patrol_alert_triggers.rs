@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, signal};
 use pulse_test_support::wait;
@@ -175,12 +175,7 @@ async fn a_warning_starts_no_run_until_the_policy_admits_warnings() -> anyhow::R
     write_service(
         &spec.services_dir,
         "sleeper.toml",
-        &format!(
-            "name = \"sleeper\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
-             [restart]\npolicy = \"always\"\n\
-             [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-            marker.display()
-        ),
+        &marker_service("sleeper", &marker),
     )?;
     let service_id = format!("service:{host}:sleeper");
     let key = format!("{service_id}:unhealthy");

@@ -13,7 +13,7 @@ use pulse_bus::{Bus, BusError, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, VerifierOutcome};
 use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::service::signal;
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
@@ -93,12 +93,7 @@ async fn resolution_follows_the_fault_marker_and_fails_closed_without_the_agent(
     write_service(
         &spec.services_dir,
         "sleeper.toml",
-        &format!(
-            "name = \"sleeper\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
-             [restart]\npolicy = \"always\"\n\
-             [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-            marker.display()
-        ),
+        &marker_service("sleeper", &marker),
     )?;
     // The fault is there from the start.
     std::fs::write(&marker, "fault")?;

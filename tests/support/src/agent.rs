@@ -251,6 +251,18 @@ pub fn write_service(services_dir: &Path, file: &str, toml: &str) -> anyhow::Res
     Ok(())
 }
 
+/// The definition of a long-running supervised service `name` (always restarted) whose health
+/// check passes while `marker` does not exist: creating the marker is the fault, removing it
+/// the fix.
+pub fn marker_service(name: &str, marker: &Path) -> String {
+    format!(
+        "name = \"{name}\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
+         [restart]\npolicy = \"always\"\n\
+         [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
+        marker.display()
+    )
+}
+
 /// The resources of `list` whose id is or belongs to host `host_id`.
 pub fn of_host<'a>(list: &'a [Value], host_id: &str) -> Vec<&'a Value> {
     let host = format!("host:{host_id}");
