@@ -203,15 +203,48 @@ impl ToolPolicy {
         profile: ExecutionProfile,
         tools: &[(ToolName, &[&str])],
     ) -> Result<Arc<ToolPolicy>, PolicyError> {
+        let all: Vec<(ToolName, &[&str], &[&str])> = tools
+            .iter()
+            .map(|(t, cases)| (*t, *cases, &[][..]))
+            .collect();
+        Self::narrowed_properties(profile, &all)
+    }
+
+    /// [`ToolPolicy::narrowed`], where a tool listed with property names is offered (and
+    /// admitted) with only those properties and its required ones: the arguments the surface's
+    /// handler reads. With none, all its properties. The shared schema is not changed.
+    pub fn narrowed_properties(
+        profile: ExecutionProfile,
+        tools: &[(ToolName, &[&str], &[&str])],
+    ) -> Result<Arc<ToolPolicy>, PolicyError> {
         check_catalogue()?;
         let mut entries = Vec::new();
         for &tool in ToolName::ALL {
-            let Some((_, cases)) = tools.iter().find(|(t, _)| *t == tool) else {
+            let Some((_, cases, kept)) = tools.iter().find(|(t, _, _)| *t == tool) else {
                 continue;
             };
             let Some(mut parameters) = project_schema(profile, tool) else {
                 continue;
             };
+            if !kept.is_empty() {
+                let required: Vec<String> = parameters
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| {
+                        r.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if let Some(props) = parameters
+                    .get_mut("properties")
+                    .and_then(Value::as_object_mut)
+                {
+                    props
+                        .retain(|name, _| kept.contains(&name.as_str()) || required.contains(name));
+                }
+            }
             if let (InvocationDescriptor::Discriminator { argument, .. }, false) =
                 (tool.descriptor(), cases.is_empty())
             {
@@ -523,5 +556,43 @@ mod narrowed_tests {
             policy.admit(&query).expect_err("not in this part").code,
             DenialCode::ToolNotOffered
         );
+    }
+
+    #[test]
+    fn narrowed_properties_offer_and_admit_only_the_listed_and_required_arguments() {
+        let policy = ToolPolicy::narrowed_properties(
+            ExecutionProfile::PatrolDetection,
+            &[
+                (ToolName::PulseRead, &["logs"], &["resource_id", "lines"]),
+                (ToolName::PatrolAssessFinding, &[], &[]),
+            ],
+        )
+        .expect("policy");
+        let offered: Vec<&OfferedTool> = policy.offered_tools().collect();
+        let props: Vec<&String> = offered[0].parameters["properties"]
+            .as_object()
+            .expect("properties")
+            .keys()
+            .collect();
+        // `action` is required, so it stays though it was not listed.
+        assert_eq!(props, ["action", "lines", "resource_id"]);
+        assert_eq!(
+            offered[1].parameters,
+            project_schema(
+                ExecutionProfile::PatrolDetection,
+                ToolName::PatrolAssessFinding
+            )
+            .expect("permitted")
+        );
+        let grep = CallRef {
+            name: "pulse_read",
+            arguments: &json!({"action": "logs", "grep": "error"}),
+        };
+        assert_eq!(
+            policy.admit(&grep).expect_err("grep is not offered").code,
+            DenialCode::InvalidArguments
+        );
+        // The shared schema keeps every argument for other surfaces.
+        assert!(ToolName::PulseRead.schema()["properties"]["grep"].is_object());
     }
 }

@@ -278,7 +278,11 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     assert_eq!(requests.len(), 1, "{requests:?}");
     let body = requests[0].body.to_string();
     assert!(body.contains("untrusted-inventory"), "{body}");
-    assert!(body.contains(&stack.service_id("db")), "{body}");
+    // Routine resources are grouped by id prefix: `db` is listed under its host's prefix.
+    let db = stack.service_id("db");
+    let (prefix, name) = db.rsplit_once(':').expect("a canonical service id");
+    assert!(body.contains(&format!("{prefix}:")), "{body}");
+    assert!(body.contains(&format!("\\\"{name}\\\"")), "{body}");
     assert!(!body.contains(KEY));
     let model_tokens = requests[0].usage.expect("answered");
     assert_eq!(run["input_tokens"], model_tokens.input_tokens);

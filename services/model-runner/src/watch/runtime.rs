@@ -51,15 +51,37 @@ use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings
 
 /// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle.
 pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
-    ToolPolicy::narrowed(
+    // Only the arguments the Watch handlers read are offered (tools/query.rs, metrics.rs,
+    // read.rs): the shared schemas also carry Proxmox/Kubernetes paging and exec arguments.
+    ToolPolicy::narrowed_properties(
         ExecutionProfile::PatrolDetection,
         &[
-            (ToolName::PulseQuery, &["search", "get", "list", "health"]),
-            (ToolName::PulseMetrics, &[]),
-            (ToolName::PulseRead, &["logs"]),
-            (ToolName::PatrolGetFindings, &[]),
-            (ToolName::PatrolReportFinding, &[]),
-            (ToolName::PatrolAssessFinding, &[]),
+            (
+                ToolName::PulseQuery,
+                &["search", "get", "list", "health"],
+                &[
+                    "action",
+                    "query",
+                    "resource_type",
+                    "resource_id",
+                    "status",
+                    "limit",
+                    "offset",
+                ],
+            ),
+            (
+                ToolName::PulseMetrics,
+                &[],
+                &["type", "resource_id", "period"],
+            ),
+            (
+                ToolName::PulseRead,
+                &["logs"],
+                &["action", "resource_id", "lines", "grep"],
+            ),
+            (ToolName::PatrolGetFindings, &[], &[]),
+            (ToolName::PatrolReportFinding, &[], &[]),
+            (ToolName::PatrolAssessFinding, &[], &[]),
         ],
     )
 }

@@ -13,6 +13,9 @@ use crate::provider::{ToolCall, ToolResult};
 
 /// Rows in one answer.
 pub const MAX_ROWS: usize = 50;
+/// Rows in a `search` or `list` answer without an explicit `limit`: the seed already lists
+/// every id, so a page is a closer look, not the inventory again.
+pub const DEFAULT_ROWS: usize = 5;
 /// Characters kept of each text field.
 const FIELD_CHARS: usize = 160;
 /// Labels kept per row.
@@ -44,6 +47,42 @@ pub fn row(resource: &Resource) -> Value {
     })
 }
 
+/// One resource in a `search`/`list` page: id, state and labels; the name and type only when
+/// the id does not already show them. `get` answers the full [`row`].
+pub fn compact_row(resource: &Resource) -> Value {
+    let id = resource.id.as_str();
+    let kind = resource.resource_type.as_str();
+    let mut entry = json!({
+        "resource_id": id,
+        "status": resource.status,
+        "health": resource.health,
+    });
+    if !id.starts_with(&format!("{kind}:")) {
+        entry["type"] = json!(kind);
+    }
+    if id.rsplit(':').next() != Some(resource.name.as_str()) {
+        entry["name"] = json!(truncate_chars(&resource.name, FIELD_CHARS));
+    }
+    if let Some(restarts) = resource.restart_count.filter(|n| *n > 0) {
+        entry["restart_count"] = json!(restarts);
+    }
+    let labels: serde_json::Map<String, Value> = resource
+        .labels
+        .iter()
+        .take(MAX_LABELS)
+        .map(|(k, v)| {
+            (
+                truncate_chars(k, FIELD_CHARS),
+                Value::String(truncate_chars(v, FIELD_CHARS)),
+            )
+        })
+        .collect();
+    if !labels.is_empty() {
+        entry["labels"] = Value::Object(labels);
+    }
+    entry
+}
+
 fn matches(resource: &Resource, query: &str) -> bool {
     let q = query.to_lowercase();
     resource.id.as_str().to_lowercase().contains(&q)
@@ -63,16 +102,25 @@ fn of_type<'a>(resources: &'a [Resource], arguments: &Value) -> Vec<&'a Resource
         .collect()
 }
 
-fn page(rows: Vec<&Resource>, arguments: &Value) -> Value {
+/// A bounded page of compact rows, resources that are not healthy first, with the count of
+/// rows left out.
+fn page(mut rows: Vec<&Resource>, arguments: &Value) -> Value {
+    rows.sort_by_key(|r| r.health == Health::Healthy);
     let total = rows.len();
     let offset = arguments
         .get("offset")
         .and_then(Value::as_u64)
         .and_then(|n| usize::try_from(n).ok())
         .unwrap_or(0);
-    let limit = count_arg(arguments, "limit", MAX_ROWS, MAX_ROWS);
-    let shown: Vec<Value> = rows.into_iter().skip(offset).take(limit).map(row).collect();
-    json!({"total": total, "offset": offset, "resources": shown})
+    let limit = count_arg(arguments, "limit", DEFAULT_ROWS, MAX_ROWS);
+    let shown: Vec<Value> = rows
+        .into_iter()
+        .skip(offset)
+        .take(limit)
+        .map(compact_row)
+        .collect();
+    let omitted = total.saturating_sub(offset).saturating_sub(shown.len());
+    json!({"total": total, "offset": offset, "omitted": omitted, "resources": shown})
 }
 
 pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
