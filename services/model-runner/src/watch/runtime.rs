@@ -44,9 +44,7 @@ use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
     display_summary, error_cause, redactor, tool_call_records,
 };
-use super::seed::{
-    REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt, triage_context,
-};
+use super::seed::{REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt};
 use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings};
 
 /// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle.
@@ -425,11 +423,7 @@ impl WatchExecutor for WatchRuntime {
             // The nonce only has to be unknown to whoever wrote the inventory text.
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let nonce = &nonce[..16];
-            let seed = format!(
-                "{}\n{}",
-                seed_context(input.run, input.inventory, nonce),
-                triage_context(input.inventory, &active, nonce)
-            );
+            let seed = seed_context(input.run, input.inventory, &active, nonce);
             let turn_budget = match input.run.run_type {
                 RunType::Scoped => SCOPED_TURNS,
                 RunType::Full => FULL_TURNS,

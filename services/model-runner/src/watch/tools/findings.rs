@@ -33,20 +33,16 @@ pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
 /// Characters of a finding's evidence shown in the snapshot.
 const SNAPSHOT_EVIDENCE_CHARS: usize = 400;
 
-/// One finding as the model sees it.
+/// One finding as the model sees it: what a verdict needs. Name, type and category are in the
+/// inventory or one `pulse_query get` away; every row listed is active.
 pub fn finding_row(finding: &Finding) -> Value {
     json!({
         "finding_id": finding.id.as_hex(),
         "key": finding.key.as_str(),
         "severity": finding.severity.as_str(),
-        "category": finding.category.as_str(),
         "resource_id": finding.resource_id,
-        "resource_name": truncate_chars(&finding.resource_name, 160),
-        "resource_type": finding.resource_type,
         "title": truncate_chars(&finding.title, 256),
-        "status": finding.status.as_str(),
         "times_raised": finding.times_raised,
-        "last_seen_at": finding.last_seen_at,
         "evidence": truncate_chars(&finding.evidence, SNAPSHOT_EVIDENCE_CHARS),
     })
 }
@@ -98,7 +94,7 @@ pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall
         "instruction": if shown.is_empty() {
             "no active finding on the resources of this run"
         } else {
-            "give every finding listed a verdict with patrol_assess_finding (present, resolved or uncertain); this list is final for this run"
+            "give each a verdict with patrol_assess_finding; this list is final for this run"
         },
     })
     .to_string();
@@ -183,10 +179,7 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                 &json!({
                     "accepted": true,
                     "finding_id": finding.id.as_hex(),
-                    "is_new": outcome.is_new(),
                     "outcome": outcome.kind,
-                    "status": finding.status.as_str(),
-                    "times_raised": finding.times_raised,
                 }),
             )
         }
@@ -321,9 +314,7 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                 &json!({
                     "accepted": true,
                     "finding_id": id.as_hex(),
-                    "verdict": input.verdict.as_str(),
                     "status": stored.finding.status.as_str(),
-                    "times_raised": stored.finding.times_raised,
                     "verifier": verifier.as_str(),
                 }),
             )
