@@ -18,6 +18,7 @@ use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
     LogSource, ReadOutput, ReadRequest as ReadSpec, ReceiptStatus, ResourceTarget,
 };
+use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, write_service};
 use pulse_test_support::wait;
 
@@ -26,13 +27,6 @@ const INTERVAL: Duration = Duration::from_secs(1);
 const STARTUP: Duration = Duration::from_secs(20);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 const DISABLED: &str = "commands are disabled on this agent (start it with --enable-commands)";
-
-fn host_id(label: &str) -> String {
-    format!(
-        "{label}-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    )
-}
 
 /// A service that appends a line to `starts` each time it starts, prints 20 log lines and
 /// then sleeps.

@@ -8,6 +8,7 @@ use futures::{SinkExt, StreamExt};
 use pulse_domain::agent_protocol::{AGENT_WS_PATH, PROTOCOL_VERSION};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::tokens::{self, NewToken};
+use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, of_host, write_service};
 use pulse_test_support::service::signal;
 use pulse_test_support::wait;
@@ -18,13 +19,6 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 const INTERVAL: Duration = Duration::from_secs(1);
 /// Time for a freshly spawned binary to start and connect, on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_secs(10);
-
-fn host_id(label: &str) -> String {
-    format!(
-        "{label}-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    )
-}
 
 fn sleeper(marker: &std::path::Path) -> String {
     pulse_test_support::agent::marker_service("sleeper", marker)

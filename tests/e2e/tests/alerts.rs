@@ -14,6 +14,7 @@ use pulse_domain::resource::{Health, ObservedResource, ResourceId, ResourceStatu
 use pulse_store::agents::{self, AgentSession};
 use pulse_store::metrics::{self, MetricSample};
 use pulse_store::resources;
+use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, signal};
@@ -27,23 +28,8 @@ const STARTUP: Duration = Duration::from_secs(10);
 /// Polling the API and a loaded machine add latency on top of the report interval.
 const SLACK: Duration = Duration::from_millis(1500);
 
-fn host_id(label: &str) -> String {
-    format!(
-        "{label}-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    )
-}
-
-/// `GET <path>` with `token`: status and JSON body.
 async fn get(gateway: &TestGateway, token: &str, path: &str) -> anyhow::Result<(u16, Value)> {
-    let response = gateway
-        .http
-        .get(gateway.url(path))
-        .bearer_auth(token)
-        .send()
-        .await?;
-    let status = response.status().as_u16();
-    Ok((status, response.json().await.unwrap_or(Value::Null)))
+    gateway.get_json(token, path).await
 }
 
 /// The alerts of `GET /api/alerts?<query>`.

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, signal};
@@ -21,22 +22,8 @@ const STARTUP: Duration = Duration::from_secs(10);
 const ALERT_WAIT: Duration = Duration::from_secs(15);
 const ROUTE: &str = "openai:gpt-4.1-mini";
 
-fn host_id(label: &str) -> String {
-    format!(
-        "{label}-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    )
-}
-
 async fn get(gateway: &TestGateway, token: &str, path: &str) -> anyhow::Result<(u16, Value)> {
-    let response = gateway
-        .http
-        .get(gateway.url(path))
-        .bearer_auth(token)
-        .send()
-        .await?;
-    let status = response.status().as_u16();
-    Ok((status, response.json().await.unwrap_or(Value::Null)))
+    gateway.get_json(token, path).await
 }
 
 /// `PUT /api/settings/ai` as the admin; the document is merged over what is stored.

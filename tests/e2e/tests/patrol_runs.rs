@@ -18,14 +18,7 @@ const INTERVAL: Duration = Duration::from_millis(500);
 const STARTUP: Duration = Duration::from_secs(10);
 
 async fn get(gateway: &TestGateway, token: &str, path: &str) -> anyhow::Result<(u16, Value)> {
-    let response = gateway
-        .http
-        .get(gateway.url(path))
-        .bearer_auth(token)
-        .send()
-        .await?;
-    let status = response.status().as_u16();
-    Ok((status, response.json().await.unwrap_or(Value::Null)))
+    gateway.get_json(token, path).await
 }
 
 /// `POST /api/ai/patrol/run` with `body` sent as is (`None`: no body).
@@ -89,10 +82,7 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     let agent_token = stack.create_token("agent", &["agent:report"]).await?;
     let reader = stack.create_token("reader", &["monitoring:read"]).await?;
     let admin_only = stack.create_token("admin-only", &["admin"]).await?;
-    let host = format!(
-        "patrol-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
+    let host = pulse_test_support::agent::host_id("patrol");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     write_service(
         &spec.services_dir,

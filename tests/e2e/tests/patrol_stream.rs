@@ -219,10 +219,7 @@ async fn create_token(
 /// run is accepted only while no other full run is queued).
 async fn seed_service(gateway: &TestGateway, tenant: &TenantId) -> anyhow::Result<()> {
     let tx = gateway.db.store().tenant_tx(tenant).await?;
-    let host = format!(
-        "stream-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
+    let host = pulse_test_support::agent::host_id("stream");
     agents::connect(
         &tx,
         &AgentSession {

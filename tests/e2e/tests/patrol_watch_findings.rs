@@ -81,10 +81,7 @@ impl Fleet {
         };
         let sim = ProviderSim::start(script.with_tool_offer_reply(preflight_reply())).await?;
         let token = stack.create_token("agent", &["agent:report"]).await?;
-        let host = format!(
-            "watchf-{}",
-            &uuid::Uuid::now_v7().simple().to_string()[20..]
-        );
+        let host = pulse_test_support::agent::host_id("watchf");
         let spec = stack.agent_spec(&host, &token, INTERVAL)?;
         for name in ["web", "db"] {
             write_service(

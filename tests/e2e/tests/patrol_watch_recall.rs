@@ -136,10 +136,7 @@ impl Fleet {
         let sim =
             ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
         let token = stack.create_token("agent", &["agent:report"]).await?;
-        let host = format!(
-            "recall-{}",
-            &uuid::Uuid::now_v7().simple().to_string()[20..]
-        );
+        let host = pulse_test_support::agent::host_id("recall");
         let spec = stack.agent_spec(&host, &token, INTERVAL)?;
         for name in ["web", "db"] {
             write_service(

@@ -93,10 +93,7 @@ async fn pulsectl_requests_runs_and_shows_status_and_history() -> anyhow::Result
     let agent_token = stack.create_token("agent", &["agent:report"]).await?;
     let reader = stack.create_token("reader", &["monitoring:read"]).await?;
     let admin_only = stack.create_token("admin-only", &["admin"]).await?;
-    let host = format!(
-        "pulsectl-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    );
+    let host = pulse_test_support::agent::host_id("pulsectl");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     write_service(
         &spec.services_dir,

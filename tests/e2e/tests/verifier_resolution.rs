@@ -13,6 +13,7 @@ use pulse_bus::{Bus, BusError, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, VerifierOutcome};
 use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
+use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::service::signal;
 use pulse_test_support::verifier::TestVerifier;
@@ -25,13 +26,6 @@ const STARTUP: Duration = Duration::from_secs(30);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// The verifier waits 5 s for the agent; the bus and a loaded machine add to that.
 const BOUNDED: Duration = Duration::from_secs(9);
-
-fn host_id(label: &str) -> String {
-    format!(
-        "{label}-{}",
-        &uuid::Uuid::now_v7().simple().to_string()[20..]
-    )
-}
 
 struct Verify {
     bus: Bus,

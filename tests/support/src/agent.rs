@@ -251,6 +251,15 @@ pub fn write_service(services_dir: &Path, file: &str, toml: &str) -> anyhow::Res
     Ok(())
 }
 
+/// A host id unique to this test run: `label` plus the random tail of a UUIDv7, so parallel tests
+/// on one database never share an agent.
+pub fn host_id(label: &str) -> String {
+    format!(
+        "{label}-{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    )
+}
+
 /// The definition of a long-running supervised service `name` (always restarted) whose health
 /// check passes while `marker` does not exist: creating the marker is the fault, removing it
 /// the fix.

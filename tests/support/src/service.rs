@@ -270,6 +270,26 @@ impl TestGateway {
         format!("{}{path}", self.url)
     }
 
+    /// `GET <path>` with bearer `token`: the status and the JSON body (`null` when the body is
+    /// not JSON).
+    pub async fn get_json(
+        &self,
+        token: &str,
+        path: &str,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let response = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(token)
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        Ok((
+            status,
+            response.json().await.unwrap_or(serde_json::Value::Null),
+        ))
+    }
+
     pub async fn stop(self) -> anyhow::Result<()> {
         let status = self.process.stop(Duration::from_secs(10)).await?;
         anyhow::ensure!(status.success(), "gateway exited with {status}");
