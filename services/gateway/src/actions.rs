@@ -75,6 +75,9 @@ pub struct PlanBody {
     pub severity: Severity,
     #[serde(default)]
     pub approval_floor: Option<ApprovalFloor>,
+    /// The finding the action is meant to fix; its fix outcome is written back to it.
+    #[serde(default)]
+    pub finding_id: Option<pulse_domain::finding::FindingId>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -210,6 +213,7 @@ pub async fn plan(
         severity: body.severity,
         approval_floor: body.approval_floor,
         requested_by: actor(&auth.principal),
+        finding_id: body.finding_id,
     };
     let view = ask(&state, &auth.principal, ACTION_PLAN_REQUEST, &request).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())

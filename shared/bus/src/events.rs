@@ -302,8 +302,12 @@ pub struct ActionPlanRequest {
     pub severity: pulse_domain::action::Severity,
     /// Raised to the capability's minimum, never lowered.
     pub approval_floor: Option<pulse_domain::action::ApprovalFloor>,
-    /// `user:<id>` or `token:<id>` of the authenticated caller.
+    /// `user:<id>` or `token:<id>` of the authenticated caller, or `patrol:investigation`.
     pub requested_by: String,
+    /// The finding this action is meant to fix; its fix outcome (`fix_verified`,
+    /// `fix_rejected`, ...) is written back to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding_id: Option<pulse_domain::finding::FindingId>,
 }
 
 impl Message for ActionPlanRequest {
@@ -399,4 +403,53 @@ pub struct ActionCompleted {
 
 impl Message for ActionCompleted {
     const TYPE: &'static str = "pulse.actions.completed";
+}
+
+/// `pulse.<tenant>.verify.postcondition`: ask the verifier whether an executed action's
+/// postcondition holds, judged on fresh observations through the relay (never the command's
+/// output). The verifier polls until the postcondition holds or the wait runs out.
+pub const VERIFY_POSTCONDITION: &str = "verify.postcondition";
+
+/// A postcondition check of one executed action.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostconditionRequest {
+    pub action_id: uuid::Uuid,
+    /// The canonical id of the acted-on resource.
+    pub resource_id: String,
+    pub agent_id: String,
+    /// The capability wire name (`service.restart`, ...).
+    pub capability: String,
+    /// The service or container the command named.
+    pub target: String,
+    /// When the command ran (the receipt's time): a restart must be observed after it.
+    pub executed_at: chrono::DateTime<chrono::Utc>,
+    /// How long to keep polling; `None` takes the verifier's configured default (30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
+}
+
+impl Message for PostconditionRequest {
+    const TYPE: &'static str = "pulse.verify.postcondition";
+}
+
+impl crate::Request for PostconditionRequest {
+    type Reply = PostconditionReply;
+}
+
+/// The verifier's judgement. `reason` is verifier-built text from typed values only.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PostconditionReply {
+    pub action_id: uuid::Uuid,
+    pub outcome: pulse_domain::action::Verification,
+    pub reason: String,
+    /// The last fresh observation judged; `None` when none could be had.
+    pub evidence: Option<ResolutionEvidence>,
+    /// Fresh observations taken.
+    pub observations: u32,
+    pub checked_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for PostconditionReply {
+    const TYPE: &'static str = "pulse.verify.postcondition_reply";
 }

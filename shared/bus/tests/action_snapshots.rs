@@ -66,6 +66,7 @@ fn action_plan_request() {
         severity: Severity::Critical,
         approval_floor: Some(ApprovalFloor::Admin),
         requested_by: "user:0193a1b2-0000-7000-8000-00000000000a".to_owned(),
+        finding_id: None,
     });
 }
 

@@ -4,6 +4,7 @@
 pub mod plan;
 pub mod policy;
 pub mod state;
+pub mod verification;
 
 pub use plan::{
     ActionPlan, ApprovalFloor, MAX_PARAMS_BYTES, MAX_REASON_CHARS, PlanError, PlanIdentity,
@@ -14,3 +15,4 @@ pub use policy::{
     check_execution, decide,
 };
 pub use state::{ActionEvent, ActionState, IllegalTransition, transition};
+pub use verification::Verification;
