@@ -11,36 +11,41 @@
 //! through the transactional outbox in the transaction of the change they announce, so they are
 //! published only after it committed.
 //!
-//! Execution: the lease and `approved -> executing` commit together before the command leaves;
-//! the typed command goes to the agent through agent-relay with the action id, which the agent
-//! runs at most once; the receipt moves the action to `completed` or `failed`. An action that is
-//! executing or ended is never sent again.
+//! Execution ([`crate::lifecycle`]): an approved action runs without being asked again, right
+//! after a human approval commits or, for an auto-authorized plan, right after the plan commits;
+//! the explicit execute route stays (idempotent). The lease and `approved -> executing` commit
+//! together before the command leaves; the typed command goes to the agent through agent-relay
+//! with the action id, which the agent runs at most once; the receipt moves the action to
+//! `completed` or `failed`; a completed action is then judged by the verifier. A decision, a
+//! failure and a verification write the fix outcome to the action's finding in the same
+//! transaction. [`crate::recovery`] picks up whatever a crash interrupted.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use pulse_bus::events::{
     ACTION_COMPLETED, ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST,
     ACTIONS_QUEUE_GROUP, APPROVAL_PENDING, ActionCompleted, ActionDecisionRequest,
     ActionExecuteRequest, ActionPlanRequest, ActionReply, ApprovalPending, DecisionOutcome,
 };
-use pulse_bus::relay_api::RelayCommandRequest;
 use pulse_bus::{Bus, BusError, ErrorReply, OutboxRow, Responder};
 use pulse_domain::TenantId;
 use pulse_domain::action::{
-    ActionEvent, ActionPlan, ActionState, ApprovalFloor, ExecutionCheck, LockState, PolicyInput,
-    PolicyOutcome, ReasonCode, check_execution, decide, plan_hash, validate_request,
+    ActionEvent, ActionPlan, ActionState, ApprovalFloor, ExecutionCheck, FixOutcome, LockState,
+    PolicyInput, PolicyOutcome, ReasonCode, check_execution, decide, plan_hash, validate_request,
 };
-use pulse_domain::agent_protocol::ReceiptStatus;
 use pulse_domain::ai_settings::{AUTOPILOT_ACK_VERSION, AutonomyLevel};
 use pulse_store::actions::{self, ActionsError, StoredAction, TransitionDetail};
 use pulse_store::settings::{self, ConfigLayer};
-use pulse_store::{Store, TenantTx, agents, resources};
+use pulse_store::{Store, TenantTx, agents, findings, resources};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 use uuid::Uuid;
+
+use crate::lifecycle::Delivery;
 
 /// The actor of transitions the broker makes on its own.
 pub const SERVICE_ACTOR: &str = "service:action-broker";
@@ -52,8 +57,23 @@ pub struct BrokerSettings {
     pub plan_ttl: chrono::Duration,
     /// How long the agent may start the command after it was sent.
     pub lease_ttl: chrono::Duration,
-    /// How long the broker waits for the agent's receipt.
+    /// How long the broker waits for the agent's receipt on one send.
     pub relay_timeout: Duration,
+    /// While no receipt arrives (agent unreachable, relay restarting), the same command is sent
+    /// again after a pause growing from `resend_backoff` to `max_resend_backoff`.
+    pub resend_backoff: Duration,
+    pub max_resend_backoff: Duration,
+    /// How long after the lease expired the broker keeps asking for a receipt before it ends the
+    /// action `failed` with `receipt_unknown`. Past the lease the agent answers authoritatively
+    /// (the recorded receipt, or a refusal of a command it never accepted) as soon as it is
+    /// reachable; this bounds the wait for an agent that never comes back.
+    pub receipt_give_up_after: chrono::Duration,
+    /// How long the verifier polls a postcondition (`None`: its configured default).
+    pub verify_wait: Option<Duration>,
+    /// How long the broker waits for the verifier's answer; no answer is `inconclusive`.
+    pub verify_timeout: Duration,
+    /// How often the recovery sweep looks for interrupted actions (it also runs at start).
+    pub sweep_interval: Duration,
 }
 
 impl Default for BrokerSettings {
@@ -62,24 +82,47 @@ impl Default for BrokerSettings {
             plan_ttl: chrono::Duration::minutes(30),
             lease_ttl: chrono::Duration::minutes(2),
             relay_timeout: Duration::from_secs(60),
+            resend_backoff: Duration::from_millis(500),
+            max_resend_backoff: Duration::from_secs(10),
+            receipt_give_up_after: chrono::Duration::minutes(5),
+            verify_wait: None,
+            verify_timeout: Duration::from_secs(75),
+            sweep_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl BrokerSettings {
+    /// The defaults, with the waits derived from the relay's and the verifier's configured
+    /// timeouts so the broker never gives up before they answer.
+    pub fn from_config(config: &pulse_config::PulseConfig) -> Self {
+        let relay = Duration::from_millis(config.relay.request_timeout_ms);
+        let verify_wait = Duration::from_millis(config.verify.postcondition_wait_ms);
+        Self {
+            relay_timeout: relay + Duration::from_secs(5),
+            verify_timeout: verify_wait + relay + Duration::from_secs(10),
+            ..Self::default()
         }
     }
 }
 
 #[derive(Clone)]
 pub struct Broker {
-    store: Store,
-    bus: Bus,
+    pub(crate) store: Store,
+    pub(crate) bus: Bus,
     config_layer: Arc<ConfigLayer>,
-    settings: BrokerSettings,
+    pub(crate) settings: BrokerSettings,
     outbox_notify: Arc<Notify>,
+    /// Actions this process is driving right now (executing, awaiting a receipt, verifying):
+    /// never driven twice at once by this process (see [`crate::lifecycle::InFlight`]).
+    pub(crate) in_flight: Arc<Mutex<HashSet<Uuid>>>,
 }
 
 fn reply_error(code: &str, message: impl Into<String>) -> ErrorReply {
     ErrorReply::new(code, message)
 }
 
-fn store_error(e: impl std::fmt::Display) -> ErrorReply {
+pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorReply {
     tracing::warn!(error = %e, "action store failed");
     reply_error(
         "service_unavailable",
@@ -87,7 +130,7 @@ fn store_error(e: impl std::fmt::Display) -> ErrorReply {
     )
 }
 
-fn actions_error(e: ActionsError) -> ErrorReply {
+pub(crate) fn actions_error(e: ActionsError) -> ErrorReply {
     match e {
         ActionsError::NotFound(id) => reply_error("action_not_found", format!("no action {id}")),
         ActionsError::Conflict { id, .. } => reply_error(
@@ -96,11 +139,14 @@ fn actions_error(e: ActionsError) -> ErrorReply {
         ),
         ActionsError::Illegal(e) => reply_error("action_decision_not_allowed", e.to_string()),
         ActionsError::Duplicate(id) => reply_error("conflict", format!("action {id} exists")),
+        ActionsError::NotVerifiable { id, reason } => {
+            reply_error("conflict", format!("action {id}: {reason}"))
+        }
         ActionsError::Store(e) => store_error(e),
     }
 }
 
-fn reply(action: &StoredAction, message: Option<String>) -> ActionReply {
+pub(crate) fn reply(action: &StoredAction, message: Option<String>) -> ActionReply {
     ActionReply {
         action_id: action.plan.action_id,
         state: action.state,
@@ -131,7 +177,7 @@ pub fn resource_version(resource: Option<&pulse_domain::resource::Resource>) -> 
 }
 
 /// The refusal error code of an execution-time reason code.
-fn refusal_code(code: ReasonCode) -> &'static str {
+pub(crate) fn refusal_code(code: ReasonCode) -> &'static str {
     match code {
         ReasonCode::PlanDrift => "action_plan_drift",
         ReasonCode::ResourceRemediationLocked => "resource_remediation_locked",
@@ -148,6 +194,7 @@ impl Broker {
             config_layer: Arc::new(config_layer),
             settings: BrokerSettings::default(),
             outbox_notify: Arc::new(Notify::new()),
+            in_flight: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -206,8 +253,9 @@ impl Broker {
     }
 
     /// The tenant's Patrol mode and whether a current Autopilot acknowledgement exists. Settings
-    /// that cannot be resolved fail closed: monitor.
-    async fn mode(&self, tx: &TenantTx) -> Result<(AutonomyLevel, bool), ErrorReply> {
+    /// that cannot be resolved fail closed: monitor (but `full` lacking only a current
+    /// acknowledgement is `full` unacknowledged, which needs approval for everything).
+    pub(crate) async fn mode(&self, tx: &TenantTx) -> Result<(AutonomyLevel, bool), ErrorReply> {
         let stored = settings::get(tx, false).await.map_err(store_error)?;
         match self.config_layer.resolve(&stored) {
             Ok(s) => {
@@ -217,6 +265,11 @@ impl Broker {
                     .is_some_and(|a| a.version == AUTOPILOT_ACK_VERSION);
                 Ok((s.autonomy_level, acknowledged))
             }
+            // Autopilot without a current acknowledgement (e.g. the text version moved on):
+            // as `approval`, which `decide` does for `full` without an acknowledgement.
+            Err(pulse_domain::ai_settings::SettingsError::AutopilotNotAcknowledged { .. }) => {
+                Ok((AutonomyLevel::Full, false))
+            }
             Err(error) => {
                 tracing::warn!(%error, "settings do not resolve; actions treated as monitor");
                 Ok((AutonomyLevel::Monitor, false))
@@ -225,7 +278,7 @@ impl Broker {
     }
 
     /// The lock state; a lock that cannot be read is `Unknown` (fails closed).
-    async fn lock(&self, tx: &TenantTx, resource_id: &str) -> LockState {
+    pub(crate) async fn lock(&self, tx: &TenantTx, resource_id: &str) -> LockState {
         match actions::remediation_lock(tx, resource_id).await {
             Ok(state) => state,
             Err(error) => {
@@ -235,7 +288,7 @@ impl Broker {
         }
     }
 
-    async fn commit(&self, tx: TenantTx) -> Result<(), ErrorReply> {
+    pub(crate) async fn commit(&self, tx: TenantTx) -> Result<(), ErrorReply> {
         tx.commit().await.map_err(store_error)?;
         self.outbox_notify.notify_one();
         Ok(())
@@ -307,7 +360,7 @@ impl Broker {
             plan_hash: String::new(),
         };
         plan.plan_hash = plan_hash(&plan.identity()).map_err(store_error)?;
-        let created = actions::create(&tx, &plan, &req.requested_by)
+        let created = actions::create_for_finding(&tx, &plan, req.finding_id, &req.requested_by)
             .await
             .map_err(actions_error)?;
         let reasons = decision
@@ -366,6 +419,10 @@ impl Broker {
             }
         };
         self.commit(tx).await?;
+        if action.state == ActionState::Approved {
+            // Auto-authorized: it runs now, without being asked again.
+            self.spawn_advance(tenant, action.plan.action_id);
+        }
         let message = (decision.outcome == PolicyOutcome::Refused)
             .then(|| format!("refused by policy: {reasons}"));
         Ok(reply(&action, message))
@@ -373,7 +430,7 @@ impl Broker {
 
     /// Expires `action` when its plan ran out; true when it did (the caller answers
     /// `action_plan_expired`).
-    async fn expire_if_due(
+    pub(crate) async fn expire_if_due(
         &self,
         tx: &TenantTx,
         action: &StoredAction,
@@ -399,7 +456,7 @@ impl Broker {
         Ok(true)
     }
 
-    async fn load(&self, tx: &TenantTx, id: Uuid) -> Result<StoredAction, ErrorReply> {
+    pub(crate) async fn load(&self, tx: &TenantTx, id: Uuid) -> Result<StoredAction, ErrorReply> {
         actions::get_for_update(tx, id)
             .await
             .map_err(store_error)?
@@ -482,12 +539,48 @@ impl Broker {
         )
         .await
         .map_err(actions_error)?;
+        if decided.state == ActionState::Rejected {
+            self.record_fix_outcome(&tx, &decided, FixOutcome::Rejected, reason)
+                .await?;
+        }
         self.commit(tx).await?;
+        if decided.state == ActionState::Approved {
+            // The approval is the go: execution starts now; the reply does not wait for it.
+            self.spawn_advance(tenant, decided.plan.action_id);
+        }
         Ok(reply(&decided, None))
     }
 
+    /// Writes `outcome` of `action` to the finding it is meant to fix, in `tx`. An action without
+    /// a finding, or whose finding is gone, is unaffected (the latter is logged).
+    pub(crate) async fn record_fix_outcome(
+        &self,
+        tx: &TenantTx,
+        action: &StoredAction,
+        outcome: FixOutcome,
+        message: &str,
+    ) -> Result<(), ErrorReply> {
+        let Some(finding_id) = action.finding_id else {
+            return Ok(());
+        };
+        let found = findings::record_fix_outcome(
+            tx,
+            finding_id,
+            outcome,
+            action.plan.action_id,
+            message,
+            Utc::now(),
+        )
+        .await
+        .map_err(store_error)?;
+        if !found {
+            tracing::warn!(action_id = %action.plan.action_id, %finding_id, outcome = outcome.as_str(), "the action's finding is gone; fix outcome not recorded");
+        }
+        Ok(())
+    }
+
     /// Fails the approved `action` with a refusal, announcing it, in `tx`.
-    async fn refuse(
+    pub(crate) async fn refuse(
         &self,
         tx: &TenantTx,
         tenant: &TenantId,
@@ -512,10 +605,12 @@ impl Broker {
         .map_err(actions_error)?;
         self.announce_end(tx, tenant, &failed, Some(message.to_owned()))
             .await?;
+        self.record_fix_outcome(tx, &failed, FixOutcome::Failed, message)
+            .await?;
         Ok(failed)
     }
 
-    async fn announce_end(
+    pub(crate) async fn announce_end(
         &self,
         tx: &TenantTx,
         tenant: &TenantId,
@@ -539,22 +634,28 @@ impl Broker {
         self.enqueue(tx, row).await
     }
 
+    /// The explicit execute route: runs an approved action now and answers with its end (or
+    /// `executing` while no receipt arrived yet). Idempotent: an action that is executing (here
+    /// or being driven by this process) or ended is refused, never sent again by this route.
     pub async fn execute(
         &self,
         tenant: &TenantId,
         req: ActionExecuteRequest,
     ) -> Result<ActionReply, ErrorReply> {
-        // 1. Checks, then lease + approved -> executing, in one transaction.
+        let already = || {
+            reply_error(
+                "action_already_executing",
+                format!("action {} is already executing", req.action_id),
+            )
+        };
+        let Some(claim) = self.claim(req.action_id) else {
+            return Err(already());
+        };
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let action = self.load(&tx, req.action_id).await?;
         match action.state {
             ActionState::Approved => {}
-            ActionState::Executing => {
-                return Err(reply_error(
-                    "action_already_executing",
-                    format!("action {} is already executing", req.action_id),
-                ));
-            }
+            ActionState::Executing => return Err(already()),
             ActionState::Planned | ActionState::PendingApproval => {
                 if self.expire_if_due(&tx, &action).await? {
                     self.commit(tx).await?;
@@ -584,6 +685,40 @@ impl Broker {
                 ));
             }
         }
+        let executing = self.start(tx, tenant, &action, &req.requested_by).await?;
+        let ended = self.deliver(tenant, &executing, Delivery::Once).await?;
+        let message = match ended.state {
+            ActionState::Executing => Some("no receipt yet; the broker keeps asking".to_owned()),
+            _ => ended
+                .decision_reason
+                .clone()
+                .filter(|_| ended.state == ActionState::Failed),
+        };
+        // The rest (receipt if still missing, then verification) continues in the background
+        // under the same claim.
+        if matches!(ended.state, ActionState::Executing | ActionState::Completed) {
+            let this = self.clone();
+            let tenant = tenant.clone();
+            tokio::spawn(async move {
+                if let Err(error) = this.advance_claimed(&tenant, req.action_id, claim).await {
+                    tracing::warn!(action_id = %req.action_id, error = %error.message, "action not advanced; the recovery sweep retries");
+                }
+            });
+        }
+        Ok(reply(&ended, message))
+    }
+
+    /// The checks an approved action must pass right before it runs, then the lease and
+    /// `approved -> executing`, committed in `tx`. A refusal ends the action (`failed`, or
+    /// `expired`) and commits that, then answers with the refusal.
+    pub(crate) async fn start(
+        &self,
+        tx: TenantTx,
+        tenant: &TenantId,
+        action: &StoredAction,
+        actor: &str,
+    ) -> Result<StoredAction, ErrorReply> {
+        let id = action.plan.action_id;
         let (mode, _) = self.mode(&tx).await?;
         let lock = self.lock(&tx, &action.plan.resource_id).await;
         let resource = resources::get(&tx, &action.plan.resource_id)
@@ -607,127 +742,39 @@ impl Broker {
         });
         if let Err((code, message)) = check {
             let failed = if code == ReasonCode::PlanExpired {
-                self.expire_if_due(&tx, &action).await?;
+                self.expire_if_due(&tx, action).await?;
                 None
             } else {
                 Some(
-                    self.refuse(&tx, tenant, &action, code, &message, &recomputed)
+                    self.refuse(&tx, tenant, action, code, &message, &recomputed)
                         .await?,
                 )
             };
             self.commit(tx).await?;
-            tracing::info!(action_id = %req.action_id, state = ?failed.map(|f| f.state), %message, "action refused");
+            tracing::info!(action_id = %id, state = ?failed.map(|f| f.state), %message, "action refused");
             return Err(reply_error(refusal_code(code), message));
         }
-        let Some(target) = action.plan.target().map(str::to_owned) else {
+        if action.plan.target().is_none() {
             return Err(reply_error(
                 "invalid_action_request",
                 "params.target is missing",
             ));
-        };
+        }
         let lease_id = format!("lease-{}", Uuid::now_v7());
         let lease_expires_at = Utc::now() + self.settings.lease_ttl;
         let executing = actions::transition(
             &tx,
-            &action,
+            action,
             ActionEvent::StartExecution,
-            &req.requested_by,
+            actor,
             TransitionDetail {
-                lease: Some((lease_id.clone(), lease_expires_at)),
+                lease: Some((lease_id, lease_expires_at)),
                 ..Default::default()
             },
         )
         .await
         .map_err(actions_error)?;
         self.commit(tx).await?;
-
-        // 2. The typed command through agent-relay; the agent runs the action id at most once.
-        let command = RelayCommandRequest {
-            agent_id: action.plan.agent_id.clone(),
-            action_id: action.plan.action_id.to_string(),
-            lease_id,
-            lease_expires_at,
-            capability: action.plan.capability.as_str().to_owned(),
-            target,
-        };
-        let subject = self.bus.subjects().relay(tenant, "command");
-        let outcome = self
-            .bus
-            .request(tenant, &subject, &command, self.settings.relay_timeout)
-            .await;
-        let (event, reason, result) = match outcome {
-            Ok(receipt) => {
-                let receipt = receipt.0;
-                let result = json!({
-                    "status": receipt.status,
-                    "reason": receipt.reason,
-                    "output": receipt.output,
-                    "output_truncated": receipt.output_truncated,
-                    "exit_status": receipt.exit_status,
-                    "at": receipt.at.to_rfc3339_opts(SecondsFormat::Millis, true),
-                    "replayed": receipt.replayed,
-                });
-                match receipt.status {
-                    ReceiptStatus::Completed => (ActionEvent::Complete, None, result),
-                    ReceiptStatus::Failed | ReceiptStatus::Rejected => (
-                        ActionEvent::Fail,
-                        Some(
-                            receipt
-                                .reason
-                                .unwrap_or_else(|| "the agent failed".to_owned()),
-                        ),
-                        result,
-                    ),
-                    ReceiptStatus::Accepted => return Ok(reply(&executing, None)),
-                }
-            }
-            // The command did not reach an agent: nothing ran.
-            Err(BusError::Remote { code, message })
-                if code == "agent_not_connected"
-                    || code == "agent_refused"
-                    || code == "missing_scope" =>
-            {
-                let reason = format!("{code}: {message}");
-                (
-                    ActionEvent::Fail,
-                    Some(reason.clone()),
-                    json!({"error": reason}),
-                )
-            }
-            Err(BusError::NoResponders { .. }) => {
-                let reason = "action_executor_unavailable: no agent-relay answered".to_owned();
-                (
-                    ActionEvent::Fail,
-                    Some(reason.clone()),
-                    json!({"error": reason}),
-                )
-            }
-            // Unknown outcome (timeout, bus trouble): stays executing, never re-sent by us.
-            Err(error) => {
-                tracing::warn!(action_id = %req.action_id, %error, "no receipt; action stays executing");
-                return Ok(reply(&executing, Some(format!("no receipt yet: {error}"))));
-            }
-        };
-
-        // 3. The receipt moves the action to its end, announced after commit.
-        let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
-        let current = self.load(&tx, req.action_id).await?;
-        let ended = actions::transition(
-            &tx,
-            &current,
-            event,
-            SERVICE_ACTOR,
-            TransitionDetail {
-                reason: reason.clone(),
-                result: Some(result),
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(actions_error)?;
-        self.announce_end(&tx, tenant, &ended, reason.clone())
-            .await?;
-        self.commit(tx).await?;
-        Ok(reply(&ended, reason))
+        Ok(executing)
     }
 }

@@ -2,9 +2,14 @@
 //!
 //! [`broker`] serves `pulse.<t>.actions.{plan,decide,execute}.request` in the `action-broker`
 //! queue group; its events (`events.approval.pending`, `events.action.completed`) go through the
-//! transactional outbox, which this service relays to JetStream itself.
+//! transactional outbox, which this service relays to JetStream itself. [`lifecycle`] runs what
+//! was approved, learns the receipt and has the verifier judge it; [`recovery`] takes up, at start
+//! and periodically, whatever a crash interrupted.
 
 pub mod broker;
+pub mod capabilities;
+pub mod lifecycle;
+pub mod recovery;
 
 use std::sync::Arc;
 
@@ -28,19 +33,30 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     )
     .with_notify(notify.clone());
     let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
-    let responders = broker::Broker::new(
+    let broker = broker::Broker::new(
         ctx.store.clone(),
         ctx.bus.clone(),
         pulse_store::settings::ConfigLayer::from_config(&ctx.config.ai)?,
     )
-    .with_outbox_notify(notify)
-    .serve()
-    .await?;
+    .with_settings(broker::BrokerSettings::from_config(&ctx.config))
+    .with_outbox_notify(notify);
+    // Interrupted actions are taken up at start and on every sweep (see `recovery`).
+    let recovery = {
+        let shutdown = ctx.shutdown.clone();
+        tokio::spawn(
+            broker
+                .clone()
+                .run_recovery(async move { shutdown.cancelled().await }),
+        )
+    };
+    let responders = broker.serve().await?;
+    capabilities::serve(&ctx).await?;
     ctx.shutdown.cancelled().await;
     for responder in responders {
         responder.stop().await;
     }
     let _ = stop_tx.send(true);
+    let _ = recovery.await;
     let _ = outbox_task.await;
     Ok(())
 }

@@ -7,8 +7,13 @@
 //!   `GET /api/actions/{id}`, `GET /api/actions/{id}/audit` (`monitoring:read`).
 //! - `POST /api/actions/{id}/decision` (`actions:approve`): `{outcome: approved|rejected,
 //!   reason}`; the decider is the human behind the token, never a body field (unknown fields are
-//!   refused).
-//! - `POST /api/actions/{id}/execute` (`actions:execute`).
+//!   refused). An approval starts the execution; the answer (`approved`) does not wait for it.
+//! - `POST /api/actions/{id}/execute` (`actions:execute`): runs an approved action that is not
+//!   running yet; never runs one twice.
+//!
+//! An action shows the finding it fixes (`finding_id`) and, once the verifier judged the
+//! completed action, `verification` (`verified|still_failing|inconclusive`),
+//! `verification_reason` and `verified_at`.
 //!
 //! Another tenant's action id answers `action_not_found`, like an unknown one.
 
@@ -106,6 +111,14 @@ pub struct ActionView {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
     pub updated_at: DateTime<Utc>,
+    /// The finding the action is meant to fix.
+    pub finding_id: Option<pulse_domain::finding::FindingId>,
+    /// The verifier's judgement of a completed action: `verified`, `still_failing` or
+    /// `inconclusive`; `null` until judged (and for actions that did not complete).
+    pub verification: Option<pulse_domain::action::Verification>,
+    /// Why the verifier judged as it did (or why no judgement could be had).
+    pub verification_reason: Option<String>,
+    pub verified_at: Option<DateTime<Utc>>,
 }
 
 impl From<StoredAction> for ActionView {
@@ -121,6 +134,15 @@ impl From<StoredAction> for ActionView {
             lease_expires_at: a.lease_expires_at,
             result: a.result,
             updated_at: a.updated_at,
+            finding_id: a.finding_id,
+            verification: a.verification,
+            verification_reason: a
+                .verification_detail
+                .as_ref()
+                .and_then(|d| d.get("reason"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            verified_at: a.verified_at,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! - `GET /api/ai/patrol/findings?include_resolved=1&limit=N`: active findings (with
 //!   `include_resolved=1` every finding), most recently seen first; `limit` defaults to 200 and
 //!   is capped at 500.
-//! - `GET /api/ai/patrol/findings/{id}`: one finding with its lifecycle.
+//! - `GET /api/ai/patrol/findings/{id}`: one finding with its lifecycle and its newest
+//!   `investigation_record` (absent when it was never investigated).
 //! - `POST /api/ai/patrol/{acknowledge|snooze|dismiss|resolve|suppress|findings/note}` and
 //!   `POST /api/ai/patrol/{dismiss|suppress}/undo`: operator actions, each body naming the
 //!   `finding_id`. Every action goes through [`pulse_store::findings::operator_action`] (the
@@ -25,6 +26,7 @@ use pulse_domain::finding::{
     StatusEvent, SuppressBreadth, transition,
 };
 use pulse_store::findings::{self, FindingsError, ListFilter, MAX_LIST_LIMIT, StoredFinding};
+use pulse_store::investigations::{self, InvestigationRecord};
 use pulse_store::{StoreError, TenantTx};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -236,6 +238,9 @@ pub struct FindingAnswer {
     pub finding: Finding,
     pub version: i64,
     pub allowed_actions: Vec<&'static str>,
+    /// The newest investigation record of the finding (`GET /findings/{id}` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub investigation_record: Option<InvestigationRecord>,
 }
 
 impl From<StoredFinding> for FindingAnswer {
@@ -244,6 +249,7 @@ impl From<StoredFinding> for FindingAnswer {
             allowed_actions: allowed_actions(stored.finding.status),
             finding: stored.finding,
             version: stored.version,
+            investigation_record: None,
         }
     }
 }
@@ -268,8 +274,16 @@ pub async fn get(
     let id = parse_id(&raw, "id")?;
     let tx = tenant_tx(&state, &auth).await?;
     let stored = findings::get(&tx, id).await.map_err(store_error)?;
+    let record = match stored {
+        Some(_) => investigations::latest_record(&tx, id)
+            .await
+            .map_err(store_error)?,
+        None => None,
+    };
     tx.commit().await.map_err(store_error)?;
-    stored.map(|s| Json(s.into())).ok_or_else(|| not_found(id))
+    let mut answer: FindingAnswer = stored.map(Into::into).ok_or_else(|| not_found(id))?;
+    answer.investigation_record = record;
+    Ok(Json(answer))
 }
 
 /// Applies `action` to the finding and commits; the answer is the finding as written.

@@ -2,6 +2,7 @@
 
 mod actions;
 mod alerts;
+mod audit;
 mod auth;
 mod body_limit;
 mod bootstrap;
@@ -13,6 +14,7 @@ mod json;
 mod observe;
 mod patrol;
 mod patrol_stream;
+mod remediation_locks;
 mod resources;
 mod routes;
 mod settings;

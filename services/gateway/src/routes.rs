@@ -10,8 +10,8 @@ use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, actions, alerts, auth, body_limit, findings, forecast, observe, patrol,
-    patrol_stream, resources, settings, tokens,
+    ApiError, AppState, actions, alerts, audit, auth, body_limit, findings, forecast, observe,
+    patrol, patrol_stream, remediation_locks, resources, settings, tokens,
 };
 
 /// A documented API route: what it needs and whether it takes a JSON body.
@@ -258,6 +258,27 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: false,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/audit/verify",
+        scopes: &[Scope::Admin],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        json_body: true,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -271,6 +292,11 @@ pub fn router(state: AppState) -> Router {
         .route("/api/actions/{id}/decision", post(actions::decision))
         .route("/api/actions/{id}/execute", post(actions::execute))
         .route("/api/actions/{id}/audit", get(actions::audit))
+        .route("/api/audit/verify", get(audit::verify))
+        .route(
+            "/api/resources/{id}/remediation-lock",
+            get(remediation_locks::get).put(remediation_locks::put),
+        )
         .route("/api/tokens", get(tokens::list).post(tokens::create))
         .route("/api/tokens/{id}", delete(tokens::revoke))
         .route("/api/resources", get(resources::list))

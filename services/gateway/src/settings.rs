@@ -84,6 +84,8 @@ pub struct SettingsView {
     pub chat_model: Option<String>,
     pub patrol_model: Option<String>,
     pub auto_fix_model: Option<String>,
+    /// Whether the Patrol route names the provider simulator (a `sim:` model): no real AI.
+    pub patrol_model_simulated: bool,
     pub patrol_interval_minutes: u32,
     pub autonomy_level: ai_settings::AutonomyLevel,
     pub autopilot_acknowledgement: Option<ai_settings::Acknowledgement>,
@@ -152,6 +154,9 @@ fn view(
     preflight: Option<&PreflightRecord>,
 ) -> SettingsView {
     let preflight_state = preflight_state(&settings, preflight);
+    let patrol_model_simulated = settings
+        .patrol_route()
+        .is_some_and(|route| route.is_simulated());
     let providers = PROVIDER_IDS
         .iter()
         .map(|id| {
@@ -179,6 +184,7 @@ fn view(
         chat_model: settings.chat_model,
         patrol_model: settings.patrol_model,
         auto_fix_model: settings.auto_fix_model,
+        patrol_model_simulated,
         patrol_interval_minutes: settings.patrol_interval_minutes,
         autonomy_level: settings.autonomy_level,
         autopilot_acknowledgement: settings.autopilot_acknowledgement,
@@ -467,6 +473,25 @@ mod tests {
         );
         assert!(!view.providers["anthropic"].configured);
         insta::assert_json_snapshot!("ai_settings_view", view);
+    }
+
+    #[test]
+    fn a_simulated_patrol_model_is_labelled() {
+        let stored = store::StoredSettings {
+            document: json!({}),
+            version: 1,
+            updated_at: None,
+            updated_by: None,
+        };
+        let empty = BTreeSet::new();
+        let shown = |document: Value| {
+            let settings = ai_settings::resolve(&[&document]).unwrap();
+            view(settings, &stored, 1, &empty, &empty, None).patrol_model_simulated
+        };
+        assert!(shown(json!({"patrol_model": "openai:sim:diligent"})));
+        assert!(shown(json!({"model": "openai:sim:diligent"})));
+        assert!(!shown(json!({"patrol_model": "openai:gpt-4.1-mini"})));
+        assert!(!shown(json!({})));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 pub mod agent_loop;
 pub mod cost;
 pub mod export_audit;
+pub mod investigation;
 pub mod patrol_connection;
 pub mod preflight;
 pub mod provider;
@@ -27,7 +28,9 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let watch = watch::WatchService::start(&ctx).await?;
     let readiness = readiness_service::ReadinessService::start(&ctx).await?;
+    let investigations = investigation::InvestigationHandle::start(&ctx).await?;
     ctx.shutdown.cancelled().await;
+    investigations.stop().await;
     readiness.stop().await;
     watch.stop().await;
     Ok(())

@@ -46,6 +46,20 @@ fn store_error(error: SettingsStoreError) -> StoreError {
     }
 }
 
+/// The provider keys set in the service's own configuration (environment or file), by provider
+/// id; empty keys are left out. Stored keys take part through the settings layer instead.
+pub fn environment_keys(ai: &pulse_config::AiConfig) -> BTreeMap<String, String> {
+    ai.providers
+        .iter()
+        .filter_map(|(id, p)| {
+            p.api_key
+                .as_ref()
+                .filter(|k| !k.0.is_empty())
+                .map(|k| (id.clone(), k.0.clone()))
+        })
+        .collect()
+}
+
 /// Builds the tenant's Patrol connection inside `tx`. Only the route's own key is opened: an
 /// unreadable key of another provider is not this route's concern.
 pub async fn patrol_connection(

@@ -137,16 +137,7 @@ impl PreflightRunner {
     ) -> anyhow::Result<Self> {
         let config = ConfigLayer::from_config(ai)
             .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
-        let environment_keys = ai
-            .providers
-            .iter()
-            .filter_map(|(id, p)| {
-                p.api_key
-                    .as_ref()
-                    .filter(|k| !k.0.is_empty())
-                    .map(|k| (id.clone(), k.0.clone()))
-            })
-            .collect();
+        let environment_keys = crate::patrol_connection::environment_keys(ai);
         let settings = preflight_settings();
         let cache = PreflightCache::new(Duration::from_secs(3600), Arc::new(SystemClock));
         Ok(Self {

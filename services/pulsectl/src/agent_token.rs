@@ -33,7 +33,12 @@ pub fn prepare_dirs(state_dir: &Path) -> std::io::Result<PathBuf> {
 
 /// Whether the token file already holds a token.
 pub fn present(state_dir: &Path) -> bool {
-    std::fs::read_to_string(token_path(state_dir)).is_ok_and(|t| !t.trim().is_empty())
+    present_at(&token_path(state_dir))
+}
+
+/// Whether the token file at `path` holds a token.
+pub fn present_at(path: &Path) -> bool {
+    std::fs::read_to_string(path).is_ok_and(|t| !t.trim().is_empty())
 }
 
 /// Issues the agent token and writes it (mode 0600), unless one is already there.
@@ -43,9 +48,29 @@ pub async fn ensure(state_dir: &Path, gateway_url: &str) -> Result<PathBuf, Stri
         return Ok(path);
     }
     prepare_dirs(state_dir).map_err(|e| format!("cannot create the agent directories: {e}"))?;
+    issue(
+        state_dir,
+        gateway_url,
+        &path,
+        "pulsectl host agent",
+        &["agent:report"],
+    )
+    .await?;
+    Ok(path)
+}
+
+/// Creates a token named `name` with `scopes` (with the admin token of `state_dir`) and writes
+/// it to `path` (mode 0600), whose directory must exist.
+pub async fn issue(
+    state_dir: &Path,
+    gateway_url: &str,
+    path: &Path,
+    name: &str,
+    scopes: &[&str],
+) -> Result<(), String> {
     let admin = resolve_token(None, state_dir).map_err(|e| e.to_string())?;
     let client = GatewayClient::new(gateway_url, admin).map_err(|e| e.to_string())?;
-    let body = json!({"name": "pulsectl host agent", "scopes": ["agent:report"]});
+    let body = json!({"name": name, "scopes": scopes});
     let created: serde_json::Value = client
         .json(Method::POST, &["api", "tokens"], Some(&body))
         .await
@@ -64,10 +89,9 @@ pub async fn ensure(state_dir: &Path, gateway_url: &str) -> Result<PathBuf, Stri
             .open(&partial)?;
         file.write_all(token.as_bytes())?;
         file.sync_all()?;
-        std::fs::rename(&partial, &path)
+        std::fs::rename(&partial, path)
     };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]

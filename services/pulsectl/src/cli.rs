@@ -19,10 +19,12 @@ pub const ENV_MODEL_RUNNER_HEALTH: &str = "PULSE_MODEL_RUNNER_HEALTH_LISTEN";
 pub const ENV_ACTION_BROKER_HEALTH: &str = "PULSE_ACTION_BROKER_HEALTH_LISTEN";
 pub const ENV_VERIFIER_HEALTH: &str = "PULSE_VERIFIER_HEALTH_LISTEN";
 pub const ENV_AGENT_HEALTH: &str = "PULSE_AGENT_HEALTH_LISTEN";
+pub const ENV_DEMO_AGENT_HEALTH: &str = "PULSE_DEMO_AGENT_HEALTH_LISTEN";
+pub const ENV_PROVIDER_SIM_LISTEN: &str = "PULSE_PROVIDER_SIM_LISTEN";
 
 /// Variables read by pulsectl alone. They are removed from the services' environment: the
 /// services reject `PULSE_*` names their configuration does not know.
-pub const PULSECTL_ONLY_ENV: [&str; 8] = [
+pub const PULSECTL_ONLY_ENV: [&str; 10] = [
     ENV_GATEWAY_URL,
     ENV_TOKEN,
     ENV_BIN_DIR,
@@ -31,6 +33,8 @@ pub const PULSECTL_ONLY_ENV: [&str; 8] = [
     ENV_ACTION_BROKER_HEALTH,
     ENV_VERIFIER_HEALTH,
     ENV_AGENT_HEALTH,
+    ENV_DEMO_AGENT_HEALTH,
+    ENV_PROVIDER_SIM_LISTEN,
 ];
 
 #[derive(Debug, Parser)]
@@ -83,6 +87,12 @@ pub enum Command {
     /// List, show and triage Patrol findings: acknowledge, dismiss, suppress.
     #[command(subcommand)]
     Findings(FindingsCommand),
+    /// List actions waiting for a human decision; approve or reject them.
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// Check the tenant's hash-chained audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -123,6 +133,20 @@ pub struct UpArgs {
     /// Health listener of the host agent (pulse-agent).
     #[arg(long, env = ENV_AGENT_HEALTH, default_value = "127.0.0.1:7665", value_name = "ADDR")]
     pub agent_health_listen: SocketAddr,
+
+    /// The newcomer's first run: also start the provider simulator (unless a real provider is
+    /// configured), a demo agent supervising three demo services, inject one fault and request
+    /// a Patrol run in `approval` mode.
+    #[arg(long)]
+    pub demo: bool,
+
+    /// Health listener of the demo agent (with --demo).
+    #[arg(long, env = ENV_DEMO_AGENT_HEALTH, default_value = "127.0.0.1:7666", value_name = "ADDR")]
+    pub demo_agent_health_listen: SocketAddr,
+
+    /// Listener of the provider simulator (with --demo).
+    #[arg(long, env = ENV_PROVIDER_SIM_LISTEN, default_value = "127.0.0.1:7667", value_name = "ADDR")]
+    pub provider_sim_listen: SocketAddr,
 }
 
 impl UpArgs {
@@ -134,6 +158,7 @@ impl UpArgs {
             "action-broker" => Some(self.action_broker_health_listen),
             "verifier" => Some(self.verifier_health_listen),
             "agent" => Some(self.agent_health_listen),
+            crate::demo::DEMO_AGENT => Some(self.demo_agent_health_listen),
             _ => None,
         }
     }
@@ -152,7 +177,15 @@ Configuration (environment, passed on to every service):
 Ports: the gateway and the relay serve their health endpoints on their main listener; every other
 process gets its own PULSE_HTTP__LISTEN from the --*-health-listen options (or their
 PULSE_*_HEALTH_LISTEN variables), so two stacks on one machine only need distinct values for
-those, the two listeners above, the database name and the subject prefix.
+those, the two listeners above, the database name and the subject prefix. With --demo, the demo
+agent and the provider simulator take two more (--demo-agent-health-listen,
+--provider-sim-listen).
+
+--demo: the provider simulator (`pulse-provider-sim`, a simulated model: no real AI), a demo
+agent with commands enabled supervising demo-web, demo-worker and demo-cache (state in
+<state-dir>/demo), Patrol mode `approval` (the simulator as the model unless a real provider and
+model are configured), a fault on demo-web and a Patrol run. Approving the proposed fix restarts
+demo-web, which clears the fault; the verifier then checks it.
 
 Files under --state-dir: admin-token (written by the gateway on first start), logs/<service>.log,
 pulsectl.pid (one stack per state directory), deps/ (with --spawn-deps).
@@ -339,6 +372,55 @@ pub struct FindingsSuppressArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List actions waiting for a decision: soonest expiry first, then critical first.
+    List(ApprovalsListArgs),
+    /// Approve a pending action, which then runs; the decider is the user behind the token.
+    Approve(DecisionArgs),
+    /// Reject a pending action; it never runs.
+    Reject(DecisionArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsListArgs {
+    /// How many actions to list, 1 to 500. Default: the gateway's (100).
+    #[arg(
+        long,
+        value_parser = clap::value_parser!(u16).range(1..=500),
+        value_name = "N"
+    )]
+    pub limit: Option<u16>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DecisionArgs {
+    /// Action id (from `pulsectl approvals list`).
+    pub id: String,
+
+    /// Why, kept with the decision in the audit log (1 to 1000 characters).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Recompute the tenant's audit chain; exit 1 when a row was altered, removed or inserted.
+    Verify {
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
 fn parse_resource_type(text: &str) -> Result<ResourceType, String> {
     text.parse::<ResourceType>().map_err(|err| err.to_string())
 }
@@ -390,6 +472,27 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("root"), "{err}");
+    }
+
+    #[test]
+    fn approval_decisions_need_an_id_and_a_reason() {
+        let cli = Cli::try_parse_from([
+            "pulsectl",
+            "approvals",
+            "reject",
+            "0190",
+            "--reason",
+            "not now",
+        ])
+        .unwrap();
+        let Command::Approvals(ApprovalsCommand::Reject(args)) = cli.command else {
+            panic!("parsed {:?}", cli.command);
+        };
+        assert_eq!(
+            (args.id.as_str(), args.reason.as_str()),
+            ("0190", "not now")
+        );
+        assert!(Cli::try_parse_from(["pulsectl", "approvals", "approve", "0190"]).is_err());
     }
 
     #[test]

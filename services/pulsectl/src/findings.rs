@@ -7,7 +7,6 @@
 
 use reqwest::Method;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::cli::{FindingsDismissArgs, FindingsListArgs, FindingsSuppressArgs};
@@ -87,30 +86,6 @@ pub struct FindingAnswer {
     pub allowed_actions: Vec<String>,
 }
 
-/// Fetches JSON and either prints it as it came (`raw`) or parses it as `T` for the caller.
-async fn fetch<T: DeserializeOwned>(
-    client: &GatewayClient,
-    method: Method,
-    segments: &[&str],
-    body: Option<&serde_json::Value>,
-    raw: bool,
-) -> Result<Option<T>, ApiError> {
-    let value: serde_json::Value = client.json(method, segments, body).await?;
-    if raw {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-        );
-        return Ok(None);
-    }
-    serde_json::from_value(value)
-        .map(Some)
-        .map_err(|err| ApiError::Unexpected {
-            url: client.url(segments).to_string(),
-            reason: err.to_string(),
-        })
-}
-
 /// The list's query string: `include_resolved=1` with `--all`, and the limit when given.
 pub fn list_query(args: &FindingsListArgs) -> Option<String> {
     let mut parts = Vec::new();
@@ -131,8 +106,9 @@ pub async fn list(gateway: &str, token: String, args: &FindingsListArgs) -> Resu
         None => GatewayClient::new(gateway, token)?,
     };
     let segments = ["api", "ai", "patrol", "findings"];
-    if let Some(list) =
-        fetch::<FindingList>(&client, Method::GET, &segments, None, args.json).await?
+    if let Some(list) = client
+        .fetch::<FindingList>(Method::GET, &segments, None, args.json)
+        .await?
     {
         if list.findings.is_empty() {
             println!(
@@ -152,7 +128,9 @@ pub async fn list(gateway: &str, token: String, args: &FindingsListArgs) -> Resu
 
 pub async fn show(client: &GatewayClient, id: &str, json: bool) -> Result<(), ApiError> {
     let segments = ["api", "ai", "patrol", "findings", id];
-    if let Some(answer) = fetch::<FindingAnswer>(client, Method::GET, &segments, None, json).await?
+    if let Some(answer) = client
+        .fetch::<FindingAnswer>(Method::GET, &segments, None, json)
+        .await?
     {
         print!("{}", describe_finding(&answer));
     }
@@ -166,7 +144,9 @@ async fn act(
     json: bool,
 ) -> Result<Option<FindingAnswer>, ApiError> {
     let segments = ["api", "ai", "patrol", route];
-    fetch::<FindingAnswer>(client, Method::POST, &segments, Some(&body), json).await
+    client
+        .fetch::<FindingAnswer>(Method::POST, &segments, Some(&body), json)
+        .await
 }
 
 pub async fn ack(client: &GatewayClient, id: &str, json: bool) -> Result<(), ApiError> {

@@ -156,6 +156,30 @@ impl GatewayClient {
             })
     }
 
+    /// The answer as `T`, or, with `raw` (`--json`), printed as pretty JSON and `None`.
+    pub async fn fetch<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: Option<&serde_json::Value>,
+        raw: bool,
+    ) -> Result<Option<T>, ApiError> {
+        let value: serde_json::Value = self.json(method, segments, body).await?;
+        if raw {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+            );
+            return Ok(None);
+        }
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|err| ApiError::Unexpected {
+                url: self.url(segments).to_string(),
+                reason: err.to_string(),
+            })
+    }
+
     pub async fn no_content(&self, method: Method, segments: &[&str]) -> Result<(), ApiError> {
         self.send(method, segments, None).await.map(drop)
     }

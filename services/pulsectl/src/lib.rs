@@ -1,11 +1,16 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
-//! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings.
+//! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings;
+//! `approvals` lists and decides actions waiting for a human; `audit verify` checks the audit
+//! chain.
 
 pub mod agent_token;
+pub mod approvals;
+pub mod audit;
 pub mod binaries;
 pub mod child;
 pub mod cli;
+pub mod demo;
 pub mod deps;
 pub mod detach;
 pub mod down;
@@ -24,7 +29,9 @@ pub mod text;
 pub mod token;
 pub mod up;
 
-use cli::{Cli, Command, FindingsCommand, PatrolCommand, TokenCommand};
+use cli::{
+    ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand, TokenCommand,
+};
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +48,12 @@ pub enum Error {
     /// A findings command's error; exit codes as for Patrol commands.
     #[error(transparent)]
     Findings(ApiError),
+    /// An approvals command's error; exit codes as for Patrol commands.
+    #[error(transparent)]
+    Approvals(ApiError),
+    /// `audit verify`: 1 for a broken chain.
+    #[error(transparent)]
+    Audit(audit::AuditError),
 }
 
 impl Error {
@@ -48,7 +61,10 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Api(err) => err.exit_code(),
-            Error::Patrol(err) | Error::Findings(err) => patrol::exit_code(err),
+            Error::Patrol(err) | Error::Findings(err) | Error::Approvals(err) => {
+                patrol::exit_code(err)
+            }
+            Error::Audit(err) => err.exit_code(),
             Error::Up(_) | Error::Down(_) => 1,
         }
     }
@@ -106,6 +122,26 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 }
             };
             result.map_err(Error::Findings)?;
+        }
+        Command::Approvals(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let result = match command {
+                ApprovalsCommand::List(args) => approvals::list(&cli.gateway, token, &args).await,
+                ApprovalsCommand::Approve(args) => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    approvals::decide(&client, "approved", &args).await
+                }
+                ApprovalsCommand::Reject(args) => {
+                    let client = GatewayClient::new(&cli.gateway, token)?;
+                    approvals::decide(&client, "rejected", &args).await
+                }
+            };
+            result.map_err(Error::Approvals)?;
+        }
+        Command::Audit(AuditCommand::Verify { json }) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
+            audit::verify(&client, json).await.map_err(Error::Audit)?;
         }
     }
     Ok(())

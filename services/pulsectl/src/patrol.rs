@@ -8,7 +8,6 @@
 
 use reqwest::Method;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 
 use crate::cli::{PatrolRunArgs, PatrolRunsArgs};
 use crate::gateway_client::{ApiError, GatewayClient};
@@ -117,35 +116,12 @@ pub fn run_body(args: &PatrolRunArgs) -> Option<serde_json::Value> {
     Some(serde_json::Value::Object(body))
 }
 
-/// Fetches JSON and either prints it as it came (`raw`) or parses it as `T` for the caller.
-async fn fetch<T: DeserializeOwned>(
-    client: &GatewayClient,
-    method: Method,
-    segments: &[&str],
-    body: Option<&serde_json::Value>,
-    raw: bool,
-) -> Result<Option<T>, ApiError> {
-    let value: serde_json::Value = client.json(method, segments, body).await?;
-    if raw {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-        );
-        return Ok(None);
-    }
-    serde_json::from_value(value)
-        .map(Some)
-        .map_err(|err| ApiError::Unexpected {
-            url: client.url(segments).to_string(),
-            reason: err.to_string(),
-        })
-}
-
 pub async fn run(client: &GatewayClient, args: &PatrolRunArgs) -> Result<(), ApiError> {
     let body = run_body(args);
     let segments = ["api", "ai", "patrol", "run"];
-    if let Some(accepted) =
-        fetch::<Accepted>(client, Method::POST, &segments, body.as_ref(), args.json).await?
+    if let Some(accepted) = client
+        .fetch::<Accepted>(Method::POST, &segments, body.as_ref(), args.json)
+        .await?
     {
         print!("{}", describe_accepted(&accepted));
     }
@@ -154,7 +130,10 @@ pub async fn run(client: &GatewayClient, args: &PatrolRunArgs) -> Result<(), Api
 
 pub async fn status(client: &GatewayClient, json: bool) -> Result<(), ApiError> {
     let segments = ["api", "ai", "patrol", "status"];
-    if let Some(status) = fetch::<Status>(client, Method::GET, &segments, None, json).await? {
+    if let Some(status) = client
+        .fetch::<Status>(Method::GET, &segments, None, json)
+        .await?
+    {
         print!("{}", describe_status(&status));
     }
     Ok(())
@@ -175,7 +154,10 @@ pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result
     if let Some(id) = &args.id {
         let client = GatewayClient::new(gateway, token)?;
         let segments = ["api", "ai", "patrol", "runs", id.as_str()];
-        if let Some(run) = fetch::<Run>(&client, Method::GET, &segments, None, args.json).await? {
+        if let Some(run) = client
+            .fetch::<Run>(Method::GET, &segments, None, args.json)
+            .await?
+        {
             print!("{}", describe_run(&run));
         }
         return Ok(());
@@ -188,7 +170,10 @@ pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result
         None => GatewayClient::new(gateway, token)?,
     };
     let segments = ["api", "ai", "patrol", "runs"];
-    if let Some(list) = fetch::<RunList>(&client, Method::GET, &segments, None, args.json).await? {
+    if let Some(list) = client
+        .fetch::<RunList>(Method::GET, &segments, None, args.json)
+        .await?
+    {
         if list.runs.is_empty() {
             println!("no patrol runs");
         } else {

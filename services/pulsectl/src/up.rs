@@ -11,6 +11,7 @@ use crate::agent_token;
 use crate::binaries::{Binaries, BinariesError, CargoRun};
 use crate::child::{ChildSpec, tail};
 use crate::cli::UpArgs;
+use crate::demo::{self, DemoError};
 use crate::deps::{self, DepsError};
 use crate::health::{HealthProbe, Observation};
 use crate::pidfile::{PidFile, PidFileError};
@@ -56,6 +57,8 @@ pub enum UpError {
     NotReady(String),
     #[error("{0}")]
     Detach(String),
+    #[error(transparent)]
+    Demo(#[from] DemoError),
 }
 
 /// Creates the state and logs directories; returns the state directory as an absolute path
@@ -95,7 +98,15 @@ pub async fn locate_binaries(args: &UpArgs) -> Result<Binaries, UpError> {
             crate::binaries::own_dir()?
         }
     };
-    Ok(Binaries::find_in(&dir, service::binaries())?)
+    let demo_binaries = if args.demo {
+        demo::binaries().to_vec()
+    } else {
+        Vec::new()
+    };
+    Ok(Binaries::find_in(
+        &dir,
+        service::binaries().chain(demo_binaries),
+    )?)
 }
 
 pub async fn run(state_dir: &Path, args: &UpArgs) -> Result<(), UpError> {
@@ -143,7 +154,14 @@ async fn run_stack(
     };
     agent_token.try_issue().await;
     print_ready(&started, false);
+    // The demo's setup talks to the API while the stack is monitored; it ends with the stack.
+    let demo_setup = args
+        .demo
+        .then(|| tokio::spawn(demo::set_up(started.clone(), args.clone())));
     monitor(supervisor, signals, &probe, observation).await;
+    if let Some(setup) = demo_setup {
+        setup.abort();
+    }
     Ok(())
 }
 
@@ -314,10 +332,16 @@ async fn start(
     let logs_dir = config.logs_dir();
 
     // Everything about the services' configuration is checked before any process starts.
-    let listeners = config.listeners(args, &STACK);
+    let mut listeners = config.listeners(args, &STACK);
+    if args.demo {
+        listeners.extend(demo::listeners(args));
+    }
     StackConfig::check_distinct(&listeners)?;
     for service in &STACK {
         config.validate(service.name, &config.service_env(service, args))?;
+    }
+    if args.demo {
+        demo::validate(&config, args)?;
     }
 
     if args.spawn_deps {
@@ -351,6 +375,12 @@ async fn start(
             stop_signal: Signal::SIGTERM,
             run_as: None,
         })?;
+    }
+    if args.demo {
+        demo::write_services(&config.state_dir)?;
+        for spec in demo::child_specs(&config, args, &binaries, &logs_dir) {
+            supervisor.start(spec)?;
+        }
     }
     let pids: Vec<String> = supervisor
         .pids()

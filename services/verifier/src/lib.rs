@@ -1,33 +1,48 @@
 //! pulse-verifier: independent postconditions and resolution checks (Steps 5-6).
 //!
-//! Serves `pulse.<tenant>.verify.resolution` ([`ResolutionCheckRequest`]) in the `verifier`
-//! queue group: it looks the finding's resource up in the tenant's inventory, asks the agent
-//! holding it for a fresh observation through agent-relay (`relay.observe`, bounded by
-//! [`OBSERVE_TIMEOUT`]), and judges the finding's key on that observation with the pure checks
-//! of [`resolution`]. Stored state and the model's word are never the evidence. Anything short
-//! of a fresh observation that shows the fault gone (no answer, a refusal, a resource missing
-//! from the inventory) is `inconclusive`, so a `resolved` verdict fails closed.
+//! Serves, in the `verifier` queue group:
+//!
+//! - `pulse.<tenant>.verify.resolution` ([`ResolutionCheckRequest`]): it looks the finding's
+//!   resource up in the tenant's inventory, asks the agent holding it for a fresh observation
+//!   through agent-relay (`relay.observe`, bounded by [`OBSERVE_TIMEOUT`]), and judges the
+//!   finding's key on that observation with the pure checks of [`resolution`].
+//! - `pulse.<tenant>.verify.postcondition` ([`PostconditionRequest`]): the same fresh
+//!   observations of an executed action's resource, polled every
+//!   `verify.postcondition_poll_ms` until the capability's postcondition ([`postcondition`])
+//!   holds or the wait (`wait_ms`, else `verify.postcondition_wait_ms`, at most
+//!   [`MAX_POSTCONDITION_WAIT`]) runs out.
+//!
+//! Stored state, the command's output and the model's word are never the evidence. Anything short
+//! of a fresh observation that shows the fault gone or the postcondition holding (no answer, a
+//! refusal, a resource missing from the inventory) is `inconclusive`, so `resolved` and
+//! `verified` fail closed.
 
+pub mod observe;
+pub mod postcondition;
 pub mod resolution;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
 use pulse_bus::events::{
-    ResolutionCheckReply, ResolutionCheckRequest, ResolutionEvidence, VERIFIER_QUEUE_GROUP,
-    VERIFY_RESOLUTION,
+    PostconditionReply, PostconditionRequest, ResolutionCheckReply, ResolutionCheckRequest,
+    ResolutionEvidence, VERIFIER_QUEUE_GROUP, VERIFY_POSTCONDITION, VERIFY_RESOLUTION,
 };
-use pulse_bus::relay_api::RelayObserveRequest;
 use pulse_bus::{Bus, BusError, ErrorReply, Responder};
 use pulse_capabilities::error_codes::ErrorCode;
+use pulse_config::VerifyConfig;
 use pulse_domain::TenantId;
-use pulse_domain::agent_protocol::ResourceTarget;
+use pulse_domain::action::Verification;
 use pulse_domain::finding::VerifierKey;
-use pulse_domain::resource::{Resource, ResourceId, ResourceType};
+use pulse_domain::resource::Resource;
 use pulse_runtime::{ServiceContext, ServiceSpec};
-use pulse_store::{Store, resources};
+use pulse_store::Store;
+use tokio::time::Instant;
 
+use crate::observe::FreshObserver;
+use crate::postcondition::{Judgement, PostconditionCheck};
 use crate::resolution::{FreshObservation, ResolutionCheck};
 
 pub const SPEC: ServiceSpec = ServiceSpec {
@@ -37,49 +52,56 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// How long the verifier waits for the agent's fresh observation.
 pub const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a postcondition check polls, whatever the request or the configuration says.
+pub const MAX_POSTCONDITION_WAIT: Duration = Duration::from_secs(120);
+/// The shortest pause between two observations of one postcondition check.
+pub const MIN_POSTCONDITION_POLL: Duration = Duration::from_millis(100);
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
-    let responder = ResolutionVerifier::new(ctx.bus.clone(), ctx.store.clone())
+    let resolution = ResolutionVerifier::new(ctx.bus.clone(), ctx.store.clone())
         .serve()
         .await?;
+    let postconditions = PostconditionVerifier::new(
+        ctx.bus.clone(),
+        ctx.store.clone(),
+        PostconditionSettings::from_config(&ctx.config.verify),
+    )
+    .serve()
+    .await?;
     ctx.shutdown.cancelled().await;
-    responder.stop().await;
+    resolution.stop().await;
+    postconditions.stop().await;
     Ok(())
 }
 
 /// Answers resolution checks.
 #[derive(Clone)]
 pub struct ResolutionVerifier {
-    bus: Bus,
-    store: Store,
-    observe_timeout: Duration,
+    observer: FreshObserver,
 }
 
 impl ResolutionVerifier {
     pub fn new(bus: Bus, store: Store) -> Self {
         Self {
-            bus,
-            store,
-            observe_timeout: OBSERVE_TIMEOUT,
+            observer: FreshObserver::new(bus, store, OBSERVE_TIMEOUT),
         }
     }
 
     /// Serves `pulse.*.verify.resolution` in the verifier queue group.
     pub async fn serve(self) -> Result<Responder, BusError> {
-        let subject = self.bus.subjects().any_tenant(VERIFY_RESOLUTION);
+        let bus = self.observer.bus().clone();
+        let subject = bus.subjects().any_tenant(VERIFY_RESOLUTION);
         let this = Arc::new(self);
-        this.bus
-            .clone()
-            .serve::<ResolutionCheckRequest, _, _>(
-                &subject,
-                Some(VERIFIER_QUEUE_GROUP),
-                move |ctx, request| {
-                    let this = this.clone();
-                    async move { this.verify(&ctx.tenant, request).await }
-                },
-            )
-            .await
+        bus.serve::<ResolutionCheckRequest, _, _>(
+            &subject,
+            Some(VERIFIER_QUEUE_GROUP),
+            move |ctx, request| {
+                let this = this.clone();
+                async move { this.verify(&ctx.tenant, request).await }
+            },
+        )
+        .await
     }
 
     /// One resolution check for `tenant`. Errors are for bad requests and an unreachable
@@ -104,7 +126,7 @@ impl ResolutionVerifier {
                 "resource_id must not be empty",
             ));
         }
-        let (check, evidence) = match self.lookup(tenant, &request.resource_id).await? {
+        let (check, evidence) = match self.observer.lookup(tenant, &request.resource_id).await? {
             None => (
                 ResolutionCheck::inconclusive(
                     "the resource is not in the inventory, so no fresh observation can be had",
@@ -132,26 +154,6 @@ impl ResolutionVerifier {
         })
     }
 
-    async fn lookup(
-        &self,
-        tenant: &TenantId,
-        resource_id: &str,
-    ) -> Result<Option<Resource>, ErrorReply> {
-        let unavailable = |e: pulse_store::StoreError| {
-            tracing::warn!(error = %e, "inventory read failed");
-            ErrorReply::new(
-                ErrorCode::ServiceUnavailable.code(),
-                "the inventory could not be read",
-            )
-        };
-        let tx = self.store.tenant_tx(tenant).await.map_err(unavailable)?;
-        let resource = resources::get(&tx, resource_id)
-            .await
-            .map_err(unavailable)?;
-        tx.rollback().await.map_err(unavailable)?;
-        Ok(resource)
-    }
-
     async fn observe_and_check(
         &self,
         tenant: &TenantId,
@@ -161,88 +163,284 @@ impl ResolutionVerifier {
         if let Some(reason) = resolution::unobservable(key) {
             return (ResolutionCheck::inconclusive(reason), None);
         }
-        let target = target_of(resource);
-        let request = RelayObserveRequest {
-            agent_id: resource.agent_id.clone(),
-            target,
+        let fresh = match self.observer.observe(tenant, resource).await {
+            Ok(fresh) => fresh,
+            Err(reason) => return (ResolutionCheck::inconclusive(reason), None),
         };
-        let subject = self.bus.subjects().relay(tenant, "observe");
-        let observation = match self
-            .bus
-            .request(tenant, &subject, &request, self.observe_timeout)
-            .await
-        {
-            Ok(reply) => reply.0,
-            Err(error) => return (ResolutionCheck::inconclusive(no_answer(&error)), None),
-        };
-        let fresh = FreshObservation {
-            resource_id: resource.id.clone(),
-            resource: observation.resource,
-            observed_at: observation.observed_at,
-        };
-        let answered_for = ResourceId::of(
-            fresh.resource.resource_type,
-            &resource.agent_id,
-            &fresh.resource.source_id,
-        );
-        if answered_for != resource.id {
-            return (
-                ResolutionCheck::inconclusive(
-                    "the agent answered with a different resource than the one asked for",
-                ),
-                None,
-            );
-        }
         let check = resolution::check(key, &fresh);
-        let evidence = ResolutionEvidence {
-            observed_at: fresh.observed_at,
-            resource_type: fresh.resource.resource_type,
-            status: fresh.resource.status,
-            health: fresh.resource.health,
-            restart_count: fresh.resource.restart_count,
-            readings: check.readings.clone(),
-        };
+        let evidence = evidence_of(&fresh, check.readings.clone());
         (check, Some(evidence))
     }
 }
 
-/// What to ask the agent to re-collect for a stored resource.
-fn target_of(resource: &Resource) -> ResourceTarget {
-    match resource.resource_type {
-        ResourceType::Host => ResourceTarget::Host,
-        ResourceType::Service => ResourceTarget::Service {
-            name: resource.source_id.clone(),
-        },
-        ResourceType::AppContainer => ResourceTarget::Container {
-            id: resource.source_id.clone(),
-        },
-        ResourceType::Storage => ResourceTarget::Filesystem {
-            mount_point: resource.source_id.clone(),
-        },
+/// The timing of postcondition checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostconditionSettings {
+    /// The wait of a request that names none.
+    pub default_wait: Duration,
+    /// The pause between two fresh observations.
+    pub poll_interval: Duration,
+    /// How long one observation waits for the agent.
+    pub observe_timeout: Duration,
+}
+
+impl PostconditionSettings {
+    /// The configured settings, the wait capped at [`MAX_POSTCONDITION_WAIT`] and the pause
+    /// raised to [`MIN_POSTCONDITION_POLL`].
+    pub fn from_config(config: &VerifyConfig) -> Self {
+        Self {
+            default_wait: Duration::from_millis(config.postcondition_wait_ms)
+                .min(MAX_POSTCONDITION_WAIT),
+            poll_interval: Duration::from_millis(config.postcondition_poll_ms)
+                .max(MIN_POSTCONDITION_POLL),
+            observe_timeout: OBSERVE_TIMEOUT,
+        }
+    }
+
+    /// How long a request polls: its own `wait_ms`, else the default; never more than
+    /// [`MAX_POSTCONDITION_WAIT`].
+    pub fn wait_for(&self, wait_ms: Option<u64>) -> Duration {
+        wait_ms
+            .map_or(self.default_wait, Duration::from_millis)
+            .min(MAX_POSTCONDITION_WAIT)
     }
 }
 
-/// The inconclusive reason for a fresh observation that did not arrive. Relay error messages
-/// may quote the agent, so only the error code is used.
-fn no_answer(error: &BusError) -> String {
-    match error {
-        BusError::Timeout { .. } => format!(
-            "the agent did not answer within {} s",
-            OBSERVE_TIMEOUT.as_secs()
-        ),
-        BusError::NoResponders { .. } => "no agent-relay is serving observations".to_owned(),
-        BusError::Remote { code, .. } if code == ErrorCode::AgentNotConnected.code() => {
-            "the agent did not answer: it is not connected".to_owned()
+impl Default for PostconditionSettings {
+    fn default() -> Self {
+        Self::from_config(&VerifyConfig::default())
+    }
+}
+
+/// Answers postcondition checks of executed actions.
+#[derive(Clone)]
+pub struct PostconditionVerifier {
+    observer: FreshObserver,
+    settings: PostconditionSettings,
+}
+
+/// How a postcondition check ended.
+struct Concluded {
+    outcome: Verification,
+    reason: String,
+    evidence: Option<ResolutionEvidence>,
+    observations: u32,
+}
+
+impl Concluded {
+    fn without_observation(reason: impl Into<String>) -> Self {
+        Self {
+            outcome: Verification::Inconclusive,
+            reason: reason.into(),
+            evidence: None,
+            observations: 0,
         }
-        BusError::Remote { code, .. } if code == ErrorCode::AgentTimeout.code() => {
-            "the agent did not answer in time".to_owned()
+    }
+}
+
+impl PostconditionVerifier {
+    pub fn new(bus: Bus, store: Store, settings: PostconditionSettings) -> Self {
+        Self {
+            observer: FreshObserver::new(bus, store, settings.observe_timeout),
+            settings,
         }
-        BusError::Remote { code, .. } if code == ErrorCode::AgentRefused.code() => {
-            "the agent refused to observe the resource".to_owned()
+    }
+
+    /// Serves `pulse.*.verify.postcondition` in the verifier queue group.
+    pub async fn serve(self) -> Result<Responder, BusError> {
+        let bus = self.observer.bus().clone();
+        let subject = bus.subjects().any_tenant(VERIFY_POSTCONDITION);
+        let this = Arc::new(self);
+        bus.serve::<PostconditionRequest, _, _>(
+            &subject,
+            Some(VERIFIER_QUEUE_GROUP),
+            move |ctx, request| {
+                let this = this.clone();
+                async move { this.verify(&ctx.tenant, request).await }
+            },
+        )
+        .await
+    }
+
+    /// One postcondition check for `tenant`: polls fresh observations until the postcondition
+    /// holds or the wait runs out (at least one observation is tried). Errors are for bad
+    /// requests and an unreachable store; everything else is a reply, `verified` only on a
+    /// fresh observation that shows the postcondition.
+    pub async fn verify(
+        &self,
+        tenant: &TenantId,
+        request: PostconditionRequest,
+    ) -> Result<PostconditionReply, ErrorReply> {
+        if request.resource_id.trim().is_empty() {
+            return Err(ErrorReply::new(
+                ErrorCode::InvalidRequest.code(),
+                "resource_id must not be empty",
+            ));
         }
-        BusError::Remote { code, .. } => {
-            format!("the agent-relay could not get an observation ({code})")
+        if request.agent_id.trim().is_empty() {
+            return Err(ErrorReply::new(
+                ErrorCode::InvalidRequest.code(),
+                "agent_id must not be empty",
+            ));
         }
-        _ => "the message bus failed before the agent answered".to_owned(),
+        let wait = self.settings.wait_for(request.wait_ms);
+        let concluded = match postcondition::postcondition(&request.capability) {
+            None => {
+                Concluded::without_observation(postcondition::no_postcondition(&request.capability))
+            }
+            Some((_, acts_on)) => match self.observer.lookup(tenant, &request.resource_id).await? {
+                None => Concluded::without_observation(
+                    "the resource is not in the inventory, so no fresh observation can be had",
+                ),
+                Some(resource) if resource.agent_id != request.agent_id => {
+                    Concluded::without_observation(
+                        "the resource is held by another agent than the one that ran the command",
+                    )
+                }
+                Some(resource) if resource.resource_type != acts_on => {
+                    Concluded::without_observation(format!(
+                        "{} acts on {acts_on} resources, and this resource is a {}",
+                        request.capability, resource.resource_type
+                    ))
+                }
+                Some(resource) => self.poll(tenant, &request, &resource, wait).await,
+            },
+        };
+        tracing::info!(
+            tenant = %tenant,
+            action_id = %request.action_id,
+            resource_id = %request.resource_id,
+            capability = %request.capability,
+            outcome = concluded.outcome.as_str(),
+            observations = concluded.observations,
+            "postcondition check"
+        );
+        Ok(PostconditionReply {
+            action_id: request.action_id,
+            outcome: concluded.outcome,
+            reason: concluded.reason,
+            evidence: concluded.evidence,
+            observations: concluded.observations,
+            checked_at: Utc::now(),
+        })
+    }
+
+    /// Observes `resource` every poll interval until the postcondition holds or `wait` ran out;
+    /// then `still_failing` when the last fresh observation showed it not holding, else
+    /// `inconclusive`.
+    async fn poll(
+        &self,
+        tenant: &TenantId,
+        request: &PostconditionRequest,
+        resource: &Resource,
+        wait: Duration,
+    ) -> Concluded {
+        let deadline = Instant::now() + wait;
+        let mut observations = 0_u32;
+        let mut last: Option<(PostconditionCheck, FreshObservation)> = None;
+        let mut last_miss = None;
+        loop {
+            match self.observer.observe(tenant, resource).await {
+                Ok(fresh) => {
+                    observations = observations.saturating_add(1);
+                    let check =
+                        postcondition::judge(&request.capability, request.executed_at, &fresh);
+                    if check.judgement == Judgement::Verified {
+                        return Concluded {
+                            outcome: Verification::Verified,
+                            evidence: Some(evidence_of(&fresh, check.readings)),
+                            reason: check.reason,
+                            observations,
+                        };
+                    }
+                    last = Some((check, fresh));
+                }
+                Err(reason) => last_miss = Some(reason),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep_until((now + self.settings.poll_interval).min(deadline)).await;
+        }
+        let waited = format!("{} s", wait.as_secs_f64());
+        match last {
+            Some((check, fresh)) => {
+                let outcome = match check.judgement {
+                    Judgement::Failing => Verification::StillFailing,
+                    Judgement::Pending | Judgement::Verified => Verification::Inconclusive,
+                };
+                Concluded {
+                    outcome,
+                    reason: format!(
+                        "{}, on the last of {observations} fresh observations in the {waited} wait",
+                        check.reason
+                    ),
+                    evidence: Some(evidence_of(&fresh, check.readings)),
+                    observations,
+                }
+            }
+            None => Concluded::without_observation(format!(
+                "no fresh observation in the {waited} wait: {}",
+                last_miss.unwrap_or_else(|| "the agent was not asked".to_owned())
+            )),
+        }
+    }
+}
+
+/// The typed values of a fresh observation a check judged.
+fn evidence_of(fresh: &FreshObservation, readings: BTreeMap<String, f64>) -> ResolutionEvidence {
+    ResolutionEvidence {
+        observed_at: fresh.observed_at,
+        resource_type: fresh.resource.resource_type,
+        status: fresh.resource.status,
+        health: fresh.resource.health,
+        restart_count: fresh.resource.restart_count,
+        readings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pulse_config::PulseConfig;
+
+    fn settings(vars: &[(&str, &str)]) -> PostconditionSettings {
+        let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        let config = PulseConfig::from_figment(PulseConfig::figment(vars).unwrap()).unwrap();
+        PostconditionSettings::from_config(&config.verify)
+    }
+
+    #[test]
+    fn postcondition_timing_comes_from_the_verify_settings() {
+        let defaults = settings(&[]);
+        assert_eq!(defaults, PostconditionSettings::default());
+        assert_eq!(defaults.default_wait, Duration::from_secs(30));
+        assert_eq!(defaults.poll_interval, Duration::from_secs(1));
+        assert_eq!(defaults.observe_timeout, OBSERVE_TIMEOUT);
+
+        let set = settings(&[
+            ("PULSE_VERIFY__POSTCONDITION_WAIT_MS", "4000"),
+            ("PULSE_VERIFY__POSTCONDITION_POLL_MS", "250"),
+        ]);
+        assert_eq!(set.default_wait, Duration::from_secs(4));
+        assert_eq!(set.poll_interval, Duration::from_millis(250));
+
+        // Out of bounds: capped and floored, never unbounded or a busy loop.
+        let extreme = settings(&[
+            ("PULSE_VERIFY__POSTCONDITION_WAIT_MS", "86400000"),
+            ("PULSE_VERIFY__POSTCONDITION_POLL_MS", "0"),
+        ]);
+        assert_eq!(extreme.default_wait, MAX_POSTCONDITION_WAIT);
+        assert_eq!(extreme.poll_interval, MIN_POSTCONDITION_POLL);
+    }
+
+    #[test]
+    fn a_requests_wait_overrides_the_default_within_the_cap() {
+        let s = PostconditionSettings::default();
+        assert_eq!(s.wait_for(None), Duration::from_secs(30));
+        assert_eq!(s.wait_for(Some(0)), Duration::ZERO);
+        assert_eq!(s.wait_for(Some(2_500)), Duration::from_millis(2_500));
+        assert_eq!(s.wait_for(Some(u64::MAX)), MAX_POSTCONDITION_WAIT);
     }
 }

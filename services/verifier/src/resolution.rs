@@ -380,7 +380,7 @@ fn cpu_check(rules: &AlertRuleConfig, fresh: &FreshObservation) -> ResolutionChe
 
 /// When the current process or container started: `details.started_at` as RFC 3339. Docker's
 /// zero time (`0001-01-01T00:00:00Z`, never started) counts as unknown.
-fn started_at(resource: &ObservedResource) -> Option<DateTime<Utc>> {
+pub(crate) fn started_at(resource: &ObservedResource) -> Option<DateTime<Utc>> {
     let text = resource.details.get("started_at")?.as_str()?;
     let at = DateTime::parse_from_rfc3339(text).ok()?.to_utc();
     (at > DateTime::UNIX_EPOCH).then_some(at)

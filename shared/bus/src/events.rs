@@ -453,3 +453,54 @@ pub struct PostconditionReply {
 impl Message for PostconditionReply {
     const TYPE: &'static str = "pulse.verify.postcondition_reply";
 }
+
+/// `pulse.<tenant>.actions.capabilities.request`: the typed action catalogue of one resource
+/// (Patrol investigation's `patrol_action_capabilities`). Read only: no plan, no approval.
+pub const ACTION_CAPABILITIES_REQUEST: &str = "actions.capabilities.request";
+
+/// Which resource's catalogue: a canonical id, or a provider coordinate (source id, name or
+/// alias) that resolves to exactly one resource.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActionCapabilitiesRequest {
+    pub resource_id: String,
+}
+
+impl Message for ActionCapabilitiesRequest {
+    const TYPE: &'static str = "pulse.actions.capabilities_request";
+}
+
+impl crate::Request for ActionCapabilitiesRequest {
+    type Reply = ActionCapabilitiesReply;
+}
+
+/// A resource's typed action catalogue, always under its canonical id.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ActionCapabilitiesReply {
+    /// The canonical id the request resolved to.
+    pub resource_id: String,
+    pub resource_type: pulse_domain::resource::ResourceType,
+    pub resource_name: String,
+    pub capabilities: Vec<ActionCapabilityEntry>,
+}
+
+impl Message for ActionCapabilitiesReply {
+    const TYPE: &'static str = "pulse.actions.capabilities_reply";
+}
+
+/// One capability a resource advertises.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ActionCapabilityEntry {
+    /// The capability wire name (`service.restart`, ...): matched exactly.
+    pub name: String,
+    pub description: String,
+    /// A closed JSON schema of the params (`target` etc.).
+    pub params_schema: serde_json::Value,
+    /// Param names whose values are sensitive; a proposal naming one is refused.
+    #[serde(default)]
+    pub sensitive_params: Vec<String>,
+    pub approval_floor: pulse_domain::action::ApprovalFloor,
+    /// Whether tenant policy may authorize it without a human (floor `none`); the decision is
+    /// still the broker's, at plan time.
+    pub auto_approval_eligible: bool,
+}

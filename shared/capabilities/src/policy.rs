@@ -217,6 +217,19 @@ impl ToolPolicy {
         profile: ExecutionProfile,
         tools: &[(ToolName, &[&str], &[&str])],
     ) -> Result<Arc<ToolPolicy>, PolicyError> {
+        Self::narrowed_projection(profile, tools, &|_, _| None)
+    }
+
+    /// [`ToolPolicy::narrowed_properties`] in a surface's own wording: `project` may edit each
+    /// tool's offered schema (drop annotations, narrow an enum to what its handler serves) and
+    /// return a description to offer instead of the canonical one. It runs before the narrowing
+    /// and the compile, so offer and admission still agree and it cannot widen a discriminator
+    /// past the profile's permitted values or the listed ones.
+    pub fn narrowed_projection(
+        profile: ExecutionProfile,
+        tools: &[(ToolName, &[&str], &[&str])],
+        project: &dyn Fn(ToolName, &mut Value) -> Option<&'static str>,
+    ) -> Result<Arc<ToolPolicy>, PolicyError> {
         check_catalogue()?;
         let mut entries = Vec::new();
         for &tool in ToolName::ALL {
@@ -226,6 +239,28 @@ impl ToolPolicy {
             let Some(mut parameters) = project_schema(profile, tool) else {
                 continue;
             };
+            let description = project(tool, &mut parameters).unwrap_or(tool.description());
+            if parameters.get("additionalProperties") != Some(&Value::Bool(false)) {
+                return Err(PolicyError::Schema {
+                    tool,
+                    reason: "the projection opened the schema".to_owned(),
+                });
+            }
+            if let InvocationDescriptor::Discriminator { argument, .. } = tool.descriptor() {
+                let permitted = permitted_cases(profile, tool);
+                let Some(values) = parameters
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut(argument))
+                    .and_then(|a| a.get_mut("enum"))
+                    .and_then(Value::as_array_mut)
+                else {
+                    return Err(PolicyError::Schema {
+                        tool,
+                        reason: format!("the projection removed the {argument} enum"),
+                    });
+                };
+                values.retain(|v| v.as_str().is_some_and(|v| permitted.contains(&v)));
+            }
             if !kept.is_empty() {
                 let required: Vec<String> = parameters
                     .get("required")
@@ -271,7 +306,7 @@ impl ToolPolicy {
                 tool,
                 offered: OfferedTool {
                     name: tool.wire_name(),
-                    description: tool.description(),
+                    description,
                     parameters,
                 },
                 validator,
@@ -594,5 +629,80 @@ mod narrowed_tests {
         );
         // The shared schema keeps every argument for other surfaces.
         assert!(ToolName::PulseRead.schema()["properties"]["grep"].is_object());
+    }
+
+    #[test]
+    fn a_projection_rewords_the_offer_but_cannot_widen_or_open_it() {
+        let tools: &[(ToolName, &[&str], &[&str])] = &[
+            (ToolName::PulseRead, &["logs"], &["resource_id"]),
+            (ToolName::PatrolAssessFinding, &[], &[]),
+        ];
+        let policy = ToolPolicy::narrowed_projection(
+            ExecutionProfile::PatrolDetection,
+            tools,
+            &|tool, schema| {
+                if tool != ToolName::PulseRead {
+                    return None;
+                }
+                // Tries to offer exec again and to make resource_id required.
+                schema["properties"]["action"]["enum"] = json!(["exec", "logs"]);
+                schema["required"] = json!(["action", "resource_id"]);
+                Some("Read logs.")
+            },
+        )
+        .expect("policy");
+        let offered: Vec<&OfferedTool> = policy.offered_tools().collect();
+        assert_eq!(offered[0].description, "Read logs.");
+        assert_eq!(
+            offered[0].parameters["properties"]["action"]["enum"],
+            json!(["logs"])
+        );
+        assert_eq!(
+            offered[1].description,
+            ToolName::PatrolAssessFinding.description()
+        );
+        let exec = CallRef {
+            name: "pulse_read",
+            arguments: &json!({"action": "exec", "resource_id": "service:h:web"}),
+        };
+        assert_eq!(
+            policy
+                .admit(&exec)
+                .expect_err("exec stays narrowed out")
+                .code,
+            DenialCode::InvalidArguments
+        );
+        let no_id = CallRef {
+            name: "pulse_read",
+            arguments: &json!({"action": "logs"}),
+        };
+        assert_eq!(
+            policy
+                .admit(&no_id)
+                .expect_err("the projection's schema is the admitted one")
+                .code,
+            DenialCode::InvalidArguments
+        );
+
+        let unenumerated = ToolPolicy::narrowed_projection(
+            ExecutionProfile::PatrolDetection,
+            tools,
+            &|_, schema| {
+                if let Some(action) = schema["properties"].get_mut("action") {
+                    *action = json!({"type": "string"});
+                }
+                None
+            },
+        );
+        assert!(matches!(unenumerated, Err(PolicyError::Schema { .. })));
+        let opened = ToolPolicy::narrowed_projection(
+            ExecutionProfile::PatrolDetection,
+            tools,
+            &|_, schema| {
+                schema["additionalProperties"] = json!(true);
+                None
+            },
+        );
+        assert!(matches!(opened, Err(PolicyError::Schema { .. })));
     }
 }

@@ -38,6 +38,9 @@ pub struct PulseConfig {
     /// Patrol run dispatch in the patrol-scheduler: capacity, jitter and queue bounds.
     #[serde(default)]
     pub patrol: PatrolConfig,
+    /// The verifier's postcondition checks of executed actions.
+    #[serde(default)]
+    pub verify: VerifyConfig,
     /// Headless AI settings: defaults under every tenant's stored `/api/settings/ai`.
     pub ai: AiConfig,
 }
@@ -210,6 +213,26 @@ impl Default for PatrolConfig {
     }
 }
 
+/// The verifier's postcondition checks: it polls fresh observations of the acted-on resource
+/// until the postcondition holds or the wait runs out.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct VerifyConfig {
+    /// How long a postcondition check keeps polling when the request names no wait.
+    pub postcondition_wait_ms: u64,
+    /// Pause between two fresh observations of one postcondition check.
+    pub postcondition_poll_ms: u64,
+}
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        Self {
+            postcondition_wait_ms: 30_000,
+            postcondition_poll_ms: 1_000,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsConfig {
@@ -311,6 +334,7 @@ impl Default for PulseConfig {
             secrets: SecretsConfig::default(),
             runner: RunnerConfig::default(),
             patrol: PatrolConfig::default(),
+            verify: VerifyConfig::default(),
             ai: AiConfig::default(),
         }
     }
@@ -376,7 +400,7 @@ impl PulseConfig {
 /// Top-level keys of [`PulseConfig`]. Variables naming anything else (`PULSE_TOKEN` for the CLI,
 /// `PULSE_TEST_DATABASE_URL` for tests) belong to other programs and are left alone; an unknown
 /// key inside a known section (`PULSE_NATS__URLL`) is still an error.
-const TOP_LEVEL_KEYS: [&str; 13] = [
+const TOP_LEVEL_KEYS: [&str; 14] = [
     "state_dir",
     "database",
     "nats",
@@ -389,6 +413,7 @@ const TOP_LEVEL_KEYS: [&str; 13] = [
     "secrets",
     "runner",
     "patrol",
+    "verify",
     "ai",
 ];
 

@@ -188,6 +188,17 @@ impl ModelRoute {
     }
 }
 
+/// Models named `sim:<behaviour>` are answered by the provider simulator, not by a real model;
+/// the API and the logs say so.
+pub const SIMULATED_MODEL_PREFIX: &str = "sim:";
+
+impl ModelRoute {
+    /// Whether this route reaches the provider simulator (no real AI).
+    pub fn is_simulated(&self) -> bool {
+        self.model.starts_with(SIMULATED_MODEL_PREFIX)
+    }
+}
+
 impl std::fmt::Display for ModelRoute {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.provider, self.model)

@@ -10,9 +10,12 @@
 //! outbox message in the same transaction).
 
 use chrono::{DateTime, Utc};
+use pulse_domain::TenantId;
 use pulse_domain::action::{
-    ActionEvent, ActionPlan, ActionState, IllegalTransition, LockState, transition as next_state,
+    ActionEvent, ActionPlan, ActionState, IllegalTransition, LockState, Verification,
+    transition as next_state,
 };
+use pulse_domain::finding::FindingId;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio_postgres::Row;
@@ -20,7 +23,7 @@ use tokio_postgres::types::Json;
 use uuid::Uuid;
 
 use crate::audit::{self, AuditEntry};
-use crate::{StoreError, TenantTx};
+use crate::{Store, StoreError, TenantTx};
 
 /// Listing limits of [`list`] and [`pending`].
 pub const DEFAULT_LIST_LIMIT: i64 = 100;
@@ -40,6 +43,13 @@ pub struct StoredAction {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub result: Option<Value>,
     pub updated_at: DateTime<Utc>,
+    /// The finding the action is meant to fix.
+    pub finding_id: Option<FindingId>,
+    /// The verifier's judgement of a completed action, once recorded.
+    pub verification: Option<Verification>,
+    /// `{reason, evidence, observations, checked_at}` of the judgement.
+    pub verification_detail: Option<Value>,
+    pub verified_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +58,9 @@ pub enum ActionsError {
     NotFound(Uuid),
     #[error(transparent)]
     Illegal(#[from] IllegalTransition),
+    /// A verification was asked of an action that is not `completed`, or already has one.
+    #[error("action {id} cannot take a verification: {reason}")]
+    NotVerifiable { id: Uuid, reason: String },
     /// The caller named a version (or state) the action no longer has.
     #[error("action {id} changed concurrently (expected version {expected})")]
     Conflict { id: Uuid, expected: i64 },
@@ -66,7 +79,8 @@ impl From<tokio_postgres::Error> for ActionsError {
 /// Columns every read selects, in this order. `plan_hash` is the column, which wins over the
 /// copy inside `plan`: it is the hash recorded when the plan was made.
 const SELECT: &str = "SELECT plan, state, version, decided_by, decision_reason, human_approved,
-        lease_id, lease_expires_at, result, updated_at, plan_hash FROM actions";
+        lease_id, lease_expires_at, result, updated_at, plan_hash, finding_id, verification,
+        verification_detail, verified_at FROM actions";
 
 fn from_row(row: &Row) -> Result<StoredAction, StoreError> {
     let Json(mut plan): Json<ActionPlan> = row
@@ -76,6 +90,20 @@ fn from_row(row: &Row) -> Result<StoredAction, StoreError> {
     let state = ActionState::parse(&state)
         .ok_or_else(|| StoreError::Invalid(format!("unknown action state {state:?}")))?;
     plan.plan_hash = row.get(10);
+    let finding_id: Option<String> = row.get(11);
+    let finding_id = finding_id
+        .map(|f| {
+            f.parse::<FindingId>()
+                .map_err(|e| StoreError::Invalid(format!("action finding_id {f:?}: {e}")))
+        })
+        .transpose()?;
+    let verification: Option<String> = row.get(12);
+    let verification = verification
+        .map(|v| {
+            Verification::parse(&v)
+                .ok_or_else(|| StoreError::Invalid(format!("unknown verification {v:?}")))
+        })
+        .transpose()?;
     Ok(StoredAction {
         plan,
         state,
@@ -87,6 +115,10 @@ fn from_row(row: &Row) -> Result<StoredAction, StoreError> {
         lease_expires_at: row.get(7),
         result: row.get(8),
         updated_at: row.get(9),
+        finding_id,
+        verification,
+        verification_detail: row.get(13),
+        verified_at: row.get(14),
     })
 }
 
@@ -96,13 +128,24 @@ pub async fn create(
     plan: &ActionPlan,
     actor: &str,
 ) -> Result<StoredAction, ActionsError> {
+    create_for_finding(tx, plan, None, actor).await
+}
+
+/// [`create`] for an action meant to fix `finding_id` (its fix outcome is written back to it).
+pub async fn create_for_finding(
+    tx: &TenantTx,
+    plan: &ActionPlan,
+    finding_id: Option<FindingId>,
+    actor: &str,
+) -> Result<StoredAction, ActionsError> {
+    let finding_hex = finding_id.map(|f| f.as_hex());
     let row = tx
         .client()
         .query_opt(
             "INSERT INTO actions (tenant_id, id, resource_id, agent_id, capability, state,
                                   severity, risk_rank, approval_floor, requested_by, plan_hash,
-                                  planned_at, expires_at, version, plan)
-             VALUES ($1, $2, $3, $4, $5, 'planned', $6, $7, $8, $9, $10, $11, $12, 1, $13)
+                                  planned_at, expires_at, version, plan, finding_id)
+             VALUES ($1, $2, $3, $4, $5, 'planned', $6, $7, $8, $9, $10, $11, $12, 1, $13, $14)
              ON CONFLICT (tenant_id, id) DO NOTHING
              RETURNING id",
             &[
@@ -119,6 +162,7 @@ pub async fn create(
                 &plan.planned_at,
                 &plan.expires_at,
                 &Json(plan),
+                &finding_hex,
             ],
         )
         .await?;
@@ -138,6 +182,7 @@ pub async fn create(
                 "capability": plan.capability,
                 "approval_floor": plan.approval_floor,
                 "policy_decision": plan.policy_decision,
+                "finding_id": finding_hex,
             }),
         },
     )
@@ -293,6 +338,105 @@ pub async fn transition(
     )
     .await?;
     get(tx, id).await?.ok_or(ActionsError::NotFound(id))
+}
+
+/// Records the verifier's judgement of the completed action `current` (as read, with its
+/// version): one compare-and-swap that bumps the version plus the `action.verification` audit
+/// row, in the caller's transaction. Only a `completed` action without a verification takes
+/// one ([`ActionsError::NotVerifiable`] otherwise, nothing written); a lost race is
+/// [`ActionsError::Conflict`]. So an action never gets a second outcome.
+pub async fn record_verification(
+    tx: &TenantTx,
+    current: &StoredAction,
+    outcome: Verification,
+    detail: Value,
+    actor: &str,
+) -> Result<StoredAction, ActionsError> {
+    let id = current.plan.action_id;
+    if current.state != ActionState::Completed {
+        return Err(ActionsError::NotVerifiable {
+            id,
+            reason: format!("it is {}, not completed", current.state),
+        });
+    }
+    if let Some(existing) = current.verification {
+        return Err(ActionsError::NotVerifiable {
+            id,
+            reason: format!("it is already {existing}"),
+        });
+    }
+    let row = tx
+        .client()
+        .query_opt(
+            "UPDATE actions
+             SET verification = $3, verification_detail = $4, verified_at = now(),
+                 version = version + 1, updated_at = now()
+             WHERE id = $1 AND version = $2 AND state = 'completed' AND verification IS NULL
+             RETURNING id",
+            &[&id, &current.version, &outcome.as_str(), &detail],
+        )
+        .await?;
+    if row.is_none() {
+        return Err(ActionsError::Conflict {
+            id,
+            expected: current.version,
+        });
+    }
+    let mut payload = json!({
+        "state": current.state,
+        "verification": outcome,
+        "plan_hash": current.plan.plan_hash,
+    });
+    if let Value::Object(extra) = &detail {
+        for (k, v) in extra {
+            payload[k] = v.clone();
+        }
+    }
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "action.verification".to_owned(),
+            subject: id.to_string(),
+            payload,
+        },
+    )
+    .await?;
+    get(tx, id).await?.ok_or(ActionsError::NotFound(id))
+}
+
+/// An action of some tenant the broker still has to move on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnfinishedAction {
+    pub tenant: TenantId,
+    pub action_id: Uuid,
+    pub state: ActionState,
+}
+
+/// Actions of every tenant that are not done, oldest change first, at most `max_rows`: plans
+/// past their expiry still `planned` or `pending_approval`, `approved` and `executing` ones, and
+/// `completed` ones without a verification.
+pub async fn unfinished(store: &Store, max_rows: i32) -> Result<Vec<UnfinishedAction>, StoreError> {
+    let client = store.pool().get().await?;
+    let rows = client
+        .query(
+            "SELECT tenant_id, action_id, state FROM pulse_unfinished_actions($1)",
+            &[&max_rows],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|row| {
+            let state: String = row.get(2);
+            Ok(UnfinishedAction {
+                tenant: TenantId::new(row.get::<_, String>(0))
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                action_id: row.get(1),
+                state: ActionState::parse(&state).ok_or_else(|| {
+                    StoreError::Invalid(format!("unknown action state {state:?}"))
+                })?,
+            })
+        })
+        .collect()
 }
 
 /// The audit rows of one action, in sequence order.

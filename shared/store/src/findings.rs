@@ -634,3 +634,27 @@ async fn update_with_retry(
     }
     Err(FindingsError::Contended(id))
 }
+
+/// Records how action `action_id`, meant to fix finding `id`, ended (`fix_verified`,
+/// `fix_verification_failed`, `fix_verification_unknown`, `fix_rejected`, `fix_failed`): sets
+/// `investigation_outcome` and appends the outcome's lifecycle event, and for a verified fix
+/// resolves an open finding, as [`pulse_domain::action::apply_fix_outcome`] decides. Returns
+/// `false` when the tenant has no such finding (deleted, or another tenant's id); recording the
+/// same outcome of the same action again writes nothing.
+pub async fn record_fix_outcome(
+    tx: &TenantTx,
+    id: FindingId,
+    outcome: pulse_domain::action::FixOutcome,
+    action_id: uuid::Uuid,
+    message: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, FindingsError> {
+    let Some(stored) = get(tx, id).await? else {
+        return Ok(false);
+    };
+    update_with_retry(tx, stored, |f| {
+        pulse_domain::action::apply_fix_outcome(f, outcome, action_id, message, now)
+    })
+    .await?;
+    Ok(true)
+}

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod bootstrap;
 mod error;
 pub mod findings;
+pub mod investigations;
 pub mod metrics;
 pub mod migrations;
 pub mod patrol_dispatch;

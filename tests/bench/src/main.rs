@@ -2,9 +2,10 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]
 //! ```
 
+mod actions;
 mod agent_loop;
 mod audit;
 mod bus;
@@ -44,12 +45,11 @@ async fn main() -> ExitCode {
     for arg in std::env::args().skip(1) {
         match arg.as_str() {
             "--quick" => quick = true,
-            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch" => {
-                which = arg
-            }
+            "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
+            | "actions" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -81,6 +81,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "watch" {
             watch::run(&args).await?;
+        }
+        if which == "all" || which == "actions" {
+            actions::run(&args).await?;
         }
         anyhow::Ok(())
     }

@@ -3,9 +3,10 @@
 //!
 //! Covers authority (an `ai:chat` token cannot plan, approve or execute; another tenant's action
 //! id is `action_not_found`; the requester cannot approve an `admin`-floor plan; the decider is
-//! never a body field), the approve path up to one restart on the agent (and a resubmission that
-//! never re-executes), plan drift (`plan_drift:` audit row) and the remediation lock
-//! (`resource_remediation_locked:`), all on an intact hash-chained audit.
+//! never a body field), the approve path up to one restart on the agent (the approval executes it;
+//! a resubmission never re-executes; with no verifier running the fix is `inconclusive`), plan
+//! drift (`plan_drift:` audit row) and the remediation lock (`resource_remediation_locked:`), both
+//! refused when the approval triggers the execution, all on an intact hash-chained audit.
 
 use std::path::Path;
 use std::time::Duration;
@@ -125,12 +126,11 @@ fn error_code(body: &Value) -> &str {
     body["error"].as_str().unwrap_or_default()
 }
 
-/// Plans `floor` as `requester` and approves it as `approver`; returns the action id.
-async fn planned_and_approved(
+/// Plans a `none`-floor restart as `requester`; returns the action id.
+async fn plan_restart(
     gw: &TestGateway,
     resource_id: &str,
     requester: &str,
-    approver: &str,
 ) -> anyhow::Result<String> {
     let (status, planned) = post(
         gw,
@@ -141,7 +141,11 @@ async fn planned_and_approved(
     .await?;
     anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
     anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
-    let id = planned["action_id"].as_str().unwrap_or_default().to_owned();
+    Ok(planned["action_id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// Approves action `id` as `approver` (which starts its execution).
+async fn approved(gw: &TestGateway, id: &str, approver: &str) -> anyhow::Result<()> {
     let (status, decided) = post(
         gw,
         &format!("/api/actions/{id}/decision"),
@@ -151,7 +155,21 @@ async fn planned_and_approved(
     .await?;
     anyhow::ensure!(status == StatusCode::OK, "{status} {decided}");
     anyhow::ensure!(decided["state"] == "approved", "{decided}");
-    Ok(id)
+    Ok(())
+}
+
+/// Waits until action `id` is in `state` (and, for `completed`, verified); its view.
+async fn settled(gw: &TestGateway, id: &str, token: &str, state: &str) -> anyhow::Result<Value> {
+    wait::until(
+        Duration::from_secs(60),
+        &format!("action {id} to be {state}"),
+        || async {
+            let (_, action) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
+            let verified = state != "completed" || !action["verification"].is_null();
+            (action["state"] == state && verified).then_some(action)
+        },
+    )
+    .await
 }
 
 /// The action's audit rows through the API.
@@ -322,7 +340,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(error_code(&body), "action_not_approved");
 
-    // Bob approves; Alice executes: one restart on the agent.
+    // Bob approves, which executes it: one restart on the agent.
     let (status, decided) = post(
         gw,
         &format!("/api/actions/{id}/decision"),
@@ -337,10 +355,16 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
             .as_str()
             .is_some_and(|d| d.starts_with("user:"))
     );
-    let (status, executed) = post(gw, &format!("/api/actions/{id}/execute"), &alice, None).await?;
-    assert_eq!(status, StatusCode::OK, "{executed}");
-    assert_eq!(executed["state"], "completed", "{executed}");
+    let executed = settled(gw, &id, &alice, "completed").await?;
     assert_eq!(executed["result"]["status"], "completed");
+    // No verifier runs here: the fix is never verified, it is inconclusive.
+    assert_eq!(executed["verification"], "inconclusive", "{executed}");
+    assert!(
+        executed["verification_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("verifier_unavailable:")),
+        "{executed}"
+    );
     wait::until(
         Duration::from_secs(15),
         "the restart to start the service again",
@@ -363,12 +387,14 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
             "action.pending_approval",
             "action.approved",
             "action.executing",
-            "action.completed"
+            "action.completed",
+            "action.verification"
         ]
     );
 
-    // (4) Plan drift: the params change after approval; the recomputed hash differs.
-    let drifted = planned_and_approved(gw, &resource_id, &alice, &bob).await?;
+    // (4) Plan drift: the params change after planning; the hash recomputed right before the
+    // approved plan runs differs, so it never runs.
+    let drifted = plan_restart(gw, &resource_id, &alice).await?;
     let tx = store.tenant_tx(&tenant).await?;
     let changed = tx
         .client()
@@ -380,9 +406,11 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         .await?;
     assert_eq!(changed, 1);
     tx.commit().await?;
+    approved(gw, &drifted, &bob).await?;
+    settled(gw, &drifted, &alice, "failed").await?;
     let (status, body) = post(gw, &format!("/api/actions/{drifted}/execute"), &alice, None).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert_eq!(error_code(&body), "action_plan_drift");
+    assert_eq!(error_code(&body), "action_execution_final");
     let rows = audit_rows(gw, &drifted, &alice).await?;
     let last = rows.last().cloned().unwrap_or_default();
     assert_eq!(last["kind"], "action.refused", "{last}");
@@ -396,16 +424,27 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     let (_, action) = get(gw, &format!("/api/actions/{drifted}"), &alice).await?;
     assert_eq!(action["state"], "failed");
 
-    // (7) The remediation lock refuses an approved, matching plan.
-    let locked = planned_and_approved(gw, &resource_id, &alice, &bob).await?;
-    let tx = store.tenant_tx(&tenant).await?;
-    actions::set_remediation_lock(&tx, &resource_id, true, "user:ops").await?;
-    tx.commit().await?;
-    let (status, body) = post(gw, &format!("/api/actions/{locked}/execute"), &alice, None).await?;
-    assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert_eq!(error_code(&body), "resource_remediation_locked");
+    // (7) The remediation lock, set while the plan waits, refuses the approved, matching plan
+    // when the approval runs it.
+    let locked = plan_restart(gw, &resource_id, &alice).await?;
+    let (status, body) = call(
+        gw,
+        reqwest::Method::PUT,
+        &format!("/api/resources/{resource_id}/remediation-lock"),
+        &bob,
+        Some(json!({"never_auto_remediate": true})),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["never_auto_remediate"], true, "{body}");
+    approved(gw, &locked, &bob).await?;
+    let body = settled(gw, &locked, &alice, "failed").await?;
+    assert_eq!(
+        body["result"]["refused"], "resource_remediation_locked",
+        "{body}"
+    );
     assert!(
-        body["message"]
+        body["result"]["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("resource_remediation_locked:")),
         "{body}"

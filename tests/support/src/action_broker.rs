@@ -35,3 +35,21 @@ impl TestActionBroker {
         stop_backend(self.process, "action-broker").await
     }
 }
+
+/// Waits until the stored action `id` satisfies `done`; the action then.
+pub async fn action_until(
+    store: &pulse_store::Store,
+    tenant: &pulse_domain::TenantId,
+    id: uuid::Uuid,
+    deadline: std::time::Duration,
+    what: &str,
+    done: impl Fn(&pulse_store::actions::StoredAction) -> bool,
+) -> anyhow::Result<pulse_store::actions::StoredAction> {
+    crate::wait::until(deadline, what, || async {
+        let tx = store.tenant_tx(tenant).await.ok()?;
+        let action = pulse_store::actions::get(&tx, id).await.ok()??;
+        drop(tx);
+        done(&action).then_some(action)
+    })
+    .await
+}

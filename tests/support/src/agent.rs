@@ -81,8 +81,17 @@ impl AgentStack {
     /// Stops the relay (SIGTERM) and starts it again on the same port and database; connected
     /// agents lose their session and reconnect.
     pub async fn restart_relay(&mut self) -> anyhow::Result<()> {
+        self.restart_relay_after(libc::SIGTERM).await
+    }
+
+    /// Kills the relay (SIGKILL: no drain, requests in flight are lost) and starts it again.
+    pub async fn kill_and_restart_relay(&mut self) -> anyhow::Result<()> {
+        self.restart_relay_after(libc::SIGKILL).await
+    }
+
+    async fn restart_relay_after(&mut self, signal: i32) -> anyhow::Result<()> {
         if let Some(pid) = self.relay.pid() {
-            crate::service::signal(pid, libc::SIGTERM);
+            crate::service::signal(pid, signal);
         }
         let addr = self
             .relay_url

@@ -1,6 +1,7 @@
 //! Test support: per-test databases and subject prefixes, binary spawners, waiting helpers.
 //! Tests run against the real Postgres and NATS of the machine.
 
+pub mod action_api;
 pub mod action_broker;
 pub mod agent;
 pub mod db;

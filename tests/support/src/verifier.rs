@@ -2,6 +2,7 @@
 //! as a [`TestGateway`].
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::service::{ServiceProcess, TestGateway, start_backend, stop_backend};
 
@@ -28,6 +29,26 @@ impl TestVerifier {
             process,
             health_url,
         })
+    }
+
+    /// Starts the verifier with its postcondition checks polling every `poll` for at most
+    /// `wait` when a request names no wait (`verify.postcondition_wait_ms` /
+    /// `verify.postcondition_poll_ms`), plus `extra_env`.
+    pub async fn start_with_postcondition_timing(
+        gateway: &TestGateway,
+        dir: &Path,
+        wait: Duration,
+        poll: Duration,
+        extra_env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let wait_ms = wait.as_millis().to_string();
+        let poll_ms = poll.as_millis().to_string();
+        let mut env = vec![
+            ("PULSE_VERIFY__POSTCONDITION_WAIT_MS", wait_ms.as_str()),
+            ("PULSE_VERIFY__POSTCONDITION_POLL_MS", poll_ms.as_str()),
+        ];
+        env.extend_from_slice(extra_env);
+        Self::start(gateway, dir, &env).await
     }
 
     /// SIGTERM and a clean exit.

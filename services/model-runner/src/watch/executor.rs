@@ -195,10 +195,7 @@ impl UsageSink for RunUsage<'_> {
     }
 }
 
-pub(super) fn redactor(
-    connection: &RouteConnection,
-    class: RouteClass,
-) -> Result<Redactor, String> {
+pub fn redactor(connection: &RouteConnection, class: RouteClass) -> Result<Redactor, String> {
     let route = connection.route.to_string();
     let destination = match class {
         RouteClass::LocalModelServer => Destination::local(route),
@@ -222,7 +219,7 @@ pub(super) fn redactor(
 
 /// The model's answer made safe to show and store: sanitized like provider-bound text and
 /// bounded.
-pub(super) fn display_summary(redactor: &Redactor, text: &str) -> String {
+pub fn display_summary(redactor: &Redactor, text: &str) -> String {
     let destination = redactor.destination();
     let mut scratch = RedactionReport {
         route: destination.route.clone(),

@@ -22,6 +22,7 @@
 pub mod budget;
 pub mod executor;
 pub mod lease;
+pub mod offer;
 pub mod runtime;
 pub mod seed;
 pub mod tools;
@@ -153,18 +154,7 @@ impl WatchRunner {
         outbox_notify: Arc<Notify>,
     ) -> anyhow::Result<Self> {
         let config_layer = ConfigLayer::from_config(&ctx.config.ai)?;
-        let environment_keys = ctx
-            .config
-            .ai
-            .providers
-            .iter()
-            .filter_map(|(id, p)| {
-                p.api_key
-                    .as_ref()
-                    .filter(|k| !k.0.is_empty())
-                    .map(|k| (id.clone(), k.0.clone()))
-            })
-            .collect();
+        let environment_keys = crate::patrol_connection::environment_keys(&ctx.config.ai);
         Ok(Self {
             store: ctx.store.clone(),
             subjects: ctx.bus.subjects().clone(),

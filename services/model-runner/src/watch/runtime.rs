@@ -44,6 +44,7 @@ use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
     display_summary, error_cause, redactor, tool_call_records,
 };
+use super::offer;
 use super::seed::{REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt};
 use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings};
 
@@ -51,7 +52,8 @@ use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings
 pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
     // Only the arguments the Watch handlers read are offered (tools/query.rs, metrics.rs,
     // read.rs): the shared schemas also carry Proxmox/Kubernetes paging and exec arguments.
-    ToolPolicy::narrowed_properties(
+    // The Watch wording ([`offer::project`]) is applied to what is left.
+    ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
         &[
             (
@@ -81,17 +83,19 @@ pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
             (ToolName::PatrolReportFinding, &[], &[]),
             (ToolName::PatrolAssessFinding, &[], &[]),
         ],
+        &offer::project,
     )
 }
 
 /// The final decision and repair turns: report and assess only.
 pub fn decision_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
-    ToolPolicy::narrowed(
+    ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
         &[
-            (ToolName::PatrolReportFinding, &[]),
-            (ToolName::PatrolAssessFinding, &[]),
+            (ToolName::PatrolReportFinding, &[], &[]),
+            (ToolName::PatrolAssessFinding, &[], &[]),
         ],
+        &offer::project,
     )
 }
 

@@ -1,11 +1,13 @@
 //! Governed actions (ARCHITECTURE §4 Action): the plan and its hash, the action state machine and
 //! the policy decision. Pure: the action-broker and the store apply these rules.
 
+pub mod fix_outcome;
 pub mod plan;
 pub mod policy;
 pub mod state;
 pub mod verification;
 
+pub use fix_outcome::{FixOutcome, apply_fix_outcome};
 pub use plan::{
     ActionPlan, ApprovalFloor, MAX_PARAMS_BYTES, MAX_REASON_CHARS, PlanError, PlanIdentity,
     plan_hash, validate_request,

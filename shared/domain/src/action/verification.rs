@@ -18,6 +18,16 @@ pub enum Verification {
 }
 
 impl Verification {
+    pub const ALL: [Verification; 3] = [
+        Verification::Verified,
+        Verification::StillFailing,
+        Verification::Inconclusive,
+    ];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == text)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Verification::Verified => "verified",
@@ -46,6 +56,8 @@ mod tests {
         ] {
             assert_eq!(serde_json::to_value(v).unwrap(), name);
             assert_eq!(v.as_str(), name);
+            assert_eq!(Verification::parse(name), Some(v));
         }
+        assert_eq!(Verification::parse("unknown"), None);
     }
 }

@@ -252,6 +252,17 @@ pub enum LifecycleEventType {
     /// essentially no keywords with the previous one (FIND-18).
     ContentReplaced,
     UserNoteUpdated,
+    /// The outcome of an action meant to fix the finding (`investigation_outcome` carries the
+    /// same word): the verifier confirmed the fix (the finding is resolved with it) ...
+    FixVerified,
+    /// ... the verifier kept seeing the fault (the finding stays active) ...
+    FixVerificationFailed,
+    /// ... the verifier could not decide (the finding stays active) ...
+    FixVerificationUnknown,
+    /// ... a human rejected the fix ...
+    FixRejected,
+    /// ... or the fix ran and failed (or never ran after approval).
+    FixFailed,
 }
 
 impl LifecycleEventType {
@@ -272,6 +283,11 @@ impl LifecycleEventType {
             LifecycleEventType::DuplicateMerged => "duplicate_merged",
             LifecycleEventType::ContentReplaced => "content_replaced",
             LifecycleEventType::UserNoteUpdated => "user_note_updated",
+            LifecycleEventType::FixVerified => "fix_verified",
+            LifecycleEventType::FixVerificationFailed => "fix_verification_failed",
+            LifecycleEventType::FixVerificationUnknown => "fix_verification_unknown",
+            LifecycleEventType::FixRejected => "fix_rejected",
+            LifecycleEventType::FixFailed => "fix_failed",
         }
     }
 }

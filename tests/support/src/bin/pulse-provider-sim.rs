@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use pulse_test_support::provider_sim::{self, Script};
+use pulse_test_support::provider_sim::{self, Script, Step, Turn};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,7 +21,14 @@ struct Args {
     /// Seconds open responses get to finish after SIGINT or SIGTERM.
     #[arg(long, default_value_t = 2)]
     grace_secs: u64,
+    /// Answer a provider preflight (a request offering `pulse_preflight_ping`) with a call to
+    /// it, as a tool-capable model does; without it `sim:` behaviours answer the probe in text.
+    #[arg(long)]
+    answer_preflight: bool,
 }
+
+/// The model-runner's preflight probe tool.
+const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -34,6 +41,7 @@ async fn main() -> anyhow::Result<()> {
     // A closed stdout must not stop the simulator, so printing errors are ignored.
     say(&format!(
         "pulse-provider-sim listening on http://{addr}\n\
+         SIMULATED MODEL: pulse-provider-sim (no real AI)\n\
          openai:    http://{addr}/v1\n\
          anthropic: http://{addr}\n\
          gemini:    http://{addr}/v1beta\n\
@@ -41,9 +49,16 @@ async fn main() -> anyhow::Result<()> {
          requests:  http://{addr}/_sim/requests"
     ));
     // Scripts are for in-process tests; the binary answers `sim:` models only.
+    let mut script = Script::steps([]);
+    if args.answer_preflight {
+        script = script.with_tool_offer_reply(Step::reply(Turn::tool(
+            PREFLIGHT_TOOL,
+            serde_json::json!({"ok": true}),
+        )));
+    }
     provider_sim::serve(
         listener,
-        Script::steps([]),
+        script,
         shutdown,
         Duration::from_secs(args.grace_secs),
     )

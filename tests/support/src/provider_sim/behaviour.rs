@@ -10,7 +10,7 @@ use super::conversation::{Conversation, OfferedTool};
 use super::script::{Delivery, SimError, Turn};
 
 /// Prefix of model names that select a behaviour.
-pub const SIM_PREFIX: &str = "sim:";
+pub const SIM_PREFIX: &str = pulse_domain::ai_settings::SIMULATED_MODEL_PREFIX;
 
 /// Reads a diligent model makes before it answers.
 pub const READ_BOUND: usize = 3;
@@ -195,6 +195,9 @@ fn is_read_tool(name: &str) -> bool {
 /// The rule-following policy: findings first, a few reads, one report per unhealthy resource,
 /// then a summary.
 pub(crate) fn diligent(conv: &Conversation) -> Turn {
+    if let Some(turn) = investigation(conv) {
+        return turn;
+    }
     if let Some(tool) = conv.tools.iter().find(|t| is_findings_tool(&t.name)) {
         if conv.calls_of(&tool.name) == 0 {
             return Turn::tool(&tool.name, arguments(&tool.schema, None));
@@ -251,6 +254,86 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
         )
     };
     Turn::text(text)
+}
+
+const PATROL_PROPOSE: &str = "patrol_propose_action";
+const PATROL_CAPABILITIES: &str = "patrol_action_capabilities";
+/// Evidence reads a diligent investigation makes before it asks for the catalogue.
+const INVESTIGATION_READS: usize = 2;
+
+/// Patrol investigation (offered `patrol_propose_action`): a couple of reads of the finding's
+/// resource, its action catalogue, one restart proposal when the catalogue has one, then a
+/// short conclusion.
+fn investigation(conv: &Conversation) -> Option<Turn> {
+    conv.offers(PATROL_PROPOSE)?;
+    let subject = conv
+        .user
+        .iter()
+        .flat_map(|u| u.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("finding_id").is_some() && v.get("resource_id").is_some())?;
+    let id = subject
+        .get("resource_id")
+        .and_then(Value::as_str)?
+        .to_owned();
+    let name = subject
+        .get("resource_name")
+        .and_then(Value::as_str)
+        .unwrap_or(&id)
+        .to_owned();
+    let conclusion = |action: &str| {
+        Turn::text(format!(
+            "Symptom: {name} fails its health check. Root cause: uncertain from the evidence \
+             read. Affected scope: {name} only. Safe next action: {action}. Confidence: medium"
+        ))
+    };
+    if conv.calls_of(PATROL_PROPOSE) > 0 {
+        return Some(conclusion("the proposed restart, after approval"));
+    }
+    let evidence: Vec<&str> = ["pulse_query", "pulse_metrics"]
+        .into_iter()
+        .filter(|t| conv.offers(t).is_some())
+        .collect();
+    let reads_done = conv
+        .past_calls
+        .iter()
+        .filter(|c| evidence.contains(&c.name.as_str()))
+        .count();
+    if !evidence.is_empty() && reads_done < INVESTIGATION_READS {
+        let tool = evidence[reads_done % evidence.len()];
+        let arguments = if tool == "pulse_query" {
+            json!({"action": "get", "resource_id": id})
+        } else {
+            json!({"type": "performance", "resource_id": id})
+        };
+        return Some(Turn::tool(tool, arguments));
+    }
+    if conv.offers(PATROL_CAPABILITIES).is_some() && conv.calls_of(PATROL_CAPABILITIES) == 0 {
+        return Some(Turn::tool(PATROL_CAPABILITIES, json!({"resource_id": id})));
+    }
+    let restart = conv
+        .tool_results
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter_map(|v| v.get("capabilities").and_then(Value::as_array).cloned())
+        .flatten()
+        .filter_map(|c| c.get("name").and_then(Value::as_str).map(str::to_owned))
+        .find(|n| n.ends_with(".restart"));
+    let Some(capability) = restart else {
+        return Some(conclusion(
+            "none that the catalogue offers; a human should look",
+        ));
+    };
+    Some(Turn::tool(
+        PATROL_PROPOSE,
+        json!({
+            "resource_id": id,
+            "causal_resource_id": id,
+            "capability_name": capability,
+            "reason": format!("{name} fails its health check; a restart is the least invasive fix"),
+            "params": {"target": name},
+        }),
+    ))
 }
 
 /// Patrol Watch: the active findings `patrol_get_findings` returned (`active_findings` rows with
@@ -491,6 +574,8 @@ fn resource_tokens(text: &str) -> impl Iterator<Item = String> + '_ {
                 && w.chars()
                     .any(|c| c.is_ascii_digit() || matches!(c, '-' | '_' | '/'))
                 && !w.contains("://")
+                // A bare UUID names a run, an action or a request, never a resource.
+                && uuid::Uuid::try_parse(w).is_err()
         })
         .map(str::to_owned)
 }
@@ -747,7 +832,9 @@ mod tests {
     #[test]
     fn unhealthy_resources_from_text_and_json() {
         let conv = Conversation {
-            user: vec!["vm-101 is down. web-2 is healthy.\ndb_main disk is full".into()],
+            user: vec![
+                "Patrol run 0193a1b2-0000-7000-8000-00000000000a (full run)\nvm-101 is down. web-2 is healthy.\ndb_main disk is full".into(),
+            ],
             tool_results: vec![
                 r#"[{"resource_id":"node-7","status":"degraded"},{"resource_id":"node-8","status":"ok"}]"#
                     .into(),

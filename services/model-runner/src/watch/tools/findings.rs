@@ -16,6 +16,7 @@ use std::str::FromStr;
 
 use chrono::Utc;
 use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
+use pulse_capabilities::ToolName;
 use pulse_domain::finding::{
     Finding, FindingId, ReportedFinding, VerdictInput, VerifierKey, VerifierOutcome,
 };
@@ -24,7 +25,8 @@ use pulse_store::findings::{self, FindingsError, ListFilter};
 use serde_json::{Value, json};
 
 use super::{
-    AcceptedReport, AcceptedVerdict, RunLedger, ToolContext, json_result, signature, text_arg,
+    AcceptedReport, AcceptedVerdict, RunLedger, ToolContext, blank_field, json_result, signature,
+    text_arg,
 };
 use crate::provider::{ToolCall, ToolResult};
 
@@ -34,17 +36,21 @@ pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
 const SNAPSHOT_EVIDENCE_CHARS: usize = 400;
 
 /// One finding as the model sees it: what a verdict needs. Name, type and category are in the
-/// inventory or one `pulse_query get` away; every row listed is active.
-pub fn finding_row(finding: &Finding) -> Value {
-    json!({
+/// inventory or one `pulse_query get` away; every row listed is active. A finding the seed
+/// already listed (`in_seed`) leaves out its severity and title: they are on its seed line.
+pub fn finding_row(finding: &Finding, in_seed: bool) -> Value {
+    let mut row = json!({
         "finding_id": finding.id.as_hex(),
         "key": finding.key.as_str(),
-        "severity": finding.severity.as_str(),
         "resource_id": finding.resource_id,
-        "title": truncate_chars(&finding.title, 256),
         "times_raised": finding.times_raised,
         "evidence": truncate_chars(&finding.evidence, SNAPSHOT_EVIDENCE_CHARS),
-    })
+    });
+    if !in_seed {
+        row["severity"] = json!(finding.severity.as_str());
+        row["title"] = json!(truncate_chars(&finding.title, 256));
+    }
+    row
 }
 
 /// The active findings on the run's resources (every finding of a full run's inventory).
@@ -88,13 +94,18 @@ pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall
         .filter(|f| resource.is_none_or(|r| f.resource_id == r))
         .filter(|f| severity.is_none_or(|s| f.severity.as_str() == s))
         .collect();
+    // Presented before this call: the findings the seed listed.
+    let in_seed = ledger.presented();
     ledger.present(shown.iter().map(|f| (f.id, f.title.clone())));
     let snapshot = json!({
-        "active_findings": shown.iter().map(|f| finding_row(f)).collect::<Vec<_>>(),
+        "active_findings": shown
+            .iter()
+            .map(|f| finding_row(f, in_seed.contains_key(&f.id)))
+            .collect::<Vec<_>>(),
         "instruction": if shown.is_empty() {
             "no active finding on the resources of this run"
         } else {
-            "give each a verdict with patrol_assess_finding; this list is final for this run"
+            "each needs a patrol_assess_finding verdict; final for this run"
         },
     })
     .to_string();
@@ -137,6 +148,13 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
         return ToolResult::error(
             &call.id,
             "this report was already accepted in this run; it is not repeated",
+        );
+    }
+    if let Some(field) = blank_field(ToolName::PatrolReportFinding, &call.arguments) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            format!("the report was refused: {field} must not be empty"),
         );
     }
     let reported: ReportedFinding = match serde_json::from_value(call.arguments.clone()) {
@@ -243,6 +261,13 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             "call patrol_get_findings first; verdicts are given on the findings it returns",
         );
     }
+    if let Some(field) = blank_field(ToolName::PatrolAssessFinding, &call.arguments) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            format!("the verdict was refused: {field} must not be empty"),
+        );
+    }
     let Some(id) =
         text_arg(&call.arguments, "finding_id").and_then(|s| FindingId::from_str(s).ok())
     else {
@@ -309,15 +334,15 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                     title,
                 },
             );
-            json_result(
-                call,
-                &json!({
-                    "accepted": true,
-                    "finding_id": id.as_hex(),
-                    "status": stored.finding.status.as_str(),
-                    "verifier": verifier.as_str(),
-                }),
-            )
+            // The finding id is the call's own argument; the verifier only shows when it ran.
+            let mut answer = json!({
+                "accepted": true,
+                "status": stored.finding.status.as_str(),
+            });
+            if verifier != VerifierOutcome::NotRun {
+                answer["verifier"] = json!(verifier.as_str());
+            }
+            json_result(call, &answer)
         }
         Err(FindingsError::Assess(refusal)) => {
             ledger.reject();

@@ -241,6 +241,25 @@ fn text_arg<'a>(arguments: &'a Value, name: &str) -> Option<&'a str> {
         .filter(|s| !s.is_empty())
 }
 
+/// The first text field the canonical schema of `tool` gives a `minLength` that is blank in
+/// `arguments`. The Watch offer drops the annotation ([`crate::watch::offer`]); the rule stays
+/// here.
+fn blank_field(tool: ToolName, arguments: &Value) -> Option<String> {
+    let schema = tool.schema();
+    let props = schema.get("properties").and_then(Value::as_object)?;
+    props
+        .iter()
+        .filter(|(_, p)| p.get("minLength").and_then(Value::as_u64).unwrap_or(0) > 0)
+        .map(|(name, _)| name)
+        .find(|name| {
+            arguments
+                .get(name.as_str())
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.trim().is_empty())
+        })
+        .cloned()
+}
+
 /// A count argument within `1..=max`, or `default`.
 fn count_arg(arguments: &Value, name: &str, default: usize, max: usize) -> usize {
     arguments
@@ -474,6 +493,26 @@ mod tests {
         assert_eq!(again.content, snapshot.content, "the same snapshot");
         let unknown = answer(&tools, "patrol_assess_finding", verdict).await;
         assert!(unknown.is_error, "{}", unknown.content);
+        // The Watch offer drops `minLength`; the handlers still refuse blank text.
+        let blank = json!({"finding_id": "0123456789abcdef", "verdict": "present",
+                           "evidence": "e", "reason": " "});
+        let blank = answer(&tools, "patrol_assess_finding", blank).await;
+        assert!(
+            blank.is_error && blank.content.contains("reason must not be empty"),
+            "{}",
+            blank.content
+        );
+        let mut undescribed = report_args("service:h1:web", "web", "service");
+        undescribed["description"] = json!("");
+        let undescribed = answer(&tools, "patrol_report_finding", undescribed).await;
+        assert!(
+            undescribed.is_error
+                && undescribed
+                    .content
+                    .contains("description must not be empty"),
+            "{}",
+            undescribed.content
+        );
 
         // Reports must name an in-scope resource exactly.
         for args in [
@@ -496,7 +535,7 @@ mod tests {
 
         let ledger = &tools.ledger;
         assert_eq!(ledger.reports().len(), 1);
-        assert_eq!(ledger.rejected(), 6);
+        assert_eq!(ledger.rejected(), 8);
         assert!(ledger.errors().is_empty());
         let batch = ledger.take_batch();
         assert!(batch.is_mixed(), "{batch:?}");

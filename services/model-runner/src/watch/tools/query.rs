@@ -14,8 +14,8 @@ use crate::provider::{ToolCall, ToolResult};
 /// Rows in one answer.
 pub const MAX_ROWS: usize = 50;
 /// Rows in a `search` or `list` answer without an explicit `limit`: the seed already lists
-/// every id, so a page is a closer look, not the inventory again.
-pub const DEFAULT_ROWS: usize = 5;
+/// every id (flagged ones in full), so a page is a closer look, not the inventory again.
+pub const DEFAULT_ROWS: usize = 3;
 /// Characters kept of each text field.
 const FIELD_CHARS: usize = 160;
 /// Labels kept per row.
@@ -120,7 +120,11 @@ fn page(mut rows: Vec<&Resource>, arguments: &Value) -> Value {
         .map(compact_row)
         .collect();
     let omitted = total.saturating_sub(offset).saturating_sub(shown.len());
-    json!({"total": total, "offset": offset, "omitted": omitted, "resources": shown})
+    let mut page = json!({"total": total, "omitted": omitted, "resources": shown});
+    if offset > 0 {
+        page["offset"] = json!(offset);
+    }
+    page
 }
 
 pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {

@@ -1,0 +1,239 @@
+//! `pulse.<t>.actions.capabilities.request`: the typed action catalogue of one resource, for
+//! Patrol investigation's `patrol_action_capabilities` and for proposal validation (both read
+//! this one catalogue).
+//!
+//! Read only: it plans nothing, approves nothing and writes nothing. The reference is resolved
+//! to exactly one canonical resource (a canonical id, or a source id, name or alias that names
+//! exactly one resource); an unknown or ambiguous reference fails closed. The reply always names
+//! the canonical id.
+//!
+//! What a resource advertises follows from its type: a supervised service the
+//! `service.*` capabilities, an app container the `docker.container.*` ones, anything else
+//! none. The approval floor is [`ApprovalFloor::minimum_for`] (the floor the planner applies);
+//! auto-authorization is possible only at floor `none`, and even then the broker decides at plan
+//! time under the tenant's policy.
+
+use pulse_bus::events::{
+    ACTION_CAPABILITIES_REQUEST, ACTIONS_QUEUE_GROUP, ActionCapabilitiesReply,
+    ActionCapabilitiesRequest, ActionCapabilityEntry,
+};
+use pulse_bus::{Bus, BusError, ErrorReply};
+use pulse_domain::TenantId;
+use pulse_domain::action::ApprovalFloor;
+use pulse_domain::agent_protocol::Capability;
+use pulse_domain::resource::{Resource, ResourceType};
+use pulse_runtime::ServiceContext;
+use pulse_store::resources::{self, ResolveError};
+use pulse_store::{Store, TenantTx};
+use serde_json::{Value, json};
+
+/// The capabilities a resource of this type can be acted on with.
+pub fn capabilities_of(resource_type: ResourceType) -> &'static [Capability] {
+    match resource_type {
+        ResourceType::Service => &[
+            Capability::ServiceRestart,
+            Capability::ServiceStart,
+            Capability::ServiceStop,
+        ],
+        ResourceType::AppContainer => &[
+            Capability::ContainerRestart,
+            Capability::ContainerStart,
+            Capability::ContainerStop,
+        ],
+        _ => &[],
+    }
+}
+
+fn description(capability: Capability) -> &'static str {
+    match capability {
+        Capability::ServiceRestart => "Restart the supervised service.",
+        Capability::ServiceStart => "Start the supervised service.",
+        Capability::ServiceStop => "Stop the supervised service (needs a human approval).",
+        Capability::ContainerRestart => "Restart the container.",
+        Capability::ContainerStart => "Start the container.",
+        Capability::ContainerStop => "Stop the container (needs a human approval).",
+    }
+}
+
+/// The typed catalogue of one resource: each capability with its closed params schema (the
+/// one `target` the command acts on, which must be this resource's own), its approval floor
+/// and whether policy may authorize it without a human.
+pub fn catalogue(resource: &Resource) -> Vec<ActionCapabilityEntry> {
+    capabilities_of(resource.resource_type)
+        .iter()
+        .map(|&capability| {
+            let floor = ApprovalFloor::minimum_for(capability);
+            ActionCapabilityEntry {
+                name: capability.as_str().to_owned(),
+                description: description(capability).to_owned(),
+                params_schema: params_schema(resource),
+                sensitive_params: Vec::new(),
+                approval_floor: floor,
+                auto_approval_eligible: floor == ApprovalFloor::None,
+            }
+        })
+        .collect()
+}
+
+fn params_schema(resource: &Resource) -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "target": {
+                "type": "string",
+                "description": "the service or container the command acts on",
+                "enum": [resource.source_id],
+            }
+        },
+        "required": ["target"],
+        "additionalProperties": false,
+    })
+}
+
+/// Answers one catalogue request inside `tx`.
+pub async fn answer(
+    tx: &TenantTx,
+    request: &ActionCapabilitiesRequest,
+) -> Result<ActionCapabilitiesReply, ErrorReply> {
+    let reference = request.resource_id.trim();
+    if reference.is_empty() || reference.len() > pulse_domain::action::plan::MAX_ID_BYTES {
+        return Err(ErrorReply::new(
+            "invalid_action_request",
+            "resource_id must name one resource",
+        ));
+    }
+    let resource = match resources::resolve(tx, reference).await {
+        Ok(resource) => resource,
+        Err(ResolveError::NotFound { .. }) => {
+            return Err(ErrorReply::new(
+                "not_found",
+                "no resource in this tenant has that id, name or provider id",
+            ));
+        }
+        Err(ResolveError::Ambiguous { candidates, .. }) => {
+            let ids: Vec<String> = candidates.iter().map(|c| c.as_str().to_owned()).collect();
+            return Err(ErrorReply::new(
+                "ambiguous_resource",
+                format!(
+                    "the reference names several resources; use one canonical id: {}",
+                    ids.join(", ")
+                ),
+            ));
+        }
+        Err(ResolveError::Store(error)) => {
+            tracing::warn!(%error, "resource store failed");
+            return Err(ErrorReply::new(
+                "service_unavailable",
+                "the resource store is unavailable; retry shortly",
+            ));
+        }
+    };
+    Ok(ActionCapabilitiesReply {
+        resource_id: resource.id.as_str().to_owned(),
+        resource_type: resource.resource_type,
+        resource_name: resource.name.clone(),
+        capabilities: catalogue(&resource),
+    })
+}
+
+async fn handle(
+    store: &Store,
+    tenant: &TenantId,
+    request: ActionCapabilitiesRequest,
+) -> Result<ActionCapabilitiesReply, ErrorReply> {
+    let tx = store.tenant_tx(tenant).await.map_err(|error| {
+        tracing::warn!(%error, "resource store failed");
+        ErrorReply::new(
+            "service_unavailable",
+            "the resource store is unavailable; retry shortly",
+        )
+    })?;
+    // Read only: the transaction is dropped (rolled back) after the reads.
+    answer(&tx, &request).await
+}
+
+/// Serves the catalogue subject in the broker's queue group until the service shuts down.
+pub async fn serve(ctx: &ServiceContext) -> Result<(), BusError> {
+    let responder = serve_on(&ctx.bus, ctx.store.clone()).await?;
+    let shutdown = ctx.shutdown.clone();
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        responder.stop().await;
+    });
+    Ok(())
+}
+
+/// Serves the catalogue subject on `bus` (tests stop the returned responder themselves).
+pub async fn serve_on(bus: &Bus, store: Store) -> Result<pulse_bus::Responder, BusError> {
+    bus.serve::<ActionCapabilitiesRequest, _, _>(
+        &bus.subjects().any_tenant(ACTION_CAPABILITIES_REQUEST),
+        Some(ACTIONS_QUEUE_GROUP),
+        move |ctx, request| {
+            let store = store.clone();
+            async move { handle(&store, &ctx.tenant, request).await }
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use chrono::Utc;
+    use pulse_domain::resource::{Health, ResourceId, ResourceStatus};
+
+    use super::*;
+
+    fn resource(resource_type: ResourceType, id: ResourceId, source: &str) -> Resource {
+        Resource {
+            id,
+            resource_type,
+            source_id: source.to_owned(),
+            name: source.to_owned(),
+            aliases: Vec::new(),
+            parent: None,
+            agent_id: "h1".to_owned(),
+            status: ResourceStatus::Running,
+            health: Health::Unhealthy,
+            restart_count: Some(0),
+            labels: BTreeMap::new(),
+            details: Value::Null,
+            observed_at: Utc::now(),
+            received_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn services_and_containers_advertise_their_own_capabilities_with_the_planner_floor() {
+        let service = resource(
+            ResourceType::Service,
+            ResourceId::service("h1", "web"),
+            "web",
+        );
+        let entries = catalogue(&service);
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["service.restart", "service.start", "service.stop"]);
+        let stop = &entries[2];
+        assert_eq!(stop.approval_floor, ApprovalFloor::Admin);
+        assert!(!stop.auto_approval_eligible);
+        assert!(entries[0].auto_approval_eligible);
+        assert_eq!(
+            entries[0].params_schema["properties"]["target"]["enum"],
+            json!(["web"])
+        );
+
+        let container = resource(
+            ResourceType::AppContainer,
+            ResourceId::app_container("h1", "abc123"),
+            "abc123",
+        );
+        assert!(
+            catalogue(&container)
+                .iter()
+                .all(|e| e.name.starts_with("docker.container."))
+        );
+        let host = resource(ResourceType::Host, ResourceId::host("h1"), "h1");
+        assert!(catalogue(&host).is_empty());
+    }
+}

@@ -1,0 +1,117 @@
+//! The per-resource remediation lock: `never_auto_remediate` refuses every action on the
+//! resource at execution, approved or not (the broker reads it right before running).
+//!
+//! - `GET /api/resources/{id}/remediation-lock` (`monitoring:read`): the lock state; a resource
+//!   never locked is unlocked.
+//! - `PUT /api/resources/{id}/remediation-lock` (`actions:approve`):
+//!   `{"never_auto_remediate": bool}`; the change is audited as `resource.remediation_lock` with
+//!   the caller as actor.
+//!
+//! The id accepts what the other resource routes accept (canonical id, source id, name or alias);
+//! the lock is kept on the canonical id, which is what plans name. A resource of another tenant
+//! answers `404 not_found`, like an unknown one.
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::action::LockState;
+use pulse_store::actions;
+use serde::{Deserialize, Serialize};
+
+use crate::actions::{ApproveScope, actor};
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::json::ApiJson;
+use crate::resources::{check_reference, resolve};
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockBody {
+    pub never_auto_remediate: bool,
+}
+
+/// The lock as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LockView {
+    /// The canonical id the lock is kept on.
+    pub resource_id: String,
+    pub never_auto_remediate: bool,
+}
+
+fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(reference) =
+        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    check_reference("id", &reference)?;
+    Ok(reference)
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<LockView>, ApiError> {
+    let reference = reference(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = resolve(&tx, &reference).await?;
+    let resource_id = resource.id.as_str().to_owned();
+    let lock = actions::remediation_lock(&tx, &resource_id).await?;
+    tx.rollback().await?;
+    Ok(Json(LockView {
+        resource_id,
+        never_auto_remediate: lock == LockState::Locked,
+    }))
+}
+
+pub async fn put(
+    State(state): State<AppState>,
+    auth: Authorized<ApproveScope>,
+    path: Result<Path<String>, PathRejection>,
+    ApiJson(body): ApiJson<LockBody>,
+) -> Result<Json<LockView>, ApiError> {
+    let reference = reference(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = resolve(&tx, &reference).await?;
+    let resource_id = resource.id.as_str().to_owned();
+    actions::set_remediation_lock(
+        &tx,
+        &resource_id,
+        body.never_auto_remediate,
+        &actor(&auth.principal),
+    )
+    .await?;
+    tx.commit().await?;
+    tracing::info!(
+        resource_id,
+        never_auto_remediate = body.never_auto_remediate,
+        actor = %actor(&auth.principal),
+        "remediation lock set"
+    );
+    Ok(Json(LockView {
+        resource_id,
+        never_auto_remediate: body.never_auto_remediate,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_body_is_strict_and_the_view_has_its_shape() {
+        let body: LockBody = serde_json::from_str(r#"{"never_auto_remediate": true}"#).unwrap();
+        assert!(body.never_auto_remediate);
+        for bad in [
+            r#"{}"#,
+            r#"{"never_auto_remediate": "yes"}"#,
+            r#"{"never_auto_remediate": true, "set_by": "user:x"}"#,
+        ] {
+            assert!(serde_json::from_str::<LockBody>(bad).is_err(), "{bad}");
+        }
+        let view = LockView {
+            resource_id: "service:h1:web".to_owned(),
+            never_auto_remediate: true,
+        };
+        insta::assert_json_snapshot!("remediation_lock_view", view);
+    }
+}

@@ -1,0 +1,576 @@
+//! `pulsectl up --demo`: the newcomer's first run. Besides the stack it starts the provider
+//! simulator and a demo agent (commands enabled, no Docker) supervising three small demo
+//! services; once the stack is ready it points the tenant's Patrol at the simulator (unless a
+//! real provider is configured), sets Patrol mode `approval`, makes `demo-web` unhealthy and
+//! requests a Patrol run, so Patrol finds the fault, investigates and waits for approval.
+//!
+//! The fault: each demo service is healthy while its marker file is absent and removes the
+//! marker when it starts, like a wedged process that a restart clears. Creating the marker is the
+//! fault; restarting the service (the fix Patrol can propose) removes it.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use pulse_domain::ai_settings::ModelRoute;
+use reqwest::Method;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use crate::agent_token;
+use crate::binaries::Binaries;
+use crate::child::ChildSpec;
+use crate::cli::UpArgs;
+use crate::gateway_client::{ApiError, GatewayClient, resolve_token};
+use crate::service::{HealthListener, Service};
+use crate::stack_config::{StackConfig, StackConfigError};
+
+/// Process name of the demo agent (log file, messages).
+pub const DEMO_AGENT: &str = "demo-agent";
+/// Process name of the provider simulator.
+pub const PROVIDER_SIM: &str = "provider-sim";
+/// The simulator's binary (built with the workspace, from the pulse-test-support package).
+pub const PROVIDER_SIM_BINARY: &str = "pulse-provider-sim";
+/// The demo agent's host id: its services are `service:pulse-demo:<name>`.
+pub const DEMO_HOST_ID: &str = "pulse-demo";
+pub const DEMO_SERVICES: [&str; 3] = ["demo-web", "demo-worker", "demo-cache"];
+/// The service the demo makes unhealthy.
+pub const FAULTY_SERVICE: &str = "demo-web";
+/// The rule-following simulated model.
+pub const SIMULATED_MODEL: &str = "sim:diligent";
+/// The simulator speaks the OpenAI protocol under this provider id.
+pub const SIMULATOR_PROVIDER: &str = "openai";
+/// Printed whenever Patrol talks to the simulator.
+pub const SIMULATED_BANNER: &str = "SIMULATED MODEL: pulse-provider-sim (no real AI)";
+/// The simulator ignores keys; the provider wants one to be configured.
+const SIMULATOR_KEY: &str = "pulse-demo-simulator-no-real-key";
+/// Milliseconds between the demo agent's reports: short, so the demo moves quickly.
+const DEMO_REPORT_INTERVAL_MS: u64 = 2_000;
+
+/// The demo agent as a process of the stack (its own health listener, outside the fleet view).
+pub const DEMO_AGENT_SERVICE: Service = Service {
+    name: DEMO_AGENT,
+    binary: "pulse-agent",
+    health: HealthListener::Own,
+    in_fleet_health: false,
+};
+
+const SETUP_STEP_TIMEOUT: Duration = Duration::from_secs(90);
+const POLL_EVERY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot prepare the demo directory {}: {source}", .path.display())]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot inject the fault (write {}): {source}", .path.display())]
+    Fault {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("demo agent token: {0}")]
+    Token(String),
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("timed out after {} s waiting for {what}", .after.as_secs())]
+    Timeout { what: String, after: Duration },
+}
+
+/// Binaries the demo needs besides the stack's.
+pub fn binaries() -> [&'static str; 1] {
+    [PROVIDER_SIM_BINARY]
+}
+
+/// `<state-dir>/demo`: everything the demo writes.
+pub fn demo_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("demo")
+}
+
+pub fn agent_dir(state_dir: &Path) -> PathBuf {
+    demo_dir(state_dir).join("agent")
+}
+
+pub fn services_dir(state_dir: &Path) -> PathBuf {
+    agent_dir(state_dir).join("services.d")
+}
+
+pub fn token_path(state_dir: &Path) -> PathBuf {
+    agent_dir(state_dir).join("token")
+}
+
+/// The fault marker of demo service `name`.
+pub fn fault_marker(state_dir: &Path, name: &str) -> PathBuf {
+    demo_dir(state_dir)
+        .join("faults")
+        .join(format!("{name}.fault"))
+}
+
+/// The canonical resource id of demo service `name`.
+pub fn service_resource_id(name: &str) -> String {
+    format!("service:{DEMO_HOST_ID}:{name}")
+}
+
+/// The simulator's OpenAI base URL for a listener address.
+pub fn simulator_base_url(listen: SocketAddr) -> String {
+    let mut addr = listen;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    format!("http://{addr}/v1")
+}
+
+/// The supervised-service definition of demo service `name`: a shell that removes its marker
+/// (a start clears the wedged state) and sleeps; healthy while the marker is absent.
+pub fn service_definition(name: &str, marker: &Path) -> String {
+    let marker = toml_string(&marker.display().to_string());
+    format!(
+        "name = \"{name}\"\n\
+         command = \"sh\"\n\
+         args = [\"-c\", \"rm -f -- \\\"$1\\\" && exec sleep 86400\", \"{name}\", {marker}]\n\
+         labels = {{ pulse-demo = \"true\" }}\n\
+         [restart]\npolicy = \"always\"\n\
+         [health]\ntype = \"file-absent\"\npath = {marker}\ninterval_ms = 500\ntimeout_ms = 1000\n"
+    )
+}
+
+/// A TOML basic string holding `text`.
+fn toml_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Creates the demo directories (private: definitions run commands) and writes the three
+/// service definitions.
+pub fn write_services(state_dir: &Path) -> Result<(), DemoError> {
+    let services = services_dir(state_dir);
+    let faults = fault_marker(state_dir, FAULTY_SERVICE)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| demo_dir(state_dir));
+    for dir in [&services, &faults] {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| DemoError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
+    }
+    for name in DEMO_SERVICES {
+        let path = services.join(format!("{name}.toml"));
+        let definition = service_definition(name, &fault_marker(state_dir, name));
+        std::fs::write(&path, definition).map_err(|source| DemoError::Dir { path, source })?;
+    }
+    Ok(())
+}
+
+/// The listeners the demo processes bind, by process name.
+pub fn listeners(args: &UpArgs) -> Vec<(String, SocketAddr)> {
+    vec![
+        (DEMO_AGENT.to_owned(), args.demo_agent_health_listen),
+        (PROVIDER_SIM.to_owned(), args.provider_sim_listen),
+    ]
+}
+
+/// The demo agent's environment: the stack's, plus its own state, services, host id, commands
+/// enabled and Docker off (the demo must not touch the host's containers).
+pub fn agent_env(config: &StackConfig, args: &UpArgs) -> crate::stack_config::ServiceEnv {
+    let mut env = config.service_env(&DEMO_AGENT_SERVICE, args);
+    let state_dir = &config.state_dir;
+    env.set.extend([
+        (
+            "PULSE_AGENT_STATE_DIR".to_owned(),
+            agent_dir(state_dir).display().to_string(),
+        ),
+        (
+            "PULSE_AGENT_SERVICES_DIR".to_owned(),
+            services_dir(state_dir).display().to_string(),
+        ),
+        (
+            "PULSE_AGENT_TOKEN_FILE".to_owned(),
+            token_path(state_dir).display().to_string(),
+        ),
+        ("PULSE_AGENT_HOST_ID".to_owned(), DEMO_HOST_ID.to_owned()),
+        ("PULSE_AGENT_ENABLE_COMMANDS".to_owned(), "true".to_owned()),
+        ("PULSE_AGENT_NO_DOCKER".to_owned(), "true".to_owned()),
+        (
+            "PULSE_AGENT_INTERVAL_MS".to_owned(),
+            DEMO_REPORT_INTERVAL_MS.to_string(),
+        ),
+    ]);
+    // A token meant for the host agent must not become the demo agent's.
+    env.remove.push("PULSE_AGENT_TOKEN".to_owned());
+    env
+}
+
+/// Checks the demo agent's configuration the way the agent will load it.
+pub fn validate(config: &StackConfig, args: &UpArgs) -> Result<(), StackConfigError> {
+    config.validate(DEMO_AGENT, &agent_env(config, args))
+}
+
+/// The simulator and the demo agent, in start order.
+pub fn child_specs(
+    config: &StackConfig,
+    args: &UpArgs,
+    binaries: &Binaries,
+    logs_dir: &Path,
+) -> Vec<ChildSpec> {
+    let program = |name: &str| {
+        binaries
+            .path(name)
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| binaries.dir.join(name))
+    };
+    let agent = agent_env(config, args);
+    vec![
+        ChildSpec {
+            name: PROVIDER_SIM.to_owned(),
+            program: program(PROVIDER_SIM_BINARY),
+            args: vec![
+                "--listen".into(),
+                args.provider_sim_listen.to_string().into(),
+                "--answer-preflight".into(),
+            ],
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            log_path: logs_dir.join(format!("{PROVIDER_SIM}.log")),
+            stop_signal: Signal::SIGTERM,
+            run_as: None,
+        },
+        ChildSpec {
+            name: DEMO_AGENT.to_owned(),
+            program: program(DEMO_AGENT_SERVICE.binary),
+            args: Vec::new(),
+            env: agent.set_os(),
+            env_remove: agent.remove,
+            log_path: logs_dir.join(format!("{DEMO_AGENT}.log")),
+            stop_signal: Signal::SIGTERM,
+            run_as: None,
+        },
+    ]
+}
+
+/// What the demo configured Patrol with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelChoice {
+    /// The provider simulator.
+    Simulator,
+    /// The route the operator configured (`provider:model`), kept.
+    Configured(String),
+}
+
+/// The `PUT /api/settings/ai` body for the current settings view: mode `approval`, and the
+/// simulator as the model unless a real route is configured (a route that is not simulated,
+/// whose provider has a key or an address).
+pub fn settings_patch(current: &Value, simulator_base_url: &str) -> (Value, ModelChoice) {
+    let route = ["patrol_model", "model"]
+        .iter()
+        .find_map(|field| {
+            let text = current.get(*field)?.as_str()?;
+            ModelRoute::parse(field, text).ok()
+        })
+        .filter(|route| !route.is_simulated());
+    if let Some(route) = route {
+        let provider = &current["providers"][route.provider];
+        let usable = provider["configured"] == true || provider["base_url"].is_string();
+        if usable {
+            return (
+                json!({"autonomy_level": "approval"}),
+                ModelChoice::Configured(route.to_string()),
+            );
+        }
+    }
+    let simulated = format!("{SIMULATOR_PROVIDER}:{SIMULATED_MODEL}");
+    let mut provider = json!({"base_url": simulator_base_url});
+    // An operator's own key for the provider stays; the simulator accepts any.
+    if current["providers"][SIMULATOR_PROVIDER]["configured"] != true {
+        provider["api_key"] = json!(SIMULATOR_KEY);
+    }
+    (
+        json!({
+            "autonomy_level": "approval",
+            "model": simulated,
+            "patrol_model": simulated,
+            "providers": {SIMULATOR_PROVIDER: provider},
+        }),
+        ModelChoice::Simulator,
+    )
+}
+
+/// What the demo set up, for the next-steps message.
+#[derive(Debug, Clone)]
+pub struct DemoStarted {
+    pub model: ModelChoice,
+    pub preflight: String,
+    pub run_id: String,
+}
+
+/// After the stack is ready: the demo agent's token, the AI settings, the fault and the Patrol
+/// run. Prints each step; the stack keeps running whatever happens here.
+pub async fn set_up(config: StackConfig, args: UpArgs) {
+    println!("demo: setting up (SIGINT stops the stack at any time)");
+    match run_setup(&config, &args).await {
+        Ok(started) => print_next_steps(&config, &started),
+        Err(error) => println!(
+            "demo: setup failed: {error}\n  the stack keeps running; logs: {}",
+            config.logs_dir().display()
+        ),
+    }
+}
+
+async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, DemoError> {
+    let state_dir = &config.state_dir;
+    let gateway_url = config.gateway_url();
+    if !agent_token::present_at(&token_path(state_dir)) {
+        agent_token::issue(
+            state_dir,
+            &gateway_url,
+            &token_path(state_dir),
+            "pulsectl demo agent",
+            &["agent:report", "agent:exec"],
+        )
+        .await
+        .map_err(DemoError::Token)?;
+        println!(
+            "demo: agent token written to {}",
+            token_path(state_dir).display()
+        );
+    }
+    let admin = resolve_token(None, state_dir)?;
+    let client = GatewayClient::new(&gateway_url, admin)?;
+
+    let current: Value = client
+        .json(Method::GET, &["api", "settings", "ai"], None)
+        .await?;
+    let (patch, model) = settings_patch(&current, &simulator_base_url(args.provider_sim_listen));
+    let _: Value = client
+        .json(Method::PUT, &["api", "settings", "ai"], Some(&patch))
+        .await?;
+    match &model {
+        ModelChoice::Simulator => {
+            println!("demo: {SIMULATED_BANNER}");
+            println!(
+                "demo: Patrol uses {SIMULATOR_PROVIDER}:{SIMULATED_MODEL} at {}; configure a real \
+                 provider in the AI settings to use a real model",
+                simulator_base_url(args.provider_sim_listen)
+            );
+        }
+        ModelChoice::Configured(route) => {
+            println!("demo: Patrol uses the configured model {route}");
+        }
+    }
+    println!("demo: Patrol mode set to approval (every fix waits for a human)");
+
+    let preflight: Value = client
+        .json(Method::POST, &["api", "ai", "patrol", "preflight"], None)
+        .await?;
+    let preflight_state = preflight["preflight_state"]
+        .as_str()
+        .unwrap_or("unknown")
+        .to_owned();
+    println!("demo: provider preflight {preflight_state}");
+
+    let resource = service_resource_id(FAULTY_SERVICE);
+    wait_for_health(&client, &resource, "healthy").await?;
+    let marker = fault_marker(state_dir, FAULTY_SERVICE);
+    std::fs::write(&marker, "injected by pulsectl up --demo\n").map_err(|source| {
+        DemoError::Fault {
+            path: marker.clone(),
+            source,
+        }
+    })?;
+    println!(
+        "demo: injected a fault: {FAULTY_SERVICE} is wedged (marker {})",
+        marker.display()
+    );
+    wait_for_health(&client, &resource, "unhealthy").await?;
+
+    let accepted: Value = client
+        .json(Method::POST, &["api", "ai", "patrol", "run"], None)
+        .await?;
+    let run_id = accepted["run_id"].as_str().unwrap_or("unknown").to_owned();
+    println!("demo: Patrol run {run_id} requested");
+    Ok(DemoStarted {
+        model,
+        preflight: preflight_state,
+        run_id,
+    })
+}
+
+/// Polls the resource until its health is `health`.
+async fn wait_for_health(
+    client: &GatewayClient,
+    resource: &str,
+    health: &str,
+) -> Result<(), DemoError> {
+    let deadline = Instant::now() + SETUP_STEP_TIMEOUT;
+    loop {
+        let seen: Result<Value, ApiError> = client
+            .json(Method::GET, &["api", "resources", resource], None)
+            .await;
+        if seen.is_ok_and(|r| r["health"] == health) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(DemoError::Timeout {
+                what: format!("{resource} to report {health}"),
+                after: SETUP_STEP_TIMEOUT,
+            });
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+fn print_next_steps(config: &StackConfig, started: &DemoStarted) {
+    let gateway = config.gateway_url();
+    let token = config.admin_token_path();
+    println!();
+    println!("Demo running: Patrol is looking at an injected fault on {FAULTY_SERVICE}.");
+    if started.model == ModelChoice::Simulator {
+        println!("  {SIMULATED_BANNER}");
+    }
+    println!("  run {}, preflight {}", started.run_id, started.preflight);
+    println!(
+        "  token      export PULSE_GATEWAY_URL={gateway} PULSE_TOKEN=\"$(cat {})\"",
+        token.display()
+    );
+    println!("  findings   pulsectl findings list");
+    println!("  approvals  pulsectl approvals list");
+    println!("  approve    pulsectl approvals approve <id> --reason \"checked the finding\"");
+    println!(
+        "  with curl  curl -H \"Authorization: Bearer $PULSE_TOKEN\" {gateway}/api/actions/pending"
+    );
+    println!(
+        "             curl -X POST -H \"Authorization: Bearer $PULSE_TOKEN\" -H 'Content-Type: \
+         application/json' -d '{{\"outcome\":\"approved\",\"reason\":\"demo\"}}' \
+         {gateway}/api/actions/<id>/decision"
+    );
+    println!(
+        "  the fix    a restart of {FAULTY_SERVICE} clears the fault; after you approve it, the \
+         verifier checks it independently"
+    );
+    println!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(patrol_model: Option<&str>, openai: Value) -> Value {
+        json!({
+            "patrol_model": patrol_model,
+            "model": null,
+            "providers": {"openai": openai, "anthropic": {"configured": true, "base_url": null}},
+        })
+    }
+
+    #[test]
+    fn without_a_real_route_patrol_is_pointed_at_the_simulator() {
+        let sim = "http://127.0.0.1:7667/v1";
+        for current in [
+            view(None, json!({"configured": false, "base_url": null})),
+            // A route to a provider with neither key nor address cannot work.
+            view(
+                Some("openai:gpt-4.1-mini"),
+                json!({"configured": false, "base_url": null}),
+            ),
+            // A previous demo's route is the simulator again.
+            view(
+                Some("openai:sim:diligent"),
+                json!({"configured": true, "base_url": sim}),
+            ),
+        ] {
+            let (patch, choice) = settings_patch(&current, sim);
+            assert_eq!(choice, ModelChoice::Simulator, "{current}");
+            assert_eq!(patch["autonomy_level"], "approval");
+            assert_eq!(patch["patrol_model"], "openai:sim:diligent");
+            assert_eq!(patch["providers"]["openai"]["base_url"], sim);
+        }
+        // An operator's key for the provider is never overwritten.
+        let (patch, _) = settings_patch(
+            &view(
+                Some("openai:sim:diligent"),
+                json!({"configured": true, "base_url": sim}),
+            ),
+            sim,
+        );
+        assert!(
+            patch["providers"]["openai"].get("api_key").is_none(),
+            "{patch}"
+        );
+        let (patch, _) = settings_patch(&view(None, json!({"configured": false})), sim);
+        assert_eq!(patch["providers"]["openai"]["api_key"], SIMULATOR_KEY);
+    }
+
+    #[test]
+    fn a_real_route_is_kept_and_only_the_mode_is_set() {
+        let current = view(
+            Some("anthropic:claude-sonnet-4"),
+            json!({"configured": false}),
+        );
+        let (patch, choice) = settings_patch(&current, "http://127.0.0.1:1/v1");
+        assert_eq!(
+            choice,
+            ModelChoice::Configured("anthropic:claude-sonnet-4".to_owned())
+        );
+        assert_eq!(patch, json!({"autonomy_level": "approval"}));
+    }
+
+    #[test]
+    fn demo_services_heal_on_start_and_fail_while_their_marker_exists() {
+        let marker = Path::new("/state dir/demo/faults/demo-web.fault");
+        let definition = service_definition("demo-web", marker);
+        let parsed: toml::Value = toml::from_str(&definition).unwrap();
+        assert_eq!(parsed["name"].as_str(), Some("demo-web"));
+        assert_eq!(parsed["health"]["type"].as_str(), Some("file-absent"));
+        assert_eq!(
+            parsed["health"]["path"].as_str(),
+            Some("/state dir/demo/faults/demo-web.fault")
+        );
+        let args: Vec<&str> = parsed["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(toml::Value::as_str)
+            .collect();
+        // The marker is passed as an argument, never spliced into the script.
+        assert_eq!(args[0], "-c");
+        assert!(args[1].starts_with("rm -f -- \"$1\""), "{}", args[1]);
+        assert_eq!(args[3], "/state dir/demo/faults/demo-web.fault");
+        assert_eq!(parsed["restart"]["policy"].as_str(), Some("always"));
+    }
+
+    #[test]
+    fn layout_and_ids() {
+        let state = Path::new("/s");
+        assert_eq!(token_path(state), Path::new("/s/demo/agent/token"));
+        assert_eq!(services_dir(state), Path::new("/s/demo/agent/services.d"));
+        assert_eq!(
+            service_resource_id("demo-web"),
+            "service:pulse-demo:demo-web"
+        );
+        assert_eq!(
+            simulator_base_url("0.0.0.0:7667".parse().unwrap()),
+            "http://127.0.0.1:7667/v1"
+        );
+        let route = format!("{SIMULATOR_PROVIDER}:{SIMULATED_MODEL}");
+        assert!(ModelRoute::parse("model", &route).unwrap().is_simulated());
+    }
+}

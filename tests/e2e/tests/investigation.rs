@@ -1,0 +1,376 @@
+//! Patrol investigation end to end: a real `pulse-agent` (commands enabled) supervises a
+//! failing `web` beside a healthy `db`; the real gateway, scheduler, model-runner,
+//! action-broker, relay and verifier run with the provider simulator (`sim:diligent`) as the
+//! model.
+//!
+//! - Patrol mode `monitor`: the Watch run finds the fault, the dispatcher sees the committed
+//!   run and skips the finding (`monitor_mode`); no investigation and no action exist.
+//! - Patrol mode `approval`: the next Watch run reconfirms the finding, one investigation runs
+//!   (reads, `patrol_action_capabilities`, one `patrol_propose_action`), and exactly one
+//!   `service.restart` on `web`, linked to the finding, waits in `pending_approval`, requested by
+//!   `patrol:investigation`. The `InvestigationRecord` is stored with the proposal (no params),
+//!   the tools used, the evidence and the action reference, and `GET /findings/{id}` shows it.
+//!   The healthy neighbour gets no investigation and the service was never restarted.
+
+use std::time::Duration;
+
+use pulse_bus::events::{
+    ACTION_CAPABILITIES_REQUEST, ActionCapabilitiesReply, ActionCapabilitiesRequest,
+};
+use pulse_bus::{Bus, BusError, Subjects};
+use pulse_domain::TenantId;
+use pulse_domain::action::ActionState;
+use pulse_domain::agent_protocol::Capability;
+use pulse_store::findings::{self, ListFilter};
+use pulse_store::investigations::{self, InvestigationStatus};
+use pulse_store::{Store, actions};
+use pulse_test_support::action_broker::TestActionBroker;
+use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::provider_sim::{ProviderSim, Script, Step, Turn};
+use pulse_test_support::runner::TestModelRunner;
+use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::verifier::TestVerifier;
+use pulse_test_support::wait;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-investigation-7d2f0c1a";
+const INTERVAL: Duration = Duration::from_millis(500);
+/// Time for binaries to start, connect and report on a loaded 2-core machine.
+const STARTUP: Duration = Duration::from_secs(45);
+const RUN_DEADLINE: Duration = Duration::from_secs(60);
+const INVESTIGATION_DEADLINE: Duration = Duration::from_secs(90);
+
+fn preflight_reply() -> Step {
+    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
+}
+
+async fn request(
+    stack: &AgentStack,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<(u16, Value)> {
+    let gateway = &stack.gateway;
+    let mut request = gateway
+        .http
+        .request(method, gateway.url(path))
+        .bearer_auth(&gateway.admin_token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await?;
+    let status = response.status().as_u16();
+    Ok((status, response.json().await.unwrap_or(Value::Null)))
+}
+
+async fn set_mode(stack: &AgentStack, sim: &ProviderSim, mode: &str) -> anyhow::Result<()> {
+    let (status, saved) = request(
+        stack,
+        reqwest::Method::PUT,
+        "/api/settings/ai",
+        Some(json!({
+            "patrol_model": "openai:sim:diligent",
+            "autonomy_level": mode,
+            "providers": {"openai": {"api_key": KEY, "base_url": sim.openai_base_url()}}
+        })),
+    )
+    .await?;
+    anyhow::ensure!(status == 200, "settings answered {status} {saved}");
+    Ok(())
+}
+
+/// Requests a full run and waits for its terminal record.
+async fn run(stack: &AgentStack, runner: &TestModelRunner) -> anyhow::Result<Value> {
+    let (status, accepted) =
+        request(stack, reqwest::Method::POST, "/api/ai/patrol/run", None).await?;
+    anyhow::ensure!(status == 202, "run request answered {status} {accepted}");
+    let id = accepted["run_id"].as_str().unwrap_or_default().to_owned();
+    wait::until(RUN_DEADLINE, "a terminal run record", || async {
+        let (status, run) = request(
+            stack,
+            reqwest::Method::GET,
+            &format!("/api/ai/patrol/runs/{id}"),
+            None,
+        )
+        .await
+        .ok()?;
+        (status == 200
+            && matches!(
+                run["status"].as_str(),
+                Some("healthy" | "issues_found" | "error")
+            ))
+        .then_some(run)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
+}
+
+async fn investigation_count(store: &Store) -> anyhow::Result<i64> {
+    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+    let row = tx
+        .client()
+        .query_one("SELECT count(*) FROM investigations", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+async fn action_count(store: &Store) -> anyhow::Result<i64> {
+    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+    let row = tx
+        .client()
+        .query_one("SELECT count(*) FROM actions", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+#[tokio::test]
+async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside_monitor_mode()
+-> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let stack = AgentStack::start(&[]).await?;
+    let gw = &stack.gateway;
+    let store = gw.db.store();
+    let scheduler = TestScheduler::start(gw, &stack.dir.join("scheduler"), &[]).await?;
+    let verifier = TestVerifier::start(gw, &stack.dir.join("verifier"), &[]).await?;
+    let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
+    let sim =
+        ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
+
+    let token = stack
+        .create_token("agent-exec", &["agent:report", "agent:exec"])
+        .await?;
+    let host = pulse_test_support::agent::host_id("invest");
+    let mut spec = stack.agent_spec(&host, &token, INTERVAL)?;
+    spec.enable_commands = true;
+    let starts = spec.state_dir.join("web.starts");
+    for name in ["web", "db"] {
+        let command = if name == "web" {
+            format!(
+                "command = \"sh\"\nargs = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n",
+                starts.display()
+            )
+        } else {
+            "command = \"sleep\"\nargs = [\"3600\"]\n".to_owned()
+        };
+        write_service(
+            &spec.services_dir,
+            &format!("{name}.toml"),
+            &format!(
+                "name = \"{name}\"\n{command}\
+                 [restart]\npolicy = \"always\"\n\
+                 [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
+                spec.state_dir.join(format!("{name}.fault")).display()
+            ),
+        )?;
+    }
+    let agent = stack.spawn_agent(&spec)?;
+    set_mode(&stack, &sim, "monitor").await?;
+    let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
+    let web = format!("service:{host}:web");
+    let db = format!("service:{host}:db");
+    let health_of = |id: String, health: &'static str| {
+        let stack = &stack;
+        let agent = &agent;
+        async move {
+            wait::until(STARTUP, &format!("{id} to be {health}"), || async {
+                let (status, body) = stack.resource(&gw.admin_token, &id).await.ok()?;
+                (status == 200 && body["health"] == health).then_some(())
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))
+        }
+    };
+    health_of(web.clone(), "healthy").await?;
+    health_of(db.clone(), "healthy").await?;
+    std::fs::write(spec.state_dir.join("web.fault"), "fault")?;
+    health_of(web.clone(), "unhealthy").await?;
+    let starts_before = std::fs::read_to_string(&starts)?.lines().count();
+
+    // 1. Monitor: the run finds the fault; the dispatcher skips it.
+    let first = run(&stack, &runner).await?;
+    assert_eq!(first["status"], "issues_found", "{first}");
+    let finding = {
+        let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+        let listed = findings::list(&tx, ListFilter::Active, None, chrono::Utc::now()).await?;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        listed[0].finding.clone()
+    };
+    assert_eq!(finding.resource_id, web);
+    wait::until(
+        INVESTIGATION_DEADLINE,
+        "the dispatcher to skip in monitor mode",
+        || async {
+            runner
+                .process
+                .log_tail(400)
+                .contains("monitor_mode")
+                .then_some(())
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
+    assert_eq!(investigation_count(store).await?, 0);
+    assert_eq!(action_count(store).await?, 0);
+
+    // 2. Approval: the next run reconfirms it and one investigation proposes a restart.
+    set_mode(&stack, &sim, "approval").await?;
+    let second = run(&stack, &runner).await?;
+    assert_eq!(second["status"], "issues_found", "{second}");
+    assert_eq!(
+        second["finding_ids"],
+        json!([finding.id.as_hex()]),
+        "{second}"
+    );
+    let attempt = wait::until(
+        INVESTIGATION_DEADLINE,
+        "the investigation to end",
+        || async {
+            let tx = store.tenant_tx(&TenantId::default_tenant()).await.ok()?;
+            let list = investigations::list_for_finding(&tx, finding.id, 10)
+                .await
+                .ok()?;
+            list.into_iter()
+                .find(|i| i.status != InvestigationStatus::Running)
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(80)))?;
+    let record = attempt
+        .record
+        .clone()
+        .expect("an ended attempt has its record");
+    assert_eq!(
+        record.status,
+        InvestigationStatus::Completed,
+        "{record:?}\n{}",
+        runner.process.log_tail(80)
+    );
+    assert_eq!(record.finding_id, finding.id.as_hex());
+    assert_eq!(record.subject.resource_id, web);
+    let proposal = record.proposal.clone().ok_or_else(|| {
+        let last = sim
+            .requests()
+            .last()
+            .map(|r| r.body.to_string())
+            .unwrap_or_default();
+        anyhow::anyhow!(
+            "no proposal: {record:?}\nlast request: {last}\n{}",
+            broker.process.log_tail(40)
+        )
+    })?;
+    assert_eq!(proposal.capability_name, "service.restart");
+    assert_eq!(proposal.resource_id, web);
+    for tool in [
+        "pulse_query",
+        "patrol_action_capabilities",
+        "patrol_propose_action",
+    ] {
+        assert!(
+            record.tools_used.iter().any(|t| t == tool),
+            "{tool}: {record:?}"
+        );
+    }
+    assert!(!record.evidence.is_empty(), "{record:?}");
+    assert!(
+        record.conclusion.contains("Confidence"),
+        "{}",
+        record.conclusion
+    );
+    assert_eq!(record.confidence, "medium");
+    let reference = record.action.clone().expect("the action reference");
+    assert_eq!(reference.state, "pending_approval");
+    assert_eq!(attempt.action_id, Some(reference.action_id));
+    // Proposal params live in the action audit, not in the investigation record.
+    let stored_json = serde_json::to_value(&record)?;
+    assert!(stored_json.get("params").is_none() && stored_json["proposal"].get("params").is_none());
+
+    // Exactly one action: the restart of web, pending a human, from the investigation.
+    assert_eq!(action_count(store).await?, 1);
+    let action = {
+        let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+        actions::get(&tx, reference.action_id)
+            .await?
+            .expect("the action")
+    };
+    assert_eq!(action.state, ActionState::PendingApproval);
+    assert_eq!(action.plan.resource_id, web);
+    assert_eq!(action.plan.capability, Capability::ServiceRestart);
+    assert_eq!(action.plan.params, json!({"target": "web"}));
+    assert_eq!(action.plan.requested_by, "patrol:investigation");
+    assert_eq!(action.finding_id, Some(finding.id));
+
+    // The finding API shows the record.
+    let (status, answer) = request(
+        &stack,
+        reqwest::Method::GET,
+        &format!("/api/ai/patrol/findings/{}", finding.id.as_hex()),
+        None,
+    )
+    .await?;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["investigation_record"]["action"]["action_id"],
+        json!(reference.action_id.to_string())
+    );
+    assert_eq!(
+        answer["investigation_record"]["proposal"]["capability_name"],
+        "service.restart"
+    );
+
+    // The healthy neighbour: no finding, no investigation; web was never restarted.
+    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+    let all = findings::list(&tx, ListFilter::IncludeResolved, None, chrono::Utc::now()).await?;
+    assert!(all.iter().all(|f| f.finding.resource_id != db), "{all:?}");
+    drop(tx);
+    assert_eq!(investigation_count(store).await?, 1);
+    assert_eq!(
+        std::fs::read_to_string(&starts)?.lines().count(),
+        starts_before
+    );
+
+    // The catalogue translates a provider coordinate (the service name) to the canonical id
+    // and fails closed on an unknown reference; it wrote nothing.
+    let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
+    let bus = Bus::new(client, Subjects::try_new(Some(&gw.prefix))?);
+    let tenant = TenantId::default_tenant();
+    let subject = bus.subjects().tenant(&tenant, ACTION_CAPABILITIES_REQUEST);
+    let by_name: ActionCapabilitiesReply = bus
+        .request(
+            &tenant,
+            &subject,
+            &ActionCapabilitiesRequest {
+                resource_id: "web".to_owned(),
+            },
+            Duration::from_secs(10),
+        )
+        .await?;
+    assert_eq!(by_name.resource_id, web);
+    let names: Vec<&str> = by_name
+        .capabilities
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["service.restart", "service.start", "service.stop"]);
+    let unknown = bus
+        .request(
+            &tenant,
+            &subject,
+            &ActionCapabilitiesRequest {
+                resource_id: "no-such-service".to_owned(),
+            },
+            Duration::from_secs(10),
+        )
+        .await;
+    assert!(
+        matches!(&unknown, Err(BusError::Remote { code, .. }) if code == "not_found"),
+        "{unknown:?}"
+    );
+    assert_eq!(action_count(store).await?, 1);
+
+    runner.stop().await?;
+    broker.stop().await?;
+    verifier.stop().await?;
+    scheduler.stop().await?;
+    let _ = agent.stop(Duration::from_secs(10)).await;
+    stack.stop().await
+}
