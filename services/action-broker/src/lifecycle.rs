@@ -177,15 +177,7 @@ impl Broker {
             action.plan.target(),
         ) else {
             let reason = "invalid_action_request: the executing action has no lease or target";
-            return self
-                .end(
-                    tenant,
-                    id,
-                    ActionEvent::Fail,
-                    Some(reason),
-                    json!({"error": reason}),
-                )
-                .await;
+            return self.fail(tenant, id, reason).await;
         };
         let command = RelayCommandRequest {
             agent_id: action.plan.agent_id.clone(),
@@ -236,15 +228,7 @@ impl Broker {
                 }
                 Err(BusError::Remote { code, message }) if NOTHING_RAN.contains(&code.as_str()) => {
                     let reason = format!("{code}: {message}");
-                    return self
-                        .end(
-                            tenant,
-                            id,
-                            ActionEvent::Fail,
-                            Some(&reason),
-                            json!({"error": reason}),
-                        )
-                        .await;
+                    return self.fail(tenant, id, &reason).await;
                 }
                 Err(error) => error.to_string(),
             };
@@ -258,15 +242,7 @@ impl Broker {
                     action.plan.agent_id,
                     give_up_at.to_rfc3339_opts(SecondsFormat::Secs, true)
                 );
-                return self
-                    .end(
-                        tenant,
-                        id,
-                        ActionEvent::Fail,
-                        Some(&reason),
-                        json!({"error": reason}),
-                    )
-                    .await;
+                return self.fail(tenant, id, &reason).await;
             }
             tracing::info!(action_id = %id, reason = %unknown, retry_in_ms = pause.as_millis() as u64, "no receipt yet; sending the same command again");
             tokio::time::sleep(pause).await;
@@ -282,6 +258,23 @@ impl Broker {
             .ok_or_else(|| ErrorReply::new("action_not_found", format!("no action {id}")))?;
         tx.rollback().await.map_err(store_error)?;
         Ok(action)
+    }
+
+    /// Fails the executing action `id` for `reason`, which is also its result's `error`.
+    async fn fail(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+        reason: &str,
+    ) -> Result<StoredAction, ErrorReply> {
+        self.end(
+            tenant,
+            id,
+            ActionEvent::Fail,
+            Some(reason),
+            json!({"error": reason}),
+        )
+        .await
     }
 
     /// Ends the executing action `id` by `event` (`complete` or `fail`), announcing it and, for a

@@ -138,6 +138,30 @@ struct Session {
     /// by resource id: unchanged details are not sent to the database again.
     stored_details: HashMap<ResourceId, u64>,
     details_hasher: RandomState,
+    /// The report being stored. Requests to the agent keep flowing while it is (a command must
+    /// not wait behind the database); its ack is sent when the store answers. The agent sends
+    /// the next report only after that ack, and a report arriving earlier waits for this one.
+    storing: Option<StoringReport>,
+}
+
+/// A report handed to ingest, waiting for the store's answer.
+struct StoringReport {
+    seq: u64,
+    agent_id: String,
+    details: Vec<(ResourceId, u64)>,
+    stored: std::pin::Pin<
+        Box<dyn std::future::Future<Output = anyhow::Result<crate::ingest::Ingested>> + Send>,
+    >,
+}
+
+/// The store's answer to the report being stored; pending while there is none.
+async fn next_stored(
+    storing: &mut Option<StoringReport>,
+) -> anyhow::Result<crate::ingest::Ingested> {
+    match storing {
+        Some(report) => report.stored.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn next_outbound(outbound: &mut Option<mpsc::Receiver<Outbound>>) -> Option<Outbound> {
@@ -165,6 +189,7 @@ impl Session {
             answer_budget,
             stored_details: HashMap::new(),
             details_hasher: RandomState::new(),
+            storing: None,
         }
     }
 
@@ -250,6 +275,13 @@ impl Session {
                     }
                     continue;
                 }
+                stored = next_stored(&mut self.storing) => {
+                    let reply = self.report_stored(stored);
+                    if !self.send_reply(&mut socket, reply).await {
+                        break;
+                    }
+                    continue;
+                }
                 received = socket.recv() => received,
             };
             let received = match received {
@@ -273,20 +305,11 @@ impl Session {
             };
             idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
             let reply = match outcome {
-                Ok(Some(reply)) => reply,
+                Ok(Some(reply)) => Ok(reply),
                 Ok(None) => continue,
-                Err(refusal) => {
-                    tracing::warn!(tenant = %tenant, agent_id = ?self.agent_id, reason = %refusal.reason, "agent message rejected");
-                    if refusal.strike {
-                        self.strikes += 1;
-                    }
-                    RelayMessage::Rejected {
-                        seq: refusal.seq,
-                        reason: refusal.reason,
-                    }
-                }
+                Err(refusal) => Err(refusal),
             };
-            if !send(&mut socket, &reply).await {
+            if !self.send_reply(&mut socket, reply).await {
                 break;
             }
             if self.strikes >= MAX_STRIKES {
@@ -300,6 +323,67 @@ impl Session {
             }
         }
         self.close().await;
+    }
+
+    /// Sends a reply or the rejection of a refused message (counting its strike); false when
+    /// the connection cannot be written.
+    async fn send_reply(
+        &mut self,
+        socket: &mut WebSocket,
+        reply: Result<RelayMessage, Refusal>,
+    ) -> bool {
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(refusal) => {
+                tracing::warn!(tenant = %self.principal.tenant, agent_id = ?self.agent_id, reason = %refusal.reason, "agent message rejected");
+                if refusal.strike {
+                    self.strikes += 1;
+                }
+                RelayMessage::Rejected {
+                    seq: refusal.seq,
+                    reason: refusal.reason,
+                }
+            }
+        };
+        send(socket, &reply).await
+    }
+
+    /// The ack (or rejection) of the report whose store just answered.
+    fn report_stored(
+        &mut self,
+        stored: anyhow::Result<crate::ingest::Ingested>,
+    ) -> Result<RelayMessage, Refusal> {
+        let Some(StoringReport {
+            seq,
+            agent_id,
+            details,
+            ..
+        }) = self.storing.take()
+        else {
+            // `next_stored` only answers while a report is being stored.
+            return Err(Refusal {
+                seq: None,
+                reason: "no report was being stored".to_owned(),
+                strike: false,
+            });
+        };
+        match stored {
+            Ok(ingested) => {
+                self.stored_details = details.into_iter().collect();
+                tracing::debug!(agent_id = %agent_id, seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
+                Ok(RelayMessage::Ack { seq })
+            }
+            Err(error) => {
+                self.stored_details.clear();
+                tracing::error!(agent_id = %agent_id, error = %format!("{error:#}"), "report not stored");
+                Err(Refusal {
+                    seq: Some(seq),
+                    reason: "the relay could not store the report; the next report replaces it"
+                        .to_owned(),
+                    strike: false,
+                })
+            }
+        }
     }
 
     async fn handle(
@@ -330,7 +414,21 @@ impl Session {
                 self.register().await;
                 Ok(None)
             }
-            AgentMessage::Report(report) => self.report(report).await.map(Some),
+            AgentMessage::Report(report) => {
+                // Reports are acked in order: one sent before the previous ack waits for it.
+                if self.storing.is_some() {
+                    let stored = next_stored(&mut self.storing).await;
+                    let reply = self.report_stored(stored);
+                    if !self.send_reply(socket, reply).await {
+                        return Err(Refusal {
+                            seq: None,
+                            reason: "an ack could not be sent".to_owned(),
+                            strike: false,
+                        });
+                    }
+                }
+                self.report(report).map(|()| None)
+            }
             answer => {
                 if self.agent_id.is_none() {
                     return Err(Refusal::strike("send hello before answers"));
@@ -413,7 +511,9 @@ impl Session {
         })
     }
 
-    async fn report(&mut self, mut report: Report) -> Result<RelayMessage, Refusal> {
+    /// Checks a report and hands it to ingest; its ack follows when the store answers
+    /// ([`Session::report_stored`]).
+    fn report(&mut self, mut report: Report) -> Result<(), Refusal> {
         let seq = Some(report.seq);
         let Some(agent_id) = self.agent_id.clone() else {
             return Err(Refusal {
@@ -481,23 +581,14 @@ impl Session {
             report,
             details_stored,
         };
-        match self.state.ingest.store(submission).await {
-            Ok(ingested) => {
-                self.stored_details = details.into_iter().collect();
-                tracing::debug!(agent_id = %agent_id, seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
-                Ok(RelayMessage::Ack { seq })
-            }
-            Err(error) => {
-                self.stored_details.clear();
-                tracing::error!(agent_id = %agent_id, error = %format!("{error:#}"), "report not stored");
-                Err(Refusal {
-                    seq: Some(seq),
-                    reason: "the relay could not store the report; the next report replaces it"
-                        .to_owned(),
-                    strike: false,
-                })
-            }
-        }
+        let ingest = self.state.ingest.clone();
+        self.storing = Some(StoringReport {
+            seq,
+            agent_id,
+            details,
+            stored: Box::pin(async move { ingest.store(submission).await }),
+        });
+        Ok(())
     }
 }
 

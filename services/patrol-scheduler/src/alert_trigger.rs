@@ -24,17 +24,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use pulse_bus::async_nats::HeaderMap;
-use pulse_bus::async_nats::jetstream::{
-    self, AckKind,
-    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
+use pulse_bus::async_nats::jetstream::{self, consumer::PullConsumer};
+use pulse_bus::redelivery::decode_for_subject;
+use pulse_bus::{
+    Bus, BusError, Delivery, ErrorReply, EventConsumerConfig, JobError, Message, Redelivery,
+    SerialPull, Subjects, ensure_event_consumer,
 };
-use pulse_bus::envelope::headers;
-use pulse_bus::{Bus, BusError, ErrorReply, Message, Subjects, backoff_delay};
 use pulse_domain::TenantId;
 use pulse_domain::ai_settings::{AlertTriggers, MinSeverity};
 use pulse_domain::alert_rules::{AlertLevel, AlertTransition};
@@ -48,6 +47,7 @@ use pulse_store::settings::{self, ConfigLayer, SettingsStoreError};
 use pulse_store::{StoreError, TenantTx};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::accept::{AcceptError, RunAcceptor, Submission, UNPROCESSABLE_SCOPE};
@@ -61,7 +61,6 @@ pub const DLQ_KIND: &str = "alert_trigger";
 const SKEW_MARGIN: chrono::Duration = chrono::Duration::minutes(10);
 /// Events pulled at once.
 const BATCH: usize = 32;
-const MAX_CONSECUTIVE_PULL_ERRORS: u32 = 60;
 
 /// How the consumer runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +84,18 @@ impl Default for AlertTriggerSettings {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             pull_expires: Duration::from_secs(2),
+        }
+    }
+}
+
+impl AlertTriggerSettings {
+    /// The redeliveries of one event, then its dead letter.
+    pub fn redelivery(&self) -> Redelivery {
+        Redelivery {
+            dlq_kind: DLQ_KIND.to_owned(),
+            max_deliver: self.max_deliver,
+            backoff_base: self.backoff_base,
+            backoff_max: self.backoff_max,
         }
     }
 }
@@ -196,12 +207,12 @@ impl ReceivedAlert {
         headers: Option<&HeaderMap>,
         payload: &[u8],
     ) -> Result<(TenantId, Self), String> {
-        let decoded = pulse_bus::decode::<WireTransition>(headers, payload)
-            .map_err(|e| format!("undecodable alert event: {e}"))?;
-        let tenant = match decoded.meta.tenant {
-            Some(tenant) if subjects.tenant_token(subject) == Some(tenant.as_str()) => tenant,
-            _ => return Err("alert event tenant header does not match its subject".to_owned()),
-        };
+        let (tenant, decoded) = decode_for_subject::<WireTransition>(
+            subjects.tenant_token(subject),
+            headers,
+            payload,
+            "alert event",
+        )?;
         let wire = decoded.payload;
         let transition = serde_json::from_slice::<AlertTransition>(payload).ok();
         let received = Self {
@@ -403,7 +414,7 @@ impl AlertTrigger {
         bus: &Bus,
         shutdown: CancellationToken,
     ) -> Result<tokio::task::JoinHandle<()>, BusError> {
-        let consumer = ensure_consumer(bus.jetstream(), bus.subjects(), &self.settings).await?;
+        let consumer = ensure_consumer(bus, &self.settings).await?;
         let bus = bus.clone();
         Ok(tokio::spawn(async move {
             self.run(&bus, consumer, shutdown).await
@@ -411,78 +422,23 @@ impl AlertTrigger {
     }
 
     async fn run(&self, bus: &Bus, consumer: PullConsumer, shutdown: CancellationToken) {
-        let mut pull_errors = 0u32;
-        loop {
-            let batch = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                batch = consumer
-                    .batch()
-                    .max_messages(BATCH)
-                    .expires(self.settings.pull_expires)
-                    .messages() => batch,
-            };
-            let failure = match batch {
-                Ok(mut messages) => {
-                    let mut failure = None;
-                    loop {
-                        let next = tokio::select! {
-                            // Unacked events of this batch are redelivered after ack_wait.
-                            _ = shutdown.cancelled() => return,
-                            next = messages.next() => next,
-                        };
-                        match next {
-                            None => break,
-                            Some(Ok(message)) => self.process(bus, message).await,
-                            Some(Err(error)) => {
-                                failure = Some(error.to_string());
-                                break;
-                            }
-                        }
-                    }
-                    failure
-                }
-                Err(error) => Some(error.to_string()),
-            };
-            match failure {
-                None => pull_errors = 0,
-                Some(error) => {
-                    pull_errors = pull_errors.saturating_add(1);
-                    tracing::warn!(%error, attempt = pull_errors, "alert event pull failed");
-                    if pull_errors >= MAX_CONSECUTIVE_PULL_ERRORS {
-                        tracing::error!("alert trigger stopped after repeated pull failures");
-                        return;
-                    }
-                    let pause = backoff_delay(
-                        Duration::from_millis(100),
-                        Duration::from_secs(5),
-                        pull_errors.into(),
-                    );
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(pause) => {}
-                    }
-                }
-            }
+        let mut events = SerialPull::new(consumer, CONSUMER, BATCH, self.settings.pull_expires);
+        while let Some(message) = events.next(shutdown.cancelled()).await {
+            self.process(bus, message).await;
         }
     }
 
     /// Handles one delivery: ack after the commit, Nak with backoff on failure, dead letter
     /// after the last delivery or at once when the event cannot be read.
     async fn process(&self, bus: &Bus, message: jetstream::Message) {
-        let (delivered, stream_sequence) = match message.info() {
-            Ok(info) => (
-                u64::try_from(info.delivered).unwrap_or(1).max(1),
-                info.stream_sequence,
-            ),
-            Err(error) => {
-                tracing::warn!(subject = %message.subject, %error, "alert event without jetstream metadata ignored");
-                return;
-            }
+        let Some(delivery) = Delivery::new(bus.subjects(), message) else {
+            return;
         };
-        let subject = message.subject.to_string();
+        let redelivery = self.settings.redelivery();
+        let message = delivery.message();
         let decoded = ReceivedAlert::decode(
             bus.subjects(),
-            &subject,
+            &delivery.subject,
             message.headers.as_ref(),
             &message.payload,
         );
@@ -490,38 +446,26 @@ impl AlertTrigger {
             Ok(decoded) => decoded,
             Err(reason) => {
                 self.metrics.failures.inc();
-                dead_letter(bus, &message, &subject, stream_sequence, delivered, &reason).await;
+                delivery.dead_letter(bus, &redelivery, &reason).await;
                 return;
             }
         };
-        match self.handle(&tenant, &alert).await {
+        let result = match self.handle(&tenant, &alert).await {
             Ok(outcome) => {
                 self.metrics.outcome(&outcome);
                 log_outcome(&tenant, &alert, &outcome);
-                if let Err(error) = message.double_ack().await {
-                    tracing::warn!(%error, "alert event ack failed; it will be redelivered");
-                }
+                Ok(())
             }
             Err(error) => {
                 self.metrics.failures.inc();
-                let last =
-                    self.settings.max_deliver > 0 && delivered >= self.settings.max_deliver as u64;
-                if last {
-                    let reason = error.to_string();
-                    dead_letter(bus, &message, &subject, stream_sequence, delivered, &reason).await;
-                    return;
-                }
-                let delay = backoff_delay(
-                    self.settings.backoff_base,
-                    self.settings.backoff_max,
-                    delivered,
-                );
-                tracing::info!(tenant = %tenant, key = %alert.context.alert_identifier, %error, delay_ms = delay.as_millis() as u64, "alert trigger failed, retrying later");
-                if let Err(error) = message.ack_with(AckKind::Nak(Some(delay))).await {
-                    tracing::warn!(%error, "alert event nak failed; it will be redelivered");
-                }
+                Err(JobError::retry(error))
             }
-        }
+        };
+        let span = tracing::info_span!("alert_trigger", tenant = %tenant, key = %alert.context.alert_identifier);
+        delivery
+            .settle(bus, &redelivery, result)
+            .instrument(span)
+            .await;
     }
 }
 
@@ -553,86 +497,20 @@ fn log_outcome(tenant: &TenantId, alert: &ReceivedAlert, outcome: &TriggerOutcom
 /// time starts at new events (old alerts are not investigated on a first deploy); afterwards
 /// its position survives restarts.
 pub async fn ensure_consumer(
-    js: &jetstream::Context,
-    subjects: &Subjects,
+    bus: &Bus,
     settings: &AlertTriggerSettings,
 ) -> Result<PullConsumer, BusError> {
-    js.create_consumer_on_stream(
-        pull::Config {
-            durable_name: Some(CONSUMER.to_owned()),
-            description: Some("patrol-scheduler alert-triggered runs".to_owned()),
-            filter_subject: subjects.any_tenant("events.alert.>"),
-            ack_policy: AckPolicy::Explicit,
-            deliver_policy: DeliverPolicy::New,
+    ensure_event_consumer(
+        bus,
+        &EventConsumerConfig {
+            durable_name: CONSUMER.to_owned(),
+            description: "patrol-scheduler alert-triggered runs".to_owned(),
+            filter_subject: bus.subjects().any_tenant("events.alert.>"),
             ack_wait: settings.ack_wait,
             max_deliver: settings.max_deliver,
-            max_ack_pending: 1000,
-            ..Default::default()
         },
-        subjects.events_stream(),
     )
     .await
-    .map_err(|err| BusError::Nats {
-        op: "consumer create",
-        source: err.into(),
-    })
-}
-
-/// Publishes the event as it arrived plus why it failed to `pulse.<tenant>.dlq.alert_trigger`
-/// (the `_sys` tenant when the subject names none), then terminates it.
-async fn dead_letter(
-    bus: &Bus,
-    message: &jetstream::Message,
-    subject: &str,
-    stream_sequence: u64,
-    delivered: u64,
-    reason: &str,
-) {
-    let subjects = bus.subjects();
-    let tenant = subjects
-        .tenant_token(subject)
-        .and_then(|t| TenantId::new(t).ok());
-    let dlq_subject = match &tenant {
-        Some(tenant) => subjects.dlq(tenant, DLQ_KIND),
-        None => subjects.system(&format!("dlq.{DLQ_KIND}")),
-    };
-    let mut dlq_headers = message.headers.clone().unwrap_or_default();
-    if let Some(original) = dlq_headers.get(headers::MSG_ID).cloned() {
-        dlq_headers.insert(headers::DLQ_ORIGINAL_MSG_ID, original);
-    }
-    let dlq_id = format!("{}-{stream_sequence}", subjects.events_stream());
-    dlq_headers.insert(headers::MSG_ID, dlq_id.as_str());
-    let reason: String = reason
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(1024)
-        .collect();
-    dlq_headers.insert(headers::DLQ_REASON, reason.as_str());
-    dlq_headers.insert(headers::DLQ_DELIVERIES, delivered.to_string());
-    dlq_headers.insert(headers::DLQ_SUBJECT, subject);
-    dlq_headers.insert(headers::DLQ_STREAM_SEQUENCE, stream_sequence.to_string());
-    let published = match bus
-        .jetstream()
-        .publish_with_headers(dlq_subject.clone(), dlq_headers, message.payload.clone())
-        .await
-    {
-        Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-        Err(error) => Err(error.to_string()),
-    };
-    match published {
-        Ok(()) => {
-            tracing::warn!(subject, deliveries = delivered, reason = %reason, "alert event dead-lettered");
-            if let Err(error) = message.double_ack_with(AckKind::Term).await {
-                tracing::warn!(%error, "terminating a dead-lettered alert event failed");
-            }
-        }
-        Err(error) => {
-            tracing::error!(subject, dlq = %dlq_subject, %error, "dead-letter publish failed");
-            let _ = message
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(5))))
-                .await;
-        }
-    }
 }
 
 /// The stored firing an event belongs to: the latest alert of `key` that fired at or before

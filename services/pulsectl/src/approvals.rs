@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::cli::{ApprovalsListArgs, DecisionArgs};
 use crate::gateway_client::{ApiError, GatewayClient};
-use crate::patrol::gateway_with_query;
+use crate::patrol::client_with_query;
 use crate::text::{display_time, render_table};
 
 /// An action as the API shows it (only what is printed).
@@ -43,13 +43,11 @@ pub struct Action {
 /// `approvals list [--limit N]`. Takes the gateway and token: the limit is carried by the
 /// client's base URL.
 pub async fn list(gateway: &str, token: String, args: &ApprovalsListArgs) -> Result<(), ApiError> {
-    let client = match args.limit {
-        Some(limit) => GatewayClient::new(
-            &gateway_with_query(gateway, &format!("limit={limit}"))?,
-            token,
-        )?,
-        None => GatewayClient::new(gateway, token)?,
-    };
+    let client = client_with_query(
+        gateway,
+        token,
+        args.limit.map(|limit| format!("limit={limit}")),
+    )?;
     let segments = ["api", "actions", "pending"];
     if let Some(pending) = client
         .fetch::<Vec<Action>>(Method::GET, &segments, None, args.json)

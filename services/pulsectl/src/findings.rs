@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::cli::{FindingsDismissArgs, FindingsListArgs, FindingsSuppressArgs};
 use crate::gateway_client::{ApiError, GatewayClient};
-use crate::patrol::gateway_with_query;
+use crate::patrol::client_with_query;
 use crate::text::{display_time, render_table};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -101,10 +101,7 @@ pub fn list_query(args: &FindingsListArgs) -> Option<String> {
 /// `findings list [--all] [--limit N]`. Takes the gateway and token: the query is carried by
 /// the client's base URL.
 pub async fn list(gateway: &str, token: String, args: &FindingsListArgs) -> Result<(), ApiError> {
-    let client = match list_query(args) {
-        Some(query) => GatewayClient::new(&gateway_with_query(gateway, &query)?, token)?,
-        None => GatewayClient::new(gateway, token)?,
-    };
+    let client = client_with_query(gateway, token, list_query(args))?;
     let segments = ["api", "ai", "patrol", "findings"];
     if let Some(list) = client
         .fetch::<FindingList>(Method::GET, &segments, None, args.json)

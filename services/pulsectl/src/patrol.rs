@@ -148,6 +148,18 @@ pub fn gateway_with_query(gateway: &str, query: &str) -> Result<String, ApiError
     Ok(url.to_string())
 }
 
+/// A client on `gateway` that sends `query` (if any) with every request.
+pub fn client_with_query(
+    gateway: &str,
+    token: String,
+    query: Option<String>,
+) -> Result<GatewayClient, ApiError> {
+    match query {
+        Some(query) => GatewayClient::new(&gateway_with_query(gateway, &query)?, token),
+        None => GatewayClient::new(gateway, token),
+    }
+}
+
 /// `patrol runs [--limit N]` or `patrol runs <ID>`. Takes the gateway and token rather than a
 /// client: the list's limit is a query parameter, carried by the client's base URL.
 pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result<(), ApiError> {
@@ -162,13 +174,11 @@ pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result
         }
         return Ok(());
     }
-    let client = match args.limit {
-        Some(limit) => GatewayClient::new(
-            &gateway_with_query(gateway, &format!("limit={limit}"))?,
-            token,
-        )?,
-        None => GatewayClient::new(gateway, token)?,
-    };
+    let client = client_with_query(
+        gateway,
+        token,
+        args.limit.map(|limit| format!("limit={limit}")),
+    )?;
     let segments = ["api", "ai", "patrol", "runs"];
     if let Some(list) = client
         .fetch::<RunList>(Method::GET, &segments, None, args.json)

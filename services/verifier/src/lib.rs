@@ -17,11 +17,13 @@
 //! refusal, a resource missing from the inventory) is `inconclusive`, so `resolved` and
 //! `verified` fail closed.
 
+pub mod check;
 pub mod observe;
 pub mod postcondition;
 pub mod resolution;
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +32,7 @@ use pulse_bus::events::{
     PostconditionReply, PostconditionRequest, ResolutionCheckReply, ResolutionCheckRequest,
     ResolutionEvidence, VERIFIER_QUEUE_GROUP, VERIFY_POSTCONDITION, VERIFY_RESOLUTION,
 };
-use pulse_bus::{Bus, BusError, ErrorReply, Responder};
+use pulse_bus::{Bus, BusError, ErrorReply, Request, Responder};
 use pulse_capabilities::error_codes::ErrorCode;
 use pulse_config::VerifyConfig;
 use pulse_domain::TenantId;
@@ -56,6 +58,48 @@ pub const OBSERVE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_POSTCONDITION_WAIT: Duration = Duration::from_secs(120);
 /// The shortest pause between two observations of one postcondition check.
 pub const MIN_POSTCONDITION_POLL: Duration = Duration::from_millis(100);
+
+/// Why a check of a resource missing from the tenant's inventory is inconclusive.
+const NOT_IN_INVENTORY: &str =
+    "the resource is not in the inventory, so no fresh observation can be had";
+
+/// A check the verifier answers on `pulse.*.<VERB>`.
+trait Verify: Send + Sync + 'static {
+    type Request: Request;
+    const VERB: &'static str;
+
+    fn bus(&self) -> &Bus;
+
+    /// One check for `tenant`.
+    fn answer(
+        &self,
+        tenant: TenantId,
+        request: Self::Request,
+    ) -> impl Future<Output = Result<<Self::Request as Request>::Reply, ErrorReply>> + Send;
+}
+
+/// Serves `verifier`'s subject of every tenant in the verifier queue group.
+async fn serve<V: Verify>(verifier: V) -> Result<Responder, BusError> {
+    let bus = verifier.bus().clone();
+    let subject = bus.subjects().any_tenant(V::VERB);
+    let this = Arc::new(verifier);
+    bus.serve::<V::Request, _, _>(&subject, Some(VERIFIER_QUEUE_GROUP), move |ctx, request| {
+        let this = this.clone();
+        async move { this.answer(ctx.tenant, request).await }
+    })
+    .await
+}
+
+/// Refuses a request whose `field` is empty.
+fn require(field: &str, value: &str) -> Result<(), ErrorReply> {
+    if value.trim().is_empty() {
+        return Err(ErrorReply::new(
+            ErrorCode::InvalidRequest.code(),
+            format!("{field} must not be empty"),
+        ));
+    }
+    Ok(())
+}
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
@@ -90,18 +134,7 @@ impl ResolutionVerifier {
 
     /// Serves `pulse.*.verify.resolution` in the verifier queue group.
     pub async fn serve(self) -> Result<Responder, BusError> {
-        let bus = self.observer.bus().clone();
-        let subject = bus.subjects().any_tenant(VERIFY_RESOLUTION);
-        let this = Arc::new(self);
-        bus.serve::<ResolutionCheckRequest, _, _>(
-            &subject,
-            Some(VERIFIER_QUEUE_GROUP),
-            move |ctx, request| {
-                let this = this.clone();
-                async move { this.verify(&ctx.tenant, request).await }
-            },
-        )
-        .await
+        serve(self).await
     }
 
     /// One resolution check for `tenant`. Errors are for bad requests and an unreachable
@@ -120,19 +153,9 @@ impl ResolutionVerifier {
                 ),
             ));
         };
-        if request.resource_id.trim().is_empty() {
-            return Err(ErrorReply::new(
-                ErrorCode::InvalidRequest.code(),
-                "resource_id must not be empty",
-            ));
-        }
+        require("resource_id", &request.resource_id)?;
         let (check, evidence) = match self.observer.lookup(tenant, &request.resource_id).await? {
-            None => (
-                ResolutionCheck::inconclusive(
-                    "the resource is not in the inventory, so no fresh observation can be had",
-                ),
-                None,
-            ),
+            None => (ResolutionCheck::inconclusive(NOT_IN_INVENTORY), None),
             Some(resource) => self.observe_and_check(tenant, key, &resource).await,
         };
         tracing::info!(
@@ -170,6 +193,23 @@ impl ResolutionVerifier {
         let check = resolution::check(key, &fresh);
         let evidence = evidence_of(&fresh, check.readings.clone());
         (check, Some(evidence))
+    }
+}
+
+impl Verify for ResolutionVerifier {
+    type Request = ResolutionCheckRequest;
+    const VERB: &'static str = VERIFY_RESOLUTION;
+
+    fn bus(&self) -> &Bus {
+        self.observer.bus()
+    }
+
+    async fn answer(
+        &self,
+        tenant: TenantId,
+        request: ResolutionCheckRequest,
+    ) -> Result<ResolutionCheckReply, ErrorReply> {
+        self.verify(&tenant, request).await
     }
 }
 
@@ -248,18 +288,7 @@ impl PostconditionVerifier {
 
     /// Serves `pulse.*.verify.postcondition` in the verifier queue group.
     pub async fn serve(self) -> Result<Responder, BusError> {
-        let bus = self.observer.bus().clone();
-        let subject = bus.subjects().any_tenant(VERIFY_POSTCONDITION);
-        let this = Arc::new(self);
-        bus.serve::<PostconditionRequest, _, _>(
-            &subject,
-            Some(VERIFIER_QUEUE_GROUP),
-            move |ctx, request| {
-                let this = this.clone();
-                async move { this.verify(&ctx.tenant, request).await }
-            },
-        )
-        .await
+        serve(self).await
     }
 
     /// One postcondition check for `tenant`: polls fresh observations until the postcondition
@@ -271,27 +300,15 @@ impl PostconditionVerifier {
         tenant: &TenantId,
         request: PostconditionRequest,
     ) -> Result<PostconditionReply, ErrorReply> {
-        if request.resource_id.trim().is_empty() {
-            return Err(ErrorReply::new(
-                ErrorCode::InvalidRequest.code(),
-                "resource_id must not be empty",
-            ));
-        }
-        if request.agent_id.trim().is_empty() {
-            return Err(ErrorReply::new(
-                ErrorCode::InvalidRequest.code(),
-                "agent_id must not be empty",
-            ));
-        }
+        require("resource_id", &request.resource_id)?;
+        require("agent_id", &request.agent_id)?;
         let wait = self.settings.wait_for(request.wait_ms);
         let concluded = match postcondition::postcondition(&request.capability) {
             None => {
                 Concluded::without_observation(postcondition::no_postcondition(&request.capability))
             }
             Some((_, acts_on)) => match self.observer.lookup(tenant, &request.resource_id).await? {
-                None => Concluded::without_observation(
-                    "the resource is not in the inventory, so no fresh observation can be had",
-                ),
+                None => Concluded::without_observation(NOT_IN_INVENTORY),
                 Some(resource) if resource.agent_id != request.agent_id => {
                     Concluded::without_observation(
                         "the resource is held by another agent than the one that ran the command",
@@ -345,7 +362,7 @@ impl PostconditionVerifier {
                     observations = observations.saturating_add(1);
                     let check =
                         postcondition::judge(&request.capability, request.executed_at, &fresh);
-                    if check.judgement == Judgement::Verified {
+                    if check.outcome == Judgement::Verified {
                         return Concluded {
                             outcome: Verification::Verified,
                             evidence: Some(evidence_of(&fresh, check.readings)),
@@ -366,7 +383,7 @@ impl PostconditionVerifier {
         let waited = format!("{} s", wait.as_secs_f64());
         match last {
             Some((check, fresh)) => {
-                let outcome = match check.judgement {
+                let outcome = match check.outcome {
                     Judgement::Failing => Verification::StillFailing,
                     Judgement::Pending | Judgement::Verified => Verification::Inconclusive,
                 };
@@ -385,6 +402,23 @@ impl PostconditionVerifier {
                 last_miss.unwrap_or_else(|| "the agent was not asked".to_owned())
             )),
         }
+    }
+}
+
+impl Verify for PostconditionVerifier {
+    type Request = PostconditionRequest;
+    const VERB: &'static str = VERIFY_POSTCONDITION;
+
+    fn bus(&self) -> &Bus {
+        self.observer.bus()
+    }
+
+    async fn answer(
+        &self,
+        tenant: TenantId,
+        request: PostconditionRequest,
+    ) -> Result<PostconditionReply, ErrorReply> {
+        self.verify(&tenant, request).await
     }
 }
 

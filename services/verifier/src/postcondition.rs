@@ -31,13 +31,12 @@
 //! has stayed up [`NO_HEALTH_SETTLE`] since the start, so a process that dies right after
 //! spawning is not verified on its first breath.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Duration, Utc};
 use pulse_domain::agent_protocol::Capability;
 use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
 
-use crate::resolution::{FreshObservation, started_at};
+use crate::check::Check;
+use crate::resolution::{FreshObservation, is_restarting, started_at};
 
 /// How much earlier than the command's receipt a start may be and still be the command's.
 pub const START_SKEW_MARGIN: Duration = Duration::seconds(2);
@@ -94,23 +93,10 @@ pub enum Judgement {
     Pending,
 }
 
-/// A judgement, why, and the readings it used. `reason` holds only verifier-built text.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PostconditionCheck {
-    pub judgement: Judgement,
-    pub reason: String,
-    pub readings: BTreeMap<String, f64>,
-}
+/// A judgement, why, and the readings it used.
+pub type PostconditionCheck = Check<Judgement>;
 
 impl PostconditionCheck {
-    fn new(judgement: Judgement, reason: impl Into<String>) -> Self {
-        Self {
-            judgement,
-            reason: reason.into(),
-            readings: BTreeMap::new(),
-        }
-    }
-
     fn verified(reason: impl Into<String>) -> Self {
         Self::new(Judgement::Verified, reason)
     }
@@ -121,13 +107,6 @@ impl PostconditionCheck {
 
     fn pending(reason: impl Into<String>) -> Self {
         Self::new(Judgement::Pending, reason)
-    }
-
-    fn reading(mut self, name: &str, value: f64) -> Self {
-        if value.is_finite() {
-            self.readings.insert(name.to_owned(), value);
-        }
-        self
     }
 }
 
@@ -191,7 +170,7 @@ fn started_check(executed_at: DateTime<Utc>, fresh: &FreshObservation) -> Postco
             ));
         }
     }
-    if r.details.get("restarting").and_then(|v| v.as_bool()) == Some(true) {
+    if is_restarting(r) {
         return PostconditionCheck::failing(format!("the {kind} is restarting, not running"));
     }
     let Some(started) = started_at(r) else {
@@ -203,8 +182,11 @@ fn started_check(executed_at: DateTime<Utc>, fresh: &FreshObservation) -> Postco
     let uptime = fresh.observed_at - started;
     let readings = |check: PostconditionCheck| {
         check
-            .reading(STARTED_AFTER_EXECUTION_SECONDS, after_execution)
-            .reading(UPTIME_SECONDS, uptime.num_milliseconds() as f64 / 1000.0)
+            .reading(STARTED_AFTER_EXECUTION_SECONDS, Some(after_execution))
+            .reading(
+                UPTIME_SECONDS,
+                Some(uptime.num_milliseconds() as f64 / 1000.0),
+            )
     };
     if started < executed_at - START_SKEW_MARGIN {
         return readings(PostconditionCheck::failing(format!(
@@ -263,6 +245,7 @@ mod tests {
     use chrono::TimeZone;
     use pulse_domain::resource::{ObservedResource, ResourceId};
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     /// When the command's receipt was stamped.
     fn executed() -> DateTime<Utc> {
@@ -339,7 +322,7 @@ mod tests {
         word: &str,
     ) -> PostconditionCheck {
         let got = judge(capability, executed(), fresh);
-        assert_eq!(got.judgement, want, "{capability}: {}", got.reason);
+        assert_eq!(got.outcome, want, "{capability}: {}", got.reason);
         assert!(
             got.reason.contains(word),
             "{capability}: {:?} lacks {word:?}",
@@ -383,7 +366,7 @@ mod tests {
         // Caller text is quoted, and left out when long.
         let long = "x".repeat(500);
         let got = judge(&long, executed(), &healthy);
-        assert_eq!(got.judgement, Judgement::Pending);
+        assert_eq!(got.outcome, Judgement::Pending);
         assert!(!got.reason.contains("xxx"), "{}", got.reason);
     }
 
@@ -668,7 +651,7 @@ mod tests {
                     json!({}),
                 );
                 let got = judge(c.as_str(), executed(), &blank);
-                assert_ne!(got.judgement, Judgement::Verified, "{c} on {kind}");
+                assert_ne!(got.outcome, Judgement::Verified, "{c} on {kind}");
             }
         }
     }

@@ -33,6 +33,8 @@ use pulse_domain::finding::{VerifierKey, VerifierOutcome};
 use pulse_domain::resource::{ObservedResource, ResourceId, ResourceStatus, ResourceType};
 use pulse_store::alerts::{INODES_PERCENT, MEMORY_PERCENT, ScannedResource, USED_PERCENT};
 
+use crate::check::Check;
+
 /// Host CPU in use, percent, as the agent reports it.
 pub const CPU_PERCENT: &str = "cpu_percent";
 /// CPU usage at or above which `cpu-high` still holds. The alert rules have no CPU rule, so the
@@ -49,24 +51,10 @@ pub struct FreshObservation {
     pub observed_at: DateTime<Utc>,
 }
 
-/// What a check concluded and why. `reason` holds only verifier-built text and numbers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResolutionCheck {
-    pub outcome: VerifierOutcome,
-    pub reason: String,
-    /// The readings the check judged (e.g. `memory_percent`, `uptime_seconds`).
-    pub readings: BTreeMap<String, f64>,
-}
+/// What a resolution check concluded and why.
+pub type ResolutionCheck = Check<VerifierOutcome>;
 
 impl ResolutionCheck {
-    fn new(outcome: VerifierOutcome, reason: impl Into<String>) -> Self {
-        Self {
-            outcome,
-            reason: reason.into(),
-            readings: BTreeMap::new(),
-        }
-    }
-
     fn confirmed(reason: impl Into<String>) -> Self {
         Self::new(VerifierOutcome::Confirmed, reason)
     }
@@ -79,13 +67,6 @@ impl ResolutionCheck {
     /// fresh observation can be had.
     pub fn inconclusive(reason: impl Into<String>) -> Self {
         Self::new(VerifierOutcome::Inconclusive, reason)
-    }
-
-    fn reading(mut self, name: &str, value: Option<f64>) -> Self {
-        if let Some(v) = value.filter(|v| v.is_finite()) {
-            self.readings.insert(name.to_owned(), v);
-        }
-        self
     }
 }
 
@@ -386,6 +367,11 @@ pub(crate) fn started_at(resource: &ObservedResource) -> Option<DateTime<Utc>> {
     (at > DateTime::UNIX_EPOCH).then_some(at)
 }
 
+/// Docker reports a restarting container as running with `details.restarting`.
+pub(crate) fn is_restarting(resource: &ObservedResource) -> bool {
+    resource.details.get("restarting").and_then(|v| v.as_bool()) == Some(true)
+}
+
 /// The loop is over when the resource has run a full restart-loop window without a restart:
 /// the alert rule clears after a full window with no restart, and a fresh observation shows
 /// that through the current start time. One start inside the window is not yet that.
@@ -395,7 +381,7 @@ fn restart_loop_check(rules: &AlertRuleConfig, fresh: &FreshObservation) -> Reso
     let window = Duration::seconds(rules.restart_loop_window_secs.max(0));
     let window_secs = window.num_seconds();
     let restarts = r.restart_count.map(f64::from);
-    if r.details.get("restarting").and_then(|v| v.as_bool()) == Some(true) {
+    if is_restarting(r) {
         return ResolutionCheck::still_present(format!("the {kind} is restarting"))
             .reading("restart_count", restarts);
     }

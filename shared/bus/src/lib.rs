@@ -9,6 +9,8 @@
 //! - [`ensure_streams`] and [`ensure_job_consumer`] set up JetStream idempotently.
 //! - [`JobWorker`] consumes one job kind: ack after success, progress while running, Nak with
 //!   backoff on failure, dead letter after the last delivery, graceful shutdown.
+//! - [`redelivery`]: one delivery's ack, Nak with backoff or dead letter, for the job worker and
+//!   the services' durable event consumers ([`SerialPull`]).
 //! - [`outbox`]: enqueue in the caller's transaction; [`OutboxRelay`] publishes exactly once.
 
 pub mod bus;
@@ -17,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod heartbeat;
 pub mod outbox;
+pub mod redelivery;
 pub mod relay_api;
 pub mod responder;
 pub mod streams;
@@ -29,6 +32,10 @@ pub use envelope::{Decoded, Encoded, EnvelopeError, EnvelopeMeta, Message, decod
 pub use error::{BusError, ErrorReply};
 pub use heartbeat::Heartbeat;
 pub use outbox::{OutboxError, OutboxRelay, OutboxRow, RelayConfig, RelayHooks, enqueue};
+pub use redelivery::{
+    Delivery, EventConsumerConfig, PullFailures, Redelivery, SerialPull, Settled,
+    ensure_event_consumer,
+};
 pub use responder::{RequestContext, Responder};
 pub use streams::{
     JobConsumerConfig, StreamSettings, ensure_job_consumer, ensure_streams, ensure_streams_with,

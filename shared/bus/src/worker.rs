@@ -16,9 +16,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::bus::{Bus, js_publish};
-use crate::envelope::{EnvelopeMeta, Message, check_header_value, decode, header_text, headers};
+use crate::bus::Bus;
+use crate::envelope::{EnvelopeMeta, Message};
 use crate::error::BusError;
+use crate::redelivery::{Delivery, PullFailures, Redelivery, Settled, is_last_delivery};
 use crate::streams::JobConsumerConfig;
 use crate::subjects::check_token;
 use crate::trace;
@@ -111,7 +112,7 @@ impl JobContext {
 
     /// Whether a failure now sends the job to the dead-letter subject.
     pub fn is_last_delivery(&self) -> bool {
-        self.max_deliver > 0 && self.delivery >= self.max_deliver as u64
+        is_last_delivery(self.max_deliver, self.delivery)
     }
 
     /// The publisher's trace.
@@ -137,9 +138,8 @@ struct Shared<F> {
     bus: Bus,
     kind: String,
     handler: F,
-    config: JobWorkerConfig,
+    redelivery: Redelivery,
     progress_every: Duration,
-    max_deliver: i64,
     seen: DeliveryLedger,
 }
 
@@ -174,8 +174,6 @@ impl DeliveryLedger {
         highest.remove(&stream_sequence);
     }
 }
-
-const MAX_CONSECUTIVE_PULL_ERRORS: u32 = 60;
 
 impl<M: Message> JobWorker<M> {
     /// Ensures the durable consumer of `kind` with `config.consumer` and prepares a worker on it.
@@ -222,15 +220,19 @@ impl<M: Message> JobWorker<M> {
             bus: self.bus.clone(),
             kind: self.kind.clone(),
             handler,
-            config: self.config.clone(),
+            redelivery: Redelivery {
+                dlq_kind: self.kind.clone(),
+                max_deliver: self.max_deliver,
+                backoff_base: self.config.backoff_base,
+                backoff_max: self.config.backoff_max,
+            },
             progress_every,
-            max_deliver: self.max_deliver,
             seen: DeliveryLedger::default(),
         });
         let limit = Arc::new(Semaphore::new(concurrency));
         let (abandon_tx, abandon_rx) = watch::channel(false);
         let mut tasks = JoinSet::new();
-        let mut pull_errors = 0u32;
+        let mut pull_failures = PullFailures::default();
         let mut outcome = Ok(());
 
         loop {
@@ -292,21 +294,16 @@ impl<M: Message> JobWorker<M> {
             while tasks.try_join_next().is_some() {}
 
             match failure {
-                None => pull_errors = 0,
+                None => pull_failures.succeeded(),
                 Some(err) => {
                     // Pull refused or broken (server restarting, too many waiting pulls...):
                     // back off instead of spinning, and give up after a long run of failures.
-                    pull_errors += 1;
-                    tracing::warn!(kind = %self.kind, error = %err, attempt = pull_errors, "job pull failed");
-                    if pull_errors >= MAX_CONSECUTIVE_PULL_ERRORS {
+                    let pause = pull_failures.failed();
+                    tracing::warn!(kind = %self.kind, error = %err, attempt = pull_failures.count(), "job pull failed");
+                    let Some(pause) = pause else {
                         outcome = Err(BusError::nats("job pull", err));
                         break;
-                    }
-                    let pause = backoff_delay(
-                        Duration::from_millis(100),
-                        Duration::from_secs(5),
-                        pull_errors.into(),
-                    );
+                    };
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
                         _ = raised(&mut shutdown) => break,
@@ -343,50 +340,23 @@ async fn process_job<M, F, Fut>(
     Fut: Future<Output = Result<(), JobError>> + Send + 'static,
 {
     let _permit = permit;
-    let (delivered, stream_sequence) = match msg.info() {
-        Ok(info) => (
-            shared.seen.observe(
-                info.stream_sequence,
-                u64::try_from(info.delivered).unwrap_or(1).max(1),
-            ),
-            info.stream_sequence,
-        ),
-        Err(err) => {
-            tracing::warn!(subject = %msg.subject, error = %err, "message without jetstream metadata dropped");
-            return;
-        }
+    let Some(mut delivery) = Delivery::new(shared.bus.subjects(), msg) else {
+        return;
     };
-    let subject = msg.subject.to_string();
-    let subject_tenant = shared
-        .bus
-        .subjects()
-        .tenant_token(&subject)
-        .map(str::to_owned);
-    let delivery = Delivery {
-        delivered,
-        stream_sequence,
-        subject: subject.clone(),
-        subject_tenant,
-    };
+    let stream_sequence = delivery.stream_sequence;
+    delivery.delivered = shared.seen.observe(stream_sequence, delivery.delivered);
+    let delivered = delivery.delivered;
 
-    let decoded = match decode::<M>(msg.headers.as_ref(), &msg.payload) {
+    let (tenant, decoded) = match delivery.decode::<M>("job") {
         Ok(decoded) => decoded,
-        Err(err) => {
-            let reason = format!("undecodable job: {err}");
-            dead_letter(&shared, &msg, &delivery, &reason).await;
-            return;
-        }
-    };
-    let tenant = match &decoded.meta.tenant {
-        Some(t) if delivery.subject_tenant.as_deref() == Some(t.as_str()) => t.clone(),
-        _ => {
-            dead_letter(
+        Err(reason) => {
+            settled(
                 &shared,
-                &msg,
-                &delivery,
-                "job tenant header does not match its subject",
-            )
-            .await;
+                stream_sequence,
+                delivery
+                    .dead_letter(&shared.bus, &shared.redelivery, &reason)
+                    .await,
+            );
             return;
         }
     };
@@ -399,14 +369,14 @@ async fn process_job<M, F, Fut>(
         delivery = delivered,
     );
     trace::continue_trace(&span, decoded.meta.traceparent.as_deref());
-    let msg = Arc::new(msg);
+    let msg = delivery.message().clone();
     let ctx = JobContext {
         tenant,
         kind: shared.kind.clone(),
-        subject,
+        subject: delivery.subject.clone(),
         meta: decoded.meta,
         delivery: delivered,
-        max_deliver: shared.max_deliver,
+        max_deliver: shared.redelivery.max_deliver,
         stream_sequence,
         message: msg.clone(),
     };
@@ -436,133 +406,33 @@ async fn process_job<M, F, Fut>(
     // back before another worker can get the job.
     drop(run);
 
-    let failure = match outcome {
+    let result = match outcome {
         None => {
             tracing::warn!(parent: &span, "job abandoned at shutdown, handing it back");
-            if let Err(err) = msg.ack_with(AckKind::Nak(None)).await {
-                tracing::warn!(parent: &span, error = %err, "nak failed; job redelivered after ack_wait");
-            }
+            delivery.nak(None).instrument(span.clone()).await;
             return;
         }
-        Some(Ok(Ok(()))) => {
-            shared.seen.forget(stream_sequence);
-            if let Err(err) = msg.double_ack().await {
-                tracing::warn!(parent: &span, error = %err, "ack failed; job will be redelivered");
-            }
-            return;
-        }
-        Some(Ok(Err(err))) => err,
-        Some(Err(_)) => JobError::Retry("job handler panicked".to_owned()),
+        Some(Ok(result)) => result,
+        Some(Err(_)) => Err(JobError::Retry("job handler panicked".to_owned())),
     };
+    let outcome = delivery
+        .settle(&shared.bus, &shared.redelivery, result)
+        .instrument(span.clone())
+        .await;
+    settled(&shared, stream_sequence, outcome);
+}
 
-    let last = shared.max_deliver > 0 && delivered >= shared.max_deliver as u64;
-    match &failure {
-        JobError::Retry(reason) if !last => {
-            let delay = backoff_delay(
-                shared.config.backoff_base,
-                shared.config.backoff_max,
-                delivered,
-            );
-            tracing::info!(parent: &span, reason = %reason, delay_ms = delay.as_millis() as u64, "job failed, retrying later");
-            if let Err(err) = msg.ack_with(AckKind::Nak(Some(delay))).await {
-                tracing::warn!(parent: &span, error = %err, "nak failed; job redelivered after ack_wait");
-            }
-        }
-        JobError::Retry(reason) | JobError::Fatal(reason) => {
-            async { dead_letter(&shared, &msg, &delivery, reason).await }
-                .instrument(span.clone())
-                .await;
-        }
+/// Forgets a job the server is done with (acked or terminated).
+fn settled<F>(shared: &Shared<F>, stream_sequence: u64, outcome: Settled) {
+    match outcome {
+        Settled::Acked | Settled::DeadLettered => shared.seen.forget(stream_sequence),
+        Settled::Retrying(_) | Settled::Kept => {}
     }
 }
 
 /// Resolves once the flag is true or its sender is gone.
 pub(crate) async fn raised(flag: &mut watch::Receiver<bool>) {
     let _ = flag.wait_for(|set| *set).await;
-}
-
-struct Delivery {
-    delivered: u64,
-    stream_sequence: u64,
-    subject: String,
-    subject_tenant: Option<String>,
-}
-
-/// Publishes the job as it arrived (body and headers) plus why it failed to
-/// `pulse.<tenant>.dlq.<kind>`, then terminates it. Its dead-letter message id is its place in
-/// the jobs stream, so a retried dead-letter publish is stored once.
-async fn dead_letter<F>(
-    shared: &Shared<F>,
-    msg: &jetstream::Message,
-    delivery: &Delivery,
-    reason: &str,
-) {
-    let subjects = shared.bus.subjects();
-    let tenant_token = delivery
-        .subject_tenant
-        .as_deref()
-        .filter(|t| check_token(t).is_ok())
-        .unwrap_or(crate::subjects::SYSTEM_TENANT);
-    let dlq_subject = subjects.dlq_for_token(tenant_token, &shared.kind);
-
-    let mut dlq_headers = msg.headers.clone().unwrap_or_default();
-    if let Some(original) = dlq_headers.get(headers::MSG_ID).cloned() {
-        dlq_headers.insert(headers::DLQ_ORIGINAL_MSG_ID, original);
-    }
-    let dlq_id = format!("{}-{}", subjects.jobs_stream(), delivery.stream_sequence);
-    dlq_headers.insert(headers::MSG_ID, dlq_id.as_str());
-    dlq_headers.insert(headers::DLQ_REASON, header_text(reason, 1024));
-    dlq_headers.insert(headers::DLQ_DELIVERIES, delivery.delivered.to_string());
-    let original_subject = if check_header_value(&delivery.subject).is_ok() {
-        delivery.subject.clone()
-    } else {
-        header_text(&delivery.subject, 1024)
-    };
-    dlq_headers.insert(headers::DLQ_SUBJECT, original_subject);
-    dlq_headers.insert(
-        headers::DLQ_STREAM_SEQUENCE,
-        delivery.stream_sequence.to_string(),
-    );
-
-    match js_publish(
-        shared.bus.jetstream(),
-        &dlq_subject,
-        dlq_headers,
-        msg.payload.clone(),
-    )
-    .await
-    {
-        Ok(_) => {
-            tracing::warn!(
-                kind = %shared.kind,
-                subject = %delivery.subject,
-                deliveries = delivery.delivered,
-                reason = %reason,
-                "job dead-lettered"
-            );
-            shared.seen.forget(delivery.stream_sequence);
-            if let Err(err) = msg.double_ack_with(AckKind::Term).await {
-                tracing::warn!(error = %err, "terminating a dead-lettered job failed");
-            }
-        }
-        Err(err) => {
-            // Keep the job: Nak it so a later delivery (if any is left) tries again; after the
-            // last one it stays in the stream, unacked, for an operator.
-            tracing::error!(
-                kind = %shared.kind,
-                subject = %delivery.subject,
-                stream_sequence = delivery.stream_sequence,
-                error = %err,
-                "dead-letter publish failed"
-            );
-            let delay = backoff_delay(
-                shared.config.backoff_base,
-                shared.config.backoff_max,
-                delivery.delivered,
-            );
-            let _ = msg.ack_with(AckKind::Nak(Some(delay))).await;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ impl ToolName {
             }
             Self::PulseAlerts => "Threshold alerts and Patrol findings.",
             Self::PulseRead => {
-                "Bounded read-only exec, file, find, tail and logs through an agent or a native log adapter."
+                "Bounded read-only exec, file, find, tail, logs and container inspect through an agent or a native log adapter."
             }
             Self::PulseControl => {
                 "Plan one typed action on a resource that advertises the capability. It never executes: the plan needs approval."
@@ -222,6 +222,7 @@ impl ToolName {
                     ("find", C::READ),
                     ("tail", C::READ),
                     ("logs", C::READ),
+                    ("inspect", C::READ),
                 ],
             },
             Self::PulseControl => Discriminator {
@@ -411,7 +412,7 @@ impl ToolName {
                 &[
                     (
                         "action",
-                        enumerated(&["exec", "file", "find", "tail", "logs"]),
+                        enumerated(&["exec", "file", "find", "tail", "logs", "inspect"]),
                     ),
                     ("target_host", string()),
                     ("resource_id", string()),

@@ -169,27 +169,16 @@ pub async fn create_for_finding(
     if row.is_none() {
         return Err(ActionsError::Duplicate(plan.action_id));
     }
-    audit::append(
-        tx,
-        &AuditEntry {
-            actor: actor.to_owned(),
-            kind: "action.planned".to_owned(),
-            subject: plan.action_id.to_string(),
-            payload: json!({
-                "to": ActionState::Planned,
-                "plan_hash": plan.plan_hash,
-                "resource_id": plan.resource_id,
-                "capability": plan.capability,
-                "approval_floor": plan.approval_floor,
-                "policy_decision": plan.policy_decision,
-                "finding_id": finding_hex,
-            }),
-        },
-    )
-    .await?;
-    get(tx, plan.action_id)
-        .await?
-        .ok_or(ActionsError::NotFound(plan.action_id))
+    let payload = json!({
+        "to": ActionState::Planned,
+        "plan_hash": plan.plan_hash,
+        "resource_id": plan.resource_id,
+        "capability": plan.capability,
+        "approval_floor": plan.approval_floor,
+        "policy_decision": plan.policy_decision,
+        "finding_id": finding_hex,
+    });
+    audit_and_reread(tx, plan.action_id, actor, "action.planned", payload).await
 }
 
 /// The action with this id; `None` also for another tenant's id (row-level security).
@@ -302,10 +291,7 @@ pub async fn transition(
         )
         .await?;
     if row.is_none() {
-        return Err(ActionsError::Conflict {
-            id,
-            expected: current.version,
-        });
+        return Err(conflict(current));
     }
     let mut payload = json!({
         "from": current.state,
@@ -322,22 +308,10 @@ pub async fn transition(
     if let Some(lease_id) = lease_id {
         payload["lease_id"] = json!(lease_id);
     }
-    if let Some(Value::Object(extra)) = &detail.audit {
-        for (k, v) in extra {
-            payload[k] = v.clone();
-        }
+    if let Some(extra) = &detail.audit {
+        merge_object(&mut payload, extra);
     }
-    audit::append(
-        tx,
-        &AuditEntry {
-            actor: actor.to_owned(),
-            kind: event.audit_kind().to_owned(),
-            subject: id.to_string(),
-            payload,
-        },
-    )
-    .await?;
-    get(tx, id).await?.ok_or(ActionsError::NotFound(id))
+    audit_and_reread(tx, id, actor, event.audit_kind(), payload).await
 }
 
 /// Records the verifier's judgement of the completed action `current` (as read, with its
@@ -377,26 +351,47 @@ pub async fn record_verification(
         )
         .await?;
     if row.is_none() {
-        return Err(ActionsError::Conflict {
-            id,
-            expected: current.version,
-        });
+        return Err(conflict(current));
     }
     let mut payload = json!({
         "state": current.state,
         "verification": outcome,
         "plan_hash": current.plan.plan_hash,
     });
-    if let Value::Object(extra) = &detail {
+    merge_object(&mut payload, &detail);
+    audit_and_reread(tx, id, actor, "action.verification", payload).await
+}
+
+/// A compare-and-swap on `current` that found its version (or state) changed.
+fn conflict(current: &StoredAction) -> ActionsError {
+    ActionsError::Conflict {
+        id: current.plan.action_id,
+        expected: current.version,
+    }
+}
+
+/// Copies the fields of `extra`, when it is an object, into the audit `payload` (an object).
+fn merge_object(payload: &mut Value, extra: &Value) {
+    if let Value::Object(extra) = extra {
         for (k, v) in extra {
             payload[k] = v.clone();
         }
     }
+}
+
+/// Appends the audit row `kind` of a change to action `id`, then reads the action as changed.
+async fn audit_and_reread(
+    tx: &TenantTx,
+    id: Uuid,
+    actor: &str,
+    kind: &str,
+    payload: Value,
+) -> Result<StoredAction, ActionsError> {
     audit::append(
         tx,
         &AuditEntry {
             actor: actor.to_owned(),
-            kind: "action.verification".to_owned(),
+            kind: kind.to_owned(),
             subject: id.to_string(),
             payload,
         },

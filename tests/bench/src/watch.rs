@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
-use pulse_domain::resource::{Health, ObservedResource, Resource, ResourceStatus, ResourceType};
+use pulse_domain::resource::{Health, ObservedResource, Resource};
 use pulse_model_runner::agent_loop::BoxFuture;
 use pulse_model_runner::preflight::RouteConnection;
 use pulse_model_runner::provider::Usage;
@@ -50,16 +50,9 @@ impl ProgressSink for NoProgress {
 
 fn service(name: &str, health: Health) -> ObservedResource {
     ObservedResource {
-        resource_type: ResourceType::Service,
-        source_id: name.to_owned(),
-        name: name.to_owned(),
-        aliases: Vec::new(),
-        status: ResourceStatus::Running,
         health,
-        restart_count: Some(0),
         labels: BTreeMap::from([("tier".to_owned(), "backend".to_owned())]),
-        details: Value::Null,
-        metrics: BTreeMap::new(),
+        ..pulse_test_support::seed::service_resource(name)
     }
 }
 

@@ -13,18 +13,18 @@ use std::time::Duration;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::audit;
 use pulse_test_support::action_api::{
-    call, counter_service, error_code, get, post, starts, user_token,
+    action_view as action, audit_rows, decision, error_code, plan_pending, post, restart_plan,
+    set_autonomy_level, spawn_counter_agent, starts, user_token,
 };
 use pulse_test_support::action_broker::TestActionBroker;
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, host_id};
 use pulse_test_support::service::{TestGateway, signal};
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
-use serde_json::{Value, json};
-use uuid::Uuid;
+use serde_json::Value;
 
 /// Repetitions in the normal suite.
 const DEFAULT_REPS: usize = 6;
@@ -52,22 +52,12 @@ fn env_number(name: &str) -> Option<u64> {
 /// Plans a critical restart of `resource_id` as `requester`; the policy (mode `approval`) holds
 /// it for a human.
 async fn plan(gw: &TestGateway, resource_id: &str, requester: &str) -> anyhow::Result<String> {
-    let (status, planned) = post(
+    plan_pending(
         gw,
-        "/api/actions/plan",
         requester,
-        Some(json!({
-            "resource_id": resource_id,
-            "capability": "service.restart",
-            "params": {"target": "counter"},
-            "reason": "counter stopped answering health checks",
-            "severity": "critical",
-        })),
+        restart_plan(resource_id, "counter", "critical"),
     )
-    .await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
-    anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
-    Ok(planned["action_id"].as_str().unwrap_or_default().to_owned())
+    .await
 }
 
 /// Sends the approval; the broker may be dead, so any answer is accepted here.
@@ -76,16 +66,10 @@ async fn send_approval(gw: &TestGateway, id: &str, approver: &str) -> Option<(St
         gw,
         &format!("/api/actions/{id}/decision"),
         approver,
-        Some(json!({"outcome": "approved", "reason": "restart it"})),
+        Some(decision("approved", "restart it")),
     )
     .await
     .ok()
-}
-
-/// The action's view, when the gateway answers.
-async fn action(gw: &TestGateway, id: &str, token: &str) -> Option<Value> {
-    let (status, view) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
-    (status == StatusCode::OK).then_some(view)
 }
 
 #[tokio::test]
@@ -102,37 +86,13 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
     let mut rng = StdRng::seed_from_u64(seed);
 
     let mut stack = AgentStack::start(&[("PULSE_RELAY__REQUEST_TIMEOUT_MS", "3000")]).await?;
-    let exec_token = stack
-        .create_token("agent-exec", &["agent:report", "agent:exec"])
-        .await?;
-    let host = format!("kill-{}", &Uuid::now_v7().simple().to_string()[20..]);
-    let mut spec = stack.agent_spec(&host, &exec_token, INTERVAL)?;
-    spec.enable_commands = true;
-    let starts_file = spec.state_dir.join("starts.txt");
-    write_service(
-        &spec.services_dir,
-        "counter.toml",
-        &counter_service(&starts_file),
-    )?;
-    let agent = stack.spawn_agent(&spec)?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
+    let host = host_id("kill");
+    let (starts_file, agent) = spawn_counter_agent(&stack, &host, INTERVAL, STARTUP).await?;
 
     let gw = &stack.gateway;
     let store = gw.db.store().clone();
     let tenant = TenantId::default_tenant();
-    let (status, body) = call(
-        gw,
-        reqwest::Method::PUT,
-        "/api/settings/ai",
-        &gw.admin_token,
-        Some(json!({"autonomy_level": "approval"})),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    set_autonomy_level(gw, "approval").await?;
     let alice = user_token(
         &store,
         &tenant,
@@ -151,13 +111,9 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
     .await?;
     let mut broker_starts = 0;
     let mut broker = TestActionBroker::start(gw, &stack.dir.join("broker-0"), &BROKER_ENV).await?;
-    let resource_id = wait::until(STARTUP, "the counter service resource", || async {
-        let list = stack.resources(&alice).await.ok()?;
-        list.iter()
-            .find(|r| r["agent_id"] == host.as_str() && r["name"] == "counter")
-            .and_then(|r| r["id"].as_str().map(str::to_owned))
-    })
-    .await?;
+    let resource_id = stack
+        .service_resource_id(&alice, &host, "counter", STARTUP)
+        .await?;
 
     let mut kills = [0usize; 2];
     // verified, inconclusive
@@ -265,9 +221,7 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
         );
 
         // Exactly one terminal transition in the action's audit.
-        let (status, rows) = get(gw, &format!("/api/actions/{id}/audit"), &alice).await?;
-        assert_eq!(status, StatusCode::OK, "{rows}");
-        let rows = rows.as_array().cloned().unwrap_or_default();
+        let rows = audit_rows(gw, &id, &alice).await?;
         let terminal = rows
             .iter()
             .filter(|r| {

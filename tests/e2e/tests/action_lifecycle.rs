@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use chrono::Utc;
 use pulse_bus::relay_api::RelayCommandRequest;
-use pulse_bus::{Bus, Subjects};
 use pulse_domain::action::{ActionEvent, ActionState, Verification};
 use pulse_domain::agent_protocol::ReceiptStatus;
 use pulse_domain::finding::{
@@ -31,14 +30,18 @@ use pulse_domain::finding::{
 };
 use pulse_domain::{Scope, TenantId};
 use pulse_store::actions::{StoredAction, TransitionDetail};
-use pulse_store::{Store, audit, findings, settings};
-use pulse_test_support::action_api::{call as api, counter_service, starts, user_token};
+use pulse_store::{Store, TenantTx, audit, findings, settings};
+use pulse_test_support::action_api::{
+    APPROVED_EXECUTED_VERIFIED, audit_kinds, audit_rows, counter_service, get, post, restart_plan,
+    set_autonomy_level, starts, user_token, wait_starts,
+};
 use pulse_test_support::action_broker::{TestActionBroker, action_until};
-use pulse_test_support::agent::{AgentSpec, AgentStack, host_id, marker_service, write_service};
-use pulse_test_support::service::TestGateway;
+use pulse_test_support::agent::{AgentSpec, AgentStack, host_id, marker_service};
+use pulse_test_support::nats::bus_on;
+use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -71,16 +74,8 @@ impl Lifecycle {
     /// verifier; waits until every service is a resource.
     async fn start(services: &[(&str, String)]) -> anyhow::Result<Self> {
         let stack = AgentStack::start(&[("PULSE_RELAY__REQUEST_TIMEOUT_MS", "10000")]).await?;
-        let exec_token = stack
-            .create_token("agent-exec", &["agent:report", "agent:exec"])
-            .await?;
         let host = host_id("life");
-        let mut spec = stack.agent_spec(&host, &exec_token, INTERVAL)?;
-        spec.enable_commands = true;
-        for (file, definition) in services {
-            write_service(&spec.services_dir, file, definition)?;
-        }
-        let agent = stack.spawn_agent(&spec)?;
+        let (spec, agent) = stack.spawn_command_agent(&host, INTERVAL, services).await?;
         let broker = start_broker(&stack, "broker").await?;
         let verifier = TestVerifier::start_with_postcondition_timing(
             &stack.gateway,
@@ -115,6 +110,17 @@ impl Lifecycle {
         })
     }
 
+    /// The stack with the counter service (counting its starts in the returned file) started
+    /// once, its resource id, and Patrol mode `approval`.
+    async fn with_counter() -> anyhow::Result<(Self, std::path::PathBuf, String)> {
+        let starts_file = scratch_dir("lifecycle")?.join("starts.txt");
+        let life = Self::start(&[("counter.toml", counter_service(&starts_file))]).await?;
+        wait_starts(&starts_file, 1, STARTUP, "the service to start once").await?;
+        let resource = life.service("counter").await?;
+        life.mode("approval").await?;
+        Ok((life, starts_file, resource))
+    }
+
     fn gw(&self) -> &TestGateway {
         &self.stack.gateway
     }
@@ -125,26 +131,14 @@ impl Lifecycle {
 
     /// The resource id of service `name` of the agent.
     async fn service(&self, name: &str) -> anyhow::Result<String> {
-        wait::until(STARTUP, &format!("the {name} service resource"), || async {
-            let list = self.stack.resources(&self.alice).await.ok()?;
-            list.iter()
-                .find(|r| r["agent_id"] == self.host.as_str() && r["name"] == name)
-                .and_then(|r| r["id"].as_str().map(str::to_owned))
-        })
-        .await
+        self.stack
+            .service_resource_id(&self.alice, &self.host, name, STARTUP)
+            .await
     }
 
-    async fn mode(&self, body: Value) -> anyhow::Result<()> {
-        let (status, answer) = api(
-            self.gw(),
-            Method::PUT,
-            "/api/settings/ai",
-            &self.gw().admin_token,
-            Some(body),
-        )
-        .await?;
-        anyhow::ensure!(status == StatusCode::OK, "{status} {answer}");
-        Ok(())
+    /// Sets the Patrol mode.
+    async fn mode(&self, level: &str) -> anyhow::Result<()> {
+        set_autonomy_level(self.gw(), level).await
     }
 
     /// A finding on `resource_id` as an investigation would report it.
@@ -183,32 +177,19 @@ impl Lifecycle {
         severity: &str,
         finding: Option<FindingId>,
     ) -> anyhow::Result<Value> {
-        let mut body = json!({
-            "resource_id": resource_id,
-            "capability": "service.restart",
-            "params": {"target": target},
-            "reason": "the service stopped answering health checks",
-            "severity": severity,
-        });
+        let mut body = restart_plan(resource_id, target, severity);
         if let Some(finding) = finding {
             body["finding_id"] = json!(finding.as_hex());
         }
-        let (status, planned) = api(
-            self.gw(),
-            Method::POST,
-            "/api/actions/plan",
-            &self.alice,
-            Some(body),
-        )
-        .await?;
+        let (status, planned) =
+            post(self.gw(), "/api/actions/plan", &self.alice, Some(body)).await?;
         anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
         Ok(planned)
     }
 
     async fn decide(&self, id: &str, outcome: &str) -> anyhow::Result<Value> {
-        let (status, decided) = api(
+        let (status, decided) = post(
             self.gw(),
-            Method::POST,
             &format!("/api/actions/{id}/decision"),
             &self.alice,
             Some(json!({"outcome": outcome, "reason": "looked at the evidence"})),
@@ -216,6 +197,23 @@ impl Lifecycle {
         .await?;
         anyhow::ensure!(status == StatusCode::OK, "{status} {decided}");
         Ok(decided)
+    }
+
+    /// A finding `key` on `resource_id`, a critical restart of `target` planned for it, and
+    /// the human's approval; the finding and the action id.
+    async fn approved_fix(
+        &self,
+        resource_id: &str,
+        target: &str,
+        key: &str,
+    ) -> anyhow::Result<(FindingId, String)> {
+        let finding = self.finding(resource_id, key).await?;
+        let planned = self
+            .plan(resource_id, target, "critical", Some(finding))
+            .await?;
+        let id = id_of(&planned);
+        self.decide(&id, "approved").await?;
+        Ok((finding, id))
     }
 
     /// Waits for the action's verification.
@@ -263,6 +261,45 @@ async fn start_broker(stack: &AgentStack, name: &str) -> anyhow::Result<TestActi
     .await
 }
 
+/// Approves pending action `id` as `user:bob` directly in the store (no broker sees it).
+async fn approve_in_store(tx: &TenantTx, id: Uuid) -> anyhow::Result<StoredAction> {
+    let pending = pulse_store::actions::get(tx, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("action {id} missing"))?;
+    Ok(pulse_store::actions::transition(
+        tx,
+        &pending,
+        ActionEvent::Approve,
+        "user:bob",
+        TransitionDetail {
+            reason: Some("go".to_owned()),
+            decided_by: Some("user:bob".to_owned()),
+            ..Default::default()
+        },
+    )
+    .await?)
+}
+
+/// Starts the execution of approved `action` with `lease` directly in the store, as a broker
+/// does before it sends the command.
+async fn start_in_store(
+    tx: &TenantTx,
+    action: &StoredAction,
+    lease: (String, chrono::DateTime<Utc>),
+) -> anyhow::Result<StoredAction> {
+    Ok(pulse_store::actions::transition(
+        tx,
+        action,
+        ActionEvent::StartExecution,
+        "user:bob",
+        TransitionDetail {
+            lease: Some(lease),
+            ..Default::default()
+        },
+    )
+    .await?)
+}
+
 fn id_of(action: &Value) -> String {
     action["action_id"].as_str().unwrap_or_default().to_owned()
 }
@@ -274,16 +311,7 @@ fn last_event(finding: &findings::StoredFinding) -> Option<LifecycleEventType> {
 #[tokio::test]
 async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("pulse-lifecycle-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let starts_file = dir.join("starts.txt");
-    let life = Lifecycle::start(&[("counter.toml", counter_service(&starts_file))]).await?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await?;
-    let resource = life.service("counter").await?;
-    life.mode(json!({"autonomy_level": "approval"})).await?;
+    let (life, starts_file, resource) = Lifecycle::with_counter().await?;
 
     // Approve: the reply does not wait; the restart runs once and is verified; the finding is
     // resolved with fix_verified.
@@ -313,22 +341,14 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
         Some(InvestigationOutcome::FixVerified)
     );
     assert_eq!(last_event(&stored), Some(LifecycleEventType::FixVerified));
-    let (status, view) = api(
-        life.gw(),
-        Method::GET,
-        &format!("/api/actions/{id}"),
-        &life.alice,
-        None,
-    )
-    .await?;
+    let (status, view) = get(life.gw(), &format!("/api/actions/{id}"), &life.alice).await?;
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["verification"], "verified", "{view}");
     assert!(view["verification_reason"].is_string(), "{view}");
     assert!(view["verified_at"].is_string(), "{view}");
     // Resubmission never re-executes.
-    let (status, body) = api(
+    let (status, body) = post(
         life.gw(),
-        Method::POST,
         &format!("/api/actions/{id}/execute"),
         &life.alice,
         None,
@@ -336,29 +356,8 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     .await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(body["error"], "action_execution_final");
-    let (_, trail) = api(
-        life.gw(),
-        Method::GET,
-        &format!("/api/actions/{id}/audit"),
-        &life.alice,
-        None,
-    )
-    .await?;
-    let kinds: Vec<&str> = trail
-        .as_array()
-        .map(|rows| rows.iter().filter_map(|r| r["kind"].as_str()).collect())
-        .unwrap_or_default();
-    assert_eq!(
-        kinds,
-        [
-            "action.planned",
-            "action.pending_approval",
-            "action.approved",
-            "action.executing",
-            "action.completed",
-            "action.verification"
-        ]
-    );
+    let trail = audit_rows(life.gw(), &id, &life.alice).await?;
+    assert_eq!(audit_kinds(&trail), APPROVED_EXECUTED_VERIFIED);
 
     // Reject: fix_rejected on the finding, which stays active; nothing runs.
     let second = life.finding(&resource, "counter-slow").await?;
@@ -376,13 +375,13 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     assert_eq!(last_event(&stored), Some(LifecycleEventType::FixRejected));
 
     // Monitor executes nothing: the plan is refused.
-    life.mode(json!({"autonomy_level": "monitor"})).await?;
+    life.mode("monitor").await?;
     let planned = life.plan(&resource, "counter", "warning", None).await?;
     assert_eq!(planned["state"], "rejected", "{planned}");
     assert_eq!(planned["policy_decision"]["outcome"], "refused");
 
     // Assisted: a warning fix runs on its own; a critical one waits for a human.
-    life.mode(json!({"autonomy_level": "assisted"})).await?;
+    life.mode("assisted").await?;
     let warning = life.plan(&resource, "counter", "warning", None).await?;
     assert_eq!(warning["state"], "approved", "{warning}");
     let critical = life.plan(&resource, "counter", "critical", None).await?;
@@ -434,8 +433,7 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
 #[tokio::test]
 async fn a_fix_that_does_not_hold_is_never_verified() -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("pulse-lifecycle-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = scratch_dir("lifecycle")?;
     // The marker makes the service's health check fail, before and after any restart.
     let marker = dir.join("fault");
     std::fs::write(&marker, "fault")?;
@@ -445,17 +443,14 @@ async fn a_fix_that_does_not_hold_is_never_verified() -> anyhow::Result<()> {
         ("counter.toml", counter_service(&starts_file)),
     ])
     .await?;
-    life.mode(json!({"autonomy_level": "approval"})).await?;
+    life.mode("approval").await?;
 
     // The command succeeds; the service stays unhealthy: still_failing, the finding stays
     // active with fix_verification_failed.
     let faulty = life.service("faulty").await?;
-    let finding = life.finding(&faulty, "faulty-unhealthy").await?;
-    let planned = life
-        .plan(&faulty, "faulty", "critical", Some(finding))
+    let (finding, id) = life
+        .approved_fix(&faulty, "faulty", "faulty-unhealthy")
         .await?;
-    let id = id_of(&planned);
-    life.decide(&id, "approved").await?;
     let action = life.verified(&id).await?;
     assert_eq!(action.state, ActionState::Completed, "{action:?}");
     assert_eq!(
@@ -481,12 +476,9 @@ async fn a_fix_that_does_not_hold_is_never_verified() -> anyhow::Result<()> {
         (starts(&starts_file) >= 1).then_some(())
     })
     .await?;
-    let finding = life.finding(&counter_id, "counter-down").await?;
-    let planned = life
-        .plan(&counter_id, "counter", "critical", Some(finding))
+    let (finding, id) = life
+        .approved_fix(&counter_id, "counter", "counter-down")
         .await?;
-    let id = id_of(&planned);
-    life.decide(&id, "approved").await?;
     action_until(
         life.store(),
         &life.tenant,
@@ -518,16 +510,7 @@ async fn a_fix_that_does_not_hold_is_never_verified() -> anyhow::Result<()> {
 #[tokio::test]
 async fn actions_interrupted_by_a_broker_crash_end_once_and_run_once() -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("pulse-lifecycle-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let starts_file = dir.join("starts.txt");
-    let mut life = Lifecycle::start(&[("counter.toml", counter_service(&starts_file))]).await?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await?;
-    let resource = life.service("counter").await?;
-    life.mode(json!({"autonomy_level": "approval"})).await?;
+    let (mut life, starts_file, resource) = Lifecycle::with_counter().await?;
     let mut ids = Vec::new();
     for _ in 0..3 {
         let planned = life.plan(&resource, "counter", "critical", None).await?;
@@ -540,44 +523,19 @@ async fn actions_interrupted_by_a_broker_crash_end_once_and_run_once() -> anyhow
     let tx = life.store().tenant_tx(&life.tenant).await?;
     let mut leases = Vec::new();
     for (n, id) in ids.iter().enumerate() {
-        let pending = pulse_store::actions::get(&tx, *id)
-            .await?
-            .ok_or_else(|| anyhow::anyhow!("action {id} missing"))?;
-        let mut action = pulse_store::actions::transition(
-            &tx,
-            &pending,
-            ActionEvent::Approve,
-            "user:bob",
-            TransitionDetail {
-                reason: Some("go".to_owned()),
-                decided_by: Some("user:bob".to_owned()),
-                ..Default::default()
-            },
-        )
-        .await?;
+        let mut action = approve_in_store(&tx, *id).await?;
         if n > 0 {
             let lease = (
                 format!("lease-{}", Uuid::now_v7()),
                 Utc::now() + chrono::Duration::minutes(2),
             );
             leases.push(lease.clone());
-            action = pulse_store::actions::transition(
-                &tx,
-                &action,
-                ActionEvent::StartExecution,
-                "user:bob",
-                TransitionDetail {
-                    lease: Some(lease),
-                    ..Default::default()
-                },
-            )
-            .await?;
+            action = start_in_store(&tx, &action, lease).await?;
         }
         assert!(!action.state.is_terminal());
     }
     tx.commit().await?;
-    let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
-    let bus = Bus::new(client, Subjects::try_new(Some(&life.gw().prefix))?);
+    let bus = bus_on(&life.gw().prefix).await?;
     let (lease_id, lease_expires_at) = leases[1].clone();
     let receipt = bus
         .request(
@@ -595,10 +553,7 @@ async fn actions_interrupted_by_a_broker_crash_end_once_and_run_once() -> anyhow
         )
         .await?;
     assert_eq!(receipt.0.status, ReceiptStatus::Completed, "{receipt:?}");
-    wait::until(STARTUP, "the lost-receipt restart", || async {
-        (starts(&starts_file) == 2).then_some(())
-    })
-    .await?;
+    wait_starts(&starts_file, 2, STARTUP, "the lost-receipt restart").await?;
 
     // A new broker takes all three up from the store.
     life.broker = Some(start_broker(&life.stack, "broker-2").await?);
@@ -644,16 +599,7 @@ async fn actions_interrupted_by_a_broker_crash_end_once_and_run_once() -> anyhow
 async fn an_unreachable_agent_keeps_the_action_executing_until_its_lease_answers()
 -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
-    let dir = std::env::temp_dir().join(format!("pulse-lifecycle-{}", Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let starts_file = dir.join("starts.txt");
-    let mut life = Lifecycle::start(&[("counter.toml", counter_service(&starts_file))]).await?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await?;
-    let resource = life.service("counter").await?;
-    life.mode(json!({"autonomy_level": "approval"})).await?;
+    let (mut life, starts_file, resource) = Lifecycle::with_counter().await?;
     let planned = life.plan(&resource, "counter", "critical", None).await?;
     let id = Uuid::parse_str(&id_of(&planned))?;
 
@@ -663,30 +609,11 @@ async fn an_unreachable_agent_keeps_the_action_executing_until_its_lease_answers
     drop(life.agent.take());
     let lease_expires_at = Utc::now() + chrono::Duration::seconds(3);
     let tx = life.store().tenant_tx(&life.tenant).await?;
-    let pending = pulse_store::actions::get(&tx, id)
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("action {id} missing"))?;
-    let approved = pulse_store::actions::transition(
-        &tx,
-        &pending,
-        ActionEvent::Approve,
-        "user:bob",
-        TransitionDetail {
-            reason: Some("go".to_owned()),
-            decided_by: Some("user:bob".to_owned()),
-            ..Default::default()
-        },
-    )
-    .await?;
-    pulse_store::actions::transition(
+    let approved = approve_in_store(&tx, id).await?;
+    start_in_store(
         &tx,
         &approved,
-        ActionEvent::StartExecution,
-        "user:bob",
-        TransitionDetail {
-            lease: Some((format!("lease-{}", Uuid::now_v7()), lease_expires_at)),
-            ..Default::default()
-        },
+        (format!("lease-{}", Uuid::now_v7()), lease_expires_at),
     )
     .await?;
     tx.commit().await?;

@@ -8,18 +8,19 @@
 //! drift (`plan_drift:` audit row) and the remediation lock (`resource_remediation_locked:`), both
 //! refused when the approval triggers the execution, all on an intact hash-chained audit.
 
-use std::path::Path;
 use std::time::Duration;
 
 use pulse_domain::action::ActionState;
 use pulse_domain::{Scope, TenantId};
-use pulse_store::tokens::{self, NewToken};
-use pulse_store::users::{self, UserRole};
-use pulse_store::{Store, actions, audit, tenants};
+use pulse_store::{actions, audit, tenants};
+use pulse_test_support::action_api::{
+    APPROVED_EXECUTED_VERIFIED, action_in_state, audit_kinds, audit_rows, call, decision,
+    error_code, get, plan_pending, post, restart_plan, set_autonomy_level, spawn_counter_agent,
+    starts, user_token as token, wait_starts,
+};
 use pulse_test_support::action_broker::TestActionBroker;
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, host_id};
 use pulse_test_support::service::TestGateway;
-use pulse_test_support::wait;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -28,102 +29,15 @@ const INTERVAL: Duration = Duration::from_secs(1);
 /// Time for a freshly spawned binary to start and connect, on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_secs(30);
 
-/// A service that appends a line to `starts` each time it starts, then sleeps.
-fn counter(starts: &Path) -> String {
-    format!(
-        "name = \"counter\"\ncommand = \"sh\"\n\
-         args = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n\
-         [restart]\npolicy = \"always\"\n",
-        starts.display()
-    )
-}
-
-fn starts(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
-}
-
-/// A token of a new user of `tenant` (or of no user), issued through the store.
-async fn token(
-    store: &Store,
-    tenant: &TenantId,
-    user: Option<&str>,
-    scopes: &[Scope],
-) -> anyhow::Result<String> {
-    let tx = store.tenant_tx(tenant).await?;
-    let created_by = match user {
-        Some(name) => Some(users::create(&tx, name, UserRole::Operator).await?.id),
-        None => None,
-    };
-    let issued = tokens::issue(
-        &tx,
-        NewToken {
-            name: format!("{}-{}", user.unwrap_or("service"), Uuid::now_v7().simple()),
-            scopes: scopes.iter().copied().collect(),
-            expires_at: None,
-            created_by,
-        },
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(issued.secret.expose().to_owned())
-}
-
-async fn call(
-    gw: &TestGateway,
-    method: reqwest::Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let mut request = gw
-        .http
-        .request(method, gw.url(path))
-        .timeout(Duration::from_secs(100))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await?;
-    let status = response.status();
-    let text = response.text().await?;
-    Ok((
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    ))
-}
-
-async fn post(
-    gw: &TestGateway,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    call(gw, reqwest::Method::POST, path, token, body).await
-}
-
-async fn get(gw: &TestGateway, path: &str, token: &str) -> anyhow::Result<(StatusCode, Value)> {
-    call(gw, reqwest::Method::GET, path, token, None).await
-}
-
-fn restart_plan(resource_id: &str, floor: &str) -> Value {
-    json!({
-        "resource_id": resource_id,
-        "capability": "service.restart",
-        "params": {"target": "counter"},
-        "reason": "counter stopped answering health checks",
-        "severity": "critical",
-        "approval_floor": floor,
-    })
+/// A critical restart of the counter service with approval floor `floor`.
+fn plan(resource_id: &str, floor: &str) -> Value {
+    let mut plan = restart_plan(resource_id, "counter", "critical");
+    plan["approval_floor"] = json!(floor);
+    plan
 }
 
 fn approve() -> Value {
-    json!({"outcome": "approved", "reason": "checked the logs"})
-}
-
-fn error_code(body: &Value) -> &str {
-    body["error"].as_str().unwrap_or_default()
+    decision("approved", "checked the logs")
 }
 
 /// Plans a `none`-floor restart as `requester`; returns the action id.
@@ -132,16 +46,7 @@ async fn plan_restart(
     resource_id: &str,
     requester: &str,
 ) -> anyhow::Result<String> {
-    let (status, planned) = post(
-        gw,
-        "/api/actions/plan",
-        requester,
-        Some(restart_plan(resource_id, "none")),
-    )
-    .await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
-    anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
-    Ok(planned["action_id"].as_str().unwrap_or_default().to_owned())
+    plan_pending(gw, requester, plan(resource_id, "none")).await
 }
 
 /// Approves action `id` as `approver` (which starts its execution).
@@ -160,23 +65,7 @@ async fn approved(gw: &TestGateway, id: &str, approver: &str) -> anyhow::Result<
 
 /// Waits until action `id` is in `state` (and, for `completed`, verified); its view.
 async fn settled(gw: &TestGateway, id: &str, token: &str, state: &str) -> anyhow::Result<Value> {
-    wait::until(
-        Duration::from_secs(60),
-        &format!("action {id} to be {state}"),
-        || async {
-            let (_, action) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
-            let verified = state != "completed" || !action["verification"].is_null();
-            (action["state"] == state && verified).then_some(action)
-        },
-    )
-    .await
-}
-
-/// The action's audit rows through the API.
-async fn audit_rows(gw: &TestGateway, id: &str, token: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, rows) = get(gw, &format!("/api/actions/{id}/audit"), token).await?;
-    anyhow::ensure!(status == StatusCode::OK, "{status} {rows}");
-    Ok(rows.as_array().cloned().unwrap_or_default())
+    action_in_state(gw, id, token, state, Duration::from_secs(60)).await
 }
 
 #[tokio::test]
@@ -188,32 +77,12 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     let tenant = TenantId::default_tenant();
 
     // The agent: commands enabled, one supervised service counting its starts.
-    let exec_token = stack
-        .create_token("agent-exec", &["agent:report", "agent:exec"])
-        .await?;
-    let host = format!("act-{}", &Uuid::now_v7().simple().to_string()[20..]);
-    let mut spec = stack.agent_spec(&host, &exec_token, INTERVAL)?;
-    spec.enable_commands = true;
-    let starts_file = spec.state_dir.join("starts.txt");
-    write_service(&spec.services_dir, "counter.toml", &counter(&starts_file))?;
-    let agent = stack.spawn_agent(&spec)?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
+    let host = host_id("act");
+    let (starts_file, agent) = spawn_counter_agent(&stack, &host, INTERVAL, STARTUP).await?;
     let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
 
     // Patrol mode `approval`: every fix needs a human.
-    let (status, body) = call(
-        gw,
-        reqwest::Method::PUT,
-        "/api/settings/ai",
-        &gw.admin_token,
-        Some(json!({"autonomy_level": "approval"})),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    set_autonomy_level(gw, "approval").await?;
 
     let all = [
         Scope::ActionsPlan,
@@ -236,20 +105,16 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     let outsider = token(store, &globex, Some("eve"), &all).await?;
 
     // The service as a resource of the agent.
-    let resource_id = wait::until(STARTUP, "the counter service resource", || async {
-        let list = stack.resources(&alice).await.ok()?;
-        list.iter()
-            .find(|r| r["agent_id"] == host.as_str() && r["name"] == "counter")
-            .and_then(|r| r["id"].as_str().map(str::to_owned))
-    })
-    .await?;
+    let resource_id = stack
+        .service_resource_id(&alice, &host, "counter", STARTUP)
+        .await?;
 
     // Authority: ai:chat cannot plan, approve or execute.
     let (status, body) = post(
         gw,
         "/api/actions/plan",
         &chat,
-        Some(restart_plan(&resource_id, "admin")),
+        Some(plan(&resource_id, "admin")),
     )
     .await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
@@ -260,7 +125,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         gw,
         "/api/actions/plan",
         &alice,
-        Some(restart_plan(&resource_id, "admin")),
+        Some(plan(&resource_id, "admin")),
     )
     .await?;
     assert_eq!(status, StatusCode::CREATED, "{planned}");
@@ -365,32 +230,19 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
             .is_some_and(|r| r.starts_with("verifier_unavailable:")),
         "{executed}"
     );
-    wait::until(
+    wait_starts(
+        &starts_file,
+        2,
         Duration::from_secs(15),
         "the restart to start the service again",
-        || async { (starts(&starts_file) == 2).then_some(()) },
     )
     .await?;
     // Resubmission never re-executes.
     let (status, body) = post(gw, &format!("/api/actions/{id}/execute"), &alice, None).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(error_code(&body), "action_execution_final");
-    let kinds: Vec<String> = audit_rows(gw, &id, &alice)
-        .await?
-        .iter()
-        .map(|r| r["kind"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            "action.planned",
-            "action.pending_approval",
-            "action.approved",
-            "action.executing",
-            "action.completed",
-            "action.verification"
-        ]
-    );
+    let rows = audit_rows(gw, &id, &alice).await?;
+    assert_eq!(audit_kinds(&rows), APPROVED_EXECUTED_VERIFIED);
 
     // (4) Plan drift: the params change after planning; the hash recomputed right before the
     // approved plan runs differs, so it never runs.

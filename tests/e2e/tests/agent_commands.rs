@@ -13,13 +13,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use chrono::Utc;
 use pulse_agent_relay::api::{CommandRequest, ObserveRequest, ReadRequest};
-use pulse_bus::{Bus, BusError, Subjects};
+use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
     LogSource, ReadOutput, ReadRequest as ReadSpec, ReceiptStatus, ResourceTarget,
 };
+use pulse_test_support::action_api::{starts, wait_starts};
 use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::nats::bus_on;
 use pulse_test_support::wait;
 
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -37,12 +39,6 @@ fn counter(starts: &Path) -> String {
          [restart]\npolicy = \"always\"\n",
         starts.display()
     )
-}
-
-fn starts(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|t| t.lines().count())
-        .unwrap_or(0)
 }
 
 fn command(agent: &str, action: &str, expires_in: chrono::Duration) -> CommandRequest {
@@ -70,9 +66,8 @@ struct Api {
 
 impl Api {
     async fn new(prefix: &str) -> anyhow::Result<Self> {
-        let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
         Ok(Self {
-            bus: Bus::new(client, Subjects::try_new(Some(prefix))?),
+            bus: bus_on(prefix).await?,
             tenant: TenantId::default_tenant(),
         })
     }
@@ -194,11 +189,9 @@ async fn commands_run_at_most_once_and_are_refused_with_a_stated_reason() -> any
     let starts_file = spec.state_dir.join("starts.txt");
     write_service(&spec.services_dir, "counter.toml", &counter(&starts_file))?;
     let agent_a = stack.spawn_agent(&spec)?;
-    wait::until(STARTUP, "the service to start once", || async {
-        (starts(&starts_file) == 1).then_some(())
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent_a.log_tail(30)))?;
+    wait_starts(&starts_file, 1, STARTUP, "the service to start once")
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent_a.log_tail(30)))?;
     api.wait_connected(&host_a)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent_a.log_tail(30)))?;
@@ -217,10 +210,11 @@ async fn commands_run_at_most_once_and_are_refused_with_a_stated_reason() -> any
     assert!(!first.replayed);
     assert_eq!(first.action_id, action_x);
     assert!(first.output.contains("restarted"), "{}", first.output);
-    wait::until(
+    wait_starts(
+        &starts_file,
+        2,
         Duration::from_secs(10),
         "the restart to start the service again",
-        || async { (starts(&starts_file) == 2).then_some(()) },
     )
     .await?;
 

@@ -397,17 +397,7 @@ fn observed(kind: ResourceType, source: &str) -> ObservedResource {
 #[tokio::test]
 async fn the_forecast_route_projects_seeded_history_or_says_there_is_none() -> anyhow::Result<()> {
     let gateway = TestGateway::start().await?;
-    let response = gateway
-        .http
-        .post(gateway.url("/api/tokens"))
-        .bearer_auth(&gateway.admin_token)
-        .json(&serde_json::json!({"name": "reader", "scopes": ["monitoring:read"]}))
-        .send()
-        .await?;
-    let reader = response.json::<Value>().await?["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let reader = gateway.create_token("reader", &["monitoring:read"]).await?;
 
     // A storage volume filling by 1.5 points a day for three days, sampled every 6 hours, and
     // a host with no memory history.

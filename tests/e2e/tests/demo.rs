@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use pulse_test_support::action_api::send;
 use pulse_test_support::service::bin_dir;
 use pulse_test_support::stack::{self, PulsectlUp, StackOptions, process_alive};
 use pulse_test_support::wait;
@@ -38,20 +39,11 @@ impl Demo {
         path: &str,
         body: Option<Value>,
     ) -> anyhow::Result<(StatusCode, Value)> {
-        let mut request = self
+        let request = self
             .http
             .request(method, format!("{}{path}", self.options.gateway_url()))
             .bearer_auth(&self.admin);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status();
-        let text = response.text().await?;
-        Ok((
-            status,
-            serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        ))
+        send(request, body).await
     }
 
     async fn get(&self, path: &str) -> Option<Value> {

@@ -52,20 +52,6 @@ async fn seed(
     Ok(outcome.finding.finding.id.as_hex())
 }
 
-async fn create_token(gw: &TestGateway, name: &str, scopes: &[&str]) -> anyhow::Result<String> {
-    let response = gw
-        .http
-        .post(gw.url("/api/tokens"))
-        .bearer_auth(&gw.admin_token)
-        .json(&json!({"name": name, "scopes": scopes}))
-        .send()
-        .await?;
-    let status = response.status();
-    let body: Value = response.json().await?;
-    anyhow::ensure!(status.is_success(), "token creation: {status} {body}");
-    Ok(body["token"].as_str().unwrap_or_default().to_owned())
-}
-
 async fn get(gw: &TestGateway, token: &str, path: &str) -> anyhow::Result<(StatusCode, Value)> {
     let response = gw.http.get(gw.url(path)).bearer_auth(token).send().await?;
     let status = response.status();
@@ -148,8 +134,8 @@ fn last_event(finding: &Value) -> Value {
 #[tokio::test]
 async fn operators_triage_findings_through_every_route() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
-    let ops = create_token(&gw, "ops", &["ai:execute"]).await?;
-    let chat = create_token(&gw, "chatter", &["ai:chat"]).await?;
+    let ops = gw.create_token("ops", &["ai:execute"]).await?;
+    let chat = gw.create_token("chatter", &["ai:chat"]).await?;
     let store = gw.db.store();
     let tenant = TenantId::default_tenant();
     let web_cpu = seed(
@@ -497,7 +483,7 @@ async fn operators_triage_findings_through_every_route() -> anyhow::Result<()> {
 #[tokio::test]
 async fn another_tenants_finding_is_not_found() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
-    let ops_a = create_token(&gw, "ops", &["ai:execute"]).await?;
+    let ops_a = gw.create_token("ops", &["ai:execute"]).await?;
     let store = gw.db.store();
     let tenant_b = TenantId::new(format!(
         "b{}",
@@ -580,7 +566,7 @@ async fn another_tenants_finding_is_not_found() -> anyhow::Result<()> {
 #[tokio::test]
 async fn the_list_defaults_to_200_and_caps_at_500() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
-    let ops = create_token(&gw, "ops", &["ai:execute"]).await?;
+    let ops = gw.create_token("ops", &["ai:execute"]).await?;
     let store = gw.db.store();
     let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
     let now = Utc::now();

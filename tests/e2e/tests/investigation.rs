@@ -14,10 +14,10 @@
 
 use std::time::Duration;
 
+use pulse_bus::BusError;
 use pulse_bus::events::{
     ACTION_CAPABILITIES_REQUEST, ActionCapabilitiesReply, ActionCapabilitiesRequest,
 };
-use pulse_bus::{Bus, BusError, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::action::ActionState;
 use pulse_domain::agent_protocol::Capability;
@@ -25,8 +25,12 @@ use pulse_store::findings::{self, ListFilter};
 use pulse_store::investigations::{self, InvestigationStatus};
 use pulse_store::{Store, actions};
 use pulse_test_support::action_broker::TestActionBroker;
-use pulse_test_support::agent::{AgentStack, write_service};
-use pulse_test_support::provider_sim::{ProviderSim, Script, Step, Turn};
+use pulse_test_support::agent::{
+    AgentStack, SLEEP_COMMAND, counting_command, marker_service_running, write_service,
+};
+use pulse_test_support::nats::bus_on;
+use pulse_test_support::patrol::{full_run, openai_route, save_settings};
+use pulse_test_support::provider_sim::{ProviderSim, Script, preflight_reply};
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::verifier::TestVerifier;
@@ -40,87 +44,35 @@ const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 const INVESTIGATION_DEADLINE: Duration = Duration::from_secs(90);
 
-fn preflight_reply() -> Step {
-    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
-}
-
-async fn request(
-    stack: &AgentStack,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(u16, Value)> {
-    let gateway = &stack.gateway;
-    let mut request = gateway
-        .http
-        .request(method, gateway.url(path))
-        .bearer_auth(&gateway.admin_token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await?;
-    let status = response.status().as_u16();
-    Ok((status, response.json().await.unwrap_or(Value::Null)))
-}
-
 async fn set_mode(stack: &AgentStack, sim: &ProviderSim, mode: &str) -> anyhow::Result<()> {
-    let (status, saved) = request(
-        stack,
-        reqwest::Method::PUT,
-        "/api/settings/ai",
-        Some(json!({
-            "patrol_model": "openai:sim:diligent",
-            "autonomy_level": mode,
-            "providers": {"openai": {"api_key": KEY, "base_url": sim.openai_base_url()}}
-        })),
-    )
-    .await?;
-    anyhow::ensure!(status == 200, "settings answered {status} {saved}");
-    Ok(())
+    let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
+    settings["autonomy_level"] = json!(mode);
+    save_settings(&stack.gateway, settings).await
 }
 
 /// Requests a full run and waits for its terminal record.
 async fn run(stack: &AgentStack, runner: &TestModelRunner) -> anyhow::Result<Value> {
-    let (status, accepted) =
-        request(stack, reqwest::Method::POST, "/api/ai/patrol/run", None).await?;
-    anyhow::ensure!(status == 202, "run request answered {status} {accepted}");
-    let id = accepted["run_id"].as_str().unwrap_or_default().to_owned();
-    wait::until(RUN_DEADLINE, "a terminal run record", || async {
-        let (status, run) = request(
-            stack,
-            reqwest::Method::GET,
-            &format!("/api/ai/patrol/runs/{id}"),
-            None,
-        )
+    full_run(&stack.gateway, RUN_DEADLINE)
         .await
-        .ok()?;
-        (status == 200
-            && matches!(
-                run["status"].as_str(),
-                Some("healthy" | "issues_found" | "error")
-            ))
-        .then_some(run)
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
+}
+
+/// How many rows `table` (`investigations` or `actions`) holds for the default tenant.
+async fn count(store: &Store, table: &str) -> anyhow::Result<i64> {
+    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
+    let row = tx
+        .client()
+        .query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .await?;
+    Ok(row.get(0))
 }
 
 async fn investigation_count(store: &Store) -> anyhow::Result<i64> {
-    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
-    let row = tx
-        .client()
-        .query_one("SELECT count(*) FROM investigations", &[])
-        .await?;
-    Ok(row.get(0))
+    count(store, "investigations").await
 }
 
 async fn action_count(store: &Store) -> anyhow::Result<i64> {
-    let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
-    let row = tx
-        .client()
-        .query_one("SELECT count(*) FROM actions", &[])
-        .await?;
-    Ok(row.get(0))
+    count(store, "actions").await
 }
 
 #[tokio::test]
@@ -143,23 +95,17 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
     let mut spec = stack.agent_spec(&host, &token, INTERVAL)?;
     spec.enable_commands = true;
     let starts = spec.state_dir.join("web.starts");
-    for name in ["web", "db"] {
-        let command = if name == "web" {
-            format!(
-                "command = \"sh\"\nargs = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n",
-                starts.display()
-            )
-        } else {
-            "command = \"sleep\"\nargs = [\"3600\"]\n".to_owned()
-        };
+    for (name, command) in [
+        ("web", counting_command(&starts)),
+        ("db", SLEEP_COMMAND.to_owned()),
+    ] {
         write_service(
             &spec.services_dir,
             &format!("{name}.toml"),
-            &format!(
-                "name = \"{name}\"\n{command}\
-                 [restart]\npolicy = \"always\"\n\
-                 [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-                spec.state_dir.join(format!("{name}.fault")).display()
+            &marker_service_running(
+                name,
+                &command,
+                &spec.state_dir.join(format!("{name}.fault")),
             ),
         )?;
     }
@@ -172,12 +118,10 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
         let stack = &stack;
         let agent = &agent;
         async move {
-            wait::until(STARTUP, &format!("{id} to be {health}"), || async {
-                let (status, body) = stack.resource(&gw.admin_token, &id).await.ok()?;
-                (status == 200 && body["health"] == health).then_some(())
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))
+            stack
+                .wait_health(&gw.admin_token, &id, health, STARTUP)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))
         }
     };
     health_of(web.clone(), "healthy").await?;
@@ -300,13 +244,13 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
     assert_eq!(action.finding_id, Some(finding.id));
 
     // The finding API shows the record.
-    let (status, answer) = request(
-        &stack,
-        reqwest::Method::GET,
-        &format!("/api/ai/patrol/findings/{}", finding.id.as_hex()),
-        None,
-    )
-    .await?;
+    let (status, answer) = gw
+        .admin_json(
+            reqwest::Method::GET,
+            &format!("/api/ai/patrol/findings/{}", finding.id.as_hex()),
+            None,
+        )
+        .await?;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(
         answer["investigation_record"]["action"]["action_id"],
@@ -330,8 +274,7 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
 
     // The catalogue translates a provider coordinate (the service name) to the canonical id
     // and fails closed on an unknown reference; it wrote nothing.
-    let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
-    let bus = Bus::new(client, Subjects::try_new(Some(&gw.prefix))?);
+    let bus = bus_on(&gw.prefix).await?;
     let tenant = TenantId::default_tenant();
     let subject = bus.subjects().tenant(&tenant, ACTION_CAPABILITIES_REQUEST);
     let by_name: ActionCapabilitiesReply = bus

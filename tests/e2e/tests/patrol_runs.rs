@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use pulse_domain::TenantId;
-use pulse_test_support::agent::{AgentStack, write_service};
+use pulse_test_support::agent::{AgentStack, sleeper_service, write_service};
+use pulse_test_support::patrol::select_keyless_model;
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::TestGateway;
 use pulse_test_support::wait;
@@ -41,24 +42,6 @@ async fn post_run(
     Ok((status, response.json().await.unwrap_or(Value::Null)))
 }
 
-/// Selects a keyless Patrol model, so the readiness gate lets runs through without a provider
-/// call (no preflight runs here: there is no model-runner).
-async fn select_patrol_model(gateway: &TestGateway, token: &str) -> anyhow::Result<()> {
-    let response = gateway
-        .http
-        .put(gateway.url("/api/settings/ai"))
-        .bearer_auth(token)
-        .json(&json!({"patrol_model": "ollama:llama3.2"}))
-        .send()
-        .await?;
-    anyhow::ensure!(
-        response.status().is_success(),
-        "settings save answered {}",
-        response.status()
-    );
-    Ok(())
-}
-
 async fn accepted_run_id(
     gateway: &TestGateway,
     token: &str,
@@ -87,7 +70,7 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     write_service(
         &spec.services_dir,
         "sleeper.toml",
-        "name = \"sleeper\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n[restart]\npolicy = \"always\"\n",
+        &sleeper_service("sleeper"),
     )?;
     let agent = stack.spawn_agent(&spec)?;
     let service_id = format!("service:{host}:sleeper");
@@ -104,7 +87,7 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     assert_ne!(source_id, service_id, "the two references differ");
 
     // A full run: accepted with a run id that the status names at once.
-    select_patrol_model(gateway, &admin).await?;
+    select_keyless_model(gateway, &admin).await?;
     let full_id = accepted_run_id(gateway, &admin, None).await?;
     let (status, patrol) = get(gateway, &reader, "/api/ai/patrol/status").await?;
     assert_eq!(status, 200, "{patrol}");

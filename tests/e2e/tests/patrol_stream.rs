@@ -5,18 +5,17 @@
 //! retains starts with a `gap` event; another tenant's stream sees none of these events; bad ids
 //! and too many streams are refused with stable codes; a closed stream's consumer is deleted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use chrono::Utc;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
+use pulse_domain::resource::ObservedResource;
 use pulse_domain::{Scope, TenantId};
-use pulse_store::agents::{self, AgentSession};
-use pulse_store::resources;
 use pulse_store::tokens::{self, NewToken};
+use pulse_test_support::patrol::select_keyless_model;
 use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::TestGateway;
 use pulse_test_support::wait;
 use serde_json::{Value, json};
@@ -197,73 +196,14 @@ async fn refused(response: reqwest::Response) -> anyhow::Result<(u16, String)> {
     ))
 }
 
-async fn create_token(
-    gateway: &TestGateway,
-    name: &str,
-    scopes: &[&str],
-) -> anyhow::Result<String> {
-    let response = gateway
-        .http
-        .post(gateway.url("/api/tokens"))
-        .bearer_auth(&gateway.admin_token)
-        .json(&json!({"name": name, "scopes": scopes}))
-        .send()
-        .await?;
-    let status = response.status();
-    let body: Value = response.json().await?;
-    anyhow::ensure!(status.is_success(), "token creation: {status} {body}");
-    Ok(body["token"].as_str().unwrap_or_default().to_owned())
-}
-
 /// Gives `tenant` one service, as an agent's report would, so scoped runs have a scope (a full
 /// run is accepted only while no other full run is queued).
 async fn seed_service(gateway: &TestGateway, tenant: &TenantId) -> anyhow::Result<()> {
-    let tx = gateway.db.store().tenant_tx(tenant).await?;
-    let host = pulse_test_support::agent::host_id("stream");
-    agents::connect(
-        &tx,
-        &AgentSession {
-            id: host.clone(),
-            hostname: host.clone(),
-            agent_version: "test".to_owned(),
-            report_interval_ms: 1000,
-            token_id: None,
-        },
-    )
-    .await?;
     let web = ObservedResource {
-        resource_type: ResourceType::Service,
-        source_id: "web".to_owned(),
-        name: "web".to_owned(),
-        aliases: Vec::new(),
-        status: ResourceStatus::Running,
-        health: Health::Healthy,
         restart_count: None,
-        labels: BTreeMap::new(),
-        details: Value::Null,
-        metrics: BTreeMap::new(),
+        ..service_resource("web")
     };
-    resources::apply_report(&tx, &host, Utc::now(), &[web]).await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Selects a keyless Patrol route for the tenant of `admin_token`, so the readiness gate lets
-/// runs in (no model-runner runs here: the runs stay queued, which is all these tests need).
-async fn select_patrol_model(gateway: &TestGateway, admin_token: &str) -> anyhow::Result<()> {
-    let response = gateway
-        .http
-        .put(gateway.url("/api/settings/ai"))
-        .bearer_auth(admin_token)
-        .json(&json!({"patrol_model": "ollama:llama3.2"}))
-        .send()
-        .await?;
-    let status = response.status();
-    anyhow::ensure!(
-        status == 200,
-        "settings answered {status} {}",
-        response.text().await.unwrap_or_default()
-    );
+    seed::seed_service(gateway.db.store(), tenant, "stream", web).await?;
     Ok(())
 }
 
@@ -355,9 +295,9 @@ async fn a_reconnect_with_last_event_id_gets_exactly_the_missed_events() -> anyh
     let scheduler =
         TestScheduler::start(&gateway, &gateway.state_dir.join("scheduler"), &[]).await?;
     let admin = gateway.admin_token.clone();
-    let reader = create_token(&gateway, "reader", &["monitoring:read"]).await?;
+    let reader = gateway.create_token("reader", &["monitoring:read"]).await?;
     seed_service(&gateway, &TenantId::default_tenant()).await?;
-    select_patrol_model(&gateway, &admin).await?;
+    select_keyless_model(&gateway, &admin).await?;
     let http = sse_client()?;
 
     // Two runs while connected: two run.accepted events with increasing ids.
@@ -445,7 +385,7 @@ async fn a_reconnect_with_last_event_id_gets_exactly_the_missed_events() -> anyh
         refused(response).await?,
         (400, "invalid_last_event_id".to_owned())
     );
-    let agent_only = create_token(&gateway, "agent", &["agent:report"]).await?;
+    let agent_only = gateway.create_token("agent", &["agent:report"]).await?;
     let response = open(&http, &gateway, &agent_only, None, "").await?;
     assert_eq!(refused(response).await?, (403, "missing_scope".to_owned()));
 
@@ -461,7 +401,7 @@ async fn another_tenants_stream_sees_none_of_these_events() -> anyhow::Result<()
     let scheduler =
         TestScheduler::start(&gateway, &gateway.state_dir.join("scheduler"), &[]).await?;
     let http = sse_client()?;
-    let reader_a = create_token(&gateway, "reader", &["monitoring:read"]).await?;
+    let reader_a = gateway.create_token("reader", &["monitoring:read"]).await?;
 
     let tenant_b = TenantId::new(format!(
         "b{}",
@@ -481,8 +421,8 @@ async fn another_tenants_stream_sees_none_of_these_events() -> anyhow::Result<()
     tx.commit().await?;
     seed_service(&gateway, &TenantId::default_tenant()).await?;
     seed_service(&gateway, &tenant_b).await?;
-    select_patrol_model(&gateway, &gateway.admin_token).await?;
-    select_patrol_model(&gateway, runner_b.secret.expose()).await?;
+    select_keyless_model(&gateway, &gateway.admin_token).await?;
+    select_keyless_model(&gateway, runner_b.secret.expose()).await?;
 
     let mut stream_a = open_events(&http, &gateway, &reader_a, None).await?;
     let mut stream_b = open_events(&http, &gateway, reader_b.secret.expose(), None).await?;
@@ -526,7 +466,7 @@ async fn another_tenants_stream_sees_none_of_these_events() -> anyhow::Result<()
 async fn streams_per_tenant_are_bounded_and_freed_on_disconnect() -> anyhow::Result<()> {
     let gateway = TestGateway::start().await?;
     let http = sse_client()?;
-    let reader = create_token(&gateway, "reader", &["monitoring:read"]).await?;
+    let reader = gateway.create_token("reader", &["monitoring:read"]).await?;
     let mut open_streams = Vec::new();
     for _ in 0..MAX_STREAMS {
         open_streams.push(open_events(&http, &gateway, &reader, None).await?);

@@ -24,13 +24,15 @@ use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, FindingStatus};
 use pulse_store::findings::{self, ListFilter, StoredFinding};
-use pulse_test_support::agent::{AgentSpec, AgentStack, write_service};
-use pulse_test_support::provider_sim::{ProviderSim, Script, Step, Turn};
+use pulse_test_support::agent::{
+    AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
+};
+use pulse_test_support::patrol::{full_run, openai_route, save_settings};
+use pulse_test_support::provider_sim::{ProviderSim, Script, Turn, preflight_reply};
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::ServiceProcess;
 use pulse_test_support::verifier::TestVerifier;
-use pulse_test_support::wait;
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-watch-findings-4c1e9a7b";
@@ -38,11 +40,6 @@ const INTERVAL: Duration = Duration::from_millis(500);
 /// Time for binaries to start, connect and report on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
-
-/// The preflight's probe call; runs never offer the probe tool, so they never get it.
-fn preflight_reply() -> Step {
-    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
-}
 
 struct Fleet {
     stack: AgentStack,
@@ -84,15 +81,14 @@ impl Fleet {
         let host = pulse_test_support::agent::host_id("watchf");
         let spec = stack.agent_spec(&host, &token, INTERVAL)?;
         for name in ["web", "db"] {
+            let labels = if name == "web" { web_labels } else { "" };
             write_service(
                 &spec.services_dir,
                 &format!("{name}.toml"),
-                &format!(
-                    "name = \"{name}\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n{}\n\
-                     [restart]\npolicy = \"always\"\n\
-                     [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-                    if name == "web" { web_labels } else { "" },
-                    spec.state_dir.join(format!("{name}.fault")).display()
+                &marker_service_running(
+                    name,
+                    &format!("{SLEEP_COMMAND}{labels}\n"),
+                    &spec.state_dir.join(format!("{name}.fault")),
                 ),
             )?;
         }
@@ -120,18 +116,11 @@ impl Fleet {
     }
 
     async fn set_model(&self, model: &str) -> anyhow::Result<()> {
-        let (status, saved) = self
-            .request(
-                reqwest::Method::PUT,
-                "/api/settings/ai",
-                Some(json!({
-                    "patrol_model": format!("openai:{model}"),
-                    "providers": {"openai": {"api_key": KEY, "base_url": self.sim.openai_base_url()}}
-                })),
-            )
-            .await?;
-        anyhow::ensure!(status == 200, "settings answered {status} {saved}");
-        Ok(())
+        save_settings(
+            &self.stack.gateway,
+            openai_route(model, KEY, &self.sim.openai_base_url()),
+        )
+        .await
     }
 
     fn service_id(&self, name: &str) -> String {
@@ -142,34 +131,13 @@ impl Fleet {
         self.spec.state_dir.join(format!("{name}.fault"))
     }
 
-    async fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let gateway = &self.stack.gateway;
-        let mut request = gateway
-            .http
-            .request(method, gateway.url(path))
-            .bearer_auth(&self.admin);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status().as_u16();
-        Ok((status, response.json().await.unwrap_or(Value::Null)))
-    }
-
     /// Waits until the stored service has `health`.
     async fn wait_health(&self, name: &str, health: &str) -> anyhow::Result<()> {
         let id = self.service_id(name);
-        wait::until(STARTUP, &format!("{name} to be {health}"), || async {
-            let (status, body) = self.stack.resource(&self.admin, &id).await.ok()?;
-            (status == 200 && body["health"] == health).then_some(())
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", self.agent_log()))
+        self.stack
+            .wait_health(&self.admin, &id, health, STARTUP)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", self.agent_log()))
     }
 
     fn agent_log(&self) -> String {
@@ -188,32 +156,9 @@ impl Fleet {
 
     /// Requests a full run and waits for its terminal record.
     async fn run(&self) -> anyhow::Result<Value> {
-        let (status, accepted) = self
-            .request(reqwest::Method::POST, "/api/ai/patrol/run", None)
-            .await?;
-        anyhow::ensure!(status == 202, "run request answered {status} {accepted}");
-        let id = accepted["run_id"]
-            .as_str()
-            .ok_or_else(|| anyhow::anyhow!("no run_id in {accepted}"))?
-            .to_owned();
-        wait::until(RUN_DEADLINE, "a terminal run record", || async {
-            let (status, run) = self
-                .request(
-                    reqwest::Method::GET,
-                    &format!("/api/ai/patrol/runs/{id}"),
-                    None,
-                )
-                .await
-                .ok()?;
-            (status == 200
-                && matches!(
-                    run["status"].as_str(),
-                    Some("healthy" | "issues_found" | "error")
-                ))
-            .then_some(run)
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
+        full_run(&self.stack.gateway, RUN_DEADLINE)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
     }
 
     async fn findings(&self) -> anyhow::Result<Vec<StoredFinding>> {

@@ -14,7 +14,6 @@
 //!   A new failure raises it again; a preflight that observes a tool call (after a route change)
 //!   clears it.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -25,13 +24,16 @@ use pulse_domain::finding::{
     LifecycleEventType, OperatorAction, OperatorRefusal, ReportedFinding, Severity,
 };
 use pulse_domain::patrol::run::RunId;
-use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
+use pulse_store::Store;
 use pulse_store::findings::{self, FindingsError, ListFilter, StoredFinding};
-use pulse_store::{Store, agents, resources};
-use pulse_test_support::agent::{AgentSpec, AgentStack, write_service};
-use pulse_test_support::provider_sim::{ProviderSim, Script, SimError, Step, Turn};
+use pulse_test_support::agent::{AgentSpec, AgentStack, marker_service, write_service};
+use pulse_test_support::patrol::{self, openai_route, save_settings};
+use pulse_test_support::provider_sim::{
+    ProviderSim, Script, SimError, Step, Turn, preflight_reply,
+};
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{ServiceProcess, TestGateway, scratch_dir};
 use pulse_test_support::wait;
 use serde_json::{Value, json};
@@ -42,71 +44,15 @@ const INTERVAL: Duration = Duration::from_millis(500);
 const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 
-/// The preflight's probe call; runs never offer the probe tool, so they never get it.
-fn preflight_reply() -> Step {
-    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
-}
-
-async fn request(
-    gateway: &TestGateway,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(u16, Value)> {
-    let mut request = gateway
-        .http
-        .request(method, gateway.url(path))
-        .bearer_auth(&gateway.admin_token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await?;
-    let status = response.status().as_u16();
-    Ok((status, response.json().await.unwrap_or(Value::Null)))
-}
-
 async fn set_model(gateway: &TestGateway, sim: &ProviderSim, model: &str) -> anyhow::Result<()> {
-    let (status, saved) = request(
-        gateway,
-        reqwest::Method::PUT,
-        "/api/settings/ai",
-        Some(json!({
-            "patrol_model": format!("openai:{model}"),
-            "providers": {"openai": {"api_key": KEY, "base_url": sim.openai_base_url()}}
-        })),
-    )
-    .await?;
-    anyhow::ensure!(status == 200, "settings answered {status} {saved}");
-    Ok(())
+    save_settings(gateway, openai_route(model, KEY, &sim.openai_base_url())).await
 }
 
 /// Requests a full run and waits for its terminal record.
 async fn full_run(gateway: &TestGateway, runner: &TestModelRunner) -> anyhow::Result<Value> {
-    let (status, accepted) =
-        request(gateway, reqwest::Method::POST, "/api/ai/patrol/run", None).await?;
-    anyhow::ensure!(status == 202, "run request answered {status} {accepted}");
-    let id = accepted["run_id"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("no run_id in {accepted}"))?
-        .to_owned();
-    wait::until(RUN_DEADLINE, "a terminal run record", || async {
-        let (status, run) = request(
-            gateway,
-            reqwest::Method::GET,
-            &format!("/api/ai/patrol/runs/{id}"),
-            None,
-        )
+    patrol::full_run(gateway, RUN_DEADLINE)
         .await
-        .ok()?;
-        (status == 200
-            && matches!(
-                run["status"].as_str(),
-                Some("healthy" | "issues_found" | "error")
-            ))
-        .then_some(run)
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
 }
 
 async fn all_findings(store: &Store) -> anyhow::Result<Vec<StoredFinding>> {
@@ -142,12 +88,7 @@ impl Fleet {
             write_service(
                 &spec.services_dir,
                 &format!("{name}.toml"),
-                &format!(
-                    "name = \"{name}\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
-                     [restart]\npolicy = \"always\"\n\
-                     [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
-                    spec.state_dir.join(format!("{name}.fault")).display()
-                ),
+                &marker_service(name, &spec.state_dir.join(format!("{name}.fault"))),
             )?;
         }
         let agent = stack.spawn_agent(&spec)?;
@@ -178,19 +119,17 @@ impl Fleet {
     async fn wait_health(&self, name: &str, health: &str) -> anyhow::Result<()> {
         let id = self.service_id(name);
         let admin = &self.stack.gateway.admin_token;
-        wait::until(STARTUP, &format!("{name} to be {health}"), || async {
-            let (status, body) = self.stack.resource(admin, &id).await.ok()?;
-            (status == 200 && body["health"] == health).then_some(())
-        })
-        .await
-        .map_err(|e| {
-            let log = self
-                .agent
-                .as_ref()
-                .map(|a| a.log_tail(30))
-                .unwrap_or_default();
-            anyhow::anyhow!("{e}; agent log:\n{log}")
-        })
+        self.stack
+            .wait_health(admin, &id, health, STARTUP)
+            .await
+            .map_err(|e| {
+                let log = self
+                    .agent
+                    .as_ref()
+                    .map(|a| a.log_tail(30))
+                    .unwrap_or_default();
+                anyhow::anyhow!("{e}; agent log:\n{log}")
+            })
     }
 
     async fn run(&self) -> anyhow::Result<Value> {
@@ -362,21 +301,6 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
     fleet.stop().await
 }
 
-fn service(name: &str) -> ObservedResource {
-    ObservedResource {
-        resource_type: ResourceType::Service,
-        source_id: name.to_owned(),
-        name: name.to_owned(),
-        aliases: Vec::new(),
-        status: ResourceStatus::Running,
-        health: Health::Healthy,
-        restart_count: Some(0),
-        labels: BTreeMap::new(),
-        details: Value::Null,
-        metrics: BTreeMap::new(),
-    }
-}
-
 fn gone_finding(resource: &str, key: &str, category: Category) -> ReportedFinding {
     ReportedFinding {
         key: key.to_owned(),
@@ -419,24 +343,20 @@ async fn runtime_failures_raise_an_ai_service_finding_until_patrol_recovers() ->
     set_model(&gateway, &sim, "gpt-4o-mini").await?;
 
     // Two services in the inventory; two earlier findings on a resource that no longer exists.
-    let host = format!("rt-{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+    let host = pulse_test_support::agent::host_id("rt");
     let store = gateway.db.store().clone();
     let tenant = TenantId::default_tenant();
     let gone = format!("service:{host}:gone");
     let earlier = RunId::from_uuid(uuid::Uuid::now_v7());
     let tx = store.tenant_tx(&tenant).await?;
-    agents::connect(
+    seed::report(
         &tx,
-        &agents::AgentSession {
-            id: host.clone(),
-            hostname: host.clone(),
-            agent_version: "e2e".to_owned(),
-            report_interval_ms: 10_000,
-            token_id: None,
-        },
+        &host,
+        "e2e",
+        10_000,
+        &[service_resource("web"), service_resource("db")],
     )
     .await?;
-    resources::apply_report(&tx, &host, Utc::now(), &[service("web"), service("db")]).await?;
     let stale = findings::report(
         &tx,
         &gone_finding(&gone, "cpu-high", Category::Performance),

@@ -14,19 +14,18 @@
 //! preflight) with a call of it, outside the scripted order, so the scripted turns go to the
 //! runs.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use chrono::Utc;
 use pulse_domain::TenantId;
-use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
-use pulse_store::{agents, resources};
+use pulse_domain::resource::ObservedResource;
+use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{
-    Delivery, ProviderSim, RecordedRequest, Script, Step, Turn,
+    Delivery, PREFLIGHT_TOOL, ProviderSim, RecordedRequest, Script, Step, Turn, preflight_reply,
 };
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::wait;
 use serde_json::{Value, json};
@@ -47,26 +46,6 @@ struct Stack {
     host: String,
 }
 
-/// The preflight tool call every tool-offering request gets.
-fn preflight_reply() -> Step {
-    Step::reply(Turn::tool("pulse_preflight_ping", json!({"ok": true})))
-}
-
-fn service(name: &str) -> ObservedResource {
-    ObservedResource {
-        resource_type: ResourceType::Service,
-        source_id: name.to_owned(),
-        name: name.to_owned(),
-        aliases: Vec::new(),
-        status: ResourceStatus::Running,
-        health: Health::Healthy,
-        restart_count: Some(0),
-        labels: BTreeMap::new(),
-        details: Value::Null,
-        metrics: BTreeMap::new(),
-    }
-}
-
 impl Stack {
     /// Gateway + scheduler, the simulator with `script`, the Patrol route and key saved, and two
     /// services (`web`, `db`) on one host.
@@ -82,7 +61,7 @@ impl Stack {
         )
         .await?;
         let sim = ProviderSim::start(script.with_tool_offer_reply(preflight_reply())).await?;
-        let host = format!("watch-{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        let host = pulse_test_support::agent::host_id("watch");
         let stack = Self {
             gateway,
             scheduler: Some(scheduler),
@@ -90,17 +69,12 @@ impl Stack {
             dir,
             host,
         };
-        let (status, saved) = stack
-            .request(
-                reqwest::Method::PUT,
-                "/api/settings/ai",
-                Some(json!({
-                    "patrol_model": ROUTE,
-                    "providers": {"openai": {"api_key": KEY, "base_url": stack.sim.openai_base_url()}}
-                })),
-            )
-            .await?;
-        anyhow::ensure!(status == 200, "settings answered {status} {saved}");
+        let model = ROUTE.trim_start_matches("openai:");
+        save_settings(
+            &stack.gateway,
+            openai_route(model, KEY, &stack.sim.openai_base_url()),
+        )
+        .await?;
         stack.report(&["web", "db"]).await?;
         Ok(stack)
     }
@@ -109,19 +83,9 @@ impl Stack {
     async fn report(&self, services: &[&str]) -> anyhow::Result<()> {
         let store = self.gateway.db.store();
         let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
-        agents::connect(
-            &tx,
-            &agents::AgentSession {
-                id: self.host.clone(),
-                hostname: self.host.clone(),
-                agent_version: "e2e".to_owned(),
-                report_interval_ms: 10_000,
-                token_id: None,
-            },
-        )
-        .await?;
-        let observed: Vec<ObservedResource> = services.iter().map(|s| service(s)).collect();
-        resources::apply_report(&tx, &self.host, Utc::now(), &observed).await?;
+        let observed: Vec<ObservedResource> =
+            services.iter().map(|s| service_resource(s)).collect();
+        seed::report(&tx, &self.host, "e2e", 10_000, &observed).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -139,39 +103,14 @@ impl Stack {
         .await
     }
 
-    async fn request(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> anyhow::Result<(u16, Value)> {
-        let mut request = self
-            .gateway
-            .http
-            .request(method, self.gateway.url(path))
-            .bearer_auth(&self.gateway.admin_token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status().as_u16();
-        Ok((status, response.json().await.unwrap_or(Value::Null)))
-    }
-
     async fn accept_run(&self, body: Option<Value>) -> anyhow::Result<String> {
-        let (status, answer) = self
-            .request(reqwest::Method::POST, "/api/ai/patrol/run", body)
-            .await?;
-        anyhow::ensure!(status == 202, "run request answered {status} {answer}");
-        answer["run_id"]
-            .as_str()
-            .map(str::to_owned)
-            .ok_or_else(|| anyhow::anyhow!("no run_id in {answer}"))
+        patrol::request_run(&self.gateway, body).await
     }
 
     async fn run(&self, id: &str) -> anyhow::Result<Value> {
         let (status, run) = self
-            .request(
+            .gateway
+            .admin_json(
                 reqwest::Method::GET,
                 &format!("/api/ai/patrol/runs/{id}"),
                 None,
@@ -183,15 +122,7 @@ impl Stack {
 
     /// Waits until the run is terminal and returns it.
     async fn terminal_run(&self, id: &str, deadline: Duration) -> anyhow::Result<Value> {
-        wait::until(deadline, "a terminal run record", || async {
-            let run = self.run(id).await.ok()?;
-            matches!(
-                run["status"].as_str(),
-                Some("healthy" | "issues_found" | "error")
-            )
-            .then_some(run)
-        })
-        .await
+        patrol::terminal_run(&self.gateway, id, deadline).await
     }
 
     /// Requests of the runs, as opposed to the runner's preflights (which offer the probe tool).
@@ -199,7 +130,11 @@ impl Stack {
         self.sim
             .requests()
             .into_iter()
-            .filter(|r| !r.body.to_string().contains("\"pulse_preflight_ping\""))
+            .filter(|r| {
+                !r.body
+                    .to_string()
+                    .contains(&format!("\"{PREFLIGHT_TOOL}\""))
+            })
             .collect()
     }
 

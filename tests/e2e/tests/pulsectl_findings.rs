@@ -3,64 +3,15 @@
 //! binary lists, shows, acknowledges, dismisses and suppresses; refused requests print
 //! `error: <code>: <message>` and exit 2.
 
-use std::process::Output;
 use std::time::Duration;
 
 use chrono::Utc;
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_store::findings;
-use pulse_test_support::service::{TestGateway, binary};
-use serde_json::{Value, json};
-
-/// Runs `pulsectl <args>` against `gateway` with `token` on the command line; the environment's
-/// Pulse variables are removed so only the flags count.
-async fn pulsectl(gateway: &TestGateway, token: &str, args: &[&str]) -> anyhow::Result<Output> {
-    let mut command = tokio::process::Command::new(binary("pulsectl")?);
-    command
-        .args(["--gateway", &gateway.url, "--token", token, "--state-dir"])
-        .arg(gateway.state_dir.join("pulsectl-state"))
-        .args(args)
-        .env_remove("PULSE_GATEWAY_URL")
-        .env_remove("PULSE_TOKEN")
-        .env_remove("PULSE_STATE_DIR")
-        .kill_on_drop(true);
-    Ok(tokio::time::timeout(Duration::from_secs(30), command.output()).await??)
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "{}\nstdout:\n{}\nstderr:\n{}",
-        output.status,
-        stdout(output),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-/// Runs a command that must succeed; returns its stdout.
-async fn ok(gateway: &TestGateway, token: &str, args: &[&str]) -> anyhow::Result<String> {
-    let output = pulsectl(gateway, token, args).await?;
-    anyhow::ensure!(output.status.success(), "{args:?}: {}", describe(&output));
-    Ok(stdout(&output))
-}
-
-/// The value of a `label  value` line.
-fn field<'a>(text: &'a str, label: &str) -> Option<&'a str> {
-    text.lines().find_map(|line| {
-        line.strip_prefix(label)
-            .filter(|rest| rest.starts_with("  "))
-            .map(str::trim)
-    })
-}
-
-/// The list line of finding `id`.
-fn row<'a>(text: &'a str, id: &str) -> Option<&'a str> {
-    text.lines().find(|line| line.starts_with(id))
-}
+use pulse_test_support::cli::{Pulsectl, describe, field, row};
+use pulse_test_support::service::TestGateway;
+use serde_json::Value;
 
 async fn seed(gateway: &TestGateway, resource: &str, key: &str) -> anyhow::Result<String> {
     let reported = ReportedFinding {
@@ -90,24 +41,14 @@ async fn seed(gateway: &TestGateway, resource: &str, key: &str) -> anyhow::Resul
 async fn pulsectl_lists_shows_and_triages_findings() -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
     let gateway = TestGateway::start().await?;
-    let response = gateway
-        .http
-        .post(gateway.url("/api/tokens"))
-        .bearer_auth(&gateway.admin_token)
-        .json(&json!({"name": "ops", "scopes": ["ai:execute"]}))
-        .send()
-        .await?;
-    let body: Value = response.json().await?;
-    let ops = body["token"]
-        .as_str()
-        .ok_or_else(|| anyhow::anyhow!("no token in {body}"))?
-        .to_owned();
+    let ops = gateway.create_token("ops", &["ai:execute"]).await?;
+    let cli = Pulsectl::new(&gateway, Duration::from_secs(30));
     let disk = seed(&gateway, "host:db-1", "disk-high").await?;
     let other = seed(&gateway, "host:web-1", "disk-high").await?;
     let third = seed(&gateway, "host:cache-1", "memory-high").await?;
 
     // list: a header and one line per active finding.
-    let text = ok(&gateway, &ops, &["findings", "list"]).await?;
+    let text = cli.ok(&ops, &["findings", "list"]).await?;
     assert!(text.starts_with("ID "), "{text}");
     for id in [&disk, &other, &third] {
         let line = row(&text, id).unwrap_or_else(|| panic!("{id} missing from\n{text}"));
@@ -118,7 +59,7 @@ async fn pulsectl_lists_shows_and_triages_findings() -> anyhow::Result<()> {
     }
 
     // show: the fields and the lifecycle.
-    let text = ok(&gateway, &ops, &["findings", "show", &disk]).await?;
+    let text = cli.ok(&ops, &["findings", "show", &disk]).await?;
     assert_eq!(field(&text, "finding"), Some(disk.as_str()), "{text}");
     assert_eq!(field(&text, "status"), Some("active"), "{text}");
     assert_eq!(field(&text, "acknowledged"), Some("no"), "{text}");
@@ -128,17 +69,17 @@ async fn pulsectl_lists_shows_and_triages_findings() -> anyhow::Result<()> {
     );
 
     // ack: recorded with the token name; the list marks it.
-    let text = ok(&gateway, &ops, &["findings", "ack", &disk]).await?;
+    let text = cli.ok(&ops, &["findings", "ack", &disk]).await?;
     assert!(
         text.starts_with(&format!("acknowledged finding {disk}")),
         "{text}"
     );
-    let text = ok(&gateway, &ops, &["findings", "list"]).await?;
+    let text = cli.ok(&ops, &["findings", "list"]).await?;
     assert!(
         row(&text, &disk).is_some_and(|l| l.contains("active (acked)")),
         "{text}"
     );
-    let text = ok(&gateway, &ops, &["findings", "show", &disk]).await?;
+    let text = cli.ok(&ops, &["findings", "show", &disk]).await?;
     assert!(
         text.contains("acknowledged") && text.contains("token:ops"),
         "{text}"
@@ -146,78 +87,80 @@ async fn pulsectl_lists_shows_and_triages_findings() -> anyhow::Result<()> {
 
     // dismiss will_fix_later: the reminder date is printed; the finding leaves the active list
     // and shows with --all.
-    let text = ok(
-        &gateway,
-        &ops,
-        &[
-            "findings",
-            "dismiss",
-            &other,
-            "--reason",
-            "will_fix_later",
-            "--note",
-            "OPS-7",
-        ],
-    )
-    .await?;
+    let text = cli
+        .ok(
+            &ops,
+            &[
+                "findings",
+                "dismiss",
+                &other,
+                "--reason",
+                "will_fix_later",
+                "--note",
+                "OPS-7",
+            ],
+        )
+        .await?;
     assert!(
         text.contains(&format!("dismissed finding {other} (will_fix_later)")),
         "{text}"
     );
     assert!(text.contains("reminds at "), "{text}");
-    let active = ok(&gateway, &ops, &["findings", "list"]).await?;
+    let active = cli.ok(&ops, &["findings", "list"]).await?;
     assert!(row(&active, &other).is_none(), "{active}");
-    let all = ok(&gateway, &ops, &["findings", "list", "--all"]).await?;
+    let all = cli.ok(&ops, &["findings", "list", "--all"]).await?;
     assert!(
         row(&all, &other).is_some_and(|l| l.contains("dismissed")),
         "{all}"
     );
 
     // suppress by resource and category.
-    let text = ok(
-        &gateway,
-        &ops,
-        &[
-            "findings",
-            "suppress",
-            "--resource",
-            "host:cache-1",
-            "--category",
-            "capacity",
-        ],
-    )
-    .await?;
+    let text = cli
+        .ok(
+            &ops,
+            &[
+                "findings",
+                "suppress",
+                "--resource",
+                "host:cache-1",
+                "--category",
+                "capacity",
+            ],
+        )
+        .await?;
     assert!(text.contains(&format!("from finding {third}")), "{text}");
-    let text = ok(&gateway, &ops, &["findings", "show", &third]).await?;
+    let text = cli.ok(&ops, &["findings", "show", &third]).await?;
     assert_eq!(field(&text, "status"), Some("suppressed"), "{text}");
     assert!(field(&text, "suppression").is_some(), "{text}");
 
     // --json prints the API's answer.
-    let text = ok(&gateway, &ops, &["findings", "show", &disk, "--json"]).await?;
+    let text = cli.ok(&ops, &["findings", "show", &disk, "--json"]).await?;
     let value: Value = serde_json::from_str(&text)?;
     assert_eq!(value["finding"]["id"], disk.as_str());
 
     // Refusals: the code and message on stderr, exit 2.
-    let output = pulsectl(&gateway, &ops, &["findings", "ack", &other]).await?;
+    let output = cli.run(&ops, &["findings", "ack", &other]).await?;
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("error: finding_action_not_allowed:"), "{err}");
-    let output = pulsectl(&gateway, &ops, &["findings", "show", "00000000deadbeef"]).await?;
+    let output = cli
+        .run(&ops, &["findings", "show", "00000000deadbeef"])
+        .await?;
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("error: finding_not_found:"));
-    let output = pulsectl(
-        &gateway,
-        &ops,
-        &[
-            "findings",
-            "suppress",
-            "--resource",
-            "*",
-            "--category",
-            "capacity",
-        ],
-    )
-    .await?;
+    let output = cli
+        .run(
+            &ops,
+            &[
+                "findings",
+                "suppress",
+                "--resource",
+                "*",
+                "--category",
+                "capacity",
+            ],
+        )
+        .await?;
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
     assert!(String::from_utf8_lossy(&output.stderr).contains("allow_broad_scope"));
 

@@ -4,44 +4,20 @@
 //! another tenant's resource is `404`; and an approved, matching plan on a locked resource is
 //! refused at execution with `resource_remediation_locked:`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::Utc;
-use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
 use pulse_domain::{Scope, TenantId};
-use pulse_store::agents::{self, AgentSession};
-use pulse_store::tokens::{self, NewToken};
-use pulse_store::{Store, audit, resources, tenants};
+use pulse_store::{audit, tenants};
+use pulse_test_support::action_api::{
+    audit_rows, call, decision, error_code, get, plan_pending, post, restart_plan,
+    set_autonomy_level, user_token,
+};
 use pulse_test_support::action_broker::TestActionBroker;
+use pulse_test_support::seed::{seed_service, service_resource};
 use pulse_test_support::service::TestGateway;
 use pulse_test_support::wait;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-async fn call(
-    gw: &TestGateway,
-    method: Method,
-    path: &str,
-    token: &str,
-    body: Option<Value>,
-) -> anyhow::Result<(StatusCode, Value)> {
-    let mut request = gw
-        .http
-        .request(method, gw.url(path))
-        .timeout(Duration::from_secs(100))
-        .bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await?;
-    let status = response.status();
-    let text = response.text().await?;
-    Ok((
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    ))
-}
 
 /// `PUT .../remediation-lock` with a raw body.
 async fn put_raw(
@@ -62,57 +38,26 @@ async fn put_raw(
     Ok((status, response.json().await?))
 }
 
-fn error_code(body: &Value) -> &str {
-    body["error"].as_str().unwrap_or_default()
-}
-
 /// One agent of `tenant` reporting one service named `name`; returns the service's canonical id.
-async fn seed_service(store: &Store, tenant: &TenantId, name: &str) -> anyhow::Result<String> {
-    let host = pulse_test_support::agent::host_id("lock");
-    let tx = store.tenant_tx(tenant).await?;
-    agents::connect(
-        &tx,
-        &AgentSession {
-            id: host.clone(),
-            hostname: host.clone(),
-            agent_version: "test".to_owned(),
-            report_interval_ms: 1000,
-            token_id: None,
-        },
-    )
-    .await?;
-    let service = ObservedResource {
-        resource_type: ResourceType::Service,
-        source_id: name.to_owned(),
-        name: name.to_owned(),
-        aliases: Vec::new(),
-        status: ResourceStatus::Running,
-        health: Health::Healthy,
-        restart_count: Some(0),
-        labels: BTreeMap::new(),
-        details: Value::Null,
-        metrics: BTreeMap::new(),
-    };
-    resources::apply_report(&tx, &host, Utc::now(), &[service]).await?;
-    tx.commit().await?;
-    Ok(pulse_domain::resource::ResourceId::service(&host, name).to_string())
+async fn seed(gw: &TestGateway, tenant: &TenantId, name: &str) -> anyhow::Result<String> {
+    seed_service(gw.db.store(), tenant, "lock", service_resource(name)).await
 }
 
-/// A token of `tenant` with `scopes`, belonging to no user, issued through the store.
-async fn token(store: &Store, tenant: &TenantId, scopes: &[Scope]) -> anyhow::Result<String> {
-    let tx = store.tenant_tx(tenant).await?;
-    let issued = tokens::issue(
-        &tx,
-        NewToken {
-            name: format!("lock-{}", uuid::Uuid::now_v7().simple()),
-            scopes: scopes.iter().copied().collect(),
-            expires_at: None,
-            created_by: None,
-        },
+/// `PUT <path>` setting `never_auto_remediate` to `locked`.
+async fn put_lock(
+    gw: &TestGateway,
+    path: &str,
+    token: &str,
+    locked: bool,
+) -> anyhow::Result<(StatusCode, Value)> {
+    call(
+        gw,
+        Method::PUT,
+        path,
+        token,
+        Some(json!({"never_auto_remediate": locked})),
     )
-    .await?;
-    tx.commit().await?;
-    Ok(issued.secret.expose().to_owned())
+    .await
 }
 
 fn lock_path(resource_id: &str) -> String {
@@ -127,30 +72,23 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     let tenant = TenantId::default_tenant();
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     let admin = gw.admin_token.clone();
-    let (status, body) = call(
-        &gw,
-        Method::PUT,
-        "/api/settings/ai",
-        &admin,
-        Some(json!({"autonomy_level": "approval"})),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    set_autonomy_level(&gw, "approval").await?;
 
-    let web = seed_service(store, &tenant, "web").await?;
-    let reader = token(store, &tenant, &[Scope::MonitoringRead]).await?;
+    let web = seed(&gw, &tenant, "web").await?;
+    let reader = user_token(store, &tenant, None, &[Scope::MonitoringRead]).await?;
     let globex = TenantId::new("globex")?;
     tenants::create(store, &globex, "Globex").await?;
-    let theirs = seed_service(store, &globex, "billing").await?;
-    let outsider = token(
+    let theirs = seed(&gw, &globex, "billing").await?;
+    let outsider = user_token(
         store,
         &globex,
+        None,
         &[Scope::ActionsApprove, Scope::MonitoringRead],
     )
     .await?;
 
     // A resource never locked is unlocked.
-    let (status, body) = call(&gw, Method::GET, &lock_path(&web), &reader, None).await?;
+    let (status, body) = get(&gw, &lock_path(&web), &reader).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body,
@@ -158,14 +96,7 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     );
 
     // Setting it needs actions:approve.
-    let (status, body) = call(
-        &gw,
-        Method::PUT,
-        &lock_path(&web),
-        &reader,
-        Some(json!({"never_auto_remediate": true})),
-    )
-    .await?;
+    let (status, body) = put_lock(&gw, &lock_path(&web), &reader, true).await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(error_code(&body), "missing_scope");
     assert!(
@@ -207,56 +138,27 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
         (lock_path(&web), &outsider),
         (lock_path("service:nowhere:web"), &admin),
     ] {
-        let (status, body) = call(&gw, Method::GET, &path, token, None).await?;
+        let (status, body) = get(&gw, &path, token).await?;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
         assert_eq!(error_code(&body), "not_found");
-        let (status, body) = call(
-            &gw,
-            Method::PUT,
-            &path,
-            token,
-            Some(json!({"never_auto_remediate": true})),
-        )
-        .await?;
+        let (status, body) = put_lock(&gw, &path, token, true).await?;
         assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
         assert_eq!(error_code(&body), "not_found");
     }
 
     // A plan made while the resource is unlocked waits for a human.
-    let (status, planned) = call(
-        &gw,
-        Method::POST,
-        "/api/actions/plan",
-        &admin,
-        Some(json!({
-            "resource_id": web,
-            "capability": "service.restart",
-            "params": {"target": "web"},
-            "reason": "web stopped answering health checks",
-            "severity": "critical",
-            "approval_floor": "none",
-        })),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::CREATED, "{planned}");
-    assert_eq!(planned["state"], "pending_approval", "{planned}");
-    let id = planned["action_id"].as_str().unwrap_or_default().to_owned();
+    let mut plan = restart_plan(&web, "web", "critical");
+    plan["approval_floor"] = json!("none");
+    let id = plan_pending(&gw, &admin, plan).await?;
 
     // The operator locks it; the read says so; the change is audited with the caller as actor.
-    let (status, body) = call(
-        &gw,
-        Method::PUT,
-        &lock_path(&web),
-        &admin,
-        Some(json!({"never_auto_remediate": true})),
-    )
-    .await?;
+    let (status, body) = put_lock(&gw, &lock_path(&web), &admin, true).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body,
         json!({"resource_id": web, "never_auto_remediate": true})
     );
-    let (status, body) = call(&gw, Method::GET, &lock_path(&web), &reader, None).await?;
+    let (status, body) = get(&gw, &lock_path(&web), &reader).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["never_auto_remediate"], true, "{body}");
     let tx = store.tenant_tx(&tenant).await?;
@@ -271,12 +173,11 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     assert!(locked[0].actor.starts_with("user:"), "{:?}", locked[0]);
 
     // The plan is approved; executing it is refused by the lock and fails the action.
-    let (status, decided) = call(
+    let (status, decided) = post(
         &gw,
-        Method::POST,
         &format!("/api/actions/{id}/decision"),
         &admin,
-        Some(json!({"outcome": "approved", "reason": "checked the logs"})),
+        Some(decision("approved", "checked the logs")),
     )
     .await?;
     assert_eq!(status, StatusCode::OK, "{decided}");
@@ -284,14 +185,7 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     // The approval may start the execution itself (then this request finds it taken or ended);
     // when it is still approved here, executing it is refused by the lock.
     if decided["state"] == "approved" {
-        let (status, body) = call(
-            &gw,
-            Method::POST,
-            &format!("/api/actions/{id}/execute"),
-            &admin,
-            None,
-        )
-        .await?;
+        let (status, body) = post(&gw, &format!("/api/actions/{id}/execute"), &admin, None).await?;
         assert_eq!(status, StatusCode::CONFLICT, "{body}");
         let code = error_code(&body);
         if code == "resource_remediation_locked" {
@@ -314,28 +208,11 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
         Duration::from_secs(30),
         "the locked action to be refused",
         || async {
-            let (_, action) = call(
-                &gw,
-                Method::GET,
-                &format!("/api/actions/{id}"),
-                &admin,
-                None,
-            )
-            .await
-            .ok()?;
+            let (_, action) = get(&gw, &format!("/api/actions/{id}"), &admin).await.ok()?;
             if action["state"] != "failed" {
                 return None;
             }
-            let (_, rows) = call(
-                &gw,
-                Method::GET,
-                &format!("/api/actions/{id}/audit"),
-                &admin,
-                None,
-            )
-            .await
-            .ok()?;
-            rows.as_array().and_then(|r| r.last().cloned())
+            audit_rows(&gw, &id, &admin).await.ok()?.last().cloned()
         },
     )
     .await?;
@@ -347,19 +224,12 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     );
 
     // Clearing the lock is audited too; the chain stays intact.
-    let (status, body) = call(
-        &gw,
-        Method::PUT,
-        &lock_path(&web),
-        &admin,
-        Some(json!({"never_auto_remediate": false})),
-    )
-    .await?;
+    let (status, body) = put_lock(&gw, &lock_path(&web), &admin, false).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = call(&gw, Method::GET, &lock_path(&web), &reader, None).await?;
+    let (status, body) = get(&gw, &lock_path(&web), &reader).await?;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["never_auto_remediate"], false, "{body}");
-    let (status, report) = call(&gw, Method::GET, "/api/audit/verify", &admin, None).await?;
+    let (status, report) = get(&gw, "/api/audit/verify", &admin).await?;
     assert_eq!(status, StatusCode::OK, "{report}");
     assert_eq!(report["ok"], true, "{report}");
 

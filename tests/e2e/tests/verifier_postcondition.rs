@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use pulse_bus::events::{PostconditionReply, PostconditionRequest, VERIFY_POSTCONDITION};
 use pulse_bus::relay_api::{RelayCommandRequest, RelayObserveRequest};
-use pulse_bus::{Bus, BusError, Subjects};
+use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::action::Verification;
 use pulse_domain::agent_protocol::{Receipt, ReceiptStatus, ResourceTarget};
 use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
-use pulse_test_support::agent::{AgentStack, host_id, marker_service, write_service};
+use pulse_test_support::agent::{AgentStack, host_id, marker_service, sleeper_service};
+use pulse_test_support::nats::bus_on;
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
 
@@ -39,9 +40,8 @@ struct Api {
 
 impl Api {
     async fn new(prefix: &str, agent: &str) -> anyhow::Result<Self> {
-        let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
         Ok(Self {
-            bus: Bus::new(client, Subjects::try_new(Some(prefix))?),
+            bus: bus_on(prefix).await?,
             tenant: TenantId::default_tenant(),
             agent: agent.to_owned(),
         })
@@ -137,39 +137,29 @@ async fn postconditions_are_judged_on_fresh_observations_and_fail_closed() -> an
         &[],
     )
     .await?;
-    let agent_token = stack
-        .create_token("agent-exec", &["agent:report", "agent:exec"])
-        .await?;
     let reader = stack.create_token("reader", &["monitoring:read"]).await?;
     let host = host_id("postcond");
-    let mut spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
-    spec.enable_commands = true;
     // `web` is healthy (its marker never exists); `faulty` is unhealthy (its marker does).
-    let web_marker = spec.state_dir.join("web-fault");
-    let faulty_marker = spec.state_dir.join("faulty-fault");
-    write_service(
-        &spec.services_dir,
-        "web.toml",
-        &marker_service("web", &web_marker),
-    )?;
-    write_service(
-        &spec.services_dir,
-        "faulty.toml",
-        &marker_service("faulty", &faulty_marker),
-    )?;
+    let web_marker = stack.dir.join("web-fault");
+    let faulty_marker = stack.dir.join("faulty-fault");
     std::fs::write(&faulty_marker, "fault")?;
-    // `plain` has no health check at all.
-    write_service(
-        &spec.services_dir,
-        "plain.toml",
-        "name = \"plain\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n[restart]\npolicy = \"always\"\n",
-    )?;
     let api = Api::new(&stack.gateway.prefix, &host).await?;
     let web = api.service_id("web");
     let faulty = api.service_id("faulty");
     let plain = api.service_id("plain");
 
-    let agent = stack.spawn_agent(&spec)?;
+    let (_, agent) = stack
+        .spawn_command_agent(
+            &host,
+            INTERVAL,
+            &[
+                ("web.toml", marker_service("web", &web_marker)),
+                ("faulty.toml", marker_service("faulty", &faulty_marker)),
+                // `plain` has no health check at all.
+                ("plain.toml", sleeper_service("plain")),
+            ],
+        )
+        .await?;
     let with_logs = |e: anyhow::Error, agent_log: String| {
         anyhow::anyhow!(
             "{e}; verifier log:\n{}\nagent log:\n{agent_log}",

@@ -9,12 +9,13 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
-use pulse_bus::{Bus, BusError, Subjects};
+use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, VerifierOutcome};
 use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
 use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, marker_service, write_service};
+use pulse_test_support::nats::bus_on;
 use pulse_test_support::service::signal;
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
@@ -34,9 +35,8 @@ struct Verify {
 
 impl Verify {
     async fn new(prefix: &str) -> anyhow::Result<Self> {
-        let client = async_nats::connect(pulse_test_support::nats::nats_url()).await?;
         Ok(Self {
-            bus: Bus::new(client, Subjects::try_new(Some(prefix))?),
+            bus: bus_on(prefix).await?,
             tenant: TenantId::default_tenant(),
         })
     }

@@ -1,8 +1,9 @@
 //! The governed-action API as e2e tests drive it: JSON calls with a bearer token, user tokens
-//! issued through the store, and a supervised service that counts its starts (the evidence that
-//! an action ran, and ran once).
+//! issued through the store, restart plans, decisions, waiting for an action's state, its audit
+//! rows, the Patrol mode, and a supervised service that counts its starts (the evidence that an
+//! action ran, and ran once) on an agent with commands enabled.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pulse_domain::{Scope, TenantId};
@@ -10,10 +11,12 @@ use pulse_store::Store;
 use pulse_store::tokens::{self, NewToken};
 use pulse_store::users::{self, UserRole};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::service::TestGateway;
+use crate::agent::AgentStack;
+use crate::service::{ServiceProcess, TestGateway};
+use crate::wait;
 
 /// One API call; the body as JSON (or as a JSON string when it is not JSON).
 pub async fn call(
@@ -23,11 +26,20 @@ pub async fn call(
     token: &str,
     body: Option<Value>,
 ) -> anyhow::Result<(StatusCode, Value)> {
-    let mut request = gw
+    let request = gw
         .http
         .request(method, gw.url(path))
         .timeout(Duration::from_secs(100))
         .bearer_auth(token);
+    send(request, body).await
+}
+
+/// Sends `request` (with `body` as JSON when given); the status and the body as JSON (or as a
+/// JSON string when it is not JSON).
+pub async fn send(
+    mut request: reqwest::RequestBuilder,
+    body: Option<Value>,
+) -> anyhow::Result<(StatusCode, Value)> {
     if let Some(body) = body {
         request = request.json(&body);
     }
@@ -88,10 +100,8 @@ pub async fn user_token(
 /// sleeps; restarted by the agent whenever it exits.
 pub fn counter_service(starts: &Path) -> String {
     format!(
-        "name = \"counter\"\ncommand = \"sh\"\n\
-         args = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n\
-         [restart]\npolicy = \"always\"\n",
-        starts.display()
+        "name = \"counter\"\n{}[restart]\npolicy = \"always\"\n",
+        crate::agent::counting_command(starts)
     )
 }
 
@@ -100,4 +110,133 @@ pub fn starts(path: &Path) -> usize {
     std::fs::read_to_string(path)
         .map(|t| t.lines().count())
         .unwrap_or(0)
+}
+
+/// Waits until the counter service has started `count` times.
+pub async fn wait_starts(
+    path: &Path,
+    count: usize,
+    deadline: Duration,
+    what: &str,
+) -> anyhow::Result<()> {
+    wait::until(deadline, what, || async {
+        (starts(path) == count).then_some(())
+    })
+    .await
+}
+
+/// Sets the tenant's Patrol mode (`autonomy_level`) as the admin; fails unless it is saved.
+pub async fn set_autonomy_level(gw: &TestGateway, level: &str) -> anyhow::Result<()> {
+    let (status, body) = call(
+        gw,
+        reqwest::Method::PUT,
+        "/api/settings/ai",
+        &gw.admin_token,
+        Some(json!({"autonomy_level": level})),
+    )
+    .await?;
+    anyhow::ensure!(
+        status == StatusCode::OK,
+        "settings answered {status} {body}"
+    );
+    Ok(())
+}
+
+/// The plan of a `service.restart` of `target` on `resource_id` (no approval floor, no finding:
+/// add them to the value where a test needs them).
+pub fn restart_plan(resource_id: &str, target: &str, severity: &str) -> Value {
+    json!({
+        "resource_id": resource_id,
+        "capability": "service.restart",
+        "params": {"target": target},
+        "reason": format!("{target} stopped answering health checks"),
+        "severity": severity,
+    })
+}
+
+/// Submits `plan` as `requester`; fails unless it is created and waits for a human. The action
+/// id.
+pub async fn plan_pending(
+    gw: &TestGateway,
+    requester: &str,
+    plan: Value,
+) -> anyhow::Result<String> {
+    let (status, planned) = post(gw, "/api/actions/plan", requester, Some(plan)).await?;
+    anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
+    anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
+    Ok(planned["action_id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// A decision body.
+pub fn decision(outcome: &str, reason: &str) -> Value {
+    json!({"outcome": outcome, "reason": reason})
+}
+
+/// The action's view, when the gateway answers `200`.
+pub async fn action_view(gw: &TestGateway, id: &str, token: &str) -> Option<Value> {
+    let (status, view) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
+    (status == StatusCode::OK).then_some(view)
+}
+
+/// Waits until action `id` is in `state` (and, for `completed`, verified); its view.
+pub async fn action_in_state(
+    gw: &TestGateway,
+    id: &str,
+    token: &str,
+    state: &str,
+    deadline: Duration,
+) -> anyhow::Result<Value> {
+    wait::until(deadline, &format!("action {id} to be {state}"), || async {
+        let (_, action) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
+        let verified = state != "completed" || !action["verification"].is_null();
+        (action["state"] == state && verified).then_some(action)
+    })
+    .await
+}
+
+/// The action's audit rows through the API.
+pub async fn audit_rows(gw: &TestGateway, id: &str, token: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, rows) = get(gw, &format!("/api/actions/{id}/audit"), token).await?;
+    anyhow::ensure!(status == StatusCode::OK, "{status} {rows}");
+    Ok(rows.as_array().cloned().unwrap_or_default())
+}
+
+/// The kinds of an action's audit rows, in order.
+pub fn audit_kinds(rows: &[Value]) -> Vec<&str> {
+    rows.iter()
+        .map(|r| r["kind"].as_str().unwrap_or_default())
+        .collect()
+}
+
+/// The audit trail of an action approved by a human, executed once and verified.
+pub const APPROVED_EXECUTED_VERIFIED: [&str; 6] = [
+    "action.planned",
+    "action.pending_approval",
+    "action.approved",
+    "action.executing",
+    "action.completed",
+    "action.verification",
+];
+
+/// Starts an agent `host` of `stack` with commands enabled, supervising the counter service
+/// (counting its starts in a file of the stack's directory), and waits up to `startup` for the
+/// service's first start. The starts file and the agent.
+pub async fn spawn_counter_agent(
+    stack: &AgentStack,
+    host: &str,
+    interval: Duration,
+    startup: Duration,
+) -> anyhow::Result<(PathBuf, ServiceProcess)> {
+    let starts_file = stack.dir.join(format!("{host}.starts"));
+    let (_, agent) = stack
+        .spawn_command_agent(
+            host,
+            interval,
+            &[("counter.toml", counter_service(&starts_file))],
+        )
+        .await?;
+    wait_starts(&starts_file, 1, startup, "the service to start once")
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
+    Ok((starts_file, agent))
 }

@@ -4,8 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::service::{ServiceProcess, TestGateway, free_port, scratch_dir, small_streams_env};
 
@@ -133,24 +132,7 @@ impl AgentStack {
 
     /// A new token of the admin's tenant with `scopes`, through `POST /api/tokens`.
     pub async fn create_token(&self, name: &str, scopes: &[&str]) -> anyhow::Result<String> {
-        let response = self
-            .gateway
-            .http
-            .post(self.gateway.url("/api/tokens"))
-            .bearer_auth(&self.gateway.admin_token)
-            .json(&json!({"name": name, "scopes": scopes}))
-            .send()
-            .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
-        anyhow::ensure!(
-            status.is_success(),
-            "token creation failed: {status} {body}"
-        );
-        body["token"]
-            .as_str()
-            .map(str::to_owned)
-            .context("no token in the response")
+        self.gateway.create_token(name, scopes).await
     }
 
     /// `GET /api/resources` with `token`: the list, or the status and body on failure.
@@ -189,6 +171,62 @@ impl AgentStack {
             .await?;
         let status = response.status().as_u16();
         Ok((status, response.json().await.unwrap_or(Value::Null)))
+    }
+
+    /// Waits until service `name` of agent `host` is a resource (read with `token`); its id.
+    pub async fn service_resource_id(
+        &self,
+        token: &str,
+        host: &str,
+        name: &str,
+        deadline: Duration,
+    ) -> anyhow::Result<String> {
+        crate::wait::until(
+            deadline,
+            &format!("the {name} service resource"),
+            || async {
+                let list = self.resources(token).await.ok()?;
+                list.iter()
+                    .find(|r| r["agent_id"] == host && r["name"] == name)
+                    .and_then(|r| r["id"].as_str().map(str::to_owned))
+            },
+        )
+        .await
+    }
+
+    /// Waits until resource `id` (read with `token`) has `health`.
+    pub async fn wait_health(
+        &self,
+        token: &str,
+        id: &str,
+        health: &str,
+        deadline: Duration,
+    ) -> anyhow::Result<()> {
+        crate::wait::until(deadline, &format!("{id} to be {health}"), || async {
+            let (status, body) = self.resource(token, id).await.ok()?;
+            (status == 200 && body["health"] == health).then_some(())
+        })
+        .await
+    }
+
+    /// Starts an agent `host` with `--enable-commands` (a token with `agent:report` and
+    /// `agent:exec`) supervising `services` (file name, definition).
+    pub async fn spawn_command_agent(
+        &self,
+        host: &str,
+        interval: Duration,
+        services: &[(&str, String)],
+    ) -> anyhow::Result<(AgentSpec, ServiceProcess)> {
+        let token = self
+            .create_token("agent-exec", &["agent:report", "agent:exec"])
+            .await?;
+        let mut spec = self.agent_spec(host, &token, interval)?;
+        spec.enable_commands = true;
+        for (file, definition) in services {
+            write_service(&spec.services_dir, file, definition)?;
+        }
+        let agent = self.spawn_agent(&spec)?;
+        Ok((spec, agent))
     }
 
     /// A fresh agent spec with its own directories under the stack's scratch dir.
@@ -273,11 +311,35 @@ pub fn host_id(label: &str) -> String {
 /// check passes while `marker` does not exist: creating the marker is the fault, removing it
 /// the fix.
 pub fn marker_service(name: &str, marker: &Path) -> String {
+    marker_service_running(name, SLEEP_COMMAND, marker)
+}
+
+/// The definition of a long-running supervised service `name` (always restarted) with no health
+/// check.
+pub fn sleeper_service(name: &str) -> String {
+    format!("name = \"{name}\"\n{SLEEP_COMMAND}[restart]\npolicy = \"always\"\n")
+}
+
+/// The `command` and `args` lines of a service that only sleeps.
+pub const SLEEP_COMMAND: &str = "command = \"sleep\"\nargs = [\"3600\"]\n";
+
+/// As [`marker_service`], running `command` (the service table's `command` and `args` lines,
+/// and any other of its keys, each line ending in a newline) instead of a plain sleep.
+pub fn marker_service_running(name: &str, command: &str, marker: &Path) -> String {
     format!(
-        "name = \"{name}\"\ncommand = \"sleep\"\nargs = [\"3600\"]\n\
+        "name = \"{name}\"\n{command}\
          [restart]\npolicy = \"always\"\n\
          [health]\ntype = \"file-absent\"\npath = \"{}\"\ninterval_ms = 200\ntimeout_ms = 1000\n",
         marker.display()
+    )
+}
+
+/// The `command` and `args` lines of a service that appends a line to `starts` each time it
+/// starts, then sleeps.
+pub fn counting_command(starts: &Path) -> String {
+    format!(
+        "command = \"sh\"\nargs = [\"-c\", \"echo started >> '{}'; exec sleep 3600\"]\n",
+        starts.display()
     )
 }
 

@@ -4,11 +4,14 @@
 pub mod action_api;
 pub mod action_broker;
 pub mod agent;
+pub mod cli;
 pub mod db;
 pub mod nats;
+pub mod patrol;
 pub mod provider_sim;
 pub mod runner;
 pub mod scheduler;
+pub mod seed;
 pub mod service;
 pub mod stack;
 pub mod verifier;

@@ -12,6 +12,13 @@ pub fn nats_url() -> String {
     std::env::var("PULSE_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
 }
 
+/// A bus on the test server under the subject prefix `prefix` (e.g. a test gateway's), to talk
+/// to the services of that stack.
+pub async fn bus_on(prefix: &str) -> anyhow::Result<Bus> {
+    let client = async_nats::connect(nats_url()).await?;
+    Ok(Bus::new(client, Subjects::try_new(Some(prefix))?))
+}
+
 pub struct TestNats {
     client: async_nats::Client,
     js: jetstream::Context,

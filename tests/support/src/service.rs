@@ -277,17 +277,61 @@ impl TestGateway {
         token: &str,
         path: &str,
     ) -> anyhow::Result<(u16, serde_json::Value)> {
-        let response = self
-            .http
-            .get(self.url(path))
-            .bearer_auth(token)
-            .send()
-            .await?;
+        self.request_json(reqwest::Method::GET, token, path, None)
+            .await
+    }
+
+    /// `<method> <path>` with bearer `token` and `body` as JSON when given: the status and the
+    /// JSON body (`null` when the body is not JSON).
+    pub async fn request_json(
+        &self,
+        method: reqwest::Method,
+        token: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        let mut request = self.http.request(method, self.url(path)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
         let status = response.status().as_u16();
         Ok((
             status,
             response.json().await.unwrap_or(serde_json::Value::Null),
         ))
+    }
+
+    /// [`Self::request_json`] with the admin token.
+    pub async fn admin_json(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> anyhow::Result<(u16, serde_json::Value)> {
+        self.request_json(method, &self.admin_token, path, body)
+            .await
+    }
+
+    /// A new token of the admin's tenant with `scopes`, through `POST /api/tokens`.
+    pub async fn create_token(&self, name: &str, scopes: &[&str]) -> anyhow::Result<String> {
+        let response = self
+            .http
+            .post(self.url("/api/tokens"))
+            .bearer_auth(&self.admin_token)
+            .json(&serde_json::json!({"name": name, "scopes": scopes}))
+            .send()
+            .await?;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await?;
+        anyhow::ensure!(
+            status.is_success(),
+            "token creation failed: {status} {body}"
+        );
+        body["token"]
+            .as_str()
+            .map(str::to_owned)
+            .context("no token in the response")
     }
 
     pub async fn stop(self) -> anyhow::Result<()> {

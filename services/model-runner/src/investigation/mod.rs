@@ -12,7 +12,9 @@
 //! finding's state, the attempts and cooldowns and the tenant's concurrency bound, and an
 //! admitted finding gets a `running` attempt row before the run starts (a redelivered event
 //! finds the row and dispatches nothing). The event is acked after those commits; the runs go
-//! on in the background. A process that dies mid-run leaves its rows `running` until they time
+//! on in the background. A delivery that leaves some finding undecided is Nak'd with backoff;
+//! after its last delivery, or at once when it cannot be read, the event is dead-lettered to
+//! `pulse.<tenant>.dlq.investigation_dispatch` ([`pulse_bus::redelivery`]). A process that dies mid-run leaves its rows `running` until they time
 //! out.
 //!
 //! A completely successful run with one valid proposal submits it to the action-broker as an
@@ -30,13 +32,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::StreamExt;
-use pulse_bus::async_nats::jetstream::{
-    self, AckKind,
-    consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull},
-};
+use futures::FutureExt;
+use pulse_bus::async_nats::jetstream::{self, consumer::PullConsumer};
 use pulse_bus::events::{ACTION_PLAN_REQUEST, ActionPlanRequest, RUN_COMPLETED, RunCompleted};
-use pulse_bus::{Bus, BusError, backoff_delay};
+use pulse_bus::{
+    Bus, BusError, Delivery, EventConsumerConfig, JobError, Redelivery, SerialPull,
+    ensure_event_consumer,
+};
 use pulse_domain::TenantId;
 use pulse_domain::action::Severity as ActionSeverity;
 use pulse_domain::ai_settings::AutonomyLevel;
@@ -51,6 +53,7 @@ use pulse_store::settings::{self, ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError, TenantTx, findings, patrol_runs, resources};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::patrol_connection::{ConnectionError, patrol_connection};
@@ -68,7 +71,9 @@ pub const REQUESTED_BY: &str = "patrol:investigation";
 /// How long the broker may take to answer a catalogue or plan request.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_DELIVER: i64 = 8;
-const MAX_CONSECUTIVE_PULL_ERRORS: u32 = 60;
+/// The `kind` of committed-run events dead-lettered after their last delivery (or at once when
+/// they cannot be read).
+pub const DLQ_KIND: &str = "investigation_dispatch";
 
 /// What dispatching one committed Watch run did.
 #[derive(Debug, Clone, Default)]
@@ -459,77 +464,31 @@ impl InvestigationService {
 
     async fn consume(self: Arc<Self>, consumer: PullConsumer, mut stop: watch::Receiver<bool>) {
         let mut running: JoinSet<()> = JoinSet::new();
-        let mut pull_errors = 0u32;
-        loop {
+        let mut events = SerialPull::new(consumer, CONSUMER, 16, Duration::from_secs(2));
+        while let Some(message) = events
+            .next(stop.wait_for(|stopped| *stopped).map(|_| ()))
+            .await
+        {
             while running.try_join_next().is_some() {}
-            let batch = tokio::select! {
-                _ = stop.changed() => break,
-                batch = consumer.batch().max_messages(16).expires(Duration::from_secs(2)).messages() => batch,
-            };
-            let mut messages = match batch {
-                Ok(messages) => {
-                    pull_errors = 0;
-                    messages
-                }
-                Err(error) => {
-                    pull_errors = pull_errors.saturating_add(1);
-                    tracing::warn!(%error, attempt = pull_errors, "run event pull failed");
-                    if pull_errors >= MAX_CONSECUTIVE_PULL_ERRORS {
-                        tracing::error!(
-                            "investigation dispatch stopped after repeated pull failures"
-                        );
-                        break;
-                    }
-                    let pause = backoff_delay(
-                        Duration::from_millis(100),
-                        Duration::from_secs(5),
-                        pull_errors.into(),
-                    );
-                    tokio::select! {
-                        _ = stop.changed() => break,
-                        _ = tokio::time::sleep(pause) => {}
-                    }
-                    continue;
-                }
-            };
-            while let Some(next) = tokio::select! {
-                _ = stop.changed() => None,
-                next = messages.next() => next,
-            } {
-                let Ok(message) = next else { break };
-                self.clone().process(message, &mut running).await;
-            }
-            if *stop.borrow() {
-                break;
-            }
+            self.clone().process(message, &mut running).await;
         }
         // Running attempts are abandoned; their rows time out.
         running.shutdown().await;
     }
 
+    /// Handles one delivery: ack once the dispatch is committed, Nak with backoff when some
+    /// finding stayed undecided, dead letter after the last delivery or at once when the event
+    /// cannot be read.
     async fn process(self: Arc<Self>, message: jetstream::Message, running: &mut JoinSet<()>) {
-        let delivered = message
-            .info()
-            .map(|i| u64::try_from(i.delivered).unwrap_or(1).max(1))
-            .unwrap_or(1);
-        let subject = message.subject.to_string();
-        let decoded = pulse_bus::decode::<RunCompleted>(message.headers.as_ref(), &message.payload);
-        let (tenant, event) = match decoded {
-            Ok(decoded) => match decoded.meta.tenant {
-                Some(tenant)
-                    if self.bus.subjects().tenant_token(&subject) == Some(tenant.as_str()) =>
-                {
-                    (tenant, decoded.payload)
-                }
-                _ => {
-                    tracing::warn!(%subject, "run event tenant does not match its subject; dropped");
-                    let _ = message.ack_with(AckKind::Term).await;
-                    return;
-                }
-            },
-            Err(error) => {
-                tracing::warn!(%subject, %error, "undecodable run event; dropped");
-                let _ = message.ack_with(AckKind::Term).await;
+        let Some(delivery) = Delivery::new(self.bus.subjects(), message) else {
+            return;
+        };
+        let (tenant, event) = match delivery.decode::<RunCompleted>("run event") {
+            Ok((tenant, decoded)) => (tenant, decoded.payload),
+            Err(reason) => {
+                delivery
+                    .dead_letter(&self.bus, &redelivery(), &reason)
+                    .await;
                 return;
             }
         };
@@ -541,50 +500,46 @@ impl InvestigationService {
             let run_id = event.run_id;
             running.spawn(async move { this.investigate(&tenant, id, run_id, finding).await });
         }
-        match dispatched.failure {
-            None => {
-                if let Err(error) = message.double_ack().await {
-                    tracing::warn!(%error, "run event ack failed; it will be redelivered");
-                }
-            }
-            Some(error) if delivered >= MAX_DELIVER as u64 => {
-                tracing::error!(run_id = %event.run_id, %error, "investigation dispatch failed on its last delivery; dropped");
-                let _ = message.ack_with(AckKind::Term).await;
-            }
-            Some(error) => {
-                let delay =
-                    backoff_delay(Duration::from_secs(1), Duration::from_secs(60), delivered);
-                tracing::warn!(run_id = %event.run_id, %error, "investigation dispatch failed; retrying later");
-                let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
-            }
-        }
+        let result = dispatched.failure.map_or(Ok(()), |error| {
+            Err(JobError::retry(format!(
+                "investigation dispatch failed: {error}"
+            )))
+        });
+        let span =
+            tracing::info_span!("investigation_dispatch", tenant = %tenant, run_id = %event.run_id);
+        delivery
+            .settle(&self.bus, &redelivery(), result)
+            .instrument(span)
+            .await;
+    }
+}
+
+/// The redeliveries of one committed-run event, then its dead letter.
+fn redelivery() -> Redelivery {
+    Redelivery {
+        dlq_kind: DLQ_KIND.to_owned(),
+        max_deliver: MAX_DELIVER,
+        backoff_base: Duration::from_secs(1),
+        backoff_max: Duration::from_secs(60),
     }
 }
 
 /// The durable consumer of committed Watch runs.
 pub async fn ensure_consumer(bus: &Bus) -> Result<PullConsumer, BusError> {
     let (domain, event) = RUN_COMPLETED;
-    let subjects = bus.subjects();
-    bus.jetstream()
-        .create_consumer_on_stream(
-            pull::Config {
-                durable_name: Some(CONSUMER.to_owned()),
-                description: Some("model-runner investigation dispatch".to_owned()),
-                filter_subject: subjects.any_tenant(&format!("events.{domain}.{event}")),
-                ack_policy: AckPolicy::Explicit,
-                deliver_policy: DeliverPolicy::New,
-                ack_wait: Duration::from_secs(30),
-                max_deliver: MAX_DELIVER,
-                max_ack_pending: 1000,
-                ..Default::default()
-            },
-            subjects.events_stream(),
-        )
-        .await
-        .map_err(|err| BusError::Nats {
-            op: "consumer create",
-            source: err.into(),
-        })
+    ensure_event_consumer(
+        bus,
+        &EventConsumerConfig {
+            durable_name: CONSUMER.to_owned(),
+            description: "model-runner investigation dispatch".to_owned(),
+            filter_subject: bus
+                .subjects()
+                .any_tenant(&format!("events.{domain}.{event}")),
+            ack_wait: Duration::from_secs(30),
+            max_deliver: MAX_DELIVER,
+        },
+    )
+    .await
 }
 
 fn summary(proposal: &Proposal) -> ProposalSummary {

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::capture::{ProposalCapture, fingerprint, validate};
 use crate::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
 use crate::provider::{ToolCall, ToolResult, Usage};
-use crate::watch::tools::WatchTools;
+use crate::watch::tools::{WatchTools, canonical_reads_and};
 
 /// Evidence-tool calls of one investigation.
 pub const EVIDENCE_BUDGET: u32 = 15;
@@ -31,33 +31,10 @@ const EVIDENCE_SUMMARY_CHARS: usize = 200;
 pub fn investigation_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
     ToolPolicy::narrowed_properties(
         ExecutionProfile::PatrolInvestigation,
-        &[
-            (
-                ToolName::PulseQuery,
-                &["search", "get", "list", "health"],
-                &[
-                    "action",
-                    "query",
-                    "resource_type",
-                    "resource_id",
-                    "status",
-                    "limit",
-                    "offset",
-                ],
-            ),
-            (
-                ToolName::PulseMetrics,
-                &[],
-                &["type", "resource_id", "period"],
-            ),
-            (
-                ToolName::PulseRead,
-                &["logs"],
-                &["action", "resource_id", "lines", "grep"],
-            ),
+        &canonical_reads_and(&[
             (ToolName::PatrolActionCapabilities, &[], &[]),
             (ToolName::PatrolProposeAction, &[], &[]),
-        ],
+        ]),
     )
 }
 

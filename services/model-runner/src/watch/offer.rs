@@ -34,7 +34,7 @@ pub fn project(tool: ToolName, schema: &mut Value) -> Option<&'static str> {
         }
         ToolName::PulseRead => {
             require(schema, "resource_id");
-            Some("Recent log lines of a service or app-container, read live.")
+            Some("Live: recent log lines of a service or app-container, or a container's inspect.")
         }
         ToolName::PatrolGetFindings => Some("The active findings on the run's resources."),
         ToolName::PatrolReportFinding => {
@@ -151,6 +151,29 @@ mod tests {
                 "{}",
                 tool.name
             );
+        }
+    }
+
+    #[test]
+    fn watch_and_investigation_runs_offer_logs_and_inspect_reads_only() {
+        let investigation = crate::investigation::tools::investigation_policy();
+        for policy in [watch_policy(), investigation] {
+            let policy = policy.expect("policy");
+            let read = offered(&policy, "pulse_read");
+            assert_eq!(
+                read["properties"]["action"]["enum"],
+                json!(["logs", "inspect"])
+            );
+            let inspect = json!({"action": "inspect", "resource_id": "app-container:h1:abc"});
+            assert_eq!(denial(&policy, "pulse_read", inspect), None);
+            for action in ["exec", "file", "find", "tail"] {
+                let arguments = json!({"action": action, "resource_id": "app-container:h1:abc"});
+                assert_eq!(
+                    denial(&policy, "pulse_read", arguments),
+                    Some(DenialCode::InvalidArguments),
+                    "{action}"
+                );
+            }
         }
     }
 

@@ -46,43 +46,21 @@ use super::executor::{
 };
 use super::offer;
 use super::seed::{REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt};
-use super::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, findings};
+use super::tools::{
+    BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
+};
 
 /// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle.
 pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
-    // Only the arguments the Watch handlers read are offered (tools/query.rs, metrics.rs,
-    // read.rs): the shared schemas also carry Proxmox/Kubernetes paging and exec arguments.
-    // The Watch wording ([`offer::project`]) is applied to what is left.
+    // Only the arguments the Watch handlers read are offered (`tools::CANONICAL_READS`); the Watch
+    // wording ([`offer::project`]) is applied to what is left.
     ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
-        &[
-            (
-                ToolName::PulseQuery,
-                &["search", "get", "list", "health"],
-                &[
-                    "action",
-                    "query",
-                    "resource_type",
-                    "resource_id",
-                    "status",
-                    "limit",
-                    "offset",
-                ],
-            ),
-            (
-                ToolName::PulseMetrics,
-                &[],
-                &["type", "resource_id", "period"],
-            ),
-            (
-                ToolName::PulseRead,
-                &["logs"],
-                &["action", "resource_id", "lines", "grep"],
-            ),
+        &canonical_reads_and(&[
             (ToolName::PatrolGetFindings, &[], &[]),
             (ToolName::PatrolReportFinding, &[], &[]),
             (ToolName::PatrolAssessFinding, &[], &[]),
-        ],
+        ]),
         &offer::project,
     )
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use pulse_test_support::provider_sim::{self, Script, Step, Turn};
+use pulse_test_support::provider_sim::{self, Script};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -26,9 +26,6 @@ struct Args {
     #[arg(long)]
     answer_preflight: bool,
 }
-
-/// The model-runner's preflight probe tool.
-const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -51,10 +48,7 @@ async fn main() -> anyhow::Result<()> {
     // Scripts are for in-process tests; the binary answers `sim:` models only.
     let mut script = Script::steps([]);
     if args.answer_preflight {
-        script = script.with_tool_offer_reply(Step::reply(Turn::tool(
-            PREFLIGHT_TOOL,
-            serde_json::json!({"ok": true}),
-        )));
+        script = script.with_tool_offer_reply(provider_sim::preflight_reply());
     }
     provider_sim::serve(
         listener,

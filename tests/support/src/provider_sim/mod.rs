@@ -86,6 +86,15 @@ pub struct RecordedRequest {
     pub usage: Option<SimUsage>,
 }
 
+/// The model-runner's provider preflight probe tool.
+pub const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";
+
+/// The answer of a tool-capable model to the provider preflight: a call of the probe tool (for
+/// [`Script::with_tool_offer_reply`]; runs never offer the probe tool, so they never get it).
+pub fn preflight_reply() -> Step {
+    Step::reply(Turn::tool(PREFLIGHT_TOOL, json!({"ok": true})))
+}
+
 /// Header values replaced by [`MASK`] in the HTTP request log.
 pub const SECRET_HEADERS: &[&str] = &["authorization", "x-api-key", "x-goog-api-key"];
 

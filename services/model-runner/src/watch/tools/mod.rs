@@ -31,6 +31,43 @@ use crate::provider::{ToolCall, ToolResult};
 /// How long a relay read or a verifier check may take before it counts as unavailable.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// One offered tool narrowed to its actions (`action` cases) and its arguments.
+pub type Narrowing = (ToolName, &'static [&'static str], &'static [&'static str]);
+
+/// The canonical reads served by [`WatchTools`], narrowed to what their handlers read
+/// (query.rs, metrics.rs, read.rs): the shared schemas also carry Proxmox/Kubernetes paging and
+/// exec arguments. Offered by Watch runs and investigations alike.
+pub const CANONICAL_READS: [Narrowing; 3] = [
+    (
+        ToolName::PulseQuery,
+        &["search", "get", "list", "health"],
+        &[
+            "action",
+            "query",
+            "resource_type",
+            "resource_id",
+            "status",
+            "limit",
+            "offset",
+        ],
+    ),
+    (
+        ToolName::PulseMetrics,
+        &[],
+        &["type", "resource_id", "period"],
+    ),
+    (
+        ToolName::PulseRead,
+        &["logs", "inspect"],
+        &["action", "resource_id", "lines", "grep"],
+    ),
+];
+
+/// [`CANONICAL_READS`] followed by `others`.
+pub fn canonical_reads_and(others: &[Narrowing]) -> Vec<Narrowing> {
+    CANONICAL_READS.iter().chain(others).copied().collect()
+}
+
 /// What a Watch run's tools work over.
 #[derive(Clone)]
 pub struct ToolContext {
