@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
-use pulse_domain::action::ActionState;
+use pulse_domain::action::{ActionEvent, ActionState};
 use pulse_domain::{Scope, TenantId};
+use pulse_store::actions::TransitionDetail;
 use pulse_store::{actions, audit, tenants};
 use pulse_test_support::action_api::{
     APPROVED_EXECUTED_VERIFIED, action_in_state, audit_kinds, audit_rows, call, decision,
@@ -275,6 +276,48 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     );
     let (_, action) = get(gw, &format!("/api/actions/{drifted}"), &alice).await?;
     assert_eq!(action["state"], "failed");
+
+    // (4) The params change after the approval: a human's approval is recorded and, in the same
+    // transaction, the stored plan is altered. The broker's recovery sweep takes the approved
+    // action up, recomputes the hash, and refuses it with `plan_drift:`; it never runs.
+    let late = plan_restart(gw, &resource_id, &alice).await?;
+    let late_id = Uuid::parse_str(&late)?;
+    let tx = store.tenant_tx(&tenant).await?;
+    let pending = actions::get(&tx, late_id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("action {late} missing"))?;
+    actions::transition(
+        &tx,
+        &pending,
+        ActionEvent::Approve,
+        "user:bob",
+        TransitionDetail {
+            reason: Some("approved as planned".to_owned()),
+            decided_by: Some("user:bob".to_owned()),
+            ..Default::default()
+        },
+    )
+    .await?;
+    let changed = tx
+        .client()
+        .execute(
+            "UPDATE actions SET plan = jsonb_set(plan, '{params,target}', '\"other\"')
+             WHERE id = $1",
+            &[&late_id],
+        )
+        .await?;
+    assert_eq!(changed, 1);
+    tx.commit().await?;
+    settled(gw, &late, &alice, "failed").await?;
+    let rows = audit_rows(gw, &late, &alice).await?;
+    let last = rows.last().cloned().unwrap_or_default();
+    assert_eq!(last["kind"], "action.refused", "{last}");
+    assert!(
+        last["payload"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("plan_drift:")),
+        "{last}"
+    );
 
     // (7) The remediation lock, set while the plan waits, refuses the approved, matching plan
     // when the approval runs it.

@@ -250,6 +250,40 @@ async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
     })
     .await?;
 
+    // The verified fix resolved the finding; the restart ran once (one execution, a receipt the
+    // agent did not replay); the tenant's audit chain verifies.
+    let answer = demo
+        .get(&format!("/api/ai/patrol/findings/{finding_id}"))
+        .await
+        .context("the finding after the fix")?;
+    anyhow::ensure!(
+        answer["finding"]["status"] == "resolved",
+        "finding after a verified fix: {answer}"
+    );
+    let action = demo
+        .get(&format!("/api/actions/{action_id}"))
+        .await
+        .context("the action after the fix")?;
+    anyhow::ensure!(
+        action["state"] == "completed" && action["result"]["replayed"] == false,
+        "action after the fix: {action}"
+    );
+    let audit = demo
+        .get(&format!("/api/actions/{action_id}/audit"))
+        .await
+        .context("the action's audit")?;
+    let executions = audit.as_array().map(|rows| {
+        rows.iter()
+            .filter(|r| r["payload"]["to"] == "executing")
+            .count()
+    });
+    anyhow::ensure!(executions == Some(1), "executions in the audit: {audit}");
+    let chain = demo
+        .get("/api/audit/verify")
+        .await
+        .context("GET /api/audit/verify")?;
+    anyhow::ensure!(chain["ok"] == true, "audit chain: {chain}");
+
     let Demo { mut up, .. } = demo;
     up.interrupt();
     let status = up.wait_exit(Duration::from_secs(30)).await?;
