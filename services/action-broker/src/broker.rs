@@ -589,6 +589,20 @@ impl Broker {
         message: &str,
         recomputed: &str,
     ) -> Result<StoredAction, ErrorReply> {
+        self.refuse_as(tx, tenant, action, code.as_str(), message, recomputed)
+            .await
+    }
+
+    /// [`Broker::refuse`] for a refusal named `refused` (a reason code or an error code).
+    async fn refuse_as(
+        &self,
+        tx: &TenantTx,
+        tenant: &TenantId,
+        action: &StoredAction,
+        refused: &str,
+        message: &str,
+        recomputed: &str,
+    ) -> Result<StoredAction, ErrorReply> {
         let failed = actions::transition(
             tx,
             action,
@@ -596,7 +610,7 @@ impl Broker {
             SERVICE_ACTOR,
             TransitionDetail {
                 reason: Some(message.to_owned()),
-                result: Some(json!({"refused": code.as_str(), "message": message})),
+                result: Some(json!({"refused": refused, "message": message})),
                 audit: Some(json!({"recomputed_plan_hash": recomputed})),
                 ..Default::default()
             },
@@ -731,6 +745,22 @@ impl Broker {
             .await
             .map_err(store_error)?
             .is_some_and(|a| a.status == "online");
+        if action.plan.target().is_none() {
+            // Never runnable: ended now, or it would stay `approved` and be retried forever.
+            let message = "invalid_action_request: params.target is missing";
+            self.refuse_as(
+                &tx,
+                tenant,
+                action,
+                "invalid_action_request",
+                message,
+                &recomputed,
+            )
+            .await?;
+            self.commit(tx).await?;
+            tracing::info!(action_id = %id, %message, "action refused");
+            return Err(reply_error("invalid_action_request", message));
+        }
         let check = check_execution(&ExecutionCheck {
             mode,
             lock,
@@ -753,12 +783,6 @@ impl Broker {
             self.commit(tx).await?;
             tracing::info!(action_id = %id, state = ?failed.map(|f| f.state), %message, "action refused");
             return Err(reply_error(refusal_code(code), message));
-        }
-        if action.plan.target().is_none() {
-            return Err(reply_error(
-                "invalid_action_request",
-                "params.target is missing",
-            ));
         }
         let lease_id = format!("lease-{}", Uuid::now_v7());
         let lease_expires_at = Utc::now() + self.settings.lease_ttl;

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `planned`, `pending_approval` past expiry | `expired` |
 //! | `approved` | the execution checks, lease + `executing` (one transaction), then delivery |
-//! | `executing` | delivery: the SAME command (action id, lease id, lease expiry) is sent until a receipt arrives |
+//! | `executing` | delivery: the SAME command (action id, lease id, lease expiry) is sent until a receipt arrives, each send only while the stored action is still `executing` under that lease |
 //! | `completed` without a verification | verification |
 //!
 //! **Delivery.** The agent runs an action id at most once and answers a repeated one with its
@@ -22,8 +22,9 @@
 //! nothing ran: `failed`.
 //!
 //! **Verification.** A `completed` action goes to the verifier (`verify.postcondition`, with the
-//! receipt time as `executed_at`); its `verified | still_failing | inconclusive` is recorded on
-//! the action with an `action.verification` audit row, once. No verifier, a timeout or a verifier
+//! time the agent accepted the command as `executed_at`, else the receipt's time; a receipt
+//! without a time is `inconclusive`, the verifier not asked); its `verified | still_failing | inconclusive` is recorded on the action with an
+//! `action.verification` audit row, once. No verifier, a timeout or a verifier
 //! error is `inconclusive` with that reason; never `verified`. A `failed` action is not verified.
 //!
 //! **Fix outcome.** The finding named by the plan gets `fix_verified` (and is resolved),
@@ -191,6 +192,13 @@ impl Broker {
         let give_up_at = lease_expires_at + self.settings.receipt_give_up_after;
         let mut pause = self.settings.resend_backoff;
         loop {
+            // Another replica may have ended the action (a relay refusal, a give-up) since it was
+            // read: a failed action's command must not be sent again, even within its lease.
+            let now = self.current(tenant, id).await?;
+            if now.state != ActionState::Executing || now.lease_id != action.lease_id {
+                tracing::info!(action_id = %id, state = %now.state, "action no longer executing under this lease; command not sent");
+                return Ok(now);
+            }
             let unknown = match self
                 .bus
                 .request(tenant, &subject, &command, self.settings.relay_timeout)
@@ -204,6 +212,9 @@ impl Broker {
                         "output": receipt.output,
                         "output_truncated": receipt.output_truncated,
                         "exit_status": receipt.exit_status,
+                        "accepted_at": receipt
+                            .accepted_at
+                            .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true)),
                         "at": receipt.at.to_rfc3339_opts(SecondsFormat::Millis, true),
                         "replayed": receipt.replayed,
                     });
@@ -331,44 +342,13 @@ impl Broker {
         action: &StoredAction,
     ) -> Result<(), ErrorReply> {
         let id = action.plan.action_id;
-        let executed_at = action
-            .result
-            .as_ref()
-            .and_then(|r| r.get("at"))
-            .and_then(Value::as_str)
-            .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
-            .map_or(action.updated_at, |at| at.with_timezone(&Utc));
-        let request = PostconditionRequest {
-            action_id: id,
-            resource_id: action.plan.resource_id.clone(),
-            agent_id: action.plan.agent_id.clone(),
-            capability: action.plan.capability.as_str().to_owned(),
-            target: action.plan.target().unwrap_or_default().to_owned(),
-            executed_at,
-            wait_ms: self
-                .settings
-                .verify_wait
-                .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
-        };
-        let subject = self.bus.subjects().tenant(tenant, VERIFY_POSTCONDITION);
-        let answer = self
-            .bus
-            .request(tenant, &subject, &request, self.settings.verify_timeout)
-            .await;
-        let (outcome, detail) = match answer {
-            Ok(reply) => judged(&reply),
-            Err(BusError::NoResponders { .. }) => {
-                inconclusive("verifier_unavailable: no verifier answered; the fix is not verified")
-            }
-            Err(BusError::Timeout { .. }) => inconclusive(&format!(
-                "verifier_timeout: no judgement within {} s; the fix is not verified",
-                self.settings.verify_timeout.as_secs()
-            )),
-            Err(BusError::Remote { code, message }) => inconclusive(&format!("{code}: {message}")),
-            Err(error) => {
-                tracing::warn!(action_id = %id, %error, "verifier not reachable over the bus; verification retried later");
-                return Err(store_error(error));
-            }
+        // Without the agent's time the verifier could accept a start from before the command
+        // (the database clock is another clock): not verifiable.
+        let (outcome, detail) = match receipt_executed_at(action) {
+            Some(executed_at) => self.ask_verifier(tenant, action, executed_at).await?,
+            None => inconclusive(
+                "receipt_time_unknown: the receipt carries no time of execution; the fix is not verified",
+            ),
         };
         let reason = detail["reason"].as_str().unwrap_or_default().to_owned();
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
@@ -391,6 +371,68 @@ impl Broker {
         tracing::info!(action_id = %id, verification = %outcome, %reason, "action verified");
         Ok(())
     }
+
+    /// The verifier's judgement of the completed `action` executed at `executed_at`. A bus that
+    /// is down is an error (nothing is recorded; the recovery sweep asks again).
+    async fn ask_verifier(
+        &self,
+        tenant: &TenantId,
+        action: &StoredAction,
+        executed_at: DateTime<Utc>,
+    ) -> Result<(Verification, Value), ErrorReply> {
+        let id = action.plan.action_id;
+        let request = PostconditionRequest {
+            action_id: id,
+            resource_id: action.plan.resource_id.clone(),
+            agent_id: action.plan.agent_id.clone(),
+            capability: action.plan.capability.as_str().to_owned(),
+            target: action.plan.target().unwrap_or_default().to_owned(),
+            executed_at,
+            wait_ms: self
+                .settings
+                .verify_wait
+                .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+        };
+        let subject = self.bus.subjects().tenant(tenant, VERIFY_POSTCONDITION);
+        let answer = self
+            .bus
+            .request(tenant, &subject, &request, self.settings.verify_timeout)
+            .await;
+        Ok(match answer {
+            Ok(reply) => judged(&reply),
+            Err(BusError::NoResponders { .. }) => {
+                inconclusive("verifier_unavailable: no verifier answered; the fix is not verified")
+            }
+            Err(BusError::Timeout { .. }) => inconclusive(&format!(
+                "verifier_timeout: no judgement within {} s; the fix is not verified",
+                self.settings.verify_timeout.as_secs()
+            )),
+            Err(BusError::Remote { code, message }) => inconclusive(&format!("{code}: {message}")),
+            Err(error) => {
+                tracing::warn!(action_id = %id, %error, "verifier not reachable over the bus; verification retried later");
+                return Err(store_error(error));
+            }
+        })
+    }
+}
+
+/// The verifier's `executed_at` of the completed `action`: the agent's time on its receipt,
+/// when it started the command (`result.accepted_at`) or else when it finished it
+/// (`result.at`, agents before `accepted_at`); `None` when the receipt carries no readable time.
+pub(crate) fn receipt_executed_at(action: &StoredAction) -> Option<DateTime<Utc>> {
+    result_executed_at(action.result.as_ref()?)
+}
+
+/// [`receipt_executed_at`] of an action's `result` JSON.
+fn result_executed_at(result: &Value) -> Option<DateTime<Utc>> {
+    let time = |key: &str| {
+        result
+            .get(key)
+            .and_then(Value::as_str)
+            .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+            .map(|at| at.with_timezone(&Utc))
+    };
+    time("accepted_at").or_else(|| time("at"))
 }
 
 fn judged(reply: &PostconditionReply) -> (Verification, Value) {
@@ -407,4 +449,34 @@ fn judged(reply: &PostconditionReply) -> (Verification, Value) {
 
 fn inconclusive(reason: &str) -> (Verification, Value) {
     (Verification::Inconclusive, json!({ "reason": reason }))
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod executed_at_tests {
+    use super::*;
+
+    #[test]
+    fn executed_at_is_when_the_agent_started_the_command_else_when_it_finished() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc);
+        let both = json!({
+            "accepted_at": "2026-11-29T12:00:00.000Z",
+            "at": "2026-11-29T12:00:09.500Z",
+        });
+        assert_eq!(result_executed_at(&both), Some(t("2026-11-29T12:00:00Z")));
+        // Receipts of agents before `accepted_at`, and refusals, have only `at`.
+        let old = json!({"at": "2026-11-29T12:00:09.500Z"});
+        assert_eq!(
+            result_executed_at(&old),
+            Some(t("2026-11-29T12:00:09.500Z"))
+        );
+        let null = json!({"accepted_at": null, "at": "2026-11-29T12:00:09.500Z"});
+        assert_eq!(
+            result_executed_at(&null),
+            Some(t("2026-11-29T12:00:09.500Z"))
+        );
+        assert_eq!(result_executed_at(&json!({"at": "yesterday"})), None);
+    }
 }

@@ -425,6 +425,7 @@ fn receipt(command: &Command, status: ReceiptStatus, reason: Option<String>) -> 
         output: String::new(),
         output_truncated: false,
         exit_status: None,
+        accepted_at: None,
         at: Utc::now(),
         replayed: false,
     }
@@ -534,7 +535,10 @@ impl<E: Executor> Commands<E> {
                 ),
             );
         }
-        if let Err(error) = log.accept(command, now) {
+        // Read after the wait for the lock, so it is when this command starts, not when it
+        // arrived behind another one; the log and the receipt carry the same time.
+        let accepted_at = Utc::now();
+        if let Err(error) = log.accept(command, accepted_at) {
             tracing::error!(%error, "command log not writable; command not run");
             return rejected(
                 command,
@@ -553,6 +557,7 @@ impl<E: Executor> Commands<E> {
             output,
             output_truncated,
             exit_status: Some(execution.exit_status),
+            accepted_at: Some(accepted_at),
             reason: (!execution.succeeded).then(|| {
                 bounded_text(
                     execution.output.lines().next().unwrap_or("failed"),
@@ -823,6 +828,74 @@ mod tests {
         assert_eq!(receipt.status, ReceiptStatus::Rejected);
         assert_eq!(receipt.reason.as_deref(), Some(DISABLED_REASON));
         assert_eq!(runs.0.load(Ordering::SeqCst), 0);
+    }
+
+    /// Takes `RUN` to run, like a restart that blocks until the unit is ready.
+    struct Slow;
+
+    impl Slow {
+        const RUN: std::time::Duration = std::time::Duration::from_millis(40);
+    }
+
+    impl Executor for Slow {
+        async fn execute(&self, capability: Capability, target: &str) -> Execution {
+            tokio::time::sleep(Self::RUN).await;
+            Execution {
+                succeeded: true,
+                output: format!("{capability} {target}"),
+                exit_status: 0,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn the_receipt_carries_when_the_command_started_and_a_replay_keeps_it() {
+        let dir = dir("accepted-at");
+        let first = {
+            let commands = Commands::enabled(&dir, Slow).unwrap();
+            let first = commands
+                .handle(&command("act-s", "service.restart", 60))
+                .await;
+            assert_eq!(first.status, ReceiptStatus::Completed);
+            let accepted_at = first.accepted_at.expect("a run command has accepted_at");
+            let run = chrono::Duration::from_std(Slow::RUN).unwrap();
+            assert!(
+                accepted_at + run <= first.at,
+                "{accepted_at} vs {}",
+                first.at
+            );
+            first
+        };
+        // A new process replays the recorded receipt with the original times.
+        let commands = Commands::enabled(&dir, Slow).unwrap();
+        let replay = commands
+            .handle(&command("act-s", "service.restart", 60))
+            .await;
+        assert!(replay.replayed);
+        assert_eq!(replay.accepted_at, first.accepted_at);
+        assert_eq!(replay.at, first.at);
+        // A refusal ran nothing: no accepted_at.
+        let refused = commands
+            .handle(&command("act-x", "service.restart", -1))
+            .await;
+        assert_eq!(refused.status, ReceiptStatus::Rejected);
+        assert_eq!(refused.accepted_at, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_command_queued_behind_another_is_accepted_when_it_starts_not_when_it_arrived() {
+        let dir = dir("accepted-queued");
+        let commands = Commands::enabled(&dir, Slow).unwrap();
+        let (q1, q2) = (
+            command("act-q1", "service.restart", 60),
+            command("act-q2", "service.restart", 60),
+        );
+        let (a, b) = tokio::join!(commands.handle(&q1), commands.handle(&q2));
+        let (earlier, later) = if a.at <= b.at { (a, b) } else { (b, a) };
+        let started = later.accepted_at.expect("accepted_at");
+        assert!(started >= earlier.at, "{started} before {}", earlier.at);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

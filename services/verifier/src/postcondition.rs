@@ -16,10 +16,11 @@
 //! | anything else | | no postcondition: never verified |
 //!
 //! **Started after the command.** The start time is `details.started_at`, which both supervised
-//! services and containers carry. `executed_at` is the command receipt's time, which the agent
-//! stamps after the start it caused, on the same clock; so a start up to
-//! [`START_SKEW_MARGIN`] before `executed_at` still counts as the command's (that covers the
-//! spawn-to-receipt gap and small clock adjustments). An earlier start means the old process is
+//! services and containers carry. `executed_at` is when the agent accepted the command (the
+//! receipt's `accepted_at`, or its time for an agent that does not send it), on the same clock as
+//! the start; so a start up to [`START_SKEW_MARGIN`] before `executed_at` still counts as the
+//! command's (that covers small clock adjustments and, for older agents, the spawn-to-receipt
+//! gap). An earlier start means the old process is
 //! still running: no restart was observed, so the postcondition does not hold. A `start` of
 //! something that was already running does not verify either (nothing was started).
 //!

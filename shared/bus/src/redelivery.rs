@@ -9,9 +9,10 @@
 //!   [`Delivery::settle`] acks a success, Naks a retryable failure with backoff, and
 //!   dead-letters a fatal one or the last delivery ([`Delivery::dead_letter`]: the message as it
 //!   arrived plus why, to `pulse.<tenant>.dlq.<kind>`, then terminated).
-//! - [`PullFailures`]: the backoff after failed pulls, and when a run of them is too long to go on.
+//! - [`PullFailures`]: the backoff after failed pulls, and when a run of them is worth a warning.
 //! - [`SerialPull`] and [`ensure_event_consumer`]: a durable consumer of EVENTS read one message
-//!   at a time.
+//!   at a time, which the server redelivers without bound: the code dead-letters on the last
+//!   delivery, so an event whose dead letter could not be published is delivered again.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -70,7 +71,8 @@ pub enum Settled {
     Retrying(Duration),
     /// Published to the dead-letter subject and terminated.
     DeadLettered,
-    /// The dead-letter publish failed: Nak'd, so a later delivery (if any is left) tries again.
+    /// The dead-letter publish failed: Nak'd, so a later delivery tries again (an event consumer
+    /// from [`ensure_event_consumer`] is always delivered again).
     Kept,
 }
 
@@ -172,8 +174,8 @@ impl Delivery {
     /// `pulse.<tenant>.dlq.<kind>` (`_sys` when the subject names no tenant), then terminates
     /// it. Its dead-letter message id is its place in its stream, so a retried dead-letter
     /// publish is stored once. When the publish fails the message is Nak'd with backoff: a later
-    /// delivery (if any is left) tries again; after the last one it stays in the stream, unacked,
-    /// for an operator.
+    /// delivery tries again (the consumer of [`ensure_event_consumer`] has no server bound on
+    /// deliveries for that reason).
     pub async fn dead_letter(&self, bus: &Bus, redelivery: &Redelivery, reason: &str) -> Settled {
         let kind = redelivery.dlq_kind.as_str();
         let tenant_token = self
@@ -258,15 +260,20 @@ pub fn decode_for_subject<M: Message>(
     }
 }
 
-/// Consecutive failed pulls of a consumer: the pause before the next pull, and when to give up.
+/// Consecutive failed pulls of a consumer: the pause before the next pull, when to log it at
+/// warn, and (for the job worker) when to give up.
 #[derive(Debug, Clone, Default)]
 pub struct PullFailures {
     count: u32,
 }
 
 impl PullFailures {
-    /// Failed pulls in a row after which a consumer stops.
+    /// Failed pulls in a row after which [`PullFailures::failed`] gives up.
     pub const LIMIT: u32 = 60;
+    /// After the first failed pull of a run, every this many failures is logged at warn.
+    pub const WARN_EVERY: u32 = 12;
+    /// Upper bound of the pause between failed pulls.
+    pub const MAX_PAUSE: Duration = Duration::from_secs(5);
 
     /// A pull went through: the run of failures is over.
     pub fn succeeded(&mut self) {
@@ -276,14 +283,25 @@ impl PullFailures {
     /// Counts a failed pull (refused or broken: a server restarting, too many waiting
     /// pulls...): the pause before the next, or `None` when the run is too long to go on.
     pub fn failed(&mut self) -> Option<Duration> {
+        let pause = self.failed_retrying();
+        (self.count < Self::LIMIT).then_some(pause)
+    }
+
+    /// Counts a failed pull and returns the pause before the next, never giving up: the pause
+    /// doubles from 100 ms up to [`PullFailures::MAX_PAUSE`].
+    pub fn failed_retrying(&mut self) -> Duration {
         self.count = self.count.saturating_add(1);
-        (self.count < Self::LIMIT).then(|| {
-            backoff_delay(
-                Duration::from_millis(100),
-                Duration::from_secs(5),
-                self.count.into(),
-            )
-        })
+        backoff_delay(
+            Duration::from_millis(100),
+            Self::MAX_PAUSE,
+            self.count.into(),
+        )
+    }
+
+    /// Whether the failure just counted is logged at warn: the first of a run and every
+    /// [`PullFailures::WARN_EVERY`]th after it (the others at debug).
+    pub fn worth_a_warning(&self) -> bool {
+        self.count == 1 || (self.count > 1 && self.count % Self::WARN_EVERY == 0)
     }
 
     /// Failed pulls in a row so far.
@@ -316,8 +334,9 @@ impl SerialPull {
         }
     }
 
-    /// The next message; `None` once `shutdown` resolves (unacked messages of the batch are
-    /// redelivered after ack_wait) or after [`PullFailures::LIMIT`] failed pulls in a row.
+    /// The next message; `None` only once `shutdown` resolves (unacked messages of the batch are
+    /// redelivered after ack_wait). Failed pulls (NATS down or restarting) are retried with
+    /// capped backoff for as long as it takes, logged at warn now and then.
     pub async fn next(&mut self, shutdown: impl Future<Output = ()>) -> Option<jetstream::Message> {
         tokio::pin!(shutdown);
         loop {
@@ -359,12 +378,13 @@ impl SerialPull {
                     }
                 }
             };
-            let pause = self.failures.failed();
-            tracing::warn!(consumer = %self.name, %error, attempt = self.failures.count(), "pull failed");
-            let Some(pause) = pause else {
-                tracing::error!(consumer = %self.name, "consumer stopped after repeated pull failures");
-                return None;
-            };
+            let pause = self.failures.failed_retrying();
+            let attempt = self.failures.count();
+            if self.failures.worth_a_warning() {
+                tracing::warn!(consumer = %self.name, %error, attempt, retry_ms = pause.as_millis() as u64, "pull failed, retrying");
+            } else {
+                tracing::debug!(consumer = %self.name, %error, attempt, retry_ms = pause.as_millis() as u64, "pull failed, retrying");
+            }
             tokio::select! {
                 _ = &mut shutdown => return None,
                 _ = tokio::time::sleep(pause) => {}
@@ -382,12 +402,20 @@ pub struct EventConsumerConfig {
     pub filter_subject: String,
     /// How long a delivery may stay unacked before it is redelivered.
     pub ack_wait: Duration,
-    /// Deliveries of one event before it is dead-lettered.
+    /// Deliveries of one event before the consumer's code dead-letters it (its
+    /// [`Redelivery::max_deliver`]). Not a server bound: the server redelivers without one, so
+    /// an event whose dead-letter publish failed is delivered (and dead-lettered) again.
     pub max_deliver: i64,
 }
 
-/// Ensures the durable consumer `config` on the EVENTS stream. A consumer created for the first
-/// time starts at new events; afterwards its position survives restarts.
+/// The server's `max_deliver` of every event consumer: unbounded. The limit is enforced by the
+/// code ([`Delivery::settle`]); a server bound would stop redelivering an event whose dead letter
+/// failed on its last delivery, losing it.
+const EVENT_CONSUMER_SERVER_MAX_DELIVER: i64 = -1;
+
+/// Ensures the durable consumer `config` on the EVENTS stream (creates it, or updates an
+/// existing one to this configuration). A consumer created for the first time starts at new
+/// events; afterwards its position survives restarts.
 pub async fn ensure_event_consumer(
     bus: &Bus,
     config: &EventConsumerConfig,
@@ -402,7 +430,7 @@ pub async fn ensure_event_consumer(
                 ack_policy: AckPolicy::Explicit,
                 deliver_policy: DeliverPolicy::New,
                 ack_wait: config.ack_wait,
-                max_deliver: config.max_deliver,
+                max_deliver: EVENT_CONSUMER_SERVER_MAX_DELIVER,
                 max_ack_pending: 1000,
                 ..Default::default()
             },
@@ -436,6 +464,32 @@ mod tests {
             ..r
         };
         assert!(!unbounded.is_last(u64::MAX));
+    }
+
+    #[test]
+    fn failed_pulls_back_off_up_to_a_cap_and_never_give_up() {
+        let mut f = PullFailures::default();
+        assert_eq!(f.failed_retrying(), Duration::from_millis(100));
+        assert!(f.worth_a_warning());
+        assert_eq!(f.failed_retrying(), Duration::from_millis(200));
+        assert!(!f.worth_a_warning());
+        // Far past the limit of `failed` (an hour-long outage): still a pause, capped.
+        let mut warnings = 0;
+        for _ in 3..=PullFailures::LIMIT * 12 {
+            assert!(f.failed_retrying() <= PullFailures::MAX_PAUSE);
+            if f.worth_a_warning() {
+                warnings += 1;
+            }
+        }
+        assert_eq!(f.count(), PullFailures::LIMIT * 12);
+        assert_eq!(f.failed_retrying(), PullFailures::MAX_PAUSE);
+        assert_eq!(
+            warnings,
+            PullFailures::LIMIT * 12 / PullFailures::WARN_EVERY
+        );
+        f.succeeded();
+        assert_eq!(f.failed_retrying(), Duration::from_millis(100));
+        assert!(f.worth_a_warning());
     }
 
     #[test]

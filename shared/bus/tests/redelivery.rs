@@ -198,3 +198,97 @@ async fn an_event_of_another_tenant_is_dead_lettered_at_once_and_a_success_is_ac
     nats.cleanup().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn an_event_whose_dead_letter_failed_on_its_last_delivery_is_delivered_again()
+-> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    nats.ensure_streams().await?;
+    let bus = nats.bus();
+    let policy = redelivery(2);
+    let mut pull = SerialPull::new(
+        consumer(&bus, 2).await?,
+        DURABLE,
+        4,
+        Duration::from_millis(300),
+    );
+    bus.publish_event(&acme(), "test", "ping", &Job { n: 7 }, None)
+        .await?;
+
+    let first = next(&bus, &mut pull).await?;
+    assert_eq!(first.delivered, 1);
+    assert_eq!(
+        first
+            .settle(&bus, &policy, Err(JobError::retry("backend down")))
+            .await,
+        Settled::Retrying(Duration::from_millis(200))
+    );
+
+    // The last delivery fails and its dead letter cannot be published: no DLQ stream.
+    let last = next(&bus, &mut pull).await?;
+    assert_eq!(last.delivered, 2);
+    bus.jetstream()
+        .delete_stream(bus.subjects().dlq_stream())
+        .await?;
+    assert_eq!(
+        last.settle(&bus, &policy, Err(JobError::retry("backend down")))
+            .await,
+        Settled::Kept
+    );
+
+    // Once the DLQ is back, the event comes again and is dead-lettered rather than lost.
+    nats.ensure_streams().await?;
+    let mut dlq = nats
+        .client()
+        .subscribe(bus.subjects().dlq(&acme(), &policy.dlq_kind))
+        .await?;
+    nats.client().flush().await?;
+    let again = next(&bus, &mut pull).await?;
+    assert_eq!(again.delivered, 3);
+    assert_eq!(
+        again
+            .settle(&bus, &policy, Err(JobError::retry("backend down")))
+            .await,
+        Settled::DeadLettered
+    );
+    let dead = tokio::time::timeout(DEADLINE, futures::StreamExt::next(&mut dlq))
+        .await
+        .map_err(|_| anyhow::anyhow!("no dead letter within {DEADLINE:?}"))?
+        .ok_or_else(|| anyhow::anyhow!("dead-letter subscription ended"))?;
+    assert_eq!(
+        header(dead.headers.as_ref(), headers::DLQ_DELIVERIES),
+        Some("3")
+    );
+    drained(&bus).await?;
+    nats.cleanup().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_existing_event_consumer_bounded_by_the_server_is_updated_to_unbounded()
+-> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    nats.ensure_streams().await?;
+    let bus = nats.bus();
+    // A consumer as an earlier version created it: the server bounded deliveries.
+    bus.jetstream()
+        .create_consumer_on_stream(
+            pulse_bus::async_nats::jetstream::consumer::pull::Config {
+                durable_name: Some(DURABLE.to_owned()),
+                filter_subject: bus.subjects().any_tenant("events.test.>"),
+                ack_policy: pulse_bus::async_nats::jetstream::consumer::AckPolicy::Explicit,
+                deliver_policy: pulse_bus::async_nats::jetstream::consumer::DeliverPolicy::New,
+                ack_wait: Duration::from_secs(1),
+                max_deliver: 3,
+                ..Default::default()
+            },
+            bus.subjects().events_stream(),
+        )
+        .await?;
+    for _ in 0..2 {
+        let mut ensured = consumer(&bus, 3).await?;
+        assert_eq!(ensured.info().await?.config.max_deliver, -1);
+    }
+    nats.cleanup().await?;
+    Ok(())
+}

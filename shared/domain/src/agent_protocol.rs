@@ -216,6 +216,11 @@ pub struct Receipt {
     /// 0 on success; the failing step's status otherwise; absent when nothing ran.
     #[serde(default)]
     pub exit_status: Option<i32>,
+    /// When the agent accepted the command and started running it, by its clock; absent when
+    /// nothing ran (a refusal) and from agents that predate the field. A command that blocks
+    /// until its unit is ready (a restart of a slow service) starts well before [`Receipt::at`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_at: Option<DateTime<Utc>>,
     /// When the agent finished (or refused) the command, by its clock.
     pub at: DateTime<Utc>,
     /// This action id was seen before; the recorded receipt is returned and nothing ran.
@@ -483,6 +488,7 @@ mod tests {
             output: "service web restarted (pid 4242)".into(),
             output_truncated: false,
             exit_status: Some(0),
+            accepted_at: Some(at() - chrono::Duration::seconds(3)),
             at: at(),
             replayed: true,
         });
@@ -494,6 +500,7 @@ mod tests {
             output: String::new(),
             output_truncated: false,
             exit_status: None,
+            accepted_at: None,
             at: at(),
             replayed: false,
         });
@@ -575,6 +582,20 @@ mod tests {
             panic!("not a command");
         };
         assert_eq!(Capability::parse(&command.capability), None);
+    }
+
+    #[test]
+    fn a_receipt_without_accepted_at_still_decodes() {
+        // The shape agents sent before `accepted_at` existed.
+        let text = r#"{"type":"receipt","request_id":"r1","action_id":"act-1","status":"completed","reason":null,"output":"ok","output_truncated":false,"exit_status":0,"at":"2026-11-29T12:00:00Z"}"#;
+        let AgentMessage::Receipt(receipt) = serde_json::from_str(text).unwrap() else {
+            panic!("not a receipt");
+        };
+        assert_eq!(receipt.accepted_at, None);
+        assert_eq!(receipt.at, at());
+        // And one without it encodes without it, as before.
+        let back = serde_json::to_value(AgentMessage::Receipt(receipt)).unwrap();
+        assert!(back.get("accepted_at").is_none(), "{back}");
     }
 
     #[test]

@@ -419,19 +419,29 @@ pub async fn unfinished(store: &Store, max_rows: i32) -> Result<Vec<UnfinishedAc
             &[&max_rows],
         )
         .await?;
-    rows.into_iter()
-        .map(|row| {
-            let state: String = row.get(2);
-            Ok(UnfinishedAction {
-                tenant: TenantId::new(row.get::<_, String>(0))
-                    .map_err(|e| StoreError::Invalid(e.to_string()))?,
-                action_id: row.get(1),
-                state: ActionState::parse(&state).ok_or_else(|| {
-                    StoreError::Invalid(format!("unknown action state {state:?}"))
-                })?,
-            })
+    // One row that does not decode must not stop the sweep for every other action.
+    Ok(rows
+        .iter()
+        .filter_map(|row| match unfinished_from_row(row) {
+            Ok(action) => Some(action),
+            Err(error) => {
+                tracing::warn!(%error, "unfinished action row skipped: it does not decode");
+                None
+            }
         })
-        .collect()
+        .collect())
+}
+
+fn unfinished_from_row(row: &Row) -> Result<UnfinishedAction, StoreError> {
+    let tenant: String = row.try_get(0)?;
+    let action_id: Uuid = row.try_get(1)?;
+    let state: String = row.try_get(2)?;
+    Ok(UnfinishedAction {
+        tenant: TenantId::new(tenant).map_err(|e| StoreError::Invalid(e.to_string()))?,
+        action_id,
+        state: ActionState::parse(&state)
+            .ok_or_else(|| StoreError::Invalid(format!("unknown action state {state:?}")))?,
+    })
 }
 
 /// The audit rows of one action, in sequence order.

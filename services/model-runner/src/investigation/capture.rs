@@ -1,10 +1,10 @@
 //! The run's one typed proposal (`patrol_propose_action`): validation against the resource's
 //! catalogue and the request-local capture sink.
 //!
-//! The sink keys on call identity plus payload fingerprint: the same call id with the same
-//! payload is an idempotent replay (it succeeds again), the same id with another payload latches
-//! an integrity error, a second distinct valid proposal latches ambiguity. Both latched states
-//! invalidate the proposal: which one came "first" is not meaningful under concurrent
+//! The sink keys on call identity plus payload fingerprint: the same payload is an idempotent
+//! replay (it succeeds again, under the same or a new call id), the same id with another payload
+//! latches an integrity error, a second distinct valid proposal latches ambiguity. Both latched
+//! states invalidate the proposal: which one came "first" is not meaningful under concurrent
 //! per-turn execution. Validation failures are counted; failed attempts without a valid
 //! proposal are an error outcome, not the valid "no proposal" conclusion.
 //!
@@ -257,6 +257,8 @@ impl ProposalCapture {
                 }
                 Some((id, p, _)) if id == call_id && p == print => return Ok(()),
                 Some((id, _, _)) if id == call_id => CaptureError::Integrity,
+                // The same payload re-sent under a new call id is the same proposal.
+                Some((_, p, _)) if p == print => return Ok(()),
                 Some(_) => CaptureError::Ambiguous,
             };
             s.latched = Some(error.clone());
@@ -420,6 +422,21 @@ mod tests {
             .offer("call-1", &print, proposal("service.restart"))
             .unwrap();
         assert_eq!(capture.outcome(), Ok(Some(proposal("service.restart"))));
+    }
+
+    #[test]
+    fn the_same_payload_under_a_new_call_id_is_idempotent() {
+        let capture = ProposalCapture::new();
+        let print = fingerprint(&args("service.restart", json!({"target": "web"}))).unwrap();
+        capture
+            .offer("call-1", &print, proposal("service.restart"))
+            .unwrap();
+        assert_eq!(
+            capture.offer("call-2", &print, proposal("service.restart")),
+            Ok(())
+        );
+        assert_eq!(capture.outcome(), Ok(Some(proposal("service.restart"))));
+        assert_eq!(capture.captured_call_id().as_deref(), Some("call-1"));
     }
 
     #[test]

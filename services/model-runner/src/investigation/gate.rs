@@ -3,6 +3,7 @@
 //! finding, the attempts in `investigations`) under the tenant's gate lock and applies this.
 
 use chrono::{DateTime, Duration, Utc};
+use pulse_domain::action::ActionState;
 use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{FindingStatus, InvestigationOutcome, Severity};
 use pulse_store::investigations::{GateState, InvestigationStatus};
@@ -17,6 +18,9 @@ pub const COOLDOWN: Duration = Duration::hours(1);
 pub const TIMEOUT_COOLDOWN: Duration = Duration::minutes(10);
 /// Wait after a fix that failed.
 pub const FAILED_FIX_COOLDOWN: Duration = Duration::minutes(20);
+/// How long the broker keeps an undecided plan (its `plan_ttl`): an attempt's `fix_queued`
+/// blocks no longer than this, since a plan not decided by then has expired.
+pub const PLAN_TTL: Duration = Duration::minutes(30);
 
 /// What the gate decides from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +30,9 @@ pub struct GateInput {
     pub status: FindingStatus,
     /// The fix outcome written on the finding (by the broker or the verifier).
     pub finding_outcome: Option<InvestigationOutcome>,
+    /// When the finding last regressed (reopened); an attempt started before it is about an
+    /// earlier occurrence and its outcome does not count.
+    pub last_regression_at: Option<DateTime<Utc>>,
     pub state: GateState,
     pub now: DateTime<Utc>,
 }
@@ -85,6 +92,41 @@ fn blocks(outcome: InvestigationOutcome) -> bool {
     )
 }
 
+/// The outcome an attempt records for the broker's reply to its plan: `fix_queued` only while
+/// the plan is alive or done; a plan the broker refused, expired or failed needs attention.
+pub fn plan_outcome(state: ActionState) -> InvestigationOutcome {
+    match state {
+        ActionState::Planned
+        | ActionState::PendingApproval
+        | ActionState::Approved
+        | ActionState::Executing
+        | ActionState::Completed => InvestigationOutcome::FixQueued,
+        ActionState::Rejected | ActionState::Expired | ActionState::Failed => {
+            InvestigationOutcome::NeedsAttention
+        }
+    }
+}
+
+/// The last attempt's outcome as far as it still counts: not at all when the finding regressed
+/// after the attempt started, and `fix_queued` only within the plan TTL.
+fn attempt_outcome(input: &GateInput) -> Option<InvestigationOutcome> {
+    let state = &input.state;
+    let outcome = state.last_outcome?;
+    if let (Some(regressed), Some(started)) = (input.last_regression_at, state.last_started_at)
+        && regressed > started
+    {
+        return None;
+    }
+    if outcome == InvestigationOutcome::FixQueued
+        && state
+            .last_started_at
+            .is_some_and(|started| input.now >= started + PLAN_TTL)
+    {
+        return None;
+    }
+    Some(outcome)
+}
+
 fn failed_fix(outcome: InvestigationOutcome) -> bool {
     matches!(
         outcome,
@@ -104,7 +146,7 @@ pub fn decide(input: &GateInput) -> Decision {
         return Decision::Skip(Skip::NotActive(input.status));
     }
     // The finding's own outcome (written by the lifecycle) wins over the last attempt's.
-    let outcome = input.finding_outcome.or(input.state.last_outcome);
+    let outcome = input.finding_outcome.or(attempt_outcome(input));
     if let Some(outcome) = outcome.filter(|o| blocks(*o)) {
         return Decision::Skip(Skip::FixOutcome(outcome));
     }
@@ -149,6 +191,7 @@ mod tests {
             severity: Severity::Warning,
             status: FindingStatus::Active,
             finding_outcome: None,
+            last_regression_at: None,
             state: GateState::default(),
             now: now(),
         }
@@ -242,6 +285,74 @@ mod tests {
             ..fresh()
         };
         assert_eq!(decide(&needs_attention), Decision::Dispatch { attempt: 1 });
+    }
+
+    #[test]
+    fn only_a_live_or_done_plan_is_a_queued_fix() {
+        for state in ActionState::ALL {
+            let expected = match state {
+                ActionState::Rejected | ActionState::Expired | ActionState::Failed => {
+                    InvestigationOutcome::NeedsAttention
+                }
+                _ => InvestigationOutcome::FixQueued,
+            };
+            assert_eq!(plan_outcome(state), expected, "{}", state.as_str());
+        }
+        // A refused plan does not block the finding.
+        let mut input = fresh();
+        input.state = after(120, InvestigationStatus::Completed);
+        input.state.last_outcome = Some(plan_outcome(ActionState::Rejected));
+        assert_eq!(decide(&input), Decision::Dispatch { attempt: 2 });
+    }
+
+    #[test]
+    fn an_attempt_queued_fix_blocks_only_within_the_plan_ttl() {
+        let mut input = fresh();
+        input.state = after(29, InvestigationStatus::Completed);
+        input.state.last_outcome = Some(InvestigationOutcome::FixQueued);
+        assert_eq!(
+            decide(&input),
+            Decision::Skip(Skip::FixOutcome(InvestigationOutcome::FixQueued))
+        );
+        // Past the TTL the plan has expired: only the ordinary cooldown remains.
+        input.state.last_started_at = Some(now() - Duration::minutes(31));
+        assert!(matches!(
+            decide(&input),
+            Decision::Skip(Skip::CoolingDown { .. })
+        ));
+        input.state.last_started_at = Some(now() - Duration::minutes(61));
+        assert_eq!(decide(&input), Decision::Dispatch { attempt: 2 });
+        // The finding's own fix_queued (the broker's word) still blocks.
+        input.finding_outcome = Some(InvestigationOutcome::FixQueued);
+        assert_eq!(
+            decide(&input),
+            Decision::Skip(Skip::FixOutcome(InvestigationOutcome::FixQueued))
+        );
+    }
+
+    #[test]
+    fn a_regression_after_the_attempt_voids_its_outcome() {
+        for outcome in [
+            InvestigationOutcome::FixQueued,
+            InvestigationOutcome::FixExecuted,
+            InvestigationOutcome::CannotFix,
+        ] {
+            let mut input = fresh();
+            input.state = after(10, InvestigationStatus::Completed);
+            input.state.last_outcome = Some(outcome);
+            // Regressed before the attempt started: the outcome still counts.
+            input.last_regression_at = Some(now() - Duration::minutes(20));
+            assert_eq!(decide(&input), Decision::Skip(Skip::FixOutcome(outcome)));
+            // Regressed after it: a new occurrence, only the cooldown applies.
+            input.last_regression_at = Some(now() - Duration::minutes(5));
+            assert!(matches!(
+                decide(&input),
+                Decision::Skip(Skip::CoolingDown { .. })
+            ));
+            input.state = after(70, InvestigationStatus::Completed);
+            input.state.last_outcome = Some(outcome);
+            assert_eq!(decide(&input), Decision::Dispatch { attempt: 2 });
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ use pulse_bus::{
     ensure_event_consumer,
 };
 use pulse_domain::TenantId;
-use pulse_domain::action::Severity as ActionSeverity;
+use pulse_domain::action::{ActionState, Severity as ActionSeverity};
 use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Finding, FindingId, InvestigationOutcome, Severity};
 use pulse_domain::patrol::run::RunId;
@@ -210,6 +210,7 @@ impl InvestigationService {
             severity: finding.severity,
             status: finding.status,
             finding_outcome: finding.investigation_outcome,
+            last_regression_at: finding.last_regression_at,
             state: investigations::gate_state(&tx, finding_id).await?,
             now,
         };
@@ -317,8 +318,16 @@ impl InvestigationService {
             Ok(Some(proposal)) => {
                 proposal_summary = Some(summary(proposal));
                 match self.submit(tenant, &finding, proposal).await {
-                    Ok(reference) => {
-                        outcome = Some(InvestigationOutcome::FixQueued);
+                    Ok((reference, state, message)) => {
+                        let plan = gate::plan_outcome(state);
+                        if plan != InvestigationOutcome::FixQueued {
+                            error = format!(
+                                "the plan ended {}: {}",
+                                state.as_str(),
+                                message.as_deref().unwrap_or("no reason given")
+                            );
+                        }
+                        outcome = Some(plan);
                         action = Some(reference);
                     }
                     Err(message) => {
@@ -421,13 +430,14 @@ impl InvestigationService {
         Err(last.unwrap_or_else(|| StoreError::Invalid("no attempt".to_owned())))
     }
 
-    /// Submits a proposal to the broker; the broker applies the tenant's policy.
+    /// Submits a proposal to the broker; the broker applies the tenant's policy. The reply's
+    /// state and message say whether the plan lives.
     async fn submit(
         &self,
         tenant: &TenantId,
         finding: &Finding,
         proposal: &Proposal,
-    ) -> Result<ActionReference, String> {
+    ) -> Result<(ActionReference, ActionState, Option<String>), String> {
         let request = ActionPlanRequest {
             resource_id: proposal.resource_id.clone(),
             capability: proposal.capability_name.clone(),
@@ -444,10 +454,14 @@ impl InvestigationService {
             .request(tenant, &subject, &request, BROKER_TIMEOUT)
             .await
         {
-            Ok(reply) => Ok(ActionReference {
-                action_id: reply.action_id,
-                state: reply.state.as_str().to_owned(),
-            }),
+            Ok(reply) => Ok((
+                ActionReference {
+                    action_id: reply.action_id,
+                    state: reply.state.as_str().to_owned(),
+                },
+                reply.state,
+                reply.message,
+            )),
             Err(BusError::Remote { code, message }) => Err(format!("{code}: {message}")),
             Err(error) => Err(error.to_string()),
         }

@@ -309,14 +309,7 @@ impl Investigator {
             end,
             conclusion,
             // Stored text gets the sanitizer provider-bound text gets.
-            evidence: evidence
-                .reads()
-                .into_iter()
-                .map(|mut read| {
-                    read.summary = display_summary(&redactor, &read.summary);
-                    read
-                })
-                .collect(),
+            evidence: evidence.stored_reads(&redactor),
             tools_used,
             proposal,
             checkpointed,

@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use super::capture::{ProposalCapture, fingerprint, validate};
 use crate::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
 use crate::provider::{ToolCall, ToolResult, Usage};
+use crate::redaction::Redactor;
+use crate::watch::executor::display_summary;
 use crate::watch::tools::{WatchTools, canonical_reads_and};
 
 /// Evidence-tool calls of one investigation.
@@ -104,8 +106,21 @@ impl EvidenceLedger {
         self.with(|reads| u32::try_from(reads.len()).unwrap_or(u32::MAX))
     }
 
-    pub fn reads(&self) -> Vec<EvidenceRead> {
-        self.with(|reads| reads.clone())
+    /// The reads as the record stores them: each summary sanitized like provider-bound text
+    /// (the run's `redactor`), then shortened.
+    pub fn stored_reads(&self, redactor: &Redactor) -> Vec<EvidenceRead> {
+        self.with(|reads| {
+            reads
+                .iter()
+                .map(|read| EvidenceRead {
+                    summary: truncate_chars(
+                        &display_summary(redactor, &read.summary),
+                        EVIDENCE_SUMMARY_CHARS,
+                    ),
+                    ..read.clone()
+                })
+                .collect()
+        })
     }
 }
 
@@ -194,13 +209,12 @@ impl InvestigationTools {
             );
         }
         let result = self.reads.call(call, admitted).await;
+        // Kept whole: [`EvidenceLedger::stored_reads`] redacts before it shortens, so a
+        // secret is never cut where the sanitizer no longer recognizes it.
         let summary = if result.is_error {
-            format!(
-                "error: {}",
-                truncate_chars(&result.content, EVIDENCE_SUMMARY_CHARS)
-            )
+            format!("error: {}", result.content)
         } else {
-            truncate_chars(&result.content, EVIDENCE_SUMMARY_CHARS)
+            result.content.clone()
         };
         self.evidence.summarize(&call.id, summary);
         result
@@ -309,6 +323,48 @@ impl ToolHandler for InvestigationTools {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_evidence_is_redacted_before_it_is_shortened() {
+        let connection = crate::preflight::RouteConnection::new(
+            crate::route::Route::parse("openai:gpt-4o-mini").unwrap(),
+        );
+        let redactor =
+            crate::watch::executor::redactor(&connection, crate::registry::RouteClass::MeteredApi)
+                .unwrap();
+        let ledger = EvidenceLedger::default();
+        let token = format!("ghp_{}", "A1b2C3d4E5".repeat(4));
+        let reads = [
+            ("call-1", "db ok; password=hunter2-canary".to_owned()),
+            // The token straddles the stored length: cut first, its head would survive.
+            (
+                "call-2",
+                format!("{} {token} tail", "x".repeat(EVIDENCE_SUMMARY_CHARS - 12)),
+            ),
+        ];
+        for (id, content) in &reads {
+            let call = ToolCall {
+                id: (*id).to_owned(),
+                name: "pulse_read".to_owned(),
+                arguments: json!({}),
+                thought_signature: None,
+            };
+            assert!(ledger.take(&call, ToolName::PulseRead));
+            ledger.summarize(id, content.clone());
+        }
+        let stored = ledger.stored_reads(&redactor);
+        assert_eq!(stored.len(), 2);
+        assert!(
+            !stored[0].summary.contains("hunter2"),
+            "{}",
+            stored[0].summary
+        );
+        assert!(stored[0].summary.starts_with("db ok; password="));
+        assert!(!stored[1].summary.contains("ghp_"), "{}", stored[1].summary);
+        assert!(stored[1].summary.chars().count() <= EVIDENCE_SUMMARY_CHARS);
+        assert_eq!(stored[1].call_id, "call-2");
+        assert_eq!(stored[1].tool, "pulse_read");
+    }
 
     #[test]
     fn the_profile_offers_reads_and_proposal_tools_only_and_the_checkpoint_drops_the_reads() {
