@@ -416,6 +416,31 @@ impl WatchExecutor for WatchRuntime {
                 ..Phases::default()
             };
             let handler: &dyn ToolHandler = &tools;
+            // One structured turn with report and assess only: the repair turn and the final
+            // decision turn.
+            let single_turn = |messages: Vec<Message>| {
+                AgentLoop::run(LoopInput {
+                    transport: &provider,
+                    route: connection.route.clone(),
+                    route_class: class,
+                    system_prompt: system_prompt(),
+                    messages,
+                    policy: decision.clone(),
+                    handler,
+                    redactor: &redactor,
+                    exports: &exports,
+                    usage: &usage,
+                    limits: LoopLimits {
+                        max_turns: 1,
+                        max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                        ..LoopLimits::default()
+                    },
+                    compaction: None,
+                    allowance: None,
+                    stream: true,
+                    temperature: Some(0.0),
+                })
+            };
             let end = loop {
                 // Investigation, keeping one turn for the final decision.
                 let investigate = turn_budget.saturating_sub(1).saturating_sub(phases.turns);
@@ -459,28 +484,7 @@ impl WatchExecutor for WatchRuntime {
                     phases.repaired = true;
                     let mut messages = std::mem::take(&mut phases.messages);
                     messages.push(Message::user(REPAIR_INSTRUCTION));
-                    let outcome = AgentLoop::run(LoopInput {
-                        transport: &provider,
-                        route: connection.route.clone(),
-                        route_class: class,
-                        system_prompt: system_prompt(),
-                        messages,
-                        policy: decision.clone(),
-                        handler,
-                        redactor: &redactor,
-                        exports: &exports,
-                        usage: &usage,
-                        limits: LoopLimits {
-                            max_turns: 1,
-                            max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
-                            ..LoopLimits::default()
-                        },
-                        compaction: None,
-                        allowance: None,
-                        stream: true,
-                        temperature: Some(0.0),
-                    })
-                    .await;
+                    let outcome = single_turn(messages).await;
                     // The repair turn extends the budget by one turn.
                     let stop = phases.absorb(outcome);
                     phases.turns = phases.turns.saturating_sub(1);
@@ -499,28 +503,7 @@ impl WatchExecutor for WatchRuntime {
                 // The final decision turn: report and assess only, whatever was spent.
                 let mut messages = std::mem::take(&mut phases.messages);
                 messages.push(Message::user(decision_instruction()));
-                let outcome = AgentLoop::run(LoopInput {
-                    transport: &provider,
-                    route: connection.route.clone(),
-                    route_class: class,
-                    system_prompt: system_prompt(),
-                    messages,
-                    policy: decision.clone(),
-                    handler,
-                    redactor: &redactor,
-                    exports: &exports,
-                    usage: &usage,
-                    limits: LoopLimits {
-                        max_turns: 1,
-                        max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
-                        ..LoopLimits::default()
-                    },
-                    compaction: None,
-                    allowance: None,
-                    stream: true,
-                    temperature: Some(0.0),
-                })
-                .await;
+                let outcome = single_turn(messages).await;
                 let stop = phases.absorb(outcome);
                 break failed_stop(&stop, &run_id).unwrap_or(PhaseEnd::Finished);
             };
