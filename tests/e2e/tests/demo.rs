@@ -105,28 +105,27 @@ impl Demo {
 
 /// Waits until pulsectl printed the demo's next steps; fails on a setup error or an exit.
 async fn wait_for_setup(up: &mut PulsectlUp) -> anyhow::Result<()> {
-    let deadline = tokio::time::Instant::now() + SET_UP_WITHIN;
-    loop {
-        if let Some(status) = up.exited() {
-            anyhow::bail!(
-                "demo stage not reached: setup (pulsectl exited with {status})\n{}",
-                up.output()
-            );
-        }
-        let stdout = up.stdout();
-        if stdout.contains("demo: setup failed") {
-            anyhow::bail!("demo stage not reached: setup\n{}", up.output());
-        }
-        if stdout.contains("Demo running:") {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!(
-                "demo stage not reached: setup (not done within {SET_UP_WITHIN:?})\n{}",
-                up.output()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+    // `Some` once the setup ended either way: done, failed, or pulsectl gone.
+    let outcome = wait::until(SET_UP_WITHIN, "the demo's setup", || {
+        let ended = if let Some(status) = up.exited() {
+            Some(Err(format!("pulsectl exited with {status}")))
+        } else {
+            let stdout = up.stdout();
+            if stdout.contains("demo: setup failed") {
+                Some(Err("setup failed".to_owned()))
+            } else if stdout.contains("Demo running:") {
+                Some(Ok(()))
+            } else {
+                None
+            }
+        };
+        async move { ended }
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => anyhow::bail!("demo stage not reached: setup ({why})\n{}", up.output()),
+        Err(error) => anyhow::bail!("demo stage not reached: setup ({error})\n{}", up.output()),
     }
 }
 
