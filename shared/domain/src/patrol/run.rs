@@ -211,10 +211,22 @@ pub enum ErrorCause {
     Cancelled,
     /// An unexpected failure inside Pulse; the detail is logged.
     Internal,
+    /// A tenant budget (daily or monthly, dollars or tokens) is used up; runs resume when the
+    /// period resets or the budget is raised.
+    BudgetExceeded,
+    /// The model ended without an explicit verdict on an active finding in scope.
+    ModelMissingVerdict,
+    /// The model answered with no text and no tool call: no analysis was made.
+    ModelEmptyAnswer,
+    /// The model ended while a resource in scope carried a deterministic triage flag or a
+    /// firing alert that it neither reported, reconfirmed, nor judged benign.
+    ModelUnaddressedFlags,
+    /// No runner took the dispatched job before its deadline, after every re-dispatch.
+    RunnerUnavailable,
 }
 
 impl ErrorCause {
-    pub const ALL: [ErrorCause; 14] = [
+    pub const ALL: [ErrorCause; 19] = [
         Self::RunnerLost,
         Self::ScopeEmpty,
         Self::NotReady,
@@ -229,6 +241,11 @@ impl ErrorCause {
         Self::Timeout,
         Self::Cancelled,
         Self::Internal,
+        Self::BudgetExceeded,
+        Self::ModelMissingVerdict,
+        Self::ModelEmptyAnswer,
+        Self::ModelUnaddressedFlags,
+        Self::RunnerUnavailable,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -247,6 +264,11 @@ impl ErrorCause {
             Self::Timeout => "timeout",
             Self::Cancelled => "cancelled",
             Self::Internal => "internal",
+            Self::BudgetExceeded => "budget_exceeded",
+            Self::ModelMissingVerdict => "model_missing_verdict",
+            Self::ModelEmptyAnswer => "model_empty_answer",
+            Self::ModelUnaddressedFlags => "model_unaddressed_flags",
+            Self::RunnerUnavailable => "runner_unavailable",
         }
     }
 
@@ -267,6 +289,55 @@ impl ErrorCause {
             Self::Timeout => "the run took longer than its time limit",
             Self::Cancelled => "the run was cancelled",
             Self::Internal => "an internal error stopped the run",
+            Self::BudgetExceeded => "a model spend budget of this organization is used up",
+            Self::ModelMissingVerdict => "the model ended without a verdict on an active finding",
+            Self::ModelEmptyAnswer => "the model answered with nothing: no analysis was made",
+            Self::ModelUnaddressedFlags => {
+                "the model left flagged resources unaddressed: no all-clear is given"
+            }
+            Self::RunnerUnavailable => "no model-runner took the run before its deadline",
+        }
+    }
+
+    /// Whether the cause lies in the model's analysis (it skipped work it was given), as opposed
+    /// to the provider path or Pulse itself.
+    pub fn is_model_analysis(self) -> bool {
+        matches!(
+            self,
+            Self::ModelMissingVerdict | Self::ModelEmptyAnswer | Self::ModelUnaddressedFlags
+        )
+    }
+
+    /// What the operator should do about it.
+    pub fn recommendation(self) -> &'static str {
+        match self {
+            Self::RunnerLost => "check that the model-runner is running; the next run retries",
+            Self::ScopeEmpty => "run Patrol on resources that exist",
+            Self::NotReady => "fix the provider and model in the AI settings, then run again",
+            Self::ProviderError
+            | Self::ProviderAuth
+            | Self::ProviderQuota
+            | Self::RateLimited
+            | Self::Connectivity => {
+                "check the provider's status, credentials and quota in the AI settings"
+            }
+            Self::ContextWindow => {
+                "choose a model with a larger context window, or narrow the scope"
+            }
+            Self::ToolCallingUnsupported => "choose a Patrol model that supports tool calling",
+            Self::BudgetExhausted => "narrow the scope or raise the run's turn and token limits",
+            Self::Timeout => "check the provider's latency, or raise the run's time limit",
+            Self::Cancelled => "run Patrol again when ready",
+            Self::Internal => "see the service logs for the detail; the next run retries",
+            Self::BudgetExceeded => {
+                "wait for the budget period to reset, or raise the budget in the AI settings"
+            }
+            Self::ModelMissingVerdict | Self::ModelEmptyAnswer | Self::ModelUnaddressedFlags => {
+                "check the Patrol model, or change it to a stronger model that follows tool instructions"
+            }
+            Self::RunnerUnavailable => {
+                "check that the model-runner service is running and connected to NATS"
+            }
         }
     }
 }
@@ -598,8 +669,10 @@ mod tests {
                 }
             }
         }
-        // queued: started + 14 failures + runner_lost; running: 2 completions + 14 + runner_lost.
-        assert_eq!(legal, 16 + 17);
+        // queued: started + every failure + runner_lost; running: 2 completions + every failure
+        // + runner_lost.
+        let failures = ErrorCause::ALL.len();
+        assert_eq!(legal, (failures + 2) + (failures + 3));
     }
 
     #[test]
