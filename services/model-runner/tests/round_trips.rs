@@ -214,7 +214,7 @@ async fn tool_choice_required_maps_per_protocol() {
 }
 
 #[tokio::test]
-async fn tool_choice_auto_sends_no_choice_and_none_omits_tools() {
+async fn tool_choice_auto_is_explicit_where_the_protocol_has_it_and_none_omits_tools() {
     for protocol in ALL {
         let sim = ProviderSim::start(Script::lazy("fine")).await.expect("sim");
         let p = provider(&sim, protocol);
@@ -225,7 +225,12 @@ async fn tool_choice_auto_sends_no_choice_and_none_omits_tools() {
         let requests = sim.requests();
         let auto = &requests[0].body;
         assert!(auto.get("tools").is_some(), "{protocol:?}");
-        assert!(auto.get("tool_choice").is_none() && auto.get("toolConfig").is_none());
+        assert!(auto.get("toolConfig").is_none(), "{protocol:?}");
+        match protocol {
+            // Local OpenAI-compatible servers ignore `tools` without an explicit choice.
+            Protocol::OpenAiCompatible => assert_eq!(auto["tool_choice"], json!("auto")),
+            _ => assert!(auto.get("tool_choice").is_none(), "{protocol:?}"),
+        }
         let none = &requests[1].body;
         assert!(none.get("tools").is_none(), "{protocol:?}: {none}");
         assert!(none.get("tool_choice").is_none(), "{protocol:?}");

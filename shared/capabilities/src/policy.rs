@@ -461,7 +461,9 @@ fn permits(
             profile == ExecutionProfile::PatrolDetection
                 && matches!(
                     tool,
-                    ToolName::PatrolReportFinding | ToolName::PatrolAssessFinding
+                    ToolName::PatrolReportFinding
+                        | ToolName::PatrolAssessFinding
+                        | ToolName::PatrolClearSignal
                 )
         }
         MutationTarget::Infrastructure => match profile {

@@ -58,6 +58,7 @@ tool_names! {
     PatrolGetFindings => "patrol_get_findings", PatrolLifecycle;
     PatrolReportFinding => "patrol_report_finding", PatrolLifecycle;
     PatrolAssessFinding => "patrol_assess_finding", PatrolLifecycle;
+    PatrolClearSignal => "patrol_clear_signal", PatrolLifecycle;
     PatrolResolveFinding => "patrol_resolve_finding", PatrolLifecycle;
     PatrolProposeObserver => "patrol_propose_observer", PatrolLifecycle;
     PatrolActionCapabilities => "patrol_action_capabilities", PatrolInvestigation;
@@ -150,6 +151,9 @@ impl ToolName {
             }
             Self::PatrolAssessFinding => {
                 "Give a verdict for an existing active finding returned by patrol_get_findings."
+            }
+            Self::PatrolClearSignal => {
+                "Judge one triage flag or firing alert of a resource expected and benign, with the evidence that shows it; report a finding instead when it is a problem."
             }
             Self::PatrolResolveFinding => "Resolve a finding directly after verification (legacy).",
             Self::PatrolProposeObserver => {
@@ -250,6 +254,7 @@ impl ToolName {
             | Self::PatrolProposeAction => Static(C::READ),
             Self::PatrolReportFinding
             | Self::PatrolAssessFinding
+            | Self::PatrolClearSignal
             | Self::PatrolResolveFinding
             | Self::PatrolProposeObserver => Static(C::WRITE_PULSE_STATE),
             Self::PulseQuestion => Static(C::USER_INPUT),
@@ -550,6 +555,15 @@ impl ToolName {
                     ("reason", required_string()),
                 ],
                 &["finding_id", "verdict", "evidence", "reason"],
+            ),
+            Self::PatrolClearSignal => object(
+                &[
+                    ("resource_id", required_string()),
+                    ("signal", required_string()),
+                    ("evidence", required_string()),
+                    ("reason", required_string()),
+                ],
+                &["resource_id", "signal", "evidence", "reason"],
             ),
             Self::PatrolResolveFinding => object(
                 &[

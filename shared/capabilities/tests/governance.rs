@@ -78,9 +78,12 @@ fn expected_offered(profile: ExecutionProfile) -> Vec<ToolName> {
     ];
     let mut tools: Vec<ToolName> = reads.to_vec();
     match profile {
-        ExecutionProfile::PatrolDetection => {
-            tools.extend([PatrolGetFindings, PatrolReportFinding, PatrolAssessFinding])
-        }
+        ExecutionProfile::PatrolDetection => tools.extend([
+            PatrolGetFindings,
+            PatrolReportFinding,
+            PatrolAssessFinding,
+            PatrolClearSignal,
+        ]),
         ExecutionProfile::PatrolInvestigation => {
             tools.extend([PatrolActionCapabilities, PatrolProposeAction])
         }

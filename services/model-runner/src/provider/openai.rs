@@ -25,9 +25,14 @@ pub(crate) fn build(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
-        if req.tool_choice == ToolChoice::Required {
-            body.insert("tool_choice".into(), json!("required"));
-        }
+        // Sent explicitly for `auto` too: some OpenAI-compatible local servers
+        // (llama-cpp-python's) ignore `tools` unless `tool_choice` is present.
+        let choice = if req.tool_choice == ToolChoice::Required {
+            "required"
+        } else {
+            "auto"
+        };
+        body.insert("tool_choice".into(), json!(choice));
     }
     if let Some(max) = req.max_output_tokens {
         body.insert("max_tokens".into(), json!(max));

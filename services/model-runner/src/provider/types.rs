@@ -17,7 +17,7 @@ pub struct Tool {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolChoice {
-    /// Unset: the model decides (nothing is sent on the wire).
+    /// The model decides (sent as `auto` where the protocol has the field and tools are offered).
     #[default]
     Auto,
     /// No tools: the tools are omitted from the request rather than sending `tool_choice=none`.
