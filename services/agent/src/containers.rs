@@ -91,11 +91,19 @@ pub fn container_resource(details: &ContainerDetails) -> ObservedResource {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the collector last found at the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Engine {
     NotTried,
-    Up,
-    Down,
+    /// Answered the list at this Engine API version.
+    Up {
+        api_version: String,
+    },
+    /// Did not: the error's class and message.
+    Down {
+        code: &'static str,
+        reason: String,
+    },
 }
 
 /// Lists and inspects containers for each report.
@@ -112,7 +120,8 @@ impl ContainerCollector {
         }
     }
 
-    /// The containers as resources; empty (after one log line) while no engine answers.
+    /// The containers as resources; empty (after one log line) while no engine answers or the
+    /// engine's API is older than the client's minimum ([`Self::engine_status`] says which).
     pub async fn collect(&mut self) -> Vec<ObservedResource> {
         let summaries = match self.client.list_containers().await {
             Ok(list) => list,
@@ -121,9 +130,16 @@ impl ContainerCollector {
                 return Vec::new();
             }
         };
-        if self.engine != Engine::Up {
-            tracing::info!(endpoint = %self.client.endpoint(), containers = summaries.len(), "Docker collector on");
-            self.engine = Engine::Up;
+        // Cached by the list call that just succeeded: no second request.
+        let api_version = self
+            .client
+            .api_version()
+            .await
+            .map(|v| v.to_string())
+            .unwrap_or_default();
+        if !matches!(&self.engine, Engine::Up { api_version: known } if *known == api_version) {
+            tracing::info!(endpoint = %self.client.endpoint(), %api_version, containers = summaries.len(), "Docker collector on");
+            self.engine = Engine::Up { api_version };
         }
         if summaries.len() > MAX_CONTAINERS {
             tracing::warn!(
@@ -145,16 +161,42 @@ impl ContainerCollector {
         out
     }
 
+    /// The collector's state for the host resource's `details.docker`: `{"state": "on",
+    /// "endpoint", "api_version"}`, `{"state": "off", "endpoint", "code", "reason"}` with the
+    /// error's class (e.g. `docker_api_version_unsupported`), or `null` before the first try.
+    pub fn engine_status(&self) -> serde_json::Value {
+        let endpoint = self.client.endpoint().to_string();
+        match &self.engine {
+            Engine::NotTried => serde_json::Value::Null,
+            Engine::Up { api_version } => {
+                json!({"state": "on", "endpoint": endpoint, "api_version": api_version})
+            }
+            Engine::Down { code, reason } => {
+                json!({"state": "off", "endpoint": endpoint, "code": code, "reason": reason})
+            }
+        }
+    }
+
     fn engine_down(&mut self, error: &DockerError) {
-        if self.engine == Engine::Down {
+        let code = error.code();
+        let reason = error.to_string();
+        // One log line per kind of outage, not one per report.
+        if matches!(&self.engine, Engine::Down { code: known, .. } if *known == code) {
+            self.engine = Engine::Down { code, reason };
             return;
         }
-        if matches!(error, DockerError::EngineUnavailable { .. }) {
-            tracing::info!(endpoint = %self.client.endpoint(), %error, "Docker collector off: no engine reachable; containers are not reported until one answers");
-        } else {
-            tracing::warn!(endpoint = %self.client.endpoint(), %error, "Docker collector off: the engine did not answer the container list");
+        match error {
+            DockerError::EngineUnavailable { .. } => {
+                tracing::info!(endpoint = %self.client.endpoint(), %error, "Docker collector off: no engine reachable; containers are not reported until one answers");
+            }
+            DockerError::UnsupportedApiVersion { .. } => {
+                tracing::warn!(endpoint = %self.client.endpoint(), code, %error, "Docker collector off: the engine is too old for this agent; containers are not reported until it is upgraded");
+            }
+            _ => {
+                tracing::warn!(endpoint = %self.client.endpoint(), code, %error, "Docker collector off: the engine did not answer the container list");
+            }
         }
-        self.engine = Engine::Down;
+        self.engine = Engine::Down { code, reason };
     }
 }
 

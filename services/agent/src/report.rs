@@ -52,12 +52,22 @@ impl Reporter {
     pub async fn build(&mut self) -> Report {
         let sample = self.host.sample().await;
         let filesystems = filesystems::collect(&self.mounts_path, Duration::from_secs(2)).await;
-        let mut resources = vec![host_resource(&self.agent_id, &self.hostname, &sample)];
+        let mut host = host_resource(&self.agent_id, &self.hostname, &sample);
+        let containers = match &mut self.containers {
+            Some(collector) => {
+                let found = collector.collect().await;
+                // The host says whether containers are collected and, if not, why.
+                if let Some(details) = host.details.as_object_mut() {
+                    details.insert("docker".to_owned(), collector.engine_status());
+                }
+                found
+            }
+            None => Vec::new(),
+        };
+        let mut resources = vec![host];
         resources.extend(filesystems.iter().map(storage_resource));
         resources.extend(self.services.observed());
-        if let Some(containers) = &mut self.containers {
-            resources.extend(containers.collect().await);
-        }
+        resources.extend(containers);
         self.seq += 1;
         Report {
             seq: self.seq,

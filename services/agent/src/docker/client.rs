@@ -1,3 +1,4 @@
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,16 +13,23 @@ use serde::de::DeserializeOwned;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use super::API_VERSION;
 use super::endpoint::DockerEndpoint;
 use super::error::DockerError;
 use super::events::EventStream;
 use super::logs::{LogDemuxer, LogTail};
 use super::model::{ContainerDetails, ContainerSummary, RawDetails, RawSummary, bounded};
 use super::projection::CompactInspect;
+use super::version::{
+    ApiVersion, CLIENT_API_VERSION, EngineVersion, MIN_API_VERSION, MIN_DOCKER_RELEASE,
+    VersionRefusal, is_version_refusal, negotiate,
+};
 
 /// Bytes of an error body read to find the engine's `message`.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Bytes of a `GET /version` body accepted (a real one is under 2 KiB).
+const MAX_VERSION_BODY: usize = 64 * 1024;
+/// The response header in which the engine states its newest API version.
+const API_VERSION_HEADER: &str = "api-version";
 /// `filters={"type":["container"]}`, percent-encoded.
 const CONTAINER_EVENTS_FILTER: &str = "%7B%22type%22%3A%5B%22container%22%5D%7D";
 
@@ -34,6 +42,9 @@ pub struct DockerClientConfig {
     pub event_idle_timeout: Duration,
     /// Largest JSON response accepted (list, inspect).
     pub max_response_bytes: usize,
+    /// Newest Engine API version asked for; negotiation goes lower for older engines, never
+    /// below [`MIN_API_VERSION`].
+    pub max_api_version: ApiVersion,
 }
 
 impl Default for DockerClientConfig {
@@ -43,6 +54,7 @@ impl Default for DockerClientConfig {
             request_timeout: Duration::from_secs(10),
             event_idle_timeout: Duration::from_secs(300),
             max_response_bytes: 16 * 1024 * 1024,
+            max_api_version: CLIENT_API_VERSION,
         }
     }
 }
@@ -92,6 +104,18 @@ impl ContainerAction {
 pub struct DockerClient {
     endpoint: DockerEndpoint,
     config: DockerClientConfig,
+    /// The version agreed with the engine, shared by every clone; `None` until the first
+    /// request and again after the engine went away or stated another version.
+    negotiated: Arc<Mutex<Option<Negotiated>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Negotiated {
+    /// What requests are pinned to.
+    version: ApiVersion,
+    /// The engine's newest version as `GET /version` stated it; `None` when it did not answer
+    /// that route (requests then go out at ours).
+    engine_max: Option<ApiVersion>,
 }
 
 #[derive(Deserialize)]
@@ -140,7 +164,11 @@ where
 
 impl DockerClient {
     pub fn new(endpoint: DockerEndpoint, config: DockerClientConfig) -> Self {
-        Self { endpoint, config }
+        Self {
+            endpoint,
+            config,
+            negotiated: Arc::new(Mutex::new(None)),
+        }
     }
 
     /// Endpoint from `DOCKER_HOST` (default unix socket), default timeouts.
@@ -173,14 +201,18 @@ impl DockerClient {
         }
     }
 
+    /// The Engine API version requests are pinned to, negotiated with the engine on first use
+    /// (see [`super::version`]); [`DockerError::UnsupportedApiVersion`] for an engine older
+    /// than [`MIN_API_VERSION`].
+    pub async fn api_version(&self) -> Result<ApiVersion, DockerError> {
+        let deadline = Instant::now() + self.config.request_timeout;
+        self.negotiated_version(deadline).await
+    }
+
     /// `GET /containers/json?all=1`.
     pub async fn list_containers(&self) -> Result<Vec<ContainerSummary>, DockerError> {
         let raw: Vec<RawSummary> = self
-            .get_json(
-                "list containers",
-                None,
-                format!("/{API_VERSION}/containers/json?all=1"),
-            )
+            .get_json("list containers", None, "/containers/json?all=1".to_owned())
             .await?;
         Ok(raw.into_iter().map(ContainerSummary::from).collect())
     }
@@ -189,11 +221,7 @@ impl DockerClient {
     pub async fn inspect_container(&self, id: &str) -> Result<ContainerDetails, DockerError> {
         let id = checked_id(id)?;
         let raw: RawDetails = self
-            .get_json(
-                "inspect",
-                Some(id),
-                format!("/{API_VERSION}/containers/{id}/json"),
-            )
+            .get_json("inspect", Some(id), format!("/containers/{id}/json"))
             .await?;
         Ok(ContainerDetails::from(raw))
     }
@@ -215,12 +243,11 @@ impl DockerClient {
         let operation = "logs";
         let deadline = Instant::now() + self.config.request_timeout;
         let path = format!(
-            "/{API_VERSION}/containers/{id}/logs?stdout=1&stderr=1&tail={}",
+            "/containers/{id}/logs?stdout=1&stderr=1&tail={}",
             request.max_lines
         );
-        let response = self.send(operation, path, deadline).await?;
         let response = self
-            .check_status(operation, Some(id), response, deadline)
+            .exchange(hyper::Method::GET, operation, Some(id), path, deadline)
             .await?;
         let mut body = response.into_body();
         let mut demuxer = LogDemuxer::new(request.tty, request.max_lines);
@@ -261,12 +288,12 @@ impl DockerClient {
         // timeout covers that wait.
         let (path, timeout) = match action {
             ContainerAction::Start => (
-                format!("/{API_VERSION}/containers/{id}/start"),
+                format!("/containers/{id}/start"),
                 self.config.request_timeout,
             ),
             ContainerAction::Stop | ContainerAction::Restart => (
                 format!(
-                    "/{API_VERSION}/containers/{id}/{operation}?t={}",
+                    "/containers/{id}/{operation}?t={}",
                     CONTAINER_STOP_GRACE_SECS
                 ),
                 self.config.request_timeout + Duration::from_secs(CONTAINER_STOP_GRACE_SECS),
@@ -274,14 +301,11 @@ impl DockerClient {
         };
         let deadline = Instant::now() + timeout;
         let response = self
-            .send_method(hyper::Method::POST, operation, path, deadline)
+            .exchange(hyper::Method::POST, operation, Some(id), path, deadline)
             .await?;
         if response.status() == StatusCode::NOT_MODIFIED {
             return Ok(false);
         }
-        let response = self
-            .check_status(operation, Some(id), response, deadline)
-            .await?;
         let _ = self
             .collect(operation, response.into_body(), MAX_ERROR_BODY, deadline)
             .await;
@@ -292,18 +316,146 @@ impl DockerClient {
     pub async fn events(&self, since: Option<DateTime<Utc>>) -> Result<EventStream, DockerError> {
         let operation = "events";
         let deadline = Instant::now() + self.config.request_timeout;
-        let mut path = format!("/{API_VERSION}/events?filters={CONTAINER_EVENTS_FILTER}");
+        let mut path = format!("/events?filters={CONTAINER_EVENTS_FILTER}");
         if let Some(since) = since {
             path.push_str(&format!("&since={}", since.timestamp()));
         }
-        let response = self.send(operation, path, deadline).await?;
         let response = self
-            .check_status(operation, None, response, deadline)
+            .exchange(hyper::Method::GET, operation, None, path, deadline)
             .await?;
         Ok(EventStream::new(
             response.into_body(),
             self.config.event_idle_timeout,
         ))
+    }
+
+    /// Sends `method` to `path` under the negotiated version prefix and checks the status
+    /// (a 304 is passed through for the lifecycle calls). Forgets the version when the engine
+    /// is lost or states another one, and retries once when the engine refuses the version
+    /// (it was replaced by an older one between two requests).
+    async fn exchange(
+        &self,
+        method: hyper::Method,
+        operation: &str,
+        id: Option<&str>,
+        path: String,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, DockerError> {
+        let mut retried = false;
+        loop {
+            let version = self.negotiated_version(deadline).await?;
+            let versioned = format!("{}{path}", version.path_prefix());
+            let response = match self
+                .send_method(method.clone(), operation, versioned, deadline)
+                .await
+            {
+                Ok(response) => response,
+                Err(error) => {
+                    if error.is_connection_loss() {
+                        self.forget_version();
+                    }
+                    return Err(error);
+                }
+            };
+            self.note_engine_version(&response);
+            if response.status() == StatusCode::NOT_MODIFIED {
+                return Ok(response);
+            }
+            match self.check_status(operation, id, response, deadline).await {
+                Err(DockerError::Api {
+                    status: 400,
+                    message,
+                    ..
+                }) if !retried && is_version_refusal(&message) => {
+                    tracing::info!(endpoint = %self.endpoint, %version, %message, "docker engine refused the negotiated api version; negotiating again");
+                    self.forget_version();
+                    retried = true;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn cached_version(&self) -> Option<Negotiated> {
+        *self.negotiated.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn forget_version(&self) {
+        *self.negotiated.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Every engine response states the engine's newest version; a different one than
+    /// negotiated means the engine was upgraded or replaced.
+    fn note_engine_version(&self, response: &Response<Incoming>) {
+        let stated = response
+            .headers()
+            .get(API_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(ApiVersion::parse);
+        let mut cached = self.negotiated.lock().unwrap_or_else(|e| e.into_inner());
+        let known = cached.and_then(|n| n.engine_max);
+        match (stated, known) {
+            (Some(stated), Some(known)) if stated != known => {
+                tracing::info!(endpoint = %self.endpoint, %known, %stated, "docker engine api version changed; negotiating again");
+                *cached = None;
+            }
+            _ => {}
+        }
+    }
+
+    async fn negotiated_version(&self, deadline: Instant) -> Result<ApiVersion, DockerError> {
+        if let Some(negotiated) = self.cached_version() {
+            return Ok(negotiated.version);
+        }
+        let negotiated = self.negotiate_now(deadline).await?;
+        *self.negotiated.lock().unwrap_or_else(|e| e.into_inner()) = Some(negotiated);
+        Ok(negotiated.version)
+    }
+
+    /// `GET /version` (unversioned) and [`negotiate`]. An endpoint that answers that route with
+    /// an HTTP error (a proxy that filters it) is spoken to at our version.
+    async fn negotiate_now(&self, deadline: Instant) -> Result<Negotiated, DockerError> {
+        let operation = "version";
+        let response = self
+            .send(operation, "/version".to_owned(), deadline)
+            .await?;
+        let status = response.status();
+        if !status.is_success() {
+            let _ = self
+                .collect(operation, response.into_body(), MAX_ERROR_BODY, deadline)
+                .await;
+            let version = self.config.max_api_version.max(MIN_API_VERSION);
+            tracing::debug!(endpoint = %self.endpoint, status = status.as_u16(), %version, "docker engine did not answer /version; using our api version");
+            return Ok(Negotiated {
+                version,
+                engine_max: None,
+            });
+        }
+        let body = self
+            .collect(operation, response.into_body(), MAX_VERSION_BODY, deadline)
+            .await?;
+        let engine = EngineVersion::from_json(&body).map_err(|reason| DockerError::Decode {
+            operation: operation.to_owned(),
+            reason,
+        })?;
+        match negotiate(&engine, self.config.max_api_version) {
+            Ok(version) => {
+                tracing::debug!(endpoint = %self.endpoint, engine = %engine.api_version, %version, "docker engine api version negotiated");
+                Ok(Negotiated {
+                    version,
+                    engine_max: Some(engine.api_version),
+                })
+            }
+            Err(VersionRefusal::EngineTooOld { engine: too_old }) => {
+                Err(DockerError::UnsupportedApiVersion {
+                    endpoint: self.endpoint.to_string(),
+                    release: engine.release,
+                    engine: too_old.to_string(),
+                    minimum: MIN_API_VERSION.to_string(),
+                    min_release: MIN_DOCKER_RELEASE.to_owned(),
+                })
+            }
+        }
     }
 
     fn timeout(&self, operation: &str) -> DockerError {
@@ -447,8 +599,9 @@ impl DockerClient {
         path: String,
     ) -> Result<T, DockerError> {
         let deadline = Instant::now() + self.config.request_timeout;
-        let response = self.send(operation, path, deadline).await?;
-        let response = self.check_status(operation, id, response, deadline).await?;
+        let response = self
+            .exchange(hyper::Method::GET, operation, id, path, deadline)
+            .await?;
         let body = self
             .collect(
                 operation,

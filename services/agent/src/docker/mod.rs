@@ -1,8 +1,11 @@
 //! Docker Engine API client for the Docker collector.
 //!
 //! HTTP/1.1 over the engine's unix socket (default `/var/run/docker.sock`) or a plain
-//! `DOCKER_HOST=tcp://` endpoint, one connection per request, API version pinned to
-//! [`API_VERSION`]. Every call has a timeout; an engine that cannot be reached is a typed
+//! `DOCKER_HOST=tcp://` endpoint, one connection per request. The API version is negotiated
+//! with the engine (`GET /version`, see [`version`]): the lower of the engine's and
+//! [`CLIENT_API_VERSION`], never below [`MIN_API_VERSION`]; it is cached per client (and its
+//! clones) and negotiated again after the engine was lost or restarted. Every call has a
+//! timeout; an engine that cannot be reached is a typed
 //! [`DockerError::EngineUnavailable`] so the collector can log "Docker collector off: ..." and
 //! carry on. Responses are mapped into the crate's own types ([`model`]); the
 //! [`CompactInspect`] projection is what may travel further (spec INV-13/14): it keeps state and
@@ -15,6 +18,7 @@ pub mod events;
 pub mod logs;
 pub mod model;
 pub mod projection;
+pub mod version;
 
 pub use client::{ContainerAction, DockerClient, DockerClientConfig, LogTailRequest};
 pub use endpoint::DockerEndpoint;
@@ -26,6 +30,4 @@ pub use model::{
     HealthStatus, RestartPolicy,
 };
 pub use projection::CompactInspect;
-
-/// Engine API version every request is pinned to (Docker Engine 24+).
-pub const API_VERSION: &str = "v1.43";
+pub use version::{ApiVersion, CLIENT_API_VERSION, MIN_API_VERSION};
