@@ -32,7 +32,7 @@ pub use model::{
 };
 pub use report::{
     MAX_EVIDENCE_CHARS, MAX_RESOURCE_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS, ReportContext,
-    ReportDecision, ReportError, ReportKind, ReportedFinding, report,
+    ReportDecision, ReportError, ReportKind, ReportedFinding, report, report_with_signals,
 };
 pub use runtime::{
     AI_SERVICE_RESOURCE_ID, RUNTIME_FAILURE_KEY, RuntimeRecovery, clear_runtime_failure,

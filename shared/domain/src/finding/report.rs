@@ -9,9 +9,13 @@
 //!    snooze has run out, and for a dismissal: `regressed` when the severity escalated,
 //!    `reminded` when a `will_fix_later` reminder is due. Dismissed or suppressed findings
 //!    otherwise stay silenced (heartbeat only).
-//! 2. an open finding on `R` is an equivalent sibling (see [`super::equivalence`]): **merge**
-//!    into it (no second row): highest severity kept, `recurrence` and `times_raised` advance,
-//!    evidence and run ownership refresh, one `duplicate_merged` event naming the merged report.
+//! 2. an open finding on `R` is the same problem (see [`super::equivalence::same_problem`]: the
+//!    keys name the same symptom, or, where the words cannot tell, both reports cite the same
+//!    deterministic signal of `R` in the reporting run): **merge** into it (no second row):
+//!    highest severity kept, `recurrence` and `times_raised` advance, evidence and run ownership
+//!    refresh, one `duplicate_merged` event naming the merged report and why it merged
+//!    (`merged_by` `key` or `evidence`, with the `shared_signal`). A sibling matched by its key
+//!    is preferred to one matched by evidence.
 //! 3. a finding `I` exists and is resolved: **regression**: reopened with the new text,
 //!    `regression_count` advances, acknowledgement and dismissal are cleared, `regressed` event
 //!    (after `content_replaced` on an identity shift, FIND-19).
@@ -23,7 +27,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::equivalence::{equivalent, is_identity_shift};
+use super::equivalence::{Claim, MergeBasis, ResourceSignals, is_identity_shift, same_problem};
 use super::id::{FindingId, FindingKey, FindingKeyError};
 use super::model::{
     Category, DismissedReason, Finding, FindingStatus, LifecycleEvent, LifecycleEventType, Severity,
@@ -165,6 +169,8 @@ pub struct ReportDecision {
     pub finding: Finding,
     /// Events appended by this report (also at the end of `finding.lifecycle`).
     pub new_events: Vec<LifecycleEvent>,
+    /// For a merge, why the report was found to be the sibling's problem.
+    pub merge_basis: Option<MergeBasis>,
 }
 
 impl ReportDecision {
@@ -244,10 +250,24 @@ fn apply_suppression(
     }
 }
 
-/// Decides what one report writes. Pure; see the module documentation for the rules.
+/// Decides what one report writes, outside a run's evidence (nothing merges by evidence). Pure;
+/// see the module documentation for the rules.
 pub fn report(
     ctx: ReportContext<'_>,
     incoming: &ReportedFinding,
+    run: Option<RunId>,
+    now: DateTime<Utc>,
+) -> Result<ReportDecision, ReportError> {
+    report_with_signals(ctx, incoming, &ResourceSignals::default(), run, now)
+}
+
+/// Decides what one report writes, with `signals`: the deterministic signals that hold for the
+/// reported resource in the reporting run (its triage flags, the alerts firing on it), which
+/// settle a merge the keys' words cannot decide. Pure.
+pub fn report_with_signals(
+    ctx: ReportContext<'_>,
+    incoming: &ReportedFinding,
+    signals: &ResourceSignals,
     run: Option<RunId>,
     now: DateTime<Utc>,
 ) -> Result<ReportDecision, ReportError> {
@@ -263,16 +283,20 @@ pub fn report(
                 reported_id: id,
                 finding,
                 new_events,
+                merge_basis: None,
             });
         }
     }
-    if let Some(sibling) = equivalent_sibling(ctx.active_on_resource, incoming, &key, id) {
-        let (finding, new_events) = merge(sibling, incoming, &key, id, run, now);
+    if let Some((sibling, basis)) =
+        equivalent_sibling(ctx.active_on_resource, incoming, &key, id, signals)
+    {
+        let (finding, new_events) = merge(sibling, incoming, &key, id, &basis, run, now);
         return Ok(ReportDecision {
             kind: ReportKind::Merged,
             reported_id: id,
             finding,
             new_events,
+            merge_basis: Some(basis),
         });
     }
     if let Some(resolved) = ctx.existing_same_id {
@@ -282,6 +306,7 @@ pub fn report(
             reported_id: id,
             finding,
             new_events,
+            merge_basis: None,
         });
     }
     let mut finding = Finding {
@@ -331,27 +356,40 @@ pub fn report(
         reported_id: id,
         finding,
         new_events,
+        merge_basis: None,
     })
 }
 
-/// The open sibling to merge into: equivalent, a different id, highest severity first, then the
-/// earliest detected (the long-standing issue keeps its identity).
+/// The open sibling to merge into, with why: the same problem, a different id; matched by its
+/// key before matched by evidence, then highest severity first, then the earliest detected (the
+/// long-standing issue keeps its identity).
 fn equivalent_sibling<'a>(
     open: &'a [Finding],
     incoming: &ReportedFinding,
     key: &FindingKey,
     id: FindingId,
-) -> Option<&'a Finding> {
+    signals: &ResourceSignals,
+) -> Option<(&'a Finding, MergeBasis)> {
+    let report = Claim {
+        category: incoming.category,
+        key,
+        evidence: &incoming.evidence,
+    };
     open.iter()
-        .filter(|f| {
-            f.id != id
-                && f.status.is_open()
-                && f.resource_id == incoming.resource_id
-                && equivalent(incoming.category, key, f.category, &f.key)
+        .filter(|f| f.id != id && f.status.is_open() && f.resource_id == incoming.resource_id)
+        .filter_map(|f| {
+            let sibling = Claim {
+                category: f.category,
+                key: &f.key,
+                evidence: &f.evidence,
+            };
+            same_problem(report, sibling, signals).map(|basis| (f, basis))
         })
-        .min_by(|a, b| {
-            b.severity
-                .cmp(&a.severity)
+        .min_by(|(a, a_basis), (b, b_basis)| {
+            let by_key = |basis: &MergeBasis| !matches!(basis, MergeBasis::Wording);
+            by_key(a_basis)
+                .cmp(&by_key(b_basis))
+                .then(b.severity.cmp(&a.severity))
                 .then(a.detected_at.cmp(&b.detected_at))
                 .then(a.id.cmp(&b.id))
         })
@@ -459,6 +497,7 @@ fn merge(
     incoming: &ReportedFinding,
     key: &FindingKey,
     id: FindingId,
+    basis: &MergeBasis,
     run: Option<RunId>,
     now: DateTime<Utc>,
 ) -> (Finding, Vec<LifecycleEvent>) {
@@ -470,13 +509,16 @@ fn merge(
     if f.impact.is_empty() && !incoming.impact.is_empty() {
         f.impact = incoming.impact.clone();
     }
-    let events = vec![
-        LifecycleEvent::new(LifecycleEventType::DuplicateMerged, now)
-            .message(incoming.title.clone())
-            .meta("merged_id", id.as_hex())
-            .meta("merged_key", key.as_str())
-            .meta("merged_severity", incoming.severity.as_str()),
-    ];
+    let mut event = LifecycleEvent::new(LifecycleEventType::DuplicateMerged, now)
+        .message(incoming.title.clone())
+        .meta("merged_id", id.as_hex())
+        .meta("merged_key", key.as_str())
+        .meta("merged_severity", incoming.severity.as_str())
+        .meta("merged_by", basis.as_str());
+    if let MergeBasis::Evidence(signal) = basis {
+        event = event.meta("shared_signal", signal.clone());
+    }
+    let events = vec![event];
     moved(f, events)
 }
 
@@ -654,6 +696,9 @@ mod tests {
             d.new_events[0].metadata["merged_id"],
             d.reported_id.as_hex()
         );
+        assert_eq!(d.new_events[0].metadata["merged_by"], "key");
+        assert!(!d.new_events[0].metadata.contains_key("shared_signal"));
+        assert_eq!(d.merge_basis, Some(MergeBasis::Wording));
 
         // A lower severity report does not lower the merged finding.
         let mut lower = reported("cpu-pressure");
@@ -666,6 +711,133 @@ mod tests {
         let d2 = report(ctx, &lower, None, t0()).expect("ok");
         assert_eq!(d2.finding.severity, Severity::Critical);
         assert_eq!(d2.finding.recurrence, 2);
+    }
+
+    fn service(key: &str, evidence: &str) -> ReportedFinding {
+        let mut r = reported(key);
+        r.category = Category::Reliability;
+        r.resource_id = "service:h1:web".into();
+        r.resource_name = "web".into();
+        r.resource_type = "service".into();
+        r.title = "web fails its health check".into();
+        r.evidence = evidence.into();
+        r
+    }
+
+    fn open_on(f: &Finding) -> ReportContext<'_> {
+        ReportContext {
+            existing_same_id: None,
+            active_on_resource: std::slice::from_ref(f),
+            suppressions: &[],
+        }
+    }
+
+    #[test]
+    fn one_unhealthy_service_reported_under_two_keys_is_one_finding() {
+        let first = report(
+            NONE,
+            &service("service-unhealthy", "health=unhealthy"),
+            Some(run_id(1)),
+            t0(),
+        )
+        .expect("ok")
+        .finding;
+        let d = report(
+            open_on(&first),
+            &service("health-check-failing", "health check fails"),
+            Some(run_id(1)),
+            t0(),
+        )
+        .expect("ok");
+        assert_eq!(d.kind, ReportKind::Merged);
+        assert_eq!(d.finding.id, first.id);
+        assert_eq!(d.finding.key.as_str(), "service-unhealthy");
+        assert_eq!(
+            d.new_events[0].metadata["merged_key"],
+            "health-check-failing"
+        );
+        // A different problem on the same service stays a finding of its own.
+        let d = report(
+            open_on(&first),
+            &service("certificate-expiring", "health=unhealthy"),
+            None,
+            t0(),
+        )
+        .expect("ok");
+        assert_eq!(d.kind, ReportKind::New);
+    }
+
+    #[test]
+    fn a_report_the_words_cannot_place_merges_on_shared_run_evidence_only() {
+        let first = report(
+            NONE,
+            &service("service-unhealthy", "triage health_check_failing"),
+            Some(run_id(1)),
+            t0(),
+        )
+        .expect("ok")
+        .finding;
+        let vague = service("request-timeouts", "clients time out; health_check_failing");
+        // Outside a run (no signals) the words decide alone: a new finding.
+        let d = report(open_on(&first), &vague, None, t0()).expect("ok");
+        assert_eq!(d.kind, ReportKind::New);
+        // The flag holds for the resource in this run and both reports cite it: one problem.
+        let live = ResourceSignals::new(["health_check_failing", "not_running"]);
+        let d =
+            report_with_signals(open_on(&first), &vague, &live, Some(run_id(2)), t0()).expect("ok");
+        assert_eq!(d.kind, ReportKind::Merged);
+        assert_eq!(d.finding.id, first.id);
+        assert_eq!(
+            d.merge_basis,
+            Some(MergeBasis::Evidence("health_check_failing".into()))
+        );
+        let event = &d.new_events[0];
+        assert_eq!(event.metadata["merged_by"], "evidence");
+        assert_eq!(event.metadata["shared_signal"], "health_check_failing");
+        // Citing a signal the sibling does not cite is no shared evidence.
+        let other = service("request-timeouts", "not_running");
+        let d = report_with_signals(open_on(&first), &other, &live, None, t0()).expect("ok");
+        assert_eq!(d.kind, ReportKind::New);
+    }
+
+    #[test]
+    fn a_key_match_is_preferred_to_an_evidence_match() {
+        let mut by_evidence = report(
+            NONE,
+            &service("nginx-failed", "health_check_failing"),
+            None,
+            t0(),
+        )
+        .expect("ok")
+        .finding;
+        // Older and more severe, but only the evidence ties it to the report.
+        by_evidence.severity = Severity::Critical;
+        by_evidence.detected_at = t0() - Duration::hours(1);
+        let by_key = report(
+            NONE,
+            &service("container-crash-loop", "restarts=9"),
+            None,
+            t0(),
+        )
+        .expect("ok")
+        .finding;
+        let open = [by_evidence.clone(), by_key.clone()];
+        let ctx = ReportContext {
+            existing_same_id: None,
+            active_on_resource: &open,
+            suppressions: &[],
+        };
+        let live = ResourceSignals::new(["health_check_failing"]);
+        let d = report_with_signals(
+            ctx,
+            &service("restart-loop", "health_check_failing"),
+            &live,
+            None,
+            t0(),
+        )
+        .expect("ok");
+        assert_eq!(d.finding.id, by_key.id);
+        assert_eq!(d.merge_basis, Some(MergeBasis::Wording));
     }
 
     #[test]
