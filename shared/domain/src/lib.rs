@@ -12,6 +12,7 @@ pub mod ids;
 pub mod patrol;
 pub mod resource;
 pub mod scope;
+pub mod usd;
 
 pub use ids::{TenantId, TenantIdError};
 pub use scope::{Scope, ScopeError};

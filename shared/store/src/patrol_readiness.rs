@@ -5,11 +5,14 @@
 //! the caller's transaction, then applies the pure
 //! [`pulse_domain::patrol::readiness::assess`]. A preflight older than the route provider's
 //! stored key is ignored: the key was replaced since, so the outcome says nothing about it.
+//! When the tenant has a spend budget, the cost ledger's sums for the current UTC day and month
+//! ([`crate::cost_ledger::tenant_spend`]) feed the `budget` check.
 
 use chrono::{DateTime, Utc};
 use pulse_domain::patrol::readiness::{self, PreflightRecord};
 use pulse_domain::patrol::status::{Blocked, ReadinessCheck, readiness_gate};
 
+use crate::cost_ledger;
 use crate::settings::{self, ConfigLayer, SettingsStoreError};
 use crate::{StoreError, TenantTx};
 
@@ -108,10 +111,23 @@ pub async fn assess(
     let preflight = load_preflight(tx)
         .await?
         .filter(|p| key_set_at.is_none_or(|set_at| p.checked_at >= set_at));
+    // The ledger is summed only when a budget is set: most tenants have none.
+    let spend = match resolved.as_ref().map(|s| &s.budgets) {
+        Some(b)
+            if b.daily_usd.is_some()
+                || b.monthly_usd.is_some()
+                || b.daily_tokens.is_some()
+                || b.monthly_tokens.is_some() =>
+        {
+            Some(cost_ledger::tenant_spend(tx, now).await?)
+        }
+        _ => None,
+    };
     Ok(readiness::assess(
         resolved.as_ref(),
         has_key,
         preflight.as_ref(),
+        spend.as_ref(),
         now,
     ))
 }

@@ -6,11 +6,14 @@
 //! A check fails only on what is known: no route, a missing required key, or a failed last
 //! preflight of the same route (same `provider:model` and base URL). A configured route with no
 //! preflight yet is not blocked; its tool-calling check is `not_assessed`. A rate-limited
-//! preflight is a soft warning: the provider works, it was only busy.
+//! preflight is a soft warning: the provider works, it was only busy. The last check, `budget`,
+//! fails while a tenant spend budget is used up ([`super::budget::decide`]) and carries the
+//! period boundary when it frees itself.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::budget::{self, BUDGET_SETTINGS_HINT, TenantBudgets, TenantSpend};
 use super::status::{BlockedCause, CheckStatus, ReadinessCheck, ReadinessCheckId};
 use crate::ai_settings::{AiSettings, ModelRoute};
 
@@ -142,10 +145,14 @@ fn check(
         status,
         message: message.into(),
         cause,
+        resets_at: None,
     }
 }
 
 /// Every readiness check, in [`ReadinessCheckId::ALL`] order.
+///
+/// - `spend`: the tenant's ledger totals for the current UTC day and month; `None` when no
+///   budget is set (nothing needs summing) or they were not read.
 ///
 /// - `settings`: the tenant's effective settings; `None` when the stored document no longer
 ///   resolves.
@@ -154,6 +161,80 @@ fn check(
 /// - `preflight`: the last stored preflight; used only when it is for the current route and
 ///   base URL.
 pub fn assess(
+    settings: Option<&AiSettings>,
+    has_key_for_route: bool,
+    preflight: Option<&PreflightRecord>,
+    spend: Option<&TenantSpend>,
+    now: DateTime<Utc>,
+) -> Vec<ReadinessCheck> {
+    let mut checks = route_checks(settings, has_key_for_route, preflight, now);
+    checks.push(budget_check(settings, spend, now));
+    checks
+}
+
+/// The spend-budget check: fails while a budget is used up, with its reset time. The route's
+/// own price is not known here; the model-runner checks it before each provider call.
+pub fn budget_check(
+    settings: Option<&AiSettings>,
+    spend: Option<&TenantSpend>,
+    now: DateTime<Utc>,
+) -> ReadinessCheck {
+    use CheckStatus::{Fail, NotAssessed, Pass};
+    let id = ReadinessCheckId::Budget;
+    let Some(settings) = settings else {
+        return check(
+            id,
+            NotAssessed,
+            "not assessed: the stored settings do not resolve",
+            None,
+        );
+    };
+    let budgets = match TenantBudgets::from_settings(&settings.budgets) {
+        Ok(budgets) => budgets,
+        Err(error) => {
+            return check(
+                id,
+                Fail,
+                format!("{error}; save the budgets again with {BUDGET_SETTINGS_HINT}"),
+                Some(BlockedCause::ConfigurationIncomplete),
+            );
+        }
+    };
+    if budgets.is_unlimited() {
+        return check(id, Pass, "no spend budget is set", None);
+    }
+    let Some(spend) = spend else {
+        return check(
+            id,
+            NotAssessed,
+            "not assessed: the cost ledger was not read",
+            None,
+        );
+    };
+    match budget::decide(&budgets, spend, now, None) {
+        Ok(()) => check(
+            id,
+            Pass,
+            format!(
+                "within the spend budgets: {} tokens and {} USD of known price today, {} tokens                  this month",
+                spend.day.tokens, spend.day.dollars.known, spend.month.tokens
+            ),
+            None,
+        ),
+        Err(refused) => ReadinessCheck {
+            resets_at: Some(refused.resets_at),
+            ..check(
+                id,
+                Fail,
+                refused.message(),
+                Some(BlockedCause::BudgetExceeded),
+            )
+        },
+    }
+}
+
+/// The route checks (everything but the budget), in [`ReadinessCheckId::ALL`] order.
+fn route_checks(
     settings: Option<&AiSettings>,
     has_key_for_route: bool,
     preflight: Option<&PreflightRecord>,
@@ -397,11 +478,11 @@ mod tests {
         let s = openai();
         let r = record(false, false, Some("auth"));
         let cases = [
-            assess(None, true, None, t(0)),
-            assess(Some(&settings(json!({}))), true, None, t(0)),
-            assess(Some(&s), false, None, t(0)),
-            assess(Some(&s), true, None, t(0)),
-            assess(Some(&s), true, Some(&r), t(0)),
+            assess(None, true, None, None, t(0)),
+            assess(Some(&settings(json!({}))), true, None, None, t(0)),
+            assess(Some(&s), false, None, None, t(0)),
+            assess(Some(&s), true, None, None, t(0)),
+            assess(Some(&s), true, Some(&r), None, t(0)),
         ];
         for checks in cases {
             let ids: Vec<_> = checks.iter().map(|c| c.id).collect();
@@ -411,7 +492,7 @@ mod tests {
 
     #[test]
     fn invalid_settings_block_on_configuration() {
-        let checks = assess(None, true, None, t(0));
+        let checks = assess(None, true, None, None, t(0));
         let b = blocked(&checks);
         assert_eq!(b.check, ReadinessCheckId::Configuration);
         assert_eq!(b.cause, BlockedCause::ConfigurationIncomplete);
@@ -420,7 +501,7 @@ mod tests {
 
     #[test]
     fn no_route_blocks_as_provider_not_configured() {
-        let checks = assess(Some(&settings(json!({}))), true, None, t(0));
+        let checks = assess(Some(&settings(json!({}))), true, None, None, t(0));
         let b = blocked(&checks);
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
         assert_eq!(
@@ -432,7 +513,7 @@ mod tests {
 
     #[test]
     fn a_required_key_that_is_missing_blocks() {
-        let checks = assess(Some(&openai()), false, None, t(0));
+        let checks = assess(Some(&openai()), false, None, None, t(0));
         let b = blocked(&checks);
         assert_eq!(b.check, ReadinessCheckId::Provider);
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
@@ -444,7 +525,7 @@ mod tests {
         assert!(!provider_needs_key("ollama"));
         assert!(provider_needs_key("anthropic"));
         let s = settings(json!({"patrol_model": "ollama:llama3.1:8b"}));
-        let checks = assess(Some(&s), false, None, t(0));
+        let checks = assess(Some(&s), false, None, None, t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::ToolCalling),
@@ -454,7 +535,7 @@ mod tests {
 
     #[test]
     fn no_preflight_yet_does_not_block() {
-        let checks = assess(Some(&openai()), true, None, t(0));
+        let checks = assess(Some(&openai()), true, None, None, t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::ToolCalling),
@@ -470,7 +551,7 @@ mod tests {
     fn a_passed_preflight_passes_every_check_and_names_its_age() {
         let r = record(true, true, None);
         assert_eq!(r.state(), PreflightState::Passed);
-        let checks = assess(Some(&openai()), true, Some(&r), t(0));
+        let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
         assert!(
             checks.iter().all(|c| c.status == CheckStatus::Pass),
             "{checks:?}"
@@ -508,7 +589,7 @@ mod tests {
         for (cause, id, expected) in cases {
             let r = record(false, false, Some(cause));
             assert_eq!(r.state(), PreflightState::Failed, "{cause}");
-            let checks = assess(Some(&openai()), true, Some(&r), t(0));
+            let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
             let b = blocked(&checks);
             assert_eq!((b.check, b.cause), (id, expected), "{cause}");
             assert!(b.reason.contains("summary text"), "{cause}: {}", b.reason);
@@ -526,6 +607,7 @@ mod tests {
             Some(&openai()),
             true,
             Some(&record(false, false, None)),
+            None,
             t(0),
         );
         assert_eq!(blocked(&checks).cause, C::ProviderUnreachable);
@@ -535,7 +617,7 @@ mod tests {
     fn an_answer_without_a_tool_call_blocks_tool_calling() {
         let r = record(true, false, None);
         assert_eq!(r.state(), PreflightState::Failed);
-        let b = blocked(&assess(Some(&openai()), true, Some(&r), t(0)));
+        let b = blocked(&assess(Some(&openai()), true, Some(&r), None, t(0)));
         assert_eq!(b.check, ReadinessCheckId::ToolCalling);
         assert_eq!(b.cause, BlockedCause::ModelWithoutTools);
     }
@@ -544,7 +626,7 @@ mod tests {
     fn a_rate_limited_preflight_is_a_warning() {
         let r = record(false, false, Some("rate_limit"));
         assert_eq!(r.state(), PreflightState::Warning);
-        let checks = assess(Some(&openai()), true, Some(&r), t(0));
+        let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::Provider),
@@ -560,25 +642,27 @@ mod tests {
     fn a_preflight_of_another_route_or_address_is_ignored() {
         let failed = record(false, false, Some("auth"));
         let other_model = settings(json!({"patrol_model": "openai:gpt-4.1"}));
-        assert!(readiness_gate(&assess(Some(&other_model), true, Some(&failed), t(0))).is_ok());
+        assert!(
+            readiness_gate(&assess(Some(&other_model), true, Some(&failed), None, t(0))).is_ok()
+        );
         let moved = settings(json!({
             "patrol_model": "openai:gpt-4.1-mini",
             "providers": {"openai": {"base_url": "http://127.0.0.1:9/v1"}}
         }));
-        let checks = assess(Some(&moved), true, Some(&failed), t(0));
+        let checks = assess(Some(&moved), true, Some(&failed), None, t(0));
         assert!(readiness_gate(&checks).is_ok());
         let mut here = failed.clone();
         here.base_url = Some("http://127.0.0.1:9/v1".to_owned());
-        assert!(readiness_gate(&assess(Some(&moved), true, Some(&here), t(0))).is_err());
+        assert!(readiness_gate(&assess(Some(&moved), true, Some(&here), None, t(0))).is_err());
         // `model` is the fallback route when `patrol_model` is unset.
         let fallback = settings(json!({"model": "openai:gpt-4.1-mini"}));
-        assert!(readiness_gate(&assess(Some(&fallback), true, Some(&failed), t(0))).is_err());
+        assert!(readiness_gate(&assess(Some(&fallback), true, Some(&failed), None, t(0))).is_err());
     }
 
     #[test]
     fn a_missing_key_outranks_a_stale_success() {
         let passed = record(true, true, None);
-        let b = blocked(&assess(Some(&openai()), false, Some(&passed), t(0)));
+        let b = blocked(&assess(Some(&openai()), false, Some(&passed), None, t(0)));
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
     }
 
@@ -597,7 +681,7 @@ mod tests {
         let r = record(false, false, Some("auth"));
         insta::assert_json_snapshot!(
             "readiness_blocked_by_auth",
-            assess(Some(&openai()), true, Some(&r), t(0))
+            assess(Some(&openai()), true, Some(&r), None, t(0))
         );
     }
 
@@ -606,5 +690,53 @@ mod tests {
         let r = record(false, false, Some("auth"));
         let text = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<PreflightRecord>(&text).unwrap(), r);
+    }
+
+    #[test]
+    fn a_used_up_budget_blocks_with_its_reset_time() {
+        use crate::patrol::budget::{PeriodSpend, TenantSpend};
+        let s = settings(json!({
+            "patrol_model": "openai:gpt-4.1-mini",
+            "budgets": {"daily_tokens": 1000}
+        }));
+        let spend = |tokens| TenantSpend {
+            day: PeriodSpend {
+                tokens,
+                ..Default::default()
+            },
+            month: PeriodSpend {
+                tokens,
+                ..Default::default()
+            },
+        };
+        let within = assess(Some(&s), true, None, Some(&spend(10)), t(0));
+        assert_eq!(
+            status_of(&within, ReadinessCheckId::Budget),
+            CheckStatus::Pass
+        );
+        assert!(readiness_gate(&within).is_ok());
+        let over = assess(Some(&s), true, None, Some(&spend(1000)), t(0));
+        let b = blocked(&over);
+        assert_eq!(b.check, ReadinessCheckId::Budget);
+        assert_eq!(b.cause, BlockedCause::BudgetExceeded);
+        let midnight = Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 0).unwrap();
+        assert_eq!(b.resets_at, Some(midnight));
+        assert!(b.reason.contains("2026-03-02T00:00:00Z"), "{}", b.reason);
+        assert!(b.reason.contains("PUT /api/settings/ai"), "{}", b.reason);
+        // A failing route check comes first in the stable order.
+        let no_key = assess(Some(&s), false, None, Some(&spend(1000)), t(0));
+        assert_eq!(blocked(&no_key).check, ReadinessCheckId::Provider);
+        // No budget set: nothing to sum, the check passes.
+        let unlimited = assess(Some(&openai()), true, None, None, t(0));
+        assert_eq!(
+            status_of(&unlimited, ReadinessCheckId::Budget),
+            CheckStatus::Pass
+        );
+        // A budget set but the ledger not read: not assessed, not blocked.
+        let unread = assess(Some(&s), true, None, None, t(0));
+        assert_eq!(
+            status_of(&unread, ReadinessCheckId::Budget),
+            CheckStatus::NotAssessed
+        );
     }
 }

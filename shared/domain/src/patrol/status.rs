@@ -7,7 +7,7 @@
 //! | `disabled` | Patrol is switched off for the tenant |
 //! | `unavailable` | no runner is available to take Patrol jobs |
 //! | `running` | a run is in flight (`current_run_id` names it) |
-//! | `blocked` | a readiness check failed: runs are refused before any model call |
+//! | `blocked` | a readiness check failed: runs are refused before any model call (a used-up spend budget too: `blocked_cause` `budget_exceeded`, `blocked_until` its reset) |
 //! | `active` | otherwise |
 //!
 //! `last_patrol_at` is the last *successful full* run; scoped and verification runs only move
@@ -44,15 +44,18 @@ pub enum ReadinessCheckId {
     SettingsPersistence,
     /// The selected model makes tool calls (last preflight).
     ToolCalling,
+    /// The tenant's spend budgets have room (see [`super::budget`]).
+    Budget,
 }
 
 impl ReadinessCheckId {
-    pub const ALL: [ReadinessCheckId; 5] = [
+    pub const ALL: [ReadinessCheckId; 6] = [
         Self::Configuration,
         Self::Provider,
         Self::Model,
         Self::SettingsPersistence,
         Self::ToolCalling,
+        Self::Budget,
     ];
 
     /// The cause recorded when this check fails without a more specific one.
@@ -63,6 +66,7 @@ impl ReadinessCheckId {
             Self::Model => BlockedCause::ModelNotSelected,
             Self::SettingsPersistence => BlockedCause::SettingsNotPersisted,
             Self::ToolCalling => BlockedCause::ModelWithoutTools,
+            Self::Budget => BlockedCause::BudgetExceeded,
         }
     }
 }
@@ -88,6 +92,9 @@ pub enum BlockedCause {
     ModelNotSelected,
     ModelWithoutTools,
     SettingsNotPersisted,
+    /// A tenant spend budget is used up until its period resets (the run cause
+    /// [`ErrorCause::BudgetExceeded`](super::run::ErrorCause::BudgetExceeded)).
+    BudgetExceeded,
 }
 
 /// One server-authored readiness check.
@@ -99,6 +106,9 @@ pub struct ReadinessCheck {
     /// More specific than [`ReadinessCheckId::default_cause`], when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<BlockedCause>,
+    /// When a failing check frees itself (a spend budget's period boundary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<DateTime<Utc>>,
 }
 
 /// The gate's refusal: the first failing check, in the stable check order.
@@ -108,6 +118,8 @@ pub struct Blocked {
     pub check: ReadinessCheckId,
     pub reason: String,
     pub cause: BlockedCause,
+    /// When the block lifts by itself, if it does (a spend budget's reset).
+    pub resets_at: Option<DateTime<Utc>>,
 }
 
 /// The readiness gate: a run (full or scoped) may call the model unless a check is known to
@@ -123,6 +135,7 @@ pub fn readiness_gate(checks: &[ReadinessCheck]) -> Result<(), Blocked> {
             check: check.id,
             reason: check.message.clone(),
             cause: check.cause.unwrap_or(check.id.default_cause()),
+            resets_at: check.resets_at,
         }),
         None => Ok(()),
     }
@@ -202,6 +215,8 @@ pub struct PatrolStatus {
     pub health_basis: HealthBasis,
     pub blocked_reason: Option<String>,
     pub blocked_cause: Option<BlockedCause>,
+    /// When the block lifts by itself (RFC 3339): the reset of a used-up spend budget.
+    pub blocked_until: Option<DateTime<Utc>>,
     pub readiness_checks: Vec<ReadinessCheck>,
 }
 
@@ -237,9 +252,9 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
     };
     let mut readiness_checks = inputs.readiness.clone();
     readiness_checks.sort_by_key(|c| c.id);
-    let (blocked_reason, blocked_cause) = match (&blocked, inputs.enabled) {
-        (Some(b), true) => (Some(b.reason.clone()), Some(b.cause)),
-        _ => (None, None),
+    let (blocked_reason, blocked_cause, blocked_until) = match (&blocked, inputs.enabled) {
+        (Some(b), true) => (Some(b.reason.clone()), Some(b.cause), b.resets_at),
+        _ => (None, None, None),
     };
     PatrolStatus {
         runtime_state,
@@ -264,6 +279,7 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
         health_basis,
         blocked_reason,
         blocked_cause,
+        blocked_until,
         readiness_checks,
     }
 }
@@ -284,6 +300,7 @@ mod tests {
             status: CheckStatus::Pass,
             message: "ok".to_owned(),
             cause: None,
+            resets_at: None,
         }
     }
 
@@ -328,6 +345,7 @@ mod tests {
             message: "no provider is configured: open Pulse Intelligence > Provider & Models"
                 .to_owned(),
             cause: None,
+            resets_at: None,
         };
         checks
     }
@@ -386,12 +404,14 @@ mod tests {
             status: CheckStatus::Fail,
             message: "model makes no tool calls".to_owned(),
             cause: None,
+            resets_at: None,
         };
         checks[2] = ReadinessCheck {
             id: ReadinessCheckId::Model,
             status: CheckStatus::Fail,
             message: "no model".to_owned(),
             cause: None,
+            resets_at: None,
         };
         checks.reverse();
         let blocked = readiness_gate(&checks).unwrap_err();
@@ -498,5 +518,28 @@ mod tests {
         assert_eq!(status.blocked_reason, None);
         assert_eq!(status.next_patrol_at, None);
         insta::assert_json_snapshot!("patrol_status_disabled", status);
+    }
+
+    #[test]
+    fn status_wire_shape_budget_exceeded() {
+        let mut inputs = base();
+        inputs.readiness[5] = ReadinessCheck {
+            id: ReadinessCheckId::Budget,
+            status: CheckStatus::Fail,
+            message: "the daily token budget is used up (1200 of 1000 tokens); it resets at \
+                      2026-03-02T00:00:00Z; wait for the reset or raise budgets.daily_tokens with \
+                      PUT /api/settings/ai"
+                .to_owned(),
+            cause: Some(BlockedCause::BudgetExceeded),
+            resets_at: Some(Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 0).unwrap()),
+        };
+        let status = project(&inputs);
+        assert_eq!(status.runtime_state, RuntimeState::Blocked);
+        assert_eq!(status.blocked_cause, Some(BlockedCause::BudgetExceeded));
+        assert_eq!(
+            status.blocked_until,
+            Some(Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 0).unwrap())
+        );
+        insta::assert_json_snapshot!("patrol_status_budget_exceeded", status);
     }
 }
