@@ -20,6 +20,7 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use pulse_domain::finding::equivalence::{MergeBasis, ResourceSignals};
 use pulse_domain::finding::{
     self as domain, AssessRefusal, Finding, FindingId, LifecycleEvent, MAX_LIFECYCLE_EVENTS,
     OperatorAction, OperatorRefusal, ReportContext, ReportError, ReportKind, ReportedFinding,
@@ -310,6 +311,8 @@ pub struct ReportOutcome {
     pub reported_id: FindingId,
     /// The finding written: the reported one, or for a merge the sibling it was merged into.
     pub finding: StoredFinding,
+    /// For a merge, why the report was the sibling's problem (its key, or shared evidence).
+    pub merge_basis: Option<MergeBasis>,
 }
 
 impl ReportOutcome {
@@ -333,10 +336,24 @@ async fn lock_resource(tx: &TenantTx, resource_id: &str) -> Result<(), StoreErro
 /// Records one `patrol_report_finding` (or detector) report from `run` at `now`: a new finding,
 /// a heartbeat re-detection, a merge into an equivalent open sibling, or a regression, as
 /// [`pulse_domain::finding::report`] decides. Invalid reports are refused with
-/// [`FindingsError::Report`] and write nothing.
+/// [`FindingsError::Report`] and write nothing. Nothing merges by evidence here; a Watch run
+/// passes what it knows with [`report_with_signals`].
 pub async fn report(
     tx: &TenantTx,
     incoming: &ReportedFinding,
+    run: Option<RunId>,
+    now: DateTime<Utc>,
+) -> Result<ReportOutcome, FindingsError> {
+    report_with_signals(tx, incoming, &ResourceSignals::default(), run, now).await
+}
+
+/// [`report`] with `signals`: the deterministic signals that hold for the reported resource in
+/// the reporting run (triage flags, firing alerts), which settle a merge the keys' words cannot
+/// decide ([`pulse_domain::finding::equivalence::same_problem`]).
+pub async fn report_with_signals(
+    tx: &TenantTx,
+    incoming: &ReportedFinding,
+    signals: &ResourceSignals,
     run: Option<RunId>,
     now: DateTime<Utc>,
 ) -> Result<ReportOutcome, FindingsError> {
@@ -357,7 +374,7 @@ pub async fn report(
             active_on_resource: &open_records,
             suppressions: &rules,
         };
-        let decision = domain::report(ctx, incoming, run, now)?;
+        let decision = domain::report_with_signals(ctx, incoming, signals, run, now)?;
         let expected = match decision.kind {
             ReportKind::New => None,
             ReportKind::Merged => open
@@ -377,6 +394,7 @@ pub async fn report(
                     finding: decision.finding,
                     version,
                 },
+                merge_basis: decision.merge_basis,
             });
         }
         tracing::debug!(finding_id = %reported_id, "finding report lost a compare-and-swap; retrying");

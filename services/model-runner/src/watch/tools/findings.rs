@@ -5,7 +5,11 @@
 //!   in the run answer the same snapshot. Every finding shown needs a verdict before the run
 //!   ends.
 //! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
-//!   the run's scope, matching type and name).
+//!   the run's scope, matching type and name). The store decides new / re-detection / merge /
+//!   regression with the resource's deterministic signals in this run ([`run_signals`]: its
+//!   triage flags and firing alerts), which settle a merge the keys' words cannot decide. A
+//!   report that merged into an existing finding answers which one (`merged_into`, id and key)
+//!   and what to do instead of reporting it again.
 //! - `patrol_assess_finding`: a verdict on a finding shown to the run, only after
 //!   `patrol_get_findings`. `resolved` on a key with a deterministic verifier asks the verifier
 //!   service (`verify.resolution`); no answer in time is inconclusive, which refuses.
@@ -17,10 +21,12 @@ use std::str::FromStr;
 use chrono::Utc;
 use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
 use pulse_capabilities::ToolName;
+use pulse_domain::finding::equivalence::ResourceSignals;
 use pulse_domain::finding::{
-    Finding, FindingId, ReportedFinding, VerdictInput, VerifierKey, VerifierOutcome,
+    Finding, FindingId, ReportKind, ReportedFinding, VerdictInput, VerifierKey, VerifierOutcome,
 };
 use pulse_domain::resource::truncate_chars;
+use pulse_store::alerts::{self, AlertFilter, StateFilter};
 use pulse_store::findings::{self, FindingsError, ListFilter};
 use serde_json::{Value, json};
 
@@ -29,6 +35,7 @@ use super::{
     text_arg,
 };
 use crate::provider::{ToolCall, ToolResult};
+use crate::watch::seed::triage_flags;
 
 /// Findings in one snapshot.
 pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
@@ -141,6 +148,75 @@ fn resolution_problem(ctx: &ToolContext, reported: &ReportedFinding) -> Option<S
     None
 }
 
+/// The deterministic signals that hold for `resource_id` in this run: its triage flags as the
+/// run read them, and each alert firing on it (rule, `alert_<rule>`, alert key and id, any of
+/// which a report's evidence may cite). Alerts that cannot be read leave the flags alone: a
+/// merge then needs the words or a flag, never a guess.
+pub async fn run_signals(ctx: &ToolContext, resource_id: &str) -> ResourceSignals {
+    let mut signals: Vec<String> = ctx
+        .in_scope(resource_id)
+        .map(|r| triage_flags(r).into_iter().map(str::to_owned).collect())
+        .unwrap_or_default();
+    let firing = async {
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let filter = AlertFilter {
+            state: StateFilter::Firing,
+            resource_id: Some(resource_id.to_owned()),
+            limit: alerts::DEFAULT_LIST_LIMIT,
+        };
+        let firing = alerts::list(&tx, &filter).await?;
+        tx.commit().await?;
+        Ok::<_, pulse_store::StoreError>(firing)
+    }
+    .await;
+    match firing {
+        Ok(firing) => {
+            for alert in firing {
+                let rule = alert.rule.as_str();
+                signals.extend([
+                    rule.to_owned(),
+                    format!("alert_{rule}"),
+                    alert.key.as_str().to_owned(),
+                    alert.id.to_string(),
+                ]);
+            }
+        }
+        Err(error) => {
+            tracing::info!(run_id = %ctx.run_id, %error, "firing alerts unread; merging on flags only");
+        }
+    }
+    ResourceSignals::new(signals)
+}
+
+/// What the model should do about a report that merged into `finding`, instead of reporting
+/// the same problem again: a verdict when the finding was shown to this run (the only findings
+/// `patrol_assess_finding` accepts), nothing when this run reported it itself.
+fn merge_instruction(ledger: &RunLedger, finding: &Finding) -> String {
+    let (id, key) = (finding.id.as_hex(), finding.key.as_str());
+    if ledger.presented().contains_key(&finding.id) {
+        let first = if ledger.snapshot().is_none() {
+            "call patrol_get_findings, then "
+        } else {
+            ""
+        };
+        return format!(
+            "this is the problem already recorded as finding {id} ({key}): do not report it \
+             again under another key; {first}give finding {id} a patrol_assess_finding verdict \
+             instead"
+        );
+    }
+    if ledger.reports().iter().any(|r| r.finding_id == finding.id) {
+        return format!(
+            "this is the problem you already reported in this run as finding {id} ({key}): it \
+             is recorded once and needs nothing more; do not report it again"
+        );
+    }
+    format!(
+        "this is the problem already recorded as finding {id} ({key}): it is recorded once and \
+         needs nothing more in this run; do not report it again"
+    )
+}
+
 pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResult {
     let signature = signature(call);
     if ledger.was_accepted(&signature) {
@@ -172,9 +248,12 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
         ledger.reject();
         return ToolResult::error(&call.id, format!("the report was refused: {problem}"));
     }
+    let signals = run_signals(ctx, &reported.resource_id).await;
     let written = async {
         let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
-        let outcome = findings::report(&tx, &reported, Some(ctx.run_id), Utc::now()).await?;
+        let outcome =
+            findings::report_with_signals(&tx, &reported, &signals, Some(ctx.run_id), Utc::now())
+                .await?;
         tx.commit().await?;
         Ok::<_, FindingsError>(outcome)
     }
@@ -182,6 +261,22 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
     match written {
         Ok(outcome) => {
             let finding = &outcome.finding.finding;
+            let mut answer = json!({
+                "accepted": true,
+                "finding_id": finding.id.as_hex(),
+                "outcome": outcome.kind,
+            });
+            if outcome.kind == ReportKind::Merged {
+                let mut merged_into = json!({
+                    "finding_id": finding.id.as_hex(),
+                    "key": finding.key.as_str(),
+                });
+                if let Some(basis) = &outcome.merge_basis {
+                    merged_into["merged_by"] = json!(basis.as_str());
+                }
+                answer["merged_into"] = merged_into;
+                answer["instruction"] = json!(merge_instruction(ledger, finding));
+            }
             ledger.accept_report(
                 signature,
                 AcceptedReport {
@@ -192,14 +287,7 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                     title: finding.title.clone(),
                 },
             );
-            json_result(
-                call,
-                &json!({
-                    "accepted": true,
-                    "finding_id": finding.id.as_hex(),
-                    "outcome": outcome.kind,
-                }),
-            )
+            json_result(call, &answer)
         }
         Err(FindingsError::Report(error)) => {
             ledger.reject();
@@ -361,5 +449,185 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             ledger.error("a finding verdict could not be recorded");
             ToolResult::error(&call.id, "the verdict could not be recorded right now")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use pulse_domain::TenantId;
+    use pulse_domain::finding::{Category, FindingKey, Severity};
+    use pulse_domain::patrol::run::RunId;
+    use pulse_domain::resource::Health;
+    use pulse_test_support::db::TestDb;
+
+    use super::super::test_support::{call, resource};
+    use super::*;
+
+    async fn context(db: &TestDb) -> anyhow::Result<ToolContext> {
+        let tenant = TenantId::new("acme")?;
+        pulse_store::tenants::create(db.store(), &tenant, "Acme").await?;
+        Ok(ToolContext {
+            store: db.store().clone(),
+            bus: None,
+            tenant,
+            run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
+            scope: Arc::new(vec![
+                resource("h1", "web", Health::Unhealthy),
+                resource("h1", "db", Health::Healthy),
+            ]),
+            backend_timeout: Duration::from_millis(200),
+        })
+    }
+
+    fn args(name: &str, key: &str, evidence: &str) -> Value {
+        json!({
+            "key": key, "severity": "warning", "category": "reliability",
+            "resource_id": format!("service:h1:{name}"), "resource_name": name,
+            "resource_type": "service", "title": format!("{name} is not serving"),
+            "description": "fails", "recommendation": "look", "evidence": evidence
+        })
+    }
+
+    async fn answer(ctx: &ToolContext, ledger: &RunLedger, arguments: Value) -> Value {
+        let result = report(ctx, ledger, &call("patrol_report_finding", arguments)).await;
+        assert!(!result.is_error, "{}", result.content);
+        serde_json::from_str(&result.content).expect("a JSON answer")
+    }
+
+    #[tokio::test]
+    async fn a_merged_report_names_the_finding_to_assess_instead() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let ctx = context(&db).await?;
+        // An earlier run recorded web's failing health check; this run's seed showed it.
+        let earlier: ReportedFinding = serde_json::from_value(args(
+            "web",
+            "service-unhealthy",
+            "triage: health_check_failing",
+        ))?;
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let stored = findings::report(&tx, &earlier, None, Utc::now()).await?;
+        tx.commit().await?;
+        let existing = stored.finding.finding;
+        let ledger = RunLedger::new();
+        ledger.present([(existing.id, existing.title.clone())]);
+
+        // The same fault under another key: merged, and the answer says which finding to
+        // assess instead and how.
+        let merged = answer(
+            &ctx,
+            &ledger,
+            args(
+                "web",
+                "health-check-failing",
+                "health_check_failing in triage",
+            ),
+        )
+        .await;
+        let id = existing.id.as_hex();
+        assert_eq!(merged["outcome"], "merged", "{merged}");
+        assert_eq!(merged["finding_id"], id.as_str());
+        assert_eq!(
+            merged["merged_into"],
+            json!({"finding_id": id, "key": "service-unhealthy", "merged_by": "key"})
+        );
+        let instruction = merged["instruction"].as_str().expect("an instruction");
+        assert!(instruction.contains(&id), "{instruction}");
+        assert!(instruction.contains("service-unhealthy"), "{instruction}");
+        assert!(
+            instruction.contains("call patrol_get_findings, then give finding")
+                && instruction.contains("patrol_assess_finding verdict instead"),
+            "{instruction}"
+        );
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let reported_id = FindingId::derive(
+            "service:h1:web",
+            Category::Reliability,
+            &FindingKey::normalize("health-check-failing")?,
+        );
+        assert!(findings::get(&tx, reported_id).await?.is_none(), "no row");
+        tx.commit().await?;
+
+        // The instruction is one the run accepts: a verdict on that finding.
+        let snapshot = get_findings(&ctx, &ledger, &call("patrol_get_findings", json!({}))).await;
+        assert!(!snapshot.is_error, "{}", snapshot.content);
+        let verdict = assess(
+            &ctx,
+            &ledger,
+            &call(
+                "patrol_assess_finding",
+                json!({"finding_id": id, "verdict": "present",
+                       "evidence": "health_check_failing", "reason": "still failing"}),
+            ),
+        )
+        .await;
+        assert!(!verdict.is_error, "{}", verdict.content);
+
+        // Words that cannot tell, with the run's flag cited by both reports: merged by evidence.
+        let by_evidence = answer(
+            &ctx,
+            &ledger,
+            args(
+                "web",
+                "request-timeouts",
+                "clients time out; health_check_failing",
+            ),
+        )
+        .await;
+        assert_eq!(by_evidence["outcome"], "merged", "{by_evidence}");
+        assert_eq!(by_evidence["merged_into"]["merged_by"], "evidence");
+        let instruction = by_evidence["instruction"].as_str().unwrap_or_default();
+        assert!(
+            instruction.starts_with(&format!(
+                "this is the problem already recorded as finding {id}"
+            )) && !instruction.contains("call patrol_get_findings"),
+            "{instruction}"
+        );
+
+        // On db the flag does not hold in this run: citing it is no evidence.
+        let down = answer(
+            &ctx,
+            &ledger,
+            args("db", "service-down", "health_check_failing"),
+        )
+        .await;
+        assert_eq!(down["outcome"], "new", "{down}");
+        assert!(down.get("merged_into").is_none() && down.get("instruction").is_none());
+        let timeouts = answer(
+            &ctx,
+            &ledger,
+            args("db", "request-timeouts", "health_check_failing"),
+        )
+        .await;
+        assert_eq!(timeouts["outcome"], "new", "{timeouts}");
+
+        // Reported by this run itself: recorded once, nothing to assess.
+        let again = answer(
+            &ctx,
+            &ledger,
+            args("db", "not-responding", "no answer on 5432"),
+        )
+        .await;
+        assert_eq!(again["outcome"], "merged", "{again}");
+        assert_eq!(again["finding_id"], down["finding_id"]);
+        let instruction = again["instruction"].as_str().unwrap_or_default();
+        assert!(
+            instruction.contains("already reported in this run")
+                && !instruction.contains("patrol_assess_finding"),
+            "{instruction}"
+        );
+        let accepted = ledger.reports();
+        assert_eq!(accepted.len(), 5);
+        assert_eq!(
+            accepted
+                .iter()
+                .filter(|r| r.kind == ReportKind::Merged)
+                .count(),
+            3
+        );
+        assert!(accepted.iter().all(|r| r.severity == Severity::Warning));
+        Ok(())
     }
 }
