@@ -35,6 +35,8 @@ pub enum Behaviour {
     ErrorHtml502,
     Stall,
     Truncated,
+    /// `sim:double-report`: reports one fault twice, under two keys ([`double_report`]).
+    DoubleReport,
 }
 
 impl Behaviour {
@@ -54,6 +56,7 @@ impl Behaviour {
             "error-html-502" => Ok(Self::ErrorHtml502),
             "stall" => Ok(Self::Stall),
             "truncated" => Ok(Self::Truncated),
+            "double-report" => Ok(Self::DoubleReport),
             other => match other.strip_prefix("cold-start:") {
                 Some(d) => parse_duration(d)
                     .map(|d| Self::ColdStart(d.min(MAX_COLD_START)))
@@ -157,6 +160,7 @@ pub(crate) fn answer(behaviour: Behaviour, conv: &Conversation, attempt: u64) ->
             stall_body: false,
             cut_mid: true,
         },
+        Behaviour::DoubleReport => Answer::reply(double_report(conv)),
     }
 }
 
@@ -796,6 +800,186 @@ fn string_for(name: &str, schema: &Value, subject: Option<&str>) -> String {
     s
 }
 
+/// The two keys a double-reporting model gives one fault of a resource of inventory `kind` with
+/// triage `flags`: the verifier vocabulary first, then the flag's own words.
+pub(crate) fn double_report_keys(kind: &str, flags: &[&str]) -> [String; 2] {
+    let prefix = match kind {
+        "service" => "service",
+        "app-container" => "container",
+        _ => "resource",
+    };
+    if flags.contains(&"health_check_failing") {
+        [
+            format!("{prefix}-unhealthy"),
+            "health-check-failing".to_owned(),
+        ]
+    } else if flags.contains(&"not_running") {
+        [format!("{prefix}-exited"), "not-running".to_owned()]
+    } else if flags.contains(&"repeated_restarts") {
+        ["restart-loop".to_owned(), "crash-loop".to_owned()]
+    } else {
+        [format!("{prefix}-unhealthy"), format!("{prefix}-down")]
+    }
+}
+
+/// Each earlier call with the result it got (one call per turn, results in call order).
+fn answered_calls(
+    conv: &Conversation,
+) -> impl Iterator<Item = (&super::conversation::PastCall, Value)> + '_ {
+    conv.past_calls.iter().zip(
+        conv.tool_results
+            .iter()
+            .map(|t| serde_json::from_str::<Value>(t).unwrap_or(Value::Null)),
+    )
+}
+
+/// `sim:double-report`, Patrol Watch: takes the findings snapshot, then reports each flagged
+/// resource of the inventory under the two keys of [`double_report_keys`], one after the other,
+/// until a report answers `merged`; it follows a merged answer that asks for a
+/// `patrol_assess_finding` verdict on the existing finding, gives the remaining active findings
+/// a verdict, and sums up. When the snapshot already holds a finding on the resource under one of
+/// the keys, it starts with the other one, so the next run reports the fault under a new key
+/// too. Anything else is answered like `sim:diligent`.
+pub(crate) fn double_report(conv: &Conversation) -> Turn {
+    const REPORT: &str = "patrol_report_finding";
+    if conv.offers(REPORT).is_none() {
+        return diligent(conv);
+    }
+    if let Some(tool) = conv.tools.iter().find(|t| is_findings_tool(&t.name)) {
+        if conv.calls_of(&tool.name) == 0 {
+            return Turn::tool(&tool.name, json!({}));
+        }
+    }
+    let assessed: Vec<String> = conv
+        .past_calls
+        .iter()
+        .filter(|c| c.name == PATROL_ASSESS)
+        .filter_map(|c| c.arguments.get("finding_id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    // A merged report that names the finding to assess instead.
+    for (call, result) in answered_calls(conv) {
+        let asked = result
+            .get("instruction")
+            .and_then(Value::as_str)
+            .is_some_and(|i| i.contains(PATROL_ASSESS));
+        let target = result
+            .pointer("/merged_into/finding_id")
+            .and_then(Value::as_str);
+        if let (true, Some(id), true) = (call.name == REPORT, target, asked) {
+            if conv.offers(PATROL_ASSESS).is_some() && !assessed.iter().any(|a| a == id) {
+                let evidence = call
+                    .arguments
+                    .get("evidence")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the fault is still visible");
+                return Turn::tool(
+                    PATROL_ASSESS,
+                    json!({
+                        "finding_id": id,
+                        "verdict": "present",
+                        "evidence": evidence,
+                        "reason": "the same fault is still visible",
+                    }),
+                );
+            }
+        }
+    }
+    let stored: Vec<(String, String, String)> = conv
+        .tool_results
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter_map(|v| v.get("active_findings").and_then(Value::as_array).cloned())
+        .flatten()
+        .filter_map(|f| {
+            Some((
+                f.get("finding_id")?.as_str()?.to_owned(),
+                f.get("resource_id")?.as_str()?.to_owned(),
+                f.get("key")?.as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    let flagged: Vec<Value> = conv
+        .user
+        .iter()
+        .flat_map(|u| u.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v.get("type").is_some() && v.get("triage").is_some())
+        .collect();
+    let mut reported: Vec<String> = Vec::new();
+    for line in &flagged {
+        let (Some(id), Some(kind), Some(name)) = (
+            line.get("id").and_then(Value::as_str),
+            line.get("type").and_then(Value::as_str),
+            line.get("name").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        reported.push(id.to_owned());
+        let flags: Vec<&str> = line
+            .get("triage")
+            .and_then(Value::as_array)
+            .map(|f| f.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut keys = double_report_keys(kind, &flags);
+        if stored.iter().any(|(_, r, k)| r == id && *k == keys[0]) {
+            keys.swap(0, 1);
+        }
+        let mut sent = answered_calls(conv).filter(|(c, _)| {
+            c.name == REPORT && c.arguments.get("resource_id").and_then(Value::as_str) == Some(id)
+        });
+        if sent.any(|(_, result)| result.get("outcome").and_then(Value::as_str) == Some("merged")) {
+            continue;
+        }
+        let done: Vec<String> = conv
+            .past_calls
+            .iter()
+            .filter(|c| c.name == REPORT)
+            .filter(|c| c.arguments.get("resource_id").and_then(Value::as_str) == Some(id))
+            .filter_map(|c| c.arguments.get("key").and_then(Value::as_str))
+            .map(str::to_owned)
+            .collect();
+        if let Some(key) = keys.iter().find(|k| !done.contains(k)) {
+            return Turn::tool(
+                REPORT,
+                json!({
+                    "key": key,
+                    "severity": "warning",
+                    "category": "reliability",
+                    "resource_id": id,
+                    "resource_name": name,
+                    "resource_type": kind,
+                    "title": format!("{name} is failing ({key})"),
+                    "description": format!("{name} shows {}; the root cause is unknown.", flags.join(", ")),
+                    "recommendation": format!("Check the logs and the health check of {name}."),
+                    "evidence": format!("triage: {}", flags.join(", ")),
+                }),
+            );
+        }
+    }
+    if conv.offers(PATROL_ASSESS).is_some() {
+        if let Some((id, resource, _)) = stored
+            .iter()
+            .find(|(id, r, _)| !assessed.contains(id) && !reported.contains(r))
+        {
+            return Turn::tool(
+                PATROL_ASSESS,
+                json!({
+                    "finding_id": id,
+                    "verdict": "resolved",
+                    "evidence": format!("{resource} carries no triage flag in the inventory"),
+                    "reason": "the fault is no longer visible",
+                }),
+            );
+        }
+    }
+    Turn::text(format!(
+        "Summary: {} flagged resource(s) reported: {}.",
+        reported.len(),
+        reported.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -858,5 +1042,83 @@ mod tests {
             json!({"resource_id": "vm-1", "severity": "warning", "title": "vm-1 loo",
                    "count": 2, "tags": ["sim"]})
         );
+    }
+    #[test]
+    fn double_report_reports_one_fault_under_two_keys_until_a_merge() {
+        use super::super::conversation::{OfferedTool, PastCall};
+        let tools = [
+            "patrol_get_findings",
+            "patrol_report_finding",
+            "patrol_assess_finding",
+        ]
+        .map(|name| OfferedTool {
+            name: name.to_owned(),
+            schema: Value::Null,
+        })
+        .to_vec();
+        let web = r#"{"id":"service:h1:web","type":"service","name":"web","triage":["health_check_failing"]}"#;
+        let start = Conversation {
+            tools,
+            user: vec![format!("Patrol run r1\n<<<m>>>\n{web}\n<<<end m>>>")],
+            ..Conversation::default()
+        };
+        let step = |conv: &mut Conversation, result: Value| {
+            let turn = double_report(conv);
+            let call = turn.tool_calls.first().expect("a tool call").clone();
+            conv.past_calls.push(PastCall {
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            conv.tool_results.push(result.to_string());
+            call
+        };
+        let key = |call: &crate::provider_sim::script::SimToolCall| {
+            call.arguments["key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        };
+
+        // Same run: snapshot, the verifier key, the flag's words; the merge ends the reports.
+        let mut conv = start.clone();
+        let snapshot = step(&mut conv, json!({"active_findings": []}));
+        assert_eq!(snapshot.name, "patrol_get_findings");
+        let first = step(&mut conv, json!({"finding_id": "f1", "outcome": "new"}));
+        assert_eq!(key(&first), "service-unhealthy");
+        assert_eq!(first.arguments["evidence"], "triage: health_check_failing");
+        let second = step(
+            &mut conv,
+            json!({"finding_id": "f1", "outcome": "merged",
+                   "merged_into": {"finding_id": "f1", "key": "service-unhealthy"},
+                   "instruction": "already reported in this run"}),
+        );
+        assert_eq!(key(&second), "health-check-failing");
+        let end = double_report(&conv);
+        assert!(
+            end.tool_calls.is_empty() && end.text.starts_with("Summary"),
+            "{end:?}"
+        );
+
+        // Next run: the stored key is shown, so the other key comes first; the merged answer's
+        // instruction is followed with a verdict on the stored finding.
+        let mut conv = start;
+        step(
+            &mut conv,
+            json!({"active_findings": [{"finding_id": "f1", "resource_id": "service:h1:web",
+                                        "key": "service-unhealthy"}]}),
+        );
+        let again = step(
+            &mut conv,
+            json!({"finding_id": "f1", "outcome": "merged",
+                   "merged_into": {"finding_id": "f1", "key": "service-unhealthy"},
+                   "instruction": "give finding f1 a patrol_assess_finding verdict instead"}),
+        );
+        assert_eq!(key(&again), "health-check-failing");
+        let verdict = step(&mut conv, json!({"accepted": true, "status": "active"}));
+        assert_eq!(verdict.name, "patrol_assess_finding");
+        assert_eq!(verdict.arguments["finding_id"], "f1");
+        assert_eq!(verdict.arguments["verdict"], "present");
+        let end = double_report(&conv);
+        assert!(end.tool_calls.is_empty(), "{end:?}");
     }
 }
