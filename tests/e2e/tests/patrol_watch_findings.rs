@@ -7,8 +7,11 @@
 //!   `warning`/`reliability` finding, on the failing service, with evidence.
 //! - The next run assesses it `present`: `times_raised` and `last_seen_at` advance and the run
 //!   is `issues_found`, never an all-clear.
-//! - `sim:lazy` skips the verdict: the run is `error` (missing verdict), the finding stays
-//!   active, and no all-clear text is stored.
+//! - `sim:lazy` skips the verdict: the run is `error` (`model_missing_verdict`), the finding
+//!   stays active, and no all-clear text is stored.
+//! - With no finding but a flagged service, an empty answer (`sim:empty`) or an "all fine"
+//!   without a tool call (`sim:lazy`) gets one review turn naming the flag, then ends `error`
+//!   with a model-analysis cause; a flag cleared with evidence allows the all-clear.
 //! - A fabricated `pulse_control` and an unknown tool are denied before dispatch, recorded as
 //!   failed tool calls, and the supervised service keeps running untouched.
 //! - A `resolved` verdict while the fault is present is refused by the real verifier (the
@@ -231,7 +234,8 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
             "pulse_read",
             "patrol_get_findings",
             "patrol_report_finding",
-            "patrol_assess_finding"
+            "patrol_assess_finding",
+            "patrol_clear_signal"
         ]
     );
 
@@ -303,6 +307,8 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     fleet.set_model("sim:lazy").await?;
     let lazy = fleet.run().await?;
     assert_eq!(lazy["status"], "error", "{lazy}\n{}", fleet.runner_log());
+    // The model skipped its work: a model-analysis cause, not Pulse's internal error.
+    assert_eq!(lazy["error_cause"], "model_missing_verdict", "{lazy}");
     let detail = lazy["error_detail"].as_str().unwrap_or_default();
     assert!(detail.contains("without a verdict"), "{lazy}");
     assert!(detail.contains(&finding.id.as_hex()), "{lazy}");
@@ -314,6 +320,166 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     assert_eq!(still[0].finding.status, FindingStatus::Active);
     assert_eq!(still[0].finding.times_raised, after[0].finding.times_raised);
 
+    fleet.stop().await
+}
+
+/// The last user message of each recorded request of `model`.
+fn last_user_texts(sim: &ProviderSim, model: &str) -> Vec<String> {
+    sim.requests()
+        .iter()
+        .filter(|r| r.model == model)
+        .filter_map(|r| {
+            r.body["messages"]
+                .as_array()?
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")?["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+impl Fleet {
+    /// Waits until the alert floor has an `unhealthy` alert firing on service `name`.
+    async fn wait_alert(&self, name: &str) -> anyhow::Result<()> {
+        let id = self.service_id(name);
+        let path = format!("/api/alerts?state=firing&resource_id={id}");
+        pulse_test_support::wait::until(STARTUP, &format!("an alert firing on {id}"), || async {
+            let (status, body) =
+                pulse_test_support::action_api::get(&self.stack.gateway, &path, &self.admin)
+                    .await
+                    .ok()?;
+            let firing = body["alerts"]
+                .as_array()?
+                .iter()
+                .any(|a| a["type"] == "unhealthy");
+            (status == 200 && firing).then_some(())
+        })
+        .await
+    }
+}
+
+#[tokio::test]
+async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddressed()
+-> anyhow::Result<()> {
+    let fleet = Fleet::start("sim:lazy", Script::turns([])).await?;
+    let web = fleet.service_id("web");
+
+    // A healthy fleet: "all fine" without a tool call is a permitted all-clear...
+    let fine = fleet.run().await?;
+    assert_eq!(fine["status"], "healthy", "{fine}\n{}", fleet.runner_log());
+    // ...but an answer with no text and no tool call is not an analysis.
+    fleet.set_model("sim:empty").await?;
+    let empty = fleet.run().await?;
+    assert_eq!(empty["status"], "error", "{empty}");
+    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
+    let summary = empty["error_summary"].as_str().unwrap_or_default();
+    assert!(!summary.contains("internal"), "{summary}");
+
+    // web fails its health check and its alert fires; there is no finding yet.
+    std::fs::write(fleet.marker("web"), "fault")?;
+    fleet.wait_health("web", "unhealthy").await?;
+    fleet.wait_alert("web").await?;
+    assert!(fleet.findings().await?.is_empty());
+
+    // An empty answer gets one review turn naming the flag, then ends with its own cause.
+    fleet.sim.clear_requests();
+    let empty = fleet.run().await?;
+    assert_eq!(empty["status"], "error", "{empty}\n{}", fleet.runner_log());
+    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
+    let asked = last_user_texts(&fleet.sim, "sim:empty");
+    let review = asked
+        .iter()
+        .find(|t| t.starts_with("Review incomplete"))
+        .unwrap_or_else(|| panic!("no review turn was sent: {asked:?}"));
+    assert!(
+        review.contains(&web) && review.contains("health_check_failing"),
+        "{review}"
+    );
+    assert!(review.contains("alert_unhealthy"), "{review}");
+
+    // "All fine" without a tool call while web is flagged: the flag stays visible, no all-clear.
+    fleet.set_model("sim:lazy").await?;
+    fleet.sim.clear_requests();
+    let lazy = fleet.run().await?;
+    assert_eq!(lazy["status"], "error", "{lazy}\n{}", fleet.runner_log());
+    assert_eq!(lazy["error_cause"], "model_unaddressed_flags", "{lazy}");
+    let detail = lazy["error_detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&web) && detail.contains("health_check_failing"),
+        "{detail}"
+    );
+    let analysis = lazy["ai_analysis"].as_str().unwrap_or_default();
+    assert!(
+        analysis.contains("Not addressed: health_check_failing"),
+        "{analysis}"
+    );
+    assert!(!all_clear(analysis), "{analysis}");
+    assert_eq!(
+        last_user_texts(&fleet.sim, "sim:lazy")
+            .iter()
+            .filter(|t| t.starts_with("Review incomplete"))
+            .count(),
+        1,
+        "exactly one review turn"
+    );
+    assert!(fleet.findings().await?.is_empty());
+
+    // With an active finding (a diligent run reports it), an empty answer is still the model's
+    // failure, never "an internal error stopped the run".
+    fleet.set_model("sim:diligent").await?;
+    let reported = fleet.run().await?;
+    assert_eq!(reported["status"], "issues_found", "{reported}");
+    fleet.set_model("sim:empty").await?;
+    let empty = fleet.run().await?;
+    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
+    let summary = empty["error_summary"].as_str().unwrap_or_default();
+    assert_ne!(summary, "an internal error stopped the run");
+    let detail = empty["error_detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("without a verdict"), "{detail}");
+    fleet.set_model("sim:lazy").await?;
+    let lazy = fleet.run().await?;
+    assert_eq!(lazy["error_cause"], "model_missing_verdict", "{lazy}");
+
+    fleet.stop().await
+}
+
+#[tokio::test]
+async fn a_flag_cleared_with_evidence_allows_the_all_clear() -> anyhow::Result<()> {
+    let fleet = Fleet::start("sim:lazy", Script::turns([])).await?;
+    let web = fleet.service_id("web");
+    std::fs::write(fleet.marker("web"), "fault")?;
+    fleet.wait_health("web", "unhealthy").await?;
+    fleet.wait_alert("web").await?;
+    let clear = |signal: &str| {
+        json!({
+            "resource_id": web,
+            "signal": signal,
+            "evidence": "the web service is being migrated; its check is expected to fail",
+            "reason": "planned maintenance",
+        })
+    };
+    let sim = ProviderSim::start(
+        Script::turns([
+            Turn::tool("patrol_clear_signal", clear("health_check_failing"))
+                .with_tool("patrol_clear_signal", clear("alert_unhealthy")),
+            Turn::text("Reviewed: the only flag is expected."),
+        ])
+        .with_tool_offer_reply(preflight_reply()),
+    )
+    .await?;
+    let fleet = Fleet { sim, ..fleet };
+    fleet.set_model("gpt-4o-mini").await?;
+    let run = fleet.run().await?;
+    assert_eq!(run["status"], "healthy", "{run}\n{}", fleet.runner_log());
+    let analysis = run["ai_analysis"].as_str().unwrap_or_default();
+    assert!(
+        analysis.contains("Judged expected: health_check_failing")
+            && analysis.contains("planned maintenance"),
+        "{analysis}"
+    );
+    assert!(fleet.findings().await?.is_empty());
     fleet.stop().await
 }
 
@@ -415,9 +581,11 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
             ),
             Turn::tool("patrol_report_finding", report_web(web)),
             Turn::text("Reported web."),
-            // Run 2: claim it resolved while the fault is still there.
+            // Run 2: claim it resolved while the fault is still there; the refused verdict leaves
+            // web's flag unaddressed, so the run asks once more (the review turn).
             Turn::tool("patrol_get_findings", json!({})),
             Turn::tool("patrol_assess_finding", resolve(finding)),
+            Turn::text("Done."),
             Turn::text("Done."),
             // Run 3: the same verdict after the fault was reverted.
             Turn::tool("patrol_get_findings", json!({})),
@@ -530,7 +698,7 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
     assert_eq!(injected["status"], diligent["status"], "{injected}");
     assert_eq!(injected["new_findings"], 0, "{injected}");
     let watch_tools = offered_tools(&fleet, "sim:diligent");
-    assert_eq!(watch_tools.len(), 6, "{watch_tools:?}");
+    assert_eq!(watch_tools.len(), 7, "{watch_tools:?}");
     assert_eq!(offered_tools(&fleet, "sim:injectable"), watch_tools);
     // The model did obey: its answer carries the marker, yet nothing stored does.
     assert!(

@@ -25,6 +25,7 @@ pub mod lease;
 pub mod offer;
 pub mod runtime;
 pub mod seed;
+pub mod signals;
 pub mod tools;
 
 use std::collections::{BTreeMap, HashSet};

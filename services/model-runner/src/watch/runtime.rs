@@ -8,15 +8,17 @@
 //! 3. One repair-only turn (lifecycle tools only) when a lifecycle batch was partly refused.
 //! 4. When the allowance or the turn budget runs out: one final decision turn offering only
 //!    `patrol_report_finding` and `patrol_assess_finding`, never refused for prior usage.
-//! 5. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
-//!    active finding shown to the run without a verdict is an error, then
-//!    [`pulse_domain::patrol::outcome::conclude`] decides the status. The stored analysis is
-//!    written by Pulse from the same accepted outcomes.
+//! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
+//!    problem signal unaddressed ([`super::signals`]), naming what is left.
+//! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
+//!    active finding shown to the run without a verdict, an empty answer and unaddressed signals
+//!    are the model's analysis failures, then [`pulse_domain::patrol::outcome::conclude`] decides
+//!    the status. The stored analysis is written by Pulse from the same accepted outcomes.
 //!
 //! Provider, tool and budget failures are classified onto the run; whatever the tools accepted
 //! before a failure stays in the finding store and on the run record.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +29,7 @@ use pulse_domain::finding::{FindingId, ReportKind, Severity, Verdict};
 use pulse_domain::patrol::outcome::RunAccounting;
 use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, RunType};
 use pulse_domain::resource::truncate_chars;
-use pulse_store::Store;
+use pulse_store::{Store, alerts};
 
 use crate::agent_loop::{
     AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
@@ -45,7 +47,10 @@ use super::executor::{
     display_summary, error_cause, redactor, tool_call_records,
 };
 use super::offer;
-use super::seed::{REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt};
+use super::seed::{
+    FiringAlerts, REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
+};
+use super::signals::{SignalBook, Unaddressed, nudge_instruction};
 use super::tools::{
     BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
 };
@@ -60,18 +65,20 @@ pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
             (ToolName::PatrolGetFindings, &[], &[]),
             (ToolName::PatrolReportFinding, &[], &[]),
             (ToolName::PatrolAssessFinding, &[], &[]),
+            (ToolName::PatrolClearSignal, &[], &[]),
         ]),
         &offer::project,
     )
 }
 
-/// The final decision and repair turns: report and assess only.
+/// The final decision, repair and review turns: the lifecycle tools only.
 pub fn decision_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
     ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
         &[
             (ToolName::PatrolReportFinding, &[], &[]),
             (ToolName::PatrolAssessFinding, &[], &[]),
+            (ToolName::PatrolClearSignal, &[], &[]),
         ],
         &offer::project,
     )
@@ -116,6 +123,8 @@ struct Phases {
     messages: Vec<Message>,
     repaired: bool,
     provider_time: Duration,
+    /// The text of the last model answer.
+    final_text: String,
 }
 
 impl Phases {
@@ -126,6 +135,7 @@ impl Phases {
         self.usage.output_tokens += outcome.usage.output_tokens;
         self.records.extend(outcome.tool_calls);
         self.provider_time += outcome.timings.iter().map(|t| t.provider).sum::<Duration>();
+        self.final_text = outcome.final_text;
         // The loop returns its system message first; the next phase brings its own.
         self.messages = outcome
             .messages
@@ -185,10 +195,57 @@ struct Accounted {
     analysis: String,
 }
 
-fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
+/// What the model left undone at the end of its answer: signals nobody addressed, and whether
+/// the answer was empty (no text, no accepted lifecycle call).
+struct Review {
+    unaddressed: Vec<Unaddressed>,
+    empty_answer: bool,
+}
+
+impl Review {
+    fn of(
+        ledger: &RunLedger,
+        finding_resources: &BTreeMap<FindingId, String>,
+        final_text: &str,
+    ) -> Self {
+        let reports = ledger.reports();
+        let verdicts = ledger.verdicts();
+        let cleared = ledger.cleared();
+        let addressed: BTreeSet<String> = reports
+            .iter()
+            .map(|r| r.resource_id.clone())
+            .chain(
+                verdicts
+                    .iter()
+                    .filter_map(|v| finding_resources.get(&v.finding_id).cloned()),
+            )
+            .collect();
+        let cleared_keys: BTreeSet<(String, String)> = cleared.keys().cloned().collect();
+        Self {
+            unaddressed: ledger.signals().unaddressed(&addressed, &cleared_keys),
+            empty_answer: final_text.trim().is_empty()
+                && reports.is_empty()
+                && verdicts.is_empty()
+                && cleared.is_empty(),
+        }
+    }
+
+    fn is_complete(&self) -> bool {
+        self.unaddressed.is_empty() && !self.empty_answer
+    }
+}
+
+fn account(
+    ledger: &RunLedger,
+    scope_resources: usize,
+    finding_resources: &BTreeMap<FindingId, String>,
+    final_text: &str,
+) -> Accounted {
     let reports = ledger.reports();
     let verdicts = ledger.verdicts();
+    let review = Review::of(ledger, finding_resources, final_text);
     let mut errors = ledger.errors();
+    let tool_errors = errors.len();
     let covered: BTreeSet<FindingId> = reports
         .iter()
         .map(|r| r.finding_id)
@@ -235,11 +292,27 @@ fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
     let accounting = RunAccounting {
         collection_completed: true,
         scope_resources: count(scope_resources),
-        errors: count(errors.len()),
+        errors: count(tool_errors),
         new_findings: count(new.len()),
         reconfirmed_findings: count(reconfirmed.len()),
         uncertain_verdicts: count(uncertain.len()),
+        missing_verdicts: count(missing.len()),
+        unaddressed_signals: count(review.unaddressed.len()),
+        empty_answer: review.empty_answer,
     };
+    if review.empty_answer {
+        errors.push("the model answered with no text and no tool call".to_owned());
+    }
+    // Unaddressed signals stop only an all-clear; a run with active findings lists them in its
+    // analysis.
+    if accounting.active_findings() == 0 {
+        for left in review.unaddressed.iter().take(20) {
+            errors.push(format!(
+                "{} carries {} and the model neither reported, assessed nor cleared it",
+                left.resource_id, left.signal
+            ));
+        }
+    }
     let finding_ids: Vec<String> = new
         .iter()
         .chain(reconfirmed.iter())
@@ -292,6 +365,18 @@ fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
         };
         lines.push(format!("{label}: {}.", truncate_chars(&verdict.title, 200)));
     }
+    for ((resource, signal), why) in ledger.cleared() {
+        lines.push(format!(
+            "Judged expected: {signal} on {resource}: {}.",
+            truncate_chars(&why, 300)
+        ));
+    }
+    for left in &review.unaddressed {
+        lines.push(format!(
+            "Not addressed: {} on {}.",
+            left.signal, left.resource_id
+        ));
+    }
     for capability in ledger.unavailable() {
         lines.push(format!("Unavailable during the run: {capability}."));
     }
@@ -304,7 +389,7 @@ fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
                 .collect::<Vec<_>>()
                 .join("; ")
         ));
-    } else if accounting.active_findings() == 0 {
+    } else if accounting.active_findings() == 0 && review.is_complete() {
         lines.push("No warning or critical problem was recorded.".to_owned());
     }
     Accounted {
@@ -313,6 +398,37 @@ fn account(ledger: &RunLedger, scope_resources: usize) -> Accounted {
         findings,
         analysis: lines.join("\n"),
     }
+}
+
+/// The firing alerts on the run's resources, by resource id.
+async fn firing_alerts(
+    store: &Store,
+    tenant: &pulse_domain::TenantId,
+    inventory: &[pulse_domain::resource::Resource],
+) -> Result<FiringAlerts, pulse_store::StoreError> {
+    let tx = store.tenant_tx(tenant).await?;
+    let listed = alerts::list(
+        &tx,
+        &alerts::AlertFilter {
+            state: alerts::StateFilter::Firing,
+            resource_id: None,
+            limit: alerts::MAX_LIST_LIMIT,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let in_scope: BTreeSet<&str> = inventory.iter().map(|r| r.id.as_str()).collect();
+    let mut firing = FiringAlerts::new();
+    for alert in listed {
+        if in_scope.contains(alert.resource_id.as_str()) {
+            let rules = firing.entry(alert.resource_id.clone()).or_default();
+            let rule = alert.rule.as_str().to_owned();
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+    Ok(firing)
 }
 
 impl WatchExecutor for WatchRuntime {
@@ -385,6 +501,22 @@ impl WatchExecutor for WatchRuntime {
                 }
             };
             ledger.present(active.iter().map(|f| (f.id, f.title.clone())));
+            let finding_resources: BTreeMap<FindingId, String> = active
+                .iter()
+                .map(|f| (f.id, f.resource_id.clone()))
+                .collect();
+            // Firing alerts are signals the run must address, like the triage flags.
+            let alerts = match firing_alerts(&self.store, &input.tenant, input.inventory).await {
+                Ok(alerts) => alerts,
+                Err(error) => {
+                    tracing::warn!(run_id, %error, "firing alerts could not be read");
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::Internal,
+                        "the firing alerts could not be read",
+                    );
+                }
+            };
+            ledger.set_signals(SignalBook::new(input.inventory, &alerts));
 
             let usage = RunUsage {
                 ledger: LedgerUsageSink::new(
@@ -405,7 +537,7 @@ impl WatchExecutor for WatchRuntime {
             // The nonce only has to be unknown to whoever wrote the inventory text.
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let nonce = &nonce[..16];
-            let seed = seed_context(input.run, input.inventory, &active, nonce);
+            let seed = seed_context(input.run, input.inventory, &active, &alerts, nonce);
             let turn_budget = match input.run.run_type {
                 RunType::Scoped => SCOPED_TURNS,
                 RunType::Full => FULL_TURNS,
@@ -507,10 +639,34 @@ impl WatchExecutor for WatchRuntime {
                 let stop = phases.absorb(outcome);
                 break failed_stop(&stop, &run_id).unwrap_or(PhaseEnd::Finished);
             };
+            // One review turn when the answer was empty or left a signal unaddressed.
+            let end = match end {
+                PhaseEnd::Finished => {
+                    let review = Review::of(&ledger, &finding_resources, &phases.final_text);
+                    if review.is_complete() {
+                        PhaseEnd::Finished
+                    } else {
+                        let mut messages = std::mem::take(&mut phases.messages);
+                        messages.push(Message::user(nudge_instruction(
+                            &review.unaddressed,
+                            review.empty_answer,
+                        )));
+                        let outcome = single_turn(messages).await;
+                        let stop = phases.absorb(outcome);
+                        failed_stop(&stop, &run_id).unwrap_or(PhaseEnd::Finished)
+                    }
+                }
+                failed => failed,
+            };
 
             let ended_at = Utc::now();
             let totals = usage.totals();
-            let accounted = account(&ledger, input.inventory.len());
+            let accounted = account(
+                &ledger,
+                input.inventory.len(),
+                &finding_resources,
+                &phases.final_text,
+            );
             let ending = match end {
                 PhaseEnd::Finished => Ending::Answered {
                     accounting: accounted.accounting,

@@ -6,6 +6,12 @@
 //! no finding that the run reported or kept active (new, reconfirmed `present`, or `uncertain`,
 //! which keeps its finding active). Anything active is `issues_found`; anything incomplete is
 //! `error`, never an absence-based all-clear.
+//!
+//! The model skipping its work is told apart from Pulse failing: an answer with no text and no
+//! accepted call is `model_empty_answer`, an active finding left without a verdict is
+//! `model_missing_verdict`, and a run that would be an all-clear while a flagged resource went
+//! unaddressed (neither reported, assessed nor cleared with evidence) is
+//! `model_unaddressed_flags`. Failures of Pulse's own tools stay `internal`.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +33,16 @@ pub struct RunAccounting {
     pub reconfirmed_findings: u32,
     /// Existing findings the run assessed `uncertain`; they stay active.
     pub uncertain_verdicts: u32,
+    /// Active findings shown to the run that got no verdict.
+    #[serde(default)]
+    pub missing_verdicts: u32,
+    /// Triage flags and firing alerts on resources in scope that the run neither reported,
+    /// assessed nor cleared with evidence.
+    #[serde(default)]
+    pub unaddressed_signals: u32,
+    /// The model's final answer had no text, and the run accepted no lifecycle call.
+    #[serde(default)]
+    pub empty_answer: bool,
 }
 
 /// How the run ends, with the operator-facing detail of an error.
@@ -69,6 +85,34 @@ pub fn conclude(accounting: &RunAccounting) -> Conclusion {
             format!(
                 "the run met {} error(s) before its answer",
                 accounting.errors
+            ),
+        );
+    }
+    if accounting.empty_answer {
+        return failed(
+            ErrorCause::ModelEmptyAnswer,
+            format!(
+                "the model answered with no text and no tool call; {} active finding(s) got no \
+                 verdict and {} flag(s) went unaddressed",
+                accounting.missing_verdicts, accounting.unaddressed_signals
+            ),
+        );
+    }
+    if accounting.missing_verdicts > 0 {
+        return failed(
+            ErrorCause::ModelMissingVerdict,
+            format!(
+                "{} active finding(s) got no verdict from the model",
+                accounting.missing_verdicts
+            ),
+        );
+    }
+    if accounting.unaddressed_signals > 0 && accounting.active_findings() == 0 {
+        return failed(
+            ErrorCause::ModelUnaddressedFlags,
+            format!(
+                "{} flag(s) on resources in scope were neither reported, assessed nor cleared",
+                accounting.unaddressed_signals
             ),
         );
     }
@@ -166,6 +210,71 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_model_that_skipped_its_work_is_a_model_analysis_error_not_an_internal_one() {
+        let cases = [
+            (
+                RunAccounting {
+                    empty_answer: true,
+                    ..clean()
+                },
+                ErrorCause::ModelEmptyAnswer,
+            ),
+            (
+                RunAccounting {
+                    empty_answer: true,
+                    missing_verdicts: 1,
+                    unaddressed_signals: 2,
+                    ..clean()
+                },
+                ErrorCause::ModelEmptyAnswer,
+            ),
+            (
+                RunAccounting {
+                    missing_verdicts: 1,
+                    new_findings: 1,
+                    ..clean()
+                },
+                ErrorCause::ModelMissingVerdict,
+            ),
+            (
+                RunAccounting {
+                    unaddressed_signals: 1,
+                    ..clean()
+                },
+                ErrorCause::ModelUnaddressedFlags,
+            ),
+            // A failure of Pulse's own tools stays internal whatever the model did.
+            (
+                RunAccounting {
+                    errors: 1,
+                    empty_answer: true,
+                    ..clean()
+                },
+                ErrorCause::Internal,
+            ),
+        ];
+        for (accounting, cause) in cases {
+            let conclusion = conclude(&accounting);
+            assert_eq!(
+                conclusion.event,
+                RunEvent::Failed { cause },
+                "{accounting:?}"
+            );
+            assert_eq!(cause.is_model_analysis(), cause != ErrorCause::Internal);
+        }
+    }
+
+    #[test]
+    fn unaddressed_flags_block_only_the_all_clear() {
+        let accounting = RunAccounting {
+            unaddressed_signals: 2,
+            new_findings: 1,
+            ..clean()
+        };
+        assert_eq!(status(&accounting), RunStatus::IssuesFound);
+    }
+
     proptest::proptest! {
         /// `healthy` only for a complete, non-empty, error-free run that leaves nothing active.
         #[test]
@@ -176,6 +285,9 @@ mod tests {
             new_findings in 0u32..3,
             reconfirmed_findings in 0u32..3,
             uncertain_verdicts in 0u32..3,
+            missing_verdicts in 0u32..3,
+            unaddressed_signals in 0u32..3,
+            empty_answer: bool,
         ) {
             let accounting = RunAccounting {
                 collection_completed,
@@ -184,6 +296,9 @@ mod tests {
                 new_findings,
                 reconfirmed_findings,
                 uncertain_verdicts,
+                missing_verdicts,
+                unaddressed_signals,
+                empty_answer,
             };
             let healthy = status(&accounting) == RunStatus::Healthy;
             proptest::prop_assert_eq!(
@@ -191,6 +306,9 @@ mod tests {
                 collection_completed
                     && scope_resources > 0
                     && errors == 0
+                    && !empty_answer
+                    && missing_verdicts == 0
+                    && unaddressed_signals == 0
                     && new_findings + reconfirmed_findings + uncertain_verdicts == 0
             );
         }

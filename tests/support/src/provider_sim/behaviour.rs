@@ -1,6 +1,8 @@
 //! Behaviours chosen by model name (`sim:<behaviour>`), computed from the request alone so the
-//! simulator needs no script: a rule-following model, a lazy one, a looping one, one that obeys
-//! injected instructions, and the transport failures a real provider shows.
+//! simulator needs no script: a rule-following model, a lazy one ("all fine" without a tool
+//! call), an empty one (no text and no tool call, the commonest failure of a weak local model),
+//! a looping one, one that obeys injected instructions, and the transport failures a real
+//! provider shows.
 
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ const MAX_COLD_START: Duration = Duration::from_secs(120);
 pub enum Behaviour {
     Diligent,
     Lazy,
+    Empty,
     Looping,
     Malformed,
     Injectable,
@@ -46,6 +49,7 @@ impl Behaviour {
         let parsed = match name {
             "diligent" => Ok(Self::Diligent),
             "lazy" => Ok(Self::Lazy),
+            "empty" => Ok(Self::Empty),
             "looping" => Ok(Self::Looping),
             "malformed" => Ok(Self::Malformed),
             "injectable" => Ok(Self::Injectable),
@@ -112,6 +116,7 @@ pub(crate) fn answer(behaviour: Behaviour, conv: &Conversation, attempt: u64) ->
         Behaviour::Lazy => Answer::reply(Turn::text(
             "I reviewed the situation and everything looks fine; no action is needed.",
         )),
+        Behaviour::Empty => Answer::reply(Turn::text("")),
         Behaviour::Looping => Answer::reply(looping(conv)),
         Behaviour::Malformed => Answer::Reply {
             turn: diligent(conv),

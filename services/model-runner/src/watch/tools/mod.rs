@@ -1,12 +1,14 @@
 //! The Detection-profile tools of a Watch run, one file per family: [`query`] (`pulse_query`),
 //! [`metrics`] (`pulse_metrics`), [`read`] (`pulse_read` through the agent-relay) and
-//! [`findings`] (`patrol_get_findings`, `patrol_report_finding`, `patrol_assess_finding`).
+//! [`findings`] (`patrol_get_findings`, `patrol_report_finding`, `patrol_assess_finding`) and
+//! [`clear`] (`patrol_clear_signal`).
 //!
 //! [`WatchTools`] is the run's [`ToolHandler`]: it only ever sees calls the run's gate admitted.
 //! Every handler answers bad input and unavailable backends with an error result for the model,
 //! never a panic. What the lifecycle tools accepted (and refused) is recorded in the run's
 //! [`RunLedger`], the only input of the run's accounting: model prose never counts.
 
+pub mod clear;
 pub mod findings;
 pub mod metrics;
 pub mod query;
@@ -27,6 +29,7 @@ use serde_json::Value;
 
 use crate::agent_loop::{BoxFuture, ToolHandler};
 use crate::provider::{ToolCall, ToolResult};
+use crate::watch::signals::SignalBook;
 
 /// How long a relay read or a verifier check may take before it counts as unavailable.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -149,6 +152,10 @@ struct LedgerState {
     /// Canonical `name + arguments` of accepted lifecycle calls (never repeated).
     accepted_calls: HashSet<String>,
     batch: BatchTally,
+    /// The signals the run must address.
+    signals: SignalBook,
+    /// Signals the model cleared: (resource id, signal) -> reason and evidence.
+    cleared: BTreeMap<(String, String), String>,
 }
 
 /// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
@@ -179,6 +186,28 @@ impl RunLedger {
 
     fn set_snapshot(&self, text: &str) {
         self.with(|s| s.snapshot = Some(text.to_owned()));
+    }
+
+    /// Sets the signals the run must address.
+    pub fn set_signals(&self, book: SignalBook) {
+        self.with(|s| s.signals = book);
+    }
+
+    pub fn signals(&self) -> SignalBook {
+        self.with(|s| s.signals.clone())
+    }
+
+    /// The signals cleared by the model, with its reason and evidence.
+    pub fn cleared(&self) -> BTreeMap<(String, String), String> {
+        self.with(|s| s.cleared.clone())
+    }
+
+    fn accept_clear(&self, signature: String, resource_id: String, signal: String, why: String) {
+        self.with(|s| {
+            s.accepted_calls.insert(signature);
+            s.batch.accepted += 1;
+            s.cleared.insert((resource_id, signal), why);
+        });
     }
 
     pub fn presented(&self) -> BTreeMap<FindingId, String> {
@@ -345,6 +374,7 @@ impl ToolHandler for WatchTools {
                 ToolName::PatrolAssessFinding => {
                     findings::assess(&self.ctx, &self.ledger, call).await
                 }
+                ToolName::PatrolClearSignal => clear::clear(&self.ledger, call),
                 other => {
                     ToolResult::error(&call.id, format!("{other} is not available in a Watch run"))
                 }
