@@ -1,7 +1,8 @@
 //! Patrol runs over the API.
 //!
 //! - `POST /api/ai/patrol/run` (scopes `admin` and `ai:execute`): the body is parsed by the
-//!   domain [`RunRequest`] parser (no body: a full run) and forwarded to the patrol-scheduler over
+//!   domain [`RunRequest`] parser (no body or `{}`: a full run; `{"resource_ids": []}` is a 422,
+//!   an explicit empty scope being a caller bug) and forwarded to the patrol-scheduler over
 //!   `pulse.<tenant>.patrol.run.request`, which resolves the scope, records the run `queued` and
 //!   enqueues its job. The answer (`202 Accepted`) carries the `run_id`.
 //! - `GET /api/ai/patrol/runs?limit=` and `GET /api/ai/patrol/runs/{id}` (scope
@@ -385,6 +386,16 @@ mod tests {
         let err = request_error(unknown);
         assert_eq!(err.code, ErrorCode::InvalidRequest);
         assert!(err.message.contains("command"), "{}", err.message);
+    }
+
+    #[test]
+    fn an_empty_object_is_a_full_run_and_an_empty_scope_is_refused() {
+        assert_eq!(RunRequest::parse(b"{}").unwrap(), RunRequest::Full);
+        assert_eq!(RunRequest::parse(b"").unwrap(), RunRequest::Full);
+        let empty_scope = RunRequest::parse(br#"{"resource_ids":[]}"#).expect_err("empty scope");
+        let err = request_error(empty_scope);
+        assert_eq!(err.code, ErrorCode::InvalidRequest);
+        assert!(err.message.contains("resource_ids"), "{}", err.message);
     }
 
     #[test]

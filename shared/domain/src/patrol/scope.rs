@@ -1,9 +1,12 @@
 //! The body of `POST /api/ai/patrol/run` and the scope of a run.
 //!
-//! No body means a full run. A body is closed (unknown fields are rejected, so no command, prompt
-//! or remediation payload can ride along) and names resources only: `resource_ids` and/or
-//! `resource_types`, optionally `alert_identifier`, `alert_type` and a bounded `context`. An
-//! object naming neither ids nor types is refused rather than read as a full run.
+//! No body, or an object with no field (`{}`, what most clients send for "no parameters"), means a
+//! full run. A body is closed (unknown fields are rejected, so no command, prompt or remediation
+//! payload can ride along) and names resources only: `resource_ids` and/or `resource_types`,
+//! optionally `alert_identifier`, `alert_type` and a bounded `context`. An object that has fields
+//! but names neither ids nor types (`{"resource_ids": []}`, or a `context` alone) is refused
+//! rather than read as a full run: an explicit empty scope is a caller bug, not a request to look
+//! at everything.
 //!
 //! The ids here are the *requested* scope as the caller wrote them; the store's resolver turns
 //! them into the *effective* scope of canonical resource ids.
@@ -130,7 +133,8 @@ impl RunRequest {
     pub const MAX_ALERT_TYPE_CHARS: usize = 64;
     pub const MAX_CONTEXT_CHARS: usize = 2_000;
 
-    /// Parses a request body. An empty (or whitespace-only) body is a full run.
+    /// Parses a request body. An empty (or whitespace-only) body, or an object without any field,
+    /// is a full run.
     pub fn parse(body: &[u8]) -> Result<Self, RunRequestError> {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self::Full);
@@ -142,6 +146,9 @@ impl RunRequest {
             ));
         }
         let raw: RawRunRequest = serde_json::from_slice(body).map_err(classify_json_error)?;
+        if raw.names_nothing() {
+            return Ok(Self::Full);
+        }
         raw.validate().map(Self::Scoped)
     }
 }
@@ -193,6 +200,15 @@ fn optional_text(
 }
 
 impl RawRunRequest {
+    /// No field present (`{}`; a `null` counts as absent).
+    fn names_nothing(&self) -> bool {
+        self.resource_ids.is_none()
+            && self.resource_types.is_none()
+            && self.alert_identifier.is_none()
+            && self.alert_type.is_none()
+            && self.context.is_none()
+    }
+
     fn validate(self) -> Result<ScopedRequest, RunRequestError> {
         let ids = self.resource_ids.unwrap_or_default();
         if ids.len() > RunRequest::MAX_RESOURCE_IDS {
@@ -292,6 +308,28 @@ mod tests {
     }
 
     #[test]
+    fn an_object_without_fields_is_a_full_run_but_an_explicit_empty_scope_is_refused() {
+        assert_eq!(RunRequest::parse(b"{}").unwrap(), RunRequest::Full);
+        assert_eq!(RunRequest::parse(b" { } ").unwrap(), RunRequest::Full);
+        assert_eq!(
+            RunRequest::parse(br#"{"resource_ids":null}"#).unwrap(),
+            RunRequest::Full
+        );
+        for body in [
+            r#"{"resource_ids":[]}"#,
+            r#"{"resource_types":[]}"#,
+            r#"{"resource_ids":[],"resource_types":[]}"#,
+            r#"{"context":"look at everything"}"#,
+        ] {
+            assert_eq!(
+                RunRequest::parse(body.as_bytes()),
+                Err(RunRequestError::EmptyScope),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
     fn scoped_body_is_parsed_trimmed_and_deduplicated() {
         let req = scoped(
             r#"{"resource_ids":[" web ","web","host:h1"],"resource_types":["app-container","host","host"],
@@ -335,7 +373,11 @@ mod tests {
                 RunRequestError::UnknownField("prompt".into()),
                 "invalid_request",
             ),
-            ("{}", RunRequestError::EmptyScope, "invalid_request"),
+            (
+                r#"{"resource_ids":[]}"#,
+                RunRequestError::EmptyScope,
+                "invalid_request",
+            ),
             (
                 r#"{"resource_ids":[],"context":"x"}"#,
                 RunRequestError::EmptyScope,
