@@ -11,6 +11,10 @@
 //! - `POST /api/actions/{id}/execute` (`actions:execute`): runs an approved action that is not
 //!   running yet; never runs one twice.
 //!
+//! `decided_by` is the decider's stable actor id (`user:<id>`), as the audit records it;
+//! `decided_by_name` is that user's username, for people to read (`null` when the decider is not
+//! a user of the tenant any more).
+//!
 //! An action shows the finding it fixes (`finding_id`) and, once the verifier judged the
 //! completed action, `verification` (`verified|still_failing|inconclusive`),
 //! `verification_reason` and `verified_at`.
@@ -36,6 +40,7 @@ use pulse_domain::action::{ActionPlan, ActionState, ApprovalFloor, Severity};
 use pulse_store::actions::{self, MAX_LIST_LIMIT, StoredAction};
 use pulse_store::audit::AuditRecord;
 use pulse_store::tokens::Principal;
+use pulse_store::{TenantTx, users};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -105,6 +110,8 @@ pub struct ActionView {
     pub state: ActionState,
     pub version: i64,
     pub decided_by: Option<String>,
+    /// The username behind `decided_by`.
+    pub decided_by_name: Option<String>,
     pub decision_reason: Option<String>,
     pub human_approved: bool,
     pub lease_id: Option<String>,
@@ -128,6 +135,7 @@ impl From<StoredAction> for ActionView {
             state: a.state,
             version: a.version,
             decided_by: a.decided_by,
+            decided_by_name: None,
             decision_reason: a.decision_reason,
             human_approved: a.human_approved,
             lease_id: a.lease_id,
@@ -145,6 +153,35 @@ impl From<StoredAction> for ActionView {
             verified_at: a.verified_at,
         }
     }
+}
+
+/// The API view of `stored`, with the deciders' usernames looked up in one query.
+async fn views(tx: &TenantTx, stored: Vec<StoredAction>) -> Result<Vec<ActionView>, ApiError> {
+    let deciders: Vec<Uuid> = stored
+        .iter()
+        .filter_map(|a| a.decided_by.as_deref().and_then(users::actor_user_id))
+        .collect();
+    let names = users::usernames(tx, &deciders).await?;
+    Ok(stored
+        .into_iter()
+        .map(|a| {
+            let name = a
+                .decided_by
+                .as_deref()
+                .and_then(users::actor_user_id)
+                .and_then(|id| names.get(&id).cloned());
+            ActionView {
+                decided_by_name: name,
+                ..ActionView::from(a)
+            }
+        })
+        .collect())
+}
+
+async fn view(tx: &TenantTx, stored: StoredAction) -> Result<ActionView, ApiError> {
+    let mut one = views(tx, vec![stored]).await?;
+    one.pop()
+        .ok_or_else(|| ApiError::new(ErrorCode::InternalError, "the action view was lost"))
 }
 
 fn not_found(id: impl std::fmt::Display) -> ApiError {
@@ -218,8 +255,9 @@ async fn ask<R: Request<Reply = ActionReply>>(
     let action = actions::get(&tx, reply.action_id)
         .await?
         .ok_or_else(|| not_found(reply.action_id))?;
+    let view = view(&tx, action).await?;
     tx.rollback().await?;
-    Ok(action.into())
+    Ok(view)
 }
 
 pub async fn plan(
@@ -301,9 +339,9 @@ pub async fn list(
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
     let limit = limit(query)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let list = actions::list(&tx, limit).await?;
+    let list = views(&tx, actions::list(&tx, limit).await?).await?;
     tx.rollback().await?;
-    Ok(Json(list.into_iter().map(ActionView::from).collect()))
+    Ok(Json(list))
 }
 
 pub async fn pending(
@@ -313,9 +351,9 @@ pub async fn pending(
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
     let limit = limit(query)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let list = actions::pending(&tx, limit).await?;
+    let list = views(&tx, actions::pending(&tx, limit).await?).await?;
     tx.rollback().await?;
-    Ok(Json(list.into_iter().map(ActionView::from).collect()))
+    Ok(Json(list))
 }
 
 pub async fn get(
@@ -326,8 +364,9 @@ pub async fn get(
     let id = action_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let action = actions::get(&tx, id).await?.ok_or_else(|| not_found(id))?;
+    let view = view(&tx, action).await?;
     tx.rollback().await?;
-    Ok(Json(action.into()))
+    Ok(Json(view))
 }
 
 pub async fn audit(

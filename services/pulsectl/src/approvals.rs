@@ -34,10 +34,25 @@ pub struct Action {
     pub expires_at: Option<String>,
     #[serde(default)]
     pub state: String,
+    /// The decider's stable actor id (`user:<id>`).
     #[serde(default)]
     pub decided_by: Option<String>,
+    /// The decider's username, when the gateway knows it.
+    #[serde(default)]
+    pub decided_by_name: Option<String>,
     #[serde(default)]
     pub decision_reason: Option<String>,
+}
+
+impl Action {
+    /// Who decided, for people: the username, else the actor id, else `-`.
+    pub fn decider(&self) -> &str {
+        self.decided_by_name
+            .as_deref()
+            .filter(|name| !name.trim().is_empty())
+            .or(self.decided_by.as_deref())
+            .unwrap_or("-")
+    }
 }
 
 /// `approvals list [--limit N]`. Takes the gateway and token: the limit is carried by the
@@ -81,13 +96,13 @@ pub async fn decide(
     Ok(())
 }
 
-/// `action <id> approved by user:..: now approved`; the state may already have moved on when
-/// the approval started the execution.
+/// `action <id> approved by <username>: now approved`; the state may already have moved on when
+/// the approval started the execution. The stable actor id stays in `--json` and the audit.
 pub fn describe_decision(action: &Action, outcome: &str) -> String {
     format!(
         "action {} {outcome} by {}: now {}",
         action.action_id,
-        action.decided_by.as_deref().unwrap_or("-"),
+        action.decider(),
         or_dash(&action.state)
     )
 }
@@ -203,7 +218,9 @@ mod tests {
             "requested_by": "user:alice",
             "expires_at": "2026-11-29T18:32:03.123456Z",
             "state": state,
-            "decided_by": (state != "pending_approval").then_some("user:bob"),
+            "decided_by": (state != "pending_approval")
+                .then_some("user:0190aaaa-0000-7000-8000-000000000b0b"),
+            "decided_by_name": (state != "pending_approval").then_some("bob"),
             "policy_decision": {"outcome": "needs_approval", "reason_codes": []},
             "unknown_future_field": 1
         }))
@@ -232,14 +249,21 @@ mod tests {
     }
 
     #[test]
-    fn decisions_print_the_decider_and_the_resulting_state() {
+    fn decisions_print_the_decider_by_name_and_the_resulting_state() {
         assert_eq!(
             describe_decision(&action("executing"), "approved"),
-            "action 0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000 approved by user:bob: now executing"
+            "action 0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000 approved by bob: now executing"
         );
         assert!(
             describe_decision(&action("rejected"), "rejected")
-                .ends_with("rejected by user:bob: now rejected")
+                .ends_with("rejected by bob: now rejected")
+        );
+        // A gateway that does not know the name (or an older one): the actor id.
+        let mut unnamed = action("executing");
+        unnamed.decided_by_name = None;
+        assert!(
+            describe_decision(&unnamed, "approved")
+                .contains("approved by user:0190aaaa-0000-7000-8000-000000000b0b:")
         );
     }
 

@@ -1,4 +1,9 @@
 //! Human users of a tenant.
+//!
+//! Audit rows and actions name a human by the stable actor id `user:<id>`; a username can be
+//! shown beside it ([`usernames`]) but never replaces it in what is stored.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -96,4 +101,39 @@ pub async fn list(tx: &TenantTx) -> Result<Vec<User>, StoreError> {
             })
         })
         .collect()
+}
+
+/// The user id of an actor written as `user:<id>`; `None` for tokens, services and anything
+/// malformed.
+pub fn actor_user_id(actor: &str) -> Option<Uuid> {
+    actor
+        .strip_prefix("user:")
+        .and_then(|id| Uuid::parse_str(id).ok())
+}
+
+/// Usernames of the tenant's users among `ids`, by id; ids of no user (or of another tenant)
+/// are absent.
+pub async fn usernames(tx: &TenantTx, ids: &[Uuid]) -> Result<HashMap<Uuid, String>, StoreError> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = tx
+        .client()
+        .query("SELECT id, username FROM users WHERE id = ANY($1)", &[&ids])
+        .await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_user_actors_name_a_user() {
+        let id = Uuid::now_v7();
+        assert_eq!(actor_user_id(&format!("user:{id}")), Some(id));
+        assert_eq!(actor_user_id(&format!("token:{id}")), None);
+        assert_eq!(actor_user_id("user:not-a-uuid"), None);
+        assert_eq!(actor_user_id("service:bootstrap"), None);
+    }
 }

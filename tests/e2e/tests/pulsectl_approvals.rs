@@ -94,16 +94,20 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
             ],
         )
         .await?;
+    // The message names the approving user by login; the stable actor id stays in the API
+    // answer and the audit.
     assert!(
-        text.starts_with(&format!("action {approved} approved by user:")),
+        text.starts_with(&format!("action {approved} approved by admin: now ")),
         "{text}"
     );
+    assert!(!text.contains("user:"), "{text}");
     let (status, action) = get(&gw, &format!("/api/actions/{approved}"), &admin).await?;
     assert_eq!(status, StatusCode::OK, "{action}");
     assert_ne!(action["state"], "pending_approval", "{action}");
     assert_eq!(action["human_approved"], true, "{action}");
     let decider = action["decided_by"].as_str().unwrap_or_default().to_owned();
     assert!(decider.starts_with("user:"), "{action}");
+    assert_eq!(action["decided_by_name"], "admin", "{action}");
     let (status, trail) = get(&gw, &format!("/api/actions/{approved}/audit"), &admin).await?;
     assert_eq!(status, StatusCode::OK, "{trail}");
     assert!(
@@ -128,7 +132,7 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
         .await?;
     assert_eq!(
         text.trim(),
-        format!("action {rejected} rejected by {decider}: now rejected")
+        format!("action {rejected} rejected by admin: now rejected")
     );
     let (_, action) = get(&gw, &format!("/api/actions/{rejected}"), &admin).await?;
     assert_eq!(action["state"], "rejected", "{action}");
