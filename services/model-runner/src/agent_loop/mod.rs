@@ -2,7 +2,8 @@
 //! [`RunGate`], execute the admitted ones, feed the results back, and stop on a final answer or a
 //! limit.
 //!
-//! Order of work per turn: compaction, request build, redaction and the export audit (the last
+//! Order of work per turn: the usage sink's admission of the call (the tenant spend budgets),
+//! compaction, request build, redaction and the export audit (the last
 //! steps before transport), the provider call, its usage report, admission of the whole batch (a
 //! terminal denial stops the run before any handler runs), execution, and result assembly in the
 //! model's call order.
@@ -212,6 +213,13 @@ pub enum LoopStop {
     UsageNotRecorded {
         message: String,
     },
+    /// A tenant spend budget refused the next provider call (the turn before it finished).
+    BudgetExceeded {
+        budget: pulse_domain::patrol::budget::BudgetKind,
+        resets_at: chrono::DateTime<chrono::Utc>,
+        /// What happened, when it resets and what to do (safe to show).
+        message: String,
+    },
 }
 
 impl LoopStop {
@@ -225,6 +233,7 @@ impl LoopStop {
             Self::ProviderFailure { .. } => "provider_failure",
             Self::ExportNotAudited { .. } => "export_not_audited",
             Self::UsageNotRecorded { .. } => "usage_not_recorded",
+            Self::BudgetExceeded { .. } => "budget_exceeded",
         }
     }
 }
@@ -351,6 +360,9 @@ impl AgentLoop {
             }
             if state.provider_calls >= limits.max_provider_calls {
                 break LoopStop::ProviderCallLimit;
+            }
+            if let Some(stop) = budget_stop(usage_sink.admit_call(&route, route_class).await) {
+                break stop;
             }
             let mut timing = TurnTiming::default();
             let prep_started = Instant::now();
@@ -591,6 +603,24 @@ impl AgentLoop {
             compactions: state.compactions,
             timings: state.timings,
             messages: state.messages,
+        }
+    }
+}
+
+/// The stop for a call the usage sink did not admit.
+fn budget_stop(admitted: Result<(), usage::BudgetCheckError>) -> Option<LoopStop> {
+    match admitted {
+        Ok(()) => None,
+        Err(usage::BudgetCheckError::Exceeded(refused)) => Some(LoopStop::BudgetExceeded {
+            budget: refused.kind,
+            resets_at: refused.resets_at,
+            message: refused.message(),
+        }),
+        Err(e @ usage::BudgetCheckError::Unchecked(_)) => {
+            tracing::warn!(error = %e, "spend budgets could not be checked; run stops");
+            Some(LoopStop::UsageNotRecorded {
+                message: e.to_string(),
+            })
         }
     }
 }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{BoxFuture, RecordError};
+pub use crate::cost::tenant_budget::BudgetCheckError;
 use crate::provider::{FailureCause, Usage};
 use crate::registry::RouteClass;
 use crate::route::Route;
@@ -37,6 +38,17 @@ pub trait UsageSink: Send + Sync {
         &'a self,
         call: &'a ProviderCallUsage<'a>,
     ) -> BoxFuture<'a, Result<(), RecordError>>;
+
+    /// Asked right before each provider call whether it may start (the tenant spend budgets,
+    /// [`crate::cost::tenant_budget`]); an error stops the run before the call. Admits every
+    /// call unless the sink checks budgets.
+    fn admit_call<'a>(
+        &'a self,
+        _route: &'a Route,
+        _route_class: RouteClass,
+    ) -> BoxFuture<'a, Result<(), BudgetCheckError>> {
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// Records nothing (benchmarks, and runs whose cost is accounted elsewhere).

@@ -1,4 +1,8 @@
 //! Dollar budgets. They fail closed: a spend that cannot be priced is not assumed to fit.
+//!
+//! The comparison over a window's spend is the domain's one dollar rule
+//! ([`pulse_domain::patrol::budget::dollar_fits`], which the readiness gate applies too); this
+//! type prices the call first, which only the model-runner can.
 
 use serde::Serialize;
 
@@ -7,19 +11,12 @@ use crate::provider::Usage;
 use crate::registry::RouteClass;
 use crate::route::Route;
 
+pub use pulse_domain::patrol::budget::{RefusalReason, Spend, dollar_fits};
+
 /// A dollar limit over some window (the caller decides the window and sums the ledger for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DollarBudget {
     pub limit: Usd,
-}
-
-/// What the ledger says was spent in the budget's window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Spend {
-    /// The sum of the calls whose price was known.
-    pub known: Usd,
-    /// Metered calls whose price was unknown: their amount could be anything.
-    pub unknown_price_calls: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -29,40 +26,11 @@ pub enum BudgetDecision {
     Refused { reason: RefusalReason },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefusalReason {
-    /// The call, or spend already in the window, has no known price, so the budget cannot be
-    /// shown to hold.
-    UnknownPrice,
-    /// The known spend plus this call would pass the limit.
-    Exceeded,
-}
-
-impl RefusalReason {
-    pub fn as_str(self) -> &'static str {
+impl BudgetDecision {
+    pub fn into_result(self) -> Result<(), RefusalReason> {
         match self {
-            Self::UnknownPrice => "unknown_price",
-            Self::Exceeded => "exceeded",
-        }
-    }
-
-    /// One line for the operator.
-    pub fn summary(self) -> &'static str {
-        match self {
-            Self::UnknownPrice => {
-                "the model has no known price, so the dollar budget cannot be checked"
-            }
-            Self::Exceeded => "the dollar budget for this period is spent",
-        }
-    }
-
-    pub fn recommendation(self) -> &'static str {
-        match self {
-            Self::UnknownPrice => {
-                "choose a model with a known price, a local model, or remove the dollar budget"
-            }
-            Self::Exceeded => "raise the budget or wait for the next period",
+            Self::Allowed => Ok(()),
+            Self::Refused { reason } => Err(reason),
         }
     }
 }
@@ -91,16 +59,9 @@ impl DollarBudget {
             }
             Cost::Known(usd) => usd,
         };
-        if spent.unknown_price_calls > 0 {
-            return BudgetDecision::Refused {
-                reason: RefusalReason::UnknownPrice,
-            };
+        match dollar_fits(self.limit, spent, next) {
+            Ok(()) => BudgetDecision::Allowed,
+            Err(reason) => BudgetDecision::Refused { reason },
         }
-        if spent.known.saturating_add(next) > self.limit {
-            return BudgetDecision::Refused {
-                reason: RefusalReason::Exceeded,
-            };
-        }
-        BudgetDecision::Allowed
     }
 }

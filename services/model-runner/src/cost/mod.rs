@@ -7,12 +7,10 @@
 pub mod budget;
 pub mod ledger;
 pub mod pricing;
+pub mod tenant_budget;
 pub mod usage_ledger;
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 use crate::provider::Usage;
 use crate::registry::RouteClass;
@@ -20,101 +18,10 @@ use crate::route::Route;
 
 pub use budget::{BudgetDecision, DollarBudget, RefusalReason, Spend};
 pub use ledger::{LedgerEntry, LedgerError, RouteCost, record, spend, summary};
+pub use tenant_budget::TenantBudgetCheck;
 pub use usage_ledger::LedgerUsageSink;
-
-/// An amount of US dollars, held exactly in pico-dollars (10^-12 USD).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Usd {
-    picos: u64,
-}
-
-const PICOS_PER_USD: u64 = 1_000_000_000_000;
-const SCALE: usize = 12;
-
-impl Usd {
-    pub const ZERO: Self = Self { picos: 0 };
-
-    pub const fn from_picos(picos: u64) -> Self {
-        Self { picos }
-    }
-
-    pub const fn picos(self) -> u64 {
-        self.picos
-    }
-
-    /// Whole micro-dollars, for budgets set in configuration.
-    pub const fn from_micros(micros: u64) -> Self {
-        Self {
-            picos: micros.saturating_mul(1_000_000),
-        }
-    }
-
-    pub fn saturating_add(self, other: Self) -> Self {
-        Self {
-            picos: self.picos.saturating_add(other.picos),
-        }
-    }
-
-    /// For display only; sums and comparisons stay exact.
-    pub fn as_f64(self) -> f64 {
-        self.picos as f64 / PICOS_PER_USD as f64
-    }
-}
-
-/// Twelve decimal places, the ledger column's scale: `0.002500000000`.
-impl fmt::Display for Usd {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}.{:0width$}",
-            self.picos / PICOS_PER_USD,
-            self.picos % PICOS_PER_USD,
-            width = SCALE
-        )
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a non-negative dollar amount with at most 12 decimals")]
-pub struct ParseUsdError(String);
-
-impl FromStr for Usd {
-    type Err = ParseUsdError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let err = || ParseUsdError(s.to_owned());
-        let (whole, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
-        if whole.is_empty() && frac.is_empty()
-            || frac.len() > SCALE
-            || !whole.bytes().all(|b| b.is_ascii_digit())
-            || !frac.bytes().all(|b| b.is_ascii_digit())
-        {
-            return Err(err());
-        }
-        let whole: u64 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().map_err(|_| err())?
-        };
-        let frac: u64 = if frac.is_empty() {
-            0
-        } else {
-            let padded = format!("{frac:0<SCALE$}");
-            padded.parse().map_err(|_| err())?
-        };
-        whole
-            .checked_mul(PICOS_PER_USD)
-            .and_then(|p| p.checked_add(frac))
-            .map(Self::from_picos)
-            .ok_or_else(err)
-    }
-}
-
-impl Serialize for Usd {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(self)
-    }
-}
+// Dollar amounts and the period spend are domain values: the readiness gate reads them too.
+pub use pulse_domain::usd::{ParseUsdError, Usd};
 
 /// What one call cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -1,12 +1,16 @@
 //! The loop's usage sink over the cost ledger: one ledger row per completed provider call, in its
-//! own tenant transaction.
+//! own tenant transaction, and the tenant spend budgets checked from that ledger before each call
+//! ([`super::tenant_budget`]).
 
 use chrono::Utc;
 use pulse_domain::TenantId;
 use pulse_store::Store;
 
 use super::ledger::{LedgerEntry, record};
+use super::tenant_budget::{BudgetCheckError, TenantBudgetCheck};
 use crate::agent_loop::{BoxFuture, CallOutcome, ProviderCallUsage, RecordError, UsageSink};
+use crate::registry::RouteClass;
+use crate::route::Route;
 
 /// Writes each completed call of a run to the tenant's cost ledger.
 ///
@@ -48,6 +52,19 @@ impl LedgerUsageSink {
 }
 
 impl UsageSink for LedgerUsageSink {
+    /// The tenant spend budgets, from the ledger this sink writes.
+    fn admit_call<'a>(
+        &'a self,
+        route: &'a Route,
+        route_class: RouteClass,
+    ) -> BoxFuture<'a, Result<(), BudgetCheckError>> {
+        Box::pin(async move {
+            TenantBudgetCheck::new(self.store.clone(), self.tenant.clone())
+                .admit(route, route_class, Utc::now())
+                .await
+        })
+    }
+
     fn record<'a>(
         &'a self,
         call: &'a ProviderCallUsage<'a>,

@@ -193,6 +193,15 @@ impl UsageSink for RunUsage<'_> {
             Ok(())
         })
     }
+
+    /// The tenant spend budgets, checked by the ledger.
+    fn admit_call<'a>(
+        &'a self,
+        route: &'a crate::route::Route,
+        route_class: RouteClass,
+    ) -> BoxFuture<'a, Result<(), crate::agent_loop::usage::BudgetCheckError>> {
+        self.ledger.admit_call(route, route_class)
+    }
 }
 
 pub fn redactor(connection: &RouteConnection, class: RouteClass) -> Result<Redactor, String> {

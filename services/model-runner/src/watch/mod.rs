@@ -5,8 +5,8 @@
 //! runner died, the patrol-scheduler's lease sweeper ends the run `runner_lost`). A `queued` run:
 //!
 //! 1. the readiness gate (`pulse_store::patrol_readiness::gate`, the evaluation the status and
-//!    admission use): known not ready ends the run `error` (cause `not_ready`) before any
-//!    provider call;
+//!    admission use): known not ready ends the run `error` (cause `not_ready`, or
+//!    `budget_exceeded` for a used-up spend budget) before any provider call;
 //! 2. the effective scope is re-resolved now: a scoped run none of whose resources still exists
 //!    ends `error` (`scope_empty`, the requested ids kept, the effective scope emptied);
 //! 3. the run starts under a lease (`queued -> running`, a compare-and-swap, so of two runners
@@ -336,7 +336,13 @@ impl WatchRunner {
             .map_err(retry("assessing readiness"))?
         {
             return Ok(Err(Refusal {
-                cause: ErrorCause::NotReady,
+                cause: match blocked.cause {
+                    // A used-up spend budget is its own run cause, with its reset in the detail.
+                    pulse_domain::patrol::status::BlockedCause::BudgetExceeded => {
+                        ErrorCause::BudgetExceeded
+                    }
+                    _ => ErrorCause::NotReady,
+                },
                 detail: blocked.reason,
                 empty_scope: false,
             }));

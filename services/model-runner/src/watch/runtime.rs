@@ -179,6 +179,11 @@ fn failed_stop(stop: &LoopStop, run_id: &str) -> Option<PhaseEnd> {
                 detail: format!("the run stopped: {}", stop.as_str()),
             })
         }
+        // A tenant spend budget: the turn before finished; no further provider call.
+        LoopStop::BudgetExceeded { message, .. } => Some(PhaseEnd::Failed {
+            cause: ErrorCause::BudgetExceeded,
+            detail: message.clone(),
+        }),
         LoopStop::ProviderCallLimit => Some(PhaseEnd::Failed {
             cause: ErrorCause::BudgetExhausted,
             detail: "the run used up its provider calls".to_owned(),

@@ -1,0 +1,163 @@
+//! Tenant spend budgets in the agentic loop, against the provider simulator over real HTTP and
+//! the Postgres cost ledger: the call that crosses a budget finishes with its turn, the next
+//! one is never sent; a dollar budget on a model of unknown price sends nothing; a tenant without
+//! a budget is not stopped by another tenant's spend.
+
+mod common;
+
+use chrono::Utc;
+use futures::future::BoxFuture;
+use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+use pulse_domain::TenantId;
+use pulse_domain::patrol::budget::{BudgetKind, BudgetPeriod};
+use pulse_model_runner::agent_loop::{
+    AgentLoop, CallStatus, ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop,
+    ToolHandler, UsageSink,
+};
+use pulse_model_runner::cost::LedgerUsageSink;
+use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult};
+use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
+use pulse_model_runner::registry::RouteClass;
+use pulse_model_runner::route::Route;
+use pulse_store::{settings, tenants};
+use pulse_test_support::db::TestDb;
+use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
+use serde_json::{Value, json};
+
+struct Reads;
+
+impl ToolHandler for Reads {
+    fn call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        _admitted: &'a AdmittedCall,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move { ToolResult::ok(&call.id, json!({"status": "running"}).to_string()) })
+    }
+}
+
+fn three_turns() -> Script {
+    Script::turns([
+        Turn::text("Listing first.")
+            .with_tool("pulse_query", json!({"action": "list", "limit": 1})),
+        Turn::tool("pulse_query", json!({"action": "list", "limit": 2})),
+        Turn::text("Summary: vm-101 is running."),
+    ])
+}
+
+async fn run(sim: &ProviderSim, route: &str, usage: &dyn UsageSink) -> LoopOutcome {
+    let provider = common::provider(sim, Protocol::OpenAiCompatible);
+    let redactor =
+        Redactor::new(Destination::external(route), &RedactionConfig::default()).expect("redactor");
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::parse(route).expect("route"),
+        route_class: RouteClass::MeteredApi,
+        system_prompt: "You are Pulse Patrol.".into(),
+        messages: vec![Message::user("Check the fleet.")],
+        policy: ToolPolicy::for_profile(ExecutionProfile::PatrolDetection).expect("policy"),
+        handler: &Reads,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage,
+        limits: LoopLimits::default(),
+        compaction: None,
+        allowance: None,
+        stream: true,
+        temperature: None,
+    })
+    .await
+}
+
+async fn tenant(db: &TestDb, id: &str, budgets: Option<Value>) -> anyhow::Result<TenantId> {
+    let id = TenantId::new(id)?;
+    tenants::create(db.store(), &id, id.as_str()).await?;
+    if let Some(budgets) = budgets {
+        let tx = db.store().tenant_tx(&id).await?;
+        settings::put(&tx, 0, &json!({ "budgets": budgets }), "test").await?;
+        tx.commit().await?;
+    }
+    Ok(id)
+}
+
+async fn ledger_rows(db: &TestDb, tenant: &TenantId) -> anyhow::Result<i64> {
+    let tx = db.store().tenant_tx(tenant).await?;
+    let row = tx
+        .client()
+        .query_one("SELECT count(*) FROM cost_ledger", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+#[tokio::test]
+async fn a_run_crossing_its_token_budget_finishes_the_turn_and_stops_before_the_next_call()
+-> anyhow::Result<()> {
+    let db = TestDb::create().await?;
+    let small = tenant(&db, "small", Some(json!({"daily_tokens": 20}))).await?;
+    let open = tenant(&db, "open", None).await?;
+
+    let sim = ProviderSim::start(three_turns()).await?;
+    let sink = LedgerUsageSink::new(db.store().clone(), small.clone(), "patrol");
+    let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
+    let LoopStop::BudgetExceeded {
+        budget,
+        resets_at,
+        message,
+    } = &outcome.stop
+    else {
+        panic!("expected a budget stop, got {:?}", outcome.stop);
+    };
+    assert_eq!(*budget, BudgetKind::DailyTokens);
+    assert_eq!(*resets_at, BudgetPeriod::Day.window(Utc::now()).reset_at);
+    assert!(message.contains("budgets.daily_tokens"), "{message}");
+    // The first call was made and its turn finished: its tool ran and its row is in the ledger.
+    assert_eq!(outcome.provider_calls, 1);
+    assert_eq!(outcome.turns, 1);
+    assert_eq!(outcome.tool_calls.len(), 1);
+    assert!(matches!(
+        outcome.tool_calls[0].status,
+        CallStatus::Executed {
+            is_error: false,
+            ..
+        }
+    ));
+    assert_eq!(sim.requests().len(), 1, "no second request was sent");
+    assert_eq!(ledger_rows(&db, &small).await?, 1);
+
+    // Another tenant, no budget, the same simulator script from the start: all three turns.
+    let sim = ProviderSim::start(three_turns()).await?;
+    let sink = LedgerUsageSink::new(db.store().clone(), open.clone(), "patrol");
+    let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.provider_calls, 3);
+    db.cleanup().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_dollar_budget_on_a_model_of_unknown_price_sends_nothing() -> anyhow::Result<()> {
+    let db = TestDb::create().await?;
+    let priced_only = tenant(&db, "dollars", Some(json!({"monthly_usd": "50"}))).await?;
+    let sim = ProviderSim::start(three_turns()).await?;
+    let sink = LedgerUsageSink::new(db.store().clone(), priced_only.clone(), "patrol");
+    // A metered route with no exact price row.
+    let outcome = run(&sim, "openai:gpt-unpriced-preview", &sink).await;
+    let LoopStop::BudgetExceeded {
+        budget, message, ..
+    } = &outcome.stop
+    else {
+        panic!("expected a budget stop, got {:?}", outcome.stop);
+    };
+    assert_eq!(*budget, BudgetKind::MonthlyUsd);
+    assert!(message.contains("no known price"), "{message}");
+    assert_eq!(outcome.provider_calls, 0);
+    assert!(sim.requests().is_empty());
+    assert_eq!(ledger_rows(&db, &priced_only).await?, 0);
+
+    // The same budget on a priced model runs to the end.
+    let sim = ProviderSim::start(three_turns()).await?;
+    let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    db.cleanup().await?;
+    Ok(())
+}
