@@ -139,7 +139,7 @@ fn encode_for<M: Message>(
             check_header_value(id).map_err(|_| EnvelopeError::BadMessageId(id.to_owned()))?;
             id.to_owned()
         }
-        None => uuid::Uuid::now_v7().to_string(),
+        None => crate::message_id::fresh(),
     };
     let body = serde_json::to_vec(msg).map_err(|source| EnvelopeError::Encode {
         message_type: M::TYPE,

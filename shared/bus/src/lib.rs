@@ -12,12 +12,14 @@
 //! - [`redelivery`]: one delivery's ack, Nak with backoff or dead letter, for the job worker and
 //!   the services' durable event consumers ([`SerialPull`]).
 //! - [`outbox`]: enqueue in the caller's transaction; [`OutboxRelay`] publishes exactly once.
+//! - [`message_id`]: every `Nats-Msg-Id` the bus sends, unique across databases and time.
 
 pub mod bus;
 pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod heartbeat;
+pub mod message_id;
 pub mod outbox;
 pub mod redelivery;
 pub mod relay_api;

@@ -1,11 +1,18 @@
 //! The transactional outbox: [`enqueue`] a message in the same transaction as the change it
 //! announces; [`OutboxRelay`] publishes committed rows to JetStream and marks them published.
 //!
-//! Exactly-once publishing: the relay publishes each row with `Nats-Msg-Id: outbox-<id>` and
-//! marks it only after the stream acked it. A relay that dies between the ack and the mark leaves
-//! the row unmarked; the next relay publishes it again and the stream drops the copy as a
-//! duplicate, provided that happens within the stream's duplicate window (2 minutes by default).
-//! Two relays can run at once: rows are claimed with `FOR UPDATE SKIP LOCKED`.
+//! Exactly-once publishing: the relay publishes each row with the row's `message_id` as
+//! `Nats-Msg-Id` and marks it only after the stream acked it. A relay that dies between the ack
+//! and the mark leaves the row unmarked; the next relay publishes it again and the stream drops
+//! the copy as a duplicate, provided that happens within the stream's duplicate window (2 minutes
+//! by default). Two relays can run at once: rows are claimed with `FOR UPDATE SKIP LOCKED`.
+//!
+//! No message lost to a reused id: a row's `message_id` is `outbox-<random UUID>`, fixed by the
+//! database when the row is inserted. It is never derived from the row id, which restarts in
+//! every database: two databases relaying to one NATS server (a second installation, a shard, a
+//! database re-created or restored from a backup) would otherwise send the same ids within one
+//! duplicate window, and the stream would drop one database's messages as copies of the other's.
+//! See [`crate::message_id`] for every kind of message id the bus sends.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -114,13 +121,9 @@ impl OutboxRow {
     }
 }
 
-/// The `Nats-Msg-Id` of outbox row `id`.
-pub fn outbox_message_id(id: i64) -> String {
-    format!("outbox-{id}")
-}
-
 /// Inserts `row` through `client`, normally the caller's open transaction, so the message is
-/// published if and only if the transaction commits. Returns the row id.
+/// published if and only if the transaction commits. Returns the row id. The row's message id is
+/// chosen by the database at insert ([`crate::message_id`]); [`message_id_of`] reads it.
 pub async fn enqueue<C: GenericClient>(client: &C, row: OutboxRow) -> Result<i64, OutboxError> {
     check_publish_subject(&row.subject)?;
     for (name, value) in &row.headers {
@@ -151,6 +154,21 @@ pub async fn enqueue<C: GenericClient>(client: &C, row: OutboxRow) -> Result<i64
         )
         .await?;
     Ok(inserted.try_get(0)?)
+}
+
+/// The `Nats-Msg-Id` outbox row `id` is (or will be) published with; `None` when there is no
+/// such row.
+pub async fn message_id_of<C: GenericClient>(
+    client: &C,
+    id: i64,
+) -> Result<Option<String>, OutboxError> {
+    let row = client
+        .query_typed_opt(
+            "SELECT message_id FROM outbox WHERE id = $1",
+            &[(&id, Type::INT8)],
+        )
+        .await?;
+    Ok(row.map(|row| row.try_get(0)).transpose()?)
 }
 
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), OutboxError> {
@@ -284,7 +302,7 @@ impl OutboxRelay {
         let tx = conn.transaction().await?;
         let rows = tx
             .query(
-                "SELECT id, tenant_id, subject, message_type, schema_version, headers, payload \
+                "SELECT id, message_id, tenant_id, subject, message_type, schema_version, headers, payload \
                  FROM outbox \
                  WHERE published_at IS NULL AND failed_at IS NULL \
                  ORDER BY id \
@@ -361,7 +379,7 @@ impl OutboxRelay {
 }
 
 fn build_message(row: &tokio_postgres::Row) -> Result<(String, HeaderMap, Bytes), OutboxError> {
-    let id: i64 = row.try_get("id")?;
+    let message_id: String = row.try_get("message_id")?;
     let tenant: String = row.try_get("tenant_id")?;
     let subject: String = row.try_get("subject")?;
     let message_type: String = row.try_get("message_type")?;
@@ -389,7 +407,8 @@ fn build_message(row: &tokio_postgres::Row) -> Result<(String, HeaderMap, Bytes)
         map.insert(name, value);
     }
     map.insert(headers::SCHEMA, schema_header(schema));
-    map.insert(headers::MSG_ID, outbox_message_id(id));
+    let (name, value) = header_pair(headers::MSG_ID, &message_id)?;
+    map.insert(name, value);
     let body = serde_json::to_vec(&payload).map_err(|source| EnvelopeError::Encode {
         message_type: "outbox payload",
         source,

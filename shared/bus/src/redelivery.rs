@@ -172,8 +172,8 @@ impl Delivery {
 
     /// Publishes the message as it arrived (body and headers) plus why it failed to
     /// `pulse.<tenant>.dlq.<kind>` (`_sys` when the subject names no tenant), then terminates
-    /// it. Its dead-letter message id is its place in its stream, so a retried dead-letter
-    /// publish is stored once. When the publish fails the message is Nak'd with backoff: a later
+    /// it. Its dead-letter message id names its place in its stream and its own id
+    /// ([`crate::message_id::dead_letter`]), so a retried dead-letter publish is stored once. When the publish fails the message is Nak'd with backoff: a later
     /// delivery tries again (the consumer of [`ensure_event_consumer`] has no server bound on
     /// deliveries for that reason).
     pub async fn dead_letter(&self, bus: &Bus, redelivery: &Redelivery, reason: &str) -> Settled {
@@ -186,10 +186,15 @@ impl Delivery {
         let dlq_subject = bus.subjects().dlq_for_token(tenant_token, kind);
 
         let mut dlq_headers = self.message.headers.clone().unwrap_or_default();
-        if let Some(original) = dlq_headers.get(headers::MSG_ID).cloned() {
-            dlq_headers.insert(headers::DLQ_ORIGINAL_MSG_ID, original);
+        let original = dlq_headers.get(headers::MSG_ID).cloned();
+        if let Some(original) = &original {
+            dlq_headers.insert(headers::DLQ_ORIGINAL_MSG_ID, original.clone());
         }
-        let dlq_id = format!("{}-{}", self.stream, self.stream_sequence);
+        let dlq_id = crate::message_id::dead_letter(
+            &self.stream,
+            self.stream_sequence,
+            original.as_ref().map(|id| id.as_str()),
+        );
         dlq_headers.insert(headers::MSG_ID, dlq_id.as_str());
         dlq_headers.insert(headers::DLQ_REASON, header_text(reason, 1024));
         dlq_headers.insert(headers::DLQ_DELIVERIES, self.delivered.to_string());

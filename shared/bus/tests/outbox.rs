@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{FindingCreated, acme, stream_messages};
 use pulse_bus::envelope::{header, headers};
-use pulse_bus::outbox::outbox_message_id;
+use pulse_bus::outbox::message_id_of;
 use pulse_bus::{OutboxRelay, OutboxRow, RelayConfig, Subjects, enqueue};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::{TestNats, nats_url};
@@ -119,7 +119,11 @@ async fn committed_rows_are_published_and_rolled_back_rows_never() -> anyhow::Re
         .get_last_raw_message_by_subject(&subjects.event(&acme(), "finding", "created"))
         .await?;
     let h = Some(&msg.headers);
-    let expected_id = outbox_message_id(committed);
+    let expected_id = message_id_of(&db.owner_client().await?, committed)
+        .await?
+        .expect("the committed row");
+    assert!(expected_id.starts_with("outbox-"), "{expected_id}");
+    assert_ne!(expected_id, format!("outbox-{committed}"), "not the row id");
     assert_eq!(header(h, headers::MSG_ID), Some(expected_id.as_str()));
     assert_eq!(header(h, headers::TYPE), Some("test.finding_created"));
     assert_eq!(header(h, headers::SCHEMA), Some("v1"));
@@ -320,7 +324,9 @@ async fn row_is_published_once_when_the_relay_dies_before_marking() -> anyhow::R
         .await?
         .get_last_raw_message_by_subject(&subjects.event(&acme(), "finding", "created"))
         .await?;
-    let expected_id = outbox_message_id(id);
+    let expected_id = message_id_of(&db.owner_client().await?, id)
+        .await?
+        .expect("the published row");
     assert_eq!(
         header(Some(&msg.headers), headers::MSG_ID),
         Some(expected_id.as_str())
