@@ -656,9 +656,22 @@ pub async fn dispatch_in(
     if !patrol_dispatch::mark_dispatched(tx, job.run_id).await? {
         return Ok(false);
     }
-    let row = OutboxRow::job(acceptor.subjects(), tx.tenant(), WATCH_JOB, job)?;
-    pulse_bus::enqueue(&**tx.client(), row).await?;
+    enqueue_watch_job(acceptor.subjects(), tx, job).await?;
     Ok(true)
+}
+
+/// Writes the run's `jobs.watch` job to the outbox in `tx`: the one writer of Watch jobs, for a
+/// first dispatch and for a re-dispatch after the take deadline
+/// ([`crate::lease_sweep::LeaseSweeper::sweep_untaken`]). Each call writes a new outbox row, so
+/// each copy of the job has its own message id.
+pub async fn enqueue_watch_job(
+    subjects: &pulse_bus::Subjects,
+    tx: &TenantTx,
+    job: &WatchJob,
+) -> Result<(), pulse_bus::OutboxError> {
+    let row = OutboxRow::job(subjects, tx.tenant(), WATCH_JOB, job)?;
+    pulse_bus::enqueue(&**tx.client(), row).await?;
+    Ok(())
 }
 
 async fn dispatch_one(acceptor: RunAcceptor, admission: Admission) -> Outcome {

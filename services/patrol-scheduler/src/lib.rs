@@ -21,6 +21,7 @@ pub mod dispatcher;
 pub mod floor_metrics;
 pub mod lease_sweep;
 pub mod manual;
+pub mod take_deadline;
 
 use std::sync::Arc;
 
@@ -76,6 +77,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ctx.bus.subjects().clone(),
         ctx.config.runner.lease_sweep(),
     )
+    .with_take_deadline(take_deadline::TakeDeadline::from_config(&ctx.config.patrol))
     .with_outbox_notify(notify.clone());
     let sweep_task = tokio::spawn(sweeper.run(ctx.shutdown.clone()));
     let dispatcher = dispatcher::Dispatcher::new(

@@ -197,6 +197,12 @@ pub struct PatrolConfig {
     pub schedule_refresh_ms: u64,
     /// One cadence for every tenant, overriding their settings; for tests and benchmarks.
     pub cadence_override_ms: Option<u64>,
+    /// How long a dispatched run may stay `queued` (no runner took its job) before its job is
+    /// written again.
+    pub take_deadline_ms: u64,
+    /// How many times an untaken run's job is written again before the run ends `error` with
+    /// cause `runner_unavailable`.
+    pub max_redispatches: u32,
 }
 
 impl Default for PatrolConfig {
@@ -209,7 +215,16 @@ impl Default for PatrolConfig {
             dispatch_poll_ms: 1_000,
             schedule_refresh_ms: 60_000,
             cadence_override_ms: None,
+            take_deadline_ms: 120_000,
+            max_redispatches: 2,
         }
+    }
+}
+
+impl PatrolConfig {
+    /// The take deadline, at least a second.
+    pub fn take_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.take_deadline_ms.max(1_000))
     }
 }
 

@@ -5,6 +5,13 @@
 //! A run is recorded `queued` at acceptance; [`mark_dispatched`] sets `dispatched_at` in the
 //! transaction that enqueues its `jobs.watch` job, so a run has a job exactly when it has a
 //! dispatch time.
+//!
+//! The take deadline: a dispatched run still `queued` long after its job was written was taken
+//! by no runner. [`untaken`] lists such runs; [`mark_redispatched`] moves `dispatched_at` to the
+//! transaction that writes the job again and counts it, and [`lock_untaken`] holds a run that is
+//! to end `runner_unavailable`. Both re-check, under the row lock, that the run is still `queued`
+//! with the dispatch time it was listed with, so two sweepers act on a run once and a runner that
+//! started it in the meantime keeps it.
 
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
@@ -235,6 +242,94 @@ pub async fn mark_dispatched(tx: &TenantTx, id: RunId) -> Result<bool, StoreErro
         )
         .await?;
     Ok(updated == 1)
+}
+
+/// A dispatched run no runner has taken within the deadline it was listed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UntakenRun {
+    pub tenant: TenantId,
+    pub run_id: RunId,
+    pub run_type: RunType,
+    pub trigger_reason: TriggerReason,
+    /// When its current job was written.
+    pub dispatched_at: DateTime<Utc>,
+    /// How many times its job was written again so far.
+    pub redispatches: u32,
+    /// The database's clock when the list was read.
+    pub now: DateTime<Utc>,
+}
+
+/// Dispatched runs of every tenant still `queued` whose job was written at least
+/// `take_deadline` ago (database clock), oldest dispatch first, at most `max_rows`.
+pub async fn untaken(
+    store: &Store,
+    take_deadline: std::time::Duration,
+    max_rows: i32,
+) -> Result<Vec<UntakenRun>, StoreError> {
+    let deadline_ms = i64::try_from(take_deadline.as_millis()).unwrap_or(i64::MAX);
+    let client = store.pool().get().await?;
+    let rows = client
+        .query(
+            "SELECT tenant_id, run_id, run_type, trigger_reason, dispatched_at, redispatch_count,
+                    db_now
+             FROM pulse_untaken_runs($1, $2)",
+            &[&deadline_ms, &max_rows],
+        )
+        .await?;
+    rows.into_iter()
+        .map(|row| {
+            let redispatches: i32 = row.get(5);
+            Ok(UntakenRun {
+                tenant: tenant(row.get(0))?,
+                run_id: RunId::from_uuid(row.get(1)),
+                run_type: run_type(row.get(2))?,
+                trigger_reason: trigger_reason(row.get(3))?,
+                dispatched_at: row.get(4),
+                redispatches: u32::try_from(redispatches).unwrap_or(0),
+                now: row.get(6),
+            })
+        })
+        .collect()
+}
+
+/// Marks an untaken run dispatched again, now, and counts it, if it is still `queued` with the
+/// dispatch time `seen`. `false`: a runner took it, it ended, or another sweeper dispatched it
+/// again; then no job may be enqueued for it.
+pub async fn mark_redispatched(
+    tx: &TenantTx,
+    id: RunId,
+    seen: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE patrol_runs
+             SET dispatched_at = now(), redispatch_count = redispatch_count + 1,
+                 updated_at = now()
+             WHERE id = $1 AND status = 'queued' AND dispatched_at = $2",
+            &[&id.as_uuid(), &seen],
+        )
+        .await?;
+    Ok(updated == 1)
+}
+
+/// Locks an untaken run until the transaction ends if it is still `queued` with the dispatch
+/// time `seen`; `false` otherwise (taken, ended or dispatched again in the meantime).
+pub async fn lock_untaken(
+    tx: &TenantTx,
+    id: RunId,
+    seen: DateTime<Utc>,
+) -> Result<bool, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT 1 FROM patrol_runs
+             WHERE id = $1 AND status = 'queued' AND dispatched_at = $2
+             FOR UPDATE",
+            &[&id.as_uuid(), &seen],
+        )
+        .await?;
+    Ok(row.is_some())
 }
 
 /// The advisory lock key of the one active dispatcher.
