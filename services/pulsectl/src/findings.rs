@@ -3,7 +3,9 @@
 //! `POST /api/ai/patrol/acknowledge`, `.../dismiss` and `.../suppress`.
 //!
 //! Human text by default; `--json` prints the API's answer as it came. Answers are read
-//! leniently (unknown fields ignored, missing ones shown as `-`).
+//! leniently (unknown fields ignored, missing ones shown as `-`). `show` also prints the latest
+//! investigation record (conclusion, evidence, proposal, the action it entered) and the fix
+//! outcome the action wrote back (`fix_verified`, `fix_rejected`, ...) with its message.
 
 use reqwest::Method;
 use serde::Deserialize;
@@ -69,8 +71,67 @@ pub struct Finding {
     pub user_note: String,
     #[serde(default)]
     pub times_raised: u32,
+    /// The investigation's outcome, or the fix outcome an action wrote back (`fix_*`).
+    #[serde(default)]
+    pub investigation_outcome: Option<String>,
     #[serde(default)]
     pub lifecycle: Vec<LifecycleEvent>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InvestigationEvidence {
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InvestigationProposal {
+    #[serde(default)]
+    pub resource_id: String,
+    #[serde(default)]
+    pub capability_name: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InvestigationAction {
+    #[serde(default)]
+    pub action_id: String,
+    /// The action's state when the proposal entered it.
+    #[serde(default)]
+    pub state: String,
+}
+
+/// `investigation_record` of `GET .../findings/{id}` (only what is printed).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InvestigationRecord {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub confidence: String,
+    #[serde(default)]
+    pub conclusion: String,
+    #[serde(default)]
+    pub recommended_action: String,
+    #[serde(default)]
+    pub evidence: Vec<InvestigationEvidence>,
+    #[serde(default)]
+    pub proposal: Option<InvestigationProposal>,
+    #[serde(default)]
+    pub action: Option<InvestigationAction>,
+    #[serde(default)]
+    pub started_at: Option<String>,
+    #[serde(default)]
+    pub completed_at: Option<String>,
+    #[serde(default)]
+    pub error: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +145,9 @@ pub struct FindingAnswer {
     pub finding: Finding,
     #[serde(default)]
     pub allowed_actions: Vec<String>,
+    /// The newest investigation (`GET .../findings/{id}` only; absent when never investigated).
+    #[serde(default)]
+    pub investigation_record: Option<InvestigationRecord>,
 }
 
 /// The list's query string: `include_resolved=1` with `--all`, and the limit when given.
@@ -328,7 +392,102 @@ pub fn describe_finding(answer: &FindingAnswer) -> String {
         }
         out.push_str(&render_table(&events));
     }
+    if let Some(record) = &answer.investigation_record {
+        out.push_str("\ninvestigation:\n");
+        out.push_str(&describe_investigation(record));
+    }
+    if let Some(fix) = fix_outcome(f) {
+        out.push_str("\nfix outcome:\n");
+        out.push_str(&fix);
+    }
     out
+}
+
+/// The investigation record as `label  value` lines, evidence one per line.
+pub fn describe_investigation(record: &InvestigationRecord) -> String {
+    let mut status = or_dash(&record.status);
+    if let Some(outcome) = record.outcome.as_deref().filter(|o| !o.is_empty()) {
+        status.push_str(&format!(" ({outcome})"));
+    }
+    let mut rows = vec![
+        ("id", or_dash(&record.id)),
+        ("status", status),
+        ("confidence", or_dash(&record.confidence)),
+        ("started", display_time(record.started_at.as_deref(), "-")),
+        (
+            "completed",
+            display_time(record.completed_at.as_deref(), "-"),
+        ),
+        ("conclusion", or_dash(&record.conclusion)),
+    ];
+    if !record.recommended_action.is_empty() {
+        rows.push(("recommended", record.recommended_action.clone()));
+    }
+    for (i, evidence) in record.evidence.iter().enumerate() {
+        let line = match (evidence.kind.is_empty(), evidence.summary.is_empty()) {
+            (false, false) => format!("{}: {}", evidence.kind, evidence.summary),
+            (false, true) => evidence.kind.clone(),
+            _ => or_dash(&evidence.summary),
+        };
+        rows.push((if i == 0 { "evidence" } else { "" }, line));
+    }
+    if let Some(proposal) = &record.proposal {
+        let mut text = format!(
+            "{} on {}",
+            or_dash(&proposal.capability_name),
+            or_dash(&proposal.resource_id)
+        );
+        if !proposal.reason.is_empty() {
+            text.push_str(&format!(": {}", proposal.reason));
+        }
+        rows.push(("proposal", text));
+    }
+    if let Some(action) = &record.action {
+        rows.push((
+            "action",
+            format!(
+                "{} (entered as {})",
+                or_dash(&action.action_id),
+                or_dash(&action.state)
+            ),
+        ));
+    }
+    if !record.error.is_empty() {
+        rows.push(("error", record.error.clone()));
+    }
+    let table: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(k, v)| vec![k.to_owned(), v])
+        .collect();
+    render_table(&table)
+}
+
+/// The fix outcome an action wrote back to the finding, with the message and action of its
+/// lifecycle event; `None` while no action reported one.
+pub fn fix_outcome(finding: &Finding) -> Option<String> {
+    let outcome = finding
+        .investigation_outcome
+        .as_deref()
+        .filter(|o| o.starts_with("fix_"))?;
+    let event = finding
+        .lifecycle
+        .iter()
+        .rev()
+        .find(|e| e.event_type == outcome);
+    let mut rows = vec![vec!["outcome".to_owned(), outcome.to_owned()]];
+    if let Some(event) = event {
+        rows.push(vec![
+            "at".to_owned(),
+            display_time(event.at.as_deref(), "-"),
+        ]);
+        if let Some(action) = event.metadata.get("action_id") {
+            rows.push(vec!["action".to_owned(), action.clone()]);
+        }
+        if !event.message.is_empty() {
+            rows.push(vec!["message".to_owned(), event.message.clone()]);
+        }
+    }
+    Some(render_table(&rows))
 }
 
 #[cfg(test)]
@@ -368,6 +527,7 @@ mod tests {
         let answer = FindingAnswer {
             finding: finding("active", true),
             allowed_actions: vec!["snooze".to_owned()],
+            investigation_record: None,
         };
         let text = describe_finding(&answer);
         assert!(
@@ -376,6 +536,79 @@ mod tests {
         );
         assert!(text.contains("allowed actions  snooze"), "{text}");
         assert!(text.contains("token:ops"), "{text}");
+        assert!(!text.contains("investigation:"), "{text}");
+        assert!(!text.contains("fix outcome:"), "{text}");
+    }
+
+    #[test]
+    fn show_prints_the_investigation_and_the_fix_outcome() {
+        let answer: FindingAnswer = serde_json::from_value(json!({
+            "finding": {
+                "id": "00112233aabbccdd",
+                "status": "resolved",
+                "investigation_outcome": "fix_verified",
+                "lifecycle": [
+                    {"at": "2026-11-29T18:10:00Z", "type": "fix_verified",
+                     "message": "demo-web answers again",
+                     "metadata": {"action_id": "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000"}}
+                ]
+            },
+            "allowed_actions": [],
+            "investigation_record": {
+                "id": "0190cccc-0000-7000-8000-000000000001",
+                "status": "completed",
+                "outcome": "fix_queued",
+                "confidence": "high",
+                "conclusion": "demo-web stopped after its health file vanished",
+                "recommended_action": "restart demo-web",
+                "evidence": [
+                    {"id": "call-1", "kind": "pulse_get_resource", "summary": "demo-web is down"},
+                    {"id": "call-2", "kind": "pulse_read_logs", "summary": "health file missing"}
+                ],
+                "proposal": {"resource_id": "service:h1:demo-web",
+                             "causal_resource_id": "service:h1:demo-web",
+                             "capability_name": "service.restart", "reason": "restart clears it"},
+                "action": {"action_id": "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000",
+                           "state": "pending_approval"},
+                "started_at": "2026-11-29T18:03:00Z",
+                "completed_at": "2026-11-29T18:04:00Z",
+                "future_field": true
+            }
+        }))
+        .expect("lenient");
+        let text = describe_finding(&answer);
+        let investigation = text
+            .split("investigation:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no investigation section: {text}"));
+        for line in [
+            "status       completed (fix_queued)",
+            "confidence   high",
+            "conclusion   demo-web stopped after its health file vanished",
+            "evidence     pulse_get_resource: demo-web is down",
+            "             pulse_read_logs: health file missing",
+            "proposal     service.restart on service:h1:demo-web: restart clears it",
+            "action       0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000 (entered as pending_approval)",
+        ] {
+            assert!(investigation.contains(line), "{line:?} missing:\n{text}");
+        }
+        let fix = text
+            .split("fix outcome:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no fix outcome: {text}"));
+        assert!(fix.contains("outcome  fix_verified"), "{text}");
+        assert!(fix.contains("message  demo-web answers again"), "{text}");
+        assert!(
+            fix.contains("action   0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_investigation_outcome_is_not_a_fix_outcome() {
+        let mut f = finding("active", false);
+        f.investigation_outcome = Some("needs_attention".to_owned());
+        assert_eq!(fix_outcome(&f), None);
     }
 
     #[test]
