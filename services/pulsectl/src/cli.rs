@@ -93,6 +93,30 @@ pub enum Command {
     /// Check the tenant's hash-chained audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Administration that needs the stack's database rather than an API token.
+    #[command(subcommand)]
+    Admin(AdminCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Issue a new admin token when the admin token file is lost. Connects to the stack's
+    /// database (PULSE_DATABASE_URL, as `pulsectl up`), issues a token with every scope for the
+    /// tenant's existing admin user, revokes nothing, records `token.recovered` in the audit log,
+    /// prints the token once and writes it to <state-dir>/admin-token (mode 0600).
+    RecoverToken(RecoverTokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverTokenArgs {
+    /// The tenant whose admin gets the token. Default: `default`, the tenant the gateway
+    /// bootstraps and the one `pulsectl up` writes the admin token for.
+    #[arg(long, default_value = "default", value_name = "ID")]
+    pub tenant: String,
+
+    /// Replace <state-dir>/admin-token when it already holds a token.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -187,7 +211,8 @@ agent with commands enabled supervising demo-web, demo-worker and demo-cache (st
 model are configured), a fault on demo-web and a Patrol run. Approving the proposed fix restarts
 demo-web, which clears the fault; the verifier then checks it.
 
-Files under --state-dir: admin-token (written by the gateway on first start), logs/<service>.log,
+Files under --state-dir: admin-token (written by the gateway on first start; when it is lost and
+the database already has users, `pulsectl admin recover-token` issues a new one), logs/<service>.log,
 pulsectl.pid (one stack per state directory), deps/ (with --spawn-deps).
 
 Stop with Ctrl-C (or SIGTERM, or `pulsectl down`): services get SIGTERM, then SIGKILL after 10 s.";
@@ -493,6 +518,15 @@ mod tests {
             ("0190", "not now")
         );
         assert!(Cli::try_parse_from(["pulsectl", "approvals", "approve", "0190"]).is_err());
+    }
+
+    #[test]
+    fn recover_token_defaults_to_the_default_tenant() {
+        let cli = Cli::try_parse_from(["pulsectl", "admin", "recover-token"]).unwrap();
+        let Command::Admin(AdminCommand::RecoverToken(args)) = cli.command else {
+            panic!("parsed {:?}", cli.command);
+        };
+        assert_eq!((args.tenant.as_str(), args.force), ("default", false));
     }
 
     #[test]

@@ -2,8 +2,10 @@
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
 //! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings;
 //! `approvals` lists and decides actions waiting for a human; `audit verify` checks the audit
-//! chain.
+//! chain; `admin recover-token` issues a new admin token through the database when the token
+//! file is lost.
 
+pub mod admin;
 pub mod agent_token;
 pub mod approvals;
 pub mod audit;
@@ -30,7 +32,8 @@ pub mod token;
 pub mod up;
 
 use cli::{
-    ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand, TokenCommand,
+    AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand,
+    TokenCommand,
 };
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
@@ -54,6 +57,9 @@ pub enum Error {
     /// `audit verify`: 1 for a broken chain.
     #[error(transparent)]
     Audit(audit::AuditError),
+    /// An `admin` command's error, prefixed with its stable code.
+    #[error("{code}: {err}", code = .0.code(), err = .0)]
+    Admin(admin::AdminError),
 }
 
 impl Error {
@@ -65,7 +71,9 @@ impl Error {
                 patrol::exit_code(err)
             }
             Error::Audit(err) => err.exit_code(),
-            Error::Up(_) | Error::Down(_) => 1,
+            Error::Admin(err) => err.exit_code(),
+            Error::Up(err) => err.exit_code(),
+            Error::Down(_) => 1,
         }
     }
 }
@@ -142,6 +150,11 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
             let client = GatewayClient::new(&cli.gateway, token)?;
             audit::verify(&client, json).await.map_err(Error::Audit)?;
+        }
+        Command::Admin(AdminCommand::RecoverToken(args)) => {
+            admin::recover_token(&cli.state_dir, &args)
+                .await
+                .map_err(Error::Admin)?;
         }
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-use pulse_config::{ConfigError, PulseConfig};
+use pulse_config::{ConfigError, DatabaseConfig, PulseConfig};
 
 use crate::cli::{PULSECTL_ONLY_ENV, UpArgs};
 use crate::service::{HealthListener, Service};
@@ -81,6 +81,17 @@ impl StackConfig {
 
     pub fn admin_token_path(&self) -> PathBuf {
         self.state_dir.join("admin-token")
+    }
+
+    /// The database settings the services get (application role, timeouts), with the URL in
+    /// force (`--spawn-deps` replaces it).
+    pub fn database_config(&self) -> Result<DatabaseConfig, StackConfigError> {
+        let mut database = PulseConfig::figment(self.inherited.clone())
+            .and_then(PulseConfig::from_figment)
+            .map_err(StackConfigError::Invalid)?
+            .database;
+        database.url.clone_from(&self.database_url);
+        Ok(database)
     }
 
     /// The gateway as a client reaches it (a wildcard listener is reached on loopback).

@@ -7,6 +7,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
+use crate::admin;
 use crate::agent_token;
 use crate::binaries::{Binaries, BinariesError, CargoRun};
 use crate::child::{ChildSpec, tail};
@@ -59,6 +60,76 @@ pub enum UpError {
     Detach(String),
     #[error(transparent)]
     Demo(#[from] DemoError),
+    /// `--demo` without an admin token the gateway could ever write.
+    #[error("{ADMIN_TOKEN_MISSING}: {0}")]
+    AdminTokenMissing(MissingAdminToken),
+}
+
+/// Stable code of [`UpError::AdminTokenMissing`]; `pulsectl up` exits with
+/// [`ADMIN_TOKEN_MISSING_EXIT`] for it.
+pub const ADMIN_TOKEN_MISSING: &str = "admin_token_missing";
+pub const ADMIN_TOKEN_MISSING_EXIT: u8 = 3;
+
+impl UpError {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            UpError::AdminTokenMissing(_) => ADMIN_TOKEN_MISSING_EXIT,
+            _ => 1,
+        }
+    }
+}
+
+/// The state directory has no admin token but the database already has users: the gateway
+/// bootstraps (and writes the token) only on an empty database, so none will come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingAdminToken {
+    pub token_path: PathBuf,
+    pub state_dir: PathBuf,
+    pub users: usize,
+}
+
+impl std::fmt::Display for MissingAdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "there is no admin token at {}, and the database already has {} user(s) in tenant \
+             'default', so the gateway will not write one (it does only when it bootstraps an \
+             empty database)\n  recover it with: {}\n  (same PULSE_DATABASE_URL as this \
+             stack), then run `pulsectl up` again",
+            self.token_path.display(),
+            self.users,
+            admin::recover_command(&self.state_dir)
+        )
+    }
+}
+
+/// Names the recovery command when no admin token will ever be written. Only `--demo` fails:
+/// the plain stack still runs and the operator may recover the token while it does.
+async fn check_admin_token(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
+    if agent_token::present_at(&config.admin_token_path()) {
+        return Ok(());
+    }
+    let users = match admin::existing_users(config).await {
+        Ok(users) => users,
+        Err(error) => {
+            // The gateway will report the same database problem with more context.
+            println!("cannot check the database for existing users: {error}");
+            return Ok(());
+        }
+    };
+    if users == 0 {
+        return Ok(());
+    }
+    let missing = MissingAdminToken {
+        token_path: config.admin_token_path(),
+        state_dir: config.state_dir.clone(),
+        users,
+    };
+    if args.demo {
+        return Err(UpError::AdminTokenMissing(missing));
+    }
+    println!("warning: {ADMIN_TOKEN_MISSING}: {missing}");
+    Ok(())
 }
 
 /// Creates the state and logs directories; returns the state directory as an absolute path
@@ -353,6 +424,7 @@ async fn start(
     if preflight::ensure_database(&config.database_url).await? {
         println!("created the database of {}", config.database_url);
     }
+    check_admin_token(&config, args).await?;
     preflight::ports_in_use(&listeners)?;
     agent_token::prepare_dirs(&config.state_dir).map_err(|source| UpError::StateDir {
         path: config.state_dir.clone(),
@@ -499,8 +571,9 @@ pub fn print_ready(config: &StackConfig, detached: bool) {
     } else {
         println!(
             "  admin token  {} (not written: the gateway writes it when it bootstraps an empty \
-             database)",
-            token.display()
+             database; recover it with `{}`)",
+            token.display(),
+            admin::recover_command(&config.state_dir)
         );
     }
     println!("  logs         {}", config.logs_dir().display());

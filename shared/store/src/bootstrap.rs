@@ -1,4 +1,10 @@
-//! First start: the `default` tenant, its admin user and an admin token with every scope.
+//! First start: the `default` tenant, its admin user and an admin token with every scope; and
+//! the way back in when that token is lost.
+//!
+//! Invariants: the bootstrap token is issued exactly once per tenant (to whoever created the
+//! tenant). Recovery never creates users or tenants and revokes nothing: it adds one more admin
+//! token for an existing admin user, and the same transaction appends a `token.recovered` row to
+//! the tenant's audit chain, so a recovered token never exists without its audit row.
 
 use std::collections::BTreeSet;
 
@@ -7,11 +13,15 @@ use serde_json::json;
 
 use crate::audit::{self, AuditEntry};
 use crate::tokens::{self, IssuedToken, NewToken};
-use crate::users::{self, UserRole};
+use crate::users::{self, User, UserRole};
 use crate::{Store, StoreError, tenants};
 
 pub const ADMIN_USERNAME: &str = "admin";
 pub const ADMIN_TOKEN_NAME: &str = "bootstrap-admin";
+/// Name of a token issued by [`recover_admin_token`].
+pub const RECOVERED_TOKEN_NAME: &str = "recovered-admin";
+/// Audit actor of a recovery: whoever holds the database owner's credentials, not a token.
+pub const RECOVERY_ACTOR: &str = "service:admin-recovery";
 
 /// Creates the default tenant, admin user and admin token if the tenant does not exist yet.
 ///
@@ -58,4 +68,140 @@ where
     persist(&issued).map_err(StoreError::Invalid)?;
     tx.commit().await?;
     Ok(Some(issued))
+}
+
+/// Why no admin token could be recovered.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error(
+        "tenant '{0}' does not exist in this database; start the stack (`pulsectl up`) to \
+         create it, or name an existing tenant with --tenant"
+    )]
+    NoTenant(TenantId),
+    #[error(
+        "tenant '{0}' has no users, so there is no admin to recover a token for; start the stack \
+         (`pulsectl up`) on an empty database to bootstrap one"
+    )]
+    NoUsers(TenantId),
+    #[error("tenant '{tenant}' has {users} user(s) but none with the admin role")]
+    NoAdmin { tenant: TenantId, users: usize },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A token issued by [`recover_admin_token`], with the admin it acts for.
+#[derive(Debug, Clone)]
+pub struct RecoveredToken {
+    pub issued: IssuedToken,
+    pub admin: User,
+    pub audit_seq: i64,
+}
+
+/// The admin a recovered token is issued for: the bootstrap admin (`admin`) when it still has
+/// the admin role, otherwise the longest-standing admin.
+pub fn recovery_admin(users: &[User]) -> Option<&User> {
+    let admins = || users.iter().filter(|user| user.role == UserRole::Admin);
+    admins()
+        .find(|user| user.username == ADMIN_USERNAME)
+        .or_else(|| admins().min_by_key(|user| (user.created_at, user.id)))
+}
+
+/// Issues a new token with every scope for the tenant's existing admin user and records it in
+/// the tenant's audit chain. Nothing is revoked. Like the bootstrap, `persist` runs before the
+/// transaction commits, so a secret that could not be saved is never left valid.
+pub async fn recover_admin_token<F>(
+    store: &Store,
+    tenant: &TenantId,
+    persist: F,
+) -> Result<RecoveredToken, RecoveryError>
+where
+    F: FnOnce(&IssuedToken) -> Result<(), String>,
+{
+    let tx = store.tenant_tx(tenant).await?;
+    if tenants::current(&tx).await?.is_none() {
+        return Err(RecoveryError::NoTenant(tenant.clone()));
+    }
+    let users = users::list(&tx).await?;
+    if users.is_empty() {
+        return Err(RecoveryError::NoUsers(tenant.clone()));
+    }
+    let admin = recovery_admin(&users)
+        .cloned()
+        .ok_or_else(|| RecoveryError::NoAdmin {
+            tenant: tenant.clone(),
+            users: users.len(),
+        })?;
+    let issued = tokens::issue(
+        &tx,
+        NewToken {
+            name: RECOVERED_TOKEN_NAME.to_owned(),
+            scopes: Scope::ALL.into_iter().collect::<BTreeSet<_>>(),
+            expires_at: None,
+            created_by: Some(admin.id),
+        },
+    )
+    .await?;
+    let record = audit::append(
+        &tx,
+        &AuditEntry {
+            actor: RECOVERY_ACTOR.to_owned(),
+            kind: "token.recovered".to_owned(),
+            subject: issued.token.id.to_string(),
+            payload: json!({
+                "name": issued.token.name,
+                "scopes": issued.token.scopes,
+                "admin_user": admin.id,
+                "admin_username": admin.username,
+            }),
+        },
+    )
+    .await?;
+    persist(&issued).map_err(StoreError::Invalid)?;
+    tx.commit().await?;
+    Ok(RecoveredToken {
+        issued,
+        admin,
+        audit_seq: record.seq,
+    })
+}
+
+/// How many users `tenant` has; 0 when the tenant does not exist.
+pub async fn user_count(store: &Store, tenant: &TenantId) -> Result<usize, StoreError> {
+    let tx = store.tenant_tx(tenant).await?;
+    let count = users::list(&tx).await?.len();
+    tx.rollback().await?;
+    Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone as _, Utc};
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn user(name: &str, role: UserRole, minute: u32) -> User {
+        User {
+            id: Uuid::now_v7(),
+            username: name.to_owned(),
+            role,
+            created_at: Utc.with_ymd_and_hms(2026, 1, 1, 0, minute, 0).unwrap(),
+        }
+    }
+
+    #[test]
+    fn recovery_prefers_the_bootstrap_admin_then_the_oldest_admin() {
+        let ops = user("ops", UserRole::Operator, 0);
+        let late = user("late-admin", UserRole::Admin, 9);
+        let early = user("early-admin", UserRole::Admin, 5);
+        let bootstrap = user(ADMIN_USERNAME, UserRole::Admin, 7);
+        let all = [ops.clone(), late.clone(), early.clone(), bootstrap.clone()];
+        assert_eq!(recovery_admin(&all), Some(&bootstrap));
+        let without_bootstrap = [ops.clone(), late, early.clone()];
+        assert_eq!(recovery_admin(&without_bootstrap), Some(&early));
+        // A user named `admin` who lost the admin role is not an admin.
+        let demoted = user(ADMIN_USERNAME, UserRole::Viewer, 1);
+        assert_eq!(recovery_admin(&[demoted, ops.clone()]), None);
+        assert_eq!(recovery_admin(&[]), None);
+    }
 }
