@@ -11,7 +11,7 @@ use pulse_model_runner::provider::{
     StreamEvent, Timeouts, Usage,
 };
 use pulse_test_support::provider_sim::{
-    Delivery, ProviderSim, Script, SimError, Step, Turn, split_chars,
+    Delivery, ProviderSim, Script, SimError, Step, Turn, split_chars, thought_signature,
 };
 use serde_json::{Value, json};
 
@@ -169,7 +169,7 @@ fn tool_events(protocol: Protocol, stream: bool, calls: &[Call], delivery: &Deli
         id: wire_id(protocol, c, i),
         name: c.name.to_owned(),
         arguments: c.arguments.clone(),
-        signature: (protocol == Protocol::Gemini).then(|| format!("sig-{}", c.id)),
+        signature: (protocol == Protocol::Gemini).then(|| thought_signature(c.id)),
     };
     let args = |i: usize, c: &Call| -> Vec<Ev> {
         let fragments = if stream {

@@ -6,7 +6,7 @@ use common::{ALL, dones, errors, provider, request, run};
 use pulse_model_runner::provider::{
     Message, Protocol, StreamEvent, ToolChoice, Usage, gemini::strip_additional_properties,
 };
-use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
+use pulse_test_support::provider_sim::{ProviderSim, Script, Turn, thought_signature};
 use serde_json::{Value, json};
 
 async fn round_trip(protocol: Protocol, stream: bool) {
@@ -143,7 +143,7 @@ async fn round_trip(protocol: Protocol, stream: bool) {
             // The thought signature travels back with its call.
             assert_eq!(
                 contents[1]["parts"][1]["thoughtSignature"],
-                json!(format!("sig-{}", call.id))
+                json!(thought_signature(&call.id))
             );
             assert_eq!(
                 contents[2],

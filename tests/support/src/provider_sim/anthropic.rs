@@ -1,8 +1,22 @@
 //! Anthropic Messages wire shapes.
+//!
+//! As the official clients expect: a message id unique per request (`msg_…`); each SSE frame
+//! named after its `type`; a thinking block that carries a `signature` (empty at its start,
+//! then one `signature_delta` before its stop, as the real API streams it); `stop_reason`
+//! `tool_use` when the turn has tool calls.
 
 use serde_json::{Value, json};
 
-use super::{Delivery, Rendered, SimUsage, Turn, pieces};
+use super::{Answering, Delivery, Rendered, SimUsage, Turn, pieces};
+
+fn message_id(answer: &Answering<'_>) -> String {
+    format!("msg_sim{}", answer.request_no)
+}
+
+/// The opaque signature of the turn's thinking block.
+fn thinking_signature(answer: &Answering<'_>) -> String {
+    super::gemini::thought_signature(&message_id(answer))
+}
 
 fn stop_reason(turn: &Turn) -> &'static str {
     if turn.tool_calls.is_empty() {
@@ -12,10 +26,11 @@ fn stop_reason(turn: &Turn) -> &'static str {
     }
 }
 
-pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, model: &str) -> Value {
+pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, answer: &Answering<'_>) -> Value {
     let mut content = Vec::new();
     if let Some(r) = &turn.reasoning {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": "sim"}));
+        content.push(json!({"type": "thinking", "thinking": r,
+                            "signature": thinking_signature(answer)}));
     }
     if !turn.text.is_empty() {
         content.push(json!({"type": "text", "text": turn.text}));
@@ -24,7 +39,7 @@ pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, model: &str) ->
         content.push(json!({"type": "tool_use", "id": id, "name": c.name, "input": c.arguments}));
     }
     json!({
-        "id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+        "id": message_id(answer), "type": "message", "role": "assistant", "model": answer.model,
         "content": content, "stop_reason": stop_reason(turn), "stop_sequence": null,
         "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
     })
@@ -38,13 +53,14 @@ pub(crate) fn frames(
     turn: &Turn,
     ids: &[String],
     usage: SimUsage,
-    model: &str,
+    answer: &Answering<'_>,
     delivery: &Delivery,
 ) -> Rendered {
     let mut frames = vec![event(
         "message_start",
         json!({"type": "message_start", "message": {
-            "id": "msg_sim", "type": "message", "role": "assistant", "model": model,
+            "id": message_id(answer), "type": "message", "role": "assistant",
+            "model": answer.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1}}}),
     )];
@@ -53,7 +69,7 @@ pub(crate) fn frames(
         frames.push(event(
             "content_block_start",
             json!({"type": "content_block_start", "index": index,
-                   "content_block": {"type": "thinking", "thinking": ""}}),
+                   "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
         ));
         for p in pieces(r) {
             frames.push(event(
@@ -62,6 +78,11 @@ pub(crate) fn frames(
                        "delta": {"type": "thinking_delta", "thinking": p}}),
             ));
         }
+        frames.push(event(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": index,
+                   "delta": {"type": "signature_delta", "signature": thinking_signature(answer)}}),
+        ));
         frames.push(event(
             "content_block_stop",
             json!({"type": "content_block_stop", "index": index}),
@@ -117,7 +138,8 @@ pub(crate) fn frames(
         "message_delta",
         json!({"type": "message_delta",
                "delta": {"stop_reason": stop_reason(turn), "stop_sequence": null},
-               "usage": {"output_tokens": usage.output_tokens}}),
+               "usage": {"input_tokens": usage.input_tokens,
+                         "output_tokens": usage.output_tokens}}),
     ));
     Rendered {
         frames,

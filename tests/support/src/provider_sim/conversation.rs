@@ -147,9 +147,18 @@ impl Conversation {
         for tool in array(body.get("tools")) {
             for f in array(tool.get("functionDeclarations")) {
                 if let Some(name) = f.get("name").and_then(Value::as_str) {
+                    // A plain JSON schema comes as `parametersJsonSchema`; the API also takes
+                    // proto field names (`parameters_json_schema`), which clients send.
+                    let schema = [
+                        "parameters",
+                        "parametersJsonSchema",
+                        "parameters_json_schema",
+                    ]
+                    .iter()
+                    .find_map(|k| f.get(*k));
                     self.tools.push(OfferedTool {
                         name: name.to_owned(),
-                        schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                        schema: schema.cloned().unwrap_or(Value::Null),
                     });
                 }
             }

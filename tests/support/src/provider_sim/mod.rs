@@ -3,8 +3,8 @@
 //! request is recorded so tests can assert what was (and was not) sent.
 //!
 //! Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic),
-//! `POST /v1beta/models/{model}:generateContent|:streamGenerateContent` (Gemini),
-//! `POST /api/chat` (Ollama). A model named `sim:<behaviour>` picks a built-in behaviour instead of
+//! `POST /v1beta/models/{model}:generateContent|:streamGenerateContent` and the same under `/v1`
+//! (Gemini; the model segment may be percent-encoded), `POST /api/chat` (Ollama). A model named `sim:<behaviour>` picks a built-in behaviour instead of
 //! the script (see [`Behaviour`]). The simulator's own API: `GET /_sim/health`,
 //! `GET /_sim/requests` (the request log as JSON, credentials masked) and `DELETE /_sim/requests`.
 
@@ -36,6 +36,7 @@ use serde_json::{Value, json};
 
 pub use behaviour::{Behaviour, DEFAULT_COLD_START, READ_BOUND, SIM_PREFIX};
 pub use conversation::{Conversation, OfferedTool, PastCall};
+pub use gemini::thought_signature;
 pub use script::{Delivery, Script, SimError, SimErrorBody, SimToolCall, Step, Turn, split_chars};
 pub use tokens::count_tokens;
 
@@ -203,6 +204,7 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/v1/chat/completions", post(openai_route))
         .route("/v1/messages", post(anthropic_route))
         .route("/v1beta/models/{model_action}", post(gemini_route))
+        .route("/v1/models/{model_action}", post(gemini_route))
         .route("/api/chat", post(ollama_route))
         .route("/_sim/health", get(health_route))
         .route(
@@ -374,6 +376,26 @@ pub(crate) struct Rendered {
     pub terminal: Option<String>,
 }
 
+/// What the answer to one request shares across its frames.
+pub(crate) struct Answering<'a> {
+    /// The model the request named.
+    pub model: &'a str,
+    /// The request's [`RecordedRequest::seq`]: response ids are made from it, so they differ
+    /// per request.
+    pub request_no: usize,
+    /// When the answer was made, in Unix seconds.
+    pub created: i64,
+}
+
+impl Answering<'_> {
+    /// [`Self::created`] as RFC 3339.
+    pub fn created_at(&self) -> String {
+        chrono::DateTime::from_timestamp(self.created, 0)
+            .unwrap_or_default()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+}
+
 /// Ids given to the turn's tool calls.
 pub(crate) fn call_ids(turn: &Turn, request_no: usize) -> Vec<String> {
     turn.tool_calls
@@ -423,23 +445,22 @@ async fn handle(
         .path_and_query()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| uri.path().to_owned());
-    let stream = match protocol {
-        SimProtocol::Gemini => path.contains(":streamGenerateContent"),
-        _ => body.get("stream").and_then(Value::as_bool) == Some(true),
-    };
-    let model = match protocol {
-        // `models/<model>:<action>`; a `sim:` model has colons of its own.
+    let (model, gemini_action) = match protocol {
         SimProtocol::Gemini => {
-            let last = uri.path().rsplit('/').next().unwrap_or_default();
-            last.rsplit_once(':')
-                .map_or(last, |(model, _)| model)
-                .to_owned()
+            let (model, action) = gemini::model_and_action(uri.path());
+            (model, Some(action))
         }
-        _ => body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
+        _ => (
+            body.get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            None,
+        ),
+    };
+    let stream = match &gemini_action {
+        Some(action) => *action == gemini::Action::StreamGenerate,
+        None => body.get("stream").and_then(Value::as_bool) == Some(true),
     };
     let header_map = headers
         .iter()
@@ -451,6 +472,10 @@ async fn handle(
         })
         .collect();
     let behaviour = Behaviour::from_model(&model);
+    let unknown_action = match &gemini_action {
+        Some(gemini::Action::Other(action)) => Some(action.clone()),
+        _ => None,
+    };
     let (request_no, step) = {
         let mut log = state.log();
         let no = log.next_seq;
@@ -466,6 +491,19 @@ async fn handle(
             stream,
             usage: None,
         });
+        if let Some(action) = unknown_action {
+            drop(log);
+            return error_response(
+                protocol,
+                &SimError::message(
+                    404,
+                    "not_found",
+                    format!(
+                        "the simulator serves generateContent and streamGenerateContent, not '{action}'"
+                    ),
+                ),
+            );
+        }
         // The script advances only on requests it answers.
         let offer_reply = state
             .script
@@ -525,16 +563,21 @@ async fn handle(
         r.usage = Some(usage);
     }
     let ids = call_ids(&turn, request_no);
+    let answering = Answering {
+        model: &model,
+        request_no,
+        created: chrono::Utc::now().timestamp(),
+    };
 
     if !stream {
         if delivery.malformed_json {
             return raw_response(StatusCode::OK, "application/json", "{\"choices\": [{\"mess");
         }
         let json = match protocol {
-            SimProtocol::OpenAi => openai::full(&turn, &ids, usage, &model),
-            SimProtocol::Anthropic => anthropic::full(&turn, &ids, usage, &model),
-            SimProtocol::Gemini => gemini::full(&turn, &ids, usage),
-            SimProtocol::Ollama => ollama::full(&turn, usage, &model),
+            SimProtocol::OpenAi => openai::full(&turn, &ids, usage, &answering),
+            SimProtocol::Anthropic => anthropic::full(&turn, &ids, usage, &answering),
+            SimProtocol::Gemini => gemini::full(&turn, &ids, usage, &answering),
+            SimProtocol::Ollama => ollama::full(&turn, usage, &answering),
         }
         .to_string();
         if stall_body || cut_mid {
@@ -555,10 +598,10 @@ async fn handle(
     }
 
     let rendered = match protocol {
-        SimProtocol::OpenAi => openai::frames(&turn, &ids, usage, &model, &delivery),
-        SimProtocol::Anthropic => anthropic::frames(&turn, &ids, usage, &model, &delivery),
-        SimProtocol::Gemini => gemini::frames(&turn, &ids, usage),
-        SimProtocol::Ollama => ollama::frames(&turn, usage, &model),
+        SimProtocol::OpenAi => openai::frames(&turn, &ids, usage, &answering, &delivery),
+        SimProtocol::Anthropic => anthropic::frames(&turn, &ids, usage, &answering, &delivery),
+        SimProtocol::Gemini => gemini::frames(&turn, &ids, usage, &answering),
+        SimProtocol::Ollama => ollama::frames(&turn, usage, &answering),
     };
     let mut frames = rendered.frames;
     if delivery.malformed_json {
@@ -636,7 +679,7 @@ fn error_response(protocol: SimProtocol, err: &SimError) -> Response {
                     json!({"type": "error", "error": {"type": code, "message": message}})
                 }
                 SimProtocol::Gemini => json!({"error": {"code": err.status,
-                    "message": message, "status": code.to_uppercase()}}),
+                    "message": message, "status": gemini::rpc_status(err.status, code)}}),
                 SimProtocol::Ollama => json!({"error": message}),
             };
             ("application/json".to_owned(), json.to_string())

@@ -1,8 +1,12 @@
 //! OpenAI chat completions wire shapes.
+//!
+//! As the official clients expect: a completion id unique per request (`chatcmpl-…`), shared by
+//! every chunk of one stream; `created` in Unix seconds; `content: null` when the turn is only
+//! tool calls; `finish_reason` `tool_calls` when it has any.
 
 use serde_json::{Value, json};
 
-use super::{Delivery, Rendered, SimUsage, Turn, pieces};
+use super::{Answering, Delivery, Rendered, SimUsage, Turn, pieces};
 
 fn usage_json(u: SimUsage) -> Value {
     json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
@@ -17,8 +21,17 @@ fn finish_reason(turn: &Turn) -> &'static str {
     }
 }
 
-pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": turn.text});
+fn completion_id(answer: &Answering<'_>) -> String {
+    format!("chatcmpl-sim{}", answer.request_no)
+}
+
+pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, answer: &Answering<'_>) -> Value {
+    let content = if turn.text.is_empty() && !turn.tool_calls.is_empty() {
+        Value::Null
+    } else {
+        json!(turn.text)
+    };
+    let mut message = json!({"role": "assistant", "content": content});
     if let Some(r) = &turn.reasoning {
         message["reasoning_content"] = json!(r);
     }
@@ -34,24 +47,26 @@ pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, model: &str) ->
             .collect();
     }
     json!({
-        "id": "chatcmpl-sim", "object": "chat.completion", "created": 0, "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(turn)}],
+        "id": completion_id(answer), "object": "chat.completion", "created": answer.created,
+        "model": answer.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(turn),
+                     "logprobs": null}],
         "usage": usage_json(usage),
     })
 }
 
-fn frame(model: &str, choices: Value, usage: Option<Value>) -> String {
-    let mut chunk = json!({"id": "chatcmpl-sim", "object": "chat.completion.chunk",
-                           "created": 0, "model": model, "choices": choices});
+fn frame(answer: &Answering<'_>, choices: Value, usage: Option<Value>) -> String {
+    let mut chunk = json!({"id": completion_id(answer), "object": "chat.completion.chunk",
+                           "created": answer.created, "model": answer.model, "choices": choices});
     if let Some(u) = usage {
         chunk["usage"] = u;
     }
     format!("data: {chunk}\n\n")
 }
 
-fn delta(model: &str, delta: Value) -> String {
+fn delta(answer: &Answering<'_>, delta: Value) -> String {
     frame(
-        model,
+        answer,
         json!([{"index": 0, "delta": delta, "finish_reason": null}]),
         None,
     )
@@ -61,21 +76,21 @@ pub(crate) fn frames(
     turn: &Turn,
     ids: &[String],
     usage: SimUsage,
-    model: &str,
+    answer: &Answering<'_>,
     delivery: &Delivery,
 ) -> Rendered {
-    let mut frames = vec![delta(model, json!({"role": "assistant", "content": ""}))];
+    let mut frames = vec![delta(answer, json!({"role": "assistant", "content": ""}))];
     if let Some(r) = &turn.reasoning {
         for p in pieces(r) {
-            frames.push(delta(model, json!({"reasoning_content": p})));
+            frames.push(delta(answer, json!({"reasoning_content": p})));
         }
     }
     for p in pieces(&turn.text) {
-        frames.push(delta(model, json!({"content": p})));
+        frames.push(delta(answer, json!({"content": p})));
     }
     for (i, (call, id)) in turn.tool_calls.iter().zip(ids).enumerate() {
         frames.push(delta(
-            model,
+            answer,
             json!({"tool_calls": [{"index": i, "id": id, "type": "function",
                                    "function": {"name": call.name, "arguments": ""}}]}),
         ));
@@ -86,17 +101,17 @@ pub(crate) fn frames(
         }
         for fragment in fragments {
             frames.push(delta(
-                model,
+                answer,
                 json!({"tool_calls": [{"index": i, "function": {"arguments": fragment}}]}),
             ));
         }
     }
     frames.push(frame(
-        model,
+        answer,
         json!([{"index": 0, "delta": {}, "finish_reason": finish_reason(turn)}]),
         None,
     ));
-    frames.push(frame(model, json!([]), Some(usage_json(usage))));
+    frames.push(frame(answer, json!([]), Some(usage_json(usage))));
     Rendered {
         frames,
         terminal: Some("data: [DONE]\n\n".into()),

@@ -1,0 +1,397 @@
+//! Conformance with the official clients: the Python SDKs `openai`, `anthropic`, `google-genai`
+//! and `ollama` talk to the provider simulator over real HTTP, each streamed and not, with a tool
+//! offered, in multi-turn conversations that send every tool call and its result back.
+//!
+//! The clients live in a virtual environment under the target directory, keyed by a hash of the
+//! pinned requirements and the Python version, so a run reuses it unless either changed; failing
+//! to build it fails the test (it is never skipped). The driver script
+//! (`official_clients/drive.py`) checks every answer as an application would and exits non-zero
+//! naming the protocol, mode and request that failed; this test then checks, from the
+//! simulator's own request log, that each protocol and mode made as many requests as the driver
+//! counted (at least [`MIN_REQUESTS`]), that every one was answered with a model turn, and that
+//! Gemini thought signatures came back unchanged with their calls.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail, ensure};
+use pulse_test_support::provider_sim::{
+    ProviderSim, RecordedRequest, Script, SimProtocol, thought_signature,
+};
+use serde_json::{Value, json};
+
+/// Requests per protocol and mode: enough for ids and signatures to change many times over
+/// (request numbers reach two and three digits).
+const MIN_REQUESTS: usize = 15;
+const REQUIREMENTS: &str = include_str!("official_clients/requirements.txt");
+const REQUIREMENTS_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/official_clients/requirements.txt"
+);
+const DRIVER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/official_clients/drive.py"
+);
+const PROTOCOLS: [SimProtocol; 4] = [
+    SimProtocol::OpenAi,
+    SimProtocol::Anthropic,
+    SimProtocol::Gemini,
+    SimProtocol::Ollama,
+];
+
+const PYTHON_TIMEOUT: Duration = Duration::from_secs(30);
+const VENV_TIMEOUT: Duration = Duration::from_secs(120);
+const PIP_TIMEOUT: Duration = Duration::from_secs(600);
+const DRIVER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Runs `cmd` to completion within `timeout`, output captured.
+async fn run(
+    cmd: &mut tokio::process::Command,
+    timeout: Duration,
+    what: &str,
+) -> anyhow::Result<std::process::Output> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("{what}: could not start it"))?;
+    tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .with_context(|| format!("{what}: no result within {timeout:?}"))?
+        .with_context(|| format!("{what}: failed while running"))
+}
+
+/// The last lines of a process's output, for error messages.
+fn tail(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+fn ensure_success(out: &std::process::Output, what: &str) -> anyhow::Result<()> {
+    ensure!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        tail(&out.stdout),
+        tail(&out.stderr)
+    );
+    Ok(())
+}
+
+/// FNV-1a: a hash that stays the same across Rust releases, so a cached venv keeps its key.
+fn fnv1a(parts: &[&str]) -> u64 {
+    parts
+        .iter()
+        .flat_map(|p| p.bytes().chain([0]))
+        .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+async fn installed(marker: &Path) -> bool {
+    tokio::fs::read_to_string(marker).await.ok().as_deref() == Some(REQUIREMENTS)
+}
+
+/// The Python of a venv with the pinned official clients, built on first use.
+async fn client_python() -> anyhow::Result<PathBuf> {
+    let version = run(
+        tokio::process::Command::new("python3").arg("--version"),
+        PYTHON_TIMEOUT,
+        "python3 --version (the official-client test needs Python 3 with the venv module)",
+    )
+    .await?;
+    ensure_success(&version, "python3 --version")?;
+    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("official-clients");
+    tokio::fs::create_dir_all(&root)
+        .await
+        .with_context(|| format!("create {}", root.display()))?;
+    let key = format!("{:016x}", fnv1a(&[REQUIREMENTS, &version]));
+    let dir = root.join(format!("venv-{key}"));
+    // Written last: its presence means the install finished.
+    let marker = Path::new("requirements.installed");
+    if installed(&dir.join(marker)).await {
+        return Ok(dir.join("bin").join("python"));
+    }
+    // Built aside and renamed into place, so test processes sharing the target directory never
+    // see a half-built venv (pip is run as `python -m pip`, which does not mind the move).
+    let building = root.join(format!("venv-{key}.building-{}", std::process::id()));
+    if tokio::fs::try_exists(&building).await.unwrap_or(false) {
+        tokio::fs::remove_dir_all(&building).await?;
+    }
+    let created = run(
+        tokio::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(&building),
+        VENV_TIMEOUT,
+        "python3 -m venv",
+    )
+    .await?;
+    ensure_success(
+        &created,
+        &format!(
+            "creating the venv {} ({version}; on Debian, install python3-venv)",
+            building.display()
+        ),
+    )?;
+    let pip = run(
+        tokio::process::Command::new(building.join("bin").join("python"))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--quiet",
+                "-r",
+            ])
+            .arg(REQUIREMENTS_PATH),
+        PIP_TIMEOUT,
+        "pip install of the official clients",
+    )
+    .await?;
+    ensure_success(
+        &pip,
+        &format!("pip install -r {REQUIREMENTS_PATH} (PyPI must be reachable)"),
+    )?;
+    tokio::fs::write(building.join(marker), REQUIREMENTS)
+        .await
+        .with_context(|| format!("write {}", building.join(marker).display()))?;
+    // An unfinished venv left by a killed run is replaced; a finished one another process
+    // renamed into place first wins, and ours is dropped.
+    if tokio::fs::try_exists(&dir).await.unwrap_or(false) && !installed(&dir.join(marker)).await {
+        tokio::fs::remove_dir_all(&dir)
+            .await
+            .with_context(|| format!("remove the unfinished venv {}", dir.display()))?;
+    }
+    if let Err(e) = tokio::fs::rename(&building, &dir).await {
+        let _ = tokio::fs::remove_dir_all(&building).await;
+        ensure!(
+            installed(&dir.join(marker)).await,
+            "move the venv into {}: {e}",
+            dir.display()
+        );
+    }
+    let python = dir.join("bin").join("python");
+    Ok(python)
+}
+
+/// What the driver reports for one protocol and mode.
+#[derive(Debug)]
+struct Cell {
+    requests: usize,
+    tool_calls: usize,
+    conversations: usize,
+    gemini_api_versions: BTreeMap<String, usize>,
+}
+
+fn cells(summary: &Value) -> anyhow::Result<BTreeMap<(String, bool), Cell>> {
+    let mut out = BTreeMap::new();
+    for c in summary["cells"]
+        .as_array()
+        .context("summary without cells")?
+    {
+        let count = |k: &str| -> anyhow::Result<usize> {
+            let n = c[k]
+                .as_u64()
+                .with_context(|| format!("cell without {k}: {c}"))?;
+            Ok(usize::try_from(n)?)
+        };
+        let versions = c["gemini_api_versions"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.insert(
+            (
+                c["protocol"].as_str().context("cell protocol")?.to_owned(),
+                c["stream"].as_bool().context("cell stream")?,
+            ),
+            Cell {
+                requests: count("requests")?,
+                tool_calls: count("tool_calls")?,
+                conversations: count("conversations")?,
+                gemini_api_versions: versions,
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Every Gemini function call a request sends back carries the signature the simulator gave it.
+fn gemini_signatures_round_trip(r: &RecordedRequest) -> anyhow::Result<usize> {
+    let mut echoed = 0;
+    let contents = r.body["contents"].as_array().cloned().unwrap_or_default();
+    for part in contents
+        .iter()
+        .filter(|c| c["role"] == "model")
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+    {
+        let Some(id) = part["functionCall"]["id"].as_str() else {
+            continue;
+        };
+        ensure!(
+            part["thoughtSignature"] == json!(thought_signature(id)),
+            "request {} sent call {id} back with signature {} instead of {}",
+            r.seq,
+            part["thoughtSignature"],
+            thought_signature(id)
+        );
+        echoed += 1;
+    }
+    Ok(echoed)
+}
+
+#[tokio::test]
+async fn official_clients_speak_all_four_protocols() -> anyhow::Result<()> {
+    let python = client_python()
+        .await
+        .context("the official Python clients could not be installed")?;
+    let sim = ProviderSim::start(Script::steps([])).await?;
+
+    let out = run(
+        tokio::process::Command::new(&python)
+            .arg(DRIVER)
+            .arg("--base-url")
+            .arg(sim.base_url())
+            .arg("--min-requests")
+            .arg(MIN_REQUESTS.to_string())
+            .env("PYTHONUNBUFFERED", "1"),
+        DRIVER_TIMEOUT,
+        "the official-client driver",
+    )
+    .await?;
+    ensure_success(&out, "the official-client driver")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .with_context(|| format!("the driver's summary is not JSON: {stdout}"))?;
+    let cells = cells(&summary)?;
+
+    let requests = sim.requests();
+    let mut signatures_echoed = 0;
+    for protocol in PROTOCOLS {
+        for stream in [false, true] {
+            let mode = if stream { "stream" } else { "no stream" };
+            let cell = cells
+                .get(&(protocol.as_str().to_owned(), stream))
+                .with_context(|| format!("no {} ({mode}) cell in {summary}", protocol.as_str()))?;
+            let seen: Vec<&RecordedRequest> = requests
+                .iter()
+                .filter(|r| r.protocol == protocol && r.stream == stream)
+                .collect();
+            let name = format!("{} ({mode})", protocol.as_str());
+            ensure!(
+                cell.requests >= MIN_REQUESTS,
+                "{name}: the driver made only {} requests",
+                cell.requests
+            );
+            ensure!(
+                seen.len() == cell.requests,
+                "{name}: the simulator recorded {} requests, the driver made {}",
+                seen.len(),
+                cell.requests
+            );
+            // Every conversation ends in text after at least one tool round.
+            ensure!(
+                cell.tool_calls >= cell.conversations && cell.conversations >= 2,
+                "{name}: {cell:?}"
+            );
+            for r in &seen {
+                ensure!(
+                    r.model == "sim:diligent",
+                    "{name}: request {} named model {:?}",
+                    r.seq,
+                    r.model
+                );
+                ensure!(
+                    r.usage.is_some(),
+                    "{name}: request {} ({}) was not answered with a model turn",
+                    r.seq,
+                    r.path
+                );
+            }
+            if protocol == SimProtocol::Gemini {
+                for version in ["v1", "v1beta"] {
+                    let prefix = format!("/{version}/models/");
+                    let n = seen.iter().filter(|r| r.path.starts_with(&prefix)).count();
+                    ensure!(
+                        n > 0 && Some(&n) == cell.gemini_api_versions.get(version),
+                        "{name}: {n} requests under {prefix}, driver counted {:?}",
+                        cell.gemini_api_versions
+                    );
+                }
+                for r in &seen {
+                    signatures_echoed += gemini_signatures_round_trip(r)?;
+                }
+            }
+        }
+    }
+    ensure!(
+        signatures_echoed >= MIN_REQUESTS,
+        "only {signatures_echoed} Gemini calls came back with their signatures"
+    );
+    Ok(())
+}
+
+/// Some clients percent-encode the model segment (`sim%3Adiligent`); both Gemini API versions
+/// are served.
+#[tokio::test]
+async fn gemini_model_segment_may_be_percent_encoded() -> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let sim = ProviderSim::start(Script::steps([])).await?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let body = json!({
+        "contents": [{"role": "user", "parts": [{"text": "Check host db1."}]}],
+        "tools": [{"functionDeclarations": [{"name": "get_status",
+            "parameters": {"type": "object", "properties": {"host": {"type": "string"}}}}]}],
+    });
+    for path in [
+        "/v1beta/models/sim%3Adiligent:generateContent",
+        "/v1/models/sim%3adiligent%3AgenerateContent",
+        "/v1/models/sim:diligent:generateContent",
+    ] {
+        let response = http
+            .post(format!("{}{path}", sim.base_url()))
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        let answer: Value = response.json().await?;
+        ensure!(status.is_success(), "{path}: {status} {answer}");
+        let part = &answer["candidates"][0]["content"]["parts"][0];
+        let id = part["functionCall"]["id"]
+            .as_str()
+            .with_context(|| format!("{path}: no function call in {answer}"))?;
+        ensure!(
+            part["thoughtSignature"] == json!(thought_signature(id)),
+            "{path}: {answer}"
+        );
+    }
+    let recorded: Vec<String> = sim.requests().into_iter().map(|r| r.model).collect();
+    ensure!(recorded == ["sim:diligent"; 3], "{recorded:?}");
+
+    let response = http
+        .post(format!(
+            "{}/v1beta/models/sim%3Adiligent:countTokens",
+            sim.base_url()
+        ))
+        .json(&body)
+        .send()
+        .await?;
+    let status = response.status();
+    let answer: Value = response.json().await?;
+    if status != reqwest::StatusCode::NOT_FOUND || answer["error"]["status"] != "NOT_FOUND" {
+        bail!("an unserved action must be a Gemini 404: {status} {answer}");
+    }
+    Ok(())
+}
