@@ -90,6 +90,8 @@ pub struct Run {
     pub error_count: u32,
     #[serde(default)]
     pub error_summary: Option<String>,
+    #[serde(default)]
+    pub error_recommendation: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -317,6 +319,9 @@ pub fn describe_run(run: &Run) -> String {
     rows.push(("errors", run.error_count.to_string()));
     if let Some(summary) = &run.error_summary {
         rows.push(("error", summary.clone()));
+    }
+    if let Some(recommendation) = &run.error_recommendation {
+        rows.push(("what to do", recommendation.clone()));
     }
     key_values(&rows)
 }

@@ -405,6 +405,8 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
     let lazy = fleet.run().await?;
     assert_eq!(lazy["status"], "error", "{lazy}\n{}", fleet.runner_log());
     assert_eq!(lazy["error_cause"], "model_unaddressed_flags", "{lazy}");
+    let what_to_do = lazy["error_recommendation"].as_str().unwrap_or_default();
+    assert!(what_to_do.contains("Patrol model"), "{lazy}");
     let detail = lazy["error_detail"].as_str().unwrap_or_default();
     assert!(
         detail.contains(&web) && detail.contains("health_check_failing"),

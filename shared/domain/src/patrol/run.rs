@@ -508,6 +508,10 @@ pub struct PatrolRun {
     pub error_cause: Option<ErrorCause>,
     pub error_summary: Option<String>,
     pub error_detail: Option<String>,
+    /// What the operator should do about the error (absent in records written before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_recommendation: Option<String>,
     /// Display-safe analysis text.
     pub ai_analysis: Option<String>,
 }
@@ -553,6 +557,7 @@ impl PatrolRun {
             error_count: 0,
             error_cause: None,
             error_summary: None,
+            error_recommendation: None,
             error_detail: None,
             ai_analysis: None,
         }
@@ -605,6 +610,7 @@ impl PatrolRun {
             self.error_count = self.error_count.saturating_add(1);
             self.error_cause = Some(cause);
             self.error_summary = Some(cause.summary().to_owned());
+            self.error_recommendation = Some(cause.recommendation().to_owned());
             self.error_detail = detail.map(|d| truncate_chars(d, Self::MAX_ERROR_DETAIL_CHARS));
         }
         Ok(to)
