@@ -4,9 +4,15 @@
 //!
 //! Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic),
 //! `POST /v1beta/models/{model}:generateContent|:streamGenerateContent` and the same under `/v1`
-//! (Gemini; the model segment may be percent-encoded), `POST /api/chat` (Ollama). A model named `sim:<behaviour>` picks a built-in behaviour instead of
-//! the script (see [`Behaviour`]). The simulator's own API: `GET /_sim/health`,
-//! `GET /_sim/requests` (the request log as JSON, credentials masked) and `DELETE /_sim/requests`.
+//! (Gemini; the model segment may be percent-encoded), `POST /api/chat` (Ollama). A model named
+//! `sim:<behaviour>` picks a built-in behaviour instead of the script (see [`Behaviour`]).
+//!
+//! Answers are shaped as the official clients of each protocol accept them
+//! (`tests/official_clients.rs` runs those clients against the simulator): response ids differ
+//! per request, and Gemini thought signatures are base64 ([`thought_signature`]).
+//!
+//! The simulator's own API: `GET /_sim/health`, `GET /_sim/requests` (the request log as JSON,
+//! credentials masked) and `DELETE /_sim/requests`.
 
 mod anthropic;
 mod behaviour;
