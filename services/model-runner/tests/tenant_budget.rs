@@ -1,7 +1,8 @@
 //! Tenant spend budgets in the agentic loop, against the provider simulator over real HTTP and
 //! the Postgres cost ledger: the call that crosses a budget finishes with its turn, the next
-//! one is never sent; a dollar budget on a model of unknown price sends nothing; a tenant without
-//! a budget is not stopped by another tenant's spend.
+//! one is never sent (in a bare loop and in an investigation); a dollar budget on a model of
+//! unknown price sends nothing; a tenant without a budget is not stopped by another tenant's
+//! spend.
 
 mod common;
 
@@ -158,6 +159,78 @@ async fn a_dollar_budget_on_a_model_of_unknown_price_sends_nothing() -> anyhow::
     let sim = ProviderSim::start(three_turns()).await?;
     let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
     assert_eq!(outcome.stop, LoopStop::Completed);
+    db.cleanup().await?;
+    Ok(())
+}
+
+/// A catalogue that knows no resource: the investigation below never gets to a proposal.
+struct NoCatalogue;
+
+impl pulse_model_runner::investigation::tools::CapabilityCatalogue for NoCatalogue {
+    fn capabilities<'a>(
+        &'a self,
+        _tenant: &'a TenantId,
+        _resource_id: &'a str,
+    ) -> BoxFuture<'a, Result<pulse_bus::events::ActionCapabilitiesReply, String>> {
+        Box::pin(async { Err("no resource in this tenant has that id".to_owned()) })
+    }
+}
+
+#[tokio::test]
+async fn an_investigation_crossing_its_tenants_budget_stops_after_the_turn() -> anyhow::Result<()> {
+    use pulse_domain::finding::{Category, ReportedFinding, Severity};
+    use pulse_model_runner::investigation::runtime::{Investigator, RunEnd, RunInput};
+    use pulse_model_runner::preflight::RouteConnection;
+
+    let db = TestDb::create().await?;
+    let tenant = tenant(&db, "acme", Some(json!({"monthly_tokens": 30}))).await?;
+    let tx = db.store().tenant_tx(&tenant).await?;
+    let reported = ReportedFinding {
+        key: "service-unhealthy".to_owned(),
+        severity: Severity::Warning,
+        category: Category::Reliability,
+        resource_id: "service:h1:web".to_owned(),
+        resource_name: "web".to_owned(),
+        resource_type: "service".to_owned(),
+        title: "web health check failing".to_owned(),
+        description: "fails".to_owned(),
+        recommendation: "look".to_owned(),
+        evidence: "health=unhealthy".to_owned(),
+        impact: String::new(),
+    };
+    let finding = pulse_store::findings::report(&tx, &reported, None, Utc::now())
+        .await?
+        .finding
+        .finding;
+    tx.commit().await?;
+
+    // A model that would read forever.
+    let sim =
+        ProviderSim::start(Script::looping("pulse_query", json!({"action": "health"}))).await?;
+    let connection = RouteConnection::new(Route::parse("openai:gpt-4o-mini").expect("route"))
+        .with_base_url(sim.openai_base_url())
+        .with_api_key("sk-test-key");
+    let investigator =
+        Investigator::new(db.store().clone(), None, std::sync::Arc::new(NoCatalogue));
+    let result = investigator
+        .run(RunInput {
+            tenant: &tenant,
+            investigation_id: uuid::Uuid::now_v7(),
+            watch_run_id: pulse_domain::patrol::run::RunId::from_uuid(uuid::Uuid::now_v7()),
+            finding: &finding,
+            inventory: Vec::new(),
+            connection: &connection,
+        })
+        .await;
+    assert!(
+        matches!(&result.end, RunEnd::Failed(detail)
+            if detail.contains("budget_exceeded") && detail.contains("budgets.monthly_tokens")),
+        "{result:?}"
+    );
+    // The first call's turn finished (its read is evidence); no second request was sent.
+    assert_eq!(sim.requests().len(), 1);
+    assert_eq!(result.evidence.len(), 1, "{result:?}");
+    assert_eq!(ledger_rows(&db, &tenant).await?, 1);
     db.cleanup().await?;
     Ok(())
 }

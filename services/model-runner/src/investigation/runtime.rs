@@ -279,6 +279,10 @@ impl Investigator {
         }
         let end = match &stop {
             LoopStop::Completed => RunEnd::Concluded,
+            // A tenant spend budget: say which, when it resets and what to do.
+            LoopStop::BudgetExceeded { message, .. } => RunEnd::Failed(format!(
+                "the investigation stopped: budget_exceeded: {message}"
+            )),
             other => RunEnd::Failed(format!("the investigation stopped: {}", other.as_str())),
         };
         let proposal_records = outcomes
