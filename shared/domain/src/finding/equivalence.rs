@@ -41,9 +41,10 @@
 //!
 //! An undecided pair is the same problem when both reports cite the same deterministic signal
 //! that holds for the resource in the reporting run ([`ResourceSignals`]): one of its triage flags
-//! (`health_check_failing`, `not_running`, `repeated_restarts`, ...) or the key or id of an alert
-//! firing on it. Prose that merely sounds alike never merges; a signal that no longer holds never
-//! merges either. Evidence never overrides a decided wording: `certificate-expiring` and
+//! (`health_check_failing`, `not_running`, `repeated_restarts`, ...) or an alert firing on it,
+//! cited by any of its spellings (`alert_restart_loop` or its key `<resource_id>:restart_loop`).
+//! Prose that merely sounds alike never merges; a signal that no longer holds never merges
+//! either. Evidence never overrides a decided wording: `certificate-expiring` and
 //! `service-down` stay apart even when both mention the failing health check.
 //!
 //! Title overlap (FIND-18) decides whether a same-id re-detection is a rephrasing (no event) or a
@@ -468,33 +469,47 @@ pub fn equivalent(
 }
 
 /// The deterministic signals that hold for one resource in the reporting run: its triage flags
-/// and the keys and ids of the alerts firing on it. Empty outside a run (nothing merges by
-/// evidence then).
+/// and the alerts firing on it, each with the spellings a report may cite it by (an alert by its
+/// signal name or its key). Empty outside a run (nothing merges by evidence then).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceSignals {
-    signals: BTreeSet<String>,
+    /// Signal name -> its normalized spellings (the name's included).
+    signals: std::collections::BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Signals shorter than this (after normalization) are never matched: too easy to hit by chance.
 const MIN_SIGNAL_CHARS: usize = 3;
 
 impl ResourceSignals {
+    /// Signals each cited by its own name only.
     pub fn new<S: AsRef<str>>(signals: impl IntoIterator<Item = S>) -> Self {
-        Self {
-            signals: signals
-                .into_iter()
-                .map(|s| s.as_ref().trim().to_owned())
-                .filter(|s| normalize(s).chars().count() >= MIN_SIGNAL_CHARS)
-                .collect(),
+        signals.into_iter().fold(Self::default(), |acc, s| {
+            acc.with_spelling(s.as_ref(), s.as_ref())
+        })
+    }
+
+    /// Adds `signal` (if new) and `spelling` as one more way to cite it. Spellings too short to
+    /// be told from chance are ignored.
+    pub fn with_spelling(mut self, signal: &str, spelling: &str) -> Self {
+        let (name, spelling) = (signal.trim(), normalize(spelling));
+        if normalize(name).chars().count() < MIN_SIGNAL_CHARS {
+            return self;
         }
+        let spellings = self.signals.entry(name.to_owned()).or_default();
+        spellings.insert(normalize(name));
+        if spelling.chars().count() >= MIN_SIGNAL_CHARS {
+            spellings.insert(spelling);
+        }
+        self
     }
 
     pub fn is_empty(&self) -> bool {
         self.signals.is_empty()
     }
 
+    /// The signal names.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.signals.iter().map(String::as_str)
+        self.signals.keys().map(String::as_str)
     }
 }
 
@@ -536,18 +551,21 @@ fn cites(text: &str, signal: &str) -> bool {
     false
 }
 
-/// The first signal of `signals` that both `evidence` and `other_evidence` cite: the
-/// deterministic evidence that two reports describe the same symptom. Pure.
+/// The first signal of `signals` that both `evidence` and `other_evidence` cite (each by any
+/// of its spellings): the deterministic evidence that two reports describe the same symptom.
+/// Pure.
 pub fn shared_signal<'s>(
     signals: &'s ResourceSignals,
     evidence: &str,
     other_evidence: &str,
 ) -> Option<&'s str> {
     let (a, b) = (normalize(evidence), normalize(other_evidence));
-    signals.iter().find(|signal| {
-        let signal = normalize(signal);
-        cites(&a, &signal) && cites(&b, &signal)
-    })
+    let cited = |text: &str, spellings: &BTreeSet<String>| spellings.iter().any(|s| cites(text, s));
+    signals
+        .signals
+        .iter()
+        .find(|(_, spellings)| cited(&a, spellings) && cited(&b, spellings))
+        .map(|(name, _)| name.as_str())
 }
 
 /// One side of a comparison: what a report (or a stored finding) says.
@@ -956,7 +974,8 @@ mod tests {
             "health_check_failing",
             "service:h1:web:unhealthy",
             "7b1c5a52-0c1e-4a43-9a60-3f1c2b0d9e11",
-        ]);
+        ])
+        .with_spelling("alert_restart_loop", "service:h1:web:restart_loop");
         let (timeouts, unhealthy) = (key("request-timeouts"), key("service-unhealthy"));
         assert_eq!(
             wording(
@@ -997,6 +1016,19 @@ mod tests {
             &live,
         );
         assert_eq!(by_id.as_ref().map(MergeBasis::as_str), Some("evidence"));
+        // One alert cited by its signal name on one side and by its key on the other.
+        let spelled = same_problem(
+            claim(&timeouts, "alert_restart_loop is firing"),
+            claim(
+                &unhealthy,
+                "firing since 08:00: service:h1:web:restart_loop",
+            ),
+            &live,
+        );
+        assert_eq!(
+            spelled,
+            Some(MergeBasis::Evidence("alert_restart_loop".to_owned()))
+        );
 
         // Only one side cites it, or they cite different signals: apart.
         assert_eq!(

@@ -7,7 +7,8 @@
 //! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
 //!   the run's scope, matching type and name). The store decides new / re-detection / merge /
 //!   regression with the resource's deterministic signals in this run ([`run_signals`]: its
-//!   triage flags and firing alerts), which settle a merge the keys' words cannot decide. A
+//!   problem triage flags and firing alerts), which settle a merge the keys' words cannot
+//!   decide. A
 //!   report that merged into an existing finding answers which one (`merged_into`, id and key)
 //!   and what to do instead of reporting it again.
 //! - `patrol_assess_finding`: a verdict on a finding shown to the run, only after
@@ -26,7 +27,6 @@ use pulse_domain::finding::{
     Finding, FindingId, ReportKind, ReportedFinding, VerdictInput, VerifierKey, VerifierOutcome,
 };
 use pulse_domain::resource::truncate_chars;
-use pulse_store::alerts::{self, AlertFilter, StateFilter};
 use pulse_store::findings::{self, FindingsError, ListFilter};
 use serde_json::{Value, json};
 
@@ -35,7 +35,7 @@ use super::{
     text_arg,
 };
 use crate::provider::{ToolCall, ToolResult};
-use crate::watch::seed::triage_flags;
+use crate::watch::signals::ALERT_PREFIX;
 
 /// Findings in one snapshot.
 pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
@@ -148,44 +148,22 @@ fn resolution_problem(ctx: &ToolContext, reported: &ReportedFinding) -> Option<S
     None
 }
 
-/// The deterministic signals that hold for `resource_id` in this run: its triage flags as the
-/// run read them, and each alert firing on it (rule, `alert_<rule>`, alert key and id, any of
-/// which a report's evidence may cite). Alerts that cannot be read leave the flags alone: a
-/// merge then needs the words or a flag, never a guess.
-pub async fn run_signals(ctx: &ToolContext, resource_id: &str) -> ResourceSignals {
-    let mut signals: Vec<String> = ctx
-        .in_scope(resource_id)
-        .map(|r| triage_flags(r).into_iter().map(str::to_owned).collect())
-        .unwrap_or_default();
-    let firing = async {
-        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
-        let filter = AlertFilter {
-            state: StateFilter::Firing,
-            resource_id: Some(resource_id.to_owned()),
-            limit: alerts::DEFAULT_LIST_LIMIT,
-        };
-        let firing = alerts::list(&tx, &filter).await?;
-        tx.commit().await?;
-        Ok::<_, pulse_store::StoreError>(firing)
-    }
-    .await;
-    match firing {
-        Ok(firing) => {
-            for alert in firing {
-                let rule = alert.rule.as_str();
-                signals.extend([
-                    rule.to_owned(),
-                    format!("alert_{rule}"),
-                    alert.key.as_str().to_owned(),
-                    alert.id.to_string(),
-                ]);
-            }
-        }
-        Err(error) => {
-            tracing::info!(run_id = %ctx.run_id, %error, "firing alerts unread; merging on flags only");
-        }
-    }
-    ResourceSignals::new(signals)
+/// The deterministic signals that hold for `resource_id` in this run, as the run read them at
+/// its start (the run's [`SignalBook`](crate::watch::signals::SignalBook), the one owner): its
+/// problem triage flags (`health_check_failing`, ...) and its firing alerts, each alert under the
+/// spellings a report's evidence may cite (`alert_<rule>`, and the alert key
+/// `<resource_id>:<rule>`).
+pub fn run_signals(ledger: &RunLedger, resource_id: &str) -> ResourceSignals {
+    let book = ledger.signals();
+    book.of(resource_id)
+        .into_iter()
+        .fold(ResourceSignals::default(), |signals, signal| {
+            let spelling = match signal.strip_prefix(ALERT_PREFIX) {
+                Some(rule) => format!("{resource_id}:{rule}"),
+                None => signal.to_owned(),
+            };
+            signals.with_spelling(signal, &spelling)
+        })
 }
 
 /// What the model should do about a report that merged into `finding`, instead of reporting
@@ -248,7 +226,7 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
         ledger.reject();
         return ToolResult::error(&call.id, format!("the report was refused: {problem}"));
     }
-    let signals = run_signals(ctx, &reported.resource_id).await;
+    let signals = run_signals(ledger, &reported.resource_id);
     let written = async {
         let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
         let outcome =
@@ -454,14 +432,19 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
     use std::sync::Arc;
     use std::time::Duration;
 
     use pulse_domain::TenantId;
     use pulse_domain::finding::{Category, FindingKey, Severity};
     use pulse_domain::patrol::run::RunId;
-    use pulse_domain::resource::Health;
+    use pulse_domain::resource::{Health, Resource};
     use pulse_test_support::db::TestDb;
+
+    use pulse_domain::finding::equivalence::shared_signal;
+
+    use crate::watch::signals::SignalBook;
 
     use super::super::test_support::{call, resource};
     use super::*;
@@ -480,6 +463,38 @@ mod tests {
             ]),
             backend_timeout: Duration::from_millis(200),
         })
+    }
+
+    /// The run's ledger with the signals the run read at its start over `scope`: web's failing
+    /// health check and, on db, a firing `restart_loop` alert.
+    fn ledger(scope: &[Resource]) -> RunLedger {
+        let ledger = RunLedger::new();
+        let alerts =
+            BTreeMap::from([("service:h1:db".to_owned(), vec!["restart_loop".to_owned()])]);
+        ledger.set_signals(SignalBook::new(scope, &alerts));
+        ledger
+    }
+
+    #[test]
+    fn a_reports_signals_are_the_runs_flags_and_alerts_of_its_resource() {
+        let scope = [
+            resource("h1", "web", Health::Unhealthy),
+            resource("h1", "db", Health::Healthy),
+        ];
+        let ledger = ledger(&scope);
+        let of = |id: &str| -> Vec<String> {
+            run_signals(&ledger, id).iter().map(str::to_owned).collect()
+        };
+        assert_eq!(of("service:h1:web"), ["health_check_failing"]);
+        assert_eq!(of("service:h1:db"), ["alert_restart_loop"]);
+        // The alert is cited by its signal name or its key alike.
+        let signals = run_signals(&ledger, "service:h1:db");
+        assert_eq!(
+            shared_signal(&signals, "alert_restart_loop", "service:h1:db:restart_loop"),
+            Some("alert_restart_loop")
+        );
+        assert!(of("service:h9:x").is_empty());
+        assert!(run_signals(&RunLedger::new(), "service:h1:web").is_empty());
     }
 
     fn args(name: &str, key: &str, evidence: &str) -> Value {
@@ -511,7 +526,7 @@ mod tests {
         let stored = findings::report(&tx, &earlier, None, Utc::now()).await?;
         tx.commit().await?;
         let existing = stored.finding.finding;
-        let ledger = RunLedger::new();
+        let ledger = ledger(&ctx.scope);
         ledger.present([(existing.id, existing.title.clone())]);
 
         // The same fault under another key: merged, and the answer says which finding to
@@ -618,14 +633,33 @@ mod tests {
                 && !instruction.contains("patrol_assess_finding"),
             "{instruction}"
         );
+        // db's firing alert, cited by its signal name and by its key: one problem.
+        let stalls = answer(
+            &ctx,
+            &ledger,
+            args("db", "pgbouncer-timeouts", "alert_restart_loop is firing"),
+        )
+        .await;
+        assert_eq!(stalls["outcome"], "new", "{stalls}");
+        let stalled = answer(
+            &ctx,
+            &ledger,
+            args("db", "queries-stalled", "alert service:h1:db:restart_loop"),
+        )
+        .await;
+        assert_eq!(stalled["outcome"], "merged", "{stalled}");
+        assert_eq!(stalled["finding_id"], stalls["finding_id"]);
+        assert_eq!(stalled["merged_into"]["key"], "pgbouncer-timeouts");
+        assert_eq!(stalled["merged_into"]["merged_by"], "evidence");
+
         let accepted = ledger.reports();
-        assert_eq!(accepted.len(), 5);
+        assert_eq!(accepted.len(), 7);
         assert_eq!(
             accepted
                 .iter()
                 .filter(|r| r.kind == ReportKind::Merged)
                 .count(),
-            3
+            4
         );
         assert!(accepted.iter().all(|r| r.severity == Severity::Warning));
         Ok(())
