@@ -7,6 +7,13 @@
 //! The fault: each demo service is healthy while its marker file is absent and removes the
 //! marker when it starts, like a wedged process that a restart clears. Creating the marker is the
 //! fault; restarting the service (the fix Patrol can propose) removes it.
+//!
+//! A full run already in flight (the scheduler records a `startup` run as soon as the Patrol
+//! route is ready) refuses the demo's request with `patrol_run_in_progress`. The demo then never
+//! fails: a run still `queued` after the fault was seen starts after it, so the demo follows that
+//! run until it starts; a run already `running` may have looked before the fault, so the demo
+//! waits for it to end and asks again. Every wait has a deadline ([`IN_FLIGHT_WAIT`]); a run that
+//! no runner takes ends `runner_unavailable` on the scheduler's take deadline, well within it.
 
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
@@ -59,6 +66,12 @@ pub const DEMO_AGENT_SERVICE: Service = Service {
 
 const SETUP_STEP_TIMEOUT: Duration = Duration::from_secs(90);
 const POLL_EVERY: Duration = Duration::from_millis(500);
+/// How long the demo follows or waits for a full run that was in flight before its own request.
+/// Longer than a run that no runner takes can stay queued with the default take deadline
+/// (`patrol.take_deadline_ms` x (`patrol.max_redispatches` + 1), 6 minutes).
+pub const IN_FLIGHT_WAIT: Duration = Duration::from_secs(600);
+/// The stable code of a full run refused because another one is in flight.
+const RUN_IN_PROGRESS: &str = "patrol_run_in_progress";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -402,16 +415,182 @@ async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, D
     );
     wait_for_health(&client, &resource, "unhealthy").await?;
 
-    let accepted: Value = client
-        .json(Method::POST, &["api", "ai", "patrol", "run"], None)
-        .await?;
-    let run_id = accepted["run_id"].as_str().unwrap_or("unknown").to_owned();
-    println!("demo: Patrol run {run_id} requested");
+    let run_id = start_run(&client).await?;
     Ok(DemoStarted {
         model,
         preflight: preflight_state,
         run_id,
     })
+}
+
+/// A full run that was queued or running when the demo asked for its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InFlightRun {
+    pub id: String,
+    pub trigger: String,
+    /// `true`: `running` (it may have looked before the fault); `false`: `queued`.
+    pub running: bool,
+}
+
+/// The oldest full run of `GET /api/ai/patrol/runs` that is `queued` or `running`.
+pub fn in_flight_full_run(list: &Value) -> Option<InFlightRun> {
+    let runs = list["runs"].as_array()?;
+    runs.iter()
+        .rev()
+        .filter(|run| run["type"] == "full")
+        .find_map(|run| {
+            let running = match run["status"].as_str()? {
+                "queued" => false,
+                "running" => true,
+                _ => return None,
+            };
+            Some(InFlightRun {
+                id: run["id"].as_str()?.to_owned(),
+                trigger: run["trigger_reason"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
+                running,
+            })
+        })
+}
+
+/// Where a followed run stands (`GET /api/ai/patrol/runs/{id}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Followed {
+    /// Not started yet.
+    Queued,
+    /// Started (and maybe ended since): it looked at the resources after it was followed.
+    Started,
+    /// Ended without ever starting (e.g. no runner took it), in this status.
+    EndedUnstarted(String),
+}
+
+pub fn followed(run: &Value) -> Followed {
+    let status = run["status"].as_str().unwrap_or("unknown");
+    if status == "queued" {
+        Followed::Queued
+    } else if status == "running" || run["started_at"].is_string() {
+        Followed::Started
+    } else {
+        Followed::EndedUnstarted(status.to_owned())
+    }
+}
+
+/// Requests the demo's Patrol run. When a full run is already in flight it follows a queued
+/// one until it starts (then that run is the demo's), or waits for a running one to end and
+/// asks again, all within [`IN_FLIGHT_WAIT`]. Returns the id of the run that looks at the fault.
+async fn start_run(client: &GatewayClient) -> Result<String, DemoError> {
+    let deadline = Instant::now() + IN_FLIGHT_WAIT;
+    loop {
+        match client
+            .json::<Value>(Method::POST, &["api", "ai", "patrol", "run"], None)
+            .await
+        {
+            Ok(accepted) => {
+                let run_id = accepted["run_id"].as_str().unwrap_or("unknown").to_owned();
+                println!("demo: Patrol run {run_id} requested");
+                return Ok(run_id);
+            }
+            Err(ApiError::Api { code, .. }) if code == RUN_IN_PROGRESS => {}
+            Err(error) => return Err(error.into()),
+        }
+        let list: Value = client
+            .json(Method::GET, &["api", "ai", "patrol", "runs"], None)
+            .await?;
+        match in_flight_full_run(&list) {
+            // It ended between the refusal and the list: ask again.
+            None => {}
+            Some(run) if !run.running => {
+                println!(
+                    "demo: Patrol run {} ({}) is already queued; it starts after the fault, so the \
+                     demo follows it",
+                    run.id, run.trigger
+                );
+                match follow(client, &run.id, deadline, |f| f != &Followed::Queued).await? {
+                    Followed::Started => {
+                        println!("demo: Patrol run {} started", run.id);
+                        return Ok(run.id);
+                    }
+                    Followed::EndedUnstarted(status) => println!(
+                        "demo: Patrol run {} ended {status} before it started; requesting a new \
+                         run",
+                        run.id
+                    ),
+                    Followed::Queued => {}
+                }
+            }
+            Some(run) => {
+                println!(
+                    "demo: Patrol run {} ({}) was already running before the fault; waiting for \
+                     it to end",
+                    run.id, run.trigger
+                );
+                wait_for_end(client, &run.id, deadline).await?;
+                println!(
+                    "demo: Patrol run {} ended; requesting the demo's run",
+                    run.id
+                );
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(DemoError::Timeout {
+                what: "the Patrol run in flight to make way for the demo's".to_owned(),
+                after: IN_FLIGHT_WAIT,
+            });
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// Polls run `id` until `done` holds for where it stands, or `deadline`.
+async fn follow(
+    client: &GatewayClient,
+    id: &str,
+    deadline: Instant,
+    done: impl Fn(&Followed) -> bool,
+) -> Result<Followed, DemoError> {
+    loop {
+        let run: Result<Value, ApiError> = client
+            .json(Method::GET, &["api", "ai", "patrol", "runs", id], None)
+            .await;
+        if let Ok(run) = run {
+            let at = followed(&run);
+            if done(&at) {
+                return Ok(at);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(DemoError::Timeout {
+                what: format!("Patrol run {id} (already in flight) to start or end"),
+                after: IN_FLIGHT_WAIT,
+            });
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// Polls run `id` until it ended, or `deadline`.
+async fn wait_for_end(
+    client: &GatewayClient,
+    id: &str,
+    deadline: Instant,
+) -> Result<(), DemoError> {
+    loop {
+        let run: Result<Value, ApiError> = client
+            .json(Method::GET, &["api", "ai", "patrol", "runs", id], None)
+            .await;
+        if run.is_ok_and(|run| !matches!(run["status"].as_str(), Some("queued" | "running"))) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(DemoError::Timeout {
+                what: format!("Patrol run {id} (already running) to end"),
+                after: IN_FLIGHT_WAIT,
+            });
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
 }
 
 /// Polls the resource until its health is `health`.
@@ -555,6 +734,59 @@ mod tests {
         assert!(args[1].starts_with("rm -f -- \"$1\""), "{}", args[1]);
         assert_eq!(args[3], "/state dir/demo/faults/demo-web.fault");
         assert_eq!(parsed["restart"]["policy"].as_str(), Some("always"));
+    }
+
+    #[test]
+    fn the_oldest_full_run_in_flight_is_the_one_to_follow_or_wait_for() {
+        // Newest first, as the API lists them.
+        let list = json!({"runs": [
+            {"id": "r4", "type": "scoped", "status": "queued", "trigger_reason": "alert_fired"},
+            {"id": "r3", "type": "full", "status": "queued", "trigger_reason": "manual"},
+            {"id": "r2", "type": "full", "status": "running", "trigger_reason": "startup"},
+            {"id": "r1", "type": "full", "status": "error", "trigger_reason": "startup"},
+        ]});
+        assert_eq!(
+            in_flight_full_run(&list),
+            Some(InFlightRun {
+                id: "r2".to_owned(),
+                trigger: "startup".to_owned(),
+                running: true
+            })
+        );
+        let list = json!({"runs": [
+            {"id": "r2", "type": "full", "status": "queued", "trigger_reason": "startup"},
+            {"id": "r1", "type": "full", "status": "healthy", "trigger_reason": "scheduled"},
+        ]});
+        assert_eq!(
+            in_flight_full_run(&list),
+            Some(InFlightRun {
+                id: "r2".to_owned(),
+                trigger: "startup".to_owned(),
+                running: false
+            })
+        );
+        // Only a scoped run, or nothing in flight: ask again.
+        assert_eq!(
+            in_flight_full_run(&json!({"runs": [
+                {"id": "r4", "type": "scoped", "status": "running", "trigger_reason": "alert_fired"},
+                {"id": "r1", "type": "full", "status": "issues_found", "trigger_reason": "startup"},
+            ]})),
+            None
+        );
+        assert_eq!(in_flight_full_run(&json!({"error": "x"})), None);
+    }
+
+    #[test]
+    fn a_followed_run_counts_once_it_started_even_if_it_ended_between_polls() {
+        let run =
+            |status: &str, started: Option<&str>| json!({"status": status, "started_at": started});
+        assert_eq!(followed(&run("queued", None)), Followed::Queued);
+        assert_eq!(followed(&run("running", Some("t"))), Followed::Started);
+        assert_eq!(followed(&run("issues_found", Some("t"))), Followed::Started);
+        assert_eq!(
+            followed(&run("error", None)),
+            Followed::EndedUnstarted("error".to_owned())
+        );
     }
 
     #[test]

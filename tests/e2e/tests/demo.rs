@@ -5,12 +5,28 @@
 //! approval, approves it, and waits for the action to be `verified` and the finding's
 //! investigation outcome to be `fix_verified`.
 //!
+//! Each repetition starts a fresh stack on a fresh database and meets the demo with a full run
+//! already in flight when it asks for its own, in turn:
+//! - a `startup` run queued whose `jobs.watch` job was lost (dispatched, its job dropped, as a
+//!   reused message id once made JetStream drop it): the demo follows it, the scheduler's take
+//!   deadline writes its job again, and that run finds the fault;
+//! - a `startup` run already `running` (held by a stand-in runner): the demo waits for it to end
+//!   and then asks for its own run;
+//! - whatever the scheduler itself does on a fresh database (its own `startup` run).
+//!
+//! `PULSE_DEMO_REPS` sets the number of repetitions ([`DEFAULT_REPS`] in the normal suite, which
+//! covers both forced races); each prints how long the demo took to reach its pending approval.
+//!
 //! Needs the binaries built first (`cargo build --workspace --bins`, which includes
-//! `pulse-provider-sim`). Each failure names the stage that was not reached.
+//! `pulse-provider-sim`). Each failure names the repetition and the stage that was not reached.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use chrono::Utc;
+use pulse_domain::TenantId;
+use pulse_domain::patrol::run::{PatrolRun, RunEvent, RunId, RunType, TriggerReason};
+use pulse_store::{Store, patrol_dispatch, patrol_runs};
 use pulse_test_support::action_api::send;
 use pulse_test_support::service::bin_dir;
 use pulse_test_support::stack::{self, PulsectlUp, StackOptions, process_alive};
@@ -24,6 +40,27 @@ const SET_UP_WITHIN: Duration = Duration::from_secs(240);
 const STAGE_WITHIN: Duration = Duration::from_secs(90);
 const DEMO_WEB: &str = "service:pulse-demo:demo-web";
 const BANNER: &str = "SIMULATED MODEL: pulse-provider-sim (no real AI)";
+/// Repetitions without `PULSE_DEMO_REPS`: one of each forced race.
+const DEFAULT_REPS: usize = 2;
+/// The stand-in runner that holds a `running` run.
+const STAND_IN: &str = "e2e-stand-in-runner";
+
+/// The full run in flight when the demo asks for its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Race {
+    /// A `startup` run queued with its job lost.
+    QueuedLostJob,
+    /// A `startup` run `running` under a stand-in runner.
+    Running,
+    /// Whatever the scheduler does on its own.
+    Natural,
+}
+
+impl Race {
+    fn of_rep(rep: usize) -> Self {
+        [Self::QueuedLostJob, Self::Running, Self::Natural][rep % 3]
+    }
+}
 
 struct Demo {
     http: reqwest::Client,
@@ -137,17 +174,188 @@ async fn demo_reaches_a_pending_approval_and_a_verified_fix() -> anyhow::Result<
         "pulse-provider-sim is missing; run `cargo build --workspace --bins` first"
     );
     pulse_test_support::install_crypto_provider();
-    let options = StackOptions::isolated("demo")?;
-    let result = run_demo(options.clone()).await;
-    let cleanup = options.cleanup().await;
-    result?;
-    cleanup
+    let reps = match std::env::var("PULSE_DEMO_REPS") {
+        Ok(raw) => raw
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .with_context(|| format!("PULSE_DEMO_REPS={raw:?}: must be a whole number >= 1"))?,
+        Err(_) => DEFAULT_REPS,
+    };
+    let mut timings = Vec::with_capacity(reps);
+    for rep in 0..reps {
+        let race = Race::of_rep(rep);
+        let options = StackOptions::isolated("demo")?;
+        let result = run_demo(options.clone(), race).await;
+        let cleanup = options.cleanup().await;
+        let reached =
+            result.with_context(|| format!("demo repetition {}/{reps} ({race:?})", rep + 1))?;
+        cleanup?;
+        println!(
+            "demo repetition {}/{reps} ({race:?}): pending approval after {:.1} s, verified fix \
+             after {:.1} s",
+            rep + 1,
+            reached.pending_approval.as_secs_f64(),
+            reached.verified.as_secs_f64()
+        );
+        for line in &reached.run_lines {
+            println!("  {line}");
+        }
+        timings.push(reached);
+    }
+    let mut pending: Vec<f64> = timings
+        .iter()
+        .map(|t| t.pending_approval.as_secs_f64())
+        .collect();
+    pending.sort_by(f64::total_cmp);
+    println!(
+        "demo: {reps}/{reps} repetitions reached their pending approval; min {:.1} s, median \
+         {:.1} s, max {:.1} s",
+        pending[0],
+        pending[pending.len() / 2],
+        pending[pending.len() - 1]
+    );
+    Ok(())
 }
 
-async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
+/// How long after `pulsectl up --demo` started each stage was reached.
+#[derive(Debug, Clone)]
+struct Reached {
+    pending_approval: Duration,
+    verified: Duration,
+    /// What the demo printed about its Patrol run (requested, followed, waited for).
+    run_lines: Vec<String>,
+}
+
+/// The application-role store of the stack's database, once pulsectl created it and the
+/// gateway created the default tenant.
+async fn stack_store(options: &StackOptions) -> anyhow::Result<Store> {
+    let config = pulse_config::DatabaseConfig {
+        url: options.database_url.clone(),
+        pool_size: 2,
+        ..pulse_config::PulseConfig::default().database
+    };
+    wait::until(SET_UP_WITHIN, "the stack's database and tenant", || {
+        let config = config.clone();
+        async move {
+            let store = Store::connect_app(&config).await.ok()?;
+            let tx = store.tenant_tx(&TenantId::default_tenant()).await.ok()?;
+            let exists = tx
+                .client()
+                .query_one("SELECT count(*) FROM tenants WHERE id = 'default'", &[])
+                .await
+                .ok()?
+                .get::<_, i64>(0)
+                == 1;
+            tx.commit().await.ok()?;
+            exists.then_some(store)
+        }
+    })
+    .await
+}
+
+/// Places a `startup` full run in flight before the Patrol route is ready (so before the
+/// scheduler could record one), then, once the demo reports that it met it, lets it go: a lost
+/// job's run gets its deadline moved into the past so the scheduler writes its job again at the
+/// next sweep; a held run ends. Fails when the demo never met the run.
+async fn stage_race(options: &StackOptions, race: Race) -> anyhow::Result<()> {
+    if race == Race::Natural {
+        return Ok(());
+    }
+    let store = stack_store(options).await?;
+    let tenant = TenantId::default_tenant();
+    let run = PatrolRun::queued(
+        patrol_runs::new_run_id(),
+        TriggerReason::Startup,
+        RunType::Full,
+        Utc::now(),
+    );
+    let tx = store.tenant_tx(&tenant).await?;
+    patrol_dispatch::lock_accept(&tx).await?;
+    if let Some(active) = patrol_dispatch::active_full_run(&tx).await? {
+        anyhow::bail!("full run {active} was in flight before the test could place its own");
+    }
+    anyhow::ensure!(patrol_runs::insert_queued(&tx, &run, None).await?);
+    match race {
+        Race::QueuedLostJob => {
+            // Dispatched, but its job never reaches a runner.
+            anyhow::ensure!(patrol_dispatch::mark_dispatched(&tx, run.id).await?);
+        }
+        Race::Running => {
+            patrol_runs::start(
+                &tx,
+                run.id,
+                STAND_IN,
+                Duration::from_secs(600),
+                Utc::now(),
+                None,
+            )
+            .await?;
+        }
+        Race::Natural => {}
+    }
+    tx.commit().await?;
+
+    let met = match race {
+        Race::QueuedLostJob => format!("Patrol run {} (startup) is already queued", run.id),
+        _ => format!("Patrol run {} (startup) was already running", run.id),
+    };
+    let stdout = options.state_dir.join("pulsectl.stdout");
+    wait::until(SET_UP_WITHIN, "the demo to meet the run in flight", || {
+        let text = std::fs::read_to_string(&stdout).unwrap_or_default();
+        let seen = if text.contains(&met) {
+            Some(Ok(()))
+        } else if text.contains("Demo running:") || text.contains("demo: setup failed") {
+            Some(Err(()))
+        } else {
+            None
+        };
+        async move { seen }
+    })
+    .await?
+    .map_err(|()| anyhow::anyhow!("the demo's setup ended without meeting run {}", run.id))?;
+
+    let tx = store.tenant_tx(&tenant).await?;
+    match race {
+        Race::QueuedLostJob => {
+            let moved = tx
+                .client()
+                .execute(
+                    "UPDATE patrol_runs SET dispatched_at = dispatched_at - interval '1 hour'
+                     WHERE id = $1 AND status = 'queued'",
+                    &[&run.id.as_uuid()],
+                )
+                .await?;
+            anyhow::ensure!(moved == 1, "run {} is no longer queued", run.id);
+        }
+        _ => finish_held(&tx, run.id).await?,
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn finish_held(tx: &pulse_store::TenantTx, id: RunId) -> anyhow::Result<()> {
+    patrol_runs::finish(
+        tx,
+        id,
+        Some(STAND_IN),
+        RunEvent::Completed {
+            issues_found: false,
+        },
+        Utc::now(),
+        None,
+        |_| {},
+    )
+    .await?;
+    Ok(())
+}
+
+async fn run_demo(options: StackOptions, race: Race) -> anyhow::Result<Reached> {
     let ports = stack::free_ports(2)?;
     let demo_agent = format!("127.0.0.1:{}", ports[0]);
     let simulator = format!("127.0.0.1:{}", ports[1]);
+    let started = Instant::now();
     let mut up = PulsectlUp::spawn(
         &options,
         &[
@@ -158,7 +366,9 @@ async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
             &simulator,
         ],
     )?;
-    wait_for_setup(&mut up).await?;
+    let (setup, staged) = tokio::join!(wait_for_setup(&mut up), stage_race(&options, race));
+    staged.with_context(|| format!("placing the run in flight\n{}", up.output()))?;
+    setup?;
     let stdout = up.stdout();
     anyhow::ensure!(
         stdout.contains(BANNER),
@@ -223,6 +433,7 @@ async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
         .as_str()
         .context("action without action_id")?
         .to_owned();
+    let pending_approval = started.elapsed();
 
     let (status, decided) = demo
         .request(
@@ -241,6 +452,7 @@ async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
         (action["verification"] == "verified").then_some(())
     })
     .await?;
+    let verified = started.elapsed();
     demo.stage("the finding's outcome fix_verified", || async {
         let answer = demo
             .get(&format!("/api/ai/patrol/findings/{finding_id}"))
@@ -291,5 +503,13 @@ async fn run_demo(options: StackOptions) -> anyhow::Result<()> {
         "pulsectl exited with {status}\n{}",
         up.output()
     );
-    Ok(())
+    Ok(Reached {
+        pending_approval,
+        verified,
+        run_lines: stdout
+            .lines()
+            .filter(|line| line.starts_with("demo: Patrol run"))
+            .map(str::to_owned)
+            .collect(),
+    })
 }
