@@ -39,7 +39,7 @@ use pulse_domain::action::{
 use pulse_domain::ai_settings::{AUTOPILOT_ACK_VERSION, AutonomyLevel};
 use pulse_store::actions::{self, ActionsError, StoredAction, TransitionDetail};
 use pulse_store::settings::{self, ConfigLayer};
-use pulse_store::{Store, TenantTx, agents, findings, resources};
+use pulse_store::{Store, TenantTx, agents, findings, resources, users};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
@@ -144,6 +144,12 @@ pub(crate) fn actions_error(e: ActionsError) -> ErrorReply {
         }
         ActionsError::Store(e) => store_error(e),
     }
+}
+
+/// The `fix_rejected` message of a finding: who rejected (the username when known, else the
+/// actor id) and why.
+pub(crate) fn rejection_message(username: Option<&str>, decided_by: &str, reason: &str) -> String {
+    format!("rejected by {}: {reason}", username.unwrap_or(decided_by))
 }
 
 pub(crate) fn reply(action: &StoredAction, message: Option<String>) -> ActionReply {
@@ -540,7 +546,16 @@ impl Broker {
         .await
         .map_err(actions_error)?;
         if decided.state == ActionState::Rejected {
-            self.record_fix_outcome(&tx, &decided, FixOutcome::Rejected, reason)
+            // People read this on the finding: name the user, not the actor id the audit keeps.
+            let decider = match users::actor_user_id(&req.decided_by) {
+                Some(id) => users::usernames(&tx, &[id])
+                    .await
+                    .map_err(store_error)?
+                    .remove(&id),
+                None => None,
+            };
+            let message = rejection_message(decider.as_deref(), &req.decided_by, reason);
+            self.record_fix_outcome(&tx, &decided, FixOutcome::Rejected, &message)
                 .await?;
         }
         self.commit(tx).await?;
@@ -800,5 +815,22 @@ impl Broker {
         .map_err(actions_error)?;
         self.commit(tx).await?;
         Ok(executing)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rejection_names_the_user_and_keeps_the_reason() {
+        assert_eq!(
+            rejection_message(Some("alice"), "user:0190aaaa", "not during business hours"),
+            "rejected by alice: not during business hours"
+        );
+        assert_eq!(
+            rejection_message(None, "user:0190aaaa", "no"),
+            "rejected by user:0190aaaa: no"
+        );
     }
 }

@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_domain::{Scope, TenantId};
-use pulse_store::audit;
+use pulse_store::{audit, findings};
 use pulse_test_support::action_api::{
     get, plan_pending, restart_plan, set_autonomy_level, user_token,
 };
@@ -23,6 +24,27 @@ async fn plan(gw: &TestGateway, token: &str, resource_id: &str) -> anyhow::Resul
     let mut plan = restart_plan(resource_id, "web", "critical");
     plan["approval_floor"] = json!("admin");
     plan_pending(gw, token, plan).await
+}
+
+/// An active finding on `resource_id`; its id.
+async fn seed_finding(gw: &TestGateway, resource_id: &str) -> anyhow::Result<String> {
+    let reported = ReportedFinding {
+        key: "web-down".to_owned(),
+        severity: Severity::Critical,
+        category: Category::Reliability,
+        resource_id: resource_id.to_owned(),
+        resource_name: "web".to_owned(),
+        resource_type: "service".to_owned(),
+        title: "web health check failing".to_owned(),
+        description: "the health endpoint refuses connections".to_owned(),
+        recommendation: "restart web".to_owned(),
+        evidence: "health=connection refused".to_owned(),
+        impact: String::new(),
+    };
+    let tx = gw.db.store().tenant_tx(&TenantId::default_tenant()).await?;
+    let outcome = findings::report(&tx, &reported, None, chrono::Utc::now()).await?;
+    tx.commit().await?;
+    Ok(outcome.finding.finding.id.as_hex())
 }
 
 /// The tenant's audit rows, read through the store.
@@ -60,7 +82,12 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
     )
     .await?;
     let approved = plan(&gw, &planner, &web).await?;
-    let rejected = plan(&gw, &planner, &web).await?;
+    // The rejected plan is a fix for a finding: its rejection is written back to it.
+    let finding = seed_finding(&gw, &web).await?;
+    let mut for_finding = restart_plan(&web, "web", "critical");
+    for_finding["approval_floor"] = json!("admin");
+    for_finding["finding_id"] = json!(finding);
+    let rejected = plan_pending(&gw, &planner, for_finding).await?;
 
     // list: a header and one line per pending plan with its resource, capability and floor.
     let text = cli.ok(&reader, &["approvals", "list"]).await?;
@@ -137,6 +164,17 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
     let (_, action) = get(&gw, &format!("/api/actions/{rejected}"), &admin).await?;
     assert_eq!(action["state"], "rejected", "{action}");
     assert_eq!(action["decision_reason"], "not during business hours");
+    // The finding's fix outcome names the user too, with the reason.
+    let text = cli.ok(&admin, &["findings", "show", &finding]).await?;
+    let fix = text
+        .split("fix outcome:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no fix outcome:\n{text}"));
+    assert!(fix.contains("outcome  fix_rejected"), "{text}");
+    assert!(
+        fix.contains("message  rejected by admin: not during business hours"),
+        "{text}"
+    );
     let text = cli.ok(&reader, &["approvals", "list"]).await?;
     assert!(
         row(&text, &approved).is_none() && row(&text, &rejected).is_none(),
