@@ -511,7 +511,7 @@ impl WatchExecutor for WatchRuntime {
                 .map(|f| (f.id, f.resource_id.clone()))
                 .collect();
             // Firing alerts are signals the run must address, like the triage flags.
-            let alerts = match firing_alerts(&self.store, &input.tenant, input.inventory).await {
+            let alerts = match firing_alerts(&self.store, input.tenant, input.inventory).await {
                 Ok(alerts) => alerts,
                 Err(error) => {
                     tracing::warn!(run_id, %error, "firing alerts could not be read");
