@@ -100,17 +100,21 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Issue a new admin token when the admin token file is lost. Connects to the stack's
-    /// database (PULSE_DATABASE_URL, as `pulsectl up`), issues a token with every scope for the
-    /// tenant's existing admin user, revokes nothing, records `token.recovered` in the audit log,
-    /// prints the token once and writes it to <state-dir>/admin-token (mode 0600).
+    /// Issue a new admin token when the admin token file is lost (needs the stack's database).
+    ///
+    /// Connects to the stack's database (PULSE_DATABASE_URL, resolved as `pulsectl up` does),
+    /// issues a token with every scope for the tenant's existing admin user (the bootstrap user
+    /// `admin`, else the oldest admin), revokes nothing, records `token.recovered` in the tenant's
+    /// audit log, prints the token once and writes it to <state-dir>/admin-token (mode 0600).
+    /// Exits 2 when there is no such tenant, user or admin, or the token file already holds a
+    /// token; 1 when the database is unavailable.
     RecoverToken(RecoverTokenArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct RecoverTokenArgs {
-    /// The tenant whose admin gets the token. Default: `default`, the tenant the gateway
-    /// bootstraps and the one `pulsectl up` writes the admin token for.
+    /// The tenant whose admin gets the token; with several tenants, name the one to recover.
+    /// The default is the tenant the gateway bootstraps, whose token `pulsectl up` uses.
     #[arg(long, default_value = "default", value_name = "ID")]
     pub tenant: String,
 
