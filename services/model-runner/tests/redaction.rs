@@ -26,6 +26,21 @@ const JSON_TOKEN: &str = "json-token-canary";
 const ARG_API_KEY: &str = "arg-apikey-canary";
 const CONFIGURED: &str = "configured-canary-value";
 const PEM_BODY: &str = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCanaryPemBody";
+const AWS_SECRET: &str = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYCANARYKEY1";
+const GOOGLE_KEY: &str = "AIzaSyCanary0123456789abcdefghijklmnopq";
+const GOOGLE_OAUTH: &str = "ya29.a0CanaryAccessToken0123456789abcdef";
+const STRIPE_KEY: &str = "sk_live_51CanaryStripeKey0123456789";
+const GITLAB_TOKEN: &str = "glpat-Canary0123456789abcd";
+const NPM_TOKEN: &str = "npm_Canary0123456789abcdefghijklmnopqrst";
+const HF_TOKEN: &str = "hf_CanaryHuggingFaceTokenabcdefghijkl";
+const SENDGRID_KEY: &str =
+    "SG.Canary0123456789abcdef.ghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNO";
+const AZURE_KEY: &str =
+    "Canary0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789abcdefgh==";
+const VENDOR_TOKEN: &str =
+    "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+const CLI_PASSWORD: &str = "cli-canary-pass";
+const COOKIE: &str = "cookie-canary-value";
 const LOCAL_ID: &str = "vm-payroll-01";
 const LOCAL_NAME: &str = "payroll-db.internal";
 
@@ -47,6 +62,18 @@ const CANARIES: &[&str] = &[
     ARG_API_KEY,
     CONFIGURED,
     PEM_BODY,
+    AWS_SECRET,
+    GOOGLE_KEY,
+    GOOGLE_OAUTH,
+    STRIPE_KEY,
+    GITLAB_TOKEN,
+    NPM_TOKEN,
+    HF_TOKEN,
+    SENDGRID_KEY,
+    AZURE_KEY,
+    VENDOR_TOKEN,
+    CLI_PASSWORD,
+    COOKIE,
     LOCAL_ID,
     LOCAL_NAME,
 ];
@@ -88,7 +115,14 @@ fn poisoned_request() -> ChatRequest {
          connecting to postgres://app:{URL_PASSWORD}@db.local:5432/app\n\
          jwt={JWT} anthropic {ANTHROPIC_KEY} github_pat {GITHUB_PAT}\n\
          -----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\nAAAA\n-----END RSA PRIVATE KEY-----\n\
-         leaked {CONFIGURED} again"
+         leaked {CONFIGURED} again\n\
+         aws_secret_access_key = {AWS_SECRET}\n\
+         GOOGLE_API_KEY={GOOGLE_KEY} refreshed {GOOGLE_OAUTH}\n\
+         stripe {STRIPE_KEY} gitlab {GITLAB_TOKEN} npm {NPM_TOKEN} hf {HF_TOKEN}\n\
+         sendgrid {SENDGRID_KEY} digitalocean {VENDOR_TOKEN}\n\
+         DefaultEndpointsProtocol=https;AccountName=canary;AccountKey={AZURE_KEY};\n\
+         + influx setup --username admin --password {CLI_PASSWORD} --force\n\
+         > Cookie: sid={COOKIE}"
     );
     let tool_result = format!(
         r#"{{"container": "{LOCAL_ID}", "env": {{"API_TOKEN": "{JSON_TOKEN}", "PORT": "8080"}}, "note": "{}"}}"#,

@@ -148,7 +148,7 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 const MAX_RESPONSE_BODY: usize = 32 * 1024 * 1024;
 
 /// A request ready for the wire.
-pub(crate) struct WireRequest {
+pub struct WireRequest {
     pub url: String,
     pub headers: Vec<(&'static str, String)>,
     pub body: Value,
@@ -240,7 +240,9 @@ impl Provider {
         }
     }
 
-    fn build(&self, request: &ChatRequest) -> Result<WireRequest, ProviderFailure> {
+    /// The HTTP request this route's transport sends for `request` (URL, headers, JSON body),
+    /// built by the route's protocol; public so tests can check exactly what would leave.
+    pub fn build(&self, request: &ChatRequest) -> Result<WireRequest, ProviderFailure> {
         let mut request = request.clone();
         request.messages = repair_orphan_tool_calls(&request.messages);
         match self.config.protocol {
