@@ -22,7 +22,7 @@ use pulse_agent::commands::{Commands, HostExecutor};
 use pulse_agent::containers::ContainerCollector;
 use pulse_agent::docker::{
     ApiVersion, CLIENT_API_VERSION, ContainerRunState, DockerClient, DockerClientConfig,
-    DockerEndpoint, HealthStatus, LogStream, LogTailRequest, MIN_API_VERSION,
+    DockerEndpoint, EventAction, HealthStatus, LogStream, LogTailRequest, MIN_API_VERSION,
 };
 use pulse_agent::reads::Reader;
 use pulse_agent::report::Reporter;
@@ -290,12 +290,15 @@ async fn create(tag: &str, spec: Value) -> Container {
 }
 
 async fn start(container: &Container) {
-    engine_post(
-        format!("/containers/{}/start", container.id),
-        json!({}),
+    // No body: the engine does not read one here, and unread bytes make it reset the socket.
+    let path = format!("/containers/{}/start", container.id);
+    let (status, answer) = call("POST", path.clone(), None).await;
+    assert_eq!(
+        status,
         204,
-    )
-    .await;
+        "POST {path}: {}",
+        String::from_utf8_lossy(&answer)
+    );
 }
 
 /// Runs `cmd` in the container, detached.
@@ -888,4 +891,28 @@ async fn negotiates_the_engine_version_and_works_at_the_minimum_too() {
         .await
         .expect("logs at the minimum");
     assert_eq!(stream_lines(&tail.lines, LogStream::Stdout), ["ready"]);
+}
+
+#[tokio::test]
+async fn engine_events_of_a_test_container_arrive_at_the_negotiated_version() {
+    ensure_image().await;
+    let client = client();
+    let mut events = client.events(None).await.expect("subscribe to events");
+    let container = create("events", spec(&SLEEPER)).await;
+    start(&container).await;
+    // Other tests' containers come and go meanwhile: wait for this one's start.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let event = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("no start event for {} within {WAIT:?}", container.name))
+            .expect("events stream")
+            .unwrap_or_else(|| panic!("the engine closed the events stream"));
+        if event.container_id == container.id && event.action == EventAction::Start {
+            assert_eq!(event.name.as_deref(), Some(container.name.as_str()));
+            assert_eq!(event.image.as_deref(), Some(IMAGE));
+            assert!(event.time.is_some());
+            break;
+        }
+    }
 }
