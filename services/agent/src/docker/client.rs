@@ -332,7 +332,8 @@ impl DockerClient {
     /// Sends `method` to `path` under the negotiated version prefix and checks the status
     /// (a 304 is passed through for the lifecycle calls). Forgets the version when the engine
     /// is lost or states another one, and retries once when the engine refuses the version
-    /// (it was replaced by an older one between two requests).
+    /// (it was replaced by an older one between two requests). The engine refuses a version
+    /// before routing the request, so a retried start, stop or restart cannot act twice.
     async fn exchange(
         &self,
         method: hyper::Method,
