@@ -9,6 +9,8 @@
 //! - A new run is refused (409 `patrol_not_ready`, cause `budget_exceeded`) before anything is
 //!   recorded or sent.
 //! - Raising the budget lets runs start again.
+//! - A run accepted while the budget had room, whose budget ran out before a runner took it,
+//!   ends `error` (`budget_exceeded`, with the reset) at start, with no provider request.
 
 use std::time::Duration;
 
@@ -182,6 +184,62 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
     let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE).await?;
     assert_ne!(run["error_cause"], "budget_exceeded", "{run}");
     assert!(run_requests(&sim) > 2, "the diligent run made its calls");
+
+    runner.stop().await?;
+    scheduler.stop().await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    gateway.stop().await
+}
+
+#[tokio::test]
+async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceeded_without_a_call()
+-> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let gateway = TestGateway::start().await?;
+    let dir = scratch_dir("budgets-queued")?;
+    let scheduler = TestScheduler::start(&gateway, &dir.join("scheduler"), &[]).await?;
+    let sim =
+        ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
+    let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
+    settings["budgets"] = json!({"monthly_tokens": 1000});
+    save_settings(&gateway, settings).await?;
+    let host = pulse_test_support::agent::host_id("budget-queued");
+    let tenant = TenantId::default_tenant();
+    let tx = gateway.db.store().tenant_tx(&tenant).await?;
+    seed::report(&tx, &host, "e2e", 10_000, &[service_resource("web")]).await?;
+    tx.commit().await?;
+
+    // Accepted while the budget has room; no runner yet, so it waits queued.
+    let run_id = patrol::request_run(&gateway, None).await?;
+    // Meanwhile other work of the tenant spends the month's budget.
+    let tx = gateway.db.store().tenant_tx(&tenant).await?;
+    tx.client()
+        .execute(
+            "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, model, \
+             route_class, input_tokens, output_tokens, cost_usd, price_known) \
+             VALUES ($1, $2, now(), 'patrol_investigation', 'openai:sim:diligent', 'openai', \
+             'sim:diligent', 'metered_api', 900, 200, NULL, false)",
+            &[&uuid::Uuid::now_v7(), &tenant.as_str()],
+        )
+        .await?;
+    tx.commit().await?;
+
+    let started = Utc::now();
+    let runner = TestModelRunner::start(&gateway, &dir.join("runner"), &[]).await?;
+    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
+    assert_eq!(run["status"], "error", "{run}");
+    assert_eq!(run["error_cause"], "budget_exceeded", "{run}");
+    let reset = BudgetPeriod::Month.window(started).reset_at;
+    let detail = run["error_detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains(&reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            || BudgetPeriod::Month.window(Utc::now()).reset_at != reset,
+        "{run}"
+    );
+    assert!(detail.contains("budgets.monthly_tokens"), "{run}");
+    assert_eq!(run_requests(&sim), 0, "no provider request for the run");
 
     runner.stop().await?;
     scheduler.stop().await?;
