@@ -66,7 +66,12 @@ pub async fn stored_budgets(tx: &TenantTx) -> Result<Budgets, StoreError> {
         SettingsStoreError::Store(e) => e,
         other => StoreError::Invalid(other.to_string()),
     })?;
-    ai_settings::resolve(&[&stored.document])
+    // Only the budgets are resolved: the rest of the document may depend on the config layer.
+    let budgets = match stored.document.get("budgets") {
+        Some(budgets) => serde_json::json!({ "budgets": budgets }),
+        None => serde_json::json!({}),
+    };
+    ai_settings::resolve(&[&budgets])
         .map(|s| s.budgets)
-        .map_err(|e| StoreError::Invalid(format!("the stored ai settings do not resolve: {e}")))
+        .map_err(|e| StoreError::Invalid(format!("the stored budgets do not resolve: {e}")))
 }
