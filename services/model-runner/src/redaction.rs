@@ -16,8 +16,8 @@
 //! - Every change is counted: the report's `total` grows exactly when text changed, so
 //!   sanitizing is idempotent (a second pass finds nothing) and a decoded document is re-encoded
 //!   only when its count grew.
-//! - Cost: one `RegexSet` pass picks the rules a string can match; only those run. Strings too
-//!   short to hold a credential skip the rules.
+//! - Cost: one `RegexSet` pass over literal triggers picks the rules a string can match; only
+//!   those run. Strings too short to hold a credential skip the rules.
 //!
 //! The report it returns counts redactions per kind and never carries a redacted value; it is
 //! what the export audit stores.
@@ -697,6 +697,9 @@ enum Action {
 
 struct Rule {
     regex: &'static str,
+    /// Lowercase literals, one of which any match contains: a string holding none of them
+    /// skips the rule without running its regex.
+    triggers: &'static [&'static str],
     action: Action,
 }
 
@@ -738,149 +741,199 @@ static RULES: &[Rule] = {
         // scheme://user:password@host, an empty user too (redis://:pw@host).
         Rule {
             regex: r#"(?i)(?-u:\b)[a-z][a-z0-9+.-]{1,15}://([^\s/@:"'<>\[\]\\]*:[^\s/"'<>\[\]\\]+)@"#,
+            triggers: &["://"],
             action: group(K::UrlCredentials, 1, not_marker),
         },
         Rule {
             regex: r"(?-u:\b)(pulse_[0-9a-f]{64})(?-u:\b)",
+            triggers: &["pulse_"],
             action: group(K::PulseToken, 1, any),
         },
         // An access key id, and the 40-character secret key written right after it (CSV,
         // `aws configure` echoes).
         Rule {
             regex: r#"(?-u:\b)((?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16})(?-u:\b)(?:([\s,;:|"'=]{1,8})([A-Za-z0-9/+]{40})([^A-Za-z0-9/+=]|$))?"#,
+            triggers: &["akia", "asia", "abia", "acca"],
             action: Action::Custom(aws_key_pair),
         },
         Rule {
             regex: r#"(?i)(?:secret_?access_?key|aws_?secret_?(?:access_?)?key)\\*["']?\s*[:=]\s*\\*["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+            triggers: &["secret"],
             action: group(K::AwsSecretKey, 1, looks_random),
         },
         Rule {
             regex: r"(?-u:\b)(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+            triggers: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
             action: group(K::GithubToken, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(gl(?:pat|dt|rt|ptt|cbt|imt|oas|soat|ft|agent|ffct)-[0-9A-Za-z_-]{20,}|GR1348941[0-9A-Za-z_-]{20,})",
+            triggers: &[
+                "glpat-",
+                "gldt-",
+                "glrt-",
+                "glptt-",
+                "glcbt-",
+                "glimt-",
+                "gloas-",
+                "glsoat-",
+                "glft-",
+                "glagent-",
+                "glffct-",
+                "gr1348941",
+            ],
             action: group(K::GitlabToken, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(xox[abposre]-[A-Za-z0-9-]{10,})",
+            triggers: &["xox"],
             action: group(K::SlackToken, 1, any),
         },
         Rule {
             regex: r"hooks\.slack\.com/(?:services|workflows|triggers)/([A-Za-z0-9_/-]{20,})",
+            triggers: &["hooks.slack.com"],
             action: group(K::SlackToken, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(sk-ant-[A-Za-z0-9_-]{20,})",
+            triggers: &["sk-ant-"],
             action: group(K::AnthropicKey, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)((?:sk|rk)_(?:live|test)_[0-9A-Za-z]{10,}|whsec_[0-9A-Za-z]{20,})",
+            triggers: &["sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"],
             action: group(K::StripeKey, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(sk-[A-Za-z0-9_-]{20,})",
+            triggers: &["sk-"],
             action: group(K::OpenaiKey, 1, has_digit),
         },
         Rule {
             regex: r"(?-u:\b)(AIza[0-9A-Za-z_-]{35})",
+            triggers: &["aiza"],
             action: group(K::GoogleApiKey, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(ya29\.[0-9A-Za-z_-]{20,}|GOCSPX-[0-9A-Za-z_-]{20,}|1//0[0-9A-Za-z_-]{30,})",
+            triggers: &["ya29.", "gocspx-", "1//0"],
             action: group(K::GoogleOauth, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(npm_[A-Za-z0-9]{36})(?-u:\b)",
+            triggers: &["npm_"],
             action: group(K::NpmToken, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(hf_[A-Za-z0-9]{30,})(?-u:\b)",
+            triggers: &["hf_"],
             action: group(K::HuggingfaceToken, 1, looks_random),
         },
         Rule {
             regex: r"(?-u:\b)(SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,})",
+            triggers: &["sg."],
             action: group(K::SendgridKey, 1, any),
         },
         Rule {
             regex: r#"(?i)(?:AccountKey|SharedAccessKey|account_key|storage_?(?:account_?)?key)\\*["']?\s*[:=]\s*\\*["']?([A-Za-z0-9+/]{20,}={0,2})"#,
+            triggers: &["accountkey", "sharedaccesskey", "account_key", "storage"],
             action: group(K::AzureStorageKey, 1, looks_random),
         },
         // The signature of a shared access signature URL.
         Rule {
             regex: r"[?&]sig=([A-Za-z0-9%+/=]{16,})",
+            triggers: &["sig="],
             action: group(K::AzureStorageKey, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(dop_v1_[a-f0-9]{64}|pypi-AgE[A-Za-z0-9_-]{40,}|hv[sb]\.[A-Za-z0-9_-]{24,}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|dapi[a-f0-9]{32}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|lin_api_[A-Za-z0-9]{40})",
+            triggers: &[
+                "dop_v1_", "pypi-", "hvs.", "hvb.", "shpat_", "shpss_", "shpca_", "shppa_", "dapi",
+                "glsa_", "pmak-", "lin_api_",
+            ],
             action: group(K::VendorToken, 1, any),
         },
         Rule {
             regex: r"discord(?:app)?\.com/api/webhooks/[0-9]+/([A-Za-z0-9_-]{40,})",
+            triggers: &["discord"],
             action: group(K::VendorToken, 1, any),
         },
         Rule {
             regex: r"(?-u:\b)(eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*)",
+            triggers: &["eyj"],
             action: group(K::Jwt, 1, any),
         },
         // --password x, --db-password=x, --token x, --api-key x, --client-secret x.
         Rule {
             regex: r#"(?i)(?:^|[\s"'=])--(?:[a-z0-9]+[-_])*(?:password|passwd|pass|passphrase|token|secret|api-?key|access-?key|secret-?key|private-?key|account-?key|client-?secret|credentials?|requirepass|masterauth)(?:\s+|\s*=\s*|\\*"\s*,\s*\\*")("[^"\n]*"|'[^'\n]*'|[^\s"'\-\\][^\s"'\\]*)"#,
+            triggers: &["--"],
             action: group(K::CommandLineSecret, 1, not_path_or_placeholder),
         },
         // mysql -pSECRET / -p SECRET, sshpass -p, docker login -p.
         Rule {
             regex: r#"(?-u:\b)(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlsh|mysqlpump|mariadb|mariadb-dump|mariadb-admin|sshpass|docker\s+login|podman\s+login|nerdctl\s+login|buildah\s+login|skopeo\s+login|helm\s+registry\s+login|az\s+login)(?-u:\b)[^\n]*?\s-p[ \t]*('[^'\n]*'|"[^"\n]*"|[^\s'"\-\\][^\s"'\\]*)"#,
+            triggers: &["mysql", "mariadb", "sshpass", "login"],
             action: group(K::CommandLineSecret, 1, not_marker),
         },
         Rule {
             regex: r#"(?-u:\b)redis-cli(?-u:\b)[^\n]*?\s-a[ \t]+('[^'\n]*'|"[^"\n]*"|[^\s'"\-\\][^\s"'\\]*)"#,
+            triggers: &["redis-cli"],
             action: group(K::CommandLineSecret, 1, not_marker),
         },
         Rule {
             regex: r#"(?-u:\b)(?:curl|wget)(?-u:\b)[^\n]*?\s(?:-u|--user|-U|--proxy-user)[ \t]*['"]?[^\s:'"]*:([^\s'"\\]+)"#,
+            triggers: &["curl", "wget"],
             action: group(K::CommandLineSecret, 1, not_marker),
         },
         // htpasswd -b file user password.
         Rule {
             regex: r"(?-u:\b)htpasswd\s+-[A-Za-z]*b[A-Za-z]*\s+(?:-\S+\s+)*\S+\s+\S+\s+(\S+)",
+            triggers: &["htpasswd"],
             action: group(K::CommandLineSecret, 1, not_marker),
         },
         // keytool -storepass x, openssl -passin pass:x.
         Rule {
             regex: r"(?i)\s-(?:src|dest|new)?(?:store|key)?pass(?:in|out|word)?[ \t]+(?:pass:)?([^\s\-\\][^\s\\]*)",
+            triggers: &["pass"],
             action: group(K::CommandLineSecret, 1, literal_pass_argument),
         },
         // redis.conf: `requirepass x`, `masterauth x`.
         Rule {
             regex: r#"(?im)^[ \t]*(?:requirepass|masterauth|masteruser-password)[ \t]+("[^"\n]*"|\S+)"#,
+            triggers: &["requirepass", "masterauth", "masteruser"],
             action: group(K::SecretAssignment, 1, not_marker),
         },
         // Redis MONITOR: "AUTH" "password" or "AUTH" "user" "password".
         Rule {
             regex: r#"(?i)"auth"(?:\s+"[^"\n]*")?\s+"([^"\n]+)""#,
+            triggers: &["\"auth\""],
             action: group(K::CommandLineSecret, 1, not_marker),
         },
         // SQL: ALTER USER .. PASSWORD 'x', IDENTIFIED [WITH plugin] BY 'x'.
         Rule {
             regex: r"(?i)(?-u:\b)(?:identified\s+(?:with\s+\S+\s+)?by|password)\s+'([^'\n]+)'",
+            triggers: &["identified", "password"],
             action: group(K::SecretAssignment, 1, not_marker),
         },
         Rule {
             regex: r#"(?i)(?:^|[^a-z0-9])(?:set-)?cookie2?\\*"?\s*[:=]\s*\\*"?([^\r\n"\\]+)"#,
+            triggers: &["cookie"],
             action: Action::Custom(cookie_values),
         },
         Rule {
             regex: r#"(?i)(?-u:\b)authorization\s*[:=]\s*"?basic\s+([A-Za-z0-9+/=]{6,})"#,
+            triggers: &["basic"],
             action: group(K::BasicAuth, 1, any),
         },
         // RFC 6750 b64token after the scheme word; `POST /oauth/token HTTP/1.1` is no header.
         Rule {
             regex: r"(?i)(?:^|[^/A-Za-z0-9_.-])bearer\s+([A-Za-z0-9._~+/-]{8,}=*)",
+            triggers: &["bearer"],
             action: group(K::BearerToken, 1, looks_random),
         },
         Rule {
             regex: r"(?i)(?:^|[^/A-Za-z0-9_.-])token\s+([A-Za-z0-9._~+/-]{16,}=*)",
+            triggers: &["token"],
             action: group(K::BearerToken, 1, looks_random),
         },
     ]
@@ -968,11 +1021,28 @@ static ASSIGNMENT: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// What a private key block or a secret-named key contains (see [`KEY`]).
+const PRIVATE_KEY_TRIGGERS: &[&str] = &["private key"];
+const KEY_TRIGGERS: &[&str] = &[
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "credential",
+    "sig",
+    "sess",
+    "dockercfg",
+    "dockerconfigjson",
+];
+
 /// The private key pattern: a PEM (or PGP) private key block, or what is left of a truncated one.
 const PRIVATE_KEY: &str = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,\\-]*)";
 
-/// Compiled once: the private key pattern, the rules, the assignment pattern, and the set that
-/// tells which of them can match a string.
+/// Compiled once: the private key pattern, the rules, the assignment pattern, and the set of
+/// their trigger literals that tells which of them can match a string (one pass over the text;
+/// a set of the full patterns would be far slower).
 struct Compiled {
     set: RegexSet,
     private_key: Regex,
@@ -992,11 +1062,15 @@ impl Compiled {
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     // Static patterns; a unit test compiles every one of them.
     let compile = |re: &str| Regex::new(re).expect("static redaction pattern compiles");
-    let mut all: Vec<&str> = vec![PRIVATE_KEY];
-    all.extend(RULES.iter().map(|r| r.regex));
-    all.push(ASSIGNMENT.as_str());
+    let literals = |triggers: &[&str]| {
+        let escaped: Vec<String> = triggers.iter().map(|t| regex::escape(t)).collect();
+        format!("(?i:{})", escaped.join("|"))
+    };
+    let mut all: Vec<String> = vec![literals(PRIVATE_KEY_TRIGGERS)];
+    all.extend(RULES.iter().map(|r| literals(r.triggers)));
+    all.push(literals(KEY_TRIGGERS));
     Compiled {
-        set: RegexSet::new(&all).expect("static redaction patterns compile as a set"),
+        set: RegexSet::new(&all).expect("static redaction triggers compile as a set"),
         private_key: compile(PRIVATE_KEY),
         rules: RULES.iter().map(|r| compile(r.regex)).collect(),
         assignment: compile(&ASSIGNMENT),
@@ -1129,6 +1203,9 @@ fn redact_assignments(text: &str, report: &mut RedactionReport) -> Option<String
             return format!("{lead}{key}{sep}{open_q}{out}{close_q}");
         }
         // A kept value (`author: ...`, `auth: ok`) may still hold assignments of its own.
+        if inner.len() < MIN_RULE_LEN || !inner.contains(['=', ':']) {
+            return whole.to_owned();
+        }
         match redact_assignments(inner, report) {
             Some(inside) => {
                 changed = true;
