@@ -19,6 +19,10 @@ use serde_json::json;
 
 use crate::{BenchArgs, figure, quantile};
 
+/// The redaction corpora of the model-runner tests: the bench redacts requests built from them.
+#[path = "../../../services/model-runner/tests/redaction_corpus/corpus.rs"]
+mod corpus;
+
 const BENCH: &str = "loop";
 const TOOL_TURNS: usize = 5;
 const CALLS_PER_TURN: usize = 4;
@@ -59,6 +63,7 @@ fn script() -> Script {
 }
 
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    redaction(args)?;
     let runs = if args.quick { 10 } else { 200 };
     let policy = ToolPolicy::for_profile(ExecutionProfile::PatrolDetection)?;
     let redactor = Redactor::new(
@@ -152,5 +157,112 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         quantile(&run_ms, 0.99),
         "ms",
     );
+    Ok(())
+}
+
+/// A Watch-shaped request whose history holds `reads` `pulse_read` `logs` results of
+/// `lines_per_read` lines each, drawn from the corpora (one secret-bearing case in four lines)
+/// starting at `offset`.
+fn corpus_request(
+    secret_lines: &[&str],
+    ordinary: &[&str],
+    reads: usize,
+    lines_per_read: usize,
+    offset: usize,
+) -> pulse_model_runner::provider::ChatRequest {
+    use pulse_model_runner::provider::ChatRequest;
+    let mut messages = vec![
+        Message::system("You are Pulse Patrol. ".repeat(80)),
+        Message::user(format!(
+            "Check the fleet.\n{}",
+            ordinary[..ordinary.len().min(20)].join("\n")
+        )),
+    ];
+    let mut n = offset;
+    for r in 0..reads {
+        let id = format!("call_{r}");
+        let lines: Vec<serde_json::Value> = (0..lines_per_read)
+            .map(|i| {
+                n += 1;
+                let text = if i % 4 == 0 {
+                    secret_lines[n % secret_lines.len()]
+                } else {
+                    ordinary[n % ordinary.len()]
+                };
+                json!({"stream": "file", "text": text})
+            })
+            .collect();
+        messages.push(Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall::new(
+                &id,
+                "pulse_read",
+                json!({"action": "logs", "resource_id": "service:web01:shop-api", "lines": lines_per_read}),
+            )],
+            reasoning_content: None,
+        });
+        messages.push(Message::Tool(ToolResult::ok(
+            &id,
+            json!({"resource_id": "service:web01:shop-api", "read_at": "2024-05-02T10:30:00Z",
+                   "truncated": false, "lines": lines})
+            .to_string(),
+        )));
+    }
+    ChatRequest {
+        model: "sim-model".into(),
+        messages,
+        ..ChatRequest::default()
+    }
+}
+
+/// The sanitizer's cost per model request over requests built from the redaction corpora: a
+/// typical turn (one 50-line read) and a heavy one (four 200-line reads, the read maximum).
+fn redaction(args: &BenchArgs) -> anyhow::Result<()> {
+    let cases = corpus::secret_cases(corpus::SECRETS)
+        .map_err(|e| anyhow::anyhow!("redaction corpus: {e}"))?;
+    anyhow::ensure!(
+        cases.iter().all(|c| !c.source.is_empty()),
+        "every corpus case names its source"
+    );
+    let secret_lines: Vec<&str> = cases.iter().map(|c| c.text.as_str()).collect();
+    let ordinary = corpus::ordinary_lines(corpus::ORDINARY);
+    let redactor = Redactor::new(
+        Destination::external("openai:sim-model"),
+        &RedactionConfig {
+            secrets: vec!["bench-secret-0123456789".to_owned()],
+            local_only: Vec::new(),
+        },
+    )?;
+    let samples = if args.quick { 100 } else { 2_000 };
+    for (label, reads, lines) in [
+        ("1 read x 50 lines", 1, 50),
+        ("4 reads x 200 lines", 4, 200),
+    ] {
+        let mut ms = Vec::with_capacity(samples);
+        let mut bytes = 0usize;
+        let mut redacted = 0u64;
+        for i in 0..samples {
+            let mut request = corpus_request(&secret_lines, &ordinary, reads, lines, i * 7);
+            bytes = serde_json::to_string(&request)?.len();
+            let started = Instant::now();
+            let report = redactor.sanitize(&mut request);
+            ms.push(started.elapsed().as_secs_f64() * 1e3);
+            redacted += report.total;
+        }
+        anyhow::ensure!(redacted > 0, "the corpus requests redacted nothing");
+        ms.sort_by(f64::total_cmp);
+        figure(
+            BENCH,
+            &format!("redaction per request p50 ({label}, {} KB)", bytes / 1024),
+            quantile(&ms, 0.5),
+            "ms",
+        );
+        figure(
+            BENCH,
+            &format!("redaction per request p99 ({label}, {} KB)", bytes / 1024),
+            quantile(&ms, 0.99),
+            "ms",
+        );
+    }
     Ok(())
 }
