@@ -22,8 +22,8 @@
 //! The report it returns counts redactions per kind and never carries a redacted value; it is
 //! what the export audit stores.
 
-use std::collections::BTreeMap;
-use std::sync::LazyLock;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use regex::{Captures, Regex, RegexSet};
 use serde::Serialize;
@@ -1228,7 +1228,30 @@ fn json_document(text: &str) -> Option<Value> {
     serde_json::from_str(t).ok()
 }
 
-/// Redacts provider-bound requests for one destination.
+/// Strings at least this long are sanitized once per redactor and the outcome reused: a run
+/// resends its whole history on every turn, and a long tool result (a log read) would otherwise
+/// be scanned again on each of them.
+pub const MEMO_MIN_BYTES: usize = 2_048;
+/// Distinct long strings remembered per redactor; past it the memo starts afresh.
+const MEMO_MAX_ENTRIES: usize = 128;
+
+/// The outcome of sanitizing one long string: the new text (`None` when unchanged) and what was
+/// removed, counted again on every request that carries the string.
+#[derive(Debug, Clone)]
+struct Memo {
+    out: Option<String>,
+    counts: Vec<(RedactionKind, u64)>,
+}
+
+/// The memo, locked. A poisoned memo only loses reuse: a miss recomputes from the text.
+fn lock_memo(
+    memo: &Mutex<HashMap<String, Memo>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, Memo>> {
+    memo.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Redacts provider-bound requests for one destination. Clones share the memo of long strings.
 #[derive(Debug, Clone)]
 pub struct Redactor {
     destination: Destination,
@@ -1236,6 +1259,8 @@ pub struct Redactor {
     secrets: Vec<String>,
     /// (lowercased identifier, placeholder), longest identifier first.
     local_only: Vec<(String, String)>,
+    /// Keyed by the whole original string, so a hit is the same input, never a lookalike.
+    memo: Arc<Mutex<HashMap<String, Memo>>>,
 }
 
 impl Redactor {
@@ -1286,6 +1311,7 @@ impl Redactor {
             destination,
             secrets,
             local_only,
+            memo: Arc::default(),
         })
     }
 
@@ -1445,7 +1471,44 @@ impl Redactor {
 
     /// Sanitizes one string in place.
     pub fn sanitize_string(&self, text: &mut String, report: &mut RedactionReport) {
+        if text.len() >= MEMO_MIN_BYTES {
+            return self.sanitize_long(text, report);
+        }
         if let Some(out) = self.sanitize_text(text, 0, report) {
+            *text = out;
+        }
+    }
+
+    /// [`Self::sanitize_string`] of a long string, through the memo.
+    fn sanitize_long(&self, text: &mut String, report: &mut RedactionReport) {
+        let known = lock_memo(&self.memo).get(text.as_str()).cloned();
+        let memo = match known {
+            Some(memo) => memo,
+            None => {
+                let mut own = RedactionReport {
+                    route: String::new(),
+                    boundary: self.destination.boundary,
+                    local_only_withheld: self.withholds_local_only(),
+                    counts: BTreeMap::new(),
+                    total: 0,
+                };
+                let out = self.sanitize_text(text, 0, &mut own);
+                let memo = Memo {
+                    out,
+                    counts: own.counts.into_iter().collect(),
+                };
+                let mut entries = lock_memo(&self.memo);
+                if entries.len() >= MEMO_MAX_ENTRIES {
+                    entries.clear();
+                }
+                entries.insert(text.clone(), memo.clone());
+                memo
+            }
+        };
+        for (kind, n) in memo.counts {
+            report.add(kind, n);
+        }
+        if let Some(out) = memo.out {
             *text = out;
         }
     }
@@ -1641,6 +1704,39 @@ mod tests {
         let before = pem.clone();
         redactor.sanitize_string(&mut pem, &mut report);
         assert_eq!(pem, before);
+    }
+
+    #[test]
+    fn a_long_string_is_scanned_once_and_counted_on_every_request_that_carries_it() {
+        let redactor = Redactor::new(Destination::external("a:b"), &RedactionConfig::default())
+            .expect("empty config is valid");
+        let filler = "GET /healthz 200 0.4ms\n".repeat(MEMO_MIN_BYTES / 20);
+        let long = format!("{filler}DB_PASSWORD=hunter2-s3cret\n{filler}");
+        let mut first = long.clone();
+        let mut first_report = empty_report();
+        redactor.sanitize_string(&mut first, &mut first_report);
+        assert!(!first.contains("hunter2-s3cret"));
+        assert_eq!(first_report.total, 1);
+        // The same text again: the same output and the same count, from the memo.
+        let mut again = long.clone();
+        let mut again_report = empty_report();
+        redactor.sanitize_string(&mut again, &mut again_report);
+        assert_eq!(again, first);
+        assert_eq!(again_report.counts, first_report.counts);
+        // A text differing in one character is its own entry.
+        let other_text = long.replacen("hunter2-s3cret", "hunter3-s3cret", 1);
+        let mut other = other_text.clone();
+        let mut other_report = empty_report();
+        redactor.sanitize_string(&mut other, &mut other_report);
+        assert!(!other.contains("hunter3-s3cret"));
+        assert_eq!(other_report.total, 1);
+        // A clone shares the memo; memo entries never exceed the bound.
+        let clone = redactor.clone();
+        for i in 0..(MEMO_MAX_ENTRIES + 5) {
+            let mut text = format!("{filler}{i}");
+            clone.sanitize_string(&mut text, &mut empty_report());
+        }
+        assert!(lock_memo(&redactor.memo).len() <= MEMO_MAX_ENTRIES);
     }
 
     fn empty_report() -> RedactionReport {
