@@ -1,4 +1,4 @@
-//! pulse-action-broker: action plans, policy, approvals and execution leases (Step 6).
+//! pulse-action-broker: action plans, policy, approvals and execution leases.
 //!
 //! [`broker`] serves `pulse.<t>.actions.{plan,decide,execute}.request` in the `action-broker`
 //! queue group; its events (`events.approval.pending`, `events.action.completed`) go through the

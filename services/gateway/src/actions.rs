@@ -1,4 +1,4 @@
-//! Governed actions over the API (Step 6). The gateway authenticates and checks scopes; the
+//! Governed actions over the API. The gateway authenticates and checks scopes; the
 //! action-broker plans, decides and executes over the bus; reads come from the action store.
 //!
 //! - `POST /api/actions/plan` (`actions:plan`): `{resource_id, capability, params, reason,

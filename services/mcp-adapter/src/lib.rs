@@ -1,2 +1,2 @@
 //! pulse-mcp: the stdio MCP adapter over the gateway's `/api/agent/capabilities`.
-//! It arrives with the MCP step; this crate holds its place in the workspace.
+//! Planned: the binary builds and says so, and exits 2; nothing else is implemented yet.

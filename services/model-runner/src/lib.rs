@@ -1,8 +1,10 @@
-//! pulse-model-runner: the agentic loop, provider transports and budgets (Step 3).
+//! pulse-model-runner: the agentic loop, provider transports and budgets, and the Watch and
+//! investigation runs built on them.
 //!
 //! The service harness connects to NATS and Postgres, migrates, reports health and heartbeats,
 //! and drains on shutdown. [`provider`] holds the provider-neutral types and the transports
-//! (OpenAI-compatible, Anthropic, Gemini, Ollama); the loop and its handlers arrive with their steps.
+//! (OpenAI-compatible, Anthropic, Gemini, Ollama); [`agent_loop`] drives them under the tool policy,
+//! [`watch`] and [`investigation`] take their jobs from the bus.
 
 pub mod agent_loop;
 pub mod cost;

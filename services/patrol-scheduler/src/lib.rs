@@ -1,5 +1,5 @@
-//! pulse-patrol-scheduler: the deterministic alert floor now; run admission, cadence timers and
-//! run records arrive with Step 4.
+//! pulse-patrol-scheduler: run admission, cadence timers, run records and dispatch, the take
+//! deadline and lease sweeps of dispatched runs, and the deterministic alert floor.
 //!
 //! The alert floor ([`alert_floor`]) evaluates the threshold rules of
 //! [`pulse_domain::alert_rules`] on every resource version the relay writes, stores the alert

@@ -199,7 +199,7 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     assert_eq!(run["services_checked"], 2);
     assert_eq!(run["error_cause"], Value::Null);
     assert_eq!(run["turns"], 1, "{run}");
-    // The analysis is written from accepted outcomes, not the model's prose (Step 5).
+    // The analysis is written from accepted outcomes, not the model's prose.
     assert!(
         run["ai_analysis"]
             .as_str()
@@ -207,8 +207,8 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
         "{run}"
     );
 
-    // The model got one request: the seeded inventory as untrusted data, the Watch tools
-    // (Step 5; Step 4 offered none), no key.
+    // The model got one request: the seeded inventory as untrusted data, the Watch tools, no
+    // key.
     let requests = stack.run_requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
     let body = requests[0].body.to_string();
