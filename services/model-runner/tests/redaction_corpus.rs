@@ -18,6 +18,7 @@ use pulse_model_runner::provider::{
     ToolResult,
 };
 use pulse_model_runner::redaction::{Destination, RedactionConfig, RedactionReport, Redactor};
+use pulse_test_support::json_text::decoded_strings;
 use serde_json::{Value, json};
 
 /// At most 2 ordinary lines in 100 may be changed anywhere. A changed ordinary line costs the
@@ -124,37 +125,12 @@ fn redactor() -> Redactor {
     .expect("empty config is valid")
 }
 
-/// Every string inside `value`, with strings that are JSON documents decoded as well (so a
-/// secret escaped once or twice is still found).
-fn strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => {
-            out.push(s.clone());
-            if let Ok(inner) = serde_json::from_str::<Value>(s)
-                && (inner.is_object() || inner.is_array())
-            {
-                strings(&inner, out);
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                strings(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// The secret is in the wire body: verbatim, or in any (decoded) string of it.
 fn leaks(body: &Value, secret: &str) -> bool {
     if body.to_string().contains(secret) {
         return true;
     }
-    let mut all = Vec::new();
-    strings(body, &mut all);
-    all.iter().any(|s| s.contains(secret))
+    decoded_strings(body).iter().any(|s| s.contains(secret))
 }
 
 /// Words (alphanumeric runs of 3 or more) of `text` in whitespace-separated tokens that hold no

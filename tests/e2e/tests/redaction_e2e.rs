@@ -16,6 +16,7 @@ use std::time::Duration;
 use pulse_domain::TenantId;
 use pulse_store::audit;
 use pulse_test_support::agent::{AgentStack, marker_service_running, write_service};
+use pulse_test_support::json_text::decoded_strings;
 use pulse_test_support::patrol::{full_run, openai_route, save_settings};
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn, preflight_reply};
 use pulse_test_support::runner::TestModelRunner;
@@ -76,31 +77,9 @@ fn log_lines() -> Vec<String> {
     ]
 }
 
-/// Every string of `value`, JSON documents inside strings decoded too.
-fn strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => {
-            out.push(s.clone());
-            if let Ok(inner) = serde_json::from_str::<Value>(s)
-                && (inner.is_object() || inner.is_array())
-            {
-                strings(&inner, out);
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
-        Value::Object(map) => {
-            for (k, v) in map {
-                out.push(k.clone());
-                strings(v, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 fn leaked(value: &Value) -> Vec<&'static str> {
     let mut all = vec![value.to_string()];
-    strings(value, &mut all);
+    all.extend(decoded_strings(value));
     SECRETS
         .iter()
         .copied()
