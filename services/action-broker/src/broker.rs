@@ -25,12 +25,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
-use pulse_bus::events::{
-    ACTION_COMPLETED, ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST,
-    ACTIONS_QUEUE_GROUP, APPROVAL_PENDING, ActionCompleted, ActionDecisionRequest,
-    ActionExecuteRequest, ActionPlanRequest, ActionReply, ApprovalPending, DecisionOutcome,
+use pulse_bus::actions_api::{
+    ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
 };
-use pulse_bus::{Bus, BusError, ErrorReply, OutboxRow, Responder};
+use pulse_bus::events::{ACTION_COMPLETED, APPROVAL_PENDING, ActionCompleted, ApprovalPending};
+use pulse_bus::{Bus, BusError, ErrorCode, OutboxRow, Responder};
+
+use crate::error::BrokerError;
 use pulse_domain::TenantId;
 use pulse_domain::action::{
     ActionEvent, ActionPlan, ActionState, ApprovalFloor, ExecutionCheck, FixOutcome, LockState,
@@ -118,29 +119,21 @@ pub struct Broker {
     pub(crate) in_flight: Arc<Mutex<HashSet<Uuid>>>,
 }
 
-fn reply_error(code: &str, message: impl Into<String>) -> ErrorReply {
-    ErrorReply::new(code, message)
-}
-
-pub(crate) fn store_error(e: impl std::fmt::Display) -> ErrorReply {
+pub(crate) fn store_error(e: impl std::fmt::Display) -> BrokerError {
     tracing::warn!(error = %e, "action store failed");
-    reply_error(
-        "service_unavailable",
-        "the action store is unavailable; retry shortly",
-    )
+    BrokerError::StoreUnavailable { what: "action" }
 }
 
-pub(crate) fn actions_error(e: ActionsError) -> ErrorReply {
+pub(crate) fn actions_error(e: ActionsError) -> BrokerError {
     match e {
-        ActionsError::NotFound(id) => reply_error("action_not_found", format!("no action {id}")),
-        ActionsError::Conflict { id, .. } => reply_error(
-            "conflict",
-            format!("action {id} changed concurrently; re-read it and retry"),
-        ),
-        ActionsError::Illegal(e) => reply_error("action_decision_not_allowed", e.to_string()),
-        ActionsError::Duplicate(id) => reply_error("conflict", format!("action {id} exists")),
+        ActionsError::NotFound(id) => BrokerError::ActionNotFound(format!("no action {id}")),
+        ActionsError::Conflict { id, .. } => BrokerError::Conflict(format!(
+            "action {id} changed concurrently; re-read it and retry"
+        )),
+        ActionsError::Illegal(e) => BrokerError::DecisionNotAllowed(e.to_string()),
+        ActionsError::Duplicate(id) => BrokerError::Conflict(format!("action {id} exists")),
         ActionsError::NotVerifiable { id, reason } => {
-            reply_error("conflict", format!("action {id}: {reason}"))
+            BrokerError::Conflict(format!("action {id}: {reason}"))
         }
         ActionsError::Store(e) => store_error(e),
     }
@@ -182,16 +175,6 @@ pub fn resource_version(resource: Option<&pulse_domain::resource::Resource>) -> 
     }
 }
 
-/// The refusal error code of an execution-time reason code.
-pub(crate) fn refusal_code(code: ReasonCode) -> &'static str {
-    match code {
-        ReasonCode::PlanDrift => "action_plan_drift",
-        ReasonCode::ResourceRemediationLocked => "resource_remediation_locked",
-        ReasonCode::PlanExpired => "action_plan_expired",
-        _ => "action_refused",
-    }
-}
-
 impl Broker {
     pub fn new(store: Store, bus: Bus, config_layer: ConfigLayer) -> Self {
         Self {
@@ -217,42 +200,29 @@ impl Broker {
     /// Serves the three request subjects in the broker's queue group.
     pub async fn serve(self) -> Result<Vec<Responder>, BusError> {
         let bus = self.bus.clone();
-        let subjects = bus.subjects().clone();
         let this = Arc::new(self);
         let plan = {
             let this = this.clone();
-            bus.serve::<ActionPlanRequest, _, _>(
-                &subjects.any_tenant(ACTION_PLAN_REQUEST),
-                Some(ACTIONS_QUEUE_GROUP),
-                move |ctx, req| {
-                    let this = this.clone();
-                    async move { this.plan(&ctx.tenant, req).await }
-                },
-            )
+            bus.serve_endpoint::<ActionPlanRequest, BrokerError, _, _>(move |ctx, req| {
+                let this = this.clone();
+                async move { this.plan(&ctx.tenant, req).await }
+            })
             .await?
         };
         let decide = {
             let this = this.clone();
-            bus.serve::<ActionDecisionRequest, _, _>(
-                &subjects.any_tenant(ACTION_DECIDE_REQUEST),
-                Some(ACTIONS_QUEUE_GROUP),
-                move |ctx, req| {
-                    let this = this.clone();
-                    async move { this.decide(&ctx.tenant, req).await }
-                },
-            )
+            bus.serve_endpoint::<ActionDecisionRequest, BrokerError, _, _>(move |ctx, req| {
+                let this = this.clone();
+                async move { this.decide(&ctx.tenant, req).await }
+            })
             .await?
         };
         let execute = {
             let this = this.clone();
-            bus.serve::<ActionExecuteRequest, _, _>(
-                &subjects.any_tenant(ACTION_EXECUTE_REQUEST),
-                Some(ACTIONS_QUEUE_GROUP),
-                move |ctx, req| {
-                    let this = this.clone();
-                    async move { this.execute(&ctx.tenant, req).await }
-                },
-            )
+            bus.serve_endpoint::<ActionExecuteRequest, BrokerError, _, _>(move |ctx, req| {
+                let this = this.clone();
+                async move { this.execute(&ctx.tenant, req).await }
+            })
             .await?
         };
         Ok(vec![plan, decide, execute])
@@ -261,7 +231,7 @@ impl Broker {
     /// The tenant's Patrol mode and whether a current Autopilot acknowledgement exists. Settings
     /// that cannot be resolved fail closed: monitor (but `full` lacking only a current
     /// acknowledgement is `full` unacknowledged, which needs approval for everything).
-    pub(crate) async fn mode(&self, tx: &TenantTx) -> Result<(AutonomyLevel, bool), ErrorReply> {
+    pub(crate) async fn mode(&self, tx: &TenantTx) -> Result<(AutonomyLevel, bool), BrokerError> {
         let stored = settings::get(tx, false).await.map_err(store_error)?;
         match self.config_layer.resolve(&stored) {
             Ok(s) => {
@@ -294,7 +264,7 @@ impl Broker {
         }
     }
 
-    pub(crate) async fn commit(&self, tx: TenantTx) -> Result<(), ErrorReply> {
+    pub(crate) async fn commit(&self, tx: TenantTx) -> Result<(), BrokerError> {
         tx.commit().await.map_err(store_error)?;
         self.outbox_notify.notify_one();
         Ok(())
@@ -304,7 +274,7 @@ impl Broker {
         &self,
         tx: &TenantTx,
         row: Result<OutboxRow, pulse_bus::OutboxError>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), BrokerError> {
         let row = row.map_err(store_error)?;
         pulse_bus::enqueue(&**tx.client(), row)
             .await
@@ -316,7 +286,7 @@ impl Broker {
         &self,
         tenant: &TenantId,
         req: ActionPlanRequest,
-    ) -> Result<ActionReply, ErrorReply> {
+    ) -> Result<ActionReply, BrokerError> {
         let capability = validate_request(
             &req.resource_id,
             "-",
@@ -324,19 +294,16 @@ impl Broker {
             &req.params,
             &req.reason,
         )
-        .map_err(|e| reply_error("invalid_action_request", e.to_string()))?;
+        .map_err(|e| BrokerError::InvalidRequest(e.to_string()))?;
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let resource = resources::get(&tx, &req.resource_id)
             .await
             .map_err(store_error)?
             .ok_or_else(|| {
-                reply_error(
-                    "invalid_action_request",
-                    format!(
-                        "resource_id: no resource {:?} in this tenant",
-                        req.resource_id
-                    ),
-                )
+                BrokerError::InvalidRequest(format!(
+                    "resource_id: no resource {:?} in this tenant",
+                    req.resource_id
+                ))
             })?;
         let (mode, acknowledged) = self.mode(&tx).await?;
         let lock = self.lock(&tx, &req.resource_id).await;
@@ -365,7 +332,8 @@ impl Broker {
             policy_decision: decision.clone(),
             plan_hash: String::new(),
         };
-        plan.plan_hash = plan_hash(&plan.identity()).map_err(store_error)?;
+        plan.plan_hash =
+            plan_hash(&plan.identity()).map_err(|e| BrokerError::PlanHash(e.to_string()))?;
         let created = actions::create_for_finding(&tx, &plan, req.finding_id, &req.requested_by)
             .await
             .map_err(actions_error)?;
@@ -440,7 +408,7 @@ impl Broker {
         &self,
         tx: &TenantTx,
         action: &StoredAction,
-    ) -> Result<bool, ErrorReply> {
+    ) -> Result<bool, BrokerError> {
         if !action.plan.is_expired(Utc::now()) || action.state.is_terminal() {
             return Ok(false);
         }
@@ -462,69 +430,59 @@ impl Broker {
         Ok(true)
     }
 
-    pub(crate) async fn load(&self, tx: &TenantTx, id: Uuid) -> Result<StoredAction, ErrorReply> {
+    pub(crate) async fn load(&self, tx: &TenantTx, id: Uuid) -> Result<StoredAction, BrokerError> {
         actions::get_for_update(tx, id)
             .await
             .map_err(store_error)?
-            .ok_or_else(|| reply_error("action_not_found", format!("no action {id}")))
+            .ok_or_else(|| BrokerError::ActionNotFound(format!("no action {id}")))
     }
 
     pub async fn decide(
         &self,
         tenant: &TenantId,
         req: ActionDecisionRequest,
-    ) -> Result<ActionReply, ErrorReply> {
+    ) -> Result<ActionReply, BrokerError> {
         if !req.decided_by.starts_with("user:") {
-            return Err(reply_error(
-                "action_decision_requires_human",
-                "decisions are made by a human; this token belongs to no user",
+            return Err(BrokerError::DecisionRequiresHuman(
+                "decisions are made by a human; this token belongs to no user".to_owned(),
             ));
         }
         let reason = req.reason.trim();
         if reason.is_empty() || reason.chars().count() > pulse_domain::action::MAX_REASON_CHARS {
-            return Err(reply_error(
-                "invalid_action_request",
-                "reason: must be 1..=1000 characters",
+            return Err(BrokerError::InvalidRequest(
+                "reason: must be 1..=1000 characters".to_owned(),
             ));
         }
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let action = self.load(&tx, req.action_id).await?;
         if self.expire_if_due(&tx, &action).await? {
             self.commit(tx).await?;
-            return Err(reply_error(
-                "action_plan_expired",
-                format!("action {} expired before it was decided", req.action_id),
-            ));
+            return Err(BrokerError::PlanExpired(format!(
+                "action {} expired before it was decided",
+                req.action_id
+            )));
         }
         if action.state != ActionState::PendingApproval {
-            return Err(reply_error(
-                "action_decision_not_allowed",
-                format!(
-                    "action {} is {}; only pending_approval actions take a decision",
-                    req.action_id, action.state
-                ),
-            ));
+            return Err(BrokerError::DecisionNotAllowed(format!(
+                "action {} is {}; only pending_approval actions take a decision",
+                req.action_id, action.state
+            )));
         }
         let event = match req.outcome {
             DecisionOutcome::Rejected => ActionEvent::Reject,
             DecisionOutcome::Approved => {
                 match action.plan.approval_floor {
                     ApprovalFloor::Mfa => {
-                        return Err(reply_error(
-                            "action_step_up_unavailable",
-                            "step-up unavailable: the mfa floor can never be approved in this build",
-                        ));
+                        return Err(BrokerError::StepUpUnavailable("step-up unavailable: the mfa floor can never be approved in this build".to_owned()));
                     }
                     ApprovalFloor::DryRunOnly => {
-                        return Err(reply_error(
-                            "action_decision_not_allowed",
-                            "a dry_run_only plan is never approved",
+                        return Err(BrokerError::DecisionNotAllowed(
+                            "a dry_run_only plan is never approved".to_owned(),
                         ));
                     }
                     ApprovalFloor::Admin if action.plan.requested_by == req.decided_by => {
-                        return Err(reply_error(
-                            "action_self_approval_forbidden",
-                            "the admin floor needs a human other than the requester",
+                        return Err(BrokerError::SelfApprovalForbidden(
+                            "the admin floor needs a human other than the requester".to_owned(),
                         ));
                     }
                     ApprovalFloor::Admin | ApprovalFloor::None => {}
@@ -574,7 +532,7 @@ impl Broker {
         action: &StoredAction,
         outcome: FixOutcome,
         message: &str,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), BrokerError> {
         let Some(finding_id) = action.finding_id else {
             return Ok(());
         };
@@ -603,7 +561,7 @@ impl Broker {
         code: ReasonCode,
         message: &str,
         recomputed: &str,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         self.refuse_as(tx, tenant, action, code.as_str(), message, recomputed)
             .await
     }
@@ -617,7 +575,7 @@ impl Broker {
         refused: &str,
         message: &str,
         recomputed: &str,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         let failed = actions::transition(
             tx,
             action,
@@ -645,7 +603,7 @@ impl Broker {
         tenant: &TenantId,
         action: &StoredAction,
         reason: Option<String>,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), BrokerError> {
         let (domain, event) = ACTION_COMPLETED;
         let row = OutboxRow::event(
             self.bus.subjects(),
@@ -670,12 +628,9 @@ impl Broker {
         &self,
         tenant: &TenantId,
         req: ActionExecuteRequest,
-    ) -> Result<ActionReply, ErrorReply> {
+    ) -> Result<ActionReply, BrokerError> {
         let already = || {
-            reply_error(
-                "action_already_executing",
-                format!("action {} is already executing", req.action_id),
-            )
+            BrokerError::AlreadyExecuting(format!("action {} is already executing", req.action_id))
         };
         let Some(claim) = self.claim(req.action_id) else {
             return Err(already());
@@ -688,30 +643,27 @@ impl Broker {
             ActionState::Planned | ActionState::PendingApproval => {
                 if self.expire_if_due(&tx, &action).await? {
                     self.commit(tx).await?;
-                    return Err(reply_error(
-                        "action_plan_expired",
-                        format!("action {} expired before it was approved", req.action_id),
-                    ));
+                    return Err(BrokerError::PlanExpired(format!(
+                        "action {} expired before it was approved",
+                        req.action_id
+                    )));
                 }
-                return Err(reply_error(
-                    "action_not_approved",
-                    format!("action {} is {}, not approved", req.action_id, action.state),
-                ));
+                return Err(BrokerError::NotApproved(format!(
+                    "action {} is {}, not approved",
+                    req.action_id, action.state
+                )));
             }
             ActionState::Rejected => {
-                return Err(reply_error(
-                    "action_not_approved",
-                    format!("action {} was rejected", req.action_id),
-                ));
+                return Err(BrokerError::NotApproved(format!(
+                    "action {} was rejected",
+                    req.action_id
+                )));
             }
             ActionState::Expired | ActionState::Completed | ActionState::Failed => {
-                return Err(reply_error(
-                    "action_execution_final",
-                    format!(
-                        "action {} is {}; it is never executed again",
-                        req.action_id, action.state
-                    ),
-                ));
+                return Err(BrokerError::ExecutionFinal(format!(
+                    "action {} is {}; it is never executed again",
+                    req.action_id, action.state
+                )));
             }
         }
         let executing = self.start(tx, tenant, &action, &req.requested_by).await?;
@@ -730,7 +682,7 @@ impl Broker {
             let tenant = tenant.clone();
             tokio::spawn(async move {
                 if let Err(error) = this.advance_claimed(&tenant, req.action_id, claim).await {
-                    tracing::warn!(action_id = %req.action_id, error = %error.message, "action not advanced; the recovery sweep retries");
+                    tracing::warn!(action_id = %req.action_id, %error, "action not advanced; the recovery sweep retries");
                 }
             });
         }
@@ -746,7 +698,7 @@ impl Broker {
         tenant: &TenantId,
         action: &StoredAction,
         actor: &str,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         let id = action.plan.action_id;
         let (mode, _) = self.mode(&tx).await?;
         let lock = self.lock(&tx, &action.plan.resource_id).await;
@@ -755,7 +707,9 @@ impl Broker {
             .map_err(store_error)?;
         let mut current = action.plan.clone();
         current.resource_version = resource_version(resource.as_ref());
-        let recomputed = current.recompute_hash().map_err(store_error)?;
+        let recomputed = current
+            .recompute_hash()
+            .map_err(|e| BrokerError::PlanHash(e.to_string()))?;
         let online = agents::get(&tx, &action.plan.agent_id)
             .await
             .map_err(store_error)?
@@ -767,14 +721,14 @@ impl Broker {
                 &tx,
                 tenant,
                 action,
-                "invalid_action_request",
+                ErrorCode::InvalidActionRequest.code(),
                 message,
                 &recomputed,
             )
             .await?;
             self.commit(tx).await?;
             tracing::info!(action_id = %id, %message, "action refused");
-            return Err(reply_error("invalid_action_request", message));
+            return Err(BrokerError::InvalidRequest(message.to_owned()));
         }
         let check = check_execution(&ExecutionCheck {
             mode,
@@ -797,7 +751,10 @@ impl Broker {
             };
             self.commit(tx).await?;
             tracing::info!(action_id = %id, state = ?failed.map(|f| f.state), %message, "action refused");
-            return Err(reply_error(refusal_code(code), message));
+            return Err(BrokerError::Refused {
+                reason: code,
+                message,
+            });
         }
         let lease_id = format!("lease-{}", Uuid::now_v7());
         let lease_expires_at = Utc::now() + self.settings.lease_ttl;

@@ -13,11 +13,12 @@
 //! auto-authorization is possible only at floor `none`, and even then the broker decides at plan
 //! time under the tenant's policy.
 
-use pulse_bus::events::{
-    ACTION_CAPABILITIES_REQUEST, ACTIONS_QUEUE_GROUP, ActionCapabilitiesReply,
-    ActionCapabilitiesRequest, ActionCapabilityEntry,
+use pulse_bus::actions_api::{
+    ActionCapabilitiesReply, ActionCapabilitiesRequest, ActionCapabilityEntry,
 };
-use pulse_bus::{Bus, BusError, ErrorReply};
+use pulse_bus::{Bus, BusError};
+
+use crate::error::BrokerError;
 use pulse_domain::TenantId;
 use pulse_domain::action::ApprovalFloor;
 use pulse_domain::agent_protocol::Capability;
@@ -94,38 +95,30 @@ fn params_schema(resource: &Resource) -> Value {
 pub async fn answer(
     tx: &TenantTx,
     request: &ActionCapabilitiesRequest,
-) -> Result<ActionCapabilitiesReply, ErrorReply> {
+) -> Result<ActionCapabilitiesReply, BrokerError> {
     let reference = request.resource_id.trim();
     if reference.is_empty() || reference.len() > pulse_domain::action::plan::MAX_ID_BYTES {
-        return Err(ErrorReply::new(
-            "invalid_action_request",
-            "resource_id must name one resource",
+        return Err(BrokerError::InvalidRequest(
+            "resource_id must name one resource".to_owned(),
         ));
     }
     let resource = match resources::resolve(tx, reference).await {
         Ok(resource) => resource,
         Err(ResolveError::NotFound { .. }) => {
-            return Err(ErrorReply::new(
-                "not_found",
-                "no resource in this tenant has that id, name or provider id",
+            return Err(BrokerError::ResourceNotFound(
+                "no resource in this tenant has that id, name or provider id".to_owned(),
             ));
         }
         Err(ResolveError::Ambiguous { candidates, .. }) => {
             let ids: Vec<String> = candidates.iter().map(|c| c.as_str().to_owned()).collect();
-            return Err(ErrorReply::new(
-                "ambiguous_resource",
-                format!(
-                    "the reference names several resources; use one canonical id: {}",
-                    ids.join(", ")
-                ),
-            ));
+            return Err(BrokerError::AmbiguousResource(format!(
+                "the reference names several resources; use one canonical id: {}",
+                ids.join(", ")
+            )));
         }
         Err(ResolveError::Store(error)) => {
             tracing::warn!(%error, "resource store failed");
-            return Err(ErrorReply::new(
-                "service_unavailable",
-                "the resource store is unavailable; retry shortly",
-            ));
+            return Err(BrokerError::StoreUnavailable { what: "resource" });
         }
     };
     Ok(ActionCapabilitiesReply {
@@ -140,13 +133,10 @@ async fn handle(
     store: &Store,
     tenant: &TenantId,
     request: ActionCapabilitiesRequest,
-) -> Result<ActionCapabilitiesReply, ErrorReply> {
+) -> Result<ActionCapabilitiesReply, BrokerError> {
     let tx = store.tenant_tx(tenant).await.map_err(|error| {
         tracing::warn!(%error, "resource store failed");
-        ErrorReply::new(
-            "service_unavailable",
-            "the resource store is unavailable; retry shortly",
-        )
+        BrokerError::StoreUnavailable { what: "resource" }
     })?;
     // Read only: the transaction is dropped (rolled back) after the reads.
     answer(&tx, &request).await
@@ -165,14 +155,10 @@ pub async fn serve(ctx: &ServiceContext) -> Result<(), BusError> {
 
 /// Serves the catalogue subject on `bus` (tests stop the returned responder themselves).
 pub async fn serve_on(bus: &Bus, store: Store) -> Result<pulse_bus::Responder, BusError> {
-    bus.serve::<ActionCapabilitiesRequest, _, _>(
-        &bus.subjects().any_tenant(ACTION_CAPABILITIES_REQUEST),
-        Some(ACTIONS_QUEUE_GROUP),
-        move |ctx, request| {
-            let store = store.clone();
-            async move { handle(&store, &ctx.tenant, request).await }
-        },
-    )
+    bus.serve_endpoint::<ActionCapabilitiesRequest, BrokerError, _, _>(move |ctx, request| {
+        let store = store.clone();
+        async move { handle(&store, &ctx.tenant, request).await }
+    })
     .await
 }
 

@@ -8,6 +8,7 @@
 
 pub mod broker;
 pub mod capabilities;
+pub mod error;
 pub mod lifecycle;
 pub mod recovery;
 

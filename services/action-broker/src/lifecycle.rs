@@ -42,10 +42,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use pulse_bus::BusError;
-use pulse_bus::ErrorReply;
-use pulse_bus::events::{PostconditionReply, PostconditionRequest, VERIFY_POSTCONDITION};
 use pulse_bus::relay_api::RelayCommandRequest;
+use pulse_bus::verify_api::{PostconditionReply, PostconditionRequest};
+use pulse_bus::{ClientError, ErrorCode, RelayClient, VerifierClient};
 use pulse_domain::TenantId;
 use pulse_domain::action::{ActionEvent, ActionState, FixOutcome, Verification};
 use pulse_domain::agent_protocol::ReceiptStatus;
@@ -54,9 +53,14 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::broker::{Broker, SERVICE_ACTOR, actions_error, store_error};
+use crate::error::BrokerError;
 
 /// Relay error codes that mean the command never reached an agent that could run it.
-const NOTHING_RAN: [&str; 3] = ["agent_refused", "missing_scope", "invalid_request"];
+const NOTHING_RAN: [ErrorCode; 3] = [
+    ErrorCode::AgentRefused,
+    ErrorCode::MissingScope,
+    ErrorCode::InvalidRequest,
+];
 
 /// The claim of this process on driving one action; released when dropped.
 pub struct InFlight {
@@ -105,14 +109,14 @@ impl Broker {
         let tenant = tenant.clone();
         tokio::spawn(async move {
             if let Err(error) = this.advance_claimed(&tenant, id, claim).await {
-                tracing::warn!(action_id = %id, error = %error.message, "action not advanced; the recovery sweep retries");
+                tracing::warn!(action_id = %id, %error, "action not advanced; the recovery sweep retries");
             }
         });
     }
 
     /// Moves action `id` as far as it can go (table in the module documentation). `Ok` also when
     /// there was nothing to do or the execution was refused (the refusal is recorded).
-    pub async fn advance(&self, tenant: &TenantId, id: Uuid) -> Result<(), ErrorReply> {
+    pub async fn advance(&self, tenant: &TenantId, id: Uuid) -> Result<(), BrokerError> {
         match self.claim(id) {
             Some(claim) => self.advance_claimed(tenant, id, claim).await,
             None => Ok(()),
@@ -124,7 +128,7 @@ impl Broker {
         tenant: &TenantId,
         id: Uuid,
         _claim: InFlight,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), BrokerError> {
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let action = self.load(&tx, id).await?;
         let completed = match action.state {
@@ -138,7 +142,7 @@ impl Broker {
                 let executing = match self.start(tx, tenant, &action, SERVICE_ACTOR).await {
                     Ok(executing) => executing,
                     Err(refusal) => {
-                        tracing::info!(action_id = %id, code = %refusal.code, "approved action not executed");
+                        tracing::info!(action_id = %id, code = %refusal.code(), "approved action not executed");
                         return Ok(());
                     }
                 };
@@ -170,7 +174,7 @@ impl Broker {
         tenant: &TenantId,
         action: &StoredAction,
         delivery: Delivery,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         let id = action.plan.action_id;
         let (Some(lease_id), Some(lease_expires_at), Some(target)) = (
             action.lease_id.clone(),
@@ -188,7 +192,7 @@ impl Broker {
             capability: action.plan.capability.as_str().to_owned(),
             target: target.to_owned(),
         };
-        let subject = self.bus.subjects().relay(tenant, "command");
+        let relay = RelayClient::new(self.bus.clone());
         let give_up_at = lease_expires_at + self.settings.receipt_give_up_after;
         let mut pause = self.settings.resend_backoff;
         loop {
@@ -199,9 +203,8 @@ impl Broker {
                 tracing::info!(action_id = %id, state = %now.state, "action no longer executing under this lease; command not sent");
                 return Ok(now);
             }
-            let unknown = match self
-                .bus
-                .request(tenant, &subject, &command, self.settings.relay_timeout)
+            let unknown = match relay
+                .command(tenant, &command, self.settings.relay_timeout)
                 .await
             {
                 Ok(receipt) => {
@@ -237,7 +240,7 @@ impl Broker {
                         }
                     }
                 }
-                Err(BusError::Remote { code, message }) if NOTHING_RAN.contains(&code.as_str()) => {
+                Err(ClientError::Remote { code, message }) if NOTHING_RAN.contains(&code) => {
                     let reason = format!("{code}: {message}");
                     return self.fail(tenant, id, &reason).await;
                 }
@@ -261,12 +264,12 @@ impl Broker {
         }
     }
 
-    async fn current(&self, tenant: &TenantId, id: Uuid) -> Result<StoredAction, ErrorReply> {
+    async fn current(&self, tenant: &TenantId, id: Uuid) -> Result<StoredAction, BrokerError> {
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let action = actions::get(&tx, id)
             .await
             .map_err(store_error)?
-            .ok_or_else(|| ErrorReply::new("action_not_found", format!("no action {id}")))?;
+            .ok_or_else(|| BrokerError::ActionNotFound(format!("no action {id}")))?;
         tx.rollback().await.map_err(store_error)?;
         Ok(action)
     }
@@ -277,7 +280,7 @@ impl Broker {
         tenant: &TenantId,
         id: Uuid,
         reason: &str,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         self.end(
             tenant,
             id,
@@ -298,7 +301,7 @@ impl Broker {
         event: ActionEvent,
         reason: Option<&str>,
         result: Value,
-    ) -> Result<StoredAction, ErrorReply> {
+    ) -> Result<StoredAction, BrokerError> {
         let tx = self.store.tenant_tx(tenant).await.map_err(store_error)?;
         let current = self.load(&tx, id).await?;
         if current.state != ActionState::Executing {
@@ -340,7 +343,7 @@ impl Broker {
         &self,
         tenant: &TenantId,
         action: &StoredAction,
-    ) -> Result<(), ErrorReply> {
+    ) -> Result<(), BrokerError> {
         let id = action.plan.action_id;
         // Without the agent's time the verifier could accept a start from before the command
         // (the database clock is another clock): not verifiable.
@@ -379,7 +382,7 @@ impl Broker {
         tenant: &TenantId,
         action: &StoredAction,
         executed_at: DateTime<Utc>,
-    ) -> Result<(Verification, Value), ErrorReply> {
+    ) -> Result<(Verification, Value), BrokerError> {
         let id = action.plan.action_id;
         let request = PostconditionRequest {
             action_id: id,
@@ -393,24 +396,27 @@ impl Broker {
                 .verify_wait
                 .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         };
-        let subject = self.bus.subjects().tenant(tenant, VERIFY_POSTCONDITION);
-        let answer = self
-            .bus
-            .request(tenant, &subject, &request, self.settings.verify_timeout)
+        let answer = VerifierClient::new(self.bus.clone())
+            .postcondition(tenant, &request, self.settings.verify_timeout)
             .await;
         Ok(match answer {
             Ok(reply) => judged(&reply),
-            Err(BusError::NoResponders { .. }) => {
+            Err(ClientError::NoResponder { .. }) => {
                 inconclusive("verifier_unavailable: no verifier answered; the fix is not verified")
             }
-            Err(BusError::Timeout { .. }) => inconclusive(&format!(
+            Err(ClientError::Timeout { .. }) => inconclusive(&format!(
                 "verifier_timeout: no judgement within {} s; the fix is not verified",
                 self.settings.verify_timeout.as_secs()
             )),
-            Err(BusError::Remote { code, message }) => inconclusive(&format!("{code}: {message}")),
-            Err(error) => {
+            Err(ClientError::Remote { code, message }) => {
+                inconclusive(&format!("{code}: {message}"))
+            }
+            Err(ClientError::UnknownCode { code, message, .. }) => {
+                inconclusive(&format!("{code}: {message}"))
+            }
+            Err(ClientError::Bus(error)) => {
                 tracing::warn!(action_id = %id, %error, "verifier not reachable over the bus; verification retried later");
-                return Err(store_error(error));
+                return Err(BrokerError::BusUnavailable);
             }
         })
     }

@@ -39,7 +39,7 @@ impl Broker {
             tokio::spawn(async move {
                 let id = action.action_id;
                 if let Err(error) = this.advance_claimed(&action.tenant, id, claim).await {
-                    tracing::warn!(action_id = %id, tenant = %action.tenant, error = %error.message, "recovery did not advance the action; next sweep retries");
+                    tracing::warn!(action_id = %id, tenant = %action.tenant, %error, "recovery did not advance the action; next sweep retries");
                 }
             });
             started += 1;

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use pulse_bus::{Bus, BusError, ErrorReply, RequestContext, Responder};
+use pulse_bus::{Bus, BusError, ErrorReply, RequestContext, Responder, relay_api};
 use pulse_capabilities::error_codes::ErrorCode;
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
@@ -150,14 +150,13 @@ pub async fn read_local(
     )
 }
 
-async fn hop<R: pulse_bus::Request>(
+async fn hop<R: pulse_bus::Endpoint>(
     state: &RelayState,
     tenant: &TenantId,
-    verb: &str,
     agent_id: &str,
     request: &R,
 ) -> Result<R::Reply, ErrorReply> {
-    let subject = state.bus.subjects().relay_agent(tenant, verb, agent_id);
+    let subject = relay_api::agent_subject::<R>(state.bus.subjects(), tenant, agent_id);
     state
         .bus
         .request(
@@ -173,68 +172,53 @@ async fn hop<R: pulse_bus::Request>(
 /// Serves the tenant-wide subjects until the responders are stopped.
 pub async fn serve(state: &RelayState) -> Result<Vec<Responder>, BusError> {
     let bus: &Bus = &state.bus;
-    let subjects = bus.subjects().clone();
     let s = state.clone();
     let command = bus
-        .serve(
-            &subjects.relay_any_tenant("command"),
-            Some(QUEUE_GROUP),
-            move |ctx: RequestContext, request: CommandRequest| {
-                let state = s.clone();
-                async move {
-                    check_agent(&request.agent_id)?;
-                    if request.action_id.is_empty() || request.action_id.len() > MAX_ID_BYTES {
-                        return Err(error(
-                            ErrorCode::InvalidRequest,
-                            format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
-                        ));
-                    }
-                    if let Some(answer) = command_local(&state, &ctx.tenant, request.clone()).await
-                    {
-                        return answer;
-                    }
-                    let agent_id = request.agent_id.clone();
-                    hop(&state, &ctx.tenant, "command", &agent_id, &request).await
+        .serve_endpoint(move |ctx: RequestContext, request: CommandRequest| {
+            let state = s.clone();
+            async move {
+                check_agent(&request.agent_id)?;
+                if request.action_id.is_empty() || request.action_id.len() > MAX_ID_BYTES {
+                    return Err(error(
+                        ErrorCode::InvalidRequest,
+                        format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
+                    ));
                 }
-            },
-        )
+                if let Some(answer) = command_local(&state, &ctx.tenant, request.clone()).await {
+                    return answer;
+                }
+                let agent_id = request.agent_id.clone();
+                hop(&state, &ctx.tenant, &agent_id, &request).await
+            }
+        })
         .await?;
     let s = state.clone();
     let observe = bus
-        .serve(
-            &subjects.relay_any_tenant("observe"),
-            Some(QUEUE_GROUP),
-            move |ctx: RequestContext, request: ObserveRequest| {
-                let state = s.clone();
-                async move {
-                    check_agent(&request.agent_id)?;
-                    if let Some(answer) = observe_local(&state, &ctx.tenant, request.clone()).await
-                    {
-                        return answer;
-                    }
-                    let agent_id = request.agent_id.clone();
-                    hop(&state, &ctx.tenant, "observe", &agent_id, &request).await
+        .serve_endpoint(move |ctx: RequestContext, request: ObserveRequest| {
+            let state = s.clone();
+            async move {
+                check_agent(&request.agent_id)?;
+                if let Some(answer) = observe_local(&state, &ctx.tenant, request.clone()).await {
+                    return answer;
                 }
-            },
-        )
+                let agent_id = request.agent_id.clone();
+                hop(&state, &ctx.tenant, &agent_id, &request).await
+            }
+        })
         .await?;
     let s = state.clone();
     let read = bus
-        .serve(
-            &subjects.relay_any_tenant("read"),
-            Some(QUEUE_GROUP),
-            move |ctx: RequestContext, request: ReadRequest| {
-                let state = s.clone();
-                async move {
-                    check_agent(&request.agent_id)?;
-                    if let Some(answer) = read_local(&state, &ctx.tenant, request.clone()).await {
-                        return answer;
-                    }
-                    let agent_id = request.agent_id.clone();
-                    hop(&state, &ctx.tenant, "read", &agent_id, &request).await
+        .serve_endpoint(move |ctx: RequestContext, request: ReadRequest| {
+            let state = s.clone();
+            async move {
+                check_agent(&request.agent_id)?;
+                if let Some(answer) = read_local(&state, &ctx.tenant, request.clone()).await {
+                    return answer;
                 }
-            },
-        )
+                let agent_id = request.agent_id.clone();
+                hop(&state, &ctx.tenant, &agent_id, &request).await
+            }
+        })
         .await?;
     Ok(vec![command, observe, read])
 }
@@ -251,7 +235,7 @@ pub async fn serve_agent(
     let command = state
         .bus
         .serve(
-            &subjects.relay_agent(tenant, "command", agent_id),
+            &relay_api::agent_subject::<CommandRequest>(&subjects, tenant, agent_id),
             Some(QUEUE_GROUP),
             move |ctx: RequestContext, request: CommandRequest| {
                 let state = s.clone();
@@ -268,7 +252,7 @@ pub async fn serve_agent(
     let observe = state
         .bus
         .serve(
-            &subjects.relay_agent(tenant, "observe", agent_id),
+            &relay_api::agent_subject::<ObserveRequest>(&subjects, tenant, agent_id),
             Some(QUEUE_GROUP),
             move |ctx: RequestContext, request: ObserveRequest| {
                 let state = s.clone();
@@ -285,7 +269,7 @@ pub async fn serve_agent(
     let read = state
         .bus
         .serve(
-            &subjects.relay_agent(tenant, "read", agent_id),
+            &relay_api::agent_subject::<ReadRequest>(&subjects, tenant, agent_id),
             Some(QUEUE_GROUP),
             move |ctx: RequestContext, request: ReadRequest| {
                 let state = s.clone();

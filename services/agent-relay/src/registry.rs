@@ -37,7 +37,7 @@ pub struct SessionLink {
 }
 
 pub fn error(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
-    ErrorReply::new(code.code(), message)
+    ErrorReply::new(code, message)
 }
 
 #[derive(Default)]
@@ -190,14 +190,14 @@ mod tests {
             .forward(observe("b"), Duration::from_millis(50))
             .await
             .unwrap_err();
-        assert_eq!(timed_out.code, "agent_timeout");
+        assert_eq!(timed_out.code, ErrorCode::AgentTimeout);
         // Budget of 1/s with bursts of 4: the next ones are limited.
         let mut limited = 0;
         for n in 0..4 {
             if let Err(e) = link
                 .forward(observe(&format!("c{n}")), Duration::from_millis(10))
                 .await
-                && e.code == "rate_limited"
+                && e.code == ErrorCode::RateLimited
             {
                 limited += 1;
             }
@@ -221,7 +221,7 @@ mod tests {
             .forward(observe("x"), Duration::from_secs(1))
             .await
             .unwrap_err();
-        assert_eq!(closed.code, "agent_not_connected");
+        assert_eq!(closed.code, ErrorCode::AgentNotConnected);
         registry.unregister(&tenant, "m1", new.generation);
         assert!(registry.get(&tenant, "m1").is_none());
     }

@@ -37,10 +37,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed for one send to the agent.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
+fn refuse(status: StatusCode, code: ErrorCode, message: &str) -> Response {
     (
         status,
-        axum::Json(serde_json::json!({"error": code, "message": message})),
+        axum::Json(serde_json::json!({"error": code.code(), "message": message})),
     )
         .into_response()
 }
@@ -61,7 +61,7 @@ pub async fn upgrade(
     let Some(token) = presented_token(&headers) else {
         return refuse(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            ErrorCode::Unauthorized,
             "send Authorization: Bearer <token>",
         );
     };
@@ -71,20 +71,24 @@ pub async fn upgrade(
             tracing::warn!(%error, "token check failed");
             return refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "service_unavailable",
+                ErrorCode::ServiceUnavailable,
                 "the database is unavailable; retry shortly",
             );
         }
         Err(reason) => {
             tracing::info!(%reason, "agent token refused");
-            return refuse(StatusCode::UNAUTHORIZED, "unauthorized", "invalid token");
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                ErrorCode::Unauthorized,
+                "invalid token",
+            );
         }
     };
     if !principal.has(Scope::AgentReport) {
         tracing::info!(token_id = %principal.token_id, "agent token lacks agent:report");
         return refuse(
             StatusCode::FORBIDDEN,
-            "missing_scope",
+            ErrorCode::MissingScope,
             "this endpoint requires scope agent:report",
         );
     }

@@ -29,11 +29,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use pulse_bus::events::{
-    ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST, ActionDecisionRequest,
-    ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
+use pulse_bus::actions_api::{
+    ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
 };
-use pulse_bus::{BusError, Request};
+use pulse_bus::{ActionBrokerClient, ClientError};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::action::{ActionPlan, ActionState, ApprovalFloor, Severity};
@@ -193,64 +192,18 @@ fn action_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError
     Uuid::parse_str(&raw).map_err(|_| not_found(format!("{raw:?}")))
 }
 
-/// Maps the broker's answer (or its absence) to a stable API error.
-fn bus_error(err: BusError) -> ApiError {
-    let unavailable = || {
-        ApiError::new(
-            ErrorCode::ActionExecutorUnavailable,
-            "no action-broker answered; start pulse-action-broker and retry",
-        )
-    };
-    match err {
-        BusError::NoResponders { .. } | BusError::Timeout { .. } => unavailable(),
-        BusError::Remote { code, message } => {
-            let code = match code.as_str() {
-                "action_not_found" => ErrorCode::ActionNotFound,
-                "invalid_action_request" => ErrorCode::InvalidActionRequest,
-                "action_not_approved" => ErrorCode::ActionNotApproved,
-                "action_already_executing" => ErrorCode::ActionAlreadyExecuting,
-                "action_execution_final" => ErrorCode::ActionExecutionFinal,
-                "action_decision_not_allowed" => ErrorCode::ActionDecisionNotAllowed,
-                "action_step_up_unavailable" => ErrorCode::ActionStepUpUnavailable,
-                "action_self_approval_forbidden" => ErrorCode::ActionSelfApprovalForbidden,
-                "action_decision_requires_human" => ErrorCode::ActionDecisionRequiresHuman,
-                "action_plan_expired" => ErrorCode::ActionPlanExpired,
-                "action_plan_drift" => ErrorCode::ActionPlanDrift,
-                "resource_remediation_locked" => ErrorCode::ResourceRemediationLocked,
-                "action_refused" => ErrorCode::ActionRefused,
-                "conflict" => ErrorCode::Conflict,
-                "service_unavailable" => ErrorCode::ServiceUnavailable,
-                "bad_request" => ErrorCode::InvalidActionRequest,
-                other => {
-                    tracing::error!(code = other, %message, "action request failed");
-                    return ApiError::new(ErrorCode::InternalError, "the action request failed");
-                }
-            };
-            ApiError::new(code, message)
-        }
-        other => {
-            tracing::warn!(error = %other, "action request failed on the bus");
-            ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the message bus is unavailable; retry shortly",
-            )
-        }
-    }
+fn broker(state: &AppState) -> ActionBrokerClient {
+    ActionBrokerClient::new(state.bus.clone())
 }
 
-async fn ask<R: Request<Reply = ActionReply>>(
+/// Reads the action the action-broker answered about.
+async fn answered(
     state: &AppState,
     principal: &Principal,
-    verb: &str,
-    request: &R,
+    reply: Result<ActionReply, ClientError>,
 ) -> Result<ActionView, ApiError> {
     let tenant = &principal.tenant;
-    let subject = state.bus.subjects().tenant(tenant, verb);
-    let reply = state
-        .bus
-        .request(tenant, &subject, request, ACTION_REQUEST_TIMEOUT)
-        .await
-        .map_err(bus_error)?;
+    let reply = reply?;
     let tx = state.store.tenant_tx(tenant).await?;
     let action = actions::get(&tx, reply.action_id)
         .await?
@@ -275,7 +228,10 @@ pub async fn plan(
         requested_by: actor(&auth.principal),
         finding_id: body.finding_id,
     };
-    let view = ask(&state, &auth.principal, ACTION_PLAN_REQUEST, &request).await?;
+    let reply = broker(&state)
+        .plan(&auth.principal.tenant, &request, ACTION_REQUEST_TIMEOUT)
+        .await;
+    let view = answered(&state, &auth.principal, reply).await?;
     Ok((StatusCode::CREATED, Json(view)).into_response())
 }
 
@@ -298,9 +254,10 @@ pub async fn decision(
         reason: body.reason,
         decided_by: actor(&auth.principal),
     };
-    Ok(Json(
-        ask(&state, &auth.principal, ACTION_DECIDE_REQUEST, &request).await?,
-    ))
+    let reply = broker(&state)
+        .decide(&auth.principal.tenant, &request, ACTION_REQUEST_TIMEOUT)
+        .await;
+    Ok(Json(answered(&state, &auth.principal, reply).await?))
 }
 
 pub async fn execute(
@@ -313,9 +270,10 @@ pub async fn execute(
         action_id: id,
         requested_by: actor(&auth.principal),
     };
-    Ok(Json(
-        ask(&state, &auth.principal, ACTION_EXECUTE_REQUEST, &request).await?,
-    ))
+    let reply = broker(&state)
+        .execute(&auth.principal.tenant, &request, ACTION_REQUEST_TIMEOUT)
+        .await;
+    Ok(Json(answered(&state, &auth.principal, reply).await?))
 }
 
 fn limit(

@@ -40,6 +40,41 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The one mapping of a service's answer (or its absence) to an API error: a service's error
+/// reply keeps its code and message; a service that did not answer gets that service's
+/// unavailable code.
+impl From<pulse_bus::ClientError> for ApiError {
+    fn from(error: pulse_bus::ClientError) -> Self {
+        use pulse_bus::ClientError;
+        let code = error.code();
+        match error {
+            ClientError::Remote { code, message } => ApiError::new(code, message),
+            ClientError::NoResponder { service, .. } => ApiError::new(
+                code,
+                format!(
+                    "no {service} is running, so nothing was done; start pulse-{service} \
+                     (check /api/health) and send the request again"
+                ),
+            ),
+            ClientError::Timeout { service, .. } => ApiError::new(
+                code,
+                format!(
+                    "the {service} did not answer in time; check the outcome (GET the \
+                     resource again) before sending the request again"
+                ),
+            ),
+            ClientError::UnknownCode { .. } => {
+                tracing::error!(%error, "a service answered with an unknown error code");
+                ApiError::new(code, "the request failed")
+            }
+            ClientError::Bus(_) => {
+                tracing::warn!(%error, "a request failed on the bus");
+                ApiError::new(code, "the message bus is unavailable; retry shortly")
+            }
+        }
+    }
+}
+
 impl From<pulse_store::StoreError> for ApiError {
     fn from(error: pulse_store::StoreError) -> Self {
         match error {
@@ -75,5 +110,47 @@ mod tests {
             .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         insta::assert_json_snapshot!(body);
+    }
+
+    #[test]
+    fn a_service_answer_keeps_its_code_and_silence_names_the_service() {
+        use pulse_bus::ClientError;
+        let remote: ApiError = ClientError::Remote {
+            code: ErrorCode::UnprocessableScope,
+            message: "unmatched resource_ids: nope".to_owned(),
+        }
+        .into();
+        assert_eq!(remote.code, ErrorCode::UnprocessableScope);
+        assert_eq!(remote.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(remote.message, "unmatched resource_ids: nope");
+
+        let none: ApiError = ClientError::NoResponder {
+            service: "model-runner",
+            unavailable: ErrorCode::PatrolRunnerUnavailable,
+        }
+        .into();
+        assert_eq!(none.code, ErrorCode::PatrolRunnerUnavailable);
+        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            none.message.contains("pulse-model-runner"),
+            "{}",
+            none.message
+        );
+
+        let late: ApiError = ClientError::Timeout {
+            service: "patrol-scheduler",
+            unavailable: ErrorCode::PatrolSchedulerUnavailable,
+            timeout: std::time::Duration::from_secs(5),
+        }
+        .into();
+        assert_eq!(late.code, ErrorCode::PatrolSchedulerUnavailable);
+
+        let unknown: ApiError = ClientError::UnknownCode {
+            service: "action-broker",
+            code: "bad_request".to_owned(),
+            message: "x".to_owned(),
+        }
+        .into();
+        assert_eq!(unknown.code, ErrorCode::InternalError);
     }
 }

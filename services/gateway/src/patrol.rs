@@ -25,11 +25,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use pulse_bus::BusError;
-use pulse_bus::events::{
-    PATROL_PREFLIGHT_REQUEST, PATROL_RUN_REQUEST, PatrolPreflightRequest, PatrolRunAccepted,
-    PatrolRunRequest,
-};
+use pulse_bus::PatrolClient;
+use pulse_bus::patrol_api::{PatrolPreflightRequest, PatrolRunAccepted, PatrolRunRequest};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::ai_settings;
@@ -65,51 +62,10 @@ pub struct RunAccepted {
 }
 
 fn request_error(err: RunRequestError) -> ApiError {
-    let code = match err.code() {
-        "invalid_json" => ErrorCode::InvalidJson,
-        _ => ErrorCode::InvalidRequest,
-    };
+    let code = ErrorCode::from_code(err.code())
+        .filter(|c| *c == ErrorCode::InvalidJson)
+        .unwrap_or(ErrorCode::InvalidRequest);
     ApiError::new(code, err.to_string())
-}
-
-/// Maps the scheduler's answer (or its absence) to a stable API error.
-fn bus_error(err: BusError) -> ApiError {
-    match err {
-        BusError::NoResponders { .. } => ApiError::new(
-            ErrorCode::PatrolSchedulerUnavailable,
-            "no patrol-scheduler is running, so the run was not accepted; start \
-             pulse-patrol-scheduler and send the request again",
-        ),
-        BusError::Timeout { .. } => ApiError::new(
-            ErrorCode::PatrolSchedulerUnavailable,
-            "the patrol-scheduler did not answer in time; check GET /api/ai/patrol/runs before \
-             sending the request again",
-        ),
-        BusError::Remote { code, message } => {
-            let code = match code.as_str() {
-                "unprocessable_scope" => ErrorCode::UnprocessableScope,
-                "patrol_not_ready" => ErrorCode::PatrolNotReady,
-                "patrol_run_in_progress" => ErrorCode::PatrolRunInProgress,
-                "patrol_queue_full" => ErrorCode::PatrolQueueFull,
-                "service_unavailable" => ErrorCode::ServiceUnavailable,
-                other => {
-                    tracing::error!(code = other, %message, "patrol run request failed");
-                    return ApiError::new(
-                        ErrorCode::InternalError,
-                        "the run could not be accepted",
-                    );
-                }
-            };
-            ApiError::new(code, message)
-        }
-        other => {
-            tracing::warn!(error = %other, "patrol run request failed on the bus");
-            ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the message bus is unavailable; retry shortly",
-            )
-        }
-    }
 }
 
 /// A body, when there is one, is declared JSON like every other JSON route's.
@@ -155,16 +111,13 @@ pub async fn run(
         RunRequest::Scoped(scoped) => Some(scoped),
     };
     let tenant = &auth.principal.tenant;
-    let subject = state.bus.subjects().tenant(tenant, PATROL_RUN_REQUEST);
     let request = PatrolRunRequest {
         scope,
         requested_by: format!("token:{}", auth.principal.token_name),
     };
-    let accepted = state
-        .bus
-        .request(tenant, &subject, &request, state.patrol_request_timeout)
-        .await
-        .map_err(bus_error)?;
+    let accepted = PatrolClient::new(state.bus.clone())
+        .run(tenant, &request, state.patrol_request_timeout)
+        .await?;
     let body = RunAccepted {
         status: RunStatus::Queued,
         accepted,
@@ -174,36 +127,6 @@ pub async fn run(
 
 /// How long the gateway waits for a preflight: one bounded model turn plus its one retry.
 pub const PREFLIGHT_REQUEST_TIMEOUT: Duration = Duration::from_secs(150);
-
-/// Maps the model-runner's answer to a preflight request (or its absence) to a stable error.
-fn preflight_bus_error(err: BusError) -> ApiError {
-    match err {
-        BusError::NoResponders { .. } => ApiError::new(
-            ErrorCode::PatrolRunnerUnavailable,
-            "no model-runner is running, so no preflight ran; start pulse-model-runner and send \
-             the request again",
-        ),
-        BusError::Timeout { .. } => ApiError::new(
-            ErrorCode::PatrolRunnerUnavailable,
-            "the model-runner did not answer in time; check GET /api/settings/ai for the outcome \
-             before sending the request again",
-        ),
-        BusError::Remote { code, message } if code == "service_unavailable" => {
-            ApiError::new(ErrorCode::ServiceUnavailable, message)
-        }
-        BusError::Remote { code, message } => {
-            tracing::error!(%code, %message, "patrol preflight request failed");
-            ApiError::new(ErrorCode::InternalError, "the preflight could not be run")
-        }
-        other => {
-            tracing::warn!(error = %other, "patrol preflight request failed on the bus");
-            ApiError::new(
-                ErrorCode::ServiceUnavailable,
-                "the message bus is unavailable; retry shortly",
-            )
-        }
-    }
-}
 
 /// The answer to `POST /api/ai/patrol/preflight`.
 #[derive(Debug, Serialize)]
@@ -218,18 +141,12 @@ pub async fn preflight(
     auth: Authorized<PatrolExecuteScope>,
 ) -> Result<Json<PreflightAnswer>, ApiError> {
     let tenant = &auth.principal.tenant;
-    let subject = state
-        .bus
-        .subjects()
-        .tenant(tenant, PATROL_PREFLIGHT_REQUEST);
     let request = PatrolPreflightRequest {
         requested_by: format!("token:{}", auth.principal.token_name),
     };
-    let record = state
-        .bus
-        .request(tenant, &subject, &request, PREFLIGHT_REQUEST_TIMEOUT)
-        .await
-        .map_err(preflight_bus_error)?;
+    let record = PatrolClient::new(state.bus.clone())
+        .preflight(tenant, &request, PREFLIGHT_REQUEST_TIMEOUT)
+        .await?;
     Ok(Json(PreflightAnswer {
         preflight_state: record.state().as_str(),
         patrol_preflight: PreflightView::from(&record),
@@ -412,65 +329,5 @@ mod tests {
             "application/json; charset=utf-8".parse().unwrap(),
         );
         assert!(check_content_type(&headers, b"{}").is_ok());
-    }
-
-    #[test]
-    fn scheduler_answers_map_to_stable_codes() {
-        let none = bus_error(BusError::NoResponders {
-            subject: "s".to_owned(),
-        });
-        assert_eq!(none.code, ErrorCode::PatrolSchedulerUnavailable);
-        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let timeout = bus_error(BusError::Timeout {
-            subject: "s".to_owned(),
-        });
-        assert_eq!(timeout.code, ErrorCode::PatrolSchedulerUnavailable);
-        let scope = bus_error(BusError::Remote {
-            code: "unprocessable_scope".to_owned(),
-            message: "unmatched resource_ids: nope".to_owned(),
-        });
-        assert_eq!(scope.code, ErrorCode::UnprocessableScope);
-        assert_eq!(scope.status(), StatusCode::UNPROCESSABLE_ENTITY);
-        assert_eq!(scope.message, "unmatched resource_ids: nope");
-        let not_ready = bus_error(BusError::Remote {
-            code: "patrol_not_ready".to_owned(),
-            message: "patrol is blocked: provider openai has no API key".to_owned(),
-        });
-        assert_eq!(not_ready.code, ErrorCode::PatrolNotReady);
-        assert_eq!(not_ready.status(), StatusCode::CONFLICT);
-        assert!(not_ready.message.contains("no API key"));
-        let other = bus_error(BusError::Remote {
-            code: "internal_error".to_owned(),
-            message: "boom".to_owned(),
-        });
-        assert_eq!(other.code, ErrorCode::InternalError);
-    }
-
-    #[test]
-    fn preflight_answers_map_to_stable_codes() {
-        let none = preflight_bus_error(BusError::NoResponders {
-            subject: "s".to_owned(),
-        });
-        assert_eq!(none.code, ErrorCode::PatrolRunnerUnavailable);
-        assert_eq!(none.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert!(
-            none.message.contains("pulse-model-runner"),
-            "{}",
-            none.message
-        );
-        let timeout = preflight_bus_error(BusError::Timeout {
-            subject: "s".to_owned(),
-        });
-        assert_eq!(timeout.code, ErrorCode::PatrolRunnerUnavailable);
-        let refused = preflight_bus_error(BusError::Remote {
-            code: "service_unavailable".to_owned(),
-            message: "the database is unavailable".to_owned(),
-        });
-        assert_eq!(refused.code, ErrorCode::ServiceUnavailable);
-        let other = preflight_bus_error(BusError::Remote {
-            code: "internal_error".to_owned(),
-            message: "boom".to_owned(),
-        });
-        assert_eq!(other.code, ErrorCode::InternalError);
     }
 }

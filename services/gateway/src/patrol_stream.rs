@@ -293,7 +293,7 @@ pub async fn stream(
         // The channel is new and empty, so this cannot fail for lack of room.
         let _ = tx.try_send(gap_event(gap));
     }
-    let events_prefix = format!("{}.", subjects.tenant(&tenant, "events"));
+    let events_prefix = subjects.tenant_events_prefix(&tenant);
     let shutdown = state.streams.shutdown.clone();
     tokio::spawn(async move {
         let outcome = tokio::select! {

@@ -20,11 +20,9 @@ use chrono::Utc;
 use futures::StreamExt as _;
 use pulse_bus::async_nats::jetstream::AckKind;
 use pulse_bus::async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
-use pulse_bus::events::{
-    PATROL_PREFLIGHT_QUEUE_GROUP, PATROL_PREFLIGHT_REQUEST, PatrolPreflightRequest,
-    SETTINGS_CHANGED,
-};
-use pulse_bus::{Bus, ErrorReply, Responder};
+use pulse_bus::events::SETTINGS_CHANGED;
+use pulse_bus::patrol_api::PatrolPreflightRequest;
+use pulse_bus::{Bus, ErrorCode, ErrorReply, Responder};
 use pulse_domain::TenantId;
 use pulse_domain::ai_settings::SettingsChanged;
 use pulse_domain::finding::RuntimeRecovery;
@@ -52,9 +50,6 @@ const ACK_WAIT: Duration = Duration::from_secs(180);
 /// First wait before a settings event whose preflight could not be stored is redelivered.
 const RETRY_DELAY: Duration = Duration::from_secs(2);
 
-/// The stable reply code when the tenant has no Patrol route to check.
-pub const PATROL_NOT_READY: &str = "patrol_not_ready";
-
 /// Bounds of one preflight: a request answers an operator waiting on HTTP, so it is held well
 /// under the gateway's wait.
 fn preflight_settings() -> PreflightSettings {
@@ -79,7 +74,7 @@ impl From<PreflightError> for ErrorReply {
     fn from(error: PreflightError) -> Self {
         match error {
             PreflightError::NoRoute(reason) => ErrorReply::new(
-                PATROL_NOT_READY,
+                ErrorCode::PatrolNotReady,
                 format!(
                     "{reason}; select a Patrol model (PUT /api/settings/ai patrol_model), then \
                      run the preflight again"
@@ -88,13 +83,13 @@ impl From<PreflightError> for ErrorReply {
             PreflightError::Store(StoreError::Unavailable(reason)) => {
                 tracing::warn!(%reason, "database unavailable");
                 ErrorReply::new(
-                    "service_unavailable",
+                    ErrorCode::ServiceUnavailable,
                     "the database is unavailable; retry shortly",
                 )
             }
             PreflightError::Store(other) => {
                 tracing::error!(error = %other, "patrol preflight failed");
-                ErrorReply::new("internal_error", "the preflight could not be run")
+                ErrorReply::new(ErrorCode::InternalError, "the preflight could not be run")
             }
         }
     }
@@ -290,12 +285,9 @@ impl ReadinessService {
 
     pub async fn start_with(bus: &Bus, runner: Arc<PreflightRunner>) -> anyhow::Result<Self> {
         let (stop, stopped) = watch::channel(false);
-        let subject = bus.subjects().any_tenant(PATROL_PREFLIGHT_REQUEST);
         let serving = runner.clone();
         let responder = bus
-            .serve::<PatrolPreflightRequest, _, _>(
-                &subject,
-                Some(PATROL_PREFLIGHT_QUEUE_GROUP),
+            .serve_endpoint::<PatrolPreflightRequest, ErrorReply, _, _>(
                 move |ctx, request| {
                     let runner = serving.clone();
                     async move {
@@ -337,7 +329,7 @@ async fn settings_consumer(bus: &Bus) -> anyhow::Result<PullConsumer> {
     let config = pull::Config {
         durable_name: Some(SETTINGS_CONSUMER.to_owned()),
         description: Some("model-runner: preflight on Patrol route changes".to_owned()),
-        filter_subject: subjects.any_tenant(&format!("events.{domain}.{event}")),
+        filter_subject: subjects.event_any_tenant(domain, event),
         ack_policy: AckPolicy::Explicit,
         deliver_policy: DeliverPolicy::New,
         ack_wait: ACK_WAIT,
@@ -478,7 +470,6 @@ mod tests {
         let reply = ErrorReply::from(PreflightError::NoRoute(
             "no Patrol model is selected".to_owned(),
         ));
-        let value = serde_json::to_value(&reply).unwrap();
-        assert_eq!(value["code"], PATROL_NOT_READY);
+        assert_eq!(reply.code, ErrorCode::PatrolNotReady);
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::Utc;
-use pulse_bus::events::ActionCapabilitiesReply;
+use pulse_bus::actions_api::ActionCapabilitiesReply;
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, Finding, ReportedFinding, Severity};
 use pulse_domain::patrol::run::RunId;

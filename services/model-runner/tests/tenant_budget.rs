@@ -171,7 +171,7 @@ impl pulse_model_runner::investigation::tools::CapabilityCatalogue for NoCatalog
         &'a self,
         _tenant: &'a TenantId,
         _resource_id: &'a str,
-    ) -> BoxFuture<'a, Result<pulse_bus::events::ActionCapabilitiesReply, String>> {
+    ) -> BoxFuture<'a, Result<pulse_bus::actions_api::ActionCapabilitiesReply, String>> {
         Box::pin(async { Err("no resource in this tenant has that id".to_owned()) })
     }
 }

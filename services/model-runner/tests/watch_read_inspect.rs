@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use pulse_agent::docker::{DockerClient, DockerClientConfig, DockerEndpoint};
-use pulse_bus::ErrorReply;
 use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
+use pulse_bus::{ErrorCode, ErrorReply};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{ReadOutput, ReadRequest, ReadResult};
 use pulse_domain::patrol::run::RunId;
@@ -130,24 +130,27 @@ async fn inspect_answers_the_agents_compact_projection_without_env() -> anyhow::
     let served = Arc::new(AtomicUsize::new(0));
 
     // Stands in for the relay: answers each inspect with the agent's projection.
-    let subject = bus.subjects().relay(&tenant, "read");
+    let subject = bus.subjects().endpoint::<RelayReadRequest>(&tenant);
     let responder = {
         let (docker, served) = (docker.clone(), served.clone());
         bus.serve(&subject, None, move |_, request: RelayReadRequest| {
             let (docker, served) = (docker.clone(), served.clone());
             async move {
                 let ReadRequest::Inspect { container } = &request.read else {
-                    return Err(ErrorReply::new("invalid_request", "not an inspect"));
+                    return Err(ErrorReply::new(ErrorCode::InvalidRequest, "not an inspect"));
                 };
                 if request.agent_id != "h1" {
-                    return Err(ErrorReply::new("agent_not_connected", "unknown agent"));
+                    return Err(ErrorReply::new(
+                        ErrorCode::AgentNotConnected,
+                        "unknown agent",
+                    ));
                 }
                 let projection = docker
                     .inspect_compact(container)
                     .await
-                    .map_err(|e| ErrorReply::new("agent_refused", e.to_string()))?;
+                    .map_err(|e| ErrorReply::new(ErrorCode::AgentRefused, e.to_string()))?;
                 let projection = serde_json::to_value(projection)
-                    .map_err(|e| ErrorReply::new("agent_refused", e.to_string()))?;
+                    .map_err(|e| ErrorReply::new(ErrorCode::AgentRefused, e.to_string()))?;
                 served.fetch_add(1, Ordering::SeqCst);
                 Ok(RelayReadReply(ReadResult {
                     request_id: "r-1".to_owned(),

@@ -16,8 +16,9 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use pulse_bus::events::{PatrolRunAccepted, RUN_ACCEPTED};
-use pulse_bus::{ErrorReply, OutboxRow, Subjects};
+use pulse_bus::events::RUN_ACCEPTED;
+use pulse_bus::patrol_api::PatrolRunAccepted;
+use pulse_bus::{ErrorCode, ErrorReply, OutboxRow, Subjects};
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunType, TriggerReason};
 use pulse_domain::patrol::scope::{EffectiveScope, ScopedRequest};
 use pulse_domain::patrol::status::Blocked;
@@ -27,18 +28,9 @@ use pulse_store::settings::ConfigLayer;
 use pulse_store::{Store, StoreError, TenantTx, patrol_dispatch, patrol_readiness, patrol_runs};
 use tokio::sync::Notify;
 
-/// The stable code of a scope that does not resolve.
-pub const UNPROCESSABLE_SCOPE: &str = "unprocessable_scope";
-/// The stable code of a full run refused because another one is queued or running.
-pub const RUN_IN_PROGRESS: &str = "patrol_run_in_progress";
-/// The stable code of a scoped run refused because the tenant's queue is full.
-pub const QUEUE_FULL: &str = "patrol_queue_full";
 /// Scoped runs of one tenant waiting for dispatch before new ones are refused (unless
 /// configured).
 pub const DEFAULT_SCOPED_QUEUE_LIMIT: usize = 20;
-
-/// The stable code of a run refused because the readiness gate blocks Patrol.
-pub const PATROL_NOT_READY: &str = "patrol_not_ready";
 
 /// Why a request was not accepted.
 #[derive(Debug, thiserror::Error)]
@@ -58,12 +50,27 @@ pub enum AcceptError {
     Outbox(#[from] pulse_bus::OutboxError),
 }
 
+impl AcceptError {
+    /// The stable code the refusal is answered with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            AcceptError::NotReady(_) => ErrorCode::PatrolNotReady,
+            AcceptError::Unprocessable(_) => ErrorCode::UnprocessableScope,
+            AcceptError::RunInProgress(_) => ErrorCode::PatrolRunInProgress,
+            AcceptError::QueueFull { .. } => ErrorCode::PatrolQueueFull,
+            AcceptError::Store(StoreError::Unavailable(_)) => ErrorCode::ServiceUnavailable,
+            AcceptError::Store(_) | AcceptError::Outbox(_) => ErrorCode::InternalError,
+        }
+    }
+}
+
 impl From<AcceptError> for ErrorReply {
     fn from(err: AcceptError) -> Self {
+        let code = err.code();
         match err {
-            AcceptError::Unprocessable(message) => ErrorReply::new(UNPROCESSABLE_SCOPE, message),
+            AcceptError::Unprocessable(message) => ErrorReply::new(code, message),
             AcceptError::NotReady(blocked) => ErrorReply::new(
-                PATROL_NOT_READY,
+                code,
                 format!(
                     "Patrol is not ready ({check} check, cause {cause}): {reason}",
                     check = serde_json::to_value(blocked.check)
@@ -78,14 +85,14 @@ impl From<AcceptError> for ErrorReply {
                 ),
             ),
             AcceptError::RunInProgress(id) => ErrorReply::new(
-                RUN_IN_PROGRESS,
+                code,
                 format!(
                     "full Patrol run {id} is already queued or running; a new full run is \
                      accepted once it has ended"
                 ),
             ),
             AcceptError::QueueFull { limit } => ErrorReply::new(
-                QUEUE_FULL,
+                code,
                 format!(
                     "{limit} scoped Patrol runs of this tenant already wait to start; retry once \
                      one has started"
@@ -93,14 +100,11 @@ impl From<AcceptError> for ErrorReply {
             ),
             AcceptError::Store(StoreError::Unavailable(reason)) => {
                 tracing::warn!(%reason, "database unavailable");
-                ErrorReply::new(
-                    "service_unavailable",
-                    "the database is unavailable; retry shortly",
-                )
+                ErrorReply::new(code, "the database is unavailable; retry shortly")
             }
             other => {
                 tracing::error!(error = %other, "accepting a patrol run failed");
-                ErrorReply::new("internal_error", "the run could not be accepted")
+                ErrorReply::new(code, "the run could not be accepted")
             }
         }
     }
@@ -401,7 +405,7 @@ mod tests {
         );
         let reply = ErrorReply::from(err);
         let reply = serde_json::to_value(&reply).unwrap();
-        assert_eq!(reply["code"], PATROL_NOT_READY);
+        assert_eq!(reply["code"], ErrorCode::PatrolNotReady.code());
         let message = reply["message"].as_str().unwrap_or_default();
         assert!(message.contains("provider_not_configured"), "{message}");
         assert!(

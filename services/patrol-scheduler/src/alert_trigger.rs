@@ -31,8 +31,8 @@ use pulse_bus::async_nats::HeaderMap;
 use pulse_bus::async_nats::jetstream::{self, consumer::PullConsumer};
 use pulse_bus::redelivery::decode_for_subject;
 use pulse_bus::{
-    Bus, BusError, Delivery, ErrorReply, EventConsumerConfig, JobError, Message, Redelivery,
-    SerialPull, Subjects, ensure_event_consumer,
+    Bus, BusError, Delivery, ErrorCode, ErrorReply, EventConsumerConfig, JobError, Message,
+    Redelivery, SerialPull, Subjects, ensure_event_consumer,
 };
 use pulse_domain::TenantId;
 use pulse_domain::ai_settings::{AlertTriggers, MinSeverity};
@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::accept::{AcceptError, RunAcceptor, Submission, UNPROCESSABLE_SCOPE};
+use crate::accept::{AcceptError, RunAcceptor, Submission};
 
 /// The durable consumer's name on the EVENTS stream.
 pub const CONSUMER: &str = "patrol-alert-triggers";
@@ -112,7 +112,7 @@ pub enum TriggerOutcome {
     /// The Patrol route is known not to work; nothing was written.
     NotReady(Blocked),
     /// The accept path refused the run (its resource is gone, the tenant's queue is full...).
-    Refused { code: String, message: String },
+    Refused { code: ErrorCode, message: String },
     /// No stored alert matches the event (its tenant's data is gone).
     UnknownAlert,
 }
@@ -389,7 +389,7 @@ impl AlertTrigger {
             }),
             Err(AcceptError::NotReady(blocked)) => Ok(TriggerOutcome::NotReady(blocked)),
             Err(AcceptError::Unprocessable(message)) => Ok(TriggerOutcome::Refused {
-                code: UNPROCESSABLE_SCOPE.to_owned(),
+                code: ErrorCode::UnprocessableScope,
                 message,
             }),
             // A full queue drops the alert's run (the tenant's scoped work is already
@@ -505,7 +505,7 @@ pub async fn ensure_consumer(
         &EventConsumerConfig {
             durable_name: CONSUMER.to_owned(),
             description: "patrol-scheduler alert-triggered runs".to_owned(),
-            filter_subject: bus.subjects().any_tenant("events.alert.>"),
+            filter_subject: bus.subjects().event_any_tenant("alert", ">"),
             ack_wait: settings.ack_wait,
             max_deliver: settings.max_deliver,
         },

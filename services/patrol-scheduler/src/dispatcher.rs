@@ -30,7 +30,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use pulse_bus::events::{RUN_COMPLETED, SETTINGS_CHANGED, WATCH_JOB, WatchJob};
+use pulse_bus::events::{RUN_COMPLETED, SETTINGS_CHANGED};
+use pulse_bus::patrol_api::{WATCH_JOB, WatchJob};
 use pulse_bus::{Bus, OutboxRow};
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{RunId, RunStatus, RunType, TriggerReason};
@@ -321,8 +322,8 @@ impl Dispatcher {
             let subjects = bus.subjects();
             let (sd, se) = SETTINGS_CHANGED;
             let (cd, ce) = RUN_COMPLETED;
-            let settings_subject = subjects.any_tenant(&format!("events.{sd}.{se}"));
-            let completed_subject = subjects.any_tenant(&format!("events.{cd}.{ce}"));
+            let settings_subject = subjects.event_any_tenant(sd, se);
+            let completed_subject = subjects.event_any_tenant(cd, ce);
             let client = bus.client().clone();
             let (settings, completed) = match (
                 client.subscribe(settings_subject).await,

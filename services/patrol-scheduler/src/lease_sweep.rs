@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use pulse_bus::events::{RUN_COMPLETED, RunCompleted, WatchJob};
+use pulse_bus::events::{RUN_COMPLETED, RunCompleted};
+use pulse_bus::patrol_api::WatchJob;
 use pulse_bus::{OutboxRow, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{ErrorCause, RunEvent, RunId};

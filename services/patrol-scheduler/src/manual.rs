@@ -3,15 +3,13 @@
 
 use std::sync::Arc;
 
-use pulse_bus::events::{
-    PATROL_RUN_QUEUE_GROUP, PATROL_RUN_REQUEST, PatrolRunAccepted, PatrolRunRequest,
-};
+use pulse_bus::patrol_api::{PatrolRunAccepted, PatrolRunRequest};
 use pulse_bus::{Bus, BusError, ErrorReply, Responder, Subjects};
 use pulse_domain::patrol::run::TriggerReason;
 use pulse_store::{Store, TenantTx};
 use tokio::sync::Notify;
 
-pub use crate::accept::{AcceptError, UNPROCESSABLE_SCOPE};
+pub use crate::accept::AcceptError;
 use crate::accept::{RunAcceptor, Submission};
 
 /// Accepts manual run requests.
@@ -40,25 +38,20 @@ impl ManualRuns {
 
     /// Serves run requests of every tenant until the returned responder is stopped.
     pub async fn serve(self, bus: &Bus) -> Result<Responder, BusError> {
-        let subject = bus.subjects().any_tenant(PATROL_RUN_REQUEST);
         let this = Arc::new(self);
-        bus.serve::<PatrolRunRequest, _, _>(
-            &subject,
-            Some(PATROL_RUN_QUEUE_GROUP),
-            move |ctx, req| {
-                let this = this.clone();
-                async move {
-                    let tx = this
-                        .acceptor
-                        .store()
-                        .tenant_tx(&ctx.tenant)
-                        .await
-                        .map_err(|e| ErrorReply::from(AcceptError::Store(e)))?;
-                    let accepted = this.accept(tx, req).await?;
-                    Ok(accepted)
-                }
-            },
-        )
+        bus.serve_endpoint::<PatrolRunRequest, ErrorReply, _, _>(move |ctx, req| {
+            let this = this.clone();
+            async move {
+                let tx = this
+                    .acceptor
+                    .store()
+                    .tenant_tx(&ctx.tenant)
+                    .await
+                    .map_err(|e| ErrorReply::from(AcceptError::Store(e)))?;
+                let accepted = this.accept(tx, req).await?;
+                Ok(accepted)
+            }
+        })
         .await
     }
 
@@ -85,6 +78,7 @@ impl ManualRuns {
 mod tests {
     use super::*;
     use chrono::Utc;
+    use pulse_bus::ErrorCode;
     use pulse_domain::patrol::run::RunType;
     use pulse_domain::patrol::scope::ScopedRequest;
     use pulse_store::{patrol_runs, resources};
@@ -242,7 +236,7 @@ mod tests {
             "{err:?}"
         );
         let reply = ErrorReply::from(err);
-        assert_eq!(reply.code, crate::accept::RUN_IN_PROGRESS);
+        assert_eq!(reply.code, ErrorCode::PatrolRunInProgress);
         assert!(
             reply.message.contains(&first.run_id.to_string()),
             "{}",
@@ -312,7 +306,7 @@ mod tests {
             matches!(err, AcceptError::QueueFull { limit: 2 }),
             "{err:?}"
         );
-        assert_eq!(ErrorReply::from(err).code, crate::accept::QUEUE_FULL);
+        assert_eq!(ErrorReply::from(err).code, ErrorCode::PatrolQueueFull);
         // A dispatched run no longer counts as waiting.
         let waiting = pulse_store::patrol_dispatch::undispatched(db.store(), 10)
             .await
@@ -382,7 +376,7 @@ mod tests {
              service:h1:web, service:h2:web)"
         );
         let reply = ErrorReply::from(err);
-        assert_eq!(reply.code, UNPROCESSABLE_SCOPE);
+        assert_eq!(reply.code, ErrorCode::UnprocessableScope);
         let tx = db.store().tenant_tx(&tenant).await.unwrap();
         assert!(patrol_runs::list(&tx, 30).await.unwrap().is_empty());
         tx.commit().await.unwrap();

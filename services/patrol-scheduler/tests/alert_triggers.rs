@@ -478,7 +478,7 @@ async fn a_full_scoped_queue_refuses_the_alert_run_without_retrying() -> anyhow:
     let TriggerOutcome::Refused { code, .. } = trigger.handle(&f.tenant, &second).await? else {
         panic!("expected the queue limit to refuse");
     };
-    assert_eq!(code, "patrol_queue_full");
+    assert_eq!(code, pulse_bus::ErrorCode::PatrolQueueFull);
     assert_eq!(runs(f.db.store(), &f.tenant).await?.len(), 1);
     f.db.cleanup().await
 }

@@ -4,12 +4,13 @@
 //! what to do; another tenant is not affected; raising the budget lets runs in again.
 
 use chrono::Utc;
+use pulse_bus::ErrorCode;
 use pulse_bus::Subjects;
 use pulse_domain::TenantId;
 use pulse_domain::patrol::budget::BudgetPeriod;
 use pulse_domain::patrol::run::TriggerReason;
 use pulse_domain::patrol::status::BlockedCause;
-use pulse_patrol_scheduler::accept::{AcceptError, PATROL_NOT_READY, RunAcceptor, Submission};
+use pulse_patrol_scheduler::accept::{AcceptError, RunAcceptor, Submission};
 use pulse_store::settings::{self, ConfigLayer};
 use pulse_store::{TenantTx, patrol_runs, tenants};
 use pulse_test_support::db::TestDb;
@@ -74,7 +75,7 @@ async fn a_used_up_budget_refuses_the_run_before_anything_is_written() -> anyhow
         "{blocked:?}"
     );
     let reply = serde_json::to_value(pulse_bus::ErrorReply::from(err))?;
-    assert_eq!(reply["code"], PATROL_NOT_READY);
+    assert_eq!(reply["code"], ErrorCode::PatrolNotReady.code());
     let message = reply["message"].as_str().unwrap_or_default();
     assert!(message.contains("cause budget_exceeded"), "{message}");
     assert!(message.contains("1200 of 1000 tokens"), "{message}");

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use pulse_bus::events::{WATCH_JOB, WatchJob};
+use pulse_bus::patrol_api::{WATCH_JOB, WatchJob};
 use pulse_bus::{JobError, JobWorker, JobWorkerConfig, OutboxRelay, RelayConfig};
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{RunEvent, RunType};

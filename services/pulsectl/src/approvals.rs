@@ -5,6 +5,7 @@
 //! leniently (unknown fields ignored, missing ones shown as `-`). A refused decision prints one
 //! line naming the code and what to do about it.
 
+use pulse_capabilities::ErrorCode;
 use reqwest::Method;
 use serde::Deserialize;
 use serde_json::json;
@@ -118,35 +119,37 @@ pub fn explain(err: ApiError, id: &str) -> ApiError {
     else {
         return err;
     };
-    let hint = match code.as_str() {
-        "action_not_found" => format!(
+    let hint = match ErrorCode::from_code(&code) {
+        Some(ErrorCode::ActionNotFound) => format!(
             "no action {id} in this tenant; `pulsectl approvals list` shows the pending ones"
         ),
-        "action_decision_not_allowed" => {
+        Some(ErrorCode::ActionDecisionNotAllowed) => {
             format!("{message}; `pulsectl approvals list` shows the actions waiting for a decision")
         }
-        "action_self_approval_forbidden" => format!(
+        Some(ErrorCode::ActionSelfApprovalForbidden) => format!(
             "action {id} needs a human other than its requester; ask another user with \
              actions:approve to decide"
         ),
-        "action_decision_requires_human" => {
+        Some(ErrorCode::ActionDecisionRequiresHuman) => {
             "this token belongs to no user; decisions are made by a human: use a token a user \
              created"
                 .to_owned()
         }
-        "action_step_up_unavailable" => format!(
+        Some(ErrorCode::ActionStepUpUnavailable) => format!(
             "action {id} has the mfa floor, which this build can never approve; reject it or \
              plan it with a lower floor"
         ),
-        "action_plan_expired" => {
+        Some(ErrorCode::ActionPlanExpired) => {
             format!("action {id} expired before it was decided; plan it again")
         }
-        "missing_scope" => {
+        Some(ErrorCode::MissingScope) => {
             "this token lacks actions:approve; use a token that carries it".to_owned()
         }
-        "action_executor_unavailable" => "no action-broker answered; start pulse-action-broker \
+        Some(ErrorCode::ActionExecutorUnavailable) => {
+            "no action-broker answered; start pulse-action-broker \
              (or `pulsectl up`) and retry"
-            .to_owned(),
+                .to_owned()
+        }
         _ => message,
     };
     ApiError::Api {

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::ModelRoute;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -70,8 +71,6 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 /// Longer than a run that no runner takes can stay queued with the default take deadline
 /// (`patrol.take_deadline_ms` x (`patrol.max_redispatches` + 1), 6 minutes).
 pub const IN_FLIGHT_WAIT: Duration = Duration::from_secs(600);
-/// The stable code of a full run refused because another one is in flight.
-const RUN_IN_PROGRESS: &str = "patrol_run_in_progress";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -492,7 +491,8 @@ async fn start_run(client: &GatewayClient) -> Result<String, DemoError> {
                 println!("demo: Patrol run {run_id} requested");
                 return Ok(run_id);
             }
-            Err(ApiError::Api { code, .. }) if code == RUN_IN_PROGRESS => {}
+            Err(ApiError::Api { code, .. })
+                if ErrorCode::from_code(&code) == Some(ErrorCode::PatrolRunInProgress) => {}
             Err(error) => return Err(error.into()),
         }
         let list: Value = client

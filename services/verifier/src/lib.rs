@@ -18,6 +18,7 @@
 //! `verified` fail closed.
 
 pub mod check;
+pub mod error;
 pub mod observe;
 pub mod postcondition;
 pub mod resolution;
@@ -28,12 +29,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use pulse_bus::events::{
+use pulse_bus::verify_api::{
     PostconditionReply, PostconditionRequest, ResolutionCheckReply, ResolutionCheckRequest,
-    ResolutionEvidence, VERIFIER_QUEUE_GROUP, VERIFY_POSTCONDITION, VERIFY_RESOLUTION,
+    ResolutionEvidence,
 };
-use pulse_bus::{Bus, BusError, ErrorReply, Request, Responder};
-use pulse_capabilities::error_codes::ErrorCode;
+use pulse_bus::{Bus, BusError, Endpoint, Request, Responder};
+
+pub use crate::error::VerifierError;
 use pulse_config::VerifyConfig;
 use pulse_domain::TenantId;
 use pulse_domain::action::Verification;
@@ -63,10 +65,9 @@ pub const MIN_POSTCONDITION_POLL: Duration = Duration::from_millis(100);
 const NOT_IN_INVENTORY: &str =
     "the resource is not in the inventory, so no fresh observation can be had";
 
-/// A check the verifier answers on `pulse.*.<VERB>`.
+/// A check the verifier answers on its endpoint's subject.
 trait Verify: Send + Sync + 'static {
-    type Request: Request;
-    const VERB: &'static str;
+    type Request: Endpoint;
 
     fn bus(&self) -> &Bus;
 
@@ -75,15 +76,14 @@ trait Verify: Send + Sync + 'static {
         &self,
         tenant: TenantId,
         request: Self::Request,
-    ) -> impl Future<Output = Result<<Self::Request as Request>::Reply, ErrorReply>> + Send;
+    ) -> impl Future<Output = Result<<Self::Request as Request>::Reply, VerifierError>> + Send;
 }
 
 /// Serves `verifier`'s subject of every tenant in the verifier queue group.
 async fn serve<V: Verify>(verifier: V) -> Result<Responder, BusError> {
     let bus = verifier.bus().clone();
-    let subject = bus.subjects().any_tenant(V::VERB);
     let this = Arc::new(verifier);
-    bus.serve::<V::Request, _, _>(&subject, Some(VERIFIER_QUEUE_GROUP), move |ctx, request| {
+    bus.serve_endpoint::<V::Request, VerifierError, _, _>(move |ctx, request| {
         let this = this.clone();
         async move { this.answer(ctx.tenant, request).await }
     })
@@ -91,12 +91,9 @@ async fn serve<V: Verify>(verifier: V) -> Result<Responder, BusError> {
 }
 
 /// Refuses a request whose `field` is empty.
-fn require(field: &str, value: &str) -> Result<(), ErrorReply> {
+fn require(field: &str, value: &str) -> Result<(), VerifierError> {
     if value.trim().is_empty() {
-        return Err(ErrorReply::new(
-            ErrorCode::InvalidRequest.code(),
-            format!("{field} must not be empty"),
-        ));
+        return Err(VerifierError::Invalid(format!("{field} must not be empty")));
     }
     Ok(())
 }
@@ -143,15 +140,12 @@ impl ResolutionVerifier {
         &self,
         tenant: &TenantId,
         request: ResolutionCheckRequest,
-    ) -> Result<ResolutionCheckReply, ErrorReply> {
+    ) -> Result<ResolutionCheckReply, VerifierError> {
         let Some(key) = VerifierKey::for_key(&request.key) else {
-            return Err(ErrorReply::new(
-                ErrorCode::InvalidRequest.code(),
-                format!(
-                    "key {} has no deterministic verifier; such findings resolve on the model's evidence",
-                    request.key
-                ),
-            ));
+            return Err(VerifierError::Invalid(format!(
+                "key {} has no deterministic verifier; such findings resolve on the model's evidence",
+                request.key
+            )));
         };
         require("resource_id", &request.resource_id)?;
         let (check, evidence) = match self.observer.lookup(tenant, &request.resource_id).await? {
@@ -198,7 +192,6 @@ impl ResolutionVerifier {
 
 impl Verify for ResolutionVerifier {
     type Request = ResolutionCheckRequest;
-    const VERB: &'static str = VERIFY_RESOLUTION;
 
     fn bus(&self) -> &Bus {
         self.observer.bus()
@@ -208,7 +201,7 @@ impl Verify for ResolutionVerifier {
         &self,
         tenant: TenantId,
         request: ResolutionCheckRequest,
-    ) -> Result<ResolutionCheckReply, ErrorReply> {
+    ) -> Result<ResolutionCheckReply, VerifierError> {
         self.verify(&tenant, request).await
     }
 }
@@ -299,7 +292,7 @@ impl PostconditionVerifier {
         &self,
         tenant: &TenantId,
         request: PostconditionRequest,
-    ) -> Result<PostconditionReply, ErrorReply> {
+    ) -> Result<PostconditionReply, VerifierError> {
         require("resource_id", &request.resource_id)?;
         require("agent_id", &request.agent_id)?;
         let wait = self.settings.wait_for(request.wait_ms);
@@ -407,7 +400,6 @@ impl PostconditionVerifier {
 
 impl Verify for PostconditionVerifier {
     type Request = PostconditionRequest;
-    const VERB: &'static str = VERIFY_POSTCONDITION;
 
     fn bus(&self) -> &Bus {
         self.observer.bus()
@@ -417,7 +409,7 @@ impl Verify for PostconditionVerifier {
         &self,
         tenant: TenantId,
         request: PostconditionRequest,
-    ) -> Result<PostconditionReply, ErrorReply> {
+    ) -> Result<PostconditionReply, VerifierError> {
         self.verify(&tenant, request).await
     }
 }

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use pulse_bus::relay_api::RelayObserveRequest;
-use pulse_bus::{Bus, BusError, ErrorReply};
-use pulse_capabilities::error_codes::ErrorCode;
+use pulse_bus::{Bus, ClientError, ErrorCode, RelayClient};
+
+use crate::error::VerifierError;
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::ResourceTarget;
 use pulse_domain::resource::{Resource, ResourceId, ResourceType};
@@ -42,13 +43,10 @@ impl FreshObserver {
         &self,
         tenant: &TenantId,
         resource_id: &str,
-    ) -> Result<Option<Resource>, ErrorReply> {
+    ) -> Result<Option<Resource>, VerifierError> {
         let unavailable = |e: pulse_store::StoreError| {
             tracing::warn!(error = %e, "inventory read failed");
-            ErrorReply::new(
-                ErrorCode::ServiceUnavailable.code(),
-                "the inventory could not be read",
-            )
+            VerifierError::InventoryUnavailable
         };
         let tx = self.store.tenant_tx(tenant).await.map_err(unavailable)?;
         let resource = resources::get(&tx, resource_id)
@@ -70,10 +68,8 @@ impl FreshObserver {
             agent_id: resource.agent_id.clone(),
             target: target_of(resource),
         };
-        let subject = self.bus.subjects().relay(tenant, "observe");
-        let observation = self
-            .bus
-            .request(tenant, &subject, &request, self.timeout)
+        let observation = RelayClient::new(self.bus.clone())
+            .observe(tenant, &request, self.timeout)
             .await
             .map_err(|error| no_answer(&error, self.timeout))?
             .0;
@@ -114,23 +110,26 @@ fn target_of(resource: &Resource) -> ResourceTarget {
 
 /// The reason for a fresh observation that did not arrive. Relay error messages may quote the
 /// agent, so only the error code is used.
-fn no_answer(error: &BusError, timeout: Duration) -> String {
+fn no_answer(error: &ClientError, timeout: Duration) -> String {
     match error {
-        BusError::Timeout { .. } => format!(
+        ClientError::Timeout { .. } => format!(
             "the agent did not answer within {} s",
             timeout.as_secs_f64()
         ),
-        BusError::NoResponders { .. } => "no agent-relay is serving observations".to_owned(),
-        BusError::Remote { code, .. } if code == ErrorCode::AgentNotConnected.code() => {
-            "the agent did not answer: it is not connected".to_owned()
-        }
-        BusError::Remote { code, .. } if code == ErrorCode::AgentTimeout.code() => {
-            "the agent did not answer in time".to_owned()
-        }
-        BusError::Remote { code, .. } if code == ErrorCode::AgentRefused.code() => {
-            "the agent refused to observe the resource".to_owned()
-        }
-        BusError::Remote { code, .. } => {
+        ClientError::NoResponder { .. } => "no agent-relay is serving observations".to_owned(),
+        ClientError::Remote {
+            code: ErrorCode::AgentNotConnected,
+            ..
+        } => "the agent did not answer: it is not connected".to_owned(),
+        ClientError::Remote {
+            code: ErrorCode::AgentTimeout,
+            ..
+        } => "the agent did not answer in time".to_owned(),
+        ClientError::Remote {
+            code: ErrorCode::AgentRefused,
+            ..
+        } => "the agent refused to observe the resource".to_owned(),
+        ClientError::Remote { code, .. } => {
             format!("the agent-relay could not get an observation ({code})")
         }
         _ => "the message bus failed before the agent answered".to_owned(),
@@ -143,8 +142,10 @@ mod tests {
 
     #[test]
     fn the_timeout_reason_names_the_configured_bound() {
-        let timeout = BusError::Timeout {
-            subject: "x".to_owned(),
+        let timeout = ClientError::Timeout {
+            service: "agent-relay",
+            unavailable: ErrorCode::ActionExecutorUnavailable,
+            timeout: Duration::from_secs(5),
         };
         assert_eq!(
             no_answer(&timeout, Duration::from_secs(5)),

@@ -12,7 +12,7 @@ use pulse_domain::TenantId;
 use crate::envelope::{
     self, Decoded, EnvelopeError, Message, decode, encode, encode_system, headers,
 };
-use crate::error::{BusError, ErrorReply};
+use crate::error::{BusError, RawErrorReply};
 use crate::heartbeat::Heartbeat;
 use crate::streams::{self, JobConsumerConfig, StreamSettings};
 use crate::subjects::{Subjects, check_publish_subject, check_token};
@@ -122,7 +122,7 @@ impl Bus {
         let reply_headers = reply.headers.as_ref();
         if envelope::header(reply_headers, headers::STATUS) == Some("error") {
             // An error reply may come from a responder that could not read our tenant.
-            let err = decode::<ErrorReply>(reply_headers, &reply.payload)?;
+            let err = decode::<RawErrorReply>(reply_headers, &reply.payload)?;
             return Err(err.payload.into());
         }
         let decoded = decode::<R::Reply>(reply_headers, &reply.payload)?;

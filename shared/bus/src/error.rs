@@ -1,5 +1,6 @@
 //! Bus errors and the typed error reply.
 
+use pulse_capabilities::ErrorCode;
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{EnvelopeError, Message};
@@ -7,30 +8,80 @@ use crate::subjects::SubjectError;
 
 /// The reply a responder sends instead of a typed reply. Travels with `Pulse-Status: error`;
 /// the requester gets it back as [`BusError::Remote`].
+///
+/// The code is one of the stable error-code table ([`ErrorCode`]); a reply whose code is not in
+/// the table does not decode as an `ErrorReply` (the requester sees
+/// [`BusError::UnknownErrorCode`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ErrorReply {
-    /// A machine code from the error-code table, e.g. `not_found`.
-    pub code: String,
+    pub code: ErrorCode,
     pub message: String,
 }
 
 impl ErrorReply {
-    /// The request could not be decoded (wrong type, schema or body).
-    pub const BAD_REQUEST: &'static str = "bad_request";
-    /// The handler failed without saying why (it panicked).
-    pub const INTERNAL: &'static str = "internal";
-
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
-            code: code.into(),
+            code,
             message: message.into(),
         }
     }
+
 }
 
 impl Message for ErrorReply {
     const TYPE: &'static str = "pulse.error_reply";
+}
+
+/// An error that answers a request: its code is the one the requester receives, its message
+/// (`Display`) the text. Every service's handler error implements it, so no handler names a code
+/// as a string.
+pub trait CodedError: std::fmt::Display {
+    fn code(&self) -> ErrorCode;
+
+    /// The reply this error answers with: its code and its message.
+    fn into_reply(self) -> ErrorReply
+    where
+        Self: Sized,
+    {
+        ErrorReply::new(self.code(), self.to_string())
+    }
+}
+
+impl CodedError for ErrorReply {
+    fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    fn into_reply(self) -> ErrorReply {
+        self
+    }
+}
+
+/// The error reply as it travels, before its code is checked against the table.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RawErrorReply {
+    pub code: String,
+    pub message: String,
+}
+
+impl Message for RawErrorReply {
+    const TYPE: &'static str = ErrorReply::TYPE;
+}
+
+impl From<RawErrorReply> for BusError {
+    fn from(raw: RawErrorReply) -> Self {
+        match ErrorCode::from_code(&raw.code) {
+            Some(code) => Self::Remote {
+                code,
+                message: raw.message,
+            },
+            None => Self::UnknownErrorCode {
+                code: raw.code,
+                message: raw.message,
+            },
+        }
+    }
 }
 
 /// What can go wrong on the bus.
@@ -40,8 +91,13 @@ pub enum BusError {
     Timeout { subject: String },
     #[error("no responders on {subject}")]
     NoResponders { subject: String },
+    /// The responder answered with an error reply.
     #[error("remote error {code}: {message}")]
-    Remote { code: String, message: String },
+    Remote { code: ErrorCode, message: String },
+    /// The responder answered with an error code that is not in the table (a responder of
+    /// another version, or a bug): never mistaken for a code the caller handles.
+    #[error("remote error with unknown code {code:?}: {message}")]
+    UnknownErrorCode { code: String, message: String },
     #[error("no stream holds subject {subject}")]
     NoStream { subject: String },
     #[error(transparent)]
@@ -62,6 +118,19 @@ impl BusError {
             op,
             source: source.into(),
         }
+    }
+
+    /// The remote code, when the responder answered with an error reply.
+    pub fn remote_code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::Remote { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// Nobody answered: no responder is subscribed, or none answered in time.
+    pub fn is_unanswered(&self) -> bool {
+        matches!(self, Self::Timeout { .. } | Self::NoResponders { .. })
     }
 }
 

@@ -6,6 +6,10 @@
 //!   `Pulse-Schema: v<N>`, `Pulse-Tenant`, `traceparent`; body = serde JSON.
 //! - [`Bus`] sends typed requests ([`Request`]), serves them ([`Bus::serve`]), publishes jobs
 //!   and events.
+//! - Each service's request/reply API is one module of [`Endpoint`] types ([`patrol_api`],
+//!   [`actions_api`], [`verify_api`], [`relay_api`]); [`events`] holds the domain events. Callers
+//!   use the typed [`clients`]; a failed request answers with an [`ErrorReply`] whose code is
+//!   one of the stable table ([`ErrorCode`]).
 //! - [`ensure_streams`] and [`ensure_job_consumer`] set up JetStream idempotently.
 //! - [`JobWorker`] consumes one job kind: ack after success, progress while running, Nak with
 //!   backoff on failure, dead letter after the last delivery, graceful shutdown.
@@ -14,26 +18,34 @@
 //! - [`outbox`]: enqueue in the caller's transaction; [`OutboxRelay`] publishes exactly once.
 //! - [`message_id`]: every `Nats-Msg-Id` the bus sends, unique across databases and time.
 
+pub mod actions_api;
 pub mod bus;
+pub mod clients;
+pub mod endpoint;
 pub mod envelope;
 pub mod error;
 pub mod events;
 pub mod heartbeat;
 pub mod message_id;
 pub mod outbox;
+pub mod patrol_api;
 pub mod redelivery;
 pub mod relay_api;
 pub mod responder;
 pub mod streams;
 pub mod subjects;
 pub mod trace;
+pub mod verify_api;
 pub mod worker;
 
 pub use bus::{Bus, Published, Request, TypedSubscriber};
+pub use clients::{ActionBrokerClient, ClientError, PatrolClient, RelayClient, VerifierClient};
+pub use endpoint::Endpoint;
 pub use envelope::{Decoded, Encoded, EnvelopeError, EnvelopeMeta, Message, decode, encode};
-pub use error::{BusError, ErrorReply};
+pub use error::{BusError, CodedError, ErrorReply};
 pub use heartbeat::Heartbeat;
 pub use outbox::{OutboxError, OutboxRelay, OutboxRow, RelayConfig, RelayHooks, enqueue};
+pub use pulse_capabilities::ErrorCode;
 pub use redelivery::{
     Delivery, EventConsumerConfig, PullFailures, Redelivery, SerialPull, Settled,
     ensure_event_consumer,

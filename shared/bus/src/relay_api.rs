@@ -11,6 +11,9 @@
 //! Errors travel as typed error replies: `agent_not_connected`, `agent_timeout`,
 //! `agent_refused`, `missing_scope` (commands need a token with `agent:exec`), `rate_limited`,
 //! `agent_response_too_large`, `invalid_request`.
+//!
+//! Callers use [`crate::clients::RelayClient`]. The relay replica that receives a request forwards
+//! it to the replica holding the agent's session on [`agent_subject`].
 
 use chrono::{DateTime, Utc};
 use pulse_domain::agent_protocol::{
@@ -18,7 +21,9 @@ use pulse_domain::agent_protocol::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::{Message, Request};
+use pulse_domain::TenantId;
+
+use crate::{Endpoint, Message, Request, Subjects};
 
 /// Queue group every relay replica serves the request subjects in.
 pub const RELAY_QUEUE_GROUP: &str = "agent-relay";
@@ -100,4 +105,30 @@ impl Message for RelayReadReply {
 
 impl Request for RelayReadRequest {
     type Reply = RelayReadReply;
+}
+
+impl Endpoint for RelayCommandRequest {
+    const SUBJECT: &'static str = "relay.command";
+    const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+}
+
+impl Endpoint for RelayObserveRequest {
+    const SUBJECT: &'static str = "relay.observe";
+    const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+}
+
+impl Endpoint for RelayReadRequest {
+    const SUBJECT: &'static str = "relay.read";
+    const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+}
+
+/// `pulse.<tenant>.relay.<verb>.<agent>`: the subject the relay replica holding `agent_id`'s
+/// session serves requests of type `E` on.
+pub fn agent_subject<E: Endpoint>(
+    subjects: &Subjects,
+    tenant: &TenantId,
+    agent_id: &str,
+) -> String {
+    let verb = E::SUBJECT.strip_prefix("relay.").unwrap_or(E::SUBJECT);
+    subjects.relay_agent(tenant, verb, agent_id)
 }

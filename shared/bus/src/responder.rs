@@ -14,8 +14,9 @@ use tracing::Instrument;
 
 use crate::bus::{Bus, Request};
 use crate::envelope::{EnvelopeMeta, decode, encode, encode_system, headers};
-use crate::error::{BusError, ErrorReply};
+use crate::error::{BusError, CodedError, ErrorReply};
 use crate::trace;
+use pulse_capabilities::ErrorCode;
 
 /// Requests handled at once by one responder; more wait in the subscription's buffer.
 const MAX_IN_FLIGHT: usize = 256;
@@ -56,8 +57,9 @@ impl Responder {
 impl Bus {
     /// Serves requests of type `R` on `subject` (wildcards allowed, e.g.
     /// `subjects.any_tenant("patrol.run.request")`), in `queue_group` when given so replicas share
-    /// them. The handler's `Err` travels as a typed error reply.
-    pub async fn serve<R, F, Fut>(
+    /// them. The handler's `Err` travels as a typed error reply: its [`CodedError::code`] and
+    /// its message.
+    pub async fn serve<R, E, F, Fut>(
         &self,
         subject: &str,
         queue_group: Option<&str>,
@@ -65,8 +67,9 @@ impl Bus {
     ) -> Result<Responder, BusError>
     where
         R: Request,
+        E: CodedError + Send + 'static,
         F: Fn(RequestContext, R) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<R::Reply, ErrorReply>> + Send + 'static,
+        Fut: Future<Output = Result<R::Reply, E>> + Send + 'static,
     {
         let client = self.client().clone();
         let mut subscriber = match queue_group {
@@ -105,7 +108,7 @@ impl Bus {
                 let handler = handler.clone();
                 let bus = bus.clone();
                 in_flight.spawn(async move {
-                    handle::<R, F, Fut>(&bus, msg, handler.as_ref()).await;
+                    handle::<R, E, F, Fut>(&bus, msg, handler.as_ref()).await;
                     drop(permit);
                 });
                 // Reap finished handlers so the set does not grow.
@@ -125,11 +128,12 @@ impl Bus {
     }
 }
 
-async fn handle<R, F, Fut>(bus: &Bus, msg: async_nats::Message, handler: &F)
+async fn handle<R, E, F, Fut>(bus: &Bus, msg: async_nats::Message, handler: &F)
 where
     R: Request,
+    E: CodedError + Send + 'static,
     F: Fn(RequestContext, R) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<R::Reply, ErrorReply>> + Send + 'static,
+    Fut: Future<Output = Result<R::Reply, E>> + Send + 'static,
 {
     let Some(reply_to) = msg.reply.clone() else {
         tracing::warn!(subject = %msg.subject, "request without reply subject dropped");
@@ -140,13 +144,13 @@ where
         Ok(decoded) => decoded,
         Err(err) => {
             tracing::warn!(%subject, error = %err, "undecodable request");
-            let reply = ErrorReply::new(ErrorReply::BAD_REQUEST, err.to_string());
+            let reply = ErrorReply::new(ErrorCode::InvalidRequest, err.to_string());
             send_error(bus, reply_to, None, &reply).await;
             return;
         }
     };
     let Some(tenant) = decoded.meta.tenant.clone() else {
-        let reply = ErrorReply::new(ErrorReply::BAD_REQUEST, "request carries no tenant");
+        let reply = ErrorReply::new(ErrorCode::InvalidRequest, "request carries no tenant");
         send_error(bus, reply_to, None, &reply).await;
         return;
     };
@@ -155,7 +159,7 @@ where
         && token != tenant.as_str()
     {
         let reply = ErrorReply::new(
-            ErrorReply::BAD_REQUEST,
+            ErrorCode::InvalidRequest,
             "tenant header does not match the subject",
         );
         send_error(bus, reply_to, Some(&tenant), &reply).await;
@@ -179,16 +183,16 @@ where
         .catch_unwind()
         .instrument(span.clone())
         .await;
-    reply_with::<R>(bus, reply_to, &tenant, outcome)
+    reply_with::<R, E>(bus, reply_to, &tenant, outcome)
         .instrument(span)
         .await;
 }
 
-async fn reply_with<R: Request>(
+async fn reply_with<R: Request, E: CodedError>(
     bus: &Bus,
     reply_to: Subject,
     tenant: &TenantId,
-    outcome: std::thread::Result<Result<R::Reply, ErrorReply>>,
+    outcome: std::thread::Result<Result<R::Reply, E>>,
 ) {
     let tenant = tenant.clone();
     match outcome {
@@ -196,14 +200,17 @@ async fn reply_with<R: Request>(
             Ok(enc) => send(bus, reply_to, enc.headers, enc.body).await,
             Err(err) => {
                 tracing::error!(error = %err, "reply could not be encoded");
-                let reply = ErrorReply::new(ErrorReply::INTERNAL, "reply could not be encoded");
+                let reply = ErrorReply::new(ErrorCode::InternalError, "reply could not be encoded");
                 send_error(bus, reply_to, Some(&tenant), &reply).await;
             }
         },
-        Ok(Err(reply)) => send_error(bus, reply_to, Some(&tenant), &reply).await,
+        Ok(Err(error)) => {
+            let reply = error.into_reply();
+            send_error(bus, reply_to, Some(&tenant), &reply).await;
+        }
         Err(_) => {
             tracing::error!("request handler panicked");
-            let reply = ErrorReply::new(ErrorReply::INTERNAL, "request handler failed");
+            let reply = ErrorReply::new(ErrorCode::InternalError, "request handler failed");
             send_error(bus, reply_to, Some(&tenant), &reply).await;
         }
     }

@@ -127,6 +127,17 @@ impl Subjects {
         self.tenant(tenant, &format!("{EVENTS}.{domain}.{event}"))
     }
 
+    /// `pulse.*.events.<domain>.<event>`: one event of every tenant, for a durable consumer's
+    /// filter; `event` may be `>`.
+    pub fn event_any_tenant(&self, domain: &str, event: &str) -> String {
+        self.any_tenant(&format!("{EVENTS}.{domain}.{event}"))
+    }
+
+    /// `pulse.<tenant>.events.`: what every event subject of one tenant starts with.
+    pub fn tenant_events_prefix(&self, tenant: &TenantId) -> String {
+        format!("{}.", self.tenant(tenant, EVENTS))
+    }
+
     /// `pulse.<tenant>.events.>`: one tenant's events, for replay.
     pub fn tenant_events(&self, tenant: &TenantId) -> String {
         self.tenant(tenant, &format!("{EVENTS}.>"))

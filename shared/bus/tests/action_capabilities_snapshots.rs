@@ -2,7 +2,7 @@
 //! snapshotted: a changed snapshot is a changed contract. Neither carries a command, a target
 //! host or an autonomy field.
 
-use pulse_bus::events::{
+use pulse_bus::actions_api::{
     ACTION_CAPABILITIES_REQUEST, ActionCapabilitiesReply, ActionCapabilitiesRequest,
     ActionCapabilityEntry,
 };

@@ -2,11 +2,11 @@
 //! contract.
 
 use chrono::{TimeZone, Utc};
-use pulse_bus::events::{
-    ACTION_COMPLETED, ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST,
-    ACTIONS_QUEUE_GROUP, APPROVAL_PENDING, ActionCompleted, ActionDecisionRequest,
-    ActionExecuteRequest, ActionPlanRequest, ActionReply, ApprovalPending, DecisionOutcome,
+use pulse_bus::actions_api::{
+    ACTION_DECIDE_REQUEST, ACTION_EXECUTE_REQUEST, ACTION_PLAN_REQUEST, ACTIONS_QUEUE_GROUP,
+    ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
 };
+use pulse_bus::events::{ACTION_COMPLETED, APPROVAL_PENDING, ActionCompleted, ApprovalPending};
 use pulse_bus::{Message, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::action::{

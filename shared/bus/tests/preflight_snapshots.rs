@@ -3,7 +3,7 @@
 
 use chrono::{TimeZone, Utc};
 use pulse_bus::Message;
-use pulse_bus::events::{PATROL_PREFLIGHT_REQUEST, PatrolPreflightRequest};
+use pulse_bus::patrol_api::{PATROL_PREFLIGHT_REQUEST, PatrolPreflightRequest};
 use pulse_domain::patrol::readiness::PreflightRecord;
 
 #[test]

@@ -5,7 +5,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{Echo, EchoReply, EchoV2, acme};
-use pulse_bus::{Bus, BusError, ErrorReply};
+use futures::StreamExt as _;
+use pulse_bus::{Bus, BusError, ErrorCode, ErrorReply, Message};
 use pulse_test_support::nats::{TestNats, nats_url};
 
 /// A second connection on the same prefix, so requests cross the server.
@@ -21,9 +22,9 @@ async fn async_nats_connect() -> anyhow::Result<pulse_bus::async_nats::Client> {
 async fn echo_responder(bus: &Bus) -> anyhow::Result<pulse_bus::Responder> {
     let subject = bus.subjects().any_tenant("echo.run");
     Ok(bus
-        .serve::<Echo, _, _>(&subject, Some("echo"), |ctx, req| async move {
+        .serve::<Echo, ErrorReply, _, _>(&subject, Some("echo"), |ctx, req| async move {
             match req.text.as_str() {
-                "fail" => Err(ErrorReply::new("not_found", "no such echo")),
+                "fail" => Err(ErrorReply::new(ErrorCode::NotFound, "no such echo")),
                 "slow" => {
                     tokio::time::sleep(Duration::from_secs(3)).await;
                     Ok(EchoReply {
@@ -90,7 +91,7 @@ async fn handler_error_arrives_as_typed_remote_error() -> anyhow::Result<()> {
 
     match err {
         BusError::Remote { code, message } => {
-            assert_eq!(code, "not_found");
+            assert_eq!(code, ErrorCode::NotFound);
             assert_eq!(message, "no such echo");
         }
         other => panic!("expected a remote error, got {other:?}"),
@@ -120,7 +121,7 @@ async fn request_of_unknown_schema_is_refused_as_bad_request() -> anyhow::Result
 
     match err {
         BusError::Remote { code, message } => {
-            assert_eq!(code, ErrorReply::BAD_REQUEST);
+            assert_eq!(code, ErrorCode::InvalidRequest);
             assert!(message.contains("unsupported schema"), "{message}");
         }
         other => panic!("expected a remote error, got {other:?}"),
@@ -238,7 +239,7 @@ async fn trace_context_travels_with_the_request() -> anyhow::Result<()> {
     let nats = TestNats::connect().await?;
     let serving = nats.bus();
     let responder = serving
-        .serve::<Echo, _, _>(
+        .serve::<Echo, ErrorReply, _, _>(
             &serving.subjects().any_tenant("trace.echo"),
             None,
             |ctx, _req| async move {
@@ -286,5 +287,64 @@ async fn trace_context_travels_with_the_request() -> anyhow::Result<()> {
     assert_eq!(traced.text, "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(untraced.text, "", "no trace, no parent");
     responder.stop().await;
+    Ok(())
+}
+
+/// An error reply as a responder of another version might send it: a code outside the table.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ForeignErrorReply {
+    code: String,
+    message: String,
+}
+
+impl Message for ForeignErrorReply {
+    const TYPE: &'static str = ErrorReply::TYPE;
+}
+
+#[tokio::test]
+async fn an_error_code_outside_the_table_is_a_typed_error_not_a_guess() -> anyhow::Result<()> {
+    let nats = TestNats::connect().await?;
+    let serving = nats.bus();
+    let subject = serving.subjects().tenant(&acme(), "echo.foreign");
+    let mut requests = serving.client().subscribe(subject.clone()).await?;
+    serving.client().flush().await?;
+    let client = serving.client().clone();
+    let answer = tokio::spawn(async move {
+        let Some(msg) = requests.next().await else {
+            return;
+        };
+        let reply = ForeignErrorReply {
+            code: "bad_request".to_owned(),
+            message: "from an older responder".to_owned(),
+        };
+        let mut enc = pulse_bus::encode(&acme(), &reply, None).expect("encodes");
+        enc.headers.insert("Pulse-Status", "error");
+        if let Some(reply_to) = msg.reply {
+            let _ = client
+                .publish_with_headers(reply_to, enc.headers, enc.body)
+                .await;
+        }
+    });
+
+    let bus = requester(&nats).await?;
+    let err = bus
+        .request(
+            &acme(),
+            &subject,
+            &Echo {
+                text: "x".to_owned(),
+            },
+            Duration::from_secs(2),
+        )
+        .await
+        .expect_err("an error reply");
+    match err {
+        BusError::UnknownErrorCode { code, message } => {
+            assert_eq!(code, "bad_request");
+            assert_eq!(message, "from an older responder");
+        }
+        other => panic!("expected an unknown-code error, got {other:?}"),
+    }
+    answer.await?;
     Ok(())
 }

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use chrono::{TimeZone, Utc};
-use pulse_bus::events::{
+use pulse_bus::relay_api::{RelayObserveReply, RelayObserveRequest};
+use pulse_bus::verify_api::{
     ResolutionCheckReply, ResolutionCheckRequest, ResolutionEvidence, VERIFIER_QUEUE_GROUP,
     VERIFY_RESOLUTION,
 };
-use pulse_bus::relay_api::{RelayObserveReply, RelayObserveRequest};
 use pulse_bus::{Message, Subjects};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{Observation, ResourceTarget};

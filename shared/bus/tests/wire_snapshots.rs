@@ -8,7 +8,7 @@ use chrono::{TimeZone, Utc};
 use common::{FindingCreated, acme};
 use opentelemetry::trace::TraceContextExt;
 use pulse_bus::envelope::{encode, sorted_headers};
-use pulse_bus::{ErrorReply, Heartbeat, OutboxRow, Subjects};
+use pulse_bus::{ErrorCode, ErrorReply, Heartbeat, OutboxRow, Subjects};
 
 #[test]
 fn heartbeat_wire_shape() {
@@ -27,7 +27,7 @@ fn heartbeat_wire_shape() {
 fn error_reply_wire_shape() {
     insta::assert_json_snapshot!(
         "error_reply",
-        ErrorReply::new("not_found", "finding f-1 does not exist")
+        ErrorReply::new(ErrorCode::NotFound, "finding f-1 does not exist")
     );
 }
 

@@ -5,7 +5,7 @@
 macro_rules! error_codes {
     ($( $variant:ident => $code:literal, $status:literal, $meaning:literal, $remedy:literal; )*) => {
         /// A stable machine-readable error code.
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
         pub enum ErrorCode {
             $(
                 #[serde(rename = $code)]
@@ -19,6 +19,14 @@ macro_rules! error_codes {
             /// The wire value.
             pub fn code(self) -> &'static str {
                 match self { $(ErrorCode::$variant => $code,)* }
+            }
+
+            /// The code with this wire value, or `None` for a value the table does not hold.
+            pub fn from_code(code: &str) -> Option<ErrorCode> {
+                match code {
+                    $($code => Some(ErrorCode::$variant),)*
+                    _ => None,
+                }
             }
 
             /// The HTTP status this code is answered with.
@@ -223,12 +231,20 @@ mod tests {
                 code.code()
             );
             assert!((400..600).contains(&code.http_status()));
+            assert_eq!(ErrorCode::from_code(code.code()), Some(*code));
             assert!(!code.meaning().is_empty() && !code.remedy().is_empty());
             assert_eq!(
                 serde_json::to_value(code).unwrap(),
                 serde_json::Value::String(code.code().to_owned())
             );
         }
+    }
+
+    #[test]
+    fn a_value_outside_the_table_is_no_code() {
+        assert_eq!(ErrorCode::from_code("bad_request"), None);
+        assert_eq!(ErrorCode::from_code(""), None);
+        assert!(serde_json::from_str::<ErrorCode>("\"internal\"").is_err());
     }
 
     #[test]

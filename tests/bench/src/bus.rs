@@ -88,7 +88,7 @@ pub async fn run(args: &crate::BenchArgs) -> anyhow::Result<()> {
 async fn measure(bus: &Bus, serving: &Bus, tenant: &TenantId, sizes: &Sizes) -> anyhow::Result<()> {
     // Request/reply over two connections, sequential round trips.
     let responder = serving
-        .serve::<Ping, _, _>(
+        .serve::<Ping, pulse_bus::ErrorReply, _, _>(
             &serving.subjects().any_tenant("bench.ping"),
             Some("bench"),
             |_ctx, ping: Ping| async move { Ok::<_, ErrorReply>(Pong { seq: ping.seq }) },

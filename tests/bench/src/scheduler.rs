@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
-use pulse_bus::events::{WATCH_JOB, WatchJob};
+use pulse_bus::patrol_api::{WATCH_JOB, WatchJob};
 use pulse_bus::{Bus, JobError, JobWorker, JobWorkerConfig, Subjects};
 use pulse_domain::patrol::run::RunEvent;
 use pulse_store::{Store, patrol_runs};

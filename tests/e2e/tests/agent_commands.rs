@@ -97,7 +97,7 @@ impl Api {
 
 fn remote_code(error: &BusError) -> Option<(&str, &str)> {
     match error {
-        BusError::Remote { code, message } => Some((code.as_str(), message.as_str())),
+        BusError::Remote { code, message } => Some((code.code(), message.as_str())),
         _ => None,
     }
 }

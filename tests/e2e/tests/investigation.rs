@@ -14,10 +14,8 @@
 
 use std::time::Duration;
 
-use pulse_bus::BusError;
-use pulse_bus::events::{
-    ACTION_CAPABILITIES_REQUEST, ActionCapabilitiesReply, ActionCapabilitiesRequest,
-};
+use pulse_bus::actions_api::{ActionCapabilitiesReply, ActionCapabilitiesRequest};
+use pulse_bus::{ActionBrokerClient, ClientError, ErrorCode};
 use pulse_domain::TenantId;
 use pulse_domain::action::ActionState;
 use pulse_domain::agent_protocol::Capability;
@@ -276,11 +274,10 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
     // and fails closed on an unknown reference; it wrote nothing.
     let bus = bus_on(&gw.prefix).await?;
     let tenant = TenantId::default_tenant();
-    let subject = bus.subjects().tenant(&tenant, ACTION_CAPABILITIES_REQUEST);
-    let by_name: ActionCapabilitiesReply = bus
-        .request(
+    let catalogue = ActionBrokerClient::new(bus);
+    let by_name: ActionCapabilitiesReply = catalogue
+        .capabilities(
             &tenant,
-            &subject,
             &ActionCapabilitiesRequest {
                 resource_id: "web".to_owned(),
             },
@@ -294,10 +291,9 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(names, ["service.restart", "service.start", "service.stop"]);
-    let unknown = bus
-        .request(
+    let unknown = catalogue
+        .capabilities(
             &tenant,
-            &subject,
             &ActionCapabilitiesRequest {
                 resource_id: "no-such-service".to_owned(),
             },
@@ -305,7 +301,13 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
         )
         .await;
     assert!(
-        matches!(&unknown, Err(BusError::Remote { code, .. }) if code == "not_found"),
+        matches!(
+            &unknown,
+            Err(ClientError::Remote {
+                code: ErrorCode::NotFound,
+                ..
+            })
+        ),
         "{unknown:?}"
     );
     assert_eq!(action_count(store).await?, 1);

@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use pulse_bus::events::{PostconditionReply, PostconditionRequest, VERIFY_POSTCONDITION};
 use pulse_bus::relay_api::{RelayCommandRequest, RelayObserveRequest};
+use pulse_bus::verify_api::{PostconditionReply, PostconditionRequest, VERIFY_POSTCONDITION};
 use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::action::Verification;
@@ -334,7 +334,9 @@ async fn postconditions_are_judged_on_fresh_observations_and_fail_closed() -> an
         .postcondition("service.restart", " ", "web", Utc::now(), None)
         .await
     {
-        Err(BusError::Remote { code, .. }) => assert_eq!(code, "invalid_request"),
+        Err(BusError::Remote { code, .. }) => {
+            assert_eq!(code, pulse_bus::ErrorCode::InvalidRequest)
+        }
         other => panic!("expected invalid_request, got {other:?}"),
     }
 

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
+use pulse_bus::verify_api::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
 use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, VerifierOutcome};
@@ -166,7 +166,9 @@ async fn resolution_follows_the_fault_marker_and_fails_closed_without_the_agent(
     // Bad input: a key without a deterministic verifier, an empty resource id.
     for (key, resource) in [("pbs-job-failed", service_id.as_str()), ("cpu-high", " ")] {
         match verify.check(key, resource).await {
-            Err(BusError::Remote { code, .. }) => assert_eq!(code, "invalid_request", "{key}"),
+            Err(BusError::Remote { code, .. }) => {
+                assert_eq!(code, pulse_bus::ErrorCode::InvalidRequest, "{key}")
+            }
             other => panic!("{key} {resource:?}: expected invalid_request, got {other:?}"),
         }
     }

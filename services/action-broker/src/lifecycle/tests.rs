@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::{SubsecRound, Utc};
-use pulse_bus::ErrorReply;
 use pulse_bus::relay_api::{RelayCommandReceipt, RelayCommandRequest};
+use pulse_bus::{ErrorCode, ErrorReply};
 use pulse_domain::TenantId;
 use pulse_domain::action::{
     ActionEvent, ActionPlan, ActionState, ApprovalFloor, PolicyDecision, PolicyOutcome, ReasonCode,
@@ -128,15 +128,15 @@ async fn a_command_is_not_sent_for_an_action_another_writer_failed() -> anyhow::
         let sent = sent.clone();
         h.nats
             .bus()
-            .serve::<RelayCommandRequest, _, _>(
-                &h.nats.subjects().relay(&h.tenant, "command"),
+            .serve::<RelayCommandRequest, _, _, _>(
+                &h.nats.subjects().endpoint::<RelayCommandRequest>(&h.tenant),
                 None,
                 move |_, _| {
                     let sent = sent.clone();
                     async move {
                         sent.fetch_add(1, Ordering::SeqCst);
                         Err::<RelayCommandReceipt, _>(ErrorReply::new(
-                            "agent_refused",
+                            ErrorCode::AgentRefused,
                             "test relay refuses",
                         ))
                     }

@@ -12,7 +12,7 @@
 
 use std::sync::Mutex;
 
-use pulse_bus::events::{ActionCapabilitiesReply, ActionCapabilityEntry};
+use pulse_bus::actions_api::{ActionCapabilitiesReply, ActionCapabilityEntry};
 use pulse_domain::action::validate_request;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};

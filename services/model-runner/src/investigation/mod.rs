@@ -33,11 +33,12 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures::FutureExt;
+use pulse_bus::actions_api::ActionPlanRequest;
 use pulse_bus::async_nats::jetstream::{self, consumer::PullConsumer};
-use pulse_bus::events::{ACTION_PLAN_REQUEST, ActionPlanRequest, RUN_COMPLETED, RunCompleted};
+use pulse_bus::events::{RUN_COMPLETED, RunCompleted};
 use pulse_bus::{
-    Bus, BusError, Delivery, EventConsumerConfig, JobError, Redelivery, SerialPull,
-    ensure_event_consumer,
+    ActionBrokerClient, Bus, BusError, ClientError, Delivery, EventConsumerConfig, JobError,
+    Redelivery, SerialPull, ensure_event_consumer,
 };
 use pulse_domain::TenantId;
 use pulse_domain::action::{ActionState, Severity as ActionSeverity};
@@ -448,10 +449,8 @@ impl InvestigationService {
             requested_by: REQUESTED_BY.to_owned(),
             finding_id: Some(finding.id),
         };
-        let subject = self.bus.subjects().tenant(tenant, ACTION_PLAN_REQUEST);
-        match self
-            .bus
-            .request(tenant, &subject, &request, BROKER_TIMEOUT)
+        match ActionBrokerClient::new(self.bus.clone())
+            .plan(tenant, &request, BROKER_TIMEOUT)
             .await
         {
             Ok(reply) => Ok((
@@ -462,7 +461,7 @@ impl InvestigationService {
                 reply.state,
                 reply.message,
             )),
-            Err(BusError::Remote { code, message }) => Err(format!("{code}: {message}")),
+            Err(ClientError::Remote { code, message }) => Err(format!("{code}: {message}")),
             Err(error) => Err(error.to_string()),
         }
     }
@@ -546,9 +545,7 @@ pub async fn ensure_consumer(bus: &Bus) -> Result<PullConsumer, BusError> {
         &EventConsumerConfig {
             durable_name: CONSUMER.to_owned(),
             description: "model-runner investigation dispatch".to_owned(),
-            filter_subject: bus
-                .subjects()
-                .any_tenant(&format!("events.{domain}.{event}")),
+            filter_subject: bus.subjects().event_any_tenant(domain, event),
             ack_wait: Duration::from_secs(30),
             max_deliver: MAX_DELIVER,
         },

@@ -8,10 +8,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pulse_bus::events::{
-    ACTION_CAPABILITIES_REQUEST, ActionCapabilitiesReply, ActionCapabilitiesRequest,
-};
-use pulse_bus::{Bus, BusError};
+use pulse_bus::actions_api::{ActionCapabilitiesReply, ActionCapabilitiesRequest};
+use pulse_bus::{ActionBrokerClient, Bus, ClientError};
 use pulse_capabilities::{AdmittedCall, ExecutionProfile, PolicyError, ToolName, ToolPolicy};
 use pulse_domain::TenantId;
 use pulse_domain::resource::truncate_chars;
@@ -162,21 +160,16 @@ impl CapabilityCatalogue for BrokerCatalogue {
         resource_id: &'a str,
     ) -> BoxFuture<'a, Result<ActionCapabilitiesReply, String>> {
         Box::pin(async move {
-            let subject = self
-                .bus
-                .subjects()
-                .tenant(tenant, ACTION_CAPABILITIES_REQUEST);
             let request = ActionCapabilitiesRequest {
                 resource_id: resource_id.to_owned(),
             };
-            match self
-                .bus
-                .request(tenant, &subject, &request, self.timeout)
+            match ActionBrokerClient::new(self.bus.clone())
+                .capabilities(tenant, &request, self.timeout)
                 .await
             {
                 Ok(reply) => Ok(reply),
-                Err(BusError::Remote { message, .. }) => Err(message),
-                Err(BusError::Timeout { .. } | BusError::NoResponders { .. }) => {
+                Err(ClientError::Remote { message, .. }) => Err(message),
+                Err(error) if error.is_unanswered() => {
                     Err("the action catalogue is unavailable right now".to_owned())
                 }
                 Err(other) => {

@@ -35,8 +35,9 @@ use std::time::Duration;
 use chrono::Utc;
 use pulse_bus::events::{
     RUN_COMPLETED, RUN_PROGRESS, RUN_STARTED, RUN_TOOL, RunCompleted, RunProgress, RunStarted,
-    RunTool, WATCH_JOB, WatchJob,
+    RunTool,
 };
+use pulse_bus::patrol_api::{WATCH_JOB, WatchJob};
 use pulse_bus::{
     Bus, JobConsumerConfig, JobContext, JobError, JobWorker, JobWorkerConfig, Message, OutboxRelay,
     OutboxRow, RelayConfig, Subjects,

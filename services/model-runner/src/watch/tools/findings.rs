@@ -20,7 +20,8 @@
 use std::str::FromStr;
 
 use chrono::Utc;
-use pulse_bus::events::{ResolutionCheckReply, ResolutionCheckRequest, VERIFY_RESOLUTION};
+use pulse_bus::VerifierClient;
+use pulse_bus::verify_api::{ResolutionCheckReply, ResolutionCheckRequest};
 use pulse_capabilities::ToolName;
 use pulse_domain::finding::equivalence::ResourceSignals;
 use pulse_domain::finding::{
@@ -295,9 +296,8 @@ async fn verify(ctx: &ToolContext, finding: &Finding) -> (VerifierOutcome, Optio
         key: finding.key.clone(),
         resource_id: finding.resource_id.clone(),
     };
-    let subject = bus.subjects().tenant(&ctx.tenant, VERIFY_RESOLUTION);
-    let reply: Result<ResolutionCheckReply, _> = bus
-        .request(&ctx.tenant, &subject, &request, ctx.backend_timeout)
+    let reply: Result<ResolutionCheckReply, _> = VerifierClient::new(bus.clone())
+        .resolution(&ctx.tenant, &request, ctx.backend_timeout)
         .await;
     match reply {
         Ok(reply) => (reply.outcome, Some(reply.reason)),

@@ -9,8 +9,8 @@
 //! unavailable for the rest of the run: later calls answer at once without another attempt.
 //! Log text and inspect output are infrastructure output: they go back as JSON data, bounded.
 
-use pulse_bus::BusError;
 use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
+use pulse_bus::{ClientError, ErrorCode, RelayClient};
 use pulse_domain::agent_protocol::{LogSource, ReadOutput, ReadRequest, ReadResult};
 use pulse_domain::resource::{Resource, ResourceType, truncate_chars};
 use serde_json::{Map, Value, json};
@@ -57,7 +57,6 @@ const INSPECT_OBJECT_ENTRIES: usize = 8;
 const INSPECT_DEPTH: usize = 2;
 
 /// Relay error codes that mean the agent cannot answer reads now.
-const UNAVAILABLE_CODES: &[&str] = &["agent_not_connected", "agent_timeout", "rate_limited"];
 
 /// What `pulse_read` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,13 +175,15 @@ pub async fn call(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> Too
         ledger.mark_unavailable(CAPABILITY);
         return ToolResult::error(&call.id, "live reads are unavailable in this run");
     };
-    let subject = bus.subjects().relay(&ctx.tenant, "read");
-    let reply: Result<RelayReadReply, BusError> = bus
-        .request(&ctx.tenant, &subject, &request, ctx.backend_timeout)
+    let reply = RelayClient::new(bus.clone())
+        .read(&ctx.tenant, &request, ctx.backend_timeout)
         .await;
     match reply {
         Ok(RelayReadReply(result)) => answer(call, resource, action, result),
-        Err(BusError::Remote { code, message }) if code == "agent_refused" => ToolResult::error(
+        Err(ClientError::Remote {
+            code: ErrorCode::AgentRefused,
+            message,
+        }) => ToolResult::error(
             &call.id,
             format!(
                 "the agent could not read {}: {}",
@@ -190,18 +191,16 @@ pub async fn call(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> Too
                 truncate_chars(&message, 300)
             ),
         ),
-        Err(BusError::Remote { code, .. }) if code == "invalid_request" => {
-            ToolResult::error(&call.id, "the relay refused the read as invalid")
-        }
+        Err(ClientError::Remote {
+            code: ErrorCode::InvalidRequest,
+            ..
+        }) => ToolResult::error(&call.id, "the relay refused the read as invalid"),
         Err(error) => {
             let code = match &error {
-                BusError::Remote { code, .. } if UNAVAILABLE_CODES.contains(&code.as_str()) => {
-                    code.clone()
-                }
-                BusError::Remote { code, .. } => code.clone(),
-                BusError::Timeout { .. } => "timeout".to_owned(),
-                BusError::NoResponders { .. } => "no_relay".to_owned(),
-                _ => "transport".to_owned(),
+                ClientError::Remote { code, .. } => code.code(),
+                ClientError::Timeout { .. } => "timeout",
+                ClientError::NoResponder { .. } => "no_relay",
+                _ => "transport",
             };
             tracing::info!(resource_id = %resource.id, %error, "relay read unavailable; not retried in this run");
             ledger.mark_unavailable(CAPABILITY);
