@@ -35,14 +35,14 @@ use crate::error::BrokerError;
 use pulse_domain::TenantId;
 use pulse_domain::action::{
     ActionEvent, ActionPlan, ActionState, ApprovalFloor, ExecutionCheck, FixOutcome, LockState,
-    PolicyInput, PolicyOutcome, ReasonCode, check_execution, decide, plan_hash, validate_request,
+    PolicyInput, PolicyOutcome, ReasonCode, check_execution, decide, plan_hash, resource_version,
+    validate_request,
 };
 use pulse_domain::ai_settings::{AUTOPILOT_ACK_VERSION, AutonomyLevel};
 use pulse_store::actions::{self, ActionsError, StoredAction, TransitionDetail};
 use pulse_store::settings::{self, ConfigLayer};
 use pulse_store::{Store, TenantTx, agents, findings, resources, users};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -152,26 +152,6 @@ pub(crate) fn reply(action: &StoredAction, message: Option<String>) -> ActionRep
         plan_hash: action.plan.plan_hash.clone(),
         policy_decision: action.plan.policy_decision.clone(),
         message,
-    }
-}
-
-/// The version of a resource the plan hash binds: a digest of what makes it this resource (its
-/// type, agent, source and parent), or `absent` when no such resource exists. A resource
-/// replaced by another under the same id changes it.
-pub fn resource_version(resource: Option<&pulse_domain::resource::Resource>) -> String {
-    match resource {
-        None => "absent".to_owned(),
-        Some(r) => {
-            let identity = json!({
-                "type": r.resource_type.as_str(),
-                "agent_id": r.agent_id,
-                "source_id": r.source_id,
-                "parent": r.parent.as_ref().map(|p| p.to_string()),
-            });
-            let canonical = pulse_domain::canonical_json::canonicalize(&identity)
-                .unwrap_or_else(|_| identity.to_string().into_bytes());
-            hex::encode(&Sha256::digest(&canonical)[..12])
-        }
     }
 }
 

@@ -26,7 +26,6 @@ impl ErrorReply {
             message: message.into(),
         }
     }
-
 }
 
 impl Message for ErrorReply {

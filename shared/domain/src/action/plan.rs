@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::capability::Capability;
 use super::policy::{PolicyDecision, Severity};
-use crate::agent_protocol::Capability;
 use crate::canonical_json;
 
 /// Longest plan reason, in characters.
@@ -107,6 +107,26 @@ pub fn plan_hash(
     });
     let canonical = canonical_json::canonicalize(&value)?;
     Ok(hex::encode(Sha256::digest(&canonical)))
+}
+
+/// The version of a resource the plan hash binds: a digest of what makes it this resource (its
+/// type, agent, source and parent), or `absent` when no such resource exists. A resource
+/// replaced by another under the same id changes it.
+pub fn resource_version(resource: Option<&crate::resource::Resource>) -> String {
+    match resource {
+        None => "absent".to_owned(),
+        Some(r) => {
+            let identity = json!({
+                "type": r.resource_type.as_str(),
+                "agent_id": r.agent_id,
+                "source_id": r.source_id,
+                "parent": r.parent.as_ref().map(|p| p.to_string()),
+            });
+            let canonical = canonical_json::canonicalize(&identity)
+                .unwrap_or_else(|_| identity.to_string().into_bytes());
+            hex::encode(&Sha256::digest(&canonical)[..12])
+        }
+    }
 }
 
 /// A planned action as stored and shown.
@@ -381,5 +401,40 @@ mod tests {
         for floor in ApprovalFloor::ALL {
             assert_eq!(ApprovalFloor::parse(floor.as_str()), Some(floor));
         }
+    }
+
+    #[test]
+    fn resource_version_binds_what_makes_the_resource_itself() {
+        use crate::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
+        let at = Utc::now();
+        let nginx = |agent: &str, status: ResourceStatus| Resource {
+            id: ResourceId::of(ResourceType::Service, agent, "nginx"),
+            resource_type: ResourceType::Service,
+            source_id: "nginx".to_owned(),
+            name: "nginx".to_owned(),
+            aliases: Vec::new(),
+            parent: None,
+            agent_id: agent.to_owned(),
+            status,
+            health: Health::Unknown,
+            restart_count: None,
+            labels: Default::default(),
+            details: Value::Null,
+            observed_at: at,
+            received_at: at,
+        };
+        assert_eq!(resource_version(None), "absent");
+        let running = resource_version(Some(&nginx("h1", ResourceStatus::Running)));
+        assert_eq!(running.len(), 24);
+        // Its state is not its identity: a stopped nginx is the same resource.
+        assert_eq!(
+            running,
+            resource_version(Some(&nginx("h1", ResourceStatus::Stopped)))
+        );
+        // The same name on another agent is another resource.
+        assert_ne!(
+            running,
+            resource_version(Some(&nginx("h2", ResourceStatus::Running)))
+        );
     }
 }
