@@ -7,8 +7,7 @@
 
 use std::time::Duration;
 
-use pulse_bus::{Bus, BusError, ErrorReply, RequestContext, Responder, relay_api};
-use pulse_capabilities::error_codes::ErrorCode;
+use pulse_bus::{Bus, BusError, RequestContext, Responder, relay_api};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
     AgentMessage, Command, MAX_ID_BYTES, Observe, Read, RelayMessage,
@@ -20,59 +19,46 @@ use crate::api::{
     CommandReceipt, CommandRequest, ObserveReply, ObserveRequest, QUEUE_GROUP, ReadReply,
     ReadRequest,
 };
-use crate::registry::{error, not_connected};
+use crate::error::RelayError;
+use crate::registry::not_connected;
 
 /// Extra time a hop to another replica gets over the agent's own timeout.
 const HOP_SLACK: Duration = Duration::from_secs(2);
 
-fn check_agent(agent_id: &str) -> Result<(), ErrorReply> {
+fn check_agent(agent_id: &str) -> Result<(), RelayError> {
     if valid_agent_id(agent_id) {
         Ok(())
     } else {
-        Err(error(
-            ErrorCode::InvalidRequest,
-            "agent_id must be 1 to 128 of A-Z a-z 0-9 . _ -",
+        Err(RelayError::InvalidRequest(
+            "agent_id must be 1 to 128 of A-Z a-z 0-9 . _ -".to_owned(),
         ))
     }
 }
 
-fn unexpected(answer: &AgentMessage) -> ErrorReply {
-    error(
-        ErrorCode::InternalError,
-        format!(
-            "the agent answered with an unexpected message ({})",
-            match answer {
-                AgentMessage::Hello(_) => "hello",
-                AgentMessage::Report(_) => "report",
-                AgentMessage::Receipt(_) => "receipt",
-                AgentMessage::Observation(_) => "observation",
-                AgentMessage::ReadResult(_) => "read_result",
-                AgentMessage::Refused(_) => "refused",
-            }
-        ),
-    )
+fn unexpected(answer: &AgentMessage) -> RelayError {
+    RelayError::Unexpected(match answer {
+        AgentMessage::Hello(_) => "hello",
+        AgentMessage::Report(_) => "report",
+        AgentMessage::Receipt(_) => "receipt",
+        AgentMessage::Observation(_) => "observation",
+        AgentMessage::ReadResult(_) => "read_result",
+        AgentMessage::Refused(_) => "refused",
+    })
 }
 
-fn refused(reason: &str) -> ErrorReply {
-    error(
-        ErrorCode::AgentRefused,
-        format!("the agent refused: {reason}"),
-    )
+fn refused(reason: &str) -> RelayError {
+    RelayError::Refused(reason.to_owned())
 }
 
 /// Maps the error of a hop to another replica back to a typed reply.
-fn hop_error(agent_id: &str, error_: BusError) -> ErrorReply {
+fn hop_error(agent_id: &str, error_: BusError) -> RelayError {
     match error_ {
         BusError::NoResponders { .. } => not_connected(agent_id),
-        BusError::Timeout { .. } => error(
-            ErrorCode::AgentTimeout,
-            format!("agent {agent_id} did not answer in time"),
-        ),
-        BusError::Remote { code, message } => ErrorReply::new(code, message),
-        other => error(
-            ErrorCode::ServiceUnavailable,
-            format!("the message bus failed: {other}"),
-        ),
+        BusError::Timeout { .. } => {
+            RelayError::Timeout(format!("agent {agent_id} did not answer in time"))
+        }
+        BusError::Remote { code, message } => RelayError::Forwarded { code, message },
+        other => RelayError::Bus(other.to_string()),
     }
 }
 
@@ -81,16 +67,13 @@ pub async fn command_local(
     state: &RelayState,
     tenant: &TenantId,
     request: CommandRequest,
-) -> Option<Result<CommandReceipt, ErrorReply>> {
+) -> Option<Result<CommandReceipt, RelayError>> {
     let link = state.registry.get(tenant, &request.agent_id)?;
     if !link.can_exec {
-        return Some(Err(error(
-            ErrorCode::MissingScope,
-            format!(
-                "commands need a token with agent:exec; agent {} connected with a token that lacks it",
-                request.agent_id
-            ),
-        )));
+        return Some(Err(RelayError::MissingScope(format!(
+            "commands need a token with agent:exec; agent {} connected with a token that lacks it",
+            request.agent_id
+        ))));
     }
     let message = RelayMessage::Command(Command {
         request_id: state.registry.request_id(),
@@ -114,7 +97,7 @@ pub async fn observe_local(
     state: &RelayState,
     tenant: &TenantId,
     request: ObserveRequest,
-) -> Option<Result<ObserveReply, ErrorReply>> {
+) -> Option<Result<ObserveReply, RelayError>> {
     let link = state.registry.get(tenant, &request.agent_id)?;
     let message = RelayMessage::Observe(Observe {
         request_id: state.registry.request_id(),
@@ -134,7 +117,7 @@ pub async fn read_local(
     state: &RelayState,
     tenant: &TenantId,
     request: ReadRequest,
-) -> Option<Result<ReadReply, ErrorReply>> {
+) -> Option<Result<ReadReply, RelayError>> {
     let link = state.registry.get(tenant, &request.agent_id)?;
     let message = RelayMessage::Read(Read {
         request_id: state.registry.request_id(),
@@ -155,7 +138,7 @@ async fn hop<R: pulse_bus::Endpoint>(
     tenant: &TenantId,
     agent_id: &str,
     request: &R,
-) -> Result<R::Reply, ErrorReply> {
+) -> Result<R::Reply, RelayError> {
     let subject = relay_api::agent_subject::<R>(state.bus.subjects(), tenant, agent_id);
     state
         .bus
@@ -179,10 +162,9 @@ pub async fn serve(state: &RelayState) -> Result<Vec<Responder>, BusError> {
             async move {
                 check_agent(&request.agent_id)?;
                 if request.action_id.is_empty() || request.action_id.len() > MAX_ID_BYTES {
-                    return Err(error(
-                        ErrorCode::InvalidRequest,
-                        format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
-                    ));
+                    return Err(RelayError::InvalidRequest(format!(
+                        "action_id must be 1 to {MAX_ID_BYTES} bytes"
+                    )));
                 }
                 if let Some(answer) = command_local(&state, &ctx.tenant, request.clone()).await {
                     return answer;

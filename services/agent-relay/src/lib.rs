@@ -11,6 +11,7 @@
 //! Commands are forwarded only to sessions whose token carries `agent:exec`.
 
 pub mod api;
+pub mod error;
 mod handlers;
 mod ingest;
 mod limits;

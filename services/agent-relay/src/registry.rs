@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pulse_bus::ErrorReply;
-use pulse_capabilities::error_codes::ErrorCode;
+use crate::error::RelayError;
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{AgentMessage, RelayMessage};
 use tokio::sync::{mpsc, oneshot};
@@ -18,7 +17,7 @@ use crate::limits::ReportBudget;
 const OUTBOUND_QUEUE: usize = 32;
 
 /// The answer to a forwarded request, or why there is none.
-pub type Answer = Result<AgentMessage, ErrorReply>;
+pub type Answer = Result<AgentMessage, RelayError>;
 
 /// One request on its way to the agent, with where its answer goes.
 pub struct Outbound {
@@ -34,10 +33,6 @@ pub struct SessionLink {
     pub can_exec: bool,
     outbound: mpsc::Sender<Outbound>,
     budget: Mutex<ReportBudget>,
-}
-
-pub fn error(code: ErrorCode, message: impl Into<String>) -> ErrorReply {
-    ErrorReply::new(code, message)
 }
 
 #[derive(Default)]
@@ -106,19 +101,19 @@ impl SessionLink {
             .unwrap_or_else(|e| e.into_inner())
             .try_take(Instant::now());
         if !allowed {
-            return Err(error(
-                ErrorCode::RateLimited,
-                format!("too many requests for agent {}; slow down", self.agent_id),
-            ));
+            return Err(RelayError::RateLimited(format!(
+                "too many requests for agent {}; slow down",
+                self.agent_id
+            )));
         }
         let (reply, answer) = oneshot::channel();
         match self.outbound.try_send(Outbound { message, reply }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
-                return Err(error(
-                    ErrorCode::RateLimited,
-                    format!("agent {} has too many requests waiting", self.agent_id),
-                ));
+                return Err(RelayError::RateLimited(format!(
+                    "agent {} has too many requests waiting",
+                    self.agent_id
+                )));
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {
                 return Err(not_connected(&self.agent_id));
@@ -126,30 +121,21 @@ impl SessionLink {
         }
         match tokio::time::timeout(timeout, answer).await {
             Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err(error(
-                ErrorCode::AgentNotConnected,
-                format!(
-                    "agent {} disconnected before answering; retry once it is back",
-                    self.agent_id
-                ),
-            )),
-            Err(_) => Err(error(
-                ErrorCode::AgentTimeout,
-                format!(
-                    "agent {} did not answer within {} ms",
-                    self.agent_id,
-                    timeout.as_millis()
-                ),
-            )),
+            Ok(Err(_)) => Err(RelayError::NotConnected(format!(
+                "agent {} disconnected before answering; retry once it is back",
+                self.agent_id
+            ))),
+            Err(_) => Err(RelayError::Timeout(format!(
+                "agent {} did not answer within {} ms",
+                self.agent_id,
+                timeout.as_millis()
+            ))),
         }
     }
 }
 
-pub fn not_connected(agent_id: &str) -> ErrorReply {
-    error(
-        ErrorCode::AgentNotConnected,
-        format!("agent {agent_id} is not connected to the relay"),
-    )
+pub fn not_connected(agent_id: &str) -> RelayError {
+    RelayError::NotConnected(format!("agent {agent_id} is not connected to the relay"))
 }
 
 #[cfg(test)]
@@ -190,14 +176,14 @@ mod tests {
             .forward(observe("b"), Duration::from_millis(50))
             .await
             .unwrap_err();
-        assert_eq!(timed_out.code, ErrorCode::AgentTimeout);
+        assert_eq!(timed_out.code(), pulse_bus::ErrorCode::AgentTimeout);
         // Budget of 1/s with bursts of 4: the next ones are limited.
         let mut limited = 0;
         for n in 0..4 {
             if let Err(e) = link
                 .forward(observe(&format!("c{n}")), Duration::from_millis(10))
                 .await
-                && e.code == ErrorCode::RateLimited
+                && e.code() == pulse_bus::ErrorCode::RateLimited
             {
                 limited += 1;
             }
@@ -221,7 +207,7 @@ mod tests {
             .forward(observe("x"), Duration::from_secs(1))
             .await
             .unwrap_err();
-        assert_eq!(closed.code, ErrorCode::AgentNotConnected);
+        assert_eq!(closed.code(), pulse_bus::ErrorCode::AgentNotConnected);
         registry.unregister(&tenant, "m1", new.generation);
         assert!(registry.get(&tenant, "m1").is_none());
     }

@@ -27,8 +27,9 @@ use pulse_capabilities::error_codes::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::RelayState;
+use crate::error::RelayError;
 use crate::limits::ReportBudget;
-use crate::registry::{Answer, Outbound, SessionLink, error};
+use crate::registry::{Answer, Outbound, SessionLink};
 
 /// Invalid messages tolerated before the connection is closed.
 pub const MAX_STRIKES: u32 = 5;
@@ -219,9 +220,8 @@ impl Session {
         };
         self.pending.retain(|_, waiter| !waiter.is_closed());
         if !send(socket, &outbound.message).await {
-            let _ = outbound.reply.send(Err(error(
-                ErrorCode::AgentNotConnected,
-                "the request could not be written to the agent's connection",
+            let _ = outbound.reply.send(Err(RelayError::NotConnected(
+                "the request could not be written to the agent's connection".to_owned(),
             )));
             return false;
         }
@@ -243,14 +243,12 @@ impl Session {
         };
         let max = self.state.limits.max_response_bytes;
         let answer = if bytes > max {
-            Err(error(
-                ErrorCode::AgentResponseTooLarge,
-                format!("the agent's answer of {bytes} bytes exceeds the limit of {max} bytes"),
-            ))
+            Err(RelayError::ResponseTooLarge(format!(
+                "the agent's answer of {bytes} bytes exceeds the limit of {max} bytes"
+            )))
         } else if !self.answer_budget.try_take(Instant::now()) {
-            Err(error(
-                ErrorCode::RateLimited,
-                "the agent answers faster than relay.max_requests_per_sec allows",
+            Err(RelayError::RateLimited(
+                "the agent answers faster than relay.max_requests_per_sec allows".to_owned(),
             ))
         } else {
             Ok(message)
