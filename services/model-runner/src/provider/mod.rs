@@ -1,4 +1,5 @@
-//! Provider transports behind one provider-neutral call, with one shared stream driver.
+//! Provider transports behind one provider-neutral call; every streamed byte goes through the
+//! one [`StreamParser`].
 //!
 //! Routes are fixed per call: a failure is retried at most once, on the same route, and only
 //! before any output was shown; there is never a switch of provider or model.
@@ -10,6 +11,7 @@ pub mod framing;
 pub mod gemini;
 pub mod ollama;
 pub mod openai;
+pub mod stream;
 pub mod types;
 #[cfg(test)]
 mod wire_shapes_tests;
@@ -21,10 +23,9 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 use tokio::time::{Instant, timeout};
 
-pub use assembler::parse_stream_chunks;
 use assembler::{Assembler, Delta};
 pub use failure::{FailureCause, ProviderFailure};
-use framing::{FrameDecoder, Framing};
+pub use stream::{Progress, StreamParser};
 pub use types::*;
 
 /// The wire protocol a route speaks.
@@ -253,28 +254,12 @@ impl Provider {
         }
     }
 
-    fn framing(&self) -> Framing {
-        match self.config.protocol {
-            Protocol::Ollama => Framing::Ndjson,
-            _ => Framing::Sse,
-        }
-    }
-
     fn decode_response(&self, body: &Value) -> Result<Vec<Delta>, ProviderFailure> {
         match self.config.protocol {
             Protocol::OpenAiCompatible => openai::decode_response(body),
             Protocol::Anthropic => anthropic::decode_response(body),
             Protocol::Gemini => gemini::decode_response(body),
             Protocol::Ollama => ollama::decode_response(body),
-        }
-    }
-
-    fn decode_chunk(&self, payload: &str) -> Result<Vec<Delta>, ProviderFailure> {
-        match self.config.protocol {
-            Protocol::OpenAiCompatible => openai::decode_chunk(payload),
-            Protocol::Anthropic => anthropic::decode_chunk(payload),
-            Protocol::Gemini => gemini::decode_chunk(payload),
-            Protocol::Ollama => ollama::decode_chunk(payload),
         }
     }
 
@@ -306,7 +291,6 @@ impl Provider {
             ));
         }
 
-        let mut assembler = Assembler::default();
         if !stream {
             let bytes = timeout(
                 remaining(deadline),
@@ -317,6 +301,7 @@ impl Provider {
             let body: Value = serde_json::from_slice(&bytes).map_err(|_| {
                 ProviderFailure::malformed("the provider response is not valid JSON")
             })?;
+            let mut assembler = Assembler::default();
             for delta in self.decode_response(&body)? {
                 assembler.apply(delta, emit);
             }
@@ -324,8 +309,8 @@ impl Provider {
         }
 
         let mut body = response.bytes_stream();
-        let mut decoder = FrameDecoder::new(self.framing());
-        'read: loop {
+        let mut parser = StreamParser::new(self.config.protocol);
+        loop {
             let left = remaining(deadline);
             if left.is_zero() {
                 return Err(ProviderFailure::timeout("the provider request timed out"));
@@ -342,50 +327,16 @@ impl Provider {
                 Err(_) => return Err(ProviderFailure::timeout("the provider request timed out")),
             };
             match next {
-                None => break 'read,
+                None => break,
                 Some(Err(e)) => return Err(ProviderFailure::from_transport(&e)),
                 Some(Ok(chunk)) => {
-                    let payloads = decoder.push(&chunk);
-                    if decoder.overflowed() {
-                        return Err(ProviderFailure::malformed(
-                            "the provider sent a stream line that is too long",
-                        ));
-                    }
-                    for payload in payloads {
-                        self.feed(&mut assembler, &payload, emit)?;
-                        if assembler.saw_terminal() {
-                            break 'read;
-                        }
+                    if parser.push(&chunk, emit)? == Progress::Terminal {
+                        break;
                     }
                 }
             }
         }
-        if !assembler.saw_terminal() {
-            for payload in decoder.finish() {
-                self.feed(&mut assembler, &payload, emit)?;
-            }
-        }
-        if !assembler.saw_terminal() {
-            if !assembler.saw_stop() {
-                return Err(ProviderFailure::malformed(
-                    "the provider stream ended before the model finished its turn",
-                ));
-            }
-            tracing::warn!("provider stream ended without terminal event");
-        }
-        assembler.finish()
-    }
-
-    fn feed(
-        &self,
-        assembler: &mut Assembler,
-        payload: &str,
-        emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<(), ProviderFailure> {
-        for delta in self.decode_chunk(payload)? {
-            assembler.apply(delta, emit);
-        }
-        Ok(())
+        parser.finish(emit)
     }
 }
 
