@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pulse_model_runner::provider::{Progress, Protocol, StreamParser};
+use pulse_providers::{Progress, Protocol, StreamParser};
 
 fuzz_target!(|data: &[u8]| {
     let mut parser = StreamParser::new(Protocol::Anthropic);

@@ -5,12 +5,12 @@
 //! owns only IO (timeouts, stalls, transport errors). Fuzz targets and property tests drive this
 //! same parser, so the code they exercise is the code that runs.
 
-use super::Protocol;
-use super::assembler::{Assembler, Delta};
-use super::failure::ProviderFailure;
-use super::framing::{FrameDecoder, Framing};
-use super::types::{ChatResponse, StreamEvent};
-use super::{anthropic, gemini, ollama, openai};
+use crate::Protocol;
+use crate::assembler::{Assembler, Delta};
+use crate::failure::ProviderFailure;
+use crate::framing::{FrameDecoder, Framing};
+use crate::types::{ChatResponse, StreamEvent};
+use crate::{anthropic, gemini, ollama, openai};
 
 /// Whether more of the body is wanted after a chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +112,9 @@ fn decode_chunk(protocol: Protocol, payload: &str) -> Result<Vec<Delta>, Provide
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::failure::FailureCause;
-    use crate::provider::framing::MAX_LINE_BYTES;
-    use crate::provider::types::StopReason;
+    use crate::failure::FailureCause;
+    use crate::framing::MAX_LINE_BYTES;
+    use crate::types::StopReason;
     use proptest::prelude::*;
 
     const PROTOCOLS: [Protocol; 4] = [

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::failure::ProviderFailure;
-use super::types::{ChatResponse, StopReason, StreamEvent, ToolCall, Usage};
+use crate::failure::ProviderFailure;
+use crate::types::{ChatResponse, StopReason, StreamEvent, ToolCall, Usage};
 
 /// What a protocol decoder extracted from one payload.
 #[derive(Debug, Clone, PartialEq)]
