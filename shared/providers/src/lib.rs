@@ -14,6 +14,7 @@ pub mod framing;
 pub mod gemini;
 pub mod ollama;
 pub mod openai;
+pub mod registry;
 pub mod stream;
 pub mod types;
 
