@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pulse_fuzz::framing::{FrameDecoder, Framing};
+use pulse_providers::framing::{FrameDecoder, Framing};
 
 fuzz_target!(|data: &[u8]| {
     let mut decoder = FrameDecoder::new(Framing::Ndjson);

@@ -1,10 +1,5 @@
 //! Shared input shaping for the stream-parser fuzz targets.
 
-/// The model runner's framing, compiled from its own source file so the framing targets need
-/// none of the model runner's dependencies.
-#[path = "../../services/model-runner/src/provider/framing.rs"]
-pub mod framing;
-
 /// Splits fuzz input into chunks: the first byte says how many cuts (0-15), the next bytes give
 /// each chunk's length, the rest is the stream. Chunks therefore end anywhere, including inside
 /// a UTF-8 code point, a line ending or a JSON token.

@@ -15,8 +15,10 @@ pub mod preflight;
 pub mod provider;
 pub mod readiness_service;
 pub mod redaction;
-pub mod registry;
 pub mod route;
+
+/// The provider table, owned by `pulse-providers` so settings and readiness read the same one.
+pub use pulse_providers::registry;
 pub mod watch;
 
 use pulse_runtime::{ServiceContext, ServiceSpec};

@@ -9,29 +9,15 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use pulse_providers::registry;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::alert_rules::AlertRule;
 
-/// Provider ids a route may name: the prefixes of the model-runner's provider registry.
-pub const PROVIDER_IDS: &[&str] = &[
-    "openai",
-    "openrouter",
-    "deepseek",
-    "groq",
-    "mistral",
-    "together",
-    "fireworks",
-    "zai",
-    "zai-coding",
-    "lmstudio",
-    "llamacpp",
-    "litellm",
-    "ollama",
-    "anthropic",
-    "gemini",
-];
+/// Provider ids a route may name, in the order settings list them: derived from the provider
+/// table, which owns them.
+pub use pulse_providers::registry::PROVIDER_IDS;
 
 /// The Autopilot (`full`) acknowledgement text version an operator must have accepted.
 pub const AUTOPILOT_ACK_VERSION: u32 = 1;
@@ -172,7 +158,7 @@ impl ModelRoute {
                 "expected provider:model, like openai:gpt-4.1-mini",
             ));
         };
-        let Some(provider) = PROVIDER_IDS.iter().copied().find(|id| *id == provider) else {
+        let Some(provider) = registry::lookup(provider).map(|entry| entry.id) else {
             return Err(SettingsError::UnknownProvider {
                 field: field.to_owned(),
                 provider: provider.to_owned(),
@@ -372,7 +358,7 @@ pub fn parse_patch(body: &Value) -> Result<SettingsPatch, SettingsError> {
             .ok_or_else(|| invalid("providers", "expected a JSON object"))?;
         for (id, entry) in providers.iter_mut() {
             let field = format!("providers.{id}");
-            if !PROVIDER_IDS.contains(&id.as_str()) {
+            if registry::lookup(id).is_none() {
                 return Err(SettingsError::UnknownProvider {
                     field,
                     provider: id.clone(),
@@ -437,7 +423,7 @@ pub fn validate_layer(layer: &Value) -> Result<(), SettingsError> {
             "providers" => {
                 for (id, entry) in object("providers", value)? {
                     let field = format!("providers.{id}");
-                    if !PROVIDER_IDS.contains(&id.as_str()) {
+                    if registry::lookup(id).is_none() {
                         return Err(SettingsError::UnknownProvider {
                             field,
                             provider: id.clone(),

@@ -504,14 +504,3 @@ async fn config_and_environment_fill_what_the_tenant_did_not_set() -> anyhow::Re
     assert!(!status.success(), "{log}");
     gw.stop().await
 }
-
-/// Settings validate routes against the provider ids in `pulse-domain`; they must be exactly
-/// the model-runner registry's prefixes, in the same order.
-#[test]
-fn settings_provider_ids_are_the_registry() {
-    let registry: Vec<&str> = pulse_model_runner::registry::PROVIDERS
-        .iter()
-        .map(|entry| entry.id)
-        .collect();
-    assert_eq!(registry, pulse_domain::ai_settings::PROVIDER_IDS);
-}

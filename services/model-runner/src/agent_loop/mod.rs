@@ -16,9 +16,8 @@ pub mod usage;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pulse_capabilities::{DenialCode, GateError, ProposedCall, RunGate, TerminalDenial};
+use pulse_capabilities::{CallRef, DenialCode, GateError, RunGate, TerminalDenial};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::provider::types::{
     ChatRequest, ChatResponse, INTERRUPTED_TOOL_RESULT, Message, StreamEvent, Tool, ToolCall,
@@ -62,15 +61,6 @@ pub const LEGACY_MAX_PROVIDER_CALLS: u32 = 10;
 pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 4;
 /// Characters of a call's input and output kept in its record.
 pub const RECORD_BOUND_CHARS: usize = 2_000;
-
-impl ProposedCall for ToolCall {
-    fn tool_name(&self) -> &str {
-        &self.name
-    }
-    fn tool_arguments(&self) -> &Value {
-        &self.arguments
-    }
-}
 
 /// One model turn over some transport; [`Provider`] is the real one.
 pub trait ChatTransport: Send + Sync {
@@ -491,7 +481,11 @@ impl AgentLoop {
             let mut pending = Vec::new();
             let mut terminal = None;
             for (index, call) in calls.iter().enumerate() {
-                match gate.admit(call) {
+                let proposed = CallRef {
+                    name: &call.name,
+                    arguments: &call.arguments,
+                };
+                match gate.admit(&proposed) {
                     Ok(admitted) => pending.push(Pending {
                         index,
                         call,

@@ -1,16 +1,9 @@
-//! Provider transports behind one provider-neutral call, with one shared stream driver.
+//! Provider transports behind one provider-neutral call; every streamed byte goes through the
+//! one [`StreamParser`].
 //!
 //! Routes are fixed per call: a failure is retried at most once, on the same route, and only
 //! before any output was shown; there is never a switch of provider or model.
 
-pub mod anthropic;
-mod assembler;
-pub mod failure;
-pub mod framing;
-pub mod gemini;
-pub mod ollama;
-pub mod openai;
-pub mod types;
 #[cfg(test)]
 mod wire_shapes_tests;
 
@@ -18,125 +11,15 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use reqwest::header::HeaderMap;
-use serde_json::Value;
 use tokio::time::{Instant, timeout};
 
-pub use assembler::parse_stream_chunks;
-use assembler::{Assembler, Delta};
-pub use failure::{FailureCause, ProviderFailure};
-use framing::{FrameDecoder, Framing};
-pub use types::*;
-
-/// The wire protocol a route speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Protocol {
-    /// `/chat/completions` under the base URL (OpenAI, OpenRouter, DeepSeek, Groq, local servers).
-    OpenAiCompatible,
-    /// `/v1/messages` under the base URL.
-    Anthropic,
-    /// `/models/{model}:generateContent` under the base URL (which carries the API version).
-    Gemini,
-    /// `/api/chat` under the base URL.
-    Ollama,
-}
-
-/// Time bounds for one provider call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    /// The whole attempt, from sending to the last byte.
-    pub request: Duration,
-    /// Until the response status and headers arrive.
-    pub response_header: Duration,
-    /// Longest silence between two chunks of a stream; never longer than `request`.
-    pub stall: Duration,
-}
-
-/// Patrol streams may be silent this long between chunks (capped by the request timeout).
-pub const PATROL_STALL: Duration = Duration::from_secs(60);
-
-impl Timeouts {
-    /// Patrol's bounds: a 60 s inter-chunk allowance capped by the operator's request timeout.
-    pub fn patrol(request: Duration) -> Self {
-        Self {
-            request,
-            response_header: Duration::from_secs(60).min(request),
-            stall: PATROL_STALL.min(request),
-        }
-    }
-
-    fn effective_stall(&self) -> Duration {
-        self.stall.min(self.request)
-    }
-
-    fn effective_header(&self) -> Duration {
-        self.response_header.min(self.request)
-    }
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self::patrol(Duration::from_secs(300))
-    }
-}
-
-/// One provider route's connection settings.
-#[derive(Clone)]
-pub struct ProviderConfig {
-    pub protocol: Protocol,
-    /// Base URL without a trailing slash; see [`Protocol`] for what is appended.
-    pub base_url: String,
-    /// Optional for local OpenAI-compatible servers and Ollama.
-    pub api_key: Option<String>,
-    pub timeouts: Timeouts,
-    /// Wait before the single same-route retry when the provider gave no `retry-after`.
-    pub retry_backoff: Duration,
-    pub anthropic_version: String,
-    /// Ollama `keep_alive` (for example `"10m"`); omitted when unset.
-    pub ollama_keep_alive: Option<String>,
-    /// Ollama `options.num_ctx`.
-    pub ollama_num_ctx: Option<u32>,
-}
-
-impl std::fmt::Debug for ProviderConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderConfig")
-            .field("protocol", &self.protocol)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| ".."))
-            .field("timeouts", &self.timeouts)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ProviderConfig {
-    pub fn new(protocol: Protocol, base_url: impl Into<String>) -> Self {
-        Self {
-            protocol,
-            base_url: base_url.into().trim_end_matches('/').to_owned(),
-            api_key: None,
-            timeouts: Timeouts::default(),
-            retry_backoff: Duration::from_secs(1),
-            anthropic_version: "2023-06-01".to_owned(),
-            ollama_keep_alive: None,
-            ollama_num_ctx: None,
-        }
-    }
-
-    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    pub fn with_timeouts(mut self, timeouts: Timeouts) -> Self {
-        self.timeouts = timeouts;
-        self
-    }
-
-    pub fn with_retry_backoff(mut self, backoff: Duration) -> Self {
-        self.retry_backoff = backoff;
-        self
-    }
-}
+// The protocols themselves (request shapes, stream parsing, failure classification) are pure code
+// in `pulse-providers`; this module adds the network.
+pub use pulse_providers::{
+    FailureCause, PATROL_STALL, Progress, Protocol, ProviderConfig, ProviderFailure, StreamParser,
+    Timeouts, WireRequest, anthropic, failure, framing, gemini, ollama, openai, stream, types,
+    types::*,
+};
 
 /// At most this many attempts per call: the first and one same-route retry.
 pub const MAX_ATTEMPTS: u32 = 2;
@@ -146,13 +29,6 @@ const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// A non-streaming response larger than this is refused.
 const MAX_RESPONSE_BODY: usize = 32 * 1024 * 1024;
-
-/// A request ready for the wire.
-pub struct WireRequest {
-    pub url: String,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Value,
-}
 
 /// A client for one provider route.
 #[derive(Debug, Clone)]
@@ -243,39 +119,7 @@ impl Provider {
     /// The HTTP request this route's transport sends for `request` (URL, headers, JSON body),
     /// built by the route's protocol; public so tests can check exactly what would leave.
     pub fn build(&self, request: &ChatRequest) -> Result<WireRequest, ProviderFailure> {
-        let mut request = request.clone();
-        request.messages = repair_orphan_tool_calls(&request.messages);
-        match self.config.protocol {
-            Protocol::OpenAiCompatible => openai::build(&self.config, &request),
-            Protocol::Anthropic => anthropic::build(&self.config, &request),
-            Protocol::Gemini => gemini::build(&self.config, &request),
-            Protocol::Ollama => ollama::build(&self.config, &request),
-        }
-    }
-
-    fn framing(&self) -> Framing {
-        match self.config.protocol {
-            Protocol::Ollama => Framing::Ndjson,
-            _ => Framing::Sse,
-        }
-    }
-
-    fn decode_response(&self, body: &Value) -> Result<Vec<Delta>, ProviderFailure> {
-        match self.config.protocol {
-            Protocol::OpenAiCompatible => openai::decode_response(body),
-            Protocol::Anthropic => anthropic::decode_response(body),
-            Protocol::Gemini => gemini::decode_response(body),
-            Protocol::Ollama => ollama::decode_response(body),
-        }
-    }
-
-    fn decode_chunk(&self, payload: &str) -> Result<Vec<Delta>, ProviderFailure> {
-        match self.config.protocol {
-            Protocol::OpenAiCompatible => openai::decode_chunk(payload),
-            Protocol::Anthropic => anthropic::decode_chunk(payload),
-            Protocol::Gemini => gemini::decode_chunk(payload),
-            Protocol::Ollama => ollama::decode_chunk(payload),
-        }
+        pulse_providers::build(&self.config, request)
     }
 
     async fn attempt(
@@ -293,7 +137,7 @@ impl Provider {
         let response = timeout(timeouts.effective_header(), builder.send())
             .await
             .map_err(|_| ProviderFailure::timeout("no response headers from the provider in time"))?
-            .map_err(|e| ProviderFailure::from_transport(&e))?;
+            .map_err(|e| transport_failure(&e))?;
 
         let status = response.status();
         if !status.is_success() {
@@ -306,7 +150,6 @@ impl Provider {
             ));
         }
 
-        let mut assembler = Assembler::default();
         if !stream {
             let bytes = timeout(
                 remaining(deadline),
@@ -314,18 +157,12 @@ impl Provider {
             )
             .await
             .map_err(|_| ProviderFailure::timeout("the provider request timed out"))??;
-            let body: Value = serde_json::from_slice(&bytes).map_err(|_| {
-                ProviderFailure::malformed("the provider response is not valid JSON")
-            })?;
-            for delta in self.decode_response(&body)? {
-                assembler.apply(delta, emit);
-            }
-            return assembler.finish();
+            return pulse_providers::parse_response(self.config.protocol, &bytes, emit);
         }
 
         let mut body = response.bytes_stream();
-        let mut decoder = FrameDecoder::new(self.framing());
-        'read: loop {
+        let mut parser = StreamParser::new(self.config.protocol);
+        loop {
             let left = remaining(deadline);
             if left.is_zero() {
                 return Err(ProviderFailure::timeout("the provider request timed out"));
@@ -342,50 +179,37 @@ impl Provider {
                 Err(_) => return Err(ProviderFailure::timeout("the provider request timed out")),
             };
             match next {
-                None => break 'read,
-                Some(Err(e)) => return Err(ProviderFailure::from_transport(&e)),
+                None => break,
+                Some(Err(e)) => return Err(transport_failure(&e)),
                 Some(Ok(chunk)) => {
-                    let payloads = decoder.push(&chunk);
-                    if decoder.overflowed() {
-                        return Err(ProviderFailure::malformed(
-                            "the provider sent a stream line that is too long",
-                        ));
-                    }
-                    for payload in payloads {
-                        self.feed(&mut assembler, &payload, emit)?;
-                        if assembler.saw_terminal() {
-                            break 'read;
-                        }
+                    if parser.push(&chunk, emit)? == Progress::Terminal {
+                        break;
                     }
                 }
             }
         }
-        if !assembler.saw_terminal() {
-            for payload in decoder.finish() {
-                self.feed(&mut assembler, &payload, emit)?;
-            }
-        }
-        if !assembler.saw_terminal() {
-            if !assembler.saw_stop() {
-                return Err(ProviderFailure::malformed(
-                    "the provider stream ended before the model finished its turn",
-                ));
-            }
-            tracing::warn!("provider stream ended without terminal event");
-        }
-        assembler.finish()
+        parser.finish(emit)
     }
+}
 
-    fn feed(
-        &self,
-        assembler: &mut Assembler,
-        payload: &str,
-        emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<(), ProviderFailure> {
-        for delta in self.decode_chunk(payload)? {
-            assembler.apply(delta, emit);
-        }
-        Ok(())
+/// Classifies a transport error from reqwest without echoing URLs.
+fn transport_failure(err: &reqwest::Error) -> ProviderFailure {
+    if err.is_timeout() {
+        ProviderFailure::timeout("the provider request timed out")
+    } else if err.is_decode() {
+        ProviderFailure::malformed("the provider response body could not be decoded")
+    } else if err.is_connect() {
+        ProviderFailure::new(
+            FailureCause::Connectivity,
+            "could not connect to the provider",
+        )
+    } else if err.is_body() {
+        ProviderFailure::new(
+            FailureCause::Connectivity,
+            "the connection to the provider was interrupted",
+        )
+    } else {
+        ProviderFailure::new(FailureCause::Connectivity, "the provider request failed")
     }
 }
 
@@ -413,7 +237,7 @@ async fn read_bounded(
     let mut body = response.bytes_stream();
     let mut buf = Vec::new();
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ProviderFailure::from_transport(&e))?;
+        let chunk = chunk.map_err(|e| transport_failure(&e))?;
         if buf.len() + chunk.len() > limit {
             return Err(ProviderFailure::malformed(
                 "the provider response is too large",
@@ -438,37 +262,4 @@ async fn read_error_body(response: reqwest::Response, deadline: Instant) -> Stri
     };
     let _ = timeout(remaining(deadline).min(Duration::from_secs(10)), read).await;
     String::from_utf8_lossy(&buf).into_owned()
-}
-
-/// Decodes a payload as JSON or reports a malformed response.
-pub(crate) fn parse_payload(payload: &str) -> Result<Value, ProviderFailure> {
-    serde_json::from_str(payload)
-        .map_err(|_| ProviderFailure::malformed("the provider sent a chunk that is not valid JSON"))
-}
-
-/// An error object inside a 200 response or stream chunk.
-pub(crate) fn embedded_error(value: &Value) -> Option<ProviderFailure> {
-    let err = value.get("error")?;
-    if err.is_null() {
-        return None;
-    }
-    let status = err
-        .get("code")
-        .and_then(Value::as_u64)
-        .and_then(|c| u16::try_from(c).ok())
-        .filter(|c| (400..600).contains(c))
-        .unwrap_or(500);
-    Some(ProviderFailure::from_status(
-        status,
-        &value.to_string(),
-        None,
-    ))
-}
-
-pub(crate) fn bearer(config: &ProviderConfig) -> Option<(&'static str, String)> {
-    config
-        .api_key
-        .as_ref()
-        .filter(|k| !k.is_empty())
-        .map(|k| ("authorization", format!("Bearer {k}")))
 }

@@ -17,16 +17,14 @@ use super::budget::{self, BUDGET_SETTINGS_HINT, TenantBudgets, TenantSpend};
 use super::status::{BlockedCause, CheckStatus, ReadinessCheck, ReadinessCheckId};
 use crate::ai_settings::{AiSettings, ModelRoute};
 
-/// Providers that serve without an API key (local model servers and self-hosted proxies).
-const KEYLESS_PROVIDERS: &[&str] = &["lmstudio", "llamacpp", "litellm", "ollama"];
-
 /// Where an operator fixes the Patrol provider and model.
 pub const SETTINGS_HINT: &str = "fix the Patrol provider and model in the AI settings (PUT \
      /api/settings/ai), then run POST /api/ai/patrol/preflight";
 
-/// Whether calling `provider` needs an API key.
+/// Whether calling `provider` needs an API key, as the provider table says; an id the table does
+/// not know needs one.
 pub fn provider_needs_key(provider: &str) -> bool {
-    !KEYLESS_PROVIDERS.contains(&provider)
+    pulse_providers::registry::lookup(provider).is_none_or(|entry| entry.needs_key())
 }
 
 /// The stored outcome of a tenant's last Patrol preflight. Safe fields only: no key, no raw

@@ -1,12 +1,13 @@
 //! The provider registry: every provider Pulse can route to, declared once as data.
 //!
-//! Settings, the readiness check, the cost ledger and the `/api/settings/ai` projection all read
-//! this table; nothing else names base URLs, credential rules or route classes.
+//! Settings validation ([`PROVIDER_IDS`], [`lookup`]), the readiness key rule, the model runner's
+//! routes and transports, the cost ledger and the `/api/settings/ai` projection all read this
+//! table; nothing else names provider ids, base URLs, credential rules or route classes.
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::provider::Protocol;
+use crate::Protocol;
 
 /// How a route's calls are paid for. Decides whether tokens have a dollar price.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -97,6 +98,11 @@ impl ProviderEntry {
         protocol_name(self.protocol)
     }
 
+    /// Whether calling this provider needs an API key.
+    pub fn needs_key(&self) -> bool {
+        self.api_key == ApiKey::Required
+    }
+
     /// This entry as the settings API shows it.
     pub fn to_json(&self) -> Value {
         json!({
@@ -123,7 +129,20 @@ pub fn protocol_name(protocol: Protocol) -> &'static str {
 }
 
 /// Every provider, in the order settings list them.
-pub static PROVIDERS: &[ProviderEntry] = &[
+pub static PROVIDERS: &[ProviderEntry] = TABLE;
+
+/// Every provider id (the route prefixes), in the table's order.
+pub const PROVIDER_IDS: [&str; TABLE.len()] = {
+    let mut ids = [""; TABLE.len()];
+    let mut at = 0;
+    while at < TABLE.len() {
+        ids[at] = TABLE[at].id;
+        at += 1;
+    }
+    ids
+};
+
+const TABLE: &[ProviderEntry] = &[
     ProviderEntry {
         id: "openai",
         display_name: "OpenAI",

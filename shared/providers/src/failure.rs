@@ -133,7 +133,7 @@ impl ProviderFailure {
     /// Worth one same-route retry when nothing was shown yet. A rate limit is, when the provider
     /// asks for a short wait (or says nothing); a longer wait fails now with its `retry_after_ms`
     /// rather than holding the run.
-    pub(crate) fn is_transient(&self) -> bool {
+    pub fn is_transient(&self) -> bool {
         match self.cause {
             FailureCause::Connectivity | FailureCause::Timeout => true,
             FailureCause::RateLimit => self
@@ -224,27 +224,6 @@ impl ProviderFailure {
             status: Some(status),
             message,
             retry_after_ms,
-        }
-    }
-
-    /// Classifies a transport error from reqwest without echoing URLs.
-    pub(crate) fn from_transport(err: &reqwest::Error) -> Self {
-        if err.is_timeout() {
-            Self::timeout("the provider request timed out")
-        } else if err.is_decode() {
-            Self::malformed("the provider response body could not be decoded")
-        } else if err.is_connect() {
-            Self::new(
-                FailureCause::Connectivity,
-                "could not connect to the provider",
-            )
-        } else if err.is_body() {
-            Self::new(
-                FailureCause::Connectivity,
-                "the connection to the provider was interrupted",
-            )
-        } else {
-            Self::new(FailureCause::Connectivity, "the provider request failed")
         }
     }
 }

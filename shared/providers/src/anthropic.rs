@@ -2,10 +2,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::assembler::Delta;
-use super::failure::ProviderFailure;
-use super::types::{ChatRequest, Message, StopReason, ToolChoice};
-use super::{ProviderConfig, WireRequest, embedded_error, parse_payload};
+use crate::assembler::Delta;
+use crate::failure::ProviderFailure;
+use crate::types::{ChatRequest, Message, StopReason, ToolChoice};
+use crate::{ProviderConfig, WireRequest, embedded_error, parse_payload};
 
 /// Anthropic requires `max_tokens`; used when the request leaves it unset.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::failure::ProviderFailure;
-use super::types::{ChatResponse, StopReason, StreamEvent, ToolCall, Usage};
+use crate::failure::ProviderFailure;
+use crate::types::{ChatResponse, StopReason, StreamEvent, ToolCall, Usage};
 
 /// What a protocol decoder extracted from one payload.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,102 +244,5 @@ impl Assembler {
             usage: self.usage,
             stop_reason,
         })
-    }
-}
-
-/// Parses a streamed response given as raw byte chunks, split anywhere: framing, the protocol's
-/// chunk decoder and the assembler, as a provider call applies them. For fuzzing and property
-/// tests; it never panics, whatever the bytes.
-pub fn parse_stream_chunks(
-    protocol: super::Protocol,
-    chunks: &[&[u8]],
-    emit: &mut dyn FnMut(StreamEvent),
-) -> Result<ChatResponse, ProviderFailure> {
-    use super::framing::{FrameDecoder, Framing};
-    use super::{Protocol, anthropic, gemini, ollama, openai};
-
-    let decode = |payload: &str| match protocol {
-        Protocol::OpenAiCompatible => openai::decode_chunk(payload),
-        Protocol::Anthropic => anthropic::decode_chunk(payload),
-        Protocol::Gemini => gemini::decode_chunk(payload),
-        Protocol::Ollama => ollama::decode_chunk(payload),
-    };
-    let mut decoder = FrameDecoder::new(match protocol {
-        Protocol::Ollama => Framing::Ndjson,
-        _ => Framing::Sse,
-    });
-    let mut assembler = Assembler::default();
-    'read: for chunk in chunks {
-        let payloads = decoder.push(chunk);
-        if decoder.overflowed() {
-            return Err(ProviderFailure::malformed(
-                "the provider sent a stream line that is too long",
-            ));
-        }
-        for payload in payloads {
-            for delta in decode(&payload)? {
-                assembler.apply(delta, emit);
-            }
-            if assembler.saw_terminal() {
-                break 'read;
-            }
-        }
-    }
-    if !assembler.saw_terminal() {
-        for payload in decoder.finish() {
-            for delta in decode(&payload)? {
-                assembler.apply(delta, emit);
-            }
-        }
-    }
-    assembler.finish()
-}
-
-#[cfg(test)]
-mod stream_tests {
-    use super::super::Protocol;
-    use super::*;
-    use proptest::prelude::*;
-
-    fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
-        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
-        cuts.sort_unstable();
-        let mut out = Vec::new();
-        let mut start = 0;
-        for cut in cuts {
-            out.push(&bytes[start..cut]);
-            start = cut;
-        }
-        out.push(&bytes[start..]);
-        out
-    }
-
-    fn wire_like() -> impl Strategy<Value = Vec<u8>> {
-        // Bytes biased towards the syntax of the streams, so decoders get past the framing.
-        let piece = prop_oneof![
-            Just(b"data: ".to_vec()),
-            Just(b"\n\n".to_vec()),
-            Just(b"\r\n".to_vec()),
-            Just(b"[DONE]".to_vec()),
-            Just(br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#.to_vec()),
-            Just(br#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}"#.to_vec()),
-            Just(br#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"x","args":{}}}]}}]}"#.to_vec()),
-            Just(br#"{"message":{"content":"a","tool_calls":[{"function":{"name":"x","arguments":{}}}]},"done":true}"#.to_vec()),
-            proptest::collection::vec(any::<u8>(), 0..16),
-        ];
-        proptest::collection::vec(piece, 0..24).prop_map(|p| p.concat())
-    }
-
-    proptest! {
-        #[test]
-        fn every_protocol_survives_arbitrary_bytes(
-            bytes in prop_oneof![proptest::collection::vec(any::<u8>(), 0..512), wire_like()],
-            cuts in proptest::collection::vec(any::<usize>(), 0..8),
-        ) {
-            let chunks = split(&bytes, &cuts);
-            for protocol in [Protocol::OpenAiCompatible, Protocol::Anthropic, Protocol::Gemini, Protocol::Ollama] {
-                let _ = parse_stream_chunks(protocol, &chunks, &mut |_| {});
-            }
-        }
     }
 }

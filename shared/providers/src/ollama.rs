@@ -2,10 +2,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::assembler::Delta;
-use super::failure::ProviderFailure;
-use super::types::{ChatRequest, Message, StopReason, tool_name_for};
-use super::{ProviderConfig, WireRequest, bearer, embedded_error, parse_payload};
+use crate::assembler::Delta;
+use crate::failure::ProviderFailure;
+use crate::types::{ChatRequest, Message, StopReason, tool_name_for};
+use crate::{ProviderConfig, WireRequest, bearer, embedded_error, parse_payload};
 
 pub(crate) fn build(
     config: &ProviderConfig,

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::failure::ProviderFailure;
+use crate::failure::ProviderFailure;
 
 /// A tool offered to the model: a name, what it does, and a JSON schema for its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,7 +230,7 @@ pub enum StreamEvent {
 
 impl StreamEvent {
     /// Output the user can see; once any was emitted the call is never retried.
-    pub(crate) fn is_visible_output(&self) -> bool {
+    pub fn is_visible_output(&self) -> bool {
         matches!(
             self,
             Self::Content { .. }
