@@ -153,7 +153,8 @@ async fn measure(
 
     let scheduler =
         ServiceProcess::spawn("pulse-patrol-scheduler", &env, &dir.join("scheduler.log"))?;
-    let (stop_runner, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_runner = tokio_util::sync::CancellationToken::new();
+    let stop_rx = stop_runner.clone();
     let mut runner = None;
     let result = async {
         let pid = scheduler.pid().context("the scheduler exited at once")?;
@@ -198,7 +199,7 @@ async fn measure(
     }
     .await;
     let stopped = scheduler.stop(Duration::from_secs(20)).await;
-    let _ = stop_runner.send(true);
+    stop_runner.cancel();
     if let Some(runner) = runner {
         let _ = runner.await;
     }
