@@ -5,8 +5,8 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
-use pulse_domain::backoff::{Backoff, Jitter};
 use nix::unistd::Pid;
+use pulse_domain::backoff::{Backoff, Jitter};
 use tokio::process::Child;
 use tokio::time::Instant;
 
@@ -180,6 +180,13 @@ impl Supervisor {
             .collect()
     }
 
+    /// Changes how `name` is started from its next restart on (e.g. pins the port it bound).
+    pub fn respec(&mut self, name: &str, change: impl FnOnce(&mut ChildSpec)) {
+        if let Some(supervised) = self.children.iter_mut().find(|s| s.spec.name == name) {
+            change(&mut supervised.spec);
+        }
+    }
+
     pub fn log_path(&self, name: &str) -> Option<&std::path::Path> {
         self.children
             .iter()
@@ -302,7 +309,9 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let delays: Vec<u64> = (1..=8).map(|n| RESTART_BACKOFF.delay(n).as_secs()).collect();
+        let delays: Vec<u64> = (1..=8)
+            .map(|n| RESTART_BACKOFF.delay(n).as_secs())
+            .collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 

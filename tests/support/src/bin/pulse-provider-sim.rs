@@ -36,6 +36,7 @@ async fn main() -> anyhow::Result<()> {
     // send SIGTERM at once, before the server has polled its shutdown future.
     let shutdown = shutdown_signal()?;
     // A closed stdout must not stop the simulator, so printing errors are ignored.
+    pulse_config::listening::announce(addr);
     say(&format!(
         "pulse-provider-sim listening on http://{addr}\n\
          SIMULATED MODEL: pulse-provider-sim (no real AI)\n\
