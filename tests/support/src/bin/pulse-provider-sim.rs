@@ -36,7 +36,6 @@ async fn main() -> anyhow::Result<()> {
     // send SIGTERM at once, before the server has polled its shutdown future.
     let shutdown = shutdown_signal()?;
     // A closed stdout must not stop the simulator, so printing errors are ignored.
-    pulse_config::listening::announce(addr);
     say(&format!(
         "pulse-provider-sim listening on http://{addr}\n\
          SIMULATED MODEL: pulse-provider-sim (no real AI)\n\
@@ -46,6 +45,8 @@ async fn main() -> anyhow::Result<()> {
          ollama:    http://{addr}\n\
          requests:  http://{addr}/_sim/requests"
     ));
+    // The line pulsectl reads the bound port from (`--listen` with port 0).
+    pulse_config::listening::announce(addr);
     // Scripts are for in-process tests; the binary answers `sim:` models only.
     let mut script = Script::steps([]);
     if args.answer_preflight {
