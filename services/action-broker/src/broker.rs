@@ -61,7 +61,8 @@ pub struct BrokerSettings {
     /// How long the broker waits for the agent's receipt on one send.
     pub relay_timeout: Duration,
     /// While no receipt arrives (agent unreachable, relay restarting), the same command is sent
-    /// again after a pause growing from `resend_backoff` to `max_resend_backoff`.
+    /// again after a pause growing from `resend_backoff` to `max_resend_backoff` (each drawn
+    /// between half of it and all of it, so the resends of many actions spread out).
     pub resend_backoff: Duration,
     pub max_resend_backoff: Duration,
     /// How long after the lease expired the broker keeps asking for a receipt before it ends the
@@ -117,6 +118,8 @@ pub struct Broker {
     /// Actions this process is driving right now (executing, awaiting a receipt, verifying):
     /// never driven twice at once by this process (see [`crate::lifecycle::InFlight`]).
     pub(crate) in_flight: Arc<Mutex<HashSet<Uuid>>>,
+    /// The background tasks driving actions, which shutdown waits for ([`Broker::drain`]).
+    pub(crate) advancing: pulse_runtime::TaskTracker,
 }
 
 pub(crate) fn store_error(e: impl std::fmt::Display) -> BrokerError {
@@ -164,6 +167,7 @@ impl Broker {
             settings: BrokerSettings::default(),
             outbox_notify: Arc::new(Notify::new()),
             in_flight: Arc::new(Mutex::new(HashSet::new())),
+            advancing: pulse_runtime::TaskTracker::new(),
         }
     }
 
@@ -660,7 +664,7 @@ impl Broker {
         if matches!(ended.state, ActionState::Executing | ActionState::Completed) {
             let this = self.clone();
             let tenant = tenant.clone();
-            tokio::spawn(async move {
+            self.advancing.spawn(async move {
                 if let Err(error) = this.advance_claimed(&tenant, req.action_id, claim).await {
                     tracing::warn!(action_id = %req.action_id, %error, "action not advanced; the recovery sweep retries");
                 }

@@ -142,15 +142,10 @@ async fn handle(
     answer(&tx, &request).await
 }
 
-/// Serves the catalogue subject in the broker's queue group until the service shuts down.
-pub async fn serve(ctx: &ServiceContext) -> Result<(), BusError> {
-    let responder = serve_on(&ctx.bus, ctx.store.clone()).await?;
-    let shutdown = ctx.shutdown.clone();
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        responder.stop().await;
-    });
-    Ok(())
+/// Serves the catalogue subject in the broker's queue group; the service stops the responder
+/// at shutdown.
+pub async fn serve(ctx: &ServiceContext) -> Result<pulse_bus::Responder, BusError> {
+    serve_on(&ctx.bus, ctx.store.clone()).await
 }
 
 /// Serves the catalogue subject on `bus` (tests stop the returned responder themselves).

@@ -12,11 +12,13 @@ pub mod error;
 pub mod lifecycle;
 pub mod recovery;
 
-use std::sync::Arc;
+use std::time::Duration;
 
-use pulse_bus::OutboxRelay;
 use pulse_runtime::{ServiceContext, ServiceSpec};
-use tokio::sync::Notify;
+
+/// How long shutdown waits for actions driven in the background (a send, a receipt, a
+/// verification) before leaving them to the recovery sweep of the next broker.
+const ADVANCE_GRACE: Duration = Duration::from_secs(5);
 
 pub const SPEC: ServiceSpec = ServiceSpec {
     name: "action-broker",
@@ -25,15 +27,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
-    let notify = Arc::new(Notify::new());
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let outbox = OutboxRelay::new(
-        ctx.store.pool().clone(),
-        ctx.bus.jetstream().clone(),
-        pulse_bus::RelayConfig::default(),
-    )
-    .with_notify(notify.clone());
-    let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
+    let notify = ctx.outbox_relay();
     let broker = broker::Broker::new(
         ctx.store.clone(),
         ctx.bus.clone(),
@@ -50,14 +44,19 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
                 .run_recovery(async move { shutdown.cancelled().await }),
         )
     };
-    let responders = broker.serve().await?;
-    capabilities::serve(&ctx).await?;
+    let mut responders = broker.clone().serve().await?;
+    responders.push(capabilities::serve(&ctx).await?);
     ctx.shutdown.cancelled().await;
     for responder in responders {
         responder.stop().await;
     }
-    let _ = stop_tx.send(true);
     let _ = recovery.await;
-    let _ = outbox_task.await;
+    let abandoned = broker.drain(ADVANCE_GRACE).await;
+    if abandoned > 0 {
+        tracing::warn!(
+            actions = abandoned,
+            "actions still in progress at shutdown; the recovery sweep takes them up"
+        );
+    }
     Ok(())
 }

@@ -36,10 +36,15 @@
 //! drive the same action concurrently: every state change is a compare-and-swap, so exactly one
 //! lands, and a command sent twice runs once on the agent.
 //!
+//! **Shutdown.** Background drives are tracked; [`Broker::drain`] waits for them up to a grace
+//! and leaves the rest to the recovery sweep of the next broker (it is safe to take any action
+//! up from its stored state).
+//!
 //! [`BrokerSettings::receipt_give_up_after`]: crate::broker::BrokerSettings::receipt_give_up_after
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use pulse_bus::relay_api::RelayCommandRequest;
@@ -48,6 +53,7 @@ use pulse_bus::{ClientError, ErrorCode, RelayClient, VerifierClient};
 use pulse_domain::TenantId;
 use pulse_domain::action::{ActionEvent, ActionState, FixOutcome, Verification};
 use pulse_domain::agent_protocol::ReceiptStatus;
+use pulse_domain::backoff::Backoff;
 use pulse_store::actions::{self, StoredAction, TransitionDetail};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -107,11 +113,24 @@ impl Broker {
         };
         let this = self.clone();
         let tenant = tenant.clone();
-        tokio::spawn(async move {
+        self.advancing.spawn(async move {
             if let Err(error) = this.advance_claimed(&tenant, id, claim).await {
                 tracing::warn!(action_id = %id, %error, "action not advanced; the recovery sweep retries");
             }
         });
+    }
+
+    /// Waits up to `grace` for the actions driven in the background to get as far as they can;
+    /// returns how many were still running (the recovery sweep takes them up again).
+    pub async fn drain(&self, grace: Duration) -> usize {
+        self.advancing.close();
+        if tokio::time::timeout(grace, self.advancing.wait())
+            .await
+            .is_err()
+        {
+            return self.advancing.len();
+        }
+        0
     }
 
     /// Moves action `id` as far as it can go (table in the module documentation). `Ok` also when
@@ -194,7 +213,10 @@ impl Broker {
         };
         let relay = RelayClient::new(self.bus.clone());
         let give_up_at = lease_expires_at + self.settings.receipt_give_up_after;
-        let mut pause = self.settings.resend_backoff;
+        let mut resend = Backoff::new(
+            self.settings.resend_backoff,
+            self.settings.max_resend_backoff,
+        );
         loop {
             // Another replica may have ended the action (a relay refusal, a give-up) since it was
             // read: a failed action's command must not be sent again, even within its lease.
@@ -258,9 +280,9 @@ impl Broker {
                 );
                 return self.fail(tenant, id, &reason).await;
             }
+            let pause = resend.next_delay();
             tracing::info!(action_id = %id, reason = %unknown, retry_in_ms = pause.as_millis() as u64, "no receipt yet; sending the same command again");
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(self.settings.max_resend_backoff);
         }
     }
 

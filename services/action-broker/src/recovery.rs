@@ -36,7 +36,7 @@ impl Broker {
                 continue;
             };
             let this = self.clone();
-            tokio::spawn(async move {
+            self.advancing.spawn(async move {
                 let id = action.action_id;
                 if let Err(error) = this.advance_claimed(&action.tenant, id, claim).await {
                     tracing::warn!(action_id = %id, tenant = %action.tenant, %error, "recovery did not advance the action; next sweep retries");

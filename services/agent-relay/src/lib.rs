@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use pulse_bus::{OutboxRelay, Subjects};
+use pulse_bus::Subjects;
 use pulse_domain::agent_protocol::AGENT_WS_PATH;
 use pulse_runtime::{ServiceContext, ServiceSpec};
 use tokio::sync::Notify;
@@ -80,7 +80,7 @@ pub fn router(state: RelayState) -> Router {
 }
 
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
-    let outbox_notify = Arc::new(Notify::new());
+    let outbox_notify = ctx.outbox_relay();
     let ingest = ingest::Ingest::start(ingest::IngestContext {
         store: ctx.store.clone(),
         subjects: ctx.bus.subjects().clone(),
@@ -96,25 +96,14 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ingest,
     };
     let responders = handlers::serve(&state).await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let outbox = OutboxRelay::new(
-        ctx.store.pool().clone(),
-        ctx.bus.jetstream().clone(),
-        pulse_bus::RelayConfig::default(),
-    )
-    .with_notify(state.outbox_notify.clone());
-    let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
     let liveness_task = tokio::spawn(liveness::run(state.clone(), ctx.shutdown.clone()));
 
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),
         ctx.metrics.clone(),
     ));
-    let addr = ctx.config.relay.listen;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    tracing::info!(%addr, "agent relay listening");
+    let listener = pulse_runtime::bind(ctx.config.relay.listen, "agents").await?;
+    tracing::info!(addr = %listener.local_addr()?, "agent relay listening");
     let stop = ctx.shutdown.clone();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -122,9 +111,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     for responder in responders {
         responder.stop().await;
     }
-    let _ = stop_tx.send(true);
     let _ = liveness_task.await;
-    let _ = outbox_task.await;
     served?;
     Ok(())
 }

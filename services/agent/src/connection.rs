@@ -1,6 +1,7 @@
 //! The WebSocket session with the relay: Hello, then reports from the backlog, each awaited
-//! until acked or rejected. Reconnects with bounded exponential backoff; while disconnected
-//! the backlog keeps the newest reports and drops the oldest.
+//! until acked or rejected. Reconnects with bounded exponential backoff, fully jittered so the
+//! agents of a restarted relay do not all reconnect at the same instant; while disconnected the
+//! backlog keeps the newest reports and drops the oldest.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -10,6 +11,7 @@ use futures::{SinkExt, StreamExt};
 use pulse_domain::agent_protocol::{
     AGENT_WS_PATH, AgentMessage, Hello, Refused, RelayMessage, Report,
 };
+use pulse_domain::backoff::{Backoff, Jitter};
 use tokio::sync::{Notify, mpsc};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -17,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REPLY_TIMEOUT: Duration = Duration::from_secs(15);
-const MIN_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// The pause before reconnect number n: up to 500 ms doubling to 30 s, drawn from all of it.
+const RECONNECT: Backoff =
+    Backoff::new(Duration::from_millis(500), Duration::from_secs(30)).jitter(Jitter::Full);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
 /// Answers waiting to be written to the relay.
@@ -95,13 +98,6 @@ pub fn ws_url(relay_url: &str) -> String {
     }
 }
 
-pub fn backoff(failures: u32) -> Duration {
-    let exponent = failures.saturating_sub(1).min(16);
-    MIN_BACKOFF
-        .checked_mul(1 << exponent)
-        .map_or(MAX_BACKOFF, |d| d.min(MAX_BACKOFF))
-}
-
 #[derive(Debug, Clone)]
 pub struct ConnectionConfig {
     pub relay_url: String,
@@ -119,17 +115,17 @@ pub async fn run(
     shutdown: CancellationToken,
 ) {
     let url = ws_url(&config.relay_url);
-    let mut failures = 0_u32;
+    let mut reconnect = RECONNECT;
     loop {
         let started = Instant::now();
         match session(&url, &config, &backlog, &requests, &shutdown).await {
             Ok(()) => return,
             Err(error) => {
                 if started.elapsed() >= STABLE_SESSION {
-                    failures = 0;
+                    reconnect.reset();
                 }
-                failures = failures.saturating_add(1);
-                let pause = backoff(failures);
+                let pause = reconnect.next_delay();
+                let failures = reconnect.attempts();
                 tracing::warn!(relay = %url, error = %error, failures, pause_ms = pause.as_millis() as u64, backlog = backlog.len(), "relay session ended; reconnecting");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -340,8 +336,12 @@ mod tests {
 
     #[test]
     fn reconnect_backoff_is_bounded() {
-        assert_eq!(backoff(1), Duration::from_millis(500));
-        assert_eq!(backoff(3), Duration::from_secs(2));
-        assert_eq!(backoff(100), MAX_BACKOFF);
+        assert_eq!(RECONNECT.ceiling(1), Duration::from_millis(500));
+        assert_eq!(RECONNECT.ceiling(3), Duration::from_secs(2));
+        assert_eq!(RECONNECT.ceiling(100), Duration::from_secs(30));
+        let mut reconnect = RECONNECT;
+        for _ in 0..100 {
+            assert!(reconnect.next_delay() <= Duration::from_secs(30));
+        }
     }
 }

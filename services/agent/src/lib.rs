@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pulse_domain::agent_protocol::{Hello, PROTOCOL_VERSION};
+use pulse_domain::backoff::Backoff;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -89,7 +90,7 @@ pub async fn wait_for_token_file(
     path: &std::path::Path,
     shutdown: &CancellationToken,
 ) -> Option<String> {
-    let mut pause = Duration::from_millis(250);
+    let mut pause = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
     let mut logged = false;
     loop {
         match tokio::fs::read_to_string(path).await {
@@ -102,9 +103,8 @@ pub async fn wait_for_token_file(
         }
         tokio::select! {
             _ = shutdown.cancelled() => return None,
-            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::time::sleep(pause.next_delay()) => {}
         }
-        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 

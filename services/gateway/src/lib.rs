@@ -66,7 +66,8 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         pulse_store::settings::MasterKey::load_or_create(&key_path)
     })
     .await??;
-    let outbox_notify = Arc::new(tokio::sync::Notify::new());
+    // Publishes the events handlers enqueue (settings changes) after their commit.
+    let outbox_notify = ctx.outbox_relay();
     let settings = settings::SettingsContext::new(
         &ctx.config.ai,
         master_key,
@@ -74,15 +75,6 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         outbox_notify.clone(),
     )
     .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
-    // Publishes the events handlers enqueue (settings changes) after their commit.
-    let (outbox_stop, outbox_stopped) = tokio::sync::watch::channel(false);
-    let outbox = pulse_bus::OutboxRelay::new(
-        ctx.store.pool().clone(),
-        ctx.bus.jetstream().clone(),
-        pulse_bus::RelayConfig::default(),
-    )
-    .with_notify(outbox_notify);
-    let outbox_task = tokio::spawn(async move { outbox.run(outbox_stopped).await });
     let state = AppState {
         store: ctx.store.clone(),
         fleet,
@@ -103,17 +95,12 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ctx.readiness.clone(),
         ctx.metrics.clone(),
     ));
-    let addr = ctx.config.gateway.listen;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
-    tracing::info!(%addr, "gateway listening");
+    let listener = pulse_runtime::bind(ctx.config.gateway.listen, "the API").await?;
+    tracing::info!(addr = %listener.local_addr()?, "gateway listening");
     let stop = ctx.shutdown.clone();
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;
     watcher.abort();
-    let _ = outbox_stop.send(true);
-    let _ = outbox_task.await;
     Ok(())
 }

@@ -25,14 +25,14 @@ use pulse_bus::patrol_api::PatrolPreflightRequest;
 use pulse_bus::{Bus, ErrorCode, ErrorReply, Responder};
 use pulse_domain::TenantId;
 use pulse_domain::ai_settings::SettingsChanged;
+use pulse_domain::backoff::{Backoff, Jitter};
 use pulse_domain::finding::RuntimeRecovery;
 use pulse_domain::patrol::readiness::PreflightRecord;
-use pulse_runtime::ServiceContext;
+use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_readiness::{self, MAX_PREFLIGHT_TENANTS};
 use pulse_store::settings::{ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError};
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::patrol_connection::{ConnectionError, patrol_connection};
@@ -49,6 +49,8 @@ const MAX_DELIVER: i64 = 5;
 const ACK_WAIT: Duration = Duration::from_secs(180);
 /// First wait before a settings event whose preflight could not be stored is redelivered.
 const RETRY_DELAY: Duration = Duration::from_secs(2);
+/// The Nak delays of a settings event: not jittered, each delivery is the server's own.
+const REDELIVERY: Backoff = Backoff::new(RETRY_DELAY, Duration::from_secs(60)).jitter(Jitter::None);
 
 /// Bounds of one preflight: a request answers an operator waiting on HTTP, so it is held well
 /// under the gateway's wait.
@@ -226,7 +228,7 @@ impl PreflightRunner {
     }
 
     /// The boot preflight: every tenant with a Patrol route, one after the other.
-    pub async fn run_all(&self, shutdown: &watch::Receiver<bool>) {
+    pub async fn run_all(&self, shutdown: &CancellationToken) {
         let tenants = match patrol_readiness::tenants(&self.store, MAX_PREFLIGHT_TENANTS).await {
             Ok(tenants) => tenants,
             Err(error) => {
@@ -235,7 +237,7 @@ impl PreflightRunner {
             }
         };
         for tenant in tenants {
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 return;
             }
             match self.run(&tenant).await {
@@ -267,7 +269,7 @@ pub fn record_of(outcome: PreflightOutcome, base_url: Option<String>) -> Preflig
 /// The running preflight service.
 #[derive(Debug)]
 pub struct ReadinessService {
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     responder: Responder,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -284,7 +286,8 @@ impl ReadinessService {
     }
 
     pub async fn start_with(bus: &Bus, runner: Arc<PreflightRunner>) -> anyhow::Result<Self> {
-        let (stop, stopped) = watch::channel(false);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let serving = runner.clone();
         let responder = bus
             .serve_endpoint::<PatrolPreflightRequest, ErrorReply, _, _>(
@@ -313,7 +316,7 @@ impl ReadinessService {
 
     /// Stops taking requests and events; a preflight in flight finishes first.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         self.responder.stop().await;
         for task in self.tasks {
             let _ = task.await;
@@ -346,29 +349,28 @@ async fn settings_consumer(bus: &Bus) -> anyhow::Result<PullConsumer> {
 
 /// Doubles from [`RETRY_DELAY`] with each delivery, up to a minute.
 fn redelivery_delay(delivered: i64) -> Duration {
-    let exponent = u32::try_from(delivered.clamp(1, 6) - 1).unwrap_or(0);
-    (RETRY_DELAY * 2u32.pow(exponent)).min(Duration::from_secs(60))
+    REDELIVERY.delay(u32::try_from(delivered.max(0)).unwrap_or(u32::MAX))
 }
 
-async fn consume(
-    consumer: PullConsumer,
-    runner: Arc<PreflightRunner>,
-    mut stop: watch::Receiver<bool>,
-) {
-    while !*stop.borrow() {
+async fn consume(consumer: PullConsumer, runner: Arc<PreflightRunner>, stop: CancellationToken) {
+    let mut pull_retry = Backoff::new(RETRY_DELAY, Duration::from_secs(30));
+    while !stop.is_cancelled() {
         let mut messages = match consumer.messages().await {
-            Ok(messages) => messages,
+            Ok(messages) => {
+                pull_retry.reset();
+                messages
+            }
             Err(error) => {
                 tracing::warn!(%error, "settings consumer: cannot pull; retrying");
                 tokio::select! {
-                    _ = stop.changed() => return,
-                    () = tokio::time::sleep(RETRY_DELAY) => continue,
+                    _ = stop.cancelled() => return,
+                    () = tokio::time::sleep(pull_retry.next_delay()) => continue,
                 }
             }
         };
         loop {
             let next = tokio::select! {
-                _ = stop.changed() => return,
+                _ = stop.cancelled() => return,
                 next = messages.next() => next,
             };
             let message = match next {

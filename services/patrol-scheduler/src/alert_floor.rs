@@ -31,6 +31,7 @@ use pulse_domain::TenantId;
 use pulse_domain::alert_rules::{
     Alert, AlertRuleConfig, AlertRuleEngine, AlertTransition, ResourceAlertState,
 };
+use pulse_domain::backoff::Backoff;
 use pulse_store::Store;
 use pulse_store::alerts::{self, PendingAgent, SavedAlertState};
 use tokio::sync::Notify;
@@ -140,14 +141,15 @@ impl AlertFloor {
 
     /// Ticks until `shutdown`; a failed tick is logged and retried after a bounded backoff.
     pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut failures = 0u32;
+        let mut backoff = Backoff::new(self.settings.tick, MAX_BACKOFF);
         loop {
             let pause = match self.tick().await {
                 Ok(report) => {
-                    failures = if report.failed_tenants > 0 {
-                        failures.saturating_add(1)
+                    let pause = if report.failed_tenants > 0 {
+                        backoff.next_delay()
                     } else {
-                        0
+                        backoff.reset();
+                        self.settings.tick
                     };
                     if report.transitions > 0 || report.failed_tenants > 0 {
                         tracing::info!(
@@ -158,26 +160,18 @@ impl AlertFloor {
                             "alert floor tick"
                         );
                     }
-                    self.pause(failures)
+                    pause
                 }
                 Err(error) => {
-                    failures = failures.saturating_add(1);
-                    tracing::warn!(%error, failures, "alert floor tick failed; will retry");
-                    self.pause(failures)
+                    let pause = backoff.next_delay();
+                    tracing::warn!(%error, failures = backoff.attempts(), "alert floor tick failed; will retry");
+                    pause
                 }
             };
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = tokio::time::sleep(pause) => {}
             }
-        }
-    }
-
-    fn pause(&self, failures: u32) -> Duration {
-        if failures == 0 {
-            self.settings.tick
-        } else {
-            pulse_bus::backoff_delay(self.settings.tick, MAX_BACKOFF, failures.into())
         }
     }
 

@@ -25,7 +25,6 @@ pub mod take_deadline;
 
 use std::sync::Arc;
 
-use pulse_bus::OutboxRelay;
 use pulse_runtime::{ServiceContext, ServiceSpec};
 use tokio::sync::Notify;
 
@@ -38,7 +37,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
-    let notify = Arc::new(Notify::new());
+    let notify = ctx.outbox_notify();
     // Accepted runs wait for the dispatcher, which this process wakes after each accept.
     let dispatch_wake = Arc::new(Notify::new());
     let acceptor = accept::RunAcceptor::new(ctx.store.clone(), ctx.bus.subjects().clone())
@@ -63,14 +62,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     .with_metrics(alert_trigger::AlertTriggerMetrics::register(&ctx.metrics))
     .consume(&ctx.bus, ctx.shutdown.clone())
     .await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let outbox = OutboxRelay::new(
-        ctx.store.pool().clone(),
-        ctx.bus.jetstream().clone(),
-        pulse_bus::RelayConfig::default(),
-    )
-    .with_notify(notify.clone());
-    let outbox_task = tokio::spawn(async move { outbox.run(stop_rx).await });
+    ctx.outbox_relay();
     let floor_task = tokio::spawn(floor.run(ctx.shutdown.clone()));
     let sweeper = lease_sweep::LeaseSweeper::new(
         ctx.store.clone(),
@@ -98,7 +90,5 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let _ = alert_trigger.await;
     let _ = sweep_task.await;
     let _ = dispatch_task.await;
-    let _ = stop_tx.send(true);
-    let _ = outbox_task.await;
     Ok(())
 }

@@ -115,8 +115,8 @@ struct Harness {
     metrics: DispatchMetrics,
     shutdown: CancellationToken,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    stop_relay: tokio::sync::watch::Sender<bool>,
-    stop_runner: tokio::sync::watch::Sender<bool>,
+    stop_relay: CancellationToken,
+    stop_runner: CancellationToken,
     runner_log: Arc<Mutex<RunnerLog>>,
 }
 
@@ -129,7 +129,8 @@ impl Harness {
         let acceptor = RunAcceptor::new(db.store().clone(), nats.subjects())
             .with_outbox_notify(outbox_notify.clone())
             .with_scoped_queue_limit(5);
-        let (stop_relay, relay_rx) = tokio::sync::watch::channel(false);
+        let stop_relay = CancellationToken::new();
+        let relay_rx = stop_relay.clone();
         let relay = OutboxRelay::new(
             db.store().pool().clone(),
             nats.jetstream(),
@@ -139,7 +140,7 @@ impl Harness {
         let relay_task = tokio::spawn(async move {
             let _ = relay.run(relay_rx).await;
         });
-        let (stop_runner, _) = tokio::sync::watch::channel(false);
+        let stop_runner = CancellationToken::new();
         Ok(Self {
             db,
             nats,
@@ -179,7 +180,7 @@ impl Harness {
         .await?;
         let store = self.db.store().clone();
         let log = self.runner_log.clone();
-        let stop = self.stop_runner.subscribe();
+        let stop = self.stop_runner.clone();
         self.tasks.push(tokio::spawn(async move {
             let _ = worker
                 .run(
@@ -196,8 +197,8 @@ impl Harness {
 
     async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
-        let _ = self.stop_runner.send(true);
-        let _ = self.stop_relay.send(true);
+        self.stop_runner.cancel();
+        self.stop_relay.cancel();
         for task in self.tasks {
             let _ = task.await;
         }

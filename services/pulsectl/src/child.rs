@@ -39,6 +39,12 @@ pub struct ExecHooks {
 }
 
 impl ChildSpec {
+    /// Sets `key` to `value` in the environment of the next start.
+    pub fn set_env(&mut self, key: &str, value: impl Into<OsString>) {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.into()));
+    }
+
     /// A command ready to spawn: stdin from /dev/null, stdout and stderr appended to the log
     /// file, its own process group (a terminal Ctrl-C reaches pulsectl only, which then stops
     /// the children in order), and SIGTERM on pulsectl's death.

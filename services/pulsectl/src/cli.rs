@@ -207,7 +207,9 @@ process gets its own PULSE_HTTP__LISTEN from the --*-health-listen options (or t
 PULSE_*_HEALTH_LISTEN variables), so two stacks on one machine only need distinct values for
 those, the two listeners above, the database name and the subject prefix. With --demo, the demo
 agent and the provider simulator take two more (--demo-agent-health-listen,
---provider-sim-listen).
+--provider-sim-listen). Port 0 lets the OS pick a free port when the process binds; pulsectl
+prints the gateway's and the relay's (`gateway listening on http://<addr>`) and keeps each for
+the process's restarts.
 
 --demo: the provider simulator (`pulse-provider-sim`, a simulated model: no real AI), a demo
 agent with commands enabled supervising demo-web, demo-worker and demo-cache (state in

@@ -15,6 +15,7 @@
 //! waits for it to end and asks again. Every wait has a deadline ([`IN_FLIGHT_WAIT`]); a run that
 //! no runner takes ends `runner_unavailable` on the scheduler's take deadline, well within it.
 
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -255,11 +256,7 @@ pub fn child_specs(
         ChildSpec {
             name: PROVIDER_SIM.to_owned(),
             program: program(PROVIDER_SIM_BINARY),
-            args: vec![
-                "--listen".into(),
-                args.provider_sim_listen.to_string().into(),
-                "--answer-preflight".into(),
-            ],
+            args: simulator_args(args.provider_sim_listen),
             env: Vec::new(),
             env_remove: Vec::new(),
             log_path: logs_dir.join(format!("{PROVIDER_SIM}.log")),
@@ -276,6 +273,15 @@ pub fn child_specs(
             stop_signal: Signal::SIGTERM,
             run_as: None,
         },
+    ]
+}
+
+/// The simulator's arguments: listening on `listen`, answering preflights.
+pub fn simulator_args(listen: SocketAddr) -> Vec<OsString> {
+    vec![
+        "--listen".into(),
+        listen.to_string().into(),
+        "--answer-preflight".into(),
     ]
 }
 

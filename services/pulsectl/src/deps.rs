@@ -1,5 +1,9 @@
 //! `--spawn-deps`: a private Postgres cluster and NATS server under `<state-dir>/deps`, started
 //! and stopped with the stack.
+//!
+//! Neither gets a port chosen in advance (it could be taken by the time the server binds it):
+//! Postgres listens on its private socket directory only, and NATS binds a port the OS picks,
+//! which is read from its log and kept for its restarts.
 
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
@@ -113,12 +117,6 @@ pub fn find_tools(path_var: Option<&OsString>, postgres_root: &Path) -> Result<T
     })
 }
 
-pub fn free_port() -> std::io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
-
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DepsError {
     let what = what.into();
     move |source| DepsError::Io { what, source }
@@ -216,11 +214,11 @@ async fn start_postgres(
         }
     }
 
-    let port = free_port().map_err(io("choosing a port for Postgres"))?;
     let mut args: Vec<OsString> = vec!["-D".into(), data.into_os_string()];
-    args.extend(["-p".into(), port.to_string().into()]);
-    args.extend(["-k".into(), sockets.into_os_string()]);
-    args.extend(["-c".into(), "listen_addresses=127.0.0.1".into()]);
+    args.extend(["-p".into(), "5432".into()]);
+    args.extend(["-k".into(), sockets.clone().into_os_string()]);
+    // No TCP listener: the socket directory is private to this stack.
+    args.extend(["-c".into(), "listen_addresses=".into()]);
     supervisor.start(ChildSpec {
         name: "postgres".to_owned(),
         program: tools.postgres.clone(),
@@ -233,7 +231,8 @@ async fn start_postgres(
         run_as,
     })?;
 
-    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let host = socket_host(&sockets);
+    let url = format!("postgres://postgres@{host}/postgres");
     wait_ready(supervisor, "postgres", &log_path, || async {
         let mut config: tokio_postgres::Config = url.parse().ok()?;
         config.connect_timeout(Duration::from_secs(1));
@@ -243,8 +242,8 @@ async fn start_postgres(
         Some(())
     })
     .await?;
-    println!("private Postgres listening on 127.0.0.1:{port}");
-    Ok(format!("postgres://postgres@127.0.0.1:{port}/pulse"))
+    println!("private Postgres listening in {}", sockets.display());
+    Ok(format!("postgres://postgres@{host}/pulse"))
 }
 
 async fn start_nats(
@@ -256,10 +255,11 @@ async fn start_nats(
     let store = state_dir.join("deps").join("nats");
     std::fs::create_dir_all(&store).map_err(io(format!("creating {}", store.display())))?;
     let log_path = logs_dir.join("nats.log");
-    let port = free_port().map_err(io("choosing a port for NATS"))?;
+    let from = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
     let mut args: Vec<OsString> = vec!["-js".into(), "-sd".into(), store.into_os_string()];
     args.extend(["-a".into(), "127.0.0.1".into()]);
-    args.extend(["-p".into(), port.to_string().into()]);
+    // -1: a port the OS picks.
+    args.extend(["-p".into(), "-1".into()]);
     supervisor.start(ChildSpec {
         name: "nats".to_owned(),
         program: tools.nats_server.clone(),
@@ -271,14 +271,48 @@ async fn start_nats(
         run_as: None,
     })?;
     wait_ready(supervisor, "nats", &log_path, || async {
-        tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .ok()
-            .map(drop)
+        let addr = nats_client_addr(&log_path, from)?;
+        tokio::net::TcpStream::connect(addr).await.ok().map(drop)
     })
     .await?;
-    println!("private NATS listening on 127.0.0.1:{port}");
-    Ok(format!("nats://127.0.0.1:{port}"))
+    let addr = nats_client_addr(&log_path, from).ok_or_else(|| DepsError::NotReady {
+        name: "nats",
+        why: "its client address is not in its log".to_owned(),
+        log: tail(&log_path, 15).join("\n"),
+    })?;
+    // A restart binds the same port: the services know this one.
+    supervisor.respec("nats", |spec| {
+        if let Some(port) = spec.args.iter().position(|arg| arg == "-1") {
+            spec.args[port] = addr.port().to_string().into();
+        }
+    });
+    println!("private NATS listening on {addr}");
+    Ok(format!("nats://{addr}"))
+}
+
+/// A socket directory as the host of a Postgres URL (percent-encoded, as libpq reads it).
+fn socket_host(dir: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    dir.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(|&b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The client address NATS logged once it listened (after byte `from` of its log).
+fn nats_client_addr(log_path: &Path, from: u64) -> Option<std::net::SocketAddr> {
+    const LISTENING: &str = "Listening for client connections on ";
+    let text = std::fs::read(log_path).ok()?;
+    let start = usize::try_from(from).ok()?.min(text.len());
+    String::from_utf8_lossy(&text[start..])
+        .lines()
+        .find_map(|line| line.split_once(LISTENING)?.1.trim().parse().ok())
 }
 
 fn append(path: &Path) -> Result<std::fs::File, DepsError> {
@@ -374,6 +408,36 @@ mod tests {
             find_tools(Some(&path), &dir.join("none")),
             Err(DepsError::Missing(_))
         ));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_socket_directory_is_a_url_host_postgres_understands() {
+        let host = socket_host(Path::new("/srv/pulse state/deps/postgres/run"));
+        assert_eq!(host, "%2Fsrv%2Fpulse%20state%2Fdeps%2Fpostgres%2Frun");
+        let url = format!("postgres://postgres@{host}/pulse");
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        assert_eq!(
+            config.get_hosts(),
+            [tokio_postgres::config::Host::Unix(
+                "/srv/pulse state/deps/postgres/run".into()
+            )]
+        );
+        assert_eq!(config.get_dbname(), Some("pulse"));
+    }
+
+    #[test]
+    fn the_nats_port_is_read_from_this_start_of_its_log() {
+        let dir = scratch("nats-log");
+        let log = dir.join("nats.log");
+        let old = "[1] [INF] Listening for client connections on 127.0.0.1:4000\n";
+        std::fs::write(&log, old).unwrap();
+        let from = old.len() as u64;
+        assert_eq!(nats_client_addr(&log, from), None);
+        let new = "[2] [INF] Starting nats-server\n\
+                   [2] [INF] Listening for client connections on 127.0.0.1:41234\n";
+        std::fs::write(&log, format!("{old}{new}")).unwrap();
+        assert_eq!(nats_client_addr(&log, from), "127.0.0.1:41234".parse().ok());
         std::fs::remove_dir_all(dir).unwrap();
     }
 

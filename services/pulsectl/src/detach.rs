@@ -16,7 +16,7 @@ use crate::health::HealthProbe;
 use crate::pidfile::{self, PidFileError};
 use crate::signals::StopSignals;
 use crate::stack_config::StackConfig;
-use crate::up::{UpError, locate_binaries, print_ready};
+use crate::up::{UpError, listening_line, locate_binaries, print_ready};
 
 /// Extra time over the ready timeout for the background pulsectl's own preflight and shutdown.
 const SLACK: Duration = Duration::from_secs(60);
@@ -42,6 +42,7 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         path: log_path.clone(),
         source,
     })?;
+    let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
     let exe = std::env::current_exe()
         .map_err(|err| UpError::Detach(format!("cannot locate pulsectl's executable: {err}")))?;
     let mut command = std::process::Command::new(exe);
@@ -72,7 +73,9 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         log_path.display()
     );
 
-    let probe = HealthProbe::new(&config.gateway_url()).map_err(UpError::Http)?;
+    // A gateway on port 0 gets its port when it binds; the daemon logs it.
+    let mut config = config.clone();
+    let mut probe = None;
     let pid_path = pidfile::path_in(&config.state_dir);
     let deadline = Instant::now() + args.ready_timeout + SLACK;
     loop {
@@ -86,8 +89,21 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         }
         // Health counts only once the background pulsectl owns the state directory, so a stack
         // already answering on the same port is not mistaken for this one.
-        if pidfile::read(&pid_path) == Some(daemon_pid) && probe.observe().await.all_ready() {
-            print_ready(config, true);
+        if probe.is_none() {
+            if config.gateway_listen.port() == 0 {
+                if let Some(addr) = learned_gateway(&log_path, log_from) {
+                    config.gateway_listen = addr;
+                }
+            }
+            if config.gateway_listen.port() != 0 {
+                probe = Some(HealthProbe::new(&config.gateway_url()).map_err(UpError::Http)?);
+            }
+        }
+        if let Some(probe) = &probe
+            && pidfile::read(&pid_path) == Some(daemon_pid)
+            && probe.observe().await.all_ready()
+        {
+            print_ready(&config, true);
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -107,6 +123,16 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
         }
     }
+}
+
+/// The gateway address the daemon logged (after byte `from` of its log), once it has.
+fn learned_gateway(log_path: &std::path::Path, from: u64) -> Option<std::net::SocketAddr> {
+    let text = std::fs::read(log_path).ok()?;
+    let start = usize::try_from(from).ok()?.min(text.len());
+    let prefix = listening_line("gateway");
+    String::from_utf8_lossy(&text[start..])
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
 async fn stop_daemon(daemon: &mut std::process::Child) {

@@ -369,10 +369,11 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// Listeners that something already listens on.
+/// Listeners that something already listens on (port 0 is chosen by the OS at bind: never).
 pub fn ports_in_use(listeners: &[(String, SocketAddr)]) -> Result<(), PreflightError> {
     let busy: Vec<(String, SocketAddr)> = listeners
         .iter()
+        .filter(|(_, addr)| addr.port() != 0)
         .filter(|(_, addr)| {
             matches!(
                 std::net::TcpListener::bind(addr),

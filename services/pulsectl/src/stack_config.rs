@@ -39,6 +39,10 @@ const OWNED_ENV: [&str; 6] = [
     "PULSE_HTTP__LISTEN",
 ];
 
+/// The relay's and the gateway's listen addresses.
+pub const RELAY_LISTEN: &str = "PULSE_RELAY__LISTEN";
+pub const GATEWAY_LISTEN: &str = "PULSE_GATEWAY__LISTEN";
+
 #[derive(Debug, Clone)]
 pub struct StackConfig {
     pub state_dir: PathBuf,
@@ -121,9 +125,13 @@ impl StackConfig {
             .collect()
     }
 
-    /// Refuses two processes on one address (they would fight over it in a restart loop).
+    /// Refuses two processes on one address (they would fight over it in a restart loop). Port 0
+    /// is never shared: each process gets its own port from the OS.
     pub fn check_distinct(listeners: &[(String, SocketAddr)]) -> Result<(), StackConfigError> {
         for (i, (first, addr)) in listeners.iter().enumerate() {
+            if addr.port() == 0 {
+                continue;
+            }
             if let Some((second, _)) = listeners[i + 1..].iter().find(|(_, other)| other == addr) {
                 return Err(StackConfigError::SharedListener {
                     first: first.clone(),
@@ -145,6 +153,11 @@ impl StackConfig {
                 self.state_dir.display().to_string(),
             ),
         ];
+        // The relay as bound: the agent's default relay URL (with port 0 configured, the
+        // relay's own restarts keep the port it got first).
+        if self.relay_listen.port() != 0 {
+            set.push((RELAY_LISTEN.to_owned(), self.relay_listen.to_string()));
+        }
         let own_listener = args
             .health_listen(service.name)
             .filter(|_| service.health == HealthListener::Own);

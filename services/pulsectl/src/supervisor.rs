@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use pulse_domain::backoff::{Backoff, Jitter};
 use tokio::process::Child;
 use tokio::time::Instant;
 
@@ -72,10 +73,9 @@ pub struct Supervisor {
 }
 
 /// Delay before restart number `restart` (1-based): 1 s, 2 s, 4 s, 8 s, 16 s, ... capped at 60 s.
-pub fn backoff(restart: u32) -> Duration {
-    let exponent = restart.saturating_sub(1).min(6);
-    Duration::from_secs((1u64 << exponent).min(60))
-}
+/// Not jittered: the processes are one local stack, and the delay is printed in whole seconds.
+pub const RESTART_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(60)).jitter(Jitter::None);
 
 fn spawn(spec: &ChildSpec) -> Result<Child, SpawnError> {
     let error = |source| SpawnError {
@@ -126,7 +126,7 @@ impl Supervisor {
                         supervised.restarts = 0;
                     }
                     let restart = supervised.restarts + 1;
-                    let restart_in = (restart <= limit).then(|| backoff(restart));
+                    let restart_in = (restart <= limit).then(|| RESTART_BACKOFF.delay(restart));
                     events.push(Event::Exited {
                         name: supervised.spec.name.clone(),
                         status,
@@ -153,7 +153,7 @@ impl Supervisor {
                             let restart = supervised.restarts + 1;
                             supervised.state = if restart <= limit {
                                 State::Backoff {
-                                    until: now + backoff(restart),
+                                    until: now + RESTART_BACKOFF.delay(restart),
                                 }
                             } else {
                                 State::GaveUp
@@ -178,6 +178,13 @@ impl Supervisor {
             .filter(|s| matches!(s.state, State::GaveUp))
             .map(|s| s.spec.name.as_str())
             .collect()
+    }
+
+    /// Changes how `name` is started from its next restart on (e.g. pins the port it bound).
+    pub fn respec(&mut self, name: &str, change: impl FnOnce(&mut ChildSpec)) {
+        if let Some(supervised) = self.children.iter_mut().find(|s| s.spec.name == name) {
+            change(&mut supervised.spec);
+        }
     }
 
     pub fn log_path(&self, name: &str) -> Option<&std::path::Path> {
@@ -302,7 +309,9 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_is_capped() {
-        let delays: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
+        let delays: Vec<u64> = (1..=8)
+            .map(|n| RESTART_BACKOFF.delay(n).as_secs())
+            .collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60]);
     }
 

@@ -17,9 +17,9 @@ use crate::deps::{self, DepsError};
 use crate::health::{HealthProbe, Observation};
 use crate::pidfile::{PidFile, PidFileError};
 use crate::preflight::{self, PreflightError};
-use crate::service::{self, STACK};
+use crate::service::{self, STACK, Service};
 use crate::signals::StopSignals;
-use crate::stack_config::{StackConfig, StackConfigError};
+use crate::stack_config::{GATEWAY_LISTEN, RELAY_LISTEN, StackConfig, StackConfigError};
 use crate::supervisor::{Event, SpawnError, Supervisor};
 
 /// Restarts per process before pulsectl gives up on it.
@@ -203,8 +203,9 @@ async fn run_stack(
     config: StackConfig,
     args: &UpArgs,
 ) -> Result<(), UpError> {
+    let mut args = args.clone();
     let started = tokio::select! {
-        started = start(supervisor, config, args) => started?,
+        started = start(supervisor, config, &mut args) => started?,
         signal = signals.recv() => {
             println!("{signal} received while starting; stopping");
             return Ok(());
@@ -393,11 +394,12 @@ fn ticker() -> tokio::time::Interval {
     tick
 }
 
-/// Private dependencies, preflight, then every service. Returns the configuration in force.
+/// Private dependencies, preflight, then every service. Returns the configuration in force, with
+/// the addresses the OS chose for listeners configured with port 0 (also written to `args`).
 async fn start(
     supervisor: &mut Supervisor,
     mut config: StackConfig,
-    args: &UpArgs,
+    args: &mut UpArgs,
 ) -> Result<StackConfig, UpError> {
     let binaries = locate_binaries(args).await?;
     let logs_dir = config.logs_dir();
@@ -437,21 +439,32 @@ async fn start(
             .path(service.binary)
             .map(Path::to_path_buf)
             .unwrap_or_else(|| binaries.dir.join(service.binary));
+        let log_path = logs_dir.join(format!("{}.log", service.name));
+        let from = log_len(&log_path);
         supervisor.start(ChildSpec {
             name: service.name.to_owned(),
             program,
             args: Vec::new(),
             env: env.set_os(),
             env_remove: env.remove,
-            log_path: logs_dir.join(format!("{}.log", service.name)),
+            log_path: log_path.clone(),
             stop_signal: Signal::SIGTERM,
             run_as: None,
         })?;
+        learn_main_listener(supervisor, &mut config, service, &log_path, from, args).await?;
     }
     if args.demo {
         demo::write_services(&config.state_dir)?;
         for spec in demo::child_specs(&config, args, &binaries, &logs_dir) {
+            let (name, log_path) = (spec.name.clone(), spec.log_path.clone());
+            let from = log_len(&log_path);
             supervisor.start(spec)?;
+            if name == demo::PROVIDER_SIM && args.provider_sim_listen.port() == 0 {
+                let addr =
+                    announced(supervisor, &name, &log_path, from, args.ready_timeout).await?;
+                supervisor.respec(&name, |spec| spec.args = demo::simulator_args(addr));
+                args.provider_sim_listen = addr;
+            }
         }
     }
     let pids: Vec<String> = supervisor
@@ -462,6 +475,74 @@ async fn start(
     println!("started {}", pids.join(", "));
     println!("logs: {}", logs_dir.display());
     Ok(config)
+}
+
+/// The length of `path` now: what a process starting now writes comes after it.
+fn log_len(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+}
+
+/// For the relay or the gateway configured with port 0: the address the OS gave it, which the
+/// configuration (the agent's relay URL, the gateway URL) takes and its restarts keep.
+async fn learn_main_listener(
+    supervisor: &mut Supervisor,
+    config: &mut StackConfig,
+    service: &Service,
+    log_path: &Path,
+    from: u64,
+    args: &UpArgs,
+) -> Result<(), UpError> {
+    let (key, listen) = match service.name {
+        "agent-relay" => (RELAY_LISTEN, &mut config.relay_listen),
+        "gateway" => (GATEWAY_LISTEN, &mut config.gateway_listen),
+        _ => return Ok(()),
+    };
+    if listen.port() != 0 {
+        return Ok(());
+    }
+    let addr = announced(supervisor, service.name, log_path, from, args.ready_timeout).await?;
+    supervisor.respec(service.name, |spec| spec.set_env(key, addr.to_string()));
+    *listen = addr;
+    println!("{}{addr}", listening_line(service.name));
+    Ok(())
+}
+
+/// How pulsectl reports the address it learned for `service`: `<service> listening on `, then
+/// the address. A detached pulsectl's parent reads the gateway's from the daemon's log.
+pub fn listening_line(service: &str) -> String {
+    format!("{service} listening on http://")
+}
+
+/// Waits for the address process `name` announces in its log (after byte `from`) once its
+/// listener is bound (`pulse_config::listening`).
+async fn announced(
+    supervisor: &mut Supervisor,
+    name: &str,
+    log_path: &Path,
+    from: u64,
+    within: Duration,
+) -> Result<std::net::SocketAddr, UpError> {
+    let deadline = Instant::now() + within;
+    let mut tick = ticker();
+    loop {
+        let text = std::fs::read(log_path).unwrap_or_default();
+        let start = usize::try_from(from).unwrap_or(usize::MAX).min(text.len());
+        if let Some(addr) = pulse_config::listening::find(&String::from_utf8_lossy(&text[start..]))
+        {
+            return Ok(addr);
+        }
+        let events = supervisor.poll();
+        report_events(supervisor, events);
+        if supervisor.gave_up().contains(&name) || Instant::now() >= deadline {
+            let mut message = format!(
+                "{name} did not report its listen address within {} s",
+                within.as_secs()
+            );
+            append_log_tails(&mut message, supervisor, &[name.to_owned()]);
+            return Err(UpError::NotReady(message));
+        }
+        tick.tick().await;
+    }
 }
 
 async fn stop(supervisor: &mut Supervisor) {

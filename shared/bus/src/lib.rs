@@ -47,7 +47,7 @@ pub use heartbeat::Heartbeat;
 pub use outbox::{OutboxError, OutboxRelay, OutboxRow, RelayConfig, RelayHooks, enqueue};
 pub use pulse_capabilities::ErrorCode;
 pub use redelivery::{
-    Delivery, EventConsumerConfig, PullFailures, Redelivery, SerialPull, Settled,
+    Delivery, EventConsumerConfig, JobError, PullFailures, Redelivery, SerialPull, Settled,
     ensure_event_consumer,
 };
 pub use responder::{RequestContext, Responder};
@@ -55,7 +55,7 @@ pub use streams::{
     JobConsumerConfig, StreamSettings, ensure_job_consumer, ensure_streams, ensure_streams_with,
 };
 pub use subjects::{SubjectError, Subjects};
-pub use worker::{JobContext, JobError, JobWorker, JobWorkerConfig, backoff_delay};
+pub use worker::{JobContext, JobWorker, JobWorkerConfig};
 
 /// Re-exported so users name the same versions.
 pub use async_nats;

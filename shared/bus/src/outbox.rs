@@ -25,10 +25,12 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use pulse_domain::TenantId;
+use pulse_domain::backoff::Backoff;
 use serde::{Deserialize, Serialize};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio_postgres::GenericClient;
 use tokio_postgres::types::Type;
+use tokio_util::sync::CancellationToken;
 
 use crate::bus::js_publish;
 use crate::envelope::{EnvelopeError, Message, check_header_value, headers, schema_header};
@@ -206,7 +208,8 @@ pub struct RelayConfig {
     pub batch_size: i64,
     /// Wake-up interval when nothing notified the relay.
     pub interval: Duration,
-    /// Upper bound of the pause after a failed round.
+    /// Upper bound of the pause after a failed round (the pauses grow from `interval`,
+    /// jittered).
     pub max_backoff: Duration,
 }
 
@@ -252,34 +255,30 @@ impl OutboxRelay {
         self
     }
 
-    /// Relays until `shutdown` turns true (or its sender is dropped). A failed round is logged
-    /// and retried after a bounded backoff.
-    pub async fn run(&self, mut shutdown: watch::Receiver<bool>) {
-        let mut failures = 0u32;
+    /// Relays until `shutdown` is cancelled. A failed round is logged and retried after a
+    /// bounded, jittered backoff.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let mut backoff = Backoff::new(self.config.interval, self.config.max_backoff);
         loop {
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 return;
             }
             let pause = match self.relay_batch().await {
                 Ok(n) if n as i64 >= self.config.batch_size => {
-                    failures = 0;
+                    backoff.reset();
                     continue;
                 }
                 Ok(_) => {
-                    failures = 0;
+                    backoff.reset();
                     self.config.interval
                 }
                 Err(err) => {
-                    failures = failures.saturating_add(1);
-                    let pause = crate::worker::backoff_delay(
-                        self.config.interval,
-                        self.config.max_backoff,
-                        failures.into(),
-                    );
-                    tracing::warn!(error = %err, failures, pause_ms = pause.as_millis() as u64, "outbox relay round failed");
+                    let pause = backoff.next_delay();
+                    tracing::warn!(error = %err, failures = backoff.attempts(), pause_ms = pause.as_millis() as u64, "outbox relay round failed");
                     pause
                 }
             };
+            let failing = backoff.attempts() > 0;
             let notified = async {
                 match &self.notify {
                     Some(n) => n.notified().await,
@@ -288,8 +287,8 @@ impl OutboxRelay {
             };
             tokio::select! {
                 _ = tokio::time::sleep(pause) => {}
-                _ = notified, if failures == 0 => {}
-                _ = crate::worker::raised(&mut shutdown) => return,
+                _ = notified, if !failing => {}
+                _ = shutdown.cancelled() => return,
             }
         }
     }

@@ -5,6 +5,7 @@
 //! - [`Delivery`]: one received message and where it stands (delivery number, stream and
 //!   sequence, the subject's tenant token); [`Delivery::decode`] checks the envelope's tenant
 //!   against the subject.
+//! - [`JobError`]: why a handler did not finish a delivery: worth another try, or never.
 //! - [`Redelivery`]: how many deliveries, the Nak backoff between them and the dead-letter kind;
 //!   [`Delivery::settle`] acks a success, Naks a retryable failure with backoff, and
 //!   dead-letters a fatal one or the last delivery ([`Delivery::dead_letter`]: the message as it
@@ -25,12 +26,33 @@ use async_nats::jetstream::{
 };
 use futures::StreamExt;
 use pulse_domain::TenantId;
+use pulse_domain::backoff::{Backoff, Jitter};
 
 use crate::bus::{Bus, js_publish};
 use crate::envelope::{Decoded, Message, check_header_value, decode, header_text, headers};
 use crate::error::BusError;
 use crate::subjects::{SYSTEM_TENANT, Subjects, check_token};
-use crate::worker::{JobError, backoff_delay};
+
+/// Why a handler did not finish its job.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// Worth another try later (a dependency was down, a lock was taken...).
+    #[error("{0}")]
+    Retry(String),
+    /// Will fail the same way every time (bad input): dead-letter now.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl JobError {
+    pub fn retry(reason: impl std::fmt::Display) -> Self {
+        Self::Retry(reason.to_string())
+    }
+
+    pub fn fatal(reason: impl std::fmt::Display) -> Self {
+        Self::Fatal(reason.to_string())
+    }
+}
 
 /// Bounded redeliveries ending in a dead letter.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +61,8 @@ pub struct Redelivery {
     pub dlq_kind: String,
     /// Deliveries of one message before it is dead-lettered (0 or less: no bound).
     pub max_deliver: i64,
-    /// Nak delay after the first failed delivery; doubles with each delivery.
+    /// Nak delay after the first failed delivery; doubles with each delivery. Not jittered:
+    /// the server redelivers each message on its own clock, and the setting means this delay.
     pub backoff_base: Duration,
     /// Upper bound of the Nak delay.
     pub backoff_max: Duration,
@@ -53,7 +76,9 @@ impl Redelivery {
 
     /// The Nak delay after delivery number `delivered` failed.
     pub fn delay(&self, delivered: u64) -> Duration {
-        backoff_delay(self.backoff_base, self.backoff_max, delivered)
+        Backoff::new(self.backoff_base, self.backoff_max)
+            .jitter(Jitter::None)
+            .delay(u32::try_from(delivered).unwrap_or(u32::MAX))
     }
 }
 
@@ -267,9 +292,17 @@ pub fn decode_for_subject<M: Message>(
 
 /// Consecutive failed pulls of a consumer: the pause before the next pull, when to log it at
 /// warn, and (for the job worker) when to give up.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PullFailures {
-    count: u32,
+    backoff: Backoff,
+}
+
+impl Default for PullFailures {
+    fn default() -> Self {
+        Self {
+            backoff: Backoff::new(Duration::from_millis(100), Self::MAX_PAUSE),
+        }
+    }
 }
 
 impl PullFailures {
@@ -282,36 +315,33 @@ impl PullFailures {
 
     /// A pull went through: the run of failures is over.
     pub fn succeeded(&mut self) {
-        self.count = 0;
+        self.backoff.reset();
     }
 
     /// Counts a failed pull (refused or broken: a server restarting, too many waiting
     /// pulls...): the pause before the next, or `None` when the run is too long to go on.
     pub fn failed(&mut self) -> Option<Duration> {
         let pause = self.failed_retrying();
-        (self.count < Self::LIMIT).then_some(pause)
+        (self.count() < Self::LIMIT).then_some(pause)
     }
 
     /// Counts a failed pull and returns the pause before the next, never giving up: the pause
-    /// doubles from 100 ms up to [`PullFailures::MAX_PAUSE`].
+    /// doubles from 100 ms up to [`PullFailures::MAX_PAUSE`], jittered so the consumers of a
+    /// restarted server do not all pull again at once.
     pub fn failed_retrying(&mut self) -> Duration {
-        self.count = self.count.saturating_add(1);
-        backoff_delay(
-            Duration::from_millis(100),
-            Self::MAX_PAUSE,
-            self.count.into(),
-        )
+        self.backoff.next_delay()
     }
 
     /// Whether the failure just counted is logged at warn: the first of a run and every
     /// [`PullFailures::WARN_EVERY`]th after it (the others at debug).
     pub fn worth_a_warning(&self) -> bool {
-        self.count == 1 || (self.count > 1 && self.count % Self::WARN_EVERY == 0)
+        let count = self.count();
+        count == 1 || (count > 1 && count % Self::WARN_EVERY == 0)
     }
 
     /// Failed pulls in a row so far.
     pub fn count(&self) -> u32 {
-        self.count
+        self.backoff.attempts()
     }
 }
 
@@ -471,12 +501,17 @@ mod tests {
         assert!(!unbounded.is_last(u64::MAX));
     }
 
+    fn within(pause: Duration, ceiling_ms: u64) -> bool {
+        let ceiling = Duration::from_millis(ceiling_ms);
+        pause >= ceiling / 2 && pause <= ceiling
+    }
+
     #[test]
     fn failed_pulls_back_off_up_to_a_cap_and_never_give_up() {
         let mut f = PullFailures::default();
-        assert_eq!(f.failed_retrying(), Duration::from_millis(100));
+        assert!(within(f.failed_retrying(), 100));
         assert!(f.worth_a_warning());
-        assert_eq!(f.failed_retrying(), Duration::from_millis(200));
+        assert!(within(f.failed_retrying(), 200));
         assert!(!f.worth_a_warning());
         // Far past the limit of `failed` (an hour-long outage): still a pause, capped.
         let mut warnings = 0;
@@ -487,21 +522,21 @@ mod tests {
             }
         }
         assert_eq!(f.count(), PullFailures::LIMIT * 12);
-        assert_eq!(f.failed_retrying(), PullFailures::MAX_PAUSE);
+        assert!(within(f.failed_retrying(), 5000));
         assert_eq!(
             warnings,
             PullFailures::LIMIT * 12 / PullFailures::WARN_EVERY
         );
         f.succeeded();
-        assert_eq!(f.failed_retrying(), Duration::from_millis(100));
+        assert!(within(f.failed_retrying(), 100));
         assert!(f.worth_a_warning());
     }
 
     #[test]
     fn pull_failures_back_off_and_give_up_after_the_limit() {
         let mut f = PullFailures::default();
-        assert_eq!(f.failed(), Some(Duration::from_millis(100)));
-        assert_eq!(f.failed(), Some(Duration::from_millis(200)));
+        assert!(f.failed().is_some_and(|pause| within(pause, 100)));
+        assert!(f.failed().is_some_and(|pause| within(pause, 200)));
         f.succeeded();
         assert_eq!(f.count(), 0);
         for _ in 1..PullFailures::LIMIT {

@@ -8,8 +8,9 @@ use async_nats::{HeaderMap, Subject};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use pulse_domain::TenantId;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 use crate::bus::{Bus, Request};
@@ -40,15 +41,17 @@ impl RequestContext {
 /// waits for the requests in flight to be answered.
 #[derive(Debug)]
 pub struct Responder {
-    stop: watch::Sender<bool>,
+    /// Cancels the serving task when dropped.
+    stop: DropGuard,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Responder {
     /// Stops taking requests and waits until every request in flight got its reply.
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
-        if let Err(err) = self.task.await {
+        let Self { stop, task } = self;
+        drop(stop);
+        if let Err(err) = task.await {
             tracing::warn!(error = %err, "responder task ended abnormally");
         }
     }
@@ -89,7 +92,8 @@ impl Bus {
             .await
             .map_err(|err| BusError::nats("flush", err))?;
 
-        let (stop_tx, mut stop_rx) = watch::channel(false);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let handler = Arc::new(handler);
         let bus = self.clone();
         let serving = subject.to_owned();
@@ -99,7 +103,7 @@ impl Bus {
             loop {
                 let msg = tokio::select! {
                     msg = subscriber.next() => msg,
-                    _ = crate::worker::raised(&mut stop_rx) => None,
+                    _ = stopped.cancelled() => None,
                 };
                 let Some(msg) = msg else { break };
                 let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -122,7 +126,7 @@ impl Bus {
             while in_flight.join_next().await.is_some() {}
         });
         Ok(Responder {
-            stop: stop_tx,
+            stop: stop.drop_guard(),
             task,
         })
     }

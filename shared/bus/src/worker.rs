@@ -12,38 +12,18 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind, consumer::PullConsumer};
 use futures::{FutureExt, StreamExt};
 use pulse_domain::TenantId;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bus::Bus;
 use crate::envelope::{EnvelopeMeta, Message};
 use crate::error::BusError;
-use crate::redelivery::{Delivery, PullFailures, Redelivery, Settled, is_last_delivery};
+use crate::redelivery::{Delivery, JobError, PullFailures, Redelivery, Settled, is_last_delivery};
 use crate::streams::JobConsumerConfig;
 use crate::subjects::check_token;
 use crate::trace;
-
-/// Why a handler did not finish its job.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JobError {
-    /// Worth another try later (a dependency was down, a lock was taken...).
-    #[error("{0}")]
-    Retry(String),
-    /// Will fail the same way every time (bad input): dead-letter now.
-    #[error("{0}")]
-    Fatal(String),
-}
-
-impl JobError {
-    pub fn retry(reason: impl std::fmt::Display) -> Self {
-        Self::Retry(reason.to_string())
-    }
-
-    pub fn fatal(reason: impl std::fmt::Display) -> Self {
-        Self::Fatal(reason.to_string())
-    }
-}
 
 /// How a worker runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,13 +57,6 @@ impl Default for JobWorkerConfig {
             progress_interval: None,
         }
     }
-}
-
-/// The Nak delay after delivery number `delivered` (1-based) failed: `base * 2^(delivered-1)`,
-/// at most `max`.
-pub fn backoff_delay(base: Duration, max: Duration, delivered: u64) -> Duration {
-    let exponent = delivered.saturating_sub(1).min(31) as u32;
-    base.saturating_mul(1u32 << exponent).min(max)
 }
 
 /// Everything a job handler knows besides the job itself.
@@ -198,14 +171,9 @@ impl<M: Message> JobWorker<M> {
         &self.kind
     }
 
-    /// Runs until `shutdown` turns true (or its sender is dropped): then stops pulling, lets
-    /// running handlers finish for up to `shutdown_grace`, acks what finished, Naks what did
-    /// not, and returns.
-    pub async fn run<F, Fut>(
-        self,
-        handler: F,
-        mut shutdown: watch::Receiver<bool>,
-    ) -> Result<(), BusError>
+    /// Runs until `shutdown` is cancelled: then stops pulling, lets running handlers finish for
+    /// up to `shutdown_grace`, acks what finished, Naks what did not, and returns.
+    pub async fn run<F, Fut>(self, handler: F, shutdown: CancellationToken) -> Result<(), BusError>
     where
         F: Fn(JobContext, M) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<(), JobError>> + Send + 'static,
@@ -230,18 +198,18 @@ impl<M: Message> JobWorker<M> {
             seen: DeliveryLedger::default(),
         });
         let limit = Arc::new(Semaphore::new(concurrency));
-        let (abandon_tx, abandon_rx) = watch::channel(false);
+        let abandon = CancellationToken::new();
         let mut tasks = JoinSet::new();
         let mut pull_failures = PullFailures::default();
         let mut outcome = Ok(());
 
         loop {
-            if *shutdown.borrow() {
+            if shutdown.is_cancelled() {
                 break;
             }
             let first = tokio::select! {
                 permit = limit.clone().acquire_owned() => permit,
-                _ = raised(&mut shutdown) => break,
+                _ = shutdown.cancelled() => break,
             };
             let Ok(first) = first else { break };
             let mut permits = vec![first];
@@ -277,7 +245,7 @@ impl<M: Message> JobWorker<M> {
                                     shared.clone(),
                                     msg,
                                     permit,
-                                    abandon_rx.clone(),
+                                    abandon.clone(),
                                 ));
                             }
                             Err(err) => {
@@ -306,7 +274,7 @@ impl<M: Message> JobWorker<M> {
                     };
                     tokio::select! {
                         _ = tokio::time::sleep(pause) => {}
-                        _ = raised(&mut shutdown) => break,
+                        _ = shutdown.cancelled() => break,
                     }
                 }
             }
@@ -322,7 +290,7 @@ impl<M: Message> JobWorker<M> {
                 running = tasks.len(),
                 "shutdown grace elapsed, abandoning running jobs"
             );
-            let _ = abandon_tx.send(true);
+            abandon.cancel();
             while tasks.join_next().await.is_some() {}
         }
         outcome
@@ -333,7 +301,7 @@ async fn process_job<M, F, Fut>(
     shared: Arc<Shared<F>>,
     msg: jetstream::Message,
     permit: OwnedSemaphorePermit,
-    mut abandon: watch::Receiver<bool>,
+    abandon: CancellationToken,
 ) where
     M: Message,
     F: Fn(JobContext, M) -> Fut + Send + Sync + 'static,
@@ -399,7 +367,7 @@ async fn process_job<M, F, Fut>(
                     tracing::warn!(parent: &span, error = %err, "progress ack failed");
                 }
             }
-            _ = raised(&mut abandon) => break None,
+            _ = abandon.cancelled() => break None,
         }
     };
     // Drop the handler before answering the server: an abandoned handler's transaction rolls
@@ -428,11 +396,6 @@ fn settled<F>(shared: &Shared<F>, stream_sequence: u64, outcome: Settled) {
         Settled::Acked | Settled::DeadLettered => shared.seen.forget(stream_sequence),
         Settled::Retrying(_) | Settled::Kept => {}
     }
-}
-
-/// Resolves once the flag is true or its sender is gone.
-pub(crate) async fn raised(flag: &mut watch::Receiver<bool>) {
-    let _ = flag.wait_for(|set| *set).await;
 }
 
 #[cfg(test)]
@@ -465,21 +428,5 @@ mod tests {
         assert_eq!(len, DeliveryLedger::CAPACITY);
         // The oldest went first.
         assert_eq!(ledger.observe(0, 1), 1);
-    }
-
-    #[test]
-    fn backoff_grows_and_is_bounded() {
-        let base = Duration::from_millis(100);
-        let max = Duration::from_secs(1);
-        assert_eq!(backoff_delay(base, max, 0), base);
-        assert_eq!(backoff_delay(base, max, 1), base);
-        assert_eq!(backoff_delay(base, max, 2), base * 2);
-        assert_eq!(backoff_delay(base, max, 3), base * 4);
-        assert_eq!(backoff_delay(base, max, 5), max);
-        assert_eq!(backoff_delay(base, max, u64::MAX), max);
-        assert_eq!(
-            backoff_delay(Duration::MAX, Duration::MAX, 40),
-            Duration::MAX
-        );
     }
 }

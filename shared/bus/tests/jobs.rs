@@ -14,7 +14,7 @@ use pulse_bus::{
 };
 use pulse_test_support::nats::TestNats;
 use pulse_test_support::wait;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(15);
 
@@ -39,23 +39,23 @@ fn start<F, Fut>(
     worker: JobWorker<Job>,
     handler: F,
 ) -> (
-    watch::Sender<bool>,
+    CancellationToken,
     tokio::task::JoinHandle<Result<(), pulse_bus::BusError>>,
 )
 where
     F: Fn(pulse_bus::JobContext, Job) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), JobError>> + Send + 'static,
 {
-    let (tx, rx) = watch::channel(false);
-    let task = tokio::spawn(worker.run(handler, rx));
-    (tx, task)
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(worker.run(handler, shutdown.clone()));
+    (shutdown, task)
 }
 
 async fn stop(
-    tx: watch::Sender<bool>,
+    shutdown: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), pulse_bus::BusError>>,
 ) -> anyhow::Result<()> {
-    tx.send(true)?;
+    shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(10), task).await???;
     Ok(())
 }

@@ -14,7 +14,8 @@ use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::{TestNats, nats_url};
 use pulse_test_support::wait;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const CHILD_DB_ENV: &str = "PULSE_BUS_TEST_RELAY_CHILD_DB";
@@ -161,8 +162,11 @@ async fn running_relay_wakes_on_notify() -> anyhow::Result<()> {
         },
     )
     .with_notify(notify.clone());
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let task = tokio::spawn(async move { relay.run(stop_rx).await });
+    let stop = CancellationToken::new();
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { relay.run(stop).await }
+    });
 
     let pool = db.app_pool();
     let mut conn = pool.get().await?;
@@ -182,7 +186,7 @@ async fn running_relay_wakes_on_notify() -> anyhow::Result<()> {
     .await?;
     assert_eq!(stream_messages(&bus, &subjects.events_stream()).await?, 1);
 
-    stop_tx.send(true)?;
+    stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), task).await??;
     nats.cleanup().await?;
     db.cleanup().await?;
@@ -211,12 +215,15 @@ async fn two_relays_publish_every_row_once() -> anyhow::Result<()> {
 
     let a = relay(&db, &nats);
     let b = relay(&db, &nats);
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = CancellationToken::new();
     let ta = tokio::spawn({
-        let rx = stop_rx.clone();
-        async move { a.run(rx).await }
+        let stop = stop.clone();
+        async move { a.run(stop).await }
     });
-    let tb = tokio::spawn(async move { b.run(stop_rx).await });
+    let tb = tokio::spawn({
+        let stop = stop.clone();
+        async move { b.run(stop).await }
+    });
 
     let owner = db.owner_client().await?;
     wait::until(DEADLINE, "every row to be marked", || {
@@ -233,7 +240,7 @@ async fn two_relays_publish_every_row_once() -> anyhow::Result<()> {
         }
     })
     .await?;
-    stop_tx.send(true)?;
+    stop.cancel();
     ta.await?;
     tb.await?;
 

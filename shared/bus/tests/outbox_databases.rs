@@ -13,7 +13,7 @@ use pulse_bus::{OutboxRelay, OutboxRow, RelayConfig, Subjects, enqueue};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::TestNats;
 use pulse_test_support::wait;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const ROWS: u32 = 150;
@@ -94,19 +94,19 @@ async fn two_databases_on_one_stream_lose_no_message() -> anyhow::Result<()> {
         interval: Duration::from_millis(50),
         max_backoff: Duration::from_secs(1),
     };
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = CancellationToken::new();
     let mut tasks = Vec::new();
     for db in [&first, &second] {
         let relay = OutboxRelay::new(db.app_pool(), nats.jetstream(), config.clone());
-        let rx = stop_rx.clone();
-        tasks.push(tokio::spawn(async move { relay.run(rx).await }));
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move { relay.run(stop).await }));
     }
     wait::until(DEADLINE, "both outboxes to be relayed", || async {
         (unpublished(&first).await == Some(0) && unpublished(&second).await == Some(0))
             .then_some(())
     })
     .await?;
-    stop_tx.send(true)?;
+    stop.cancel();
     for task in tasks {
         task.await?;
     }

@@ -6,6 +6,8 @@
 //! `PULSE_DATABASE_URL`, `PULSE_NATS_URL`, `PULSE_OTEL_ENDPOINT`, `PULSE_STATE_DIR`.
 //! Every setting is documented in `docs/configuration.md`.
 
+pub mod listening;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

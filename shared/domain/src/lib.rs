@@ -4,6 +4,7 @@ pub mod action;
 pub mod agent_protocol;
 pub mod ai_settings;
 pub mod alert_rules;
+pub mod backoff;
 pub mod canonical_json;
 pub mod finding;
 pub mod fleet;

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use pulse_config::PulseConfig;
+use pulse_domain::backoff::Backoff;
 use pulse_store::Store;
 
 #[derive(Debug, thiserror::Error)]
@@ -23,12 +24,11 @@ pub enum ConnectError {
     Cancelled,
 }
 
-/// Exponential backoff with a cap and a bounded number of attempts.
-#[derive(Debug, Clone, Copy)]
+/// A bounded number of attempts, with a jittered backoff between them.
+#[derive(Debug, Clone)]
 pub struct RetryPolicy {
     pub attempts: u32,
-    pub initial: Duration,
-    pub max: Duration,
+    pub backoff: Backoff,
 }
 
 impl Default for RetryPolicy {
@@ -36,22 +36,21 @@ impl Default for RetryPolicy {
         // About a minute in all: long enough for a compose stack to come up in any order.
         Self {
             attempts: 15,
-            initial: Duration::from_millis(100),
-            max: Duration::from_secs(5),
+            backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
         }
     }
 }
 
 impl RetryPolicy {
+    /// The pause after failed attempt `attempt` (0-based).
     pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 2_u32.saturating_pow(attempt.min(16));
-        self.initial.saturating_mul(factor).min(self.max)
+        self.backoff.delay(attempt.saturating_add(1))
     }
 }
 
 pub async fn connect_nats(
     config: &PulseConfig,
-    policy: RetryPolicy,
+    policy: &RetryPolicy,
     name: &str,
 ) -> Result<async_nats::Client, ConnectError> {
     let mut last = String::new();
@@ -104,7 +103,7 @@ async fn wait_connected(client: &async_nats::Client, within: Duration) -> bool {
 /// application pool.
 pub async fn connect_store(
     config: &PulseConfig,
-    policy: RetryPolicy,
+    policy: &RetryPolicy,
 ) -> Result<Store, ConnectError> {
     let mut last = String::new();
     for attempt in 0..policy.attempts {
@@ -138,10 +137,14 @@ mod tests {
     #[test]
     fn backoff_grows_and_is_capped() {
         let policy = RetryPolicy::default();
-        assert_eq!(policy.delay(0), Duration::from_millis(100));
-        assert_eq!(policy.delay(1), Duration::from_millis(200));
-        assert_eq!(policy.delay(3), Duration::from_millis(800));
-        assert_eq!(policy.delay(10), Duration::from_secs(5));
-        assert_eq!(policy.delay(u32::MAX), Duration::from_secs(5));
+        let within = |attempt: u32, ceiling: Duration| {
+            let delay = policy.delay(attempt);
+            delay >= ceiling / 2 && delay <= ceiling
+        };
+        assert!(within(0, Duration::from_millis(100)));
+        assert!(within(1, Duration::from_millis(200)));
+        assert!(within(3, Duration::from_millis(800)));
+        assert!(within(10, Duration::from_secs(5)));
+        assert!(within(u32::MAX, Duration::from_secs(5)));
     }
 }

@@ -1,6 +1,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -8,9 +9,12 @@ use pulse_bus::{Bus, Subjects};
 use pulse_config::PulseConfig;
 use pulse_store::Store;
 use pulse_telemetry::Metrics;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::heartbeat::{self, HeartbeatIdentity};
+use crate::outbox::OutboxSlot;
 use crate::{ConnectError, Readiness, RetryPolicy, connect_nats, connect_store, health_router};
 
 /// What distinguishes one service from another to the harness.
@@ -35,24 +39,61 @@ pub struct ServiceContext {
     pub shutdown: CancellationToken,
     pub instance_id: String,
     pub started_at: DateTime<Utc>,
+    /// The harness's background tasks (heartbeat, health listener, outbox relay).
+    tasks: TaskTracker,
+    outbox: OutboxSlot,
+}
+
+impl ServiceContext {
+    /// Starts this process's outbox relay (the first call; later calls share it) and returns
+    /// what wakes it: notify it after committing a transaction that enqueued outbox rows. The
+    /// relay also polls, so a missed wake-up only delays. It keeps publishing while the service
+    /// drains after shutdown and stops once `run` has returned.
+    pub fn outbox_relay(&self) -> Arc<Notify> {
+        self.outbox.start(&self.bus, &self.store, &self.tasks)
+    }
+
+    /// The relay's wake-up without starting it, for writers built before the relay may start
+    /// (a consumer of the events it publishes must exist first).
+    pub fn outbox_notify(&self) -> Arc<Notify> {
+        self.outbox.notify()
+    }
+}
+
+/// The harness's side of a started service: its background tasks and their stop.
+pub struct Background {
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    outbox: OutboxSlot,
+}
+
+impl Background {
+    /// After the service's `run` returned: stops the heartbeat, the health listener and the
+    /// outbox relay, and waits for them.
+    pub async fn finish(self) {
+        self.shutdown.cancel();
+        self.outbox.stop();
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
 }
 
 /// Connects to NATS and Postgres (migrating), ensures the JetStream streams, and starts the
-/// heartbeat and (when the spec has one) the health listener. Background tasks stop when
-/// `shutdown` is cancelled.
+/// heartbeat and (when the spec has one) the health listener. [`Background::finish`] stops them
+/// (and the outbox relay) once the service is done.
 pub async fn start(
     spec: ServiceSpec,
     config: PulseConfig,
     shutdown: CancellationToken,
-) -> anyhow::Result<(ServiceContext, tokio::task::JoinSet<()>)> {
+) -> anyhow::Result<(ServiceContext, Background)> {
     let instance_id = format!("{}-{}", spec.name, uuid::Uuid::now_v7().simple());
     let policy = RetryPolicy::default();
     let nats = tokio::select! {
-        result = connect_nats(&config, policy, &instance_id) => result?,
+        result = connect_nats(&config, &policy, &instance_id) => result?,
         _ = shutdown.cancelled() => return Err(ConnectError::Cancelled.into()),
     };
     let store = tokio::select! {
-        result = connect_store(&config, policy) => result?,
+        result = connect_store(&config, &policy) => result?,
         _ = shutdown.cancelled() => return Err(ConnectError::Cancelled.into()),
     };
     let subjects = Subjects::try_new(config.nats.subject_prefix.as_deref())?;
@@ -68,6 +109,7 @@ pub async fn start(
     let metrics = Metrics::new(spec.name);
     let readiness = Readiness::new(nats, store.clone());
     let started_at = Utc::now();
+    let tasks = TaskTracker::new();
     let context = ServiceContext {
         spec,
         config,
@@ -78,8 +120,14 @@ pub async fn start(
         shutdown,
         instance_id,
         started_at,
+        tasks: tasks.clone(),
+        outbox: OutboxSlot::default(),
     };
-    let mut tasks = tokio::task::JoinSet::new();
+    let background = Background {
+        shutdown: context.shutdown.clone(),
+        tasks: tasks.clone(),
+        outbox: context.outbox.clone(),
+    };
     tasks.spawn(heartbeat::run(
         context.bus.clone(),
         context.readiness.clone(),
@@ -97,10 +145,8 @@ pub async fn start(
             .http
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for health checks: {e}"))?;
-        tracing::info!(%addr, "health listener up");
+        let listener = bind(addr, "health checks").await?;
+        tracing::info!(addr = %listener.local_addr()?, "health listener up");
         let router = health_router(context.readiness.clone(), context.metrics.clone());
         let stop = context.shutdown.clone();
         tasks.spawn(async move {
@@ -112,7 +158,18 @@ pub async fn start(
             }
         });
     }
-    Ok((context, tasks))
+    Ok((context, background))
+}
+
+/// Binds `addr` for `what` and announces the bound address on stdout
+/// ([`pulse_config::listening`]): with port 0 the OS chooses it, and whoever started the process
+/// learns it there.
+pub async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for {what}: {e}"))?;
+    pulse_config::listening::announce(listener.local_addr()?);
+    Ok(listener)
 }
 
 /// The whole life of a service process; returns its exit code.
@@ -139,13 +196,12 @@ where
     let shutdown = CancellationToken::new();
     crate::shutdown_signal(shutdown.clone());
     let code = match start(spec, config, shutdown.clone()).await {
-        Ok((context, mut tasks)) => {
+        Ok((context, background)) => {
             tracing::info!(instance = %context.instance_id, "service started");
             let bus = context.bus.clone();
             let result = run(context).await;
             // The service returned: whatever the reason, stop the background tasks too.
-            shutdown.cancel();
-            while tasks.join_next().await.is_some() {}
+            background.finish().await;
             let _ = bus.client().flush().await;
             match result {
                 Ok(()) => {

@@ -8,7 +8,7 @@ use pulse_bus::{Message, OutboxRelay, OutboxRow, RelayConfig, StreamSettings, Su
 use pulse_domain::TenantId;
 use pulse_test_support::db::TestDb;
 use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::figure;
 
@@ -105,10 +105,13 @@ async fn measure(
             max_backoff: Duration::from_secs(1),
         },
     );
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = CancellationToken::new();
     let owner = db.owner_client().await?;
     let started = Instant::now();
-    let task = tokio::spawn(async move { relay.run(stop_rx).await });
+    let task = tokio::spawn({
+        let stop = stop.clone();
+        async move { relay.run(stop).await }
+    });
     let deadline = Duration::from_secs(if rows > 5_000 { 600 } else { 60 });
     loop {
         let left: i64 = owner
@@ -128,7 +131,7 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = started.elapsed();
-    let _ = stop_tx.send(true);
+    stop.cancel();
     task.await?;
     figure("outbox", "relay rows", rows as f64, "n");
     figure(

@@ -25,7 +25,7 @@ use pulse_domain::{Scope, TenantId};
 use pulse_store::tokens::{self, NewToken};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::service::{
-    ServiceProcess, delete_streams, free_port, scratch_dir, small_streams_env,
+    ANY_PORT, ServiceProcess, delete_streams, scratch_dir, small_streams_env,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -143,17 +143,12 @@ async fn measure(
         issued.secret.expose().to_owned()
     };
 
-    let port = free_port()?;
-    let relay_url = format!("http://127.0.0.1:{port}");
     let mut env = vec![
         ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
         ("PULSE_NATS_URL".to_owned(), args.nats_url.clone()),
         ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix.to_owned()),
         ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
-        (
-            "PULSE_RELAY__LISTEN".to_owned(),
-            format!("127.0.0.1:{port}"),
-        ),
+        ("PULSE_RELAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
         ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "warn".to_owned()),
     ];
     env.extend(small_streams_env());
@@ -162,8 +157,10 @@ async fn measure(
         println!("{BENCH:<8} relay database pool size {size}");
         env.push(("PULSE_DATABASE__POOL_SIZE".to_owned(), size));
     }
-    let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
+    let mut relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
     let result = async {
+        let addr = relay.wait_listening().await?;
+        let relay_url = format!("http://{addr}");
         relay
             .wait_ready(
                 &reqwest::Client::builder()
@@ -173,7 +170,7 @@ async fn measure(
             )
             .await?;
         let relay_pid = relay.pid().context("the relay exited at once")?;
-        let ws_url = format!("ws://127.0.0.1:{port}{AGENT_WS_PATH}");
+        let ws_url = format!("ws://{addr}{AGENT_WS_PATH}");
         load_phases(plan, db, &tenant, &token, &ws_url, relay_pid, args.quick).await?;
         footprint(plan, db, &token, &relay_url, dir).await
     }

@@ -22,7 +22,7 @@ use pulse_bus::{Bus, JobError, JobWorker, JobWorkerConfig, Subjects};
 use pulse_domain::patrol::run::RunEvent;
 use pulse_store::{Store, patrol_runs};
 use pulse_test_support::db::TestDb;
-use pulse_test_support::service::{ServiceProcess, delete_streams, free_port, scratch_dir};
+use pulse_test_support::service::{ANY_PORT, ServiceProcess, delete_streams, scratch_dir};
 
 use crate::relay::{clock_ticks_per_sec, loadavg, proc_stat};
 use crate::{BenchArgs, figure};
@@ -123,13 +123,12 @@ async fn measure(
             &[&(plan.tenants as i32)],
         )
         .await?;
-    let port = free_port()?;
     let mut env = vec![
         ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
         ("PULSE_NATS_URL".to_owned(), args.nats_url.clone()),
         ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix.to_owned()),
         ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
-        ("PULSE_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+        ("PULSE_HTTP__LISTEN".to_owned(), ANY_PORT.to_owned()),
         ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "warn".to_owned()),
         // A route that needs no key: every tenant passes the readiness gate.
         ("PULSE_AI__MODEL".to_owned(), "ollama:qwen3:8b".to_owned()),
@@ -151,18 +150,20 @@ async fn measure(
         env.push((key.to_owned(), bytes.to_string()));
     }
 
-    let scheduler =
+    let mut scheduler =
         ServiceProcess::spawn("pulse-patrol-scheduler", &env, &dir.join("scheduler.log"))?;
-    let (stop_runner, stop_rx) = tokio::sync::watch::channel(false);
+    let stop_runner = tokio_util::sync::CancellationToken::new();
+    let stop_rx = stop_runner.clone();
     let mut runner = None;
     let result = async {
         let pid = scheduler.pid().context("the scheduler exited at once")?;
+        let health_url = scheduler.wait_base_url().await?;
         scheduler
             .wait_ready(
                 &reqwest::Client::builder()
                     .timeout(Duration::from_secs(5))
                     .build()?,
-                &format!("http://127.0.0.1:{port}"),
+                &health_url,
             )
             .await?;
         // The scheduler created the streams; jobs dispatched before the runner's consumer
@@ -198,7 +199,7 @@ async fn measure(
     }
     .await;
     let stopped = scheduler.stop(Duration::from_secs(20)).await;
-    let _ = stop_runner.send(true);
+    stop_runner.cancel();
     if let Some(runner) = runner {
         let _ = runner.await;
     }

@@ -351,24 +351,25 @@ async fn finish_held(tx: &pulse_store::TenantTx, id: RunId) -> anyhow::Result<()
     Ok(())
 }
 
-async fn run_demo(options: StackOptions, race: Race) -> anyhow::Result<Reached> {
-    let ports = stack::free_ports(2)?;
-    let demo_agent = format!("127.0.0.1:{}", ports[0]);
-    let simulator = format!("127.0.0.1:{}", ports[1]);
+async fn run_demo(mut options: StackOptions, race: Race) -> anyhow::Result<Reached> {
+    // The OS picks both ports; pulsectl learns the simulator's from its announcement.
+    let demo_agent = "127.0.0.1:0";
+    let simulator = "127.0.0.1:0";
     let started = Instant::now();
     let mut up = PulsectlUp::spawn(
         &options,
         &[
             "--demo",
             "--demo-agent-health-listen",
-            &demo_agent,
+            demo_agent,
             "--provider-sim-listen",
-            &simulator,
+            simulator,
         ],
     )?;
     let (setup, staged) = tokio::join!(wait_for_setup(&mut up), stage_race(&options, race));
     staged.with_context(|| format!("placing the run in flight\n{}", up.output()))?;
     setup?;
+    options.learn_gateway(&up).await?;
     let stdout = up.stdout();
     anyhow::ensure!(
         stdout.contains(BANNER),

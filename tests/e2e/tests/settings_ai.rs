@@ -8,7 +8,7 @@ use futures::StreamExt;
 use pulse_domain::ai_settings::{AUTOPILOT_ACK_VERSION, SettingsChanged};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::tokens::{self, NewToken};
-use pulse_test_support::service::{ServiceProcess, TestGateway, free_port, small_streams_env};
+use pulse_test_support::service::{ANY_PORT, ServiceProcess, TestGateway, small_streams_env};
 use pulse_test_support::wait;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -369,14 +369,13 @@ async fn bad_input_gets_stable_codes_and_changes_nothing() -> anyhow::Result<()>
 }
 
 /// A second gateway on `gw`'s database, state directory and subject prefix, with extra
-/// environment. Returns the process and its base URL once it is ready.
+/// environment. Returns the process and, when `wait_ready`, its base URL once it is ready.
 async fn gateway_with_env(
     gw: &TestGateway,
     extra: &[(&str, &str)],
     log_name: &str,
     wait_ready: bool,
 ) -> anyhow::Result<(ServiceProcess, String)> {
-    let port = free_port()?;
     let mut env = vec![
         (
             "PULSE_DATABASE_URL".to_owned(),
@@ -391,10 +390,7 @@ async fn gateway_with_env(
             "PULSE_STATE_DIR".to_owned(),
             gw.state_dir.display().to_string(),
         ),
-        (
-            "PULSE_GATEWAY__LISTEN".to_owned(),
-            format!("127.0.0.1:{port}"),
-        ),
+        ("PULSE_GATEWAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
     ];
     env.extend(small_streams_env());
     env.extend(
@@ -402,11 +398,13 @@ async fn gateway_with_env(
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
     );
-    let process = ServiceProcess::spawn("pulse-gateway", &env, &gw.state_dir.join(log_name))?;
-    let url = format!("http://127.0.0.1:{port}");
-    if wait_ready {
-        process.wait_ready(&gw.http, &url).await?;
+    let mut process = ServiceProcess::spawn("pulse-gateway", &env, &gw.state_dir.join(log_name))?;
+    if !wait_ready {
+        // A gateway meant to refuse its configuration may exit before it listens.
+        return Ok((process, String::new()));
     }
+    let url = process.wait_base_url().await?;
+    process.wait_ready(&gw.http, &url).await?;
     Ok((process, url))
 }
 

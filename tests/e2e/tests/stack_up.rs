@@ -85,9 +85,10 @@ fn service_binaries() -> BTreeSet<String> {
 
 #[tokio::test]
 async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> anyhow::Result<()> {
-    with_stack("stack-up", |options| async move {
+    with_stack("stack-up", |mut options| async move {
         let http = http()?;
         let mut up = PulsectlUp::spawn(&options, &[])?;
+        options.learn_gateway(&up).await?;
         wait_for_green(&mut up, &http, &options).await?;
 
         // The summary names the gateway URL once the stack is green.
@@ -174,8 +175,8 @@ async fn up_runs_every_service_until_interrupted_and_leaves_nothing_behind() -> 
 async fn up_fails_fast_when_postgres_is_unreachable() -> anyhow::Result<()> {
     require_stack_binaries()?;
     let options = StackOptions::isolated("stack-nopg")?;
-    // A port nothing listens on.
-    let closed = stack::free_ports(1)?[0];
+    // Nothing can listen on port 0: connecting to it is refused.
+    let closed = 0;
     let mut broken = options.clone();
     broken.database_url = format!("postgres://root@127.0.0.1:{closed}/pulse_unreachable");
 
@@ -216,7 +217,7 @@ async fn up_fails_fast_when_postgres_is_unreachable() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn detached_stack_serves_token_commands_and_stops_with_down() -> anyhow::Result<()> {
-    with_stack("stack-detach", |options| async move {
+    with_stack("stack-detach", |mut options| async move {
         let http = http()?;
         let up = options
             .run_pulsectl(&["up", "--detach"], READY_WITHIN + Duration::from_secs(30))
@@ -228,10 +229,8 @@ async fn detached_stack_serves_token_commands_and_stops_with_down() -> anyhow::R
             "up --detach: {}\n{up_stdout}\n{up_stderr}",
             up.status
         );
-        ensure!(
-            up_stdout.contains(&format!("Pulse is up: {}", options.gateway_url())),
-            "{up_stdout}"
-        );
+        options.gateway = stack::ready_gateway(&up_stdout);
+        ensure!(options.gateway.is_some(), "{up_stdout}");
         let report = stack::health(&http, &options.gateway_url())
             .await
             .context("gateway not answering after up --detach returned")?;

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use pulse_test_support::db::TestDb;
-use pulse_test_support::service::{ServiceProcess, free_port, scratch_dir};
+use pulse_test_support::service::{ANY_PORT, ServiceProcess, scratch_dir};
 use pulse_test_support::wait;
 
 #[derive(Default, Clone)]
@@ -41,32 +41,25 @@ async fn gateway_exports_traces_and_metrics() -> anyhow::Result<()> {
 
     let db = TestDb::create().await?;
     let state = scratch_dir("telemetry")?;
-    let port = free_port()?;
-    let prefix = format!("tel{port}");
+    let prefix = format!("tel{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
     let env = vec![
         ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
         (
             "PULSE_NATS_URL".to_owned(),
             pulse_test_support::nats::nats_url(),
         ),
-        (
-            "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
-            format!("tel{port}"),
-        ),
+        ("PULSE_NATS__SUBJECT_PREFIX".to_owned(), prefix.clone()),
         ("PULSE_STATE_DIR".to_owned(), state.display().to_string()),
-        (
-            "PULSE_GATEWAY__LISTEN".to_owned(),
-            format!("127.0.0.1:{port}"),
-        ),
+        ("PULSE_GATEWAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
         (
             "PULSE_OTEL_ENDPOINT".to_owned(),
             format!("http://{collector_addr}"),
         ),
     ];
     let env = [env, pulse_test_support::service::small_streams_env()].concat();
-    let gateway = ServiceProcess::spawn("pulse-gateway", &env, &state.join("gateway.log"))?;
+    let mut gateway = ServiceProcess::spawn("pulse-gateway", &env, &state.join("gateway.log"))?;
     let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
+    let base = gateway.wait_base_url().await?;
     wait::until(Duration::from_secs(60), "gateway ready", || {
         let http = http.clone();
         let url = format!("{base}/readyz");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::service::{ServiceProcess, TestGateway, free_port, scratch_dir, small_streams_env};
+use crate::service::{ANY_PORT, ServiceProcess, TestGateway, scratch_dir, small_streams_env};
 
 /// Gateway + relay. Dropping it kills both; [`AgentStack::stop`] also cleans up.
 pub struct AgentStack {
@@ -40,7 +40,6 @@ impl AgentStack {
     pub async fn start(relay_env: &[(&str, &str)]) -> anyhow::Result<Self> {
         let gateway = TestGateway::start().await?;
         let dir = scratch_dir("agent-stack")?;
-        let port = free_port()?;
         let mut env = vec![
             (
                 "PULSE_DATABASE_URL".to_owned(),
@@ -52,10 +51,7 @@ impl AgentStack {
                 gateway.prefix.clone(),
             ),
             ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
-            (
-                "PULSE_RELAY__LISTEN".to_owned(),
-                format!("127.0.0.1:{port}"),
-            ),
+            ("PULSE_RELAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
         env.extend(small_streams_env());
@@ -64,9 +60,12 @@ impl AgentStack {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
         );
-        let relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
-        let relay_url = format!("http://127.0.0.1:{port}");
+        let mut relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
+        let addr = relay.wait_listening().await?;
+        let relay_url = format!("http://{addr}");
         relay.wait_ready(&gateway.http, &relay_url).await?;
+        // A restarted relay binds the port this one got: its agents keep their relay URL.
+        set_env(&mut env, "PULSE_RELAY__LISTEN", addr.to_string());
         Ok(Self {
             gateway,
             relay,
@@ -116,16 +115,11 @@ impl AgentStack {
     /// it with its `http://127.0.0.1:<port>` URL.
     pub async fn start_replica(&mut self) -> anyhow::Result<(ServiceProcess, String)> {
         self.relay_starts += 1;
-        let port = free_port()?;
         let mut env = self.relay_env.clone();
-        env.retain(|(k, _)| k != "PULSE_RELAY__LISTEN");
-        env.push((
-            "PULSE_RELAY__LISTEN".to_owned(),
-            format!("127.0.0.1:{port}"),
-        ));
+        set_env(&mut env, "PULSE_RELAY__LISTEN", ANY_PORT.to_owned());
         let log = self.dir.join(format!("relay-{}.log", self.relay_starts));
-        let replica = ServiceProcess::spawn("pulse-agent-relay", &env, &log)?;
-        let url = format!("http://127.0.0.1:{port}");
+        let mut replica = ServiceProcess::spawn("pulse-agent-relay", &env, &log)?;
+        let url = replica.wait_base_url().await?;
         replica.wait_ready(&self.gateway.http, &url).await?;
         Ok((replica, url))
     }
@@ -290,6 +284,12 @@ impl AgentStack {
         let _ = std::fs::remove_dir_all(&self.dir);
         self.gateway.stop().await
     }
+}
+
+/// Sets `key` to `value` in `env`, replacing any earlier value.
+fn set_env(env: &mut Vec<(String, String)>, key: &str, value: String) {
+    env.retain(|(k, _)| k != key);
+    env.push((key.to_owned(), value));
 }
 
 /// Writes a supervised-service definition file.

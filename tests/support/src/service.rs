@@ -1,6 +1,6 @@
 //! Spawning the real service binaries against a per-test database and subject prefix.
 
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -34,10 +34,9 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// A port nobody listens on right now.
-pub fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
+/// The listen address to give a service: port 0, so the OS picks a free port when the service
+/// binds; [`ServiceProcess::wait_listening`] learns which.
+pub const ANY_PORT: &str = "127.0.0.1:0";
 
 /// A fresh scratch directory under the system temp dir.
 pub fn scratch_dir(label: &str) -> anyhow::Result<PathBuf> {
@@ -102,6 +101,38 @@ impl ServiceProcess {
         self.child.id()
     }
 
+    /// Waits up to 60 s for the address the process announces once its listener is bound
+    /// (`listening on <addr>`, see `pulse_config::listening`); the error carries the log tail.
+    pub async fn wait_listening(&mut self) -> anyhow::Result<SocketAddr> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            if let Some(addr) = pulse_config::listening::find(&log) {
+                return Ok(addr);
+            }
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!(
+                    "{} exited ({status}) before it listened; log:\n{}",
+                    self.name,
+                    self.log_tail(30)
+                );
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "{} did not listen within 60 s; log:\n{}",
+                    self.name,
+                    self.log_tail(30)
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// [`Self::wait_listening`] as an `http://` base URL.
+    pub async fn wait_base_url(&mut self) -> anyhow::Result<String> {
+        Ok(format!("http://{}", self.wait_listening().await?))
+    }
+
     /// SIGTERM, then wait up to `grace` for a clean exit (SIGKILL after it).
     pub async fn stop(mut self, grace: Duration) -> anyhow::Result<std::process::ExitStatus> {
         if let Some(pid) = self.child.id() {
@@ -153,7 +184,6 @@ pub async fn start_backend(
     extra_env: impl IntoIterator<Item = (String, String)>,
 ) -> anyhow::Result<(ServiceProcess, String)> {
     std::fs::create_dir_all(dir)?;
-    let port = free_port()?;
     let master_key = gateway.state_dir.join("secrets").join("master.key");
     let mut env = vec![
         (
@@ -166,7 +196,7 @@ pub async fn start_backend(
             gateway.prefix.clone(),
         ),
         ("PULSE_STATE_DIR".to_owned(), dir.display().to_string()),
-        ("PULSE_HTTP__LISTEN".to_owned(), format!("127.0.0.1:{port}")),
+        ("PULSE_HTTP__LISTEN".to_owned(), ANY_PORT.to_owned()),
         (
             "PULSE_SECRETS__MASTER_KEY_FILE".to_owned(),
             master_key.display().to_string(),
@@ -176,8 +206,8 @@ pub async fn start_backend(
     env.extend(small_streams_env());
     env.extend(extra_env);
     let name = binary.strip_prefix("pulse-").unwrap_or(binary);
-    let process = ServiceProcess::spawn(binary, &env, &dir.join(format!("{name}.log")))?;
-    let health_url = format!("http://127.0.0.1:{port}");
+    let mut process = ServiceProcess::spawn(binary, &env, &dir.join(format!("{name}.log")))?;
+    let health_url = process.wait_base_url().await?;
     process.wait_ready(&gateway.http, &health_url).await?;
     Ok((process, health_url))
 }
@@ -218,7 +248,6 @@ impl TestGateway {
         crate::install_crypto_provider();
         let db = TestDb::create().await?;
         let state_dir = scratch_dir("gateway")?;
-        let port = free_port()?;
         let prefix = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
         let env = vec![
             ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
@@ -228,15 +257,13 @@ impl TestGateway {
                 "PULSE_STATE_DIR".to_owned(),
                 state_dir.display().to_string(),
             ),
-            (
-                "PULSE_GATEWAY__LISTEN".to_owned(),
-                format!("127.0.0.1:{port}"),
-            ),
+            ("PULSE_GATEWAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
         let env = [env, small_streams_env()].concat();
-        let process = ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
-        let url = format!("http://127.0.0.1:{port}");
+        let mut process =
+            ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
+        let url = process.wait_base_url().await?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .build()?;

@@ -1,12 +1,13 @@
-//! The whole local stack as `pulsectl up` runs it, for end-to-end tests: isolated ports,
-//! database and subject prefix per test, and the process-tree checks that prove nothing is
+//! The whole local stack as `pulsectl up` runs it, for end-to-end tests: isolated database and
+//! subject prefix per test, every listener on port 0 (the OS picks each port when the process
+//! binds it; pulsectl reports the gateway's), and the process-tree checks that prove nothing is
 //! left behind.
 //!
 //! Binaries are the ones `cargo build --bins` put next to the test executable (see
 //! [`crate::service::bin_dir`]); nothing here builds anything.
 
 use std::future::Future;
-use std::net::TcpListener;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -47,17 +48,6 @@ pub fn require_stack_binaries() -> anyhow::Result<PathBuf> {
         missing.join(", ")
     );
     Ok(dir)
-}
-
-/// `n` distinct ports free right now (all held open until every one is chosen).
-pub fn free_ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()?;
-    listeners
-        .iter()
-        .map(|l| Ok(l.local_addr()?.port()))
-        .collect()
 }
 
 /// Polls `check` until it holds, or fails naming `what` once `deadline` has passed.
@@ -188,34 +178,40 @@ pub struct StackOptions {
     pub database_url: String,
     pub nats_url: String,
     pub subject_prefix: String,
-    pub gateway_port: u16,
-    pub relay_port: u16,
-    /// patrol-scheduler, model-runner, action-broker, verifier, agent.
-    pub health_ports: [u16; 5],
+    /// Where the gateway listens, once pulsectl reported it ([`StackOptions::learn_gateway`],
+    /// [`ready_gateway`]).
+    pub gateway: Option<SocketAddr>,
 }
 
 impl StackOptions {
-    /// Fresh state directory, database name, subject prefix and ports.
+    /// Fresh state directory, database name and subject prefix.
     pub fn isolated(label: &str) -> anyhow::Result<Self> {
         let suffix = uuid::Uuid::new_v4().simple().to_string();
         let state_dir = crate::service::scratch_dir(label)?;
         let database_name = format!("pulse_e2e_{}", &suffix[..16]);
         let database_url = database_url(&crate::db::server_url(), &database_name)?;
-        let ports = free_ports(7)?;
         Ok(Self {
             state_dir,
             database_name,
             database_url,
             nats_url: crate::nats::nats_url(),
             subject_prefix: format!("e2e{}", &suffix[16..28]),
-            gateway_port: ports[0],
-            relay_port: ports[1],
-            health_ports: [ports[2], ports[3], ports[4], ports[5], ports[6]],
+            gateway: None,
         })
     }
 
+    /// The gateway's base URL; only once it is known.
     pub fn gateway_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.gateway_port)
+        let addr = self
+            .gateway
+            .expect("the gateway's address is learned from pulsectl first (learn_gateway)");
+        format!("http://{addr}")
+    }
+
+    /// Waits until `up` reports where its gateway listens, and keeps it.
+    pub async fn learn_gateway(&mut self, up: &PulsectlUp) -> anyhow::Result<()> {
+        self.gateway = Some(up.gateway().await?);
+        Ok(())
     }
 
     pub fn admin_token_path(&self) -> PathBuf {
@@ -232,6 +228,7 @@ impl StackOptions {
             "PULSE_VERIFIER_HEALTH_LISTEN",
             "PULSE_AGENT_HEALTH_LISTEN",
         ];
+        let any = "127.0.0.1:0".to_owned();
         let mut env = vec![
             ("PATH".to_owned(), std::env::var("PATH").unwrap_or_default()),
             ("PULSE_DATABASE_URL".to_owned(), self.database_url.clone()),
@@ -240,18 +237,14 @@ impl StackOptions {
                 "PULSE_NATS__SUBJECT_PREFIX".to_owned(),
                 self.subject_prefix.clone(),
             ),
-            (
-                "PULSE_GATEWAY__LISTEN".to_owned(),
-                format!("127.0.0.1:{}", self.gateway_port),
-            ),
-            (
-                "PULSE_RELAY__LISTEN".to_owned(),
-                format!("127.0.0.1:{}", self.relay_port),
-            ),
-            ("PULSE_GATEWAY_URL".to_owned(), self.gateway_url()),
+            ("PULSE_GATEWAY__LISTEN".to_owned(), any.clone()),
+            ("PULSE_RELAY__LISTEN".to_owned(), any.clone()),
         ];
-        for (name, port) in health.iter().zip(self.health_ports) {
-            env.push(((*name).to_owned(), format!("127.0.0.1:{port}")));
+        if self.gateway.is_some() {
+            env.push(("PULSE_GATEWAY_URL".to_owned(), self.gateway_url()));
+        }
+        for name in health {
+            env.push((name.to_owned(), any.clone()));
         }
         env.extend(crate::service::small_streams_env());
         env
@@ -331,6 +324,33 @@ impl PulsectlUp {
         std::fs::read_to_string(&self.stdout).unwrap_or_default()
     }
 
+    /// Waits up to 60 s for the gateway address pulsectl prints once the gateway has bound
+    /// (`gateway listening on http://<addr>`); fails early if pulsectl exits.
+    pub async fn gateway(&self) -> anyhow::Result<SocketAddr> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(addr) = self.stdout().lines().find_map(|line| {
+                line.strip_prefix("gateway listening on http://")?
+                    .trim()
+                    .parse()
+                    .ok()
+            }) {
+                return Ok(addr);
+            }
+            anyhow::ensure!(
+                process_alive(self.pid),
+                "pulsectl exited before its gateway listened\n{}",
+                self.output()
+            );
+            anyhow::ensure!(
+                tokio::time::Instant::now() < deadline,
+                "pulsectl reported no gateway address within 60 s\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Both streams, for failure messages.
     pub fn output(&self) -> String {
         format!(
@@ -355,6 +375,17 @@ impl PulsectlUp {
             .with_context(|| format!("pulsectl still running after {timeout:?}"))?
             .context("waiting for pulsectl")
     }
+}
+
+/// The gateway address of a `Pulse is up: http://<addr>` summary in `stdout`.
+pub fn ready_gateway(stdout: &str) -> Option<SocketAddr> {
+    stdout.lines().find_map(|line| {
+        line.trim()
+            .strip_prefix("Pulse is up: http://")?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// The fleet report of a gateway, or `None` while it does not answer.
@@ -390,11 +421,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_ports_are_distinct() {
-        let mut ports = free_ports(8).unwrap();
-        ports.sort_unstable();
-        ports.dedup();
-        assert_eq!(ports.len(), 8);
+    fn the_ready_summary_names_the_gateway() {
+        let stdout = "started gateway (1)\n\nPulse is up: http://127.0.0.1:40123\n  logs x\n";
+        assert_eq!(ready_gateway(stdout), "127.0.0.1:40123".parse().ok());
+        assert_eq!(ready_gateway("waiting\n"), None);
     }
 
     #[test]

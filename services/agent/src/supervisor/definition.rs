@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::backoff::Backoff;
 use super::health::HealthCheck;
+use pulse_domain::backoff::Backoff;
 
 /// When to start a service again after it exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

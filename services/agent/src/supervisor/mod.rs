@@ -4,7 +4,6 @@
 //! The directory is re-read periodically: a new file starts a service, a removed file stops
 //! it, a changed file restarts it.
 
-pub mod backoff;
 pub mod definition;
 pub mod health;
 
@@ -15,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use pulse_domain::backoff::Backoff;
 use pulse_domain::resource::{Health, ObservedResource, ResourceStatus, ResourceType};
 use serde_json::json;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -499,6 +499,11 @@ async fn health_loop(
     }
 }
 
+/// A run at least this long resets the consecutive-failure count of the restart backoff.
+fn stable_after(backoff: &Backoff) -> Duration {
+    backoff.max().max(Duration::from_secs(10))
+}
+
 async fn supervise(
     def: ServiceDefinition,
     states: States,
@@ -507,7 +512,7 @@ async fn supervise(
     log_dir: Option<PathBuf>,
     cancel: CancellationToken,
 ) {
-    let mut failures = 0_u32;
+    let mut restarts = def.backoff.clone();
     loop {
         let started = Instant::now();
         let exit_code = match spawn_child(&def, log_dir.as_ref()) {
@@ -560,11 +565,10 @@ async fn supervise(
             cancel.cancelled().await;
             return;
         }
-        if started.elapsed() >= def.backoff.stable_after() {
-            failures = 0;
+        if started.elapsed() >= stable_after(&def.backoff) {
+            restarts.reset();
         }
-        failures = failures.saturating_add(1);
-        let delay = def.backoff.delay(failures);
+        let delay = restarts.next_delay();
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tokio::time::sleep(delay) => {}

@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::FutureExt;
 use pulse_bus::actions_api::ActionPlanRequest;
 use pulse_bus::async_nats::jetstream::{self, consumer::PullConsumer};
 use pulse_bus::events::{RUN_COMPLETED, RunCompleted};
@@ -43,16 +42,16 @@ use pulse_bus::{
 use pulse_domain::TenantId;
 use pulse_domain::action::{ActionState, Severity as ActionSeverity};
 use pulse_domain::ai_settings::AutonomyLevel;
+use pulse_domain::backoff::Backoff;
 use pulse_domain::finding::{Finding, FindingId, InvestigationOutcome, Severity};
 use pulse_domain::patrol::run::RunId;
-use pulse_runtime::ServiceContext;
+use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::investigations::{
     self, ActionReference, InvestigationEvidence, InvestigationRecord, InvestigationStatus,
     InvestigationSubject, InvestigationTrigger, ProposalSummary,
 };
 use pulse_store::settings::{self, ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError, TenantTx, findings, patrol_runs, resources};
-use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -71,6 +70,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(600);
 pub const REQUESTED_BY: &str = "patrol:investigation";
 /// How long the broker may take to answer a catalogue or plan request.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The pause after a failed write of an investigation's outcome.
+const RECORD_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 const MAX_DELIVER: i64 = 8;
 /// The `kind` of committed-run events dead-lettered after their last delivery (or at once when
 /// they cannot be read).
@@ -412,7 +413,7 @@ impl InvestigationService {
         record: &InvestigationRecord,
     ) -> Result<bool, StoreError> {
         let mut last = None;
-        for attempt in 1..=4u64 {
+        for attempt in 1..=4 {
             let written = async {
                 let tx = self.store.tenant_tx(tenant).await?;
                 let written = investigations::finish(&tx, record).await?;
@@ -424,7 +425,7 @@ impl InvestigationService {
                 Ok(written) => return Ok(written),
                 Err(error) => {
                     last = Some(error);
-                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                    tokio::time::sleep(RECORD_RETRY.delay(attempt)).await;
                 }
             }
         }
@@ -469,19 +470,17 @@ impl InvestigationService {
     /// Creates the durable consumer and starts consuming committed Watch runs.
     pub async fn start(self) -> Result<InvestigationHandle, BusError> {
         let consumer = ensure_consumer(&self.bus).await?;
-        let (stop, stop_rx) = watch::channel(false);
+        let stop = CancellationToken::new();
+        let stopped = stop.clone();
         let this = Arc::new(self);
-        let task = tokio::spawn(async move { this.consume(consumer, stop_rx).await });
+        let task = tokio::spawn(async move { this.consume(consumer, stopped).await });
         Ok(InvestigationHandle { stop, task })
     }
 
-    async fn consume(self: Arc<Self>, consumer: PullConsumer, mut stop: watch::Receiver<bool>) {
+    async fn consume(self: Arc<Self>, consumer: PullConsumer, stop: CancellationToken) {
         let mut running: JoinSet<()> = JoinSet::new();
         let mut events = SerialPull::new(consumer, CONSUMER, 16, Duration::from_secs(2));
-        while let Some(message) = events
-            .next(stop.wait_for(|stopped| *stopped).map(|_| ()))
-            .await
-        {
+        while let Some(message) = events.next(stop.cancelled()).await {
             while running.try_join_next().is_some() {}
             self.clone().process(message, &mut running).await;
         }
@@ -565,7 +564,7 @@ fn summary(proposal: &Proposal) -> ProposalSummary {
 /// The running dispatcher.
 #[derive(Debug)]
 pub struct InvestigationHandle {
-    stop: watch::Sender<bool>,
+    stop: CancellationToken,
     task: JoinHandle<()>,
 }
 
@@ -579,7 +578,7 @@ impl InvestigationHandle {
     }
 
     pub async fn stop(self) {
-        let _ = self.stop.send(true);
+        self.stop.cancel();
         let _ = self.task.await;
     }
 }

@@ -8,15 +8,17 @@ use std::time::Duration;
 use pulse_bus::JobContext;
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::RunId;
+use pulse_runtime::CancellationToken;
 use pulse_store::{Store, patrol_runs};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// A running heartbeat; [`Heartbeat::stop`] ends it, and so does dropping it (a handler that
 /// panicked or was abandoned must not keep a lease alive for a run nobody works on).
 #[derive(Debug)]
 pub struct Heartbeat {
-    lost: watch::Receiver<bool>,
+    /// Cancelled when the lease is known to be gone.
+    lost: CancellationToken,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
 }
@@ -34,7 +36,8 @@ pub struct LeaseHold {
 impl Heartbeat {
     /// Starts renewing `hold` every `every`, with a progress ack on `job` after each renewal.
     pub fn spawn(hold: LeaseHold, every: Duration, job: JobContext) -> Self {
-        let (lost_tx, lost) = watch::channel(false);
+        let lost = CancellationToken::new();
+        let lost_tx = lost.clone();
         let (stop, mut stop_rx) = oneshot::channel();
         let task = tokio::spawn(async move {
             let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -53,7 +56,7 @@ impl Heartbeat {
                     }
                     Ok(Ok(false)) => {
                         tracing::warn!(run_id = %hold.run_id, runner_id = %hold.runner_id, "run lease lost; stopping the run");
-                        let _ = lost_tx.send(true);
+                        lost_tx.cancel();
                         return;
                     }
                     Ok(Err(error)) => {
@@ -74,10 +77,8 @@ impl Heartbeat {
 
     /// Resolves when the lease is known to be gone; never while it is held.
     pub async fn lost(&mut self) {
-        if self.lost.wait_for(|lost| *lost).await.is_err() {
-            // The heartbeat ended without losing the lease (stopped): never resolve.
-            std::future::pending::<()>().await;
-        }
+        // A heartbeat that ended without losing the lease (stopped) never resolves this.
+        self.lost.cancelled().await;
     }
 
     /// Stops renewing. The lease then lapses unless the run ends first.

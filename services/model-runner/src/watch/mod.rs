@@ -39,22 +39,23 @@ use pulse_bus::events::{
 };
 use pulse_bus::patrol_api::{WATCH_JOB, WatchJob};
 use pulse_bus::{
-    Bus, JobConsumerConfig, JobContext, JobError, JobWorker, JobWorkerConfig, Message, OutboxRelay,
-    OutboxRow, RelayConfig, Subjects,
+    Bus, JobConsumerConfig, JobContext, JobError, JobWorker, JobWorkerConfig, Message, OutboxRow,
+    Subjects,
 };
 use pulse_domain::TenantId;
+use pulse_domain::backoff::Backoff;
 use pulse_domain::finding::{FindingId, RunOutcome, RuntimeRecovery, is_runtime_failure};
 use pulse_domain::patrol::outcome::conclude;
 use pulse_domain::patrol::run::{
     CheckedCounts, ErrorCause, PatrolRun, RunEvent, RunId, RunStatus, RunType,
 };
 use pulse_domain::resource::{Resource, ResourceType};
-use pulse_runtime::ServiceContext;
+use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_runs::{self, ApplyError};
 use pulse_store::settings::{ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError, TenantTx, patrol_readiness, resources};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::agent_loop::BoxFuture;
@@ -69,6 +70,8 @@ use runtime::WatchRuntime;
 /// Attempts at the terminal write before the job is handed back (the lease then lapses and the
 /// sweeper records `runner_lost`).
 const FINISH_ATTEMPTS: u32 = 4;
+/// The pause after a failed terminal write.
+const FINISH_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
@@ -503,7 +506,7 @@ impl WatchRunner {
                 Err(ApplyError::Store(error)) => {
                     last_error = error.to_string();
                     tracing::warn!(run_id = %run.id, attempt, error = %last_error, "terminal write failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                    tokio::time::sleep(FINISH_RETRY.delay(attempt)).await;
                 }
                 Err(other) => {
                     tracing::warn!(run_id = %run.id, reason = %other, "run ended elsewhere before its terminal write; outcome dropped");
@@ -740,13 +743,11 @@ impl ProgressSink for RecordedProgress<'_> {
     }
 }
 
-/// The running Watch worker and the outbox relay that publishes its events.
+/// The running Watch worker; its events go out through the process's outbox relay.
 #[derive(Debug)]
 pub struct WatchService {
-    stop_worker: watch::Sender<bool>,
-    stop_relay: watch::Sender<bool>,
+    stop: CancellationToken,
     worker: JoinHandle<()>,
-    relay: JoinHandle<()>,
 }
 
 impl WatchService {
@@ -755,27 +756,14 @@ impl WatchService {
         let path = ctx.config.master_key_path();
         let master_key =
             tokio::task::spawn_blocking(move || MasterKey::load_or_create(&path)).await??;
-        let notify = Arc::new(Notify::new());
-        let runner = WatchRunner::new(ctx, master_key, notify.clone())?;
-        Self::start_with(&ctx.bus, &ctx.store, Arc::new(runner), notify).await
+        let runner = WatchRunner::new(ctx, master_key, ctx.outbox_relay())?;
+        Self::start_with(&ctx.bus, Arc::new(runner)).await
     }
 
-    /// Starts `runner` on the bus, with an outbox relay woken by `notify`.
-    pub async fn start_with(
-        bus: &Bus,
-        store: &Store,
-        runner: Arc<WatchRunner>,
-        notify: Arc<Notify>,
-    ) -> anyhow::Result<Self> {
-        let (stop_worker, stop_rx) = watch::channel(false);
-        let (stop_relay, relay_stop) = watch::channel(false);
-        let relay = OutboxRelay::new(
-            store.pool().clone(),
-            bus.jetstream().clone(),
-            RelayConfig::default(),
-        )
-        .with_notify(notify);
-        let relay = tokio::spawn(async move { relay.run(relay_stop).await });
+    /// Starts `runner` on the bus.
+    pub async fn start_with(bus: &Bus, runner: Arc<WatchRunner>) -> anyhow::Result<Self> {
+        let stop = CancellationToken::new();
+        let stop_rx = stop.clone();
         let worker =
             JobWorker::<WatchJob>::new(bus, WATCH_JOB, runner.settings.worker_config()).await?;
         tracing::info!(runner_id = %runner.runner_id, lease_ms = runner.settings.lease.as_millis() as u64, "watch worker started");
@@ -785,20 +773,13 @@ impl WatchService {
                 tracing::error!(%error, "watch worker stopped");
             }
         });
-        Ok(Self {
-            stop_worker,
-            stop_relay,
-            worker,
-            relay,
-        })
+        Ok(Self { stop, worker })
     }
 
-    /// Stops taking jobs, lets running ones finish within the grace, then stops the relay (the
-    /// events of what finished are still published; anything left waits in the outbox).
+    /// Stops taking jobs and lets running ones finish within the grace (the process's outbox
+    /// relay, stopped after the service, still publishes their events).
     pub async fn stop(self) {
-        let _ = self.stop_worker.send(true);
+        self.stop.cancel();
         let _ = self.worker.await;
-        let _ = self.stop_relay.send(true);
-        let _ = self.relay.await;
     }
 }

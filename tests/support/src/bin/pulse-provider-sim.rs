@@ -45,6 +45,8 @@ async fn main() -> anyhow::Result<()> {
          ollama:    http://{addr}\n\
          requests:  http://{addr}/_sim/requests"
     ));
+    // The line pulsectl reads the bound port from (`--listen` with port 0).
+    pulse_config::listening::announce(addr);
     // Scripts are for in-process tests; the binary answers `sim:` models only.
     let mut script = Script::steps([]);
     if args.answer_preflight {
