@@ -8,11 +8,16 @@
 //! - on request: `pulse.<tenant>.patrol.preflight.request` (queue group) runs a fresh one and
 //!   answers the stored outcome.
 //!
+//! Preflights of one tenant run one at a time in a process, and each remembers the settings
+//! version it read: a settings event whose version an earlier preflight already read (the boot
+//! pass raced the save) and a boot preflight after one already ran are skipped, so one change
+//! costs one provider request.
+//!
 //! Each run goes through the existing [`Preflight`]: one real model turn with one tool, through
 //! the same transport a Patrol run uses, with the key opened under the master key and the base
 //! URL from the settings.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,7 +36,7 @@ use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_readiness::{self, MAX_PREFLIGHT_TENANTS};
-use pulse_store::settings::{ConfigLayer, MasterKey};
+use pulse_store::settings::{self, ConfigLayer, MasterKey};
 use pulse_store::{Store, StoreError};
 use tokio::task::JoinHandle;
 
@@ -116,6 +121,19 @@ pub struct PreflightRunner {
     environment_keys: BTreeMap<String, String>,
     master_key: MasterKey,
     preflight: Preflight,
+    /// Per tenant: held while a preflight runs, holding the settings version the last one read.
+    tested: std::sync::Mutex<HashMap<TenantId, Arc<tokio::sync::Mutex<Option<i64>>>>>,
+}
+
+/// When a preflight is worth running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Always (an operator asked).
+    Always,
+    /// Unless a preflight of this process already read settings of at least this version.
+    NewerThan(i64),
+    /// Unless a preflight of this process already ran (the boot pass).
+    FirstOnly,
 }
 
 impl std::fmt::Debug for PreflightRunner {
@@ -143,6 +161,7 @@ impl PreflightRunner {
             environment_keys,
             master_key,
             preflight: Preflight::new(settings, cache),
+            tested: std::sync::Mutex::new(HashMap::new()),
         })
     }
 
@@ -188,6 +207,51 @@ impl PreflightRunner {
 
     /// Runs a fresh preflight of the tenant's Patrol route and stores its outcome.
     pub async fn run(&self, tenant: &TenantId) -> Result<PreflightRecord, PreflightError> {
+        match self.run_when(tenant, Freshness::Always).await? {
+            Some(record) => Ok(record),
+            // `Always` never skips; were it to, the caller still gets a fresh outcome.
+            None => self.run_now(tenant).await,
+        }
+    }
+
+    /// Runs a preflight unless `freshness` says one already covers it (`Ok(None)`).
+    pub async fn run_when(
+        &self,
+        tenant: &TenantId,
+        freshness: Freshness,
+    ) -> Result<Option<PreflightRecord>, PreflightError> {
+        let slot = {
+            let mut tested = self.tested.lock().unwrap_or_else(|e| e.into_inner());
+            tested.entry(tenant.clone()).or_default().clone()
+        };
+        let mut last = slot.lock().await;
+        match (freshness, *last) {
+            (Freshness::NewerThan(version), Some(read)) if read >= version => {
+                tracing::info!(tenant = %tenant, version, read, "patrol preflight skipped: one already read these settings");
+                return Ok(None);
+            }
+            (Freshness::FirstOnly, Some(_)) => return Ok(None),
+            _ => {}
+        }
+        let version = {
+            let tx = self.store.tenant_tx(tenant).await?;
+            let version = settings::get(&tx, false)
+                .await
+                .map(|s| s.version)
+                .map_err(|e| StoreError::Invalid(e.to_string()));
+            tx.commit().await?;
+            version?
+        };
+        let outcome = self.run_now(tenant).await;
+        // What was read counts as checked whether or not a route was set (no route: nothing to
+        // call); a failed store write leaves it unchecked, so the redelivery runs it again.
+        if !matches!(outcome, Err(PreflightError::Store(_))) {
+            *last = Some(version);
+        }
+        outcome.map(Some)
+    }
+
+    async fn run_now(&self, tenant: &TenantId) -> Result<PreflightRecord, PreflightError> {
         let record = match self.target(tenant).await? {
             Target::Record(record) => record,
             Target::Call {
@@ -240,7 +304,7 @@ impl PreflightRunner {
             if shutdown.is_cancelled() {
                 return;
             }
-            match self.run(&tenant).await {
+            match self.run_when(&tenant, Freshness::FirstOnly).await {
                 Ok(_) | Err(PreflightError::NoRoute(_)) => {}
                 Err(PreflightError::Store(error)) => {
                     tracing::warn!(tenant = %tenant, %error, "boot preflight not stored");
@@ -390,7 +454,11 @@ async fn consume(consumer: PullConsumer, runner: Arc<PreflightRunner>, stop: Can
                 }
                 Ok(decoded) => match decoded.meta.tenant {
                     Some(tenant) if decoded.payload.patrol_route_changed => {
-                        match runner.run(&tenant).await {
+                        let version = decoded.payload.version;
+                        match runner
+                            .run_when(&tenant, Freshness::NewerThan(version))
+                            .await
+                        {
                             Ok(_) | Err(PreflightError::NoRoute(_)) => AckKind::Ack,
                             Err(PreflightError::Store(error)) => {
                                 let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
