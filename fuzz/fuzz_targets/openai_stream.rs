@@ -3,16 +3,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use pulse_providers::{Progress, Protocol, StreamParser};
+use pulse_providers::Protocol;
 
-fuzz_target!(|data: &[u8]| {
-    let mut parser = StreamParser::new(Protocol::OpenAiCompatible);
-    for chunk in pulse_fuzz::chunks(data) {
-        match parser.push(chunk, &mut |_| {}) {
-            Ok(Progress::Continue) => {}
-            Ok(Progress::Terminal) => break,
-            Err(_) => return,
-        }
-    }
-    let _ = parser.finish(&mut |_| {});
-});
+fuzz_target!(|data: &[u8]| pulse_fuzz::drive(Protocol::OpenAiCompatible, data));

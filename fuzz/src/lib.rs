@@ -19,3 +19,19 @@ pub fn chunks(data: &[u8]) -> Vec<&[u8]> {
     out.push(stream);
     out
 }
+
+/// Feeds `data`, cut by [`chunks`], to the stream parser production runs for `protocol`, the way
+/// a provider call feeds a response body: chunk by chunk until the parser reports the end or an
+/// error, then `finish`.
+pub fn drive(protocol: pulse_providers::Protocol, data: &[u8]) {
+    use pulse_providers::{Progress, StreamParser};
+    let mut parser = StreamParser::new(protocol);
+    for chunk in chunks(data) {
+        match parser.push(chunk, &mut |_| {}) {
+            Ok(Progress::Continue) => {}
+            Ok(Progress::Terminal) => break,
+            Err(_) => return,
+        }
+    }
+    let _ = parser.finish(&mut |_| {});
+}
