@@ -56,8 +56,6 @@ const INSPECT_LIST_ITEMS: usize = 3;
 const INSPECT_OBJECT_ENTRIES: usize = 8;
 const INSPECT_DEPTH: usize = 2;
 
-/// Relay error codes that mean the agent cannot answer reads now.
-
 /// What `pulse_read` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Action {
