@@ -104,27 +104,30 @@ impl ServiceProcess {
     /// Waits up to 60 s for the address the process announces once its listener is bound
     /// (`listening on <addr>`, see `pulse_config::listening`); the error carries the log tail.
     pub async fn wait_listening(&mut self) -> anyhow::Result<SocketAddr> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            if let Some(addr) = pulse_config::listening::find(&log) {
-                return Ok(addr);
+        let what = format!("{} to listen", self.name);
+        let (log, name) = (self.log.clone(), self.name.clone());
+        let child = &mut self.child;
+        // `Some(Err)` ends the wait early: the process exited before it listened.
+        let found = crate::wait::until(Duration::from_secs(60), &what, || {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            let seen = match pulse_config::listening::find(&log) {
+                Some(addr) => Some(Ok(addr)),
+                None => match child.try_wait() {
+                    Ok(Some(status)) => Some(Err(anyhow::anyhow!(
+                        "{name} exited ({status}) before it listened"
+                    ))),
+                    Ok(None) => None,
+                    Err(error) => Some(Err(error.into())),
+                },
+            };
+            std::future::ready(seen)
+        })
+        .await;
+        match found {
+            Ok(Ok(addr)) => Ok(addr),
+            Ok(Err(error)) | Err(error) => {
+                anyhow::bail!("{error}; log:\n{}", self.log_tail(30))
             }
-            if let Some(status) = self.child.try_wait()? {
-                anyhow::bail!(
-                    "{} exited ({status}) before it listened; log:\n{}",
-                    self.name,
-                    self.log_tail(30)
-                );
-            }
-            if tokio::time::Instant::now() >= deadline {
-                anyhow::bail!(
-                    "{} did not listen within 60 s; log:\n{}",
-                    self.name,
-                    self.log_tail(30)
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

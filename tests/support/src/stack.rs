@@ -327,27 +327,31 @@ impl PulsectlUp {
     /// Waits up to 60 s for the gateway address pulsectl prints once the gateway has bound
     /// (`gateway listening on http://<addr>`); fails early if pulsectl exits.
     pub async fn gateway(&self) -> anyhow::Result<SocketAddr> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(addr) = self.stdout().lines().find_map(|line| {
-                line.strip_prefix("gateway listening on http://")?
-                    .trim()
-                    .parse()
-                    .ok()
-            }) {
-                return Ok(addr);
-            }
-            anyhow::ensure!(
-                process_alive(self.pid),
-                "pulsectl exited before its gateway listened\n{}",
-                self.output()
-            );
-            anyhow::ensure!(
-                tokio::time::Instant::now() < deadline,
-                "pulsectl reported no gateway address within 60 s\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        // `Some(Err)` ends the wait early: pulsectl exited before its gateway listened.
+        let found = crate::wait::until(
+            Duration::from_secs(60),
+            "pulsectl to report its gateway address",
+            || {
+                let addr = self.stdout().lines().find_map(|line| {
+                    line.strip_prefix("gateway listening on http://")?
+                        .trim()
+                        .parse::<SocketAddr>()
+                        .ok()
+                });
+                let seen = match addr {
+                    Some(addr) => Some(Ok(addr)),
+                    None if !process_alive(self.pid) => Some(Err(anyhow::anyhow!(
+                        "pulsectl exited before its gateway listened"
+                    ))),
+                    None => None,
+                };
+                std::future::ready(seen)
+            },
+        )
+        .await;
+        match found {
+            Ok(Ok(addr)) => Ok(addr),
+            Ok(Err(error)) | Err(error) => anyhow::bail!("{error}\n{}", self.output()),
         }
     }
 
