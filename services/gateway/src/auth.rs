@@ -1,12 +1,14 @@
 //! Authentication before routing, scope checks per route.
 //!
 //! Every `/api/` request except the public paths must carry a live token; otherwise it gets 401
-//! whatever the path (so unknown routes do not reveal which exist). Handlers then state the
-//! scopes they need with [`Authorized`].
+//! whatever the path (so unknown routes do not reveal which exist). A `GET` or `HEAD` without a
+//! token may instead carry the session cookie of a signed-in web UI user, with that user's
+//! role's scopes. Handlers then state the scopes they need with [`Authorized`].
 
 use std::marker::PhantomData;
 
 use axum::extract::{FromRequestParts, Request, State};
+use axum::http::Method;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -44,6 +46,19 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         .into_response()
     };
     let Some(token) = presented_token(req.headers()) else {
+        // A signed-in browser may read (the web UI's live event streams): safe methods only,
+        // so a cookie alone can never change anything through the API.
+        let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+        if safe {
+            match crate::web::session_principal(&state, req.headers()).await {
+                Ok(Some(principal)) => {
+                    req.extensions_mut().insert(principal);
+                    return next.run(req).await;
+                }
+                Ok(None) => {}
+                Err(error) => return error.into_response(),
+            }
+        }
         return unauthorized();
     };
     match tokens::authenticate(&state.store, token, Utc::now()).await {
@@ -100,6 +115,13 @@ where
             .get::<Principal>()
             .cloned()
             .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "a valid token is required"))?;
+        Self::check(principal)
+    }
+}
+
+impl<R: RequiredScopes> Authorized<R> {
+    /// `principal`, if it holds every scope of `R`; else `missing_scope` naming them.
+    pub fn check(principal: Principal) -> Result<Self, ApiError> {
         let missing: Vec<&str> = R::SCOPES
             .iter()
             .filter(|scope| !principal.has(**scope))

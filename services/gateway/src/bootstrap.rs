@@ -1,5 +1,6 @@
-//! First start: create the default tenant, admin user and admin token, and hand the token to
-//! the operator once, in `<state-dir>/admin-token` (mode 0600) and on stdout.
+//! First start: create the default tenant, admin user and admin token, and hand the token and
+//! the admin's web password to the operator once, in `<state-dir>/admin-token` and
+//! `<state-dir>/admin-password` (mode 0600) and on stdout.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -28,16 +29,24 @@ fn write_secret(path: &Path, secret: &str) -> Result<(), String> {
 
 pub async fn run(ctx: &ServiceContext) -> anyhow::Result<()> {
     let path = ctx.config.admin_token_path();
-    let issued = pulse_store::bootstrap::ensure_default_tenant(&ctx.store, |issued| {
-        write_secret(&path, issued.secret.expose())
+    let password_path = ctx.config.admin_password_path();
+    let issued = pulse_store::bootstrap::ensure_default_tenant(&ctx.store, |secrets| {
+        write_secret(&password_path, &secrets.admin_password)?;
+        write_secret(&path, secrets.token.secret.expose())
     })
     .await?;
-    if let Some(issued) = issued {
-        tracing::info!(path = %path.display(), token_id = %issued.token.id, "bootstrapped tenant 'default' with an admin token");
+    if let Some(secrets) = issued {
+        tracing::info!(path = %path.display(), token_id = %secrets.token.token.id, "bootstrapped tenant 'default' with an admin token and admin user");
         println!(
             "admin token (shown once; also saved to {}): {}",
             path.display(),
-            issued.secret.expose()
+            secrets.token.secret.expose()
+        );
+        println!(
+            "web UI sign-in: organization 'default', user '{}', password (shown once; also saved to {}): {}",
+            pulse_store::bootstrap::ADMIN_USERNAME,
+            password_path.display(),
+            secrets.admin_password
         );
     }
     Ok(())

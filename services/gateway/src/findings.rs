@@ -2,7 +2,7 @@
 //!
 //! - `GET /api/ai/patrol/findings?include_resolved=1&limit=N`: active findings (with
 //!   `include_resolved=1` every finding), most recently seen first; `limit` defaults to 200 and
-//!   is capped at 500.
+//!   is capped at 500. `severity`, `category`, `status` and `resource_id` narrow the list.
 //! - `GET /api/ai/patrol/findings/{id}`: one finding with its lifecycle and its newest
 //!   `investigation_record` (absent when it was never investigated).
 //! - `POST /api/ai/patrol/{acknowledge|snooze|dismiss|resolve|suppress|findings/note}` and
@@ -170,6 +170,54 @@ where
 pub struct ListQuery {
     pub include_resolved: Option<String>,
     pub limit: Option<String>,
+    /// Only findings of this severity (`info`, `watch`, `warning`, `critical`).
+    pub severity: Option<String>,
+    /// Only findings of this category.
+    pub category: Option<String>,
+    /// Only findings in this status; a status other than active needs `include_resolved=1`.
+    pub status: Option<String>,
+    /// Only findings of this resource.
+    pub resource_id: Option<String>,
+}
+
+/// An enum-valued filter, checked against the domain type's wire names.
+fn enum_filter<T: DeserializeOwned>(
+    raw: Option<&str>,
+    field: &str,
+    valid: &str,
+) -> Result<Option<String>, ApiError> {
+    match raw.map(str::trim).filter(|s| !s.is_empty()) {
+        None => Ok(None),
+        Some(value) => serde_json::from_value::<T>(serde_json::Value::String(value.to_owned()))
+            .map(|_| Some(value.to_owned()))
+            .map_err(|_| invalid(format!("{field}: {value:?} is not one of {valid}"))),
+    }
+}
+
+fn narrowing(query: &ListQuery) -> Result<findings::Narrowing, ApiError> {
+    Ok(findings::Narrowing {
+        severity: enum_filter::<pulse_domain::finding::Severity>(
+            query.severity.as_deref(),
+            "severity",
+            "info, watch, warning, critical",
+        )?,
+        category: enum_filter::<Category>(
+            query.category.as_deref(),
+            "category",
+            "performance, capacity, reliability, backup, security, general",
+        )?,
+        status: enum_filter::<FindingStatus>(
+            query.status.as_deref(),
+            "status",
+            "active, resolved, snoozed, dismissed, suppressed",
+        )?,
+        resource_id: query
+            .resource_id
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    })
 }
 
 fn parse_flag(raw: Option<&str>) -> Result<bool, ApiError> {
@@ -212,13 +260,14 @@ pub async fn list(
     let Query(query) = query.map_err(|e| invalid(e.body_text()))?;
     let include_resolved = parse_flag(query.include_resolved.as_deref())?;
     let limit = parse_limit(query.limit.as_deref())?;
+    let narrowing = narrowing(&query)?;
     let filter = if include_resolved {
         ListFilter::IncludeResolved
     } else {
         ListFilter::Active
     };
     let tx = tenant_tx(&state, &auth).await?;
-    let stored = findings::list(&tx, filter, limit, Utc::now())
+    let stored = findings::list_narrowed(&tx, filter, &narrowing, limit, Utc::now())
         .await
         .map_err(store_error)?;
     tx.commit().await.map_err(store_error)?;
@@ -293,7 +342,7 @@ async fn act(
     id: FindingId,
     action: OperatorAction,
 ) -> Result<Json<FindingAnswer>, ApiError> {
-    let actor = format!("token:{}", auth.principal.token_name);
+    let actor = auth.principal.named_actor();
     let tx = tenant_tx(state, auth).await?;
     let stored = findings::operator_action(&tx, id, &action, &actor, None, Utc::now())
         .await
@@ -526,7 +575,7 @@ pub async fn suppress(
         breadth: scope.breadth,
         allow_broad_scope: body.allow_broad_scope,
     };
-    let actor = format!("token:{}", auth.principal.token_name);
+    let actor = auth.principal.named_actor();
     let tx = tenant_tx(&state, &auth).await?;
     // The rule is derived from the finding: a finding_id outside the asked scope is refused
     // rather than silently suppressing something else.

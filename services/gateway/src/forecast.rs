@@ -44,7 +44,7 @@ pub struct ForecastResponse {
 }
 
 /// The metric forecast for a resource of `kind` when the caller names none.
-fn default_metric(kind: ResourceType) -> Option<&'static str> {
+pub(crate) fn default_metric(kind: ResourceType) -> Option<&'static str> {
     match kind {
         ResourceType::Storage => Some(USED_PERCENT),
         ResourceType::Host => Some(MEMORY_PERCENT),

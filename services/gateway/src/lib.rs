@@ -19,6 +19,7 @@ mod resources;
 mod routes;
 mod settings;
 mod tokens;
+mod web;
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use pulse_runtime::{ServiceContext, ServiceSpec};
 pub use error::ApiError;
 pub use fleet::{EXPECTED_SERVICES, Fleet};
 pub use routes::{API_ROUTES, RouteSpec, router};
+pub use web::FORM_ROUTES;
 
 pub const SPEC: ServiceSpec = ServiceSpec {
     name: "gateway",
@@ -48,6 +50,8 @@ pub struct AppState {
     pub streams: Arc<patrol_stream::StreamLimits>,
     /// The `[patrol]` cadence settings, for the status's next due time.
     pub patrol: pulse_config::PatrolConfig,
+    /// The web UI's sign-in limiter.
+    pub web: Arc<web::WebState>,
 }
 
 /// Serves the API until shutdown.
@@ -90,6 +94,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             ctx.shutdown.clone(),
         )),
         patrol: ctx.config.patrol.clone(),
+        web: Arc::new(web::WebState::default()),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),
@@ -98,8 +103,11 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let listener = pulse_runtime::bind(ctx.config.gateway.listen, "the API").await?;
     tracing::info!(addr = %listener.local_addr()?, "gateway listening");
     let stop = ctx.shutdown.clone();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { stop.cancelled().await })
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(async move { stop.cancelled().await })
         .await?;
     watcher.abort();
     Ok(())

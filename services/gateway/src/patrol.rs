@@ -113,7 +113,7 @@ pub async fn run(
     let tenant = &auth.principal.tenant;
     let request = PatrolRunRequest {
         scope,
-        requested_by: format!("token:{}", auth.principal.token_name),
+        requested_by: auth.principal.named_actor(),
     };
     let accepted = PatrolClient::new(state.bus.clone())
         .run(tenant, &request, state.patrol_request_timeout)
@@ -142,7 +142,7 @@ pub async fn preflight(
 ) -> Result<Json<PreflightAnswer>, ApiError> {
     let tenant = &auth.principal.tenant;
     let request = PatrolPreflightRequest {
-        requested_by: format!("token:{}", auth.principal.token_name),
+        requested_by: auth.principal.named_actor(),
     };
     let record = PatrolClient::new(state.bus.clone())
         .preflight(tenant, &request, PREFLIGHT_REQUEST_TIMEOUT)

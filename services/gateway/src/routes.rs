@@ -323,6 +323,7 @@ pub fn router(state: AppState) -> Router {
             "/api/ai/patrol/suppress/undo",
             post(findings::undo_suppress),
         )
+        .merge(crate::web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

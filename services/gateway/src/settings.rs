@@ -298,13 +298,37 @@ pub async fn get(
     Ok(with_etag(view))
 }
 
+/// The Autopilot acknowledgement is the caller's: whatever a body says, `acknowledged_by` becomes
+/// the calling user (`user:<id>`) and `at` now; a token that belongs to no user cannot give it.
+fn bind_acknowledgement(
+    body: &mut Value,
+    principal: &pulse_store::tokens::Principal,
+) -> Result<(), ApiError> {
+    let Some(ack) = body
+        .get_mut("autopilot_acknowledgement")
+        .and_then(Value::as_object_mut)
+    else {
+        return Ok(());
+    };
+    let Some(user) = principal.user_id else {
+        return Err(ApiError::new(
+            ErrorCode::AcknowledgementRequiresHuman,
+            "the Autopilot acknowledgement must come from a person; this token belongs to no user",
+        ));
+    };
+    ack.insert("acknowledged_by".to_owned(), json!(format!("user:{user}")));
+    ack.insert("at".to_owned(), json!(Utc::now()));
+    Ok(())
+}
+
 pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
     headers: HeaderMap,
-    ApiJson(body): ApiJson<Value>,
+    ApiJson(mut body): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let expected = expected_version(&headers)?;
+    bind_acknowledgement(&mut body, &auth.principal)?;
     let patch = ai_settings::parse_patch(&body).map_err(settings_error)?;
     let context = &state.settings;
     let tenant = auth.principal.tenant.clone();

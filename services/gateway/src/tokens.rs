@@ -194,6 +194,7 @@ mod tests {
             token_name: "t".to_owned(),
             user_id: None,
             scopes: scopes.iter().copied().collect(),
+            kind: pulse_store::tokens::PrincipalKind::ApiToken,
         }
     }
 

@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 
 use pulse_config::DatabaseConfig;
 use pulse_domain::TenantId;
-use pulse_store::bootstrap::{self, RecoveryError};
+use pulse_store::bootstrap::{self, CreateUserError, RecoveryError};
+use pulse_store::users::{self, PasswordError, UserRole};
 use pulse_store::{Store, StoreError};
 
-use crate::cli::RecoverTokenArgs;
+use crate::cli::{RecoverTokenArgs, UserCreateArgs};
 use crate::preflight::{self, PreflightError};
 use crate::stack_config::{StackConfig, StackConfigError};
 
@@ -60,6 +61,12 @@ pub enum AdminError {
     TokenFilePresent(PathBuf),
     #[error("cannot recover an admin token: {0}")]
     Recovery(#[source] RecoveryError),
+    #[error("cannot create the user: {0}")]
+    CreateUser(#[source] CreateUserError),
+    #[error("password refused: {0}")]
+    Password(#[from] PasswordError),
+    #[error("cannot read the password from standard input: {0}")]
+    Stdin(String),
 }
 
 impl AdminError {
@@ -73,6 +80,11 @@ impl AdminError {
             AdminError::Recovery(RecoveryError::NoUsers(_)) => "no_users",
             AdminError::Recovery(RecoveryError::NoAdmin { .. }) => "no_admin_user",
             AdminError::Recovery(RecoveryError::Store(_)) => "database_unavailable",
+            AdminError::CreateUser(CreateUserError::NoTenant(_)) => "tenant_not_found",
+            AdminError::CreateUser(CreateUserError::Exists { .. }) => "user_exists",
+            AdminError::CreateUser(CreateUserError::Username(_)) => "invalid_username",
+            AdminError::CreateUser(CreateUserError::Store(_)) => "database_unavailable",
+            AdminError::Password(_) | AdminError::Stdin(_) => "invalid_password",
         }
     }
 
@@ -80,6 +92,13 @@ impl AdminError {
     pub fn exit_code(&self) -> u8 {
         match self {
             AdminError::TokenFilePresent(_)
+            | AdminError::Password(_)
+            | AdminError::Stdin(_)
+            | AdminError::CreateUser(
+                CreateUserError::NoTenant(_)
+                | CreateUserError::Exists { .. }
+                | CreateUserError::Username(_),
+            )
             | AdminError::Recovery(
                 RecoveryError::NoTenant(_)
                 | RecoveryError::NoUsers(_)
@@ -191,6 +210,60 @@ pub async fn recover_token(state_dir: &Path, args: &RecoverTokenArgs) -> Result<
     eprintln!(
         "warning: this secret is shown only once; revoke tokens you no longer trust with `pulsectl token revoke`"
     );
+    Ok(())
+}
+
+/// `pulsectl user create`: a web UI user with a password shown once.
+pub async fn create_user(state_dir: &Path, args: &UserCreateArgs) -> Result<(), AdminError> {
+    let tenant = TenantId::new(args.tenant.clone()).map_err(|err| AdminError::Tenant {
+        tenant: args.tenant.clone(),
+        reason: err.to_string(),
+    })?;
+    let role = match args.role.as_str() {
+        "admin" => UserRole::Admin,
+        "viewer" => UserRole::Viewer,
+        _ => UserRole::Operator,
+    };
+    let (password, generated) = if args.password_stdin {
+        let mut line = String::new();
+        std::io::stdin()
+            .read_line(&mut line)
+            .map_err(|e| AdminError::Stdin(e.to_string()))?;
+        (line.trim_end_matches(['\r', '\n']).to_owned(), false)
+    } else {
+        (users::generate_password(), true)
+    };
+    let hashed = password.clone();
+    let hash = tokio::task::spawn_blocking(move || users::hash_password(&hashed))
+        .await
+        .map_err(|e| AdminError::Stdin(format!("password hashing did not finish: {e}")))??;
+    let env = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let config = StackConfig::resolve(state_dir, env)?;
+    let database = config.database_config()?;
+    let store = open_store(&database).await?;
+    let user = bootstrap::create_user(
+        &store,
+        &tenant,
+        &args.username,
+        role,
+        &hash,
+        "service:pulsectl",
+    )
+    .await
+    .map_err(AdminError::CreateUser)?;
+    eprintln!(
+        "created {} user '{}' (id {}) in tenant '{}'; recorded in the audit log as user.created",
+        role.as_str(),
+        user.username,
+        user.id,
+        tenant
+    );
+    if generated {
+        // The bare secret to stdout, details to stderr, as `pulsectl token create` does.
+        println!("{password}");
+        eprintln!("warning: this password is shown only once");
+    }
     Ok(())
 }
 

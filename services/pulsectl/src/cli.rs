@@ -96,6 +96,41 @@ pub enum Command {
     /// Administration that needs the stack's database rather than an API token.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Web UI users (needs the stack's database).
+    #[command(subcommand)]
+    User(UserCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Create a user who signs in to the web UI.
+    ///
+    /// Connects to the stack's database (PULSE_DATABASE_URL, resolved as `pulsectl up` does),
+    /// creates the user in the tenant with an argon2id password hash, records `user.created` in
+    /// the tenant's audit log and prints the password once on stdout. Without
+    /// --password-stdin a random 24-character password is generated. Exits 2 when the tenant
+    /// does not exist, the user exists or the password is refused; 1 when the database is
+    /// unavailable.
+    Create(UserCreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct UserCreateArgs {
+    /// The name the user signs in with.
+    pub username: String,
+
+    /// admin (everything), operator (everything but administration) or viewer (read only).
+    #[arg(long, default_value = "operator", value_parser = ["admin", "operator", "viewer"])]
+    pub role: String,
+
+    /// The tenant (organization) the user belongs to.
+    #[arg(long, default_value = "default", value_name = "ID")]
+    pub tenant: String,
+
+    /// Read the password from the first line of standard input instead of generating one
+    /// (at least 12 characters).
+    #[arg(long)]
+    pub password_stdin: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -33,7 +33,7 @@ pub mod up;
 
 use cli::{
     AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand,
-    TokenCommand,
+    TokenCommand, UserCommand,
 };
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
@@ -153,6 +153,11 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Admin(AdminCommand::RecoverToken(args)) => {
             admin::recover_token(&cli.state_dir, &args)
+                .await
+                .map_err(Error::Admin)?;
+        }
+        Command::User(UserCommand::Create(args)) => {
+            admin::create_user(&cli.state_dir, &args)
                 .await
                 .map_err(Error::Admin)?;
         }

@@ -647,6 +647,19 @@ pub fn print_ready(config: &StackConfig, detached: bool) {
     let state_dir = config.state_dir.display();
     println!();
     println!("Pulse is up: {}", config.gateway_url());
+    let password = config.state_dir.join("admin-password");
+    if password.is_file() {
+        println!(
+            "  web UI       {}/ (organization default, user admin, password in {})",
+            config.gateway_url(),
+            password.display()
+        );
+    } else {
+        println!(
+            "  web UI       {}/ (create a user with `pulsectl user create <name> --role admin`)",
+            config.gateway_url()
+        );
+    }
     if token.is_file() {
         println!("  admin token  {}", token.display());
     } else {

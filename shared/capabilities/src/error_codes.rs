@@ -66,6 +66,18 @@ error_codes! {
     Unauthorized => "unauthorized", 401,
         "no valid token: missing, malformed, unknown, revoked or expired",
         "send Authorization: Bearer <token> with a live token (pulsectl token create)";
+    AcknowledgementRequiresHuman => "acknowledgement_requires_human", 403,
+        "the Autopilot acknowledgement is a person's: the caller's token belongs to no user",
+        "accept the terms signed in to the web UI, or with a token a user created";
+    CsrfTokenInvalid => "csrf_token_invalid", 403,
+        "a web UI form arrived without the CSRF token of the signed-in session, or with another one",
+        "reload the page and submit the form again";
+    SignInFailed => "sign_in_failed", 401,
+        "the organization, username and password do not match a user with a password",
+        "check all three; an admin can create a user with `pulsectl user create`";
+    SignInRateLimited => "sign_in_rate_limited", 429,
+        "too many failed sign-ins for this account, or from this address, in a short time",
+        "wait for the time given in the message, then sign in again";
     MissingScope => "missing_scope", 403,
         "the token is valid but lacks a scope this request requires",
         "use a token that carries the scope named in the message";

@@ -406,6 +406,11 @@ impl PulseConfig {
         self.state_dir.join("admin-token")
     }
 
+    /// The bootstrap admin's web UI password, written once beside the admin token.
+    pub fn admin_password_path(&self) -> PathBuf {
+        self.state_dir.join("admin-password")
+    }
+
     pub fn master_key_path(&self) -> PathBuf {
         self.secrets
             .master_key_file

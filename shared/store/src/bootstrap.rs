@@ -23,18 +23,32 @@ pub const RECOVERED_TOKEN_NAME: &str = "recovered-admin";
 /// Audit actor of a recovery: whoever holds the database owner's credentials, not a token.
 pub const RECOVERY_ACTOR: &str = "service:admin-recovery";
 
-/// Creates the default tenant, admin user and admin token if the tenant does not exist yet.
+/// What the bootstrap hands out once: the admin token and the admin user's web password.
+#[derive(Debug, Clone)]
+pub struct BootstrapSecrets {
+    pub token: IssuedToken,
+    pub admin_password: String,
+}
+
+/// Creates the default tenant, admin user (with a generated password for the web UI) and admin
+/// token if the tenant does not exist yet.
 ///
-/// Returns the issued token only to the one caller that created the tenant; concurrent starters
-/// race on the tenant's primary key and the losers get `None`. `persist` runs before the
-/// transaction commits, so a secret that could not be saved is never left valid.
+/// Returns the secrets only to the one caller that created the tenant; concurrent starters race
+/// on the tenant's primary key and the losers get `None`. `persist` runs before the transaction
+/// commits, so a secret that could not be saved is never left valid.
 pub async fn ensure_default_tenant<F>(
     store: &Store,
     persist: F,
-) -> Result<Option<IssuedToken>, StoreError>
+) -> Result<Option<BootstrapSecrets>, StoreError>
 where
-    F: FnOnce(&IssuedToken) -> Result<(), String>,
+    F: FnOnce(&BootstrapSecrets) -> Result<(), String>,
 {
+    let admin_password = users::generate_password();
+    let hashed = admin_password.clone();
+    let password_hash = tokio::task::spawn_blocking(move || users::hash_password(&hashed))
+        .await
+        .map_err(|e| StoreError::Invalid(format!("password hashing did not finish: {e}")))?
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let tenant = TenantId::default_tenant();
     let tx = store.tenant_tx(&tenant).await?;
     if tenants::insert(&tx, "Default organization")
@@ -45,6 +59,7 @@ where
         return Ok(None);
     }
     let admin = users::create(&tx, ADMIN_USERNAME, UserRole::Admin).await?;
+    users::set_password_hash(&tx, admin.id, &password_hash).await?;
     let issued = tokens::issue(
         &tx,
         NewToken {
@@ -65,9 +80,74 @@ where
         },
     )
     .await?;
-    persist(&issued).map_err(StoreError::Invalid)?;
+    let secrets = BootstrapSecrets {
+        token: issued,
+        admin_password,
+    };
+    persist(&secrets).map_err(StoreError::Invalid)?;
     tx.commit().await?;
-    Ok(Some(issued))
+    Ok(Some(secrets))
+}
+
+/// Why a user could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateUserError {
+    #[error(
+        "tenant '{0}' does not exist in this database; start the stack (`pulsectl up`) to \
+         create the default tenant, or name an existing tenant with --tenant"
+    )]
+    NoTenant(TenantId),
+    #[error("tenant '{tenant}' already has a user named '{username}'")]
+    Exists { tenant: TenantId, username: String },
+    #[error("invalid username: {0}")]
+    Username(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Creates a user with a password hash (from [`users::hash_password`]) in an existing tenant, and
+/// records `user.created` in the tenant's audit chain in the same transaction.
+pub async fn create_user(
+    store: &Store,
+    tenant: &TenantId,
+    username: &str,
+    role: UserRole,
+    password_hash: &str,
+    actor: &str,
+) -> Result<User, CreateUserError> {
+    let username = username.trim();
+    if username.is_empty()
+        || username.chars().count() > 200
+        || username.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(CreateUserError::Username(
+            "1 to 200 characters, no spaces or control characters".to_owned(),
+        ));
+    }
+    let tx = store.tenant_tx(tenant).await?;
+    if tenants::current(&tx).await?.is_none() {
+        return Err(CreateUserError::NoTenant(tenant.clone()));
+    }
+    if users::by_username(&tx, username).await?.is_some() {
+        return Err(CreateUserError::Exists {
+            tenant: tenant.clone(),
+            username: username.to_owned(),
+        });
+    }
+    let user = users::create(&tx, username, role).await?;
+    users::set_password_hash(&tx, user.id, password_hash).await?;
+    audit::append(
+        &tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "user.created".to_owned(),
+            subject: format!("user:{}", user.id),
+            payload: json!({"username": user.username, "role": role.as_str()}),
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(user)
 }
 
 /// Why no admin token could be recovered.

@@ -116,6 +116,15 @@ pub enum ListFilter {
     IncludeResolved,
 }
 
+/// Narrows a [`list`]: each given field must match exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Narrowing {
+    pub severity: Option<String>,
+    pub category: Option<String>,
+    pub status: Option<String>,
+    pub resource_id: Option<String>,
+}
+
 /// The tenant's findings, most recently seen first. `limit` defaults to
 /// [`DEFAULT_LIST_LIMIT`] and is clamped to 1..=[`MAX_LIST_LIMIT`].
 pub async fn list(
@@ -124,30 +133,46 @@ pub async fn list(
     limit: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<Vec<StoredFinding>, StoreError> {
+    list_narrowed(tx, filter, &Narrowing::default(), limit, now).await
+}
+
+/// [`list`], narrowed by severity, category, status and resource.
+pub async fn list_narrowed(
+    tx: &TenantTx,
+    filter: ListFilter,
+    narrowing: &Narrowing,
+    limit: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<Vec<StoredFinding>, StoreError> {
     let limit = limit.unwrap_or(DEFAULT_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT);
-    let rows = match filter {
+    let narrow = "AND ($3::text IS NULL OR f.severity = $3)
+                  AND ($4::text IS NULL OR f.category = $4)
+                  AND ($5::text IS NULL OR f.status = $5)
+                  AND ($6::text IS NULL OR f.resource_id = $6)";
+    let active = match filter {
         ListFilter::Active => {
-            tx.client()
-                .query(
-                    &format!(
-                        "{SELECT} WHERE f.status = 'active'
-                            OR (f.status = 'snoozed'
-                                AND (f.record->>'snoozed_until')::timestamptz <= $2)
-                         ORDER BY f.last_seen_at DESC, f.id LIMIT $1"
-                    ),
-                    &[&limit, &now],
-                )
-                .await?
+            "(f.status = 'active'
+              OR (f.status = 'snoozed' AND (f.record->>'snoozed_until')::timestamptz <= $2))"
         }
-        ListFilter::IncludeResolved => {
-            tx.client()
-                .query(
-                    &format!("{SELECT} ORDER BY f.last_seen_at DESC, f.id LIMIT $1"),
-                    &[&limit],
-                )
-                .await?
-        }
+        ListFilter::IncludeResolved => "($2::timestamptz IS NOT NULL)",
     };
+    let rows = tx
+        .client()
+        .query(
+            &format!(
+                "{SELECT} WHERE {active} {narrow}
+                 ORDER BY f.last_seen_at DESC, f.id LIMIT $1"
+            ),
+            &[
+                &limit,
+                &now,
+                &narrowing.severity,
+                &narrowing.category,
+                &narrowing.status,
+                &narrowing.resource_id,
+            ],
+        )
+        .await?;
     rows.iter().map(from_row).collect()
 }
 

@@ -22,6 +22,7 @@ mod tenant_tx;
 pub mod tenants;
 pub mod tokens;
 pub mod users;
+pub mod web_sessions;
 
 pub use error::StoreError;
 pub use pool::{Store, app_connection_config};

@@ -184,15 +184,35 @@ pub async fn revoke(tx: &TenantTx, id: Uuid) -> Result<RevokeOutcome, StoreError
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub tenant: TenantId,
+    /// The API token's id, or the web session's.
     pub token_id: Uuid,
+    /// The API token's name, or the signed-in user's username.
     pub token_name: String,
     pub user_id: Option<Uuid>,
     pub scopes: BTreeSet<Scope>,
+    pub kind: PrincipalKind,
+}
+
+/// How the caller proved who it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrincipalKind {
+    ApiToken,
+    /// A signed-in user of the web UI (`token_id` is the session, `token_name` the username).
+    WebSession,
 }
 
 impl Principal {
     pub fn has(&self, scope: Scope) -> bool {
         self.scopes.contains(&scope)
+    }
+
+    /// The readable actor a finding timeline or a run request names: `token:<name>` for an API
+    /// token, `user:<username>` for a signed-in user.
+    pub fn named_actor(&self) -> String {
+        match self.kind {
+            PrincipalKind::ApiToken => format!("token:{}", self.token_name),
+            PrincipalKind::WebSession => format!("user:{}", self.token_name),
+        }
     }
 }
 
@@ -248,6 +268,7 @@ pub async fn authenticate(
         token_name: row.get(2),
         scopes: parse_scopes(row.get(3))?,
         user_id: row.get(4),
+        kind: PrincipalKind::ApiToken,
     })
 }
 

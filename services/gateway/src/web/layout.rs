@@ -1,0 +1,235 @@
+//! The page shell every page shares, and the small pieces pages are built from.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use serde_json::Value;
+
+use super::session::{CSRF_FIELD, WebUser, clear_flash};
+use crate::ApiError;
+
+/// The sections of the navigation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nav {
+    Patrol,
+    Findings,
+    Runs,
+    Approvals,
+    Actions,
+    Resources,
+    Settings,
+    Cost,
+    None,
+}
+
+const NAV: &[(Nav, &str, &str)] = &[
+    (Nav::Patrol, "/patrol", "Patrol"),
+    (Nav::Findings, "/findings", "Findings"),
+    (Nav::Runs, "/runs", "Runs"),
+    (Nav::Approvals, "/approvals", "Approvals"),
+    (Nav::Actions, "/actions", "Actions"),
+    (Nav::Resources, "/resources", "Resources"),
+    (Nav::Settings, "/settings", "Settings"),
+    (Nav::Cost, "/cost", "Cost"),
+];
+
+/// Security headers every HTML answer carries: no framing, no inline script, nothing from
+/// another origin.
+fn harden(response: &mut Response) {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+             connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// An HTML answer with the security headers.
+pub fn html_response(status: StatusCode, markup: Markup) -> Response {
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        markup.into_string(),
+    )
+        .into_response();
+    harden(&mut response);
+    response
+}
+
+fn document(title: &str, user: Option<&WebUser>, nav: Nav, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Pulse" }
+                link rel="icon" href="data:,";
+                link rel="stylesheet" href="/assets/app.css";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                a class="skip" href="#main" { "Skip to content" }
+                header class="top" {
+                    a class="brand" href="/patrol" { "Pulse" }
+                    @if let Some(user) = user {
+                        nav aria-label="Main" {
+                            ul {
+                                @for (item, href, label) in NAV {
+                                    li {
+                                        @if *item == nav {
+                                            a href=(href) aria-current="page" { (label) }
+                                        } @else {
+                                            a href=(href) { (label) }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        form class="signout" method="post" action="/signout" {
+                            (csrf(user))
+                            span class="who" { (user.session.username) " · " (user.session.tenant.as_str()) }
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main id="main" tabindex="-1" {
+                    @if let Some(flash) = user.and_then(|u| u.flash.as_ref()) {
+                        @if flash.ok {
+                            p class="flash ok" role="status" { (flash.text) }
+                        } @else {
+                            p class="flash error" role="alert" { (flash.text) }
+                        }
+                    }
+                    (body)
+                }
+                p id="live-status" class="visually-hidden" aria-live="polite" {}
+            }
+        }
+    }
+}
+
+/// A page of a signed-in user (clears the flash message it shows).
+pub fn page(user: &WebUser, title: &str, nav: Nav, body: Markup) -> Response {
+    let mut response = html_response(StatusCode::OK, document(title, Some(user), nav, body));
+    if user.flash.is_some() {
+        response
+            .headers_mut()
+            .append(header::SET_COOKIE, clear_flash(&user.headers));
+    }
+    response
+}
+
+/// A page nobody needs to be signed in for.
+pub fn public_page(status: StatusCode, title: &str, body: Markup) -> Response {
+    html_response(status, document(title, None, Nav::None, body))
+}
+
+/// An error as a page, with the status, stable code and what to do.
+pub fn error_page(user: Option<&WebUser>, error: &ApiError) -> Response {
+    let body = html! {
+        h1 { "Something was refused" }
+        p class="flash error" role="alert" { (error.message) }
+        dl class="facts" {
+            dt { "Code" } dd { code { (error.code.code()) } }
+            dt { "What to do" } dd { (error.code.remedy()) }
+        }
+        p { a href="/patrol" { "Back to Patrol" } }
+    };
+    html_response(
+        error.status(),
+        document("Refused", user, Nav::None, body),
+    )
+}
+
+/// The hidden CSRF field of a form.
+pub fn csrf(user: &WebUser) -> Markup {
+    html! { input type="hidden" name=(CSRF_FIELD) value=(user.session.csrf_token); }
+}
+
+/// A JSON string field, or an em dash.
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null => "—".to_owned(),
+        Value::String(s) if s.is_empty() => "—".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// An RFC 3339 time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
+pub fn time(value: &Value) -> Markup {
+    match value.as_str() {
+        Some(raw) => {
+            let shown = chrono::DateTime::parse_from_rfc3339(raw)
+                .map(|t| {
+                    t.with_timezone(&chrono::Utc)
+                        .format("%Y-%m-%d %H:%M:%S UTC")
+                        .to_string()
+                })
+                .unwrap_or_else(|_| raw.to_owned());
+            html! { time datetime=(raw) { (shown) } }
+        }
+        None => html! { "—" },
+    }
+}
+
+/// A status word as a badge (its class names the state, never the only signal: the word shows).
+pub fn badge(word: &str) -> Markup {
+    let class = format!("badge b-{}", word.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+    html! { span class=(class) { (word.replace('_', " ")) } }
+}
+
+/// Dollars with up to four decimals; unknown (no price) says so.
+pub fn usd(value: &Value) -> String {
+    match value.as_f64() {
+        Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
+        Some(v) => format!("${v:.2}"),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Pre-escaped markup from a string the server built (SVG).
+pub fn raw(markup: String) -> PreEscaped<String> {
+    PreEscaped(markup)
+}
+
+/// A handler's JSON answer as a value for rendering.
+pub fn value<T: serde::Serialize>(answer: Result<axum::Json<T>, ApiError>) -> Result<Value, ApiError> {
+    let axum::Json(body) = answer?;
+    serde_json::to_value(body)
+        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))
+}
+
+/// A handler's answer that is a full response (with an ETag, say) read back as JSON.
+pub async fn response_value(
+    answer: Result<axum::response::Response, ApiError>,
+) -> Result<Value, ApiError> {
+    let response = answer?;
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
+    let body: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
+    if status.is_success() {
+        return Ok(body);
+    }
+    let code = body["error"]
+        .as_str()
+        .and_then(pulse_capabilities::ErrorCode::from_code)
+        .unwrap_or(pulse_capabilities::ErrorCode::InternalError);
+    Err(ApiError::new(code, text(&body["message"])))
+}

@@ -1,0 +1,156 @@
+// The operator's path through the web UI, in a real Chromium (the system's, not a downloaded
+// one), against a running `pulsectl up --demo` stack:
+//   sign in (a wrong password first) -> see the injected fault's finding appear -> open its
+//   investigation -> approve the proposed action -> see it verified without reloading ->
+//   switch Patrol off and on -> inject a second fault, run Patrol on it from the UI, set a
+//   maintenance window on its resource and see the finding auto-dismissed.
+//
+// Environment (set by tests/e2e/tests/web_ui.rs):
+//   PULSE_URL            the gateway, e.g. http://127.0.0.1:7655
+//   PULSE_PASSWORD       the bootstrap admin's password
+//   PULSE_SCREENSHOTS    directory for the screenshots
+//   PULSE_FAULT_MARKER_2 the marker file that wedges the second demo service
+//   CHROMIUM             the browser binary (default /usr/bin/chromium)
+// Exits 0 when every step passed; otherwise prints the failing step and exits 1.
+
+import { chromium } from "playwright-core";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+const need = (name) => {
+  const value = process.env[name];
+  if (!value) { throw new Error(`${name} is not set`); }
+  return value;
+};
+const base = need("PULSE_URL");
+const password = need("PULSE_PASSWORD");
+const shots = need("PULSE_SCREENSHOTS");
+const secondFault = need("PULSE_FAULT_MARKER_2");
+mkdirSync(shots, { recursive: true });
+
+const STAGE_MS = 120_000;
+let step = "launch";
+const log = (text) => console.log(`[browser] ${text}`);
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+const page = await context.newPage();
+page.on("dialog", (dialog) => dialog.accept());
+const consoleErrors = [];
+page.on("console", (msg) => { if (msg.type() === "error") { consoleErrors.push(msg.text()); } });
+page.on("pageerror", (err) => consoleErrors.push(String(err)));
+
+async function shot(name) {
+  const path = join(shots, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  log(`screenshot ${path}`);
+}
+
+async function begin(name) {
+  step = name;
+  log(`step: ${name}`);
+}
+
+// Counts navigations so "without reloading" can be checked.
+let loads = 0;
+page.on("load", () => { loads += 1; });
+
+try {
+  await begin("a signed-out browser is sent to sign in");
+  await page.goto(`${base}/patrol`);
+  await page.waitForURL(/\/signin/);
+  await shot("01-signin");
+
+  await begin("a wrong password is refused with a clear message");
+  await page.getByLabel("Organization").fill("default");
+  await page.getByLabel("Username").fill("admin");
+  await page.getByLabel("Password").fill("not-the-password");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("The organization, username or password is wrong.").waitFor();
+
+  await begin("sign in");
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL(/\/patrol$/);
+  await page.getByRole("heading", { name: "Patrol", level: 1 }).waitFor();
+
+  await begin("the injected fault's finding appears on the Findings page");
+  await page.getByRole("link", { name: "Findings", exact: true }).click();
+  const findingLink = page.locator("#findings-table a", { hasText: /demo-web/i }).first();
+  await findingLink.waitFor({ timeout: STAGE_MS });
+  await shot("02-findings");
+
+  await begin("open the finding and its investigation");
+  await findingLink.click();
+  await page.locator("#investigation").waitFor();
+  await page.locator("#investigation .badge").first().waitFor({ timeout: STAGE_MS });
+  await shot("03-finding");
+
+  await begin("the proposed action waits in Approvals");
+  await page.getByRole("link", { name: "Approvals", exact: true }).click();
+  const pending = page.locator("#approvals a", { hasText: /restart/i }).first();
+  await pending.waitFor({ timeout: STAGE_MS });
+  await pending.click();
+  await page.getByRole("heading", { name: /Action/ }).waitFor();
+  await page.getByText("Plan hash").waitFor();
+  await shot("04-approval");
+
+  await begin("approve the action");
+  await page.getByLabel("Reason (recorded in the audit log)").fill("restart clears the wedge");
+  await page.getByRole("button", { name: "Approve" }).click();
+  await page.getByText(/Decision recorded: approved/).waitFor();
+
+  await begin("the action becomes verified without a reload");
+  const loadsBefore = loads;
+  await page.locator("#action .badge", { hasText: "verified" }).waitFor({ timeout: STAGE_MS });
+  if (loads !== loadsBefore) { throw new Error(`the page reloaded ${loads - loadsBefore} time(s)`); }
+  await shot("05-verified");
+
+  await begin("switch Patrol off");
+  await page.getByRole("link", { name: "Patrol", exact: true }).click();
+  await page.getByRole("button", { name: "Turn Patrol off" }).click();
+  await page.getByRole("heading", { name: "Patrol is off" }).waitFor();
+  await page.locator("#patrol-status .badge", { hasText: "disabled" }).waitFor();
+
+  await begin("switch Patrol on");
+  await page.getByRole("button", { name: "Turn Patrol on" }).click();
+  await page.getByRole("heading", { name: "Patrol is on" }).waitFor();
+  await shot("06-patrol");
+
+  await begin("a second fault is found by a run started from the UI");
+  writeFileSync(secondFault, "injected by the browser test\n");
+  // The agent reports the wedged service's health; give it a moment to be reported unhealthy.
+  await page.waitForTimeout(3000);
+  await page.getByLabel(/Resources \(optional/).fill("service:pulse-demo:demo-worker");
+  await page.getByRole("button", { name: "Run Patrol now" }).click();
+  await page.getByText(/Patrol run .* queued/).waitFor();
+  await page.getByRole("link", { name: "Findings", exact: true }).click();
+  const second = page.locator("#findings-table a", { hasText: /demo-worker/i }).first();
+  await second.waitFor({ timeout: STAGE_MS });
+
+  await begin("a maintenance window auto-dismisses the finding");
+  await page.goto(`${base}/resources/service:pulse-demo:demo-worker`);
+  await page.getByLabel("Maintenance until").fill(new Date(Date.now() + 3600_000).toISOString().slice(0, 16));
+  await page.getByRole("button", { name: "Save operator state" }).click();
+  await page.getByText(/Operator state saved/).waitFor();
+  await page.goto(`${base}/findings?resource_id=service:pulse-demo:demo-worker&status=dismissed`);
+  await page.locator("#findings-table a", { hasText: /demo-worker/i }).first().click();
+  await page.locator(".badge", { hasText: "dismissed" }).first().waitFor();
+  await page.getByText(/maintenance_window/).first().waitFor();
+  await shot("07-maintenance");
+
+  if (consoleErrors.length) {
+    throw new Error(`the page logged errors: ${consoleErrors.join(" | ")}`);
+  }
+  log("all steps passed");
+  await browser.close();
+} catch (error) {
+  console.error(`[browser] FAILED at step "${step}": ${error.message}`);
+  try { await shot("failure"); } catch { /* the page may be gone */ }
+  console.error(`[browser] page: ${page.url()}`);
+  await browser.close();
+  process.exit(1);
+}
