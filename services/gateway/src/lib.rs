@@ -108,7 +108,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),
     )
     .with_graceful_shutdown(async move { stop.cancelled().await })
-        .await?;
+    .await?;
     watcher.abort();
     Ok(())
 }

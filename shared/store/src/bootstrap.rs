@@ -118,7 +118,9 @@ pub async fn create_user(
     let username = username.trim();
     if username.is_empty()
         || username.chars().count() > 200
-        || username.chars().any(|c| c.is_control() || c.is_whitespace())
+        || username
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
     {
         return Err(CreateUserError::Username(
             "1 to 200 characters, no spaces or control characters".to_owned(),

@@ -6,8 +6,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::LazyLock;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use chrono::{DateTime, Utc};
 use pulse_domain::Scope;
 use rand::RngCore;

@@ -88,7 +88,11 @@ pub struct NewSession {
 }
 
 /// Starts a session for `user` of the transaction's tenant.
-pub async fn create(tx: &TenantTx, user: &User, now: DateTime<Utc>) -> Result<NewSession, StoreError> {
+pub async fn create(
+    tx: &TenantTx,
+    user: &User,
+    now: DateTime<Utc>,
+) -> Result<NewSession, StoreError> {
     let secret = SessionSecret::generate();
     let id = Uuid::now_v7();
     let csrf_token = random_hex();

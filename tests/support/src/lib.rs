@@ -17,6 +17,7 @@ pub mod service;
 pub mod stack;
 pub mod verifier;
 pub mod wait;
+pub mod web;
 
 /// Installs the process-wide rustls crypto provider (ring) once; harmless when repeated.
 pub fn install_crypto_provider() {

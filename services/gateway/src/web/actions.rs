@@ -136,13 +136,11 @@ pub async fn detail(
 ) -> Response {
     let loaded = async {
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let action = layout::value(
-            api::get(State(state.clone()), auth, Ok(Path(id.clone()))).await,
-        )?;
+        let action =
+            layout::value(api::get(State(state.clone()), auth, Ok(Path(id.clone()))).await)?;
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let trail = layout::value(
-            api::audit(State(state.clone()), auth, Ok(Path(id.clone()))).await,
-        )?;
+        let trail =
+            layout::value(api::audit(State(state.clone()), auth, Ok(Path(id.clone()))).await)?;
         Ok::<_, ApiError>((action, trail))
     }
     .await;
@@ -248,18 +246,27 @@ pub async fn decide(
     let CsrfForm { user, form } = form;
     let back = format!("/actions/{id}");
     let decided = async {
-        let outcome = serde_json::from_value(Value::String(form.outcome.clone())).map_err(|_| {
-            ApiError::new(
-                pulse_capabilities::ErrorCode::InvalidParameter,
-                "choose Approve or Reject",
-            )
-        })?;
+        let outcome =
+            serde_json::from_value(Value::String(form.outcome.clone())).map_err(|_| {
+                ApiError::new(
+                    pulse_capabilities::ErrorCode::InvalidParameter,
+                    "choose Approve or Reject",
+                )
+            })?;
         let auth = user.authorized::<ApproveScope>()?;
         let body = DecisionBody {
             outcome,
             reason: form.reason.clone(),
         };
-        layout::value(api::decision(State(state.clone()), auth, Ok(Path(id.clone())), ApiJson(body)).await)
+        layout::value(
+            api::decision(
+                State(state.clone()),
+                auth,
+                Ok(Path(id.clone())),
+                ApiJson(body),
+            )
+            .await,
+        )
     }
     .await;
     let flash = match decided {

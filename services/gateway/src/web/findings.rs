@@ -267,9 +267,9 @@ async fn fixes(state: &AppState, user: &WebUser, finding_id: &str) -> Vec<Value>
         return Vec::new();
     };
     let query = crate::actions::ListQuery { limit: Some(200) };
-    let Ok(list) = layout::value(
-        crate::actions::list(State(state.clone()), auth, Ok(Query(query))).await,
-    ) else {
+    let Ok(list) =
+        layout::value(crate::actions::list(State(state.clone()), auth, Ok(Query(query))).await)
+    else {
         return Vec::new();
     };
     list.as_array()
@@ -418,9 +418,11 @@ async fn perform(
     let auth = user.authorized::<FindingScope>()?;
     let state = State(state.clone());
     let finding_id = id.to_owned();
-    let reference = || FindingBody(FindingRef {
-        finding_id: finding_id.clone(),
-    });
+    let reference = || {
+        FindingBody(FindingRef {
+            finding_id: finding_id.clone(),
+        })
+    };
     let answer = match action {
         "acknowledge" => api::acknowledge(state, auth, reference()).await,
         "undo-dismiss" => api::undo_dismiss(state, auth, reference()).await,
@@ -484,7 +486,12 @@ async fn perform(
         }
         "suppress" => {
             // The rule is exactly this finding's resource and category.
-            let current = api::get(state.clone(), user.authorized::<FindingScope>()?, Ok(Path(finding_id.clone()))).await?;
+            let current = api::get(
+                state.clone(),
+                user.authorized::<FindingScope>()?,
+                Ok(Path(finding_id.clone())),
+            )
+            .await?;
             let resource_id = current.0.finding.resource_id.clone();
             let category = current.0.finding.category.as_str().to_owned();
             api::suppress(

@@ -148,10 +148,7 @@ pub fn error_page(user: Option<&WebUser>, error: &ApiError) -> Response {
         }
         p { a href="/patrol" { "Back to Patrol" } }
     };
-    html_response(
-        error.status(),
-        document("Refused", user, Nav::None, body),
-    )
+    html_response(error.status(), document("Refused", user, Nav::None, body))
 }
 
 /// The hidden CSRF field of a form.
@@ -188,7 +185,10 @@ pub fn time(value: &Value) -> Markup {
 
 /// A status word as a badge (its class names the state, never the only signal: the word shows).
 pub fn badge(word: &str) -> Markup {
-    let class = format!("badge b-{}", word.replace(|c: char| !c.is_ascii_alphanumeric(), "-"));
+    let class = format!(
+        "badge b-{}",
+        word.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
+    );
     html! { span class=(class) { (word.replace('_', " ")) } }
 }
 
@@ -207,7 +207,9 @@ pub fn raw(markup: String) -> PreEscaped<String> {
 }
 
 /// A handler's JSON answer as a value for rendering.
-pub fn value<T: serde::Serialize>(answer: Result<axum::Json<T>, ApiError>) -> Result<Value, ApiError> {
+pub fn value<T: serde::Serialize>(
+    answer: Result<axum::Json<T>, ApiError>,
+) -> Result<Value, ApiError> {
     let axum::Json(body) = answer?;
     serde_json::to_value(body)
         .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))

@@ -234,17 +234,18 @@ pub async fn run_now(State(state): State<AppState>, form: CsrfForm<RunForm>) -> 
     }
     .await;
     let flash = match answer {
-        Ok(accepted) => Flash::ok(format!(
-            "Patrol run {} queued.",
-            text(&accepted["run_id"])
-        )),
+        Ok(accepted) => Flash::ok(format!("Patrol run {} queued.", text(&accepted["run_id"]))),
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/patrol", flash)
 }
 
 /// Saves a settings patch as the signed-in admin, through the settings API's one writer.
-pub async fn save_settings(state: &AppState, user: &WebUser, patch: Value) -> Result<Value, ApiError> {
+pub async fn save_settings(
+    state: &AppState,
+    user: &WebUser,
+    patch: Value,
+) -> Result<Value, ApiError> {
     let auth = user.authorized::<AdminScope>()?;
     layout::response_value(
         crate::settings::put(State(state.clone()), auth, HeaderMap::new(), ApiJson(patch)).await,
@@ -310,7 +311,9 @@ pub async fn set_enabled(State(state): State<AppState>, form: CsrfForm<EnabledFo
     let enabled = form.enabled == "true";
     let flash = match save_settings(&state, &user, json!({ ENABLED_FIELD: enabled })).await {
         Ok(_) if enabled => Flash::ok("Patrol is on."),
-        Ok(_) => Flash::ok("Patrol is off: no scheduled or alert-triggered runs until it is on again."),
+        Ok(_) => {
+            Flash::ok("Patrol is off: no scheduled or alert-triggered runs until it is on again.")
+        }
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/patrol", flash)

@@ -32,7 +32,12 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
         )?;
         let auth = user.authorized::<MonitoringReadScope>()?;
         let alerts = layout::value(
-            crate::alerts::list(State(state.clone()), auth, Ok(Query(AlertsQuery::default()))).await,
+            crate::alerts::list(
+                State(state.clone()),
+                auth,
+                Ok(Query(AlertsQuery::default())),
+            )
+            .await,
         )?;
         Ok::<_, ApiError>((resources, alerts))
     }
@@ -41,7 +46,10 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
         Ok(loaded) => loaded,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let resources = resources["resources"].as_array().cloned().unwrap_or_default();
+    let resources = resources["resources"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let alerts = alerts["alerts"].as_array().cloned().unwrap_or_default();
     let body = html! {
         h1 { "Resources" }
@@ -160,8 +168,9 @@ pub async fn detail(
 ) -> Response {
     let loaded = async {
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let resource =
-            layout::value(crate::resources::get(State(state.clone()), auth, Ok(Path(id.clone()))).await)?;
+        let resource = layout::value(
+            crate::resources::get(State(state.clone()), auth, Ok(Path(id.clone()))).await,
+        )?;
         let auth = user.authorized::<MonitoringReadScope>()?;
         let alerts = layout::value(
             crate::alerts::list(

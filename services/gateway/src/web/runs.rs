@@ -7,17 +7,13 @@ use serde_json::Value;
 
 use super::layout::{self, Nav, badge, text, time, usd};
 use super::session::WebUser;
+use crate::AppState;
 use crate::auth::MonitoringReadScope;
 use crate::patrol::RunsQuery;
-use crate::AppState;
 
 fn scope(run: &Value) -> String {
     match run["effective_scope_resource_ids"].as_array() {
-        Some(ids) if !ids.is_empty() => ids
-            .iter()
-            .map(text)
-            .collect::<Vec<_>>()
-            .join(", "),
+        Some(ids) if !ids.is_empty() => ids.iter().map(text).collect::<Vec<_>>().join(", "),
         _ => "full".to_owned(),
     }
 }

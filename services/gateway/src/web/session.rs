@@ -61,8 +61,7 @@ pub fn set_cookie(headers: &HeaderMap, name: &str, value: &str, max_age: i64) ->
 /// Equal strings, compared without an early exit.
 pub fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len()
-        && a
-            .bytes()
+        && a.bytes()
             .zip(b.bytes())
             .fold(0_u8, |acc, (x, y)| acc | (x ^ y))
             == 0
@@ -81,7 +80,10 @@ pub fn principal(session: &WebSession) -> Principal {
 }
 
 /// The live session the request's cookie names, if any.
-pub async fn current(state: &AppState, headers: &HeaderMap) -> Result<Option<WebSession>, ApiError> {
+pub async fn current(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Option<WebSession>, ApiError> {
     let Some(secret) = cookie(headers, SESSION_COOKIE) else {
         return Ok(None);
     };
@@ -220,7 +222,12 @@ impl Flash {
     fn read(headers: &HeaderMap) -> Option<Flash> {
         let raw = cookie(headers, FLASH_COOKIE)?;
         let pairs: Vec<(String, String)> = serde_urlencoded::from_str(raw).ok()?;
-        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
         Some(Flash {
             ok: get("k")? == "ok",
             text: get("m")?,
@@ -258,7 +265,9 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,
-            "a=1; pulse_session=ps_abc;pulse_sessionx=no".parse().unwrap(),
+            "a=1; pulse_session=ps_abc;pulse_sessionx=no"
+                .parse()
+                .unwrap(),
         );
         assert_eq!(cookie(&headers, SESSION_COOKIE), Some("ps_abc"));
         assert_eq!(cookie(&headers, "a"), Some("1"));

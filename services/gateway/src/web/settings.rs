@@ -39,11 +39,17 @@ fn measured(runs: &[Value]) -> (usize, f64, Option<f64>) {
     let n = full.len() as f64;
     let tokens = full
         .iter()
-        .map(|r| r["input_tokens"].as_f64().unwrap_or(0.0) + r["output_tokens"].as_f64().unwrap_or(0.0))
+        .map(|r| {
+            r["input_tokens"].as_f64().unwrap_or(0.0) + r["output_tokens"].as_f64().unwrap_or(0.0)
+        })
         .sum::<f64>()
         / n;
     let dollars: Option<Vec<f64>> = full.iter().map(|r| r["cost_usd"].as_f64()).collect();
-    (full.len(), tokens, dollars.map(|d| d.iter().sum::<f64>() / n))
+    (
+        full.len(),
+        tokens,
+        dollars.map(|d| d.iter().sum::<f64>() / n),
+    )
 }
 
 fn cost_preview(runs: &[Value], current: Option<u64>) -> Markup {
@@ -113,7 +119,10 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
         Err(error) => return layout::error_page(Some(&user), &error),
     };
     let runs = runs["runs"].as_array().cloned().unwrap_or_default();
-    let providers = settings["providers"].as_object().cloned().unwrap_or_default();
+    let providers = settings["providers"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
     let triggers = &settings["alert_triggers"];
     let budgets = &settings["budgets"];
     let preflight = &settings["patrol_preflight"];
@@ -263,7 +272,11 @@ fn patch(form: &HashMap<String, String>) -> Result<Value, ApiError> {
         let model = model.trim();
         patch.insert(
             "patrol_model".to_owned(),
-            if model.is_empty() { Value::Null } else { json!(model) },
+            if model.is_empty() {
+                Value::Null
+            } else {
+                json!(model)
+            },
         );
     }
     if let Some(minutes) = form.get("patrol_interval_minutes").map(|m| m.trim()) {
@@ -291,13 +304,15 @@ fn patch(form: &HashMap<String, String>) -> Result<Value, ApiError> {
             let value = if raw.is_empty() {
                 Value::Null
             } else if field.ends_with("_usd") {
-                json!(raw
-                    .parse::<f64>()
-                    .map_err(|_| invalid(field, "a number of dollars"))?)
+                json!(
+                    raw.parse::<f64>()
+                        .map_err(|_| invalid(field, "a number of dollars"))?
+                )
             } else {
-                json!(raw
-                    .parse::<u64>()
-                    .map_err(|_| invalid(field, "a whole number of tokens"))?)
+                json!(
+                    raw.parse::<u64>()
+                        .map_err(|_| invalid(field, "a whole number of tokens"))?
+                )
             };
             budgets.insert(field.to_owned(), value);
         }
@@ -319,7 +334,10 @@ pub async fn save(
     }
     .await;
     let flash = match saved {
-        Ok(view) => Flash::ok(format!("Settings saved (version {}).", text(&view["version"]))),
+        Ok(view) => Flash::ok(format!(
+            "Settings saved (version {}).",
+            text(&view["version"])
+        )),
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/settings", flash)

@@ -14,11 +14,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use axum::Form;
 use axum::extract::{ConnectInfo, FromRequestParts, Query, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::Form;
 use chrono::Utc;
 use maud::html;
 use pulse_capabilities::ErrorCode;
@@ -219,14 +219,31 @@ pub async fn submit(
     form_body: Result<Form<SignInForm>, axum::extract::rejection::FormRejection>,
 ) -> Response {
     let Ok(Form(input)) = form_body else {
-        let error = ApiError::new(ErrorCode::InvalidParameter, "the sign-in form was malformed");
-        return form(&headers, StatusCode::BAD_REQUEST, "/patrol", "default", "", Some(&error));
+        let error = ApiError::new(
+            ErrorCode::InvalidParameter,
+            "the sign-in form was malformed",
+        );
+        return form(
+            &headers,
+            StatusCode::BAD_REQUEST,
+            "/patrol",
+            "default",
+            "",
+            Some(&error),
+        );
     };
     let next = local_path(input.next.as_deref());
     let organization = input.organization.trim().to_owned();
     let username = input.username.trim().to_owned();
     let again = |status: StatusCode, error: &ApiError| {
-        form(&headers, status, &next, &organization, &username, Some(error))
+        form(
+            &headers,
+            status,
+            &next,
+            &organization,
+            &username,
+            Some(error),
+        )
     };
     let expected = cookie(&headers, SIGNIN_CSRF_COOKIE).unwrap_or("");
     if expected.is_empty() || !same_secret(&input.csrf, expected) {
@@ -343,7 +360,13 @@ mod tests {
     #[test]
     fn only_local_paths_are_redirect_targets() {
         assert_eq!(local_path(Some("/findings/abc?x=1")), "/findings/abc?x=1");
-        for bad in ["//evil.example/", "https://evil.example/", "/\\evil", "findings", "/signin"] {
+        for bad in [
+            "//evil.example/",
+            "https://evil.example/",
+            "/\\evil",
+            "findings",
+            "/signin",
+        ] {
             assert_eq!(local_path(Some(bad)), "/patrol", "{bad}");
         }
         assert_eq!(local_path(None), "/patrol");

@@ -20,11 +20,9 @@ fn escape(text: &str) -> String {
 
 fn open(out: &mut String, title: &str, description: &str) {
     // Ids unique per chart on a page: from the title.
-    let id = title
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let id = title.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     let _ = write!(
         out,
         r#"<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-labelledby="t{id:x} d{id:x}" xmlns="http://www.w3.org/2000/svg"><title id="t{id:x}">{}</title><desc id="d{id:x}">{}</desc>"#,
@@ -181,7 +179,12 @@ mod tests {
         assert!(svg.contains(">Disk &lt;used&gt;</title>"));
         assert!(svg.contains("a &amp; b"));
         assert!(svg.contains("class=\"forecast\""));
-        let bars = bars("Cost", "per day", &[("12-01".into(), 0.5), ("12-02".into(), 0.0)], "$");
+        let bars = bars(
+            "Cost",
+            "per day",
+            &[("12-01".into(), 0.5), ("12-02".into(), 0.0)],
+            "$",
+        );
         assert_eq!(bars.matches("<rect").count(), 2);
     }
 }
