@@ -216,7 +216,7 @@ pub async fn detail(
                     ol class="timeline" {
                         @for row in rows {
                             li {
-                                (time(&row["at"])) " · " strong { (text(&row["kind"])) } " by " (text(&row["actor"]))
+                                (time(&row["occurred_at"])) " · " strong { (text(&row["kind"])) } " by " (text(&row["actor"]))
                                 @if row["seq"].is_number() { " · seq " (text(&row["seq"])) }
                             }
                         }

@@ -301,10 +301,15 @@ pub async fn detail(
         .filter_map(|a| a.as_str().map(str::to_owned))
         .collect();
     let fixes = fixes(&state, &user, &id).await;
-    let in_flight = fixes.iter().any(|a| {
-        a["verification"].is_null()
-            && !matches!(a["state"].as_str(), Some("rejected" | "expired" | "failed"))
-    });
+    // Polled while something no event announces is under way: an investigation not recorded
+    // yet on an open finding, a fix not judged yet.
+    let investigating = answer["investigation_record"].is_null()
+        && matches!(finding["status"].as_str(), Some("active" | "acknowledged"));
+    let in_flight = investigating
+        || fixes.iter().any(|a| {
+            a["verification"].is_null()
+                && !matches!(a["state"].as_str(), Some("rejected" | "expired" | "failed"))
+        });
     let title = text(&finding["title"]);
     let body = html! {
         p { a href="/findings" { "← All findings" } }
