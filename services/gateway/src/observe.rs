@@ -1,6 +1,9 @@
-//! Per-request span (exported over OTLP when configured) and request counters for `/metrics`.
+//! Per-request span (exported over OTLP when configured), request counters for `/metrics`, and
+//! the server's own time in a `Server-Timing: app;dur=<ms>` header (time until the answer's
+//! head is ready; for an event stream, until it opened).
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -47,7 +50,12 @@ pub async fn observe(State(metrics): State<HttpMetrics>, req: Request, next: Nex
         http.route = %route,
         http.response.status_code = tracing::field::Empty,
     );
-    let response = next.run(req).instrument(span.clone()).await;
+    let started = std::time::Instant::now();
+    let mut response = next.run(req).instrument(span.clone()).await;
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if let Ok(value) = HeaderValue::from_str(&format!("app;dur={elapsed_ms:.2}")) {
+        response.headers_mut().insert("server-timing", value);
+    }
     let status = response.status().as_u16();
     span.record("http.response.status_code", status);
     metrics

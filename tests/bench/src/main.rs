@@ -2,7 +2,7 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui] [--quick]
 //! ```
 
 mod actions;
@@ -12,6 +12,7 @@ mod bus;
 mod outbox;
 mod relay;
 mod scheduler;
+mod ui;
 mod watch;
 
 use std::process::ExitCode;
@@ -46,10 +47,10 @@ async fn main() -> ExitCode {
         match arg.as_str() {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" => which = arg,
+            | "actions" | "ui" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -84,6 +85,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "actions" {
             actions::run(&args).await?;
+        }
+        if which == "all" || which == "ui" {
+            ui::run(&args).await?;
         }
         anyhow::Ok(())
     }

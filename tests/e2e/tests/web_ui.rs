@@ -121,9 +121,15 @@ async fn an_operator_runs_the_loop_from_the_browser() -> anyhow::Result<()> {
         if !run.status.success() {
             let logs = options.state_dir.join("logs");
             let mut tails = String::new();
-            for name in ["gateway", "action-broker", "verifier", "model-runner", "demo-agent"] {
-                let log = std::fs::read_to_string(logs.join(format!("{name}.log")))
-                    .unwrap_or_default();
+            for name in [
+                "gateway",
+                "action-broker",
+                "verifier",
+                "model-runner",
+                "demo-agent",
+            ] {
+                let log =
+                    std::fs::read_to_string(logs.join(format!("{name}.log"))).unwrap_or_default();
                 let lines: Vec<&str> = log.lines().collect();
                 tails.push_str(&format!(
                     "\n--- last lines of {name}.log ---\n{}",
