@@ -26,6 +26,7 @@ const base = need("PULSE_URL");
 const password = need("PULSE_PASSWORD");
 const shots = need("PULSE_SCREENSHOTS");
 const secondFault = need("PULSE_FAULT_MARKER_2");
+const adminToken = need("PULSE_ADMIN_TOKEN");
 mkdirSync(shots, { recursive: true });
 
 const STAGE_MS = 120_000;
@@ -52,6 +53,25 @@ async function shot(name) {
 async function begin(name) {
   step = name;
   log(`step: ${name}`);
+}
+
+// Every form control has a label a screen reader announces; every image-like element has text.
+async function checkLabels(where) {
+  const unlabelled = await page.evaluate(() => {
+    const named = (el) => {
+      if (el.type === "hidden" || el.type === "submit") { return true; }
+      if (el.getAttribute("aria-label")) { return true; }
+      if (el.id && document.querySelector(`label[for="${el.id}"]`)) { return true; }
+      return Boolean(el.closest("label"));
+    };
+    return Array.from(document.querySelectorAll("input, select, textarea"))
+      .filter((el) => !named(el))
+      .map((el) => el.outerHTML.slice(0, 120));
+  });
+  if (unlabelled.length) { throw new Error(`${where}: controls without a label: ${unlabelled.join(" | ")}`); }
+  const svgs = await page.evaluate(() => Array.from(document.querySelectorAll("svg"))
+    .filter((svg) => !svg.querySelector("title")).length);
+  if (svgs) { throw new Error(`${where}: ${svgs} chart(s) without a title`); }
 }
 
 // Counts navigations so "without reloading" can be checked.
@@ -109,6 +129,38 @@ try {
   if (loads !== loadsBefore) { throw new Error(`the page reloaded ${loads - loadsBefore} time(s)`); }
   await shot("05-verified");
 
+  await begin("a self-approval is refused with the reason shown");
+  // An action with the admin approval floor, planned by the admin's own token (as user admin),
+  // needs a human other than the requester: admin's approval is refused.
+  const planned = await page.request.post(`${base}/api/actions/plan`, {
+    headers: { authorization: `Bearer ${adminToken}` },
+    data: {
+      resource_id: "service:pulse-demo:demo-cache",
+      capability: "service.restart",
+      params: { target: "demo-cache" },
+      reason: "planned by hand to test self-approval",
+      severity: "warning",
+      approval_floor: "admin",
+    },
+  });
+  if (!planned.ok()) { throw new Error(`planning failed: ${planned.status()} ${await planned.text()}`); }
+  const plan = await planned.json();
+  await page.goto(`${base}/actions/${plan.action_id}`);
+  await page.getByLabel("Reason (recorded in the audit log)").fill("approving my own plan");
+  await page.getByRole("button", { name: "Approve" }).click();
+  await page.locator(".flash.error", { hasText: "action_self_approval_forbidden" }).waitFor();
+  await shot("05b-self-approval");
+
+  await begin("every page is labelled for assistive technology");
+  for (const path of ["/patrol", "/findings", "/runs", "/approvals", "/actions", "/resources", "/settings"]) {
+    await page.goto(`${base}${path}`);
+    await checkLabels(path);
+  }
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${base}/patrol`);
+  await shot("06a-patrol-phone");
+  await page.setViewportSize({ width: 1280, height: 900 });
+
   await begin("switch Patrol off");
   await page.getByRole("link", { name: "Patrol", exact: true }).click();
   await page.getByRole("button", { name: "Turn Patrol off" }).click();
@@ -124,7 +176,7 @@ try {
   writeFileSync(secondFault, "injected by the browser test\n");
   // The agent reports the wedged service's health; give it a moment to be reported unhealthy.
   await page.waitForTimeout(3000);
-  await page.getByLabel(/Resources \(optional/).fill("service:pulse-demo:demo-worker");
+  await page.getByRole("checkbox", { name: /demo-worker/ }).check();
   await page.getByRole("button", { name: "Run Patrol now" }).click();
   await page.getByText(/Patrol run .* queued/).waitFor();
   await page.getByRole("link", { name: "Findings", exact: true }).click();

@@ -38,18 +38,36 @@
     timer = setTimeout(function () { timer = null; refresh(); }, 250);
   }
 
+  // One line of the live run feed: the tool called, the resource or finding it looked at and
+  // the verdict it gave; the run's accounting; how it ended.
+  function describe(kind, body) {
+    var parts = [kind.replace("run.", "")];
+    if (kind === "run.started") {
+      parts.push(body.type || "");
+      var scope = body.effective_scope_resource_ids || [];
+      parts.push(scope.length ? scope.join(", ") : "all resources");
+    } else if (kind === "run.tool") {
+      parts.push(body.tool_name || "tool");
+      try {
+        var input = JSON.parse(body.input || "{}");
+        ["resource_id", "finding_id", "verdict", "key", "severity"].forEach(function (field) {
+          if (input[field]) { parts.push(field.replace("_", " ") + " " + input[field]); }
+        });
+      } catch (e) { /* input is not JSON: the tool name alone */ }
+      if (body.success === false) { parts.push("failed"); }
+    } else if (kind === "run.progress") {
+      parts.push(body.provider_calls + " model calls", body.input_tokens + " in / " + body.output_tokens + " out tokens");
+    } else if (kind === "run.completed") {
+      parts.push(body.status, body.new_findings + " new findings", body.tool_call_count + " tool calls");
+    }
+    return parts.filter(Boolean).join(" · ");
+  }
+
   function feed(kind, data) {
     var list = document.getElementById("run-feed");
     if (!list) { return; }
     var line = kind;
-    try {
-      var body = JSON.parse(data);
-      if (body.tool) { line += " · " + body.tool; }
-      if (body.tool_name) { line += " · " + body.tool_name; }
-      if (body.status) { line += " · " + body.status; }
-      if (body.resources_checked !== undefined) { line += " · " + body.resources_checked + " resources checked"; }
-      if (body.run_id) { line += " · run " + String(body.run_id).slice(0, 8); }
-    } catch (e) { /* keep the kind alone */ }
+    try { line = describe(kind, JSON.parse(data)); } catch (e) { /* keep the kind alone */ }
     var item = document.createElement("li");
     item.textContent = new Date().toLocaleTimeString() + "  " + line;
     list.insertBefore(item, list.firstChild);

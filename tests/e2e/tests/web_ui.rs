@@ -108,6 +108,10 @@ async fn an_operator_runs_the_loop_from_the_browser() -> anyhow::Result<()> {
             .env("PULSE_PASSWORD", &password)
             .env("PULSE_SCREENSHOTS", &screenshots)
             .env("PULSE_FAULT_MARKER_2", &second_fault)
+            .env(
+                "PULSE_ADMIN_TOKEN",
+                std::fs::read_to_string(options.admin_token_path())?.trim(),
+            )
             .env("CHROMIUM", chromium())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

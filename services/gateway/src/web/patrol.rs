@@ -149,6 +149,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
         Err(error) => return layout::error_page(Some(&user), &error),
     };
     let settings = settings_view(&state, &user).await;
+    let resources = resources(&state, &user).await;
     let enabled = status["enabled"].as_bool() == Some(true);
     let can_run = user.can(Scope::Admin) && user.can(Scope::AiExecute);
     let body = html! {
@@ -176,9 +177,24 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
             form method="post" action="/patrol/run" class="panel" id="run-form" {
                 (csrf(&user))
                 h2 { "Run now" }
+                p class="hint" { "Nothing selected runs a full patrol of every resource." }
+                @if !resources.is_empty() {
+                    fieldset {
+                        legend { "Resources to patrol" }
+                        div class="modes" {
+                            @for resource in &resources {
+                                label {
+                                    input type="checkbox" name="resource" value=(text(&resource["id"]));
+                                    " " (text(&resource["name"])) " "
+                                    (badge(resource["health"].as_str().unwrap_or("unknown")))
+                                }
+                            }
+                        }
+                    }
+                }
                 p {
-                    label for="resource_ids" { "Resources (optional: ids separated by spaces or commas; empty runs a full patrol)" }
-                    input id="resource_ids" name="resource_ids" size="50" placeholder="docker:host-1/web";
+                    label for="resource_ids" { "Resources (optional: ids separated by spaces or commas)" }
+                    input id="resource_ids" name="resource_ids" size="50" placeholder="service:host-1:web";
                 }
                 button type="submit" { "Run Patrol now" }
             }
@@ -193,11 +209,28 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
     layout::page(&user, "Patrol", Nav::Patrol, body)
 }
 
-#[derive(Debug, Deserialize)]
-pub struct RunForm {
-    #[serde(default)]
-    resource_ids: String,
+/// The tenant's resources for the Run now choice (at most [`MAX_RUN_CHOICES`]).
+async fn resources(state: &AppState, user: &WebUser) -> Vec<Value> {
+    let Ok(auth) = user.authorized::<MonitoringReadScope>() else {
+        return Vec::new();
+    };
+    let query = crate::resources::ListQuery {
+        resource_type: None,
+    };
+    layout::value(
+        crate::resources::list(State(state.clone()), auth, Ok(axum::extract::Query(query))).await,
+    )
+    .ok()
+    .and_then(|list| list["resources"].as_array().cloned())
+    .map(|mut list| {
+        list.truncate(MAX_RUN_CHOICES);
+        list
+    })
+    .unwrap_or_default()
 }
+
+/// Resources offered as checkboxes; more are named in the text field.
+const MAX_RUN_CHOICES: usize = 60;
 
 fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
@@ -208,14 +241,21 @@ fn json_headers() -> HeaderMap {
     headers
 }
 
-pub async fn run_now(State(state): State<AppState>, form: CsrfForm<RunForm>) -> Response {
+pub async fn run_now(
+    State(state): State<AppState>,
+    form: CsrfForm<Vec<(String, String)>>,
+) -> Response {
     let CsrfForm { user, form } = form;
-    let ids: Vec<&str> = form
-        .resource_ids
-        .split([',', ' ', '\n', '\t'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut ids: Vec<&str> = Vec::new();
+    for (key, value) in &form {
+        match key.as_str() {
+            "resource" => ids.push(value.trim()),
+            "resource_ids" => ids.extend(value.split([',', ' ', '\n', '\t']).map(str::trim)),
+            _ => {}
+        }
+    }
+    ids.retain(|id| !id.is_empty());
+    ids.dedup();
     let body = if ids.is_empty() {
         json!({})
     } else {
