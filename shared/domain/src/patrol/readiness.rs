@@ -214,7 +214,8 @@ pub fn budget_check(
             id,
             Pass,
             format!(
-                "within the spend budgets: {} tokens and {} USD of known price today, {} tokens                  this month",
+                "within the spend budgets: {} tokens and {} USD of known price today, {} tokens \
+                 this month",
                 spend.day.tokens, spend.day.dollars.known, spend.month.tokens
             ),
             None,
