@@ -25,6 +25,7 @@ use pulse_bus::actions_api::{ActionCapabilitiesRequest, ActionCapabilityEntry};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Finding, Severity};
+use pulse_domain::patrol::run::RunStatus;
 use pulse_domain::patrol::status::{CheckStatus, RuntimeState};
 use pulse_domain::resource::{Health, Resource, ResourceStatus, ResourceType};
 use pulse_store::alerts::{self, AlertFilter, StateFilter, StoredAlert};
@@ -390,6 +391,10 @@ pub async fn patrol_control_status(
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let findings = open_findings(&tx).await?;
     let pending = action_store::pending(&tx, Some(action_store::MAX_LIST_LIMIT)).await?;
+    // The status's current run may still be queued; only a started one is running.
+    let running = pulse_store::patrol_runs::current(&tx)
+        .await?
+        .is_some_and(|run| run.status == RunStatus::Running);
     tx.rollback().await?;
     let failing = status
         .readiness_checks
@@ -407,7 +412,7 @@ pub async fn patrol_control_status(
         },
         active_findings: SeverityCounts::of(&findings),
         pending_approvals: pending.len(),
-        running_runs: u32::from(status.running),
+        running_runs: u32::from(running),
         queued_scoped_runs: status.queued_scoped_runs,
     }))
 }

@@ -20,7 +20,7 @@ mod patrol;
 mod patrol_stream;
 mod remediation_locks;
 mod resources;
-mod routes;
+pub mod routes;
 mod settings;
 mod tokens;
 

@@ -435,7 +435,7 @@ pub fn build() -> Manifest {
         .collect();
     let excluded_streaming: Vec<String> = API_ROUTES
         .iter()
-        .filter(|r| matches!(r.response, Answer::EventStream) && r.category == Category::Context)
+        .filter(|r| matches!(r.response, Answer::EventStream))
         .map(|r| r.name.to_owned())
         .collect();
     let required: BTreeSet<Scope> = tools
