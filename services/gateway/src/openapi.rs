@@ -197,17 +197,25 @@ pub fn build() -> Value {
             .or_insert_with(|| json!({}));
         item[spec.method.to_ascii_lowercase()] = op;
     }
-    let mut schemas = answers.take_definitions(true);
-    for (name, schema) in requests.take_definitions(true) {
-        match schemas.get(&name) {
-            // A type both read and written keeps its answer form under its name; the request
-            // form differs only where serde defaults make a field optional.
-            Some(_) => {}
-            None => {
-                schemas.insert(name, schema);
+    let (mut schemas, renames) = merge_definitions(
+        &mut answers.take_definitions(true),
+        requests.take_definitions(true),
+    );
+    // The request side's references follow its renamed definitions.
+    for item in paths.values_mut() {
+        for op in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|o| o.values_mut())
+        {
+            for part in ["requestBody", "parameters"] {
+                if let Some(value) = op.get_mut(part) {
+                    rename_refs(value, &renames);
+                }
             }
         }
     }
+    schemas.sort_keys();
     let tags: Vec<Value> = Category::ALL
         .iter()
         .map(|c| json!({"name": c.as_str(), "description": c.description()}))
@@ -232,6 +240,52 @@ pub fn build() -> Value {
             },
         },
     })
+}
+
+/// The answer and request definitions under one namespace. A request definition whose name an
+/// answer definition of another form already has (two types of one name, or one type whose
+/// request form differs) is kept as `<name>Input`; the renames are returned for the request
+/// side's references.
+fn merge_definitions(
+    answers: &mut Map<String, Value>,
+    mut requests: Map<String, Value>,
+) -> (Map<String, Value>, BTreeMap<String, String>) {
+    let mut renames = BTreeMap::new();
+    for (name, schema) in &requests {
+        if answers.get(name).is_some_and(|answer| answer != schema) {
+            let mut renamed = format!("{name}Input");
+            while answers.contains_key(&renamed) || requests.contains_key(&renamed) {
+                renamed.push('_');
+            }
+            renames.insert(name.clone(), renamed);
+        }
+    }
+    let mut schemas = std::mem::take(answers);
+    for (name, mut schema) in std::mem::take(&mut requests) {
+        rename_refs(&mut schema, &renames);
+        let name = renames.get(&name).cloned().unwrap_or(name);
+        schemas.entry(name).or_insert(schema);
+    }
+    (schemas, renames)
+}
+
+/// Points every `$ref` to a renamed definition at its new name.
+fn rename_refs(value: &mut Value, renames: &BTreeMap<String, String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(reference)) = map.get_mut("$ref")
+                && let Some(name) = reference.strip_prefix("#/components/schemas/")
+                && let Some(renamed) = renames.get(name)
+            {
+                *reference = format!("#/components/schemas/{renamed}");
+            }
+            for v in map.values_mut() {
+                rename_refs(v, renames);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rename_refs(v, renames)),
+        _ => {}
+    }
 }
 
 /// The document, built once.
@@ -290,6 +344,33 @@ mod tests {
         let tokens = &paths["/api/tokens"]["post"];
         assert_eq!(tokens["x-pulse-scopes"], json!(["admin"]));
         assert_eq!(paths["/api/health"]["get"]["security"], json!([]));
+    }
+
+    #[test]
+    fn request_and_answer_types_of_one_name_keep_their_own_forms() {
+        let doc = build();
+        let schemas = &doc["components"]["schemas"];
+        let target = |reference: &Value| {
+            let name = reference["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                .unwrap_or_else(|| panic!("not a ref: {reference}"));
+            schemas[name].clone()
+        };
+        // A plan's severity is the action severity; a finding's the four-level one.
+        let plan = target(
+            &doc["paths"]["/api/actions/plan"]["post"]["requestBody"]["content"]["application/json"]
+                ["schema"],
+        );
+        assert_eq!(
+            target(&plan["properties"]["severity"])["enum"],
+            json!(["warning", "critical"])
+        );
+        let finding = &schemas["Finding"];
+        assert_eq!(
+            target(&finding["properties"]["severity"])["enum"],
+            json!(["info", "watch", "warning", "critical"])
+        );
     }
 
     fn collect_refs(value: &Value, out: &mut Vec<String>) {
