@@ -15,7 +15,7 @@
 //!   capability it needs is in the registry and in the MCP allowlist.
 //! - `requiredScopes`: every scope the MCP tools need, for one token covering the surface.
 //!
-//! Built once, on first request; the output is stable (registry order, sorted scopes).
+//! Built once, on first request; the output is stable (registry order, scope table order).
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -60,7 +60,7 @@ pub struct Manifest {
     pub surface_contract: SurfaceContract,
     pub surface_tool_contracts: Vec<SurfaceToolContract>,
     pub mcp_adapter: McpAdapter,
-    /// Every scope the Pulse MCP tools need, sorted.
+    /// Every scope the Pulse MCP tools need, in the scope table's order.
     pub required_scopes: Vec<String>,
     pub categories: Vec<CategoryEntry>,
     pub workflow_prompts: Vec<WorkflowPrompt>,

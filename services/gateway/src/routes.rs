@@ -275,8 +275,14 @@ impl RouteSpec {
     }
 }
 
-/// The entry for a request's method and matched route template.
+/// The entry for a request's method and matched route template (`HEAD` is answered by the `GET`
+/// handler).
 pub fn find(method: &str, path: &str) -> Option<&'static RouteSpec> {
+    let method = if method.eq_ignore_ascii_case("HEAD") {
+        "GET"
+    } else {
+        method
+    };
     API_ROUTES
         .iter()
         .find(|r| r.path == path && r.method.eq_ignore_ascii_case(method))
@@ -1415,6 +1421,10 @@ mod tests {
         assert!(!tokens.declares(ErrorCode::FindingNotFound));
         let health = find("GET", "/api/health").expect("route");
         assert!(!health.declares(ErrorCode::Unauthorized));
+        assert_eq!(
+            find("HEAD", "/api/resources").map(|r| r.name),
+            Some("list_resources")
+        );
         assert!(is_public_path("/api/openapi.json"));
         assert!(is_public_path("/api/agent/capabilities"));
         assert!(!is_public_path("/api/tokens"));
