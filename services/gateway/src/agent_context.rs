@@ -13,6 +13,10 @@
 //!
 //! Unknown references and another tenant's resources answer `404 not_found`; a reference naming
 //! several resources `409 ambiguous_resource`, as every resource route does.
+//!
+//! Counts read the same bounded lists the list routes read: open findings among the newest
+//! `findings::MAX_LIST_LIMIT`, pending approvals among the first `actions::MAX_LIST_LIMIT`, and
+//! recent actions of a resource among the newest `actions::MAX_LIST_LIMIT` of the tenant.
 
 use std::collections::BTreeMap;
 
