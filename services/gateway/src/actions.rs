@@ -74,7 +74,7 @@ pub fn actor(principal: &Principal) -> String {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanBody {
     pub resource_id: String,
@@ -89,20 +89,20 @@ pub struct PlanBody {
     pub finding_id: Option<pulse_domain::finding::FindingId>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     pub outcome: DecisionOutcome,
     pub reason: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
     pub limit: Option<i64>,
 }
 
 /// An action as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ActionView {
     #[serde(flatten)]
     pub plan: ActionPlan,
@@ -155,7 +155,10 @@ impl From<StoredAction> for ActionView {
 }
 
 /// The API view of `stored`, with the deciders' usernames looked up in one query.
-async fn views(tx: &TenantTx, stored: Vec<StoredAction>) -> Result<Vec<ActionView>, ApiError> {
+pub(crate) async fn views(
+    tx: &TenantTx,
+    stored: Vec<StoredAction>,
+) -> Result<Vec<ActionView>, ApiError> {
     let deciders: Vec<Uuid> = stored
         .iter()
         .filter_map(|a| a.decided_by.as_deref().and_then(users::actor_user_id))

@@ -14,7 +14,7 @@ use crate::auth::{Authorized, MonitoringReadScope};
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsQuery {
     pub state: Option<String>,
@@ -22,7 +22,7 @@ pub struct AlertsQuery {
     pub limit: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AlertList {
     pub alerts: Vec<StoredAlert>,
 }

@@ -13,7 +13,7 @@ use crate::auth::{AdminScope, Authorized};
 use crate::{ApiError, AppState};
 
 /// The verification report as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct VerifyView {
     pub ok: bool,
     /// Rows verified, in sequence order, before the first broken one (if any).

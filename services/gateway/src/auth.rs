@@ -19,9 +19,6 @@ use pulse_store::tokens::{self, AuthFailure, Principal};
 
 use crate::{ApiError, AppState};
 
-/// Paths under `/api/` that answer without a token.
-pub const PUBLIC_PATHS: &[&str] = &["/api/health"];
-
 fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
     if let Some(value) = parts.get(axum::http::header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
@@ -35,7 +32,8 @@ fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/");
-    if !is_api || PUBLIC_PATHS.contains(&path) {
+    // Public routes are those the registry marks public.
+    if !is_api || crate::routes::is_public_path(path) {
         return next.run(req).await;
     }
     let unauthorized = || {

@@ -36,7 +36,10 @@ impl IntoResponse for ApiError {
             error: self.code.code(),
             message: &self.message,
         };
-        (self.status(), axum::Json(body)).into_response()
+        let mut response = (self.status(), axum::Json(body)).into_response();
+        // For the declared-codes check, which must not parse bodies.
+        response.extensions_mut().insert(self.code);
+        response
     }
 }
 

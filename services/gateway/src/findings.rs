@@ -45,7 +45,7 @@ fn invalid(message: impl Into<String>) -> ApiError {
 }
 
 /// The store is the Patrol finding store here: its absence is `patrol_unavailable`.
-fn store_error(error: StoreError) -> ApiError {
+pub(crate) fn store_error(error: StoreError) -> ApiError {
     match error {
         StoreError::Unavailable(reason) => {
             tracing::warn!(%reason, "finding store unavailable");
@@ -165,7 +165,7 @@ where
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     pub include_resolved: Option<String>,
@@ -244,7 +244,7 @@ fn parse_limit(raw: Option<&str>) -> Result<Option<i64>, ApiError> {
 }
 
 /// The answer of the list route.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct FindingList {
     pub findings: Vec<Finding>,
     pub count: usize,
@@ -282,7 +282,7 @@ pub async fn list(
 
 /// One finding as stored: the record (lifecycle included), its version and the actions its
 /// status accepts.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct FindingAnswer {
     pub finding: Finding,
     pub version: i64,
@@ -353,13 +353,13 @@ async fn act(
 }
 
 /// `acknowledge`, `dismiss/undo`, `suppress/undo`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindingRef {
     pub finding_id: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnoozeBody {
     pub finding_id: String,
@@ -367,7 +367,7 @@ pub struct SnoozeBody {
     pub duration_hours: i64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DismissBody {
     pub finding_id: String,
@@ -376,7 +376,7 @@ pub struct DismissBody {
     pub note: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResolveBody {
     pub finding_id: String,
@@ -384,7 +384,7 @@ pub struct ResolveBody {
     pub note: String,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoteBody {
     pub finding_id: String,
@@ -394,7 +394,7 @@ pub struct NoteBody {
 /// `resource_id` and `category` name the rule's scope; `*` on one side makes it broad, which
 /// needs `allow_broad_scope`. Without `finding_id` the rule is anchored on the most recently
 /// seen open (or dismissed) finding it matches.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuppressBody {
     #[serde(default)]

@@ -22,13 +22,13 @@ pub struct Fleet {
     instances: Mutex<HashMap<String, Seen>>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ServiceHealth {
     pub ready: bool,
     pub instances: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct HealthReport {
     pub status: &'static str,
     pub services: BTreeMap<String, ServiceHealth>,

@@ -28,14 +28,14 @@ pub const MAX_WINDOW_HOURS: i64 = 2_160;
 pub const MAX_SAMPLES: i64 = 10_000;
 const MAX_METRIC_CHARS: usize = 128;
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForecastQuery {
     pub metric: Option<String>,
     pub window_hours: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ForecastResponse {
     pub resource_id: ResourceId,
     pub window_hours: i64,

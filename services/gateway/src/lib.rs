@@ -1,22 +1,26 @@
 //! The gateway: the HTTP API, authentication, tenant resolution and the fleet health view.
 
 mod actions;
+mod agent_context;
 mod alerts;
 mod audit;
 mod auth;
 mod body_limit;
 mod bootstrap;
+pub mod declared_errors;
 mod error;
 mod findings;
 mod fleet;
 mod forecast;
 mod json;
+pub mod manifest;
 mod observe;
+pub mod openapi;
 mod patrol;
 mod patrol_stream;
 mod remediation_locks;
 mod resources;
-mod routes;
+pub mod routes;
 mod settings;
 mod tokens;
 mod web;
@@ -27,7 +31,7 @@ use pulse_runtime::{ServiceContext, ServiceSpec};
 
 pub use error::ApiError;
 pub use fleet::{EXPECTED_SERVICES, Fleet};
-pub use routes::{API_ROUTES, RouteSpec, router};
+pub use routes::{API_ROUTES, ActionMode, Answer, ApprovalPolicy, Category, RouteSpec, router};
 pub use web::FORM_ROUTES;
 
 pub const SPEC: ServiceSpec = ServiceSpec {

@@ -22,14 +22,23 @@ pub struct RequestLabels {
 #[derive(Clone, Default)]
 pub struct HttpMetrics {
     pub requests: Family<RequestLabels, Counter>,
+    /// `pulse_http_undeclared_errors_total{method,route,code}`: error answers whose code the
+    /// route does not declare (see `declared_errors`); always zero in a correct build.
+    pub undeclared_errors: Family<crate::declared_errors::UndeclaredLabels, Counter>,
 }
 
 impl HttpMetrics {
     pub fn register(metrics: &pulse_telemetry::Metrics) -> Self {
         let this = Self::default();
         let requests = this.requests.clone();
+        let undeclared = this.undeclared_errors.clone();
         metrics.register(|registry| {
             registry.register("http_requests", "HTTP requests answered", requests);
+            registry.register(
+                "http_undeclared_errors",
+                "error answers with a code their route does not declare",
+                undeclared,
+            );
         });
         this
     }

@@ -54,7 +54,7 @@ impl RequiredScopes for PatrolExecuteScope {
 const HEALTH_WINDOW_INTERVALS: u64 = 2;
 
 /// The answer to an accepted run request.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct RunAccepted {
     pub status: RunStatus,
     #[serde(flatten)]
@@ -129,7 +129,7 @@ pub async fn run(
 pub const PREFLIGHT_REQUEST_TIMEOUT: Duration = Duration::from_secs(150);
 
 /// The answer to `POST /api/ai/patrol/preflight`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct PreflightAnswer {
     /// `passed`, `warning` or `failed`.
     pub preflight_state: &'static str,
@@ -153,7 +153,7 @@ pub async fn preflight(
     }))
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
     pub limit: Option<String>,
@@ -175,7 +175,7 @@ fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct RunList {
     pub runs: Vec<PatrolRun>,
 }
@@ -225,7 +225,17 @@ pub async fn status(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
 ) -> Result<Json<PatrolStatus>, ApiError> {
-    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let (status, _) = status_projection(&state, &auth.principal).await?;
+    Ok(Json(status))
+}
+
+/// The status projection of the caller's tenant, with the effective AI settings it was computed
+/// under (`None` when the stored settings no longer resolve).
+pub(crate) async fn status_projection(
+    state: &AppState,
+    principal: &pulse_store::tokens::Principal,
+) -> Result<(PatrolStatus, Option<ai_settings::AiSettings>), ApiError> {
+    let tx = state.store.tenant_tx(&principal.tenant).await?;
     let current = patrol_runs::current(&tx).await?;
     let last_full = patrol_runs::last_full_run(&tx).await?;
     let last_successful = patrol_runs::last_successful_full_run(&tx).await?;
@@ -238,7 +248,9 @@ pub async fn status(
     let now = Utc::now();
     let readiness = patrol_readiness::assess(&tx, &state.settings.config, now).await?;
     tx.commit().await?;
-    let interval_minutes = ai_settings::resolve(&[&state.settings.config.layer, &stored.document])
+    let settings = ai_settings::resolve(&[&state.settings.config.layer, &stored.document]).ok();
+    let interval_minutes = settings
+        .as_ref()
         .map(|s| s.patrol_interval_minutes)
         .unwrap_or(0);
     // The dispatcher's cadence: the override (tests, benchmarks) or the tenant's interval.
@@ -247,7 +259,7 @@ pub async fn status(
         .cadence_override_ms
         .unwrap_or(u64::from(interval_minutes) * 60_000);
     let next_patrol_at = (interval_ms > 0).then(|| {
-        Cadence::new(interval_ms, state.patrol.jitter_pct).next_after(&auth.principal.tenant, now)
+        Cadence::new(interval_ms, state.patrol.jitter_pct).next_after(&principal.tenant, now)
     });
     let runner_available = state
         .fleet
@@ -277,7 +289,7 @@ pub async fn status(
             .saturating_mul(HEALTH_WINDOW_INTERVALS)
             .max(Duration::from_secs(3600).as_millis() as u64),
     };
-    Ok(Json(project(&inputs)))
+    Ok((project(&inputs), settings))
 }
 
 #[cfg(test)]

@@ -118,7 +118,7 @@ impl Drop for StreamPermit {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StreamQuery {
     pub last_event_id: Option<String>,
@@ -164,7 +164,7 @@ struct Start {
     gap: Option<Gap>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 struct Gap {
     last_event_id: u64,
     /// Delivery resumes with the first event after this id.

@@ -25,14 +25,14 @@ use crate::json::ApiJson;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LockBody {
     pub never_auto_remediate: bool,
 }
 
 /// The lock as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LockView {
     /// The canonical id the lock is kept on.
     pub resource_id: String,

@@ -15,14 +15,14 @@ use crate::{ApiError, AppState};
 /// Longest reference accepted in the path.
 const MAX_REFERENCE_CHARS: usize = 1024;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     #[serde(rename = "type")]
     pub resource_type: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ResourceList {
     pub resources: Vec<Resource>,
 }

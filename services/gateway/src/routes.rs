@@ -1,329 +1,1295 @@
-//! The route table and the router built from it.
+//! The route registry: the one table of the HTTP API, and the router built from it.
+//!
+//! Every `/api/` route is one [`RouteSpec`] in [`API_ROUTES`]. The router ([`router`]) is built
+//! from the table (each entry carries its handler), so a route cannot exist without an entry.
+//! The same table is projected to the OpenAPI 3.1 document (`GET /api/openapi.json`,
+//! [`crate::openapi`]) and the agent capabilities manifest (`GET /api/agent/capabilities`,
+//! [`crate::manifest`]), and every error answer is checked against the entry's declared codes
+//! ([`crate::declared_errors`]).
+//!
+//! Adding a route is one entry plus its handler:
+//!
+//! ```text
+//! RouteSpec {
+//!     method: "GET",                       // one method per entry
+//!     path: "/api/things/{id}",            // axum path syntax; `{id}` is the only parameter name
+//!     scopes: &[Scope::MonitoringRead],    // every scope required; empty only when public
+//!     public: false,                       // answers without a token
+//!     name: "get_thing",                   // stable capability name (operationId, MCP tool)
+//!     title: "Get a thing",
+//!     description: "What it answers, in a sentence or two.",
+//!     category: Category::Inventory,
+//!     action_mode: ActionMode::Read,       // read | mixed | write
+//!     approval_policy: ApprovalPolicy::ScopeOnly, // scope_only | action_plan
+//!     query: Some(schema::<ThingQuery>),   // the handler's query type, or None
+//!     body: None,                          // the handler's JSON body type, or None
+//!     response: Answer::Json { status: 200, schema: schema::<Thing> },
+//!     errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+//!     handler: || get(things::get),
+//! },
+//! ```
+//!
+//! `errors` lists what the handler itself can answer; [`RouteSpec::error_codes`] adds what every
+//! route can answer ([`ALWAYS`]; plus [`AUTHENTICATED`] for a route that needs a token). The
+//! schemas are derived (`schemars`) from the types the handler really extracts and answers.
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, State};
-use axum::routing::{delete, get, post};
+use axum::routing::{MethodRouter, delete, get, post, put};
 use axum::{Json, Router, middleware};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::Serialize;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, actions, alerts, audit, auth, body_limit, findings, forecast, observe,
-    patrol, patrol_stream, remediation_locks, resources, settings, tokens,
+    ApiError, AppState, actions, agent_context, alerts, audit, auth, body_limit, declared_errors,
+    findings, forecast, manifest, observe, openapi, patrol, patrol_stream, remediation_locks,
+    resources, settings, tokens,
 };
 
-/// A documented API route: what it needs and whether it takes a JSON body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Produces the schema of one type in a generator (a `$ref` to a shared definition).
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// The schema of `T`, as a [`SchemaFn`] for the table.
+pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// What a route answers on success.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    /// A JSON body of this schema with this status.
+    Json { status: u16, schema: SchemaFn },
+    /// No body (`204 No Content`).
+    Empty { status: u16 },
+    /// A Server-Sent Events stream (`text/event-stream`), status 200.
+    EventStream,
+}
+
+impl Answer {
+    pub fn status(&self) -> u16 {
+        match self {
+            Answer::Json { status, .. } | Answer::Empty { status } => *status,
+            Answer::EventStream => 200,
+        }
+    }
+}
+
+/// The group a capability is listed under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    System,
+    Context,
+    Inventory,
+    Patrol,
+    Findings,
+    Actions,
+    Settings,
+    Tokens,
+    Audit,
+}
+
+impl Category {
+    pub const ALL: [Category; 9] = [
+        Category::System,
+        Category::Context,
+        Category::Inventory,
+        Category::Patrol,
+        Category::Findings,
+        Category::Actions,
+        Category::Settings,
+        Category::Tokens,
+        Category::Audit,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::System => "system",
+            Category::Context => "context",
+            Category::Inventory => "inventory",
+            Category::Patrol => "patrol",
+            Category::Findings => "findings",
+            Category::Actions => "actions",
+            Category::Settings => "settings",
+            Category::Tokens => "tokens",
+            Category::Audit => "audit",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Category::System => "System",
+            Category::Context => "Agent context",
+            Category::Inventory => "Inventory",
+            Category::Patrol => "Patrol",
+            Category::Findings => "Findings",
+            Category::Actions => "Governed actions",
+            Category::Settings => "Settings",
+            Category::Tokens => "API tokens",
+            Category::Audit => "Audit",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Category::System => "Service health and the API's own descriptions.",
+            Category::Context => {
+                "Read-only context for external agents: the fleet, one resource, what can be done to it, and Patrol's counts."
+            }
+            Category::Inventory => "Resources, their alerts and capacity forecasts.",
+            Category::Patrol => "Patrol runs, status, preflight and the run event stream.",
+            Category::Findings => "Patrol findings and the operator actions on them.",
+            Category::Actions => {
+                "Governed actions: plan, decide, execute, and their audit; remediation locks."
+            }
+            Category::Settings => "The tenant's AI settings.",
+            Category::Tokens => "API tokens of the tenant.",
+            Category::Audit => "The tenant's hash-chained audit log.",
+        }
+    }
+}
+
+/// Whether a capability reads or changes state (upstream `actionMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionMode {
+    Read,
+    Mixed,
+    Write,
+}
+
+impl ActionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionMode::Read => "read",
+            ActionMode::Mixed => "mixed",
+            ActionMode::Write => "write",
+        }
+    }
+}
+
+/// What authorizes a capability (upstream `approvalPolicy`): its scope alone, or a governed
+/// action plan (plan, then a decision where policy requires one, then execution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalPolicy {
+    ScopeOnly,
+    ActionPlan,
+}
+
+impl ApprovalPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::ScopeOnly => "scope_only",
+            ApprovalPolicy::ActionPlan => "action_plan",
+        }
+    }
+}
+
+/// A documented API route: who may call it, what it takes and answers, which error codes it
+/// can answer with, and its handler.
+#[derive(Debug, Clone, Copy)]
 pub struct RouteSpec {
     pub method: &'static str,
     pub path: &'static str,
     /// Every scope required; empty for public routes.
     pub scopes: &'static [Scope],
     pub public: bool,
-    pub json_body: bool,
+    /// The stable capability name: the OpenAPI operationId and the manifest (MCP tool) name.
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub category: Category,
+    pub action_mode: ActionMode,
+    pub approval_policy: ApprovalPolicy,
+    /// The query string the handler parses, when it takes one.
+    pub query: Option<SchemaFn>,
+    /// The JSON body the handler parses, when it takes one.
+    pub body: Option<SchemaFn>,
+    pub response: Answer,
+    /// The codes the handler itself answers with (see [`RouteSpec::error_codes`]).
+    pub errors: &'static [ErrorCode],
+    /// The handler, as a method router for `path` answering `method` only.
+    pub handler: fn() -> MethodRouter<AppState>,
 }
 
-/// Every `/api/` route. Tests walk this table; keep it in step with [`router`].
+/// Codes any route can answer: an oversized body is refused before routing, and an unexpected
+/// fault is always possible.
+pub const ALWAYS: &[ErrorCode] = &[ErrorCode::PayloadTooLarge, ErrorCode::InternalError];
+
+/// Codes any route that needs a token can answer (authentication reads the token store).
+pub const AUTHENTICATED: &[ErrorCode] = &[
+    ErrorCode::Unauthorized,
+    ErrorCode::MissingScope,
+    ErrorCode::ServiceUnavailable,
+];
+
+/// Codes a request that matched no route (or no method of its path) can answer.
+pub const UNROUTED: &[ErrorCode] = &[
+    ErrorCode::NotFound,
+    ErrorCode::MethodNotAllowed,
+    ErrorCode::Unauthorized,
+    ErrorCode::PayloadTooLarge,
+    ErrorCode::ServiceUnavailable,
+    ErrorCode::InternalError,
+];
+
+impl RouteSpec {
+    /// Whether the route takes a JSON body.
+    pub fn json_body(&self) -> bool {
+        self.body.is_some()
+    }
+
+    /// Every code the route can answer with, in table order: its own, the authentication codes
+    /// (unless public) and [`ALWAYS`].
+    pub fn error_codes(&self) -> Vec<ErrorCode> {
+        let mut set: BTreeSet<usize> = BTreeSet::new();
+        let index = |code: &ErrorCode| ErrorCode::ALL.iter().position(|c| c == code);
+        let auth: &[ErrorCode] = if self.public { &[] } else { AUTHENTICATED };
+        for code in self.errors.iter().chain(auth).chain(ALWAYS) {
+            if let Some(i) = index(code) {
+                set.insert(i);
+            }
+        }
+        set.into_iter().map(|i| ErrorCode::ALL[i]).collect()
+    }
+
+    /// Whether `code` is declared for this route.
+    pub fn declares(&self, code: ErrorCode) -> bool {
+        self.errors.contains(&code)
+            || ALWAYS.contains(&code)
+            || (!self.public && AUTHENTICATED.contains(&code))
+    }
+
+    /// The path parameters, in order (`{id}` -> `id`).
+    pub fn path_params(&self) -> Vec<&'static str> {
+        self.path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .collect()
+    }
+}
+
+/// The entry for a request's method and matched route template (`HEAD` is answered by the `GET`
+/// handler).
+pub fn find(method: &str, path: &str) -> Option<&'static RouteSpec> {
+    let method = if method.eq_ignore_ascii_case("HEAD") {
+        "GET"
+    } else {
+        method
+    };
+    API_ROUTES
+        .iter()
+        .find(|r| r.path == path && r.method.eq_ignore_ascii_case(method))
+}
+
+/// Whether `path` (a concrete request path) is a public route: answered without a token.
+pub fn is_public_path(path: &str) -> bool {
+    API_ROUTES.iter().any(|r| r.public && r.path == path)
+}
+
+/// Body codes of a route that parses its JSON body with [`crate::json::ApiJson`].
+const JSON_BODY: [ErrorCode; 3] = [
+    ErrorCode::InvalidJson,
+    ErrorCode::UnsupportedMediaType,
+    ErrorCode::InvalidRequest,
+];
+
+/// What a finding operator action can answer.
+const FINDING_ACTION: &[ErrorCode] = &[
+    ErrorCode::InvalidFindingRequest,
+    ErrorCode::UnsupportedMediaType,
+    ErrorCode::FindingNotFound,
+    ErrorCode::FindingActionNotAllowed,
+    ErrorCode::Conflict,
+    ErrorCode::PatrolUnavailable,
+];
+
+/// A resource reference in the path: malformed, unknown (or another tenant's), or ambiguous.
+const RESOURCE_REF: [ErrorCode; 3] = [
+    ErrorCode::InvalidParameter,
+    ErrorCode::NotFound,
+    ErrorCode::AmbiguousResource,
+];
+
+/// What the action-broker can answer to a plan, decision or execution, and its absence.
+const BROKER: [ErrorCode; 17] = [
+    ErrorCode::ActionExecutorUnavailable,
+    ErrorCode::ActionNotFound,
+    ErrorCode::NotFound,
+    ErrorCode::AmbiguousResource,
+    ErrorCode::InvalidActionRequest,
+    ErrorCode::Conflict,
+    ErrorCode::ActionDecisionNotAllowed,
+    ErrorCode::ActionNotApproved,
+    ErrorCode::ActionAlreadyExecuting,
+    ErrorCode::ActionExecutionFinal,
+    ErrorCode::ActionStepUpUnavailable,
+    ErrorCode::ActionSelfApprovalForbidden,
+    ErrorCode::ActionDecisionRequiresHuman,
+    ErrorCode::ActionPlanExpired,
+    ErrorCode::ActionPlanDrift,
+    ErrorCode::ResourceRemediationLocked,
+    ErrorCode::ActionRefused,
+];
+
+const fn concat<const A: usize, const B: usize, const N: usize>(
+    a: [ErrorCode; A],
+    b: [ErrorCode; B],
+) -> [ErrorCode; N] {
+    assert!(A + B == N);
+    let mut out = [ErrorCode::InternalError; N];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < N {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
+
+const PLAN_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+const DECIDE_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+const LOCK_PUT_ERRORS: [ErrorCode; 6] = concat(RESOURCE_REF, JSON_BODY);
+
+// Routes being added alongside this registry, with the capability names they take when ported:
+// - GET /api/agent/events (SSE)                       subscribe_events     (context, read)
+// - GET /api/ai/cost/summary                          get_cost_summary     (settings, read)
+// - GET /api/ai/cost/export                           export_cost_ledger   (settings, read)
+// - GET /api/resources/{id}/operator-state            get_operator_state   (context, read)
+// - PUT /api/resources/{id}/operator-state            set_operator_state   (context, write)
+// - DELETE /api/resources/{id}/operator-state         clear_operator_state (context, write)
+
+/// Every `/api/` route.
 pub const API_ROUTES: &[RouteSpec] = &[
+    // --- system ---
     RouteSpec {
         method: "GET",
         path: "/api/health",
         scopes: &[],
         public: true,
-        json_body: false,
+        name: "get_health",
+        title: "Fleet health",
+        description: "Whether every Pulse service has a fresh, ready instance (from their heartbeats).",
+        category: Category::System,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<HealthReport>,
+        },
+        errors: &[],
+        handler: || get(health),
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/openapi.json",
+        scopes: &[],
+        public: true,
+        name: "get_openapi_document",
+        title: "OpenAPI document",
+        description: "This API as an OpenAPI 3.1 document, generated from the route registry.",
+        category: Category::System,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<serde_json::Value>,
+        },
+        errors: &[],
+        handler: || get(openapi::document),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/capabilities",
+        scopes: &[],
+        public: true,
+        name: "get_agent_capabilities",
+        title: "Agent capabilities manifest",
+        description: "The capabilities external agents (and the MCP adapter) may use: each route's scope, action mode, approval policy, input and output schemas and error codes, plus the surface contracts and workflow prompts.",
+        category: Category::System,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<manifest::Manifest>,
+        },
+        errors: &[],
+        handler: || get(manifest::capabilities),
+    },
+    // --- tokens ---
     RouteSpec {
         method: "POST",
         path: "/api/tokens",
         scopes: &[Scope::Admin],
         public: false,
-        json_body: true,
+        name: "create_token",
+        title: "Create an API token",
+        description: "Issues a token of the caller's tenant with the given scopes (never more than the caller holds); the secret is in this answer only.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<tokens::CreateTokenRequest>),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<tokens::CreatedToken>,
+        },
+        errors: &JSON_BODY,
+        handler: || post(tokens::create),
     },
     RouteSpec {
         method: "GET",
         path: "/api/tokens",
         scopes: &[Scope::Admin],
         public: false,
-        json_body: false,
+        name: "list_tokens",
+        title: "List API tokens",
+        description: "The tenant's tokens, revoked and expired ones included; never a secret.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<tokens::TokenList>,
+        },
+        errors: &[],
+        handler: || get(tokens::list),
     },
     RouteSpec {
         method: "DELETE",
         path: "/api/tokens/{id}",
         scopes: &[Scope::Admin],
         public: false,
-        json_body: false,
+        name: "revoke_token",
+        title: "Revoke an API token",
+        description: "Revokes one token of the tenant; revoking a revoked token is a no-op.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Empty { status: 204 },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || delete(tokens::revoke),
     },
+    // --- inventory ---
     RouteSpec {
         method: "GET",
         path: "/api/resources",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "list_resources",
+        title: "List resources",
+        description: "The tenant's resources as the agents last reported them, optionally of one type.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<resources::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<resources::ResourceList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(resources::list),
     },
     RouteSpec {
         method: "GET",
         path: "/api/resources/{id}",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_resource",
+        title: "Get a resource",
+        description: "One resource by canonical id, source id, name or alias.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::resource::Resource>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || get(resources::get),
     },
     RouteSpec {
         method: "GET",
         path: "/api/resources/{id}/forecast",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_resource_forecast",
+        title: "Capacity forecast",
+        description: "The capacity forecast of one percent-used metric of a resource from its recent history.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<forecast::ForecastQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<forecast::ForecastResponse>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || get(forecast::get),
     },
     RouteSpec {
         method: "GET",
         path: "/api/alerts",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "list_alerts",
+        title: "List alerts",
+        description: "The alerts of the deterministic floor: firing by default, or cleared or all, optionally of one resource.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<alerts::AlertsQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<alerts::AlertList>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || get(alerts::list),
     },
+    // --- patrol ---
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/run",
         scopes: &[Scope::Admin, Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "run_patrol",
+        title: "Request a Patrol run",
+        description: "Queues a full run (no body or {}) or a run scoped to resources; answers the run id once the scheduler accepted it.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<pulse_domain::patrol::scope::RawRunRequest>),
+        response: Answer::Json {
+            status: 202,
+            schema: schema::<patrol::RunAccepted>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnprocessableScope,
+            ErrorCode::PatrolRunInProgress,
+            ErrorCode::PatrolQueueFull,
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolSchedulerUnavailable,
+        ],
+        handler: || post(patrol::run),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/preflight",
         scopes: &[Scope::Admin, Scope::AiExecute],
         public: false,
-        json_body: false,
+        name: "run_patrol_preflight",
+        title: "Run a Patrol preflight",
+        description: "Checks the Patrol provider and model with one bounded model turn and answers the stored outcome.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<patrol::PreflightAnswer>,
+        },
+        errors: &[
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolRunnerUnavailable,
+        ],
+        handler: || post(patrol::preflight),
     },
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/runs",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "list_patrol_runs",
+        title: "List Patrol runs",
+        description: "The tenant's Patrol run records, newest first.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<patrol::RunsQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<patrol::RunList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(patrol::list),
     },
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/runs/{id}",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_patrol_run",
+        title: "Get a Patrol run",
+        description: "One Patrol run record.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::run::PatrolRun>,
+        },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || get(patrol::get),
     },
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/status",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_patrol_status",
+        title: "Patrol status",
+        description: "Patrol's runtime state, last and next runs, health verdict and readiness checks.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::status::PatrolStatus>,
+        },
+        errors: &[],
+        handler: || get(patrol::status),
     },
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/stream",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "stream_patrol_events",
+        title: "Patrol run event stream",
+        description: "The tenant's Patrol run events as Server-Sent Events, resumable with Last-Event-ID.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<patrol_stream::StreamQuery>),
+        body: None,
+        response: Answer::EventStream,
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || get(patrol_stream::stream),
     },
+    // --- findings ---
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/findings",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: false,
+        name: "list_findings",
+        title: "List findings",
+        description: "Active Patrol findings (every finding with include_resolved=1), most recently seen first.",
+        category: Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<findings::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingList>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || get(findings::list),
     },
     RouteSpec {
         method: "GET",
         path: "/api/ai/patrol/findings/{id}",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: false,
+        name: "get_finding",
+        title: "Get a finding",
+        description: "One finding with its lifecycle, the actions its status accepts and its newest investigation record.",
+        category: Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::FindingNotFound,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || get(findings::get),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/acknowledge",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "acknowledge_finding",
+        title: "Acknowledge a finding",
+        description: "Marks an active finding as seen by an operator.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::FindingRef>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::acknowledge),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/snooze",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "snooze_finding",
+        title: "Snooze a finding",
+        description: "Hides a finding for 1 to 2160 hours; it returns if still present afterwards.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::SnoozeBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::snooze),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/dismiss",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "dismiss_finding",
+        title: "Dismiss a finding",
+        description: "Dismisses a finding with a reason (not_an_issue, expected_behavior, will_fix_later) and an optional note.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::DismissBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::dismiss),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/dismiss/undo",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "undo_dismiss_finding",
+        title: "Undo a dismissal",
+        description: "Reopens a dismissed finding.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::FindingRef>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::undo_dismiss),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/resolve",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "resolve_finding",
+        title: "Resolve a finding",
+        description: "Marks a finding resolved by an operator, with an optional note.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::ResolveBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::resolve),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/suppress",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "suppress_finding",
+        title: "Suppress findings",
+        description: "Creates a suppression rule from a finding (or the newest open one matching resource_id and category); * on one side needs allow_broad_scope.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::SuppressBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::suppress),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/suppress/undo",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "undo_suppress_finding",
+        title: "Undo a suppression",
+        description: "Removes the suppression a finding was suppressed by and reopens it.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::FindingRef>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::undo_suppress),
     },
     RouteSpec {
         method: "POST",
         path: "/api/ai/patrol/findings/note",
         scopes: &[Scope::AiExecute],
         public: false,
-        json_body: true,
+        name: "note_finding",
+        title: "Add a note to a finding",
+        description: "Appends an operator note to a finding's lifecycle.",
+        category: Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<findings::NoteBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || post(findings::note),
     },
+    // --- settings ---
     RouteSpec {
         method: "GET",
         path: "/api/settings/ai",
         scopes: &[Scope::Admin],
         public: false,
-        json_body: false,
+        name: "get_ai_settings",
+        title: "Get the AI settings",
+        description: "The effective AI settings (defaults, config, then the tenant's document) with per-provider key presence; never a key. The ETag is the version.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<settings::SettingsView>,
+        },
+        errors: &[],
+        handler: || get(settings::get),
     },
     RouteSpec {
         method: "PUT",
         path: "/api/settings/ai",
         scopes: &[Scope::Admin],
         public: false,
-        json_body: true,
+        name: "update_ai_settings",
+        title: "Update the AI settings",
+        description: "Applies a partial settings document (provider keys are write-only); If-Match with the version refuses a stale write.",
+        category: Category::Settings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<serde_json::Map<String, serde_json::Value>>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<settings::SettingsView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::SettingsVersionConflict,
+            ErrorCode::AutopilotNotAcknowledged,
+            ErrorCode::AcknowledgementRequiresHuman,
+        ],
+        handler: || put(settings::put),
     },
+    // --- actions ---
     RouteSpec {
         method: "POST",
         path: "/api/actions/plan",
         scopes: &[Scope::ActionsPlan],
         public: false,
-        json_body: true,
+        name: "plan_action",
+        title: "Plan an action",
+        description: "Plans one typed capability on a resource (see list_resource_capabilities). Nothing runs: policy either authorizes it or it waits for a human decision.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        query: None,
+        body: Some(schema::<actions::PlanBody>),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<actions::ActionView>,
+        },
+        errors: &PLAN_ERRORS,
+        handler: || post(actions::plan),
     },
     RouteSpec {
         method: "GET",
         path: "/api/actions",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "list_actions",
+        title: "List actions",
+        description: "The tenant's actions, newest first.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(actions::list),
     },
     RouteSpec {
         method: "GET",
         path: "/api/actions/pending",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "list_pending_approvals",
+        title: "List pending approvals",
+        description: "Actions waiting for a decision, by expiry, risk and age.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(actions::pending),
     },
     RouteSpec {
         method: "GET",
         path: "/api/actions/{id}",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_action",
+        title: "Get an action",
+        description: "One action: its plan, state, decision, execution result and verification.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<actions::ActionView>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || get(actions::get),
     },
     RouteSpec {
         method: "POST",
         path: "/api/actions/{id}/decision",
         scopes: &[Scope::ActionsApprove],
         public: false,
-        json_body: true,
+        name: "decide_action",
+        title: "Approve or reject an action",
+        description: "A human's decision on a pending action; an approval starts its execution.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        query: None,
+        body: Some(schema::<actions::DecisionBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<actions::ActionView>,
+        },
+        errors: &DECIDE_ERRORS,
+        handler: || post(actions::decision),
     },
     RouteSpec {
         method: "POST",
         path: "/api/actions/{id}/execute",
         scopes: &[Scope::ActionsExecute],
         public: false,
-        json_body: false,
+        name: "execute_action",
+        title: "Execute an approved action",
+        description: "Runs an approved action that is not running yet; never runs one twice.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<actions::ActionView>,
+        },
+        errors: &BROKER,
+        handler: || post(actions::execute),
     },
     RouteSpec {
         method: "GET",
         path: "/api/actions/{id}/audit",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
-    },
-    RouteSpec {
-        method: "GET",
-        path: "/api/audit/verify",
-        scopes: &[Scope::Admin],
-        public: false,
-        json_body: false,
+        name: "get_action_audit",
+        title: "Action audit trail",
+        description: "The audit records of one action, in order.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_store::audit::AuditRecord>>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || get(actions::audit),
     },
     RouteSpec {
         method: "GET",
         path: "/api/resources/{id}/remediation-lock",
         scopes: &[Scope::MonitoringRead],
         public: false,
-        json_body: false,
+        name: "get_remediation_lock",
+        title: "Get a remediation lock",
+        description: "Whether a resource is marked never_auto_remediate.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<remediation_locks::LockView>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || get(remediation_locks::get),
     },
     RouteSpec {
         method: "PUT",
         path: "/api/resources/{id}/remediation-lock",
         scopes: &[Scope::ActionsApprove],
         public: false,
-        json_body: true,
+        name: "set_remediation_lock",
+        title: "Set a remediation lock",
+        description: "Marks a resource never_auto_remediate (no action runs on it, approved or not) or clears the mark; audited.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<remediation_locks::LockBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<remediation_locks::LockView>,
+        },
+        errors: &LOCK_PUT_ERRORS,
+        handler: || put(remediation_locks::put),
+    },
+    // --- audit ---
+    RouteSpec {
+        method: "GET",
+        path: "/api/audit/verify",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "verify_audit_chain",
+        title: "Verify the audit chain",
+        description: "Recomputes the tenant's hash-chained audit log; a broken chain is a normal answer (ok: false).",
+        category: Category::Audit,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<audit::VerifyView>,
+        },
+        errors: &[],
+        handler: || get(audit::verify),
+    },
+    // --- agent context ---
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/fleet-context",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_fleet_context",
+        title: "Fleet context",
+        description: "Every resource with its health, open finding counts and firing alerts, plus the pending approvals count; optionally of one type or status.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<agent_context::FleetQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<agent_context::FleetContext>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(agent_context::fleet),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-context/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_resource_context",
+        title: "Resource context",
+        description: "One resource with a summary of its recent metrics, its open findings, its recent actions and its remediation lock.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<agent_context::ResourceContext>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || get(agent_context::resource),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-capabilities/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_resource_capabilities",
+        title: "Resource action capabilities",
+        description: "The typed action capabilities a resource advertises, each with its params schema and approval floor: the inputs plan_action needs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<agent_context::ResourceCapabilities>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::ActionExecutorUnavailable,
+        ],
+        handler: || get(agent_context::capabilities),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/patrol-control/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_control_status",
+        title: "Patrol control status",
+        description: "Counts only: Patrol enabled, mode and readiness, active findings by severity, pending approvals and running runs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<agent_context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || get(agent_context::patrol_control_status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/operations-loop/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operations_loop_status",
+        title: "Patrol control status (legacy alias)",
+        description: "The same answer as get_patrol_control_status, under its older path for older clients.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<agent_context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || get(agent_context::patrol_control_status),
     },
 ];
 
+/// The router: one route per path of [`API_ROUTES`], each path's entries merged.
 pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
-    Router::new()
-        .route("/api/health", get(health))
-        .route("/api/actions", get(actions::list))
-        .route("/api/actions/plan", post(actions::plan))
-        .route("/api/actions/pending", get(actions::pending))
-        .route("/api/actions/{id}", get(actions::get))
-        .route("/api/actions/{id}/decision", post(actions::decision))
-        .route("/api/actions/{id}/execute", post(actions::execute))
-        .route("/api/actions/{id}/audit", get(actions::audit))
-        .route("/api/audit/verify", get(audit::verify))
-        .route(
-            "/api/resources/{id}/remediation-lock",
-            get(remediation_locks::get).put(remediation_locks::put),
-        )
-        .route("/api/tokens", get(tokens::list).post(tokens::create))
-        .route("/api/tokens/{id}", delete(tokens::revoke))
-        .route("/api/resources", get(resources::list))
-        .route("/api/resources/{id}", get(resources::get))
-        .route("/api/resources/{id}/forecast", get(forecast::get))
-        .route("/api/alerts", get(alerts::list))
-        .route("/api/settings/ai", get(settings::get).put(settings::put))
-        .route("/api/ai/patrol/run", post(patrol::run))
-        .route("/api/ai/patrol/preflight", post(patrol::preflight))
-        .route("/api/ai/patrol/runs", get(patrol::list))
-        .route("/api/ai/patrol/runs/{id}", get(patrol::get))
-        .route("/api/ai/patrol/status", get(patrol::status))
-        .route("/api/ai/patrol/stream", get(patrol_stream::stream))
-        .route("/api/ai/patrol/findings", get(findings::list))
-        .route("/api/ai/patrol/findings/note", post(findings::note))
-        .route("/api/ai/patrol/findings/{id}", get(findings::get))
-        .route("/api/ai/patrol/acknowledge", post(findings::acknowledge))
-        .route("/api/ai/patrol/snooze", post(findings::snooze))
-        .route("/api/ai/patrol/dismiss", post(findings::dismiss))
-        .route("/api/ai/patrol/dismiss/undo", post(findings::undo_dismiss))
-        .route("/api/ai/patrol/resolve", post(findings::resolve))
-        .route("/api/ai/patrol/suppress", post(findings::suppress))
-        .route(
-            "/api/ai/patrol/suppress/undo",
-            post(findings::undo_suppress),
-        )
-        .merge(crate::web::routes())
+    let mut paths: Vec<&'static str> = Vec::new();
+    for spec in API_ROUTES {
+        if !paths.contains(&spec.path) {
+            paths.push(spec.path);
+        }
+    }
+    let mut router = Router::new();
+    for path in paths {
+        let method_router = API_ROUTES
+            .iter()
+            .filter(|spec| spec.path == path)
+            .fold(MethodRouter::new(), |acc, spec| acc.merge((spec.handler)()));
+        router = router.route(path, method_router);
+    }
+    // The web UI's pages and forms beside the API (not API capabilities).
+    router.merge(crate::web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
@@ -339,6 +1305,11 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.http_metrics.clone(),
             observe::observe,
+        ))
+        // Outermost: sees every error answer, whichever layer made it.
+        .layer(middleware::from_fn_with_state(
+            state.http_metrics.clone(),
+            declared_errors::check,
         ))
         .with_state(state)
 }
@@ -356,4 +1327,108 @@ async fn method_not_allowed() -> ApiError {
         ErrorCode::MethodNotAllowed,
         "this route does not accept that method",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn names_and_method_paths_are_unique_and_well_formed() {
+        let mut names = HashSet::new();
+        let mut routes = HashSet::new();
+        for spec in API_ROUTES {
+            assert!(names.insert(spec.name), "duplicate name {}", spec.name);
+            assert!(
+                routes.insert((spec.method, spec.path)),
+                "duplicate route {} {}",
+                spec.method,
+                spec.path
+            );
+            assert!(
+                spec.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '_'),
+                "{}",
+                spec.name
+            );
+            assert!(spec.path.starts_with("/api/"), "{}", spec.path);
+            assert!(
+                ["GET", "POST", "PUT", "PATCH", "DELETE"].contains(&spec.method),
+                "{}",
+                spec.method
+            );
+            assert_eq!(
+                spec.public,
+                spec.scopes.is_empty(),
+                "{}: a route is public exactly when it needs no scope",
+                spec.name
+            );
+            assert!(!spec.title.is_empty() && !spec.description.is_empty());
+            for param in spec.path_params() {
+                assert_eq!(param, "id", "{}: path parameters are named id", spec.path);
+            }
+        }
+    }
+
+    #[test]
+    fn upstream_capability_names_are_kept() {
+        for (name, method, path) in [
+            ("list_findings", "GET", "/api/ai/patrol/findings"),
+            ("acknowledge_finding", "POST", "/api/ai/patrol/acknowledge"),
+            ("snooze_finding", "POST", "/api/ai/patrol/snooze"),
+            ("dismiss_finding", "POST", "/api/ai/patrol/dismiss"),
+            ("resolve_finding", "POST", "/api/ai/patrol/resolve"),
+            ("plan_action", "POST", "/api/actions/plan"),
+            ("decide_action", "POST", "/api/actions/{id}/decision"),
+            ("execute_action", "POST", "/api/actions/{id}/execute"),
+            ("get_fleet_context", "GET", "/api/agent/fleet-context"),
+            (
+                "get_resource_context",
+                "GET",
+                "/api/agent/resource-context/{id}",
+            ),
+            (
+                "list_resource_capabilities",
+                "GET",
+                "/api/agent/resource-capabilities/{id}",
+            ),
+            (
+                "get_patrol_control_status",
+                "GET",
+                "/api/agent/patrol-control/status",
+            ),
+        ] {
+            let spec = find(method, path).unwrap_or_else(|| panic!("{method} {path}"));
+            assert_eq!(spec.name, name);
+        }
+    }
+
+    #[test]
+    fn declared_codes_include_the_common_ones() {
+        let tokens = find("POST", "/api/tokens").expect("route");
+        let codes = tokens.error_codes();
+        for code in [
+            ErrorCode::Unauthorized,
+            ErrorCode::MissingScope,
+            ErrorCode::InvalidJson,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::InternalError,
+        ] {
+            assert!(codes.contains(&code), "{code}");
+            assert!(tokens.declares(code), "{code}");
+        }
+        assert!(!tokens.declares(ErrorCode::FindingNotFound));
+        let health = find("GET", "/api/health").expect("route");
+        assert!(!health.declares(ErrorCode::Unauthorized));
+        assert_eq!(
+            find("HEAD", "/api/resources").map(|r| r.name),
+            Some("list_resources")
+        );
+        assert!(is_public_path("/api/openapi.json"));
+        assert!(is_public_path("/api/agent/capabilities"));
+        assert!(!is_public_path("/api/tokens"));
+    }
 }

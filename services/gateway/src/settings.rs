@@ -59,14 +59,14 @@ impl SettingsContext {
 }
 
 /// Where a provider's key comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeySource {
     Settings,
     Environment,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ProviderView {
     pub configured: bool,
     pub key_source: Option<KeySource>,
@@ -74,7 +74,7 @@ pub struct ProviderView {
 }
 
 /// The `/api/settings/ai` response. Holds no key by construction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SettingsView {
     pub version: i64,
     pub updated_at: Option<DateTime<Utc>>,
@@ -102,7 +102,7 @@ pub struct SettingsView {
 
 /// The safe fields of the last preflight: what failed, why and what to do; never a key or the
 /// provider's raw error. The base URL is shown once, with its provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PreflightView {
     pub route: String,
     pub model: String,

@@ -22,7 +22,7 @@ use crate::{ApiError, AppState};
 
 pub const MAX_NAME_CHARS: usize = 200;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTokenRequest {
     pub name: String,
@@ -32,7 +32,7 @@ pub struct CreateTokenRequest {
 }
 
 /// The one response that carries the secret.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct CreatedToken {
     pub id: Uuid,
     pub name: String,
@@ -42,7 +42,7 @@ pub struct CreatedToken {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct TokenList {
     pub tokens: Vec<ApiToken>,
 }

@@ -19,6 +19,7 @@ pub const WATCH_JOB: &str = "watch";
 
 /// A manual run request: the parsed body (`None` for a full run) and who asked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolRunRequest {
     pub scope: Option<pulse_domain::patrol::scope::ScopedRequest>,
     /// The requesting actor (token name), recorded on the run.
@@ -35,6 +36,7 @@ impl crate::Request for PatrolRunRequest {
 
 /// The reply to [`PatrolRunRequest`], and the payload of `events.run.accepted`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolRunAccepted {
     pub run_id: pulse_domain::patrol::run::RunId,
     pub trigger_reason: pulse_domain::patrol::run::TriggerReason,
@@ -51,6 +53,7 @@ impl Message for PatrolRunAccepted {
 
 /// The `jobs.watch` message: which accepted run to execute.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct WatchJob {
     pub run_id: pulse_domain::patrol::run::RunId,
     #[serde(rename = "type")]
@@ -70,6 +73,7 @@ pub const PATROL_PREFLIGHT_QUEUE_GROUP: &str = "model-runner-preflight";
 
 /// A preflight request: who asked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolPreflightRequest {
     pub requested_by: String,
 }

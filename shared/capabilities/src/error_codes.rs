@@ -206,6 +206,22 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// The schema of the wire value: one of the table's codes.
+impl schemars::JsonSchema for ErrorCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ErrorCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let codes: Vec<&str> = Self::ALL.iter().map(|c| c.code()).collect();
+        schemars::json_schema!({
+            "type": "string",
+            "description": "a stable error code (docs/api/errors.md)",
+            "enum": codes,
+        })
+    }
+}
+
 /// The error table as Markdown, as published in `docs/api/errors.md`.
 pub fn markdown_table() -> String {
     let mut out = String::from(

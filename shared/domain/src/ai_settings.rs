@@ -77,6 +77,7 @@ fn invalid(field: impl Into<String>, reason: impl Into<String>) -> SettingsError
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AutonomyLevel {
     /// Watch only: findings, no actions.
@@ -90,6 +91,7 @@ pub enum AutonomyLevel {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum MinSeverity {
     Warning,
@@ -98,6 +100,7 @@ pub enum MinSeverity {
 
 /// A human's acceptance of the Autopilot terms, versioned so a new text needs a new acceptance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Acknowledgement {
     pub version: u32,
@@ -107,6 +110,7 @@ pub struct Acknowledgement {
 
 /// Whether firing alerts start a Patrol investigation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AlertTriggers {
     pub enabled: bool,
     pub min_severity: MinSeverity,
@@ -116,6 +120,7 @@ pub struct AlertTriggers {
 
 /// Spending limits; `None` is unlimited. Dollars are decimal text so no float rounding applies.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Budgets {
     pub daily_usd: Option<String>,
     pub monthly_usd: Option<String>,
@@ -125,6 +130,7 @@ pub struct Budgets {
 
 /// A provider's non-secret settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ProviderSettings {
     pub base_url: Option<String>,
 }
@@ -193,6 +199,7 @@ impl std::fmt::Display for ModelRoute {
 
 /// The effective, validated settings of a tenant (no secrets).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AiSettings {
     pub providers: BTreeMap<String, ProviderSettings>,
     pub model: Option<String>,
@@ -238,6 +245,7 @@ impl AiSettings {
 /// `events.settings.changed`: a tenant saved its AI settings. `patrol_route_changed` tells the
 /// model-runner to run a preflight; routine saves carry `false`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SettingsChanged {
     pub version: i64,
     pub patrol_route_changed: bool,

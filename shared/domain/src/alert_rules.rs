@@ -27,6 +27,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ObservedResourceType {
     Host,
@@ -48,6 +49,7 @@ impl ObservedResourceType {
 
 /// Run state as the collectors report it (Docker states plus systemd's `failed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Created,
@@ -62,6 +64,7 @@ pub enum RunState {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HealthState {
     Healthy,
@@ -71,6 +74,7 @@ pub enum HealthState {
 
 /// One observation of one resource; every reading is optional.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ResourceObservation {
     pub resource_id: String,
     pub resource_type: ObservedResourceType,
@@ -112,6 +116,7 @@ impl ResourceObservation {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertRule {
     Unhealthy,
@@ -151,6 +156,7 @@ impl fmt::Display for AlertRule {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertLevel {
     Warning,
@@ -168,6 +174,7 @@ impl AlertLevel {
 
 /// Stable alert identity: `<resource_id>:<rule>`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct AlertKey(String);
 
@@ -190,6 +197,7 @@ impl fmt::Display for AlertKey {
 /// A firing alert. `type`, `level`, `value`, `threshold`, `resource_id` and `message` are the
 /// payload an alert-triggered Patrol reads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Alert {
     pub key: AlertKey,
     #[serde(rename = "type")]
@@ -204,6 +212,7 @@ pub struct Alert {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "transition", rename_all = "snake_case")]
 pub enum AlertTransition {
     Fired {
@@ -231,6 +240,7 @@ impl AlertTransition {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AlertRuleConfig {
     pub fs_warning_pct: f64,
     pub fs_critical_pct: f64,
@@ -259,6 +269,7 @@ const MAX_RESTARTS_TRACKED: usize = 64;
 
 /// Restarts seen as increments of the runtime's cumulative counter.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct RestartHistory {
     pub last_count: Option<u64>,
     /// Instants at which restarts were observed, oldest first, bounded.
@@ -267,6 +278,7 @@ pub struct RestartHistory {
 
 /// Everything the engine remembers about one resource between observations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ResourceAlertState {
     pub firing: BTreeMap<AlertRule, Alert>,
     pub restart_history: RestartHistory,

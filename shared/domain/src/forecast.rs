@@ -36,6 +36,7 @@ const SECONDS_PER_DAY: f64 = 86_400.0;
 
 /// One observation of a percent-used metric.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct MetricSample {
     pub at: DateTime<Utc>,
     pub pct: f64,
@@ -48,6 +49,7 @@ impl MetricSample {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TrendDirection {
     Stable,
@@ -59,6 +61,7 @@ pub enum TrendDirection {
 /// The projection stamped on a finding. The first four fields are the reference
 /// `capacity_forecast` shape; the rest say how much to trust it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct CapacityForecast {
     pub metric: String,
     /// Latest observed value, percent used.
@@ -76,6 +79,7 @@ pub struct CapacityForecast {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum NoHistoryReason {
     TooFewSamples,
@@ -84,6 +88,7 @@ pub enum NoHistoryReason {
 
 /// Not enough history to say anything about the trend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct NoHistory {
     pub metric: String,
     pub reason: NoHistoryReason,
@@ -97,6 +102,7 @@ pub struct NoHistory {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum ForecastOutcome {
     Forecast(CapacityForecast),

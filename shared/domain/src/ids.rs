@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// alphabet is restricted: lowercase ASCII letters, digits, `-` and `_`, 1 to 63 characters,
 /// starting with a letter or digit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct TenantId(String);
 

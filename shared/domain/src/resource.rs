@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// What kind of thing a resource is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum ResourceType {
     Host,
@@ -59,6 +60,7 @@ impl std::str::FromStr for ResourceType {
 /// Whether the resource is up. `Unknown` means nobody can currently tell (its agent went
 /// silent); it never means stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceStatus {
     Running,
@@ -94,6 +96,7 @@ impl std::str::FromStr for ResourceStatus {
 
 /// The result of the resource's health check, if it has one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Health {
     Healthy,
@@ -127,6 +130,7 @@ impl std::str::FromStr for Health {
 /// A canonical resource id: `host:<agent-id>`, `service:<host>:<name>`,
 /// `storage:<host>:<mount>`, `app-container:<host>:<container-id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct ResourceId(String);
 
@@ -206,6 +210,7 @@ pub fn valid_agent_id(id: &str) -> bool {
 
 /// One resource as an agent observed it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ObservedResource {
     #[serde(rename = "type")]
@@ -283,6 +288,7 @@ impl ObservedResource {
 
 /// A resource as stored and served by the API.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Resource {
     pub id: ResourceId,
     #[serde(rename = "type")]
@@ -305,6 +311,7 @@ pub struct Resource {
 
 /// How a resource changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ResourceChange {
     Created,
@@ -315,6 +322,7 @@ pub enum ResourceChange {
 /// The `events.resource.changed` event: a resource appeared, disappeared, or its status or
 /// health changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ResourceChanged {
     pub resource_id: ResourceId,
     #[serde(rename = "type")]

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 /// What a token may do. `admin` does not imply the others: a route that needs `admin` and
 /// `ai:execute` checks both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum Scope {
     #[serde(rename = "monitoring:read")]
     MonitoringRead,

@@ -66,6 +66,7 @@ fn parse_level(s: &str) -> Result<AlertLevel, StoreError> {
 
 /// Where an alert is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertStatus {
     Firing,
@@ -83,6 +84,7 @@ impl AlertStatus {
 
 /// One stored alert, as the API lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct StoredAlert {
     pub id: Uuid,
     pub key: AlertKey,

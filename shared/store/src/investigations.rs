@@ -20,6 +20,7 @@ use crate::{StoreError, TenantTx};
 
 /// Where an attempt stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InvestigationStatus {
     Running,
@@ -52,6 +53,7 @@ impl InvestigationStatus {
 
 /// The resource the investigation was about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationSubject {
     pub resource_id: String,
     pub resource_name: String,
@@ -62,6 +64,7 @@ pub struct InvestigationSubject {
 
 /// The finding that triggered it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationTrigger {
     pub finding_key: String,
     pub source: String,
@@ -76,6 +79,7 @@ pub struct InvestigationTrigger {
 
 /// One piece of evidence the investigation read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationEvidence {
     /// The tool call id.
     pub id: String,
@@ -87,6 +91,7 @@ pub struct InvestigationEvidence {
 /// The typed proposal the investigation captured, without its params (their durable home is
 /// the canonical action and its audit).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ProposalSummary {
     pub resource_id: String,
     pub causal_resource_id: String,
@@ -96,6 +101,7 @@ pub struct ProposalSummary {
 
 /// The canonical action a proposal became.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActionReference {
     pub action_id: Uuid,
     /// The action's state when it was submitted (`pending_approval`, `refused`, ...).
@@ -104,6 +110,7 @@ pub struct ActionReference {
 
 /// The durable, operator-facing record of one investigation attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationRecord {
     pub id: Uuid,
     pub finding_id: String,

@@ -51,6 +51,7 @@ pub struct NewToken {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ApiToken {
     pub id: Uuid,
     pub name: String,

@@ -1,12 +1,16 @@
 //! Bad input never yields a 5xx or a panic: every route of the gateway's route table, through the
 //! real binary, with malformed JSON, wrong types, unknown fields, odd content types and tokens.
+//! And every error it provokes has a code its route declares: the registry entry the request
+//! matched (or, when it matched none, the router's own codes), as the test reads the table, and
+//! as the gateway's declared-codes check saw it (no `x-pulse-undeclared-error` header).
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use pulse_capabilities::ErrorCode;
-use pulse_gateway::API_ROUTES;
+use pulse_gateway::routes::UNROUTED;
+use pulse_gateway::{API_ROUTES, RouteSpec};
 use pulse_test_support::service::TestGateway;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -86,9 +90,32 @@ fn body() -> impl Strategy<Value = Body> {
 
 fn path() -> impl Strategy<Value = String> {
     let templated: Vec<&'static str> = API_ROUTES.iter().map(|r| r.path).collect();
+    let query_keys = vec![
+        "type",
+        "status",
+        "limit",
+        "include_resolved",
+        "metric",
+        "window_hours",
+        "state",
+        "resource_id",
+        "last_event_id",
+        "unknown",
+    ];
+    let query = prop::option::of((prop::sample::select(query_keys), "[a-z0-9:._-]{0,8}"));
     prop_oneof![
-        (prop::sample::select(templated), "[a-zA-Z0-9%._~-]{0,40}")
-            .prop_map(|(p, id)| p.replace("{id}", &id)),
+        (
+            prop::sample::select(templated),
+            "[a-zA-Z0-9%._~-]{0,40}",
+            query
+        )
+            .prop_map(|(p, id, query)| {
+                let path = p.replace("{id}", &id);
+                match query {
+                    Some((key, value)) => format!("{path}?{key}={value}"),
+                    None => path,
+                }
+            }),
         "/api/[a-z/]{0,20}".prop_map(|p| p),
         Just("/api".to_owned()),
         Just("/healthz".to_owned()),
@@ -119,11 +146,14 @@ fn case() -> impl Strategy<Value = Case> {
         })
 }
 
-async fn send(
-    gw: &TestGateway,
-    tokens: &[Option<String>],
-    case: &Case,
-) -> anyhow::Result<(StatusCode, String)> {
+struct Reply {
+    status: StatusCode,
+    text: String,
+    /// The code the gateway flagged as undeclared for the route, if any.
+    undeclared: Option<String>,
+}
+
+async fn send(gw: &TestGateway, tokens: &[Option<String>], case: &Case) -> anyhow::Result<Reply> {
     let method = reqwest::Method::from_bytes(case.method.as_bytes())?;
     let mut request = gw.http.request(method, gw.url(&case.path));
     if let Some(token) = &tokens[case.token] {
@@ -138,25 +168,79 @@ async fn send(
         Body::Json(value) => request.body(value.to_string()),
     };
     let response = request.send().await?;
+    let status = response.status();
+    let undeclared = response
+        .headers()
+        .get("x-pulse-undeclared-error")
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
     // An accepted event stream never ends; its status is the answer.
     let is_event_stream = response
         .headers()
         .get("content-type")
         .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if is_event_stream {
-        return Ok((response.status(), String::new()));
-    }
-    Ok((response.status(), response.text().await?))
+    let text = if is_event_stream {
+        String::new()
+    } else {
+        response.text().await?
+    };
+    Ok(Reply {
+        status,
+        text,
+        undeclared,
+    })
 }
 
-fn check(case: &Case, status: StatusCode, text: &str) -> Result<(), TestCaseError> {
+/// What the router does with `method` on `path`, as the registry says: `Some(Some(entry))` for a
+/// declared route, `Some(None)` for no entry (a path or method no route has), `None` when the
+/// test cannot tell (a dot segment or a percent escape the client or router may rewrite).
+fn registry_route(method: &str, path: &str) -> Option<Option<&'static RouteSpec>> {
+    let path = path.split('?').next().unwrap_or_default();
+    let segments: Vec<&str> = path.split('/').collect();
+    if path.contains('%') || segments.iter().any(|s| *s == "." || *s == "..") {
+        return None;
+    }
+    let matches = |template: &str| {
+        let parts: Vec<&str> = template.split('/').collect();
+        parts.len() == segments.len()
+            && parts.iter().zip(&segments).enumerate().all(|(i, (t, s))| {
+                // As in the router: a parameter takes any segment, even an empty one, except
+                // the last (a trailing slash matches nothing).
+                if t.starts_with('{') {
+                    i + 1 < parts.len() || !s.is_empty()
+                } else {
+                    t == s
+                }
+            })
+    };
+    let literals = |template: &str| template.split('/').filter(|t| !t.starts_with('{')).count();
+    // A literal segment wins over a parameter, as in the router.
+    let best = API_ROUTES
+        .iter()
+        .filter(|r| matches(r.path))
+        .map(|r| (literals(r.path), r.path))
+        .max();
+    Some(best.and_then(|(_, template)| {
+        API_ROUTES
+            .iter()
+            .find(|r| r.path == template && r.method == method)
+    }))
+}
+
+fn check(case: &Case, reply: &Reply) -> Result<(), TestCaseError> {
+    let (status, text) = (reply.status, reply.text.as_str());
+    prop_assert!(
+        reply.undeclared.is_none(),
+        "{case:?} -> {status}: the gateway flagged code {:?} as undeclared for its route: {text}",
+        reply.undeclared
+    );
     // This gateway runs without a patrol-scheduler or model-runner on purpose: a well-formed run
     // or preflight request then meets an unavailable dependency, which is a 503 with its own
     // code, not a fault of the input.
-    let scheduler_missing = (case.path == "/api/ai/patrol/run"
+    let path = case.path.split('?').next().unwrap_or_default();
+    let scheduler_missing = (path == "/api/ai/patrol/run"
         && status == StatusCode::SERVICE_UNAVAILABLE
         && text.contains("\"patrol_scheduler_unavailable\""))
-        || (case.path == "/api/ai/patrol/preflight"
+        || (path == "/api/ai/patrol/preflight"
             && status == StatusCode::SERVICE_UNAVAILABLE
             && text.contains("\"patrol_runner_unavailable\""));
     prop_assert!(
@@ -178,6 +262,20 @@ fn check(case: &Case, status: StatusCode, text: &str) -> Result<(), TestCaseErro
             case
         );
         prop_assert!(body["message"].is_string());
+        if let (Some(code), Some(route)) = (known, registry_route(case.method, &case.path)) {
+            let declared = match route {
+                Some(spec) => spec.declares(*code),
+                None => UNROUTED.contains(code),
+            };
+            prop_assert!(
+                declared,
+                "{case:?} -> {code} is not declared by {}",
+                route.map_or("the router".to_owned(), |r| format!(
+                    "{} {}",
+                    r.method, r.path
+                ))
+            );
+        }
     }
     Ok(())
 }
@@ -213,10 +311,10 @@ fn no_input_produces_a_5xx() -> anyhow::Result<()> {
         ..Config::default()
     });
     let result = runner.run(&case(), |case| {
-        let (status, text) = rt
+        let reply = rt
             .block_on(send(&gw, &tokens, &case))
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        check(&case, status, &text)
+        check(&case, &reply)
     });
     let stopped = rt.block_on(gw.stop());
     result.map_err(|e| anyhow::anyhow!("{e}"))?;

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// The typed capabilities a command may name. Nothing else can be executed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub enum Capability {
     #[serde(rename = "service.start")]
     ServiceStart,

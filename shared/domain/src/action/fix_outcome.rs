@@ -29,6 +29,7 @@ pub const MAX_FIX_MESSAGE_CHARS: usize = 1_000;
 
 /// How an action meant to fix a finding ended, as far as the finding is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FixOutcome {
     Verified,

@@ -25,6 +25,7 @@ pub const MAX_ID_BYTES: usize = 1_024;
 
 /// The least approval a plan needs. A tenant policy may raise a floor, never lower it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalFloor {
     /// Policy may authorize it without a human.
@@ -131,6 +132,7 @@ pub fn resource_version(resource: Option<&crate::resource::Resource>) -> String 
 
 /// A planned action as stored and shown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionPlan {
     pub action_id: Uuid,

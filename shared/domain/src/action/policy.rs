@@ -22,6 +22,7 @@ use crate::ai_settings::AutonomyLevel;
 
 /// How urgent the problem an action fixes is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Warning,
@@ -49,6 +50,7 @@ impl Severity {
 
 /// The resource's remediation lock as far as the broker could read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LockState {
     Unlocked,
@@ -64,6 +66,7 @@ impl LockState {
 
 /// Why the policy decided what it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
     MonitorMode,
@@ -106,6 +109,7 @@ impl ReasonCode {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PolicyOutcome {
     /// Never runs: the plan is rejected.
@@ -117,6 +121,7 @@ pub enum PolicyOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PolicyDecision {
     pub outcome: PolicyOutcome,

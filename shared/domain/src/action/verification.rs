@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// Whether an executed action's postcondition holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verification {
     /// A fresh observation shows the postcondition (e.g. running, healthy, restarted after the

@@ -22,6 +22,7 @@ use crate::patrol::run::RunId;
 
 /// What the verifier service said about the finding's key, fresh for this assessment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum VerifierOutcome {
     /// The deterministic check ran and the fault is gone.
@@ -47,6 +48,7 @@ impl VerifierOutcome {
 
 /// One verdict as the model sent it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VerdictInput {
     pub verdict: Verdict,
     pub evidence: String,

@@ -53,6 +53,7 @@ pub(crate) fn parse_short_hex(s: &str) -> Option<[u8; 8]> {
 
 /// Identity of a finding: see the module documentation for the exact construction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct FindingId([u8; 8]);
 
@@ -106,6 +107,7 @@ impl From<FindingId> for String {
 /// A finding key in canonical form: lowercase kebab-case `[a-z0-9-]`, 1 to [`MAX_KEY_LEN`]
 /// characters, with the directional synonyms of FIND-12 mapped onto the verifier vocabulary.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct FindingKey(String);
 
@@ -205,6 +207,7 @@ impl From<FindingKey> for String {
 /// | `container-exited` | app-container | the `unexpected_exit` rule clears |
 /// | `restart-loop` | service, app-container | it has run for a full restart-loop window |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum VerifierKey {
     CpuHigh,

@@ -15,6 +15,7 @@ pub const MAX_LIFECYCLE_EVENTS: usize = 50;
 
 /// How bad a finding is. Ordered: `info < watch < warning < critical`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Info,
@@ -55,6 +56,7 @@ impl fmt::Display for Severity {
 
 /// What kind of problem a finding is (upstream category names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     Performance,
@@ -108,6 +110,7 @@ impl fmt::Display for Category {
 /// Where a finding is in its operator-facing lifecycle. Changes only through
 /// [`super::status::transition`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FindingStatus {
     Active,
@@ -154,6 +157,7 @@ impl fmt::Display for FindingStatus {
 
 /// Why an operator dismissed a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DismissedReason {
     NotAnIssue,
@@ -185,6 +189,7 @@ impl DismissedReason {
 /// Result of the investigation loop on a finding (upstream `InvestigationOutcome`). Written by
 /// the investigation and verification services; carried on the record here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InvestigationOutcome {
     Resolved,
@@ -204,6 +209,7 @@ pub enum InvestigationOutcome {
 
 /// A Watch verdict on an existing finding (`patrol_assess_finding`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Present,
@@ -223,6 +229,7 @@ impl Verdict {
 
 /// The most recent accepted Watch verdict on a finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Assessment {
     pub verdict: Verdict,
     pub run_id: RunId,
@@ -232,6 +239,7 @@ pub struct Assessment {
 /// Kinds of lifecycle event (upstream names). Heartbeats (identical re-detections, `present`
 /// and `uncertain` verdicts) are not transitions and record no event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum LifecycleEventType {
     Detected,
@@ -300,6 +308,7 @@ impl fmt::Display for LifecycleEventType {
 
 /// One lifecycle fact (`{at, type, message, from, to, metadata}`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct LifecycleEvent {
     pub at: DateTime<Utc>,
     #[serde(rename = "type")]
@@ -347,6 +356,7 @@ impl LifecycleEvent {
 /// A Patrol finding. The JSON shape is the wire shape (`snake_case`, upstream names); optional
 /// timestamps are omitted when unset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Finding {
     pub id: FindingId,
     pub key: FindingKey,

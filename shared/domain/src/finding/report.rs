@@ -46,6 +46,7 @@ pub const MAX_EVIDENCE_CHARS: usize = 16_384;
 
 /// One `patrol_report_finding` call, as the reporter sent it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ReportedFinding {
     /// Free kebab-case key; normalized with [`FindingKey::normalize`].
     pub key: String,
@@ -151,6 +152,7 @@ pub struct ReportContext<'a> {
 
 /// Which path a report took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReportKind {
     New,

@@ -21,6 +21,7 @@ use crate::patrol::run::RunId;
 
 /// How the run that triggers reconciliation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum RunOutcome {
     /// A full (unscoped) run that completed without error.

@@ -28,6 +28,7 @@ pub const MAX_NOTE_CHARS: usize = 4096;
 
 /// What may happen to a finding, as far as its status is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StatusEvent {
     Acknowledge,
@@ -101,6 +102,7 @@ pub fn transition(
 /// An operator action on one finding (the API's acknowledge / snooze / dismiss / resolve /
 /// suppress / note routes and their undo).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum OperatorAction {
     Acknowledge,

@@ -19,6 +19,7 @@ use super::id::{parse_short_hex, short_digest};
 
 /// Identity of a suppression rule (derived from its scope).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct SuppressionId([u8; 8]);
 
@@ -69,6 +70,7 @@ impl From<SuppressionId> for String {
 
 /// How much a suppression created from one finding covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum SuppressBreadth {
     /// The finding's resource and category (the default).
@@ -93,6 +95,7 @@ pub struct BroadScopeRefused(pub &'static str);
 
 /// An active suppression rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct SuppressionRule {
     pub id: SuppressionId,
     /// `None`: every resource.

@@ -30,6 +30,7 @@ pub fn provider_needs_key(provider: &str) -> bool {
 /// The stored outcome of a tenant's last Patrol preflight. Safe fields only: no key, no raw
 /// provider error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PreflightRecord {
     /// The `provider:model` route checked.
     pub route: String,
@@ -50,6 +51,7 @@ pub struct PreflightRecord {
 
 /// The verdict of a preflight, for the settings view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PreflightState {
     /// The model answered and called the tool.

@@ -27,6 +27,7 @@ use crate::resource::{ResourceType, truncate_chars};
 
 /// Identity of one accepted Patrol run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct RunId(Uuid);
 
@@ -61,6 +62,7 @@ impl FromStr for RunId {
 
 /// Why a run was started (upstream `patrol_triggers.go` names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TriggerReason {
     Scheduled,
@@ -119,6 +121,7 @@ impl fmt::Display for TriggerReason {
 
 /// Fleet-wide sweep or a targeted check of named resources.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunType {
     Full,
@@ -135,6 +138,7 @@ impl RunType {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Queued,
@@ -181,6 +185,7 @@ impl fmt::Display for RunStatus {
 
 /// Classified reason a run ended `error`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCause {
     /// The job lease expired: the runner died or lost contact mid-run.
@@ -350,6 +355,7 @@ impl fmt::Display for ErrorCause {
 
 /// What happened to a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
     /// A runner took the job and is about to call the model.
@@ -407,6 +413,7 @@ pub fn transition(from: RunStatus, event: RunEvent) -> Result<RunStatus, Illegal
 
 /// Resources checked per type (upstream `*_checked` names where one exists).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct CheckedCounts {
     pub resources_checked: u32,
     pub hosts_checked: u32,
@@ -418,6 +425,7 @@ pub struct CheckedCounts {
 
 /// The run's verdict on one existing finding.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct FindingAssessment {
     pub finding_id: String,
     pub verdict: String,
@@ -428,6 +436,7 @@ pub struct FindingAssessment {
 
 /// One tool call the model made, with input and output cut to [`ToolCallRecord::MAX_IO_CHARS`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ToolCallRecord {
     pub id: String,
     pub tool_name: String,
@@ -468,6 +477,7 @@ impl ToolCallRecord {
 
 /// The durable record of one Patrol run (`patrol_runs`), upstream `PatrolRunRecord` names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolRun {
     pub id: RunId,
     pub trigger_reason: TriggerReason,

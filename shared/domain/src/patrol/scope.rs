@@ -26,6 +26,7 @@ pub enum RunRequest {
 
 /// A validated scoped request: the requested scope plus alert identity and context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ScopedRequest {
     pub scope: RequestedScope,
     pub alert_identifier: Option<String>,
@@ -35,6 +36,7 @@ pub struct ScopedRequest {
 
 /// Resource identities as the caller named them (canonical ids, source ids or aliases).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct RequestedScope {
     pub resource_ids: Vec<String>,
     pub resource_types: Vec<ResourceType>,
@@ -42,6 +44,7 @@ pub struct RequestedScope {
 
 /// The canonical resources a requested scope resolved to; never empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct EffectiveScope {
     resource_ids: Vec<ResourceId>,
 }
@@ -111,9 +114,12 @@ impl RunRequestError {
     }
 }
 
+/// The body of a run request as sent: no body, `{}` or no field is a full run; otherwise a
+/// scope of `resource_ids` and/or `resource_types` with optional alert identity and context.
 #[derive(Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
-struct RawRunRequest {
+pub struct RawRunRequest {
     #[serde(default)]
     resource_ids: Option<Vec<String>>,
     #[serde(default)]

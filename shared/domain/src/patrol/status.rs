@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::run::{RunId, RunStatus, RunType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RuntimeState {
     Unavailable,
@@ -32,6 +33,7 @@ pub enum RuntimeState {
 
 /// Stable machine ids of the readiness checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReadinessCheckId {
     /// Patrol mode and settings are complete.
@@ -72,6 +74,7 @@ impl ReadinessCheckId {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckStatus {
     Pass,
@@ -82,6 +85,7 @@ pub enum CheckStatus {
 
 /// Why the readiness gate blocks Patrol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum BlockedCause {
     ConfigurationIncomplete,
@@ -99,6 +103,7 @@ pub enum BlockedCause {
 
 /// One server-authored readiness check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ReadinessCheck {
     pub id: ReadinessCheckId,
     pub status: CheckStatus,
@@ -184,6 +189,7 @@ pub struct StatusInputs {
 
 /// Why there is (or is not) a health verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HealthBasis {
     /// A recent full run succeeded.
@@ -196,6 +202,7 @@ pub enum HealthBasis {
 
 /// `GET /api/ai/patrol/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolStatus {
     pub runtime_state: RuntimeState,
     pub enabled: bool,

@@ -20,6 +20,7 @@ use crate::resource::truncate_chars;
 
 /// The tenant's alert-trigger policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AlertTriggerPolicy {
     pub enabled: bool,
     #[serde(default = "default_min_severity")]
@@ -45,6 +46,7 @@ impl Default for AlertTriggerPolicy {
 
 /// An alert level as it arrives on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
 pub struct WireAlertLevel(pub String);
 
@@ -73,6 +75,7 @@ impl From<AlertLevel> for WireAlertLevel {
 /// The breach payload an alert-triggered run is framed on: type, level, value, threshold,
 /// resource and message, plus the alert identifier.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AlertContext {
     pub alert_identifier: String,
     #[serde(rename = "type")]
@@ -100,6 +103,7 @@ impl From<&Alert> for AlertContext {
 
 /// The policy's answer for one alert.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum Decision {
     Admit,
@@ -107,6 +111,7 @@ pub enum Decision {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RejectReason {
     /// Alert-triggered Patrol is switched off for the tenant.

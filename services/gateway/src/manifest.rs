@@ -1,0 +1,585 @@
+//! `GET /api/agent/capabilities` (public): the agent capabilities manifest, projected from the
+//! route registry ([`crate::routes::API_ROUTES`]) like the OpenAPI document.
+//!
+//! `{version, surfaceContract, surfaceToolContracts, mcpAdapter, requiredScopes, categories,
+//! workflowPrompts, capabilities[]}`:
+//! - `capabilities`: every registry entry, `{name, title, description, category, method, path,
+//!   scope, scopes, actionMode, approvalPolicy, inputSchema, outputSchema, errorCodes,
+//!   requestBodyShape, responseShape}`. `inputSchema` is one self-contained object schema of the
+//!   arguments (path parameters, query parameters and body fields side by side, as a tool call
+//!   sends them); `outputSchema` the success answer's schema (`null` when there is no JSON body).
+//! - `surfaceToolContracts`: per surface, the allowlist of capabilities it may offer as
+//!   request/response tools. Adding a capability to the registry does not publish it to MCP;
+//!   adding its name to [`PULSE_MCP_TOOLS`] does.
+//! - `workflowPrompts`: the workflow prompt catalogue; a prompt is listed only when every
+//!   capability it needs is in the registry and in the MCP allowlist.
+//! - `requiredScopes`: every scope the MCP tools need, for one token covering the surface.
+//!
+//! Built once, on first request; the output is stable (registry order, scope table order).
+
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+use axum::Json;
+use axum::response::IntoResponse;
+use pulse_domain::Scope;
+use schemars::JsonSchema;
+use schemars::generate::Contract;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::openapi::resolve;
+use crate::routes::{API_ROUTES, Answer, Category, RouteSpec};
+
+/// The manifest format version; bumped on an incompatible change of its shape.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// The surface id of the MCP adapter.
+pub const SURFACE_PULSE_MCP: &str = "pulse_mcp";
+
+/// The request/response capabilities the MCP adapter may offer as tools, in offer order.
+pub const PULSE_MCP_TOOLS: &[&str] = &[
+    "get_patrol_control_status",
+    "get_fleet_context",
+    "get_resource_context",
+    "list_resource_capabilities",
+    "list_findings",
+    "acknowledge_finding",
+    "snooze_finding",
+    "dismiss_finding",
+    "resolve_finding",
+    "plan_action",
+    "decide_action",
+    "execute_action",
+];
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub version: u32,
+    pub surface_contract: SurfaceContract,
+    pub surface_tool_contracts: Vec<SurfaceToolContract>,
+    pub mcp_adapter: McpAdapter,
+    /// Every scope the Pulse MCP tools need, in the scope table's order.
+    pub required_scopes: Vec<String>,
+    pub categories: Vec<CategoryEntry>,
+    pub workflow_prompts: Vec<WorkflowPrompt>,
+    pub capabilities: Vec<Capability>,
+}
+
+/// How Pulse's surfaces relate, and what each may offer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SurfaceContract {
+    pub summary: String,
+    pub surfaces: Vec<Surface>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Surface {
+    pub id: String,
+    pub title: String,
+    pub role: String,
+    pub affordances: Affordances,
+}
+
+/// What a surface may offer its client.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Affordances {
+    pub tools: bool,
+    pub resources: bool,
+    pub prompts: bool,
+    pub capability_metadata: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SurfaceToolContract {
+    pub surface_id: String,
+    pub affordances: Affordances,
+    /// The capability names the surface may offer (and execute) as tools; nothing else.
+    pub tools: Vec<String>,
+    /// Streaming capabilities, never offered as request/response tools.
+    pub excluded_streaming: Vec<String>,
+}
+
+/// How to run the MCP adapter.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpAdapter {
+    pub server_name: String,
+    pub command: String,
+    pub base_url_flag: String,
+    pub base_url_default: String,
+    pub token_env_flag: String,
+    pub token_env_default: String,
+    pub emit_notifications_flag: String,
+    pub transport: String,
+    /// Client configuration families: `mcpServers` (Claude-style) and `mcp` (OpenCode).
+    pub client_config_families: Vec<String>,
+    pub resource_uri_template: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryEntry {
+    pub id: String,
+    pub title: String,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowPrompt {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub arguments: Vec<PromptArgument>,
+    /// The capabilities the prompt's workflow calls.
+    pub capabilities: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptArgument {
+    pub name: String,
+    pub description: String,
+    pub required: bool,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Capability {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub category: Category,
+    pub method: String,
+    pub path: String,
+    /// The first required scope (`null` for a public route); `scopes` has all of them.
+    pub scope: Option<String>,
+    pub scopes: Vec<String>,
+    pub action_mode: crate::routes::ActionMode,
+    pub approval_policy: crate::routes::ApprovalPolicy,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub error_codes: Vec<String>,
+    pub request_body_shape: Value,
+    pub response_shape: Value,
+}
+
+struct PromptSpec {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    arguments: &'static [(&'static str, &'static str, bool)],
+    capabilities: &'static [&'static str],
+}
+
+const PROMPTS: &[PromptSpec] = &[
+    PromptSpec {
+        name: "pulse_triage_fleet",
+        title: "Triage the fleet",
+        description: "Read the fleet context and Patrol's open findings, then rank what needs attention first and why.",
+        arguments: &[],
+        capabilities: &[
+            "get_fleet_context",
+            "list_findings",
+            "get_patrol_control_status",
+        ],
+    },
+    PromptSpec {
+        name: "pulse_investigate_resource",
+        title: "Investigate a resource",
+        description: "Read one resource's context (metrics, findings, recent actions) and explain what is wrong and what could be done, with the actions it advertises.",
+        arguments: &[(
+            "resourceId",
+            "the resource to investigate (canonical id, source id, name or alias)",
+            true,
+        )],
+        capabilities: &["get_resource_context", "list_resource_capabilities"],
+    },
+    PromptSpec {
+        name: "pulse_review_finding",
+        title: "Review a finding",
+        description: "Review one Patrol finding against its resource's current context and recommend acknowledging, snoozing, dismissing or resolving it.",
+        arguments: &[("finding_id", "the finding to review", true)],
+        capabilities: &[
+            "list_findings",
+            "get_resource_context",
+            "acknowledge_finding",
+            "snooze_finding",
+            "dismiss_finding",
+            "resolve_finding",
+        ],
+    },
+    PromptSpec {
+        name: "pulse_operations_loop",
+        title: "Patrol operations loop",
+        description: "Orient with the Patrol control status, pick an issue from the findings, explain it from the resource context, plan a governed action, have it approved or rejected when policy requires, execute only when allowed, verify by re-reading status, context and findings, then resolve the finding.",
+        arguments: &[],
+        capabilities: &[
+            "get_patrol_control_status",
+            "get_fleet_context",
+            "get_resource_context",
+            "list_resource_capabilities",
+            "list_findings",
+            "plan_action",
+            "decide_action",
+            "execute_action",
+            "resolve_finding",
+        ],
+    },
+];
+
+/// A generator of self-contained schemas (definitions under `$defs`).
+fn generator(contract: Contract) -> schemars::SchemaGenerator {
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+    settings.contract = contract;
+    settings.meta_schema = None;
+    settings.into_generator()
+}
+
+fn with_defs(mut schema: Value, definitions: Map<String, Value>) -> Value {
+    if !definitions.is_empty()
+        && let Some(object) = schema.as_object_mut()
+    {
+        object.insert("$defs".to_owned(), Value::Object(definitions));
+    }
+    schema
+}
+
+fn names(values: &Value) -> Vec<String> {
+    values
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The arguments of a route as one object schema, and its request body's shape.
+fn input(spec: &RouteSpec) -> (Value, Value) {
+    let mut generator = generator(Contract::Deserialize);
+    let mut properties = Map::new();
+    let mut required: Vec<Value> = Vec::new();
+    for param in spec.path_params() {
+        properties.insert(
+            param.to_owned(),
+            json!({"type": "string", "description": format!("path parameter {{{param}}}")}),
+        );
+        required.push(json!(param));
+    }
+    let mut merge = |schema: &Value, definitions: &Map<String, Value>| -> bool {
+        let resolved = resolve(schema, definitions);
+        let Some(props) = resolved.get("properties").and_then(Value::as_object) else {
+            return false;
+        };
+        for (name, property) in props {
+            properties.insert(name.clone(), property.clone());
+        }
+        if let Some(req) = resolved.get("required").and_then(Value::as_array) {
+            required.extend(req.iter().cloned());
+        }
+        true
+    };
+    if let Some(query) = spec.query {
+        let schema = query(&mut generator).to_value();
+        merge(&schema, generator.definitions());
+    }
+    let mut body_shape = Value::Null;
+    if let Some(body) = spec.body {
+        let schema = body(&mut generator).to_value();
+        let resolved = resolve(&schema, generator.definitions()).clone();
+        body_shape = json!({
+            "contentType": "application/json",
+            "fields": names(&resolved["properties"]),
+            "required": resolved.get("required").cloned().unwrap_or_else(|| json!([])),
+        });
+        if !merge(&schema, generator.definitions()) {
+            // A body without fixed fields travels whole, as `body`.
+            properties.insert("body".to_owned(), schema);
+            required.push(json!("body"));
+        }
+    }
+    let mut schema = json!({"type": "object", "properties": properties});
+    if !required.is_empty() {
+        schema["required"] = Value::Array(required);
+    }
+    (
+        with_defs(schema, generator.take_definitions(true)),
+        body_shape,
+    )
+}
+
+/// The success answer's schema and shape.
+fn output(spec: &RouteSpec) -> (Value, Value) {
+    match spec.response {
+        Answer::Json { status, schema } => {
+            let mut generator = generator(Contract::Serialize);
+            let root = schema(&mut generator).to_value();
+            let resolved = resolve(&root, generator.definitions()).clone();
+            let kind = match resolved.get("type").and_then(Value::as_str) {
+                Some("array") => "array",
+                Some("object") => "object",
+                _ if resolved.get("properties").is_some() => "object",
+                _ => "any",
+            };
+            let shape = json!({
+                "status": status,
+                "contentType": "application/json",
+                "kind": kind,
+                "fields": names(&resolved["properties"]),
+            });
+            (with_defs(resolved, generator.take_definitions(true)), shape)
+        }
+        Answer::Empty { status } => (Value::Null, json!({"status": status, "kind": "empty"})),
+        Answer::EventStream => (
+            Value::Null,
+            json!({"status": 200, "contentType": "text/event-stream", "kind": "event_stream"}),
+        ),
+    }
+}
+
+fn capability(spec: &RouteSpec) -> Capability {
+    let (input_schema, request_body_shape) = input(spec);
+    let (output_schema, response_shape) = output(spec);
+    let scopes: Vec<String> = spec.scopes.iter().map(|s| s.as_str().to_owned()).collect();
+    Capability {
+        name: spec.name.to_owned(),
+        title: spec.title.to_owned(),
+        description: spec.description.to_owned(),
+        category: spec.category,
+        method: spec.method.to_owned(),
+        path: spec.path.to_owned(),
+        scope: scopes.first().cloned(),
+        scopes,
+        action_mode: spec.action_mode,
+        approval_policy: spec.approval_policy,
+        input_schema,
+        output_schema,
+        error_codes: spec
+            .error_codes()
+            .iter()
+            .map(|c| c.code().to_owned())
+            .collect(),
+        request_body_shape,
+        response_shape,
+    }
+}
+
+fn spec_named(name: &str) -> Option<&'static RouteSpec> {
+    API_ROUTES.iter().find(|r| r.name == name)
+}
+
+const MCP_AFFORDANCES: Affordances = Affordances {
+    tools: true,
+    resources: true,
+    prompts: true,
+    capability_metadata: true,
+};
+
+fn surface_contract() -> SurfaceContract {
+    let surface = |id: &str, title: &str, role: &str, affordances: Affordances| Surface {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        role: role.to_owned(),
+        affordances,
+    };
+    SurfaceContract {
+        summary:
+            "Pulse Core owns inventory, findings, governed actions and audit; Patrol finds and \
+                  investigates issues with the configured model; the Assistant and external agents \
+                  (through Pulse MCP) read the same context and act only through governed plans."
+                .to_owned(),
+        surfaces: vec![
+            surface(
+                "pulse_core",
+                "Pulse Core",
+                "the HTTP API: the one owner of every capability listed here",
+                Affordances {
+                    tools: false,
+                    resources: false,
+                    prompts: false,
+                    capability_metadata: true,
+                },
+            ),
+            surface(
+                "pulse_patrol",
+                "Patrol",
+                "finds and investigates issues; proposes actions, never runs them itself",
+                Affordances {
+                    tools: false,
+                    resources: false,
+                    prompts: false,
+                    capability_metadata: false,
+                },
+            ),
+            surface(
+                SURFACE_PULSE_MCP,
+                "Pulse MCP",
+                "a thin adapter projecting the allowlisted capabilities to MCP tools, resources and prompts",
+                MCP_AFFORDANCES,
+            ),
+        ],
+    }
+}
+
+/// Builds the manifest from the registry.
+pub fn build() -> Manifest {
+    let capabilities: Vec<Capability> = API_ROUTES.iter().map(capability).collect();
+    let tools: Vec<&RouteSpec> = PULSE_MCP_TOOLS
+        .iter()
+        .filter_map(|name| spec_named(name))
+        .filter(|spec| !matches!(spec.response, Answer::EventStream))
+        .collect();
+    let excluded_streaming: Vec<String> = API_ROUTES
+        .iter()
+        .filter(|r| matches!(r.response, Answer::EventStream))
+        .map(|r| r.name.to_owned())
+        .collect();
+    let required: BTreeSet<Scope> = tools
+        .iter()
+        .flat_map(|spec| spec.scopes.iter().copied())
+        .collect();
+    let offered: BTreeSet<&str> = tools.iter().map(|spec| spec.name).collect();
+    let workflow_prompts = PROMPTS
+        .iter()
+        .filter(|p| p.capabilities.iter().all(|c| offered.contains(c)))
+        .map(|p| WorkflowPrompt {
+            name: p.name.to_owned(),
+            title: p.title.to_owned(),
+            description: p.description.to_owned(),
+            arguments: p
+                .arguments
+                .iter()
+                .map(|(name, description, required)| PromptArgument {
+                    name: (*name).to_owned(),
+                    description: (*description).to_owned(),
+                    required: *required,
+                })
+                .collect(),
+            capabilities: p.capabilities.iter().map(|c| (*c).to_owned()).collect(),
+        })
+        .collect();
+    Manifest {
+        version: MANIFEST_VERSION,
+        surface_contract: surface_contract(),
+        surface_tool_contracts: vec![SurfaceToolContract {
+            surface_id: SURFACE_PULSE_MCP.to_owned(),
+            affordances: MCP_AFFORDANCES,
+            tools: tools.iter().map(|spec| spec.name.to_owned()).collect(),
+            excluded_streaming,
+        }],
+        mcp_adapter: McpAdapter {
+            server_name: "pulse".to_owned(),
+            command: "pulse-mcp".to_owned(),
+            base_url_flag: "--base-url".to_owned(),
+            base_url_default: "http://localhost:7655".to_owned(),
+            token_env_flag: "--token-env".to_owned(),
+            token_env_default: "PULSE_API_TOKEN".to_owned(),
+            emit_notifications_flag: "--emit-notifications".to_owned(),
+            transport: "stdio".to_owned(),
+            client_config_families: vec!["mcpServers".to_owned(), "mcp".to_owned()],
+            resource_uri_template: "pulse://resource/{id}".to_owned(),
+        },
+        required_scopes: required.iter().map(|s| s.as_str().to_owned()).collect(),
+        categories: Category::ALL
+            .iter()
+            .map(|c| CategoryEntry {
+                id: c.as_str().to_owned(),
+                title: c.title().to_owned(),
+                description: c.description().to_owned(),
+            })
+            .collect(),
+        workflow_prompts,
+        capabilities,
+    }
+}
+
+/// The manifest, built once.
+pub fn cached() -> &'static Manifest {
+    static MANIFEST: OnceLock<Manifest> = OnceLock::new();
+    MANIFEST.get_or_init(build)
+}
+
+pub async fn capabilities() -> impl IntoResponse {
+    Json(cached())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_is_a_capability_and_every_tool_exists() {
+        let manifest = build();
+        assert_eq!(manifest.capabilities.len(), API_ROUTES.len());
+        for name in PULSE_MCP_TOOLS {
+            assert!(spec_named(name).is_some(), "allowlisted {name} is no route");
+        }
+        let contract = &manifest.surface_tool_contracts[0];
+        assert_eq!(contract.tools.len(), PULSE_MCP_TOOLS.len());
+        let prompts: Vec<&str> = manifest
+            .workflow_prompts
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(
+            prompts,
+            [
+                "pulse_triage_fleet",
+                "pulse_investigate_resource",
+                "pulse_review_finding",
+                "pulse_operations_loop"
+            ]
+        );
+        assert!(manifest.required_scopes.contains(&"ai:execute".to_owned()));
+        assert!(
+            manifest
+                .required_scopes
+                .contains(&"monitoring:read".to_owned())
+        );
+    }
+
+    #[test]
+    fn input_schemas_carry_path_query_and_body_fields() {
+        let manifest = build();
+        let by_name = |name: &str| {
+            manifest
+                .capabilities
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        let decide = by_name("decide_action");
+        let props = &decide.input_schema["properties"];
+        assert!(
+            props["id"].is_object() && props["outcome"].is_object() && props["reason"].is_object()
+        );
+        let required = decide.input_schema["required"]
+            .as_array()
+            .expect("required");
+        assert!(required.contains(&json!("id")) && required.contains(&json!("outcome")));
+        let dismiss = by_name("dismiss_finding");
+        let required = dismiss.input_schema["required"]
+            .as_array()
+            .expect("required");
+        assert!(
+            !required.contains(&json!("note")),
+            "a defaulted field is optional"
+        );
+        let findings = by_name("list_findings");
+        assert!(findings.input_schema["properties"]["include_resolved"].is_object());
+        assert_eq!(findings.output_schema["type"], "object");
+        assert!(findings.error_codes.contains(&"missing_scope".to_owned()));
+        let revoke = by_name("revoke_token");
+        assert!(revoke.output_schema.is_null());
+    }
+
+    #[test]
+    fn first_capability_snapshot() {
+        let manifest = serde_json::to_value(build()).expect("serializable");
+        insta::assert_json_snapshot!("manifest_first_capability", manifest["capabilities"][0]);
+    }
+}
