@@ -10,8 +10,8 @@ use pulse_domain::Scope;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, actions, alerts, audit, auth, body_limit, findings, forecast, observe,
-    patrol, patrol_stream, remediation_locks, resources, settings, tokens,
+    ApiError, AppState, actions, agent_events, alerts, audit, auth, body_limit, findings, forecast,
+    observe, patrol, patrol_stream, remediation_locks, resources, settings, tokens,
 };
 
 /// A documented API route: what it needs and whether it takes a JSON body.
@@ -279,6 +279,13 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: true,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/events",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -323,6 +330,7 @@ pub fn router(state: AppState) -> Router {
             "/api/ai/patrol/suppress/undo",
             post(findings::undo_suppress),
         )
+        .route("/api/agent/events", get(agent_events::stream))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
