@@ -2,10 +2,11 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|events] [--quick]
 //! ```
 
 mod actions;
+mod agent_events;
 mod agent_loop;
 mod audit;
 mod bus;
@@ -46,10 +47,10 @@ async fn main() -> ExitCode {
         match arg.as_str() {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" => which = arg,
+            | "actions" | "events" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|events] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -84,6 +85,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "actions" {
             actions::run(&args).await?;
+        }
+        if which == "all" || which == "events" {
+            agent_events::run(&args).await?;
         }
         anyhow::Ok(())
     }
