@@ -489,19 +489,30 @@ impl Subscriber {
             }
         }
         self.cursor = self.cursor.max(self.head);
+        if let Err(reason) = self.forward_live(&mut live).await {
+            tracing::info!(tenant = %self.tenant, %reason, "agent event stream ended; the client resumes by id");
+        }
+    }
+
+    /// Sends the live frames after the cursor, and a heartbeat every [`KEEPALIVE_INTERVAL`],
+    /// until the client goes away (`Ok`), or it fell too far behind or the feed ended (`Err`).
+    async fn forward_live(
+        &mut self,
+        live: &mut broadcast::Receiver<Arc<Frame>>,
+    ) -> Result<(), String> {
         let mut heartbeat = tokio::time::interval_at(
             tokio::time::Instant::now() + KEEPALIVE_INTERVAL,
             KEEPALIVE_INTERVAL,
         );
         loop {
             let frame = tokio::select! {
-                () = self.tx.closed() => return,
+                () = self.tx.closed() => return Ok(()),
                 _ = heartbeat.tick() => {
                     let beat = Event::default().event("heartbeat").data(
                         serde_json::json!({ "at": chrono::Utc::now() }).to_string(),
                     );
                     if self.tx.send(beat).await.is_err() {
-                        return;
+                        return Ok(());
                     }
                     continue;
                 }
@@ -510,17 +521,18 @@ impl Subscriber {
             let frame = match frame {
                 Ok(frame) => frame,
                 Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::info!(tenant = %self.tenant, missed, "agent event subscriber fell behind; ended so it resumes by id");
-                    return;
+                    return Err(format!("fell {missed} frames behind the live feed"));
                 }
-                Err(broadcast::error::RecvError::Closed) => return,
+                Err(broadcast::error::RecvError::Closed) => {
+                    return Err("the tenant's feed ended".to_owned());
+                }
             };
             if frame.sequence <= self.cursor {
                 continue;
             }
             self.cursor = frame.sequence;
             if self.tx.send(frame.event()).await.is_err() {
-                return;
+                return Ok(());
             }
         }
     }
@@ -650,6 +662,68 @@ mod tests {
         // Before the feed started, or beyond what it saw: read from JetStream.
         assert!(feed.join(Some(9)).backlog.is_none());
         assert!(feed.join(Some(15)).backlog.is_none());
+    }
+
+    fn subscriber(cursor: u64, buffered: usize) -> (Subscriber, mpsc::Receiver<Event>) {
+        let limits = Arc::new(crate::event_stream::StreamLimits::new(
+            4,
+            CancellationToken::new(),
+        ));
+        let tenant = TenantId::new("acme").unwrap();
+        let permit = limits.try_acquire(&tenant).expect("a slot");
+        let (tx, rx) = mpsc::channel(buffered);
+        let subscriber = Subscriber {
+            tenant,
+            tx,
+            cursor,
+            head: cursor,
+            _permit: permit,
+        };
+        (subscriber, rx)
+    }
+
+    fn ids(rx: &mut mpsc::Receiver<Event>) -> Vec<String> {
+        let mut ids = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            let text = format!("{event:?}");
+            let id = text
+                .split("id: ")
+                .nth(1)
+                .and_then(|rest| rest.split('\\').next())
+                .unwrap_or_default()
+                .to_owned();
+            ids.push(id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn live_frames_at_or_below_the_cursor_are_the_seams_duplicates() {
+        let (mut subscriber, mut rx) = subscriber(5, 16);
+        let (live, mut receiver) = broadcast::channel(16);
+        for sequence in [4, 5, 6, 7] {
+            live.send(frame(sequence)).unwrap();
+        }
+        drop(live);
+        let ended = subscriber.forward_live(&mut receiver).await;
+        assert_eq!(ended, Err("the tenant's feed ended".to_owned()));
+        assert_eq!(ids(&mut rx), ["6", "7"]);
+        assert_eq!(subscriber.cursor, 7);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_too_far_behind_is_ended() {
+        let (mut subscriber, mut rx) = subscriber(0, 16);
+        let (live, mut receiver) = broadcast::channel(4);
+        for sequence in 1..=6 {
+            live.send(frame(sequence)).unwrap();
+        }
+        let ended = subscriber.forward_live(&mut receiver).await;
+        assert_eq!(ended, Err("fell 2 frames behind the live feed".to_owned()));
+        // Nothing was sent out of order: the client resumes from its last id.
+        assert!(ids(&mut rx).is_empty());
+        drop(subscriber);
+        assert!(rx.recv().await.is_none());
     }
 
     #[test]

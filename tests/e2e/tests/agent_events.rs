@@ -10,8 +10,9 @@
 //!   events it missed, in order, then the live ones with none repeated; a resume point from
 //!   before the gateway's feed started is read from JetStream; an id beyond the stream starts
 //!   with a `gap` frame.
-//! - Another tenant's events never arrive; no token is 401, a token without `monitoring:read`
-//!   403 `missing_scope`, a malformed id 400 `invalid_last_event_id`.
+//! - Another tenant's events never arrive; an idle stream gets `heartbeat` frames; no token is
+//!   401, a token without `monitoring:read` 403 `missing_scope`, a malformed id 400
+//!   `invalid_last_event_id`; shutdown ends every stream.
 
 use std::time::Duration;
 
@@ -285,8 +286,19 @@ async fn finding_events_arrive_live_and_resume_exactly_once_per_tenant() -> anyh
     let beat = theirs.next_frame(Duration::from_secs(20)).await?;
     assert_eq!(beat.event, "heartbeat", "{beat:?}");
     assert!(beat.json()["at"].is_string(), "{beat:?}");
-    drop((resumed, reset, theirs));
-    gw.stop().await
+    drop((resumed, reset));
+
+    // Shutdown ends every stream: the gateway exits cleanly with one open, and the client sees
+    // its stream end (to reconnect elsewhere with its last id).
+    gw.stop().await?;
+    let ended = theirs.next_frame(Duration::from_secs(10)).await;
+    assert!(
+        ended
+            .as_ref()
+            .is_err_and(|e| e.to_string() == "the event stream ended"),
+        "{ended:?}"
+    );
+    Ok(())
 }
 
 #[tokio::test]
