@@ -220,7 +220,11 @@ async fn write(
     record.lifecycle = Vec::new();
     let id = finding.id.as_hex();
     let before = match expected_version {
-        Some(version) => previous(tx, &id, version).await?,
+        // No longer at that version: the compare-and-swap would write nothing.
+        Some(version) => match previous(tx, &id, version).await? {
+            Some(before) => Some(before),
+            None => return Ok(None),
+        },
         None => None,
     };
     let row = match expected_version {
