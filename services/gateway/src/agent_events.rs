@@ -392,7 +392,7 @@ pub async fn stream(
             .to_string(),
         );
     let (tx, rx) = mpsc::channel(BUFFERED_FRAMES);
-    // The channel is new and empty: these cannot fail for lack of room.
+    // The channel is new and empty: this cannot fail for lack of room.
     let _ = tx.try_send(connected);
     let events_prefix = hub.subjects.tenant_events_prefix(&tenant);
     let shutdown = state.streams.shutdown().clone();
