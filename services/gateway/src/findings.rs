@@ -348,6 +348,8 @@ async fn act(
         .await
         .map_err(|e| findings_error(id, e))?;
     tx.commit().await.map_err(store_error)?;
+    // The change's lifecycle event waits in the outbox: publish it now, not at the next poll.
+    state.settings.outbox_notify.notify_one();
     tracing::info!(finding_id = %id, action = action_name(action.status_event()), %actor, "finding operator action");
     Ok(Json(stored.into()))
 }
@@ -594,6 +596,7 @@ pub async fn suppress(
         .await
         .map_err(|e| findings_error(id, e))?;
     tx.commit().await.map_err(store_error)?;
+    state.settings.outbox_notify.notify_one();
     tracing::info!(finding_id = %id, action = "suppress", %actor, "finding operator action");
     Ok(Json(stored.into()))
 }

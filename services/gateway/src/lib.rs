@@ -2,6 +2,7 @@
 
 mod actions;
 mod agent_context;
+mod agent_events;
 mod alerts;
 mod audit;
 mod auth;
@@ -9,6 +10,7 @@ mod body_limit;
 mod bootstrap;
 pub mod declared_errors;
 mod error;
+mod event_stream;
 mod findings;
 mod fleet;
 mod forecast;
@@ -51,11 +53,13 @@ pub struct AppState {
     pub bus: pulse_bus::Bus,
     pub patrol_request_timeout: std::time::Duration,
     /// Open event streams per tenant, bounded by `gateway.max_streams_per_tenant`.
-    pub streams: Arc<patrol_stream::StreamLimits>,
+    pub streams: Arc<event_stream::StreamLimits>,
     /// The `[patrol]` cadence settings, for the status's next due time.
     pub patrol: pulse_config::PatrolConfig,
     /// The web UI's sign-in limiter.
     pub web: Arc<web::WebState>,
+    /// The per-tenant live feeds of `GET /api/agent/events`.
+    pub agent_events: Arc<agent_events::AgentEvents>,
 }
 
 /// Serves the API until shutdown.
@@ -93,12 +97,16 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         patrol_request_timeout: std::time::Duration::from_millis(
             ctx.config.nats.request_timeout_ms,
         ),
-        streams: Arc::new(patrol_stream::StreamLimits::new(
+        streams: Arc::new(event_stream::StreamLimits::new(
             ctx.config.gateway.max_streams_per_tenant,
             ctx.shutdown.clone(),
         )),
         patrol: ctx.config.patrol.clone(),
         web: Arc::new(web::WebState::default()),
+        agent_events: Arc::new(agent_events::AgentEvents::new(
+            &ctx.bus,
+            ctx.shutdown.clone(),
+        )),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

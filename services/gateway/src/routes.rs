@@ -46,9 +46,9 @@ use serde::Serialize;
 
 use crate::fleet::HealthReport;
 use crate::{
-    ApiError, AppState, actions, agent_context, alerts, audit, auth, body_limit, declared_errors,
-    findings, forecast, manifest, observe, openapi, patrol, patrol_stream, remediation_locks,
-    resources, settings, tokens,
+    ApiError, AppState, actions, agent_context, agent_events, alerts, audit, auth, body_limit,
+    declared_errors, findings, forecast, manifest, observe, openapi, patrol, patrol_stream,
+    remediation_locks, resources, settings, tokens,
 };
 
 /// Produces the schema of one type in a generator (a `$ref` to a shared definition).
@@ -694,7 +694,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        query: Some(schema::<patrol_stream::StreamQuery>),
+        query: Some(schema::<crate::event_stream::StreamQuery>),
         body: None,
         response: Answer::EventStream,
         errors: &[
@@ -1269,6 +1269,29 @@ pub const API_ROUTES: &[RouteSpec] = &[
         errors: &[ErrorCode::PatrolUnavailable],
         handler: || get(agent_context::patrol_control_status),
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/events",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "subscribe_events",
+        title: "Agent event stream",
+        description: "The tenant's finding, approval and action events as Server-Sent Events \
+            (stream.connected, heartbeat, finding.created|updated|resolved, approval.pending, \
+            action.completed), resumable with Last-Event-ID.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<crate::event_stream::StreamQuery>),
+        body: None,
+        response: Answer::EventStream,
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || get(agent_events::stream),
+    },
 ];
 
 /// The router: one route per path of [`API_ROUTES`], each path's entries merged.
@@ -1289,7 +1312,8 @@ pub fn router(state: AppState) -> Router {
         router = router.route(path, method_router);
     }
     // The web UI's pages and forms beside the API (not API capabilities).
-    router.merge(crate::web::routes())
+    router
+        .merge(crate::web::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

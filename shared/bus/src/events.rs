@@ -179,3 +179,61 @@ pub struct ActionCompleted {
 impl Message for ActionCompleted {
     const TYPE: &'static str = "pulse.actions.completed";
 }
+
+/// `events.finding.created`: a finding was recorded for the first time, or a resolved one
+/// regressed (came back).
+pub const FINDING_CREATED: (&str, &str) = ("finding", "created");
+/// `events.finding.updated`: any other lifecycle change of a finding (acknowledge, snooze,
+/// dismiss, undo, suppress, note, severity change, a re-detection that changed something).
+pub const FINDING_UPDATED: (&str, &str) = ("finding", "updated");
+/// `events.finding.resolved`: an open finding resolved (by an operator, a verdict, absence
+/// from a full run or a verified fix).
+pub const FINDING_RESOLVED: (&str, &str) = ("finding", "resolved");
+
+/// Which of the three finding events a change is published as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingChange {
+    Created,
+    Updated,
+    Resolved,
+}
+
+impl FindingChange {
+    /// The event's domain and event tokens.
+    pub fn event(self) -> (&'static str, &'static str) {
+        match self {
+            FindingChange::Created => FINDING_CREATED,
+            FindingChange::Updated => FINDING_UPDATED,
+            FindingChange::Resolved => FINDING_RESOLVED,
+        }
+    }
+}
+
+/// The payload of `events.finding.created|updated|resolved`: what a UI or an agent needs to act
+/// on the finding without reading it again. Published by the finding store in the transaction
+/// that changed the finding.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FindingChanged {
+    pub finding_id: pulse_domain::finding::FindingId,
+    /// The tenant-free key of the problem (`cpu-pressure`, `service-unhealthy`).
+    pub key: pulse_domain::finding::FindingKey,
+    pub resource_id: String,
+    pub resource_name: String,
+    pub severity: pulse_domain::finding::Severity,
+    pub category: pulse_domain::finding::Category,
+    /// The finding's status after the change.
+    pub status: pulse_domain::finding::FindingStatus,
+    pub title: String,
+    pub change: FindingChange,
+    /// The newest lifecycle event the change appended (`acknowledged`, `regressed`...); `None`
+    /// for a change that appended none (a severity change on re-detection).
+    pub lifecycle_event: Option<pulse_domain::finding::LifecycleEventType>,
+    /// The finding's version after the change (what an `If-Match` names).
+    pub version: i64,
+    pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl Message for FindingChanged {
+    const TYPE: &'static str = "pulse.finding.changed";
+}

@@ -97,6 +97,8 @@ pub async fn start(
         _ = shutdown.cancelled() => return Err(ConnectError::Cancelled.into()),
     };
     let subjects = Subjects::try_new(config.nats.subject_prefix.as_deref())?;
+    // The store's writers enqueue their events (finding lifecycle) on the same subjects.
+    let store = store.with_subjects(subjects.clone());
     let bus = Bus::new(nats.clone(), subjects);
     let limits = &config.nats.streams;
     bus.ensure_streams_with(&pulse_bus::StreamSettings {

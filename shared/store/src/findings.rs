@@ -16,10 +16,17 @@
 //!
 //! Nothing here commits: the caller commits the transaction (and can put an outbox message in
 //! the same transaction).
+//!
+//! Every write that changes a finding puts its lifecycle event (`events.finding.created`,
+//! `updated` or `resolved`, [`pulse_bus::events::FindingChanged`]) in the outbox of that same
+//! transaction, on the transaction's subjects: the event is published if and only if the change
+//! commits, and no writer can change a finding without it.
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
+use pulse_bus::OutboxRow;
+use pulse_bus::events::{FindingChange, FindingChanged};
 use pulse_domain::finding::equivalence::{MergeBasis, ResourceSignals};
 use pulse_domain::finding::{
     self as domain, AssessRefusal, Finding, FindingId, LifecycleEvent, MAX_LIFECYCLE_EVENTS,
@@ -237,6 +244,14 @@ async fn write(
     let mut record = finding.clone();
     record.lifecycle = Vec::new();
     let id = finding.id.as_hex();
+    let before = match expected_version {
+        // No longer at that version: the compare-and-swap would write nothing.
+        Some(version) => match previous(tx, &id, version).await? {
+            Some(before) => Some(before),
+            None => return Ok(None),
+        },
+        None => None,
+    };
     let row = match expected_version {
         None => {
             tx.client()
@@ -289,6 +304,9 @@ async fn write(
     };
     let version: i64 = row.get(0);
     append_events(tx, &id, new_events).await?;
+    if let Some(change) = change_of(before.as_ref(), finding, new_events) {
+        enqueue_change(tx, change, finding, new_events, version).await?;
+    }
     Ok(Some(version))
 }
 
@@ -700,4 +718,98 @@ pub async fn record_fix_outcome(
     })
     .await?;
     Ok(true)
+}
+
+/// What a finding was before a write, as far as its lifecycle event needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Before {
+    status: domain::FindingStatus,
+    severity: domain::Severity,
+    title: String,
+}
+
+/// The finding at `version`, read before the compare-and-swap on that version (`None` when it
+/// is no longer at it: the swap then writes nothing).
+async fn previous(tx: &TenantTx, id: &str, version: i64) -> Result<Option<Before>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT record FROM findings WHERE id = $1 AND version = $2",
+            &[&id, &version],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let Json(finding): Json<Finding> = row
+        .try_get(0)
+        .map_err(|e| invalid(format!("finding record: {e}")))?;
+    Ok(Some(Before {
+        status: finding.status,
+        severity: finding.severity,
+        title: finding.title,
+    }))
+}
+
+/// The event a write is published as: `created` for a new finding and for a resolved one that
+/// came back, `resolved` when an open one resolved, `updated` for any other change an operator
+/// or agent would want to see (a lifecycle event, a new status, severity or title). A write that
+/// only moved `last_seen_at` (a heartbeat re-detection) publishes nothing.
+fn change_of(
+    before: Option<&Before>,
+    after: &Finding,
+    new_events: &[LifecycleEvent],
+) -> Option<FindingChange> {
+    use domain::FindingStatus::Resolved;
+    let Some(before) = before else {
+        return Some(FindingChange::Created);
+    };
+    if before.status == Resolved && after.status != Resolved {
+        return Some(FindingChange::Created);
+    }
+    if before.status != Resolved && after.status == Resolved {
+        return Some(FindingChange::Resolved);
+    }
+    let changed = !new_events.is_empty()
+        || before.status != after.status
+        || before.severity != after.severity
+        || before.title != after.title;
+    changed.then_some(FindingChange::Updated)
+}
+
+/// Puts the finding's lifecycle event in the outbox, in the caller's transaction: it is
+/// published if and only if the change commits.
+async fn enqueue_change(
+    tx: &TenantTx,
+    change: FindingChange,
+    finding: &Finding,
+    new_events: &[LifecycleEvent],
+    version: i64,
+) -> Result<(), StoreError> {
+    let newest = new_events.last();
+    let message = FindingChanged {
+        finding_id: finding.id,
+        key: finding.key.clone(),
+        resource_id: finding.resource_id.clone(),
+        resource_name: finding.resource_name.clone(),
+        severity: finding.severity,
+        category: finding.category,
+        status: finding.status,
+        title: finding.title.clone(),
+        change,
+        lifecycle_event: newest.map(|e| e.event_type),
+        version,
+        at: newest.map_or(finding.last_seen_at, |e| e.at),
+    };
+    let (domain, event) = change.event();
+    let outbox = |e: pulse_bus::OutboxError| match e {
+        pulse_bus::OutboxError::Db(e) => StoreError::Database(e),
+        other => invalid(format!("finding event not enqueued: {other}")),
+    };
+    let row =
+        OutboxRow::event(tx.subjects(), tx.tenant(), domain, event, &message).map_err(outbox)?;
+    pulse_bus::enqueue(&**tx.client(), row)
+        .await
+        .map_err(outbox)?;
+    Ok(())
 }

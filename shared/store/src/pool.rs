@@ -15,6 +15,9 @@ pub const APP_ROLE: &str = "pulse_app";
 #[derive(Clone)]
 pub struct Store {
     pool: Pool,
+    /// Where the events the store's writers put in the outbox go (finding lifecycle events):
+    /// the deployment's subjects, set by the service harness from `nats.subject_prefix`.
+    subjects: pulse_bus::Subjects,
 }
 
 impl std::fmt::Debug for Store {
@@ -92,7 +95,10 @@ impl Store {
             .create_timeout(Some(Duration::from_millis(config.connect_timeout_ms)))
             .build()
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let store = Self { pool };
+        let store = Self {
+            pool,
+            subjects: pulse_bus::Subjects::default(),
+        };
         store.assert_role_is_isolated().await?;
         Ok(store)
     }
@@ -112,9 +118,26 @@ impl Store {
         Ok(())
     }
 
+    /// The same store with events enqueued on `subjects` (the deployment's subject prefix);
+    /// without it they go to the unprefixed subjects.
+    pub fn with_subjects(mut self, subjects: pulse_bus::Subjects) -> Self {
+        self.subjects = subjects;
+        self
+    }
+
+    /// The subjects events enqueued through this store are published on.
+    pub fn subjects(&self) -> &pulse_bus::Subjects {
+        &self.subjects
+    }
+
     /// Opens a transaction scoped to one tenant.
     pub async fn tenant_tx(&self, tenant: &TenantId) -> Result<TenantTx, StoreError> {
-        TenantTx::begin(self.pool.get().await?, tenant.clone()).await
+        TenantTx::begin(
+            self.pool.get().await?,
+            tenant.clone(),
+            self.subjects.clone(),
+        )
+        .await
     }
 
     /// The raw application pool, for system tables without tenant scope (outbox).

@@ -11,13 +11,19 @@ use crate::StoreError;
 pub struct TenantTx {
     client: Option<Object>,
     tenant: TenantId,
+    subjects: pulse_bus::Subjects,
 }
 
 impl TenantTx {
-    pub(crate) async fn begin(client: Object, tenant: TenantId) -> Result<Self, StoreError> {
+    pub(crate) async fn begin(
+        client: Object,
+        tenant: TenantId,
+        subjects: pulse_bus::Subjects,
+    ) -> Result<Self, StoreError> {
         let mut tx = Self {
             client: Some(client),
             tenant,
+            subjects,
         };
         // One round trip for both statements. The tenant id is safe to inline: TenantId admits
         // only [a-z0-9_-], so it cannot close the string literal.
@@ -47,6 +53,11 @@ impl TenantTx {
 
     pub fn tenant(&self) -> &TenantId {
         &self.tenant
+    }
+
+    /// The subjects of the events this transaction enqueues in the outbox.
+    pub fn subjects(&self) -> &pulse_bus::Subjects {
+        &self.subjects
     }
 
     pub async fn commit(mut self) -> Result<(), StoreError> {

@@ -2,10 +2,11 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events] [--quick]
 //! ```
 
 mod actions;
+mod agent_events;
 mod agent_loop;
 mod audit;
 mod bus;
@@ -47,10 +48,10 @@ async fn main() -> ExitCode {
         match arg.as_str() {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" | "ui" => which = arg,
+            | "actions" | "ui" | "events" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -88,6 +89,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "ui" {
             ui::run(&args).await?;
+        }
+        if which == "all" || which == "events" {
+            agent_events::run(&args).await?;
         }
         anyhow::Ok(())
     }

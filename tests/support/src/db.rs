@@ -207,6 +207,12 @@ impl TestDb {
         &self.store
     }
 
+    /// Events the store's writers enqueue (finding lifecycle events) go to `subjects`, the
+    /// prefix of the stack relaying this database's outbox.
+    pub fn use_subjects(&mut self, subjects: pulse_bus::Subjects) {
+        self.store = self.store.clone().with_subjects(subjects);
+    }
+
     /// The application role's pool.
     pub fn app_pool(&self) -> Pool {
         self.store.pool().clone()

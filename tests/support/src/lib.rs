@@ -14,6 +14,7 @@ pub mod runner;
 pub mod scheduler;
 pub mod seed;
 pub mod service;
+pub mod sse;
 pub mod stack;
 pub mod verifier;
 pub mod wait;

@@ -248,10 +248,18 @@ pub struct TestGateway {
 
 impl TestGateway {
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`Self::start`] with `extra_env` last (so it wins), e.g. a raised
+    /// `PULSE_GATEWAY__MAX_STREAMS_PER_TENANT` for a benchmark.
+    pub async fn start_with(extra_env: &[(&str, &str)]) -> anyhow::Result<Self> {
         crate::install_crypto_provider();
-        let db = TestDb::create().await?;
+        let mut db = TestDb::create().await?;
         let state_dir = scratch_dir("gateway")?;
         let prefix = format!("t{}", &uuid::Uuid::now_v7().simple().to_string()[20..]);
+        // Findings the test writes through the store publish on the gateway's subjects.
+        db.use_subjects(pulse_bus::Subjects::try_new(Some(&prefix))?);
         let env = vec![
             ("PULSE_DATABASE_URL".to_owned(), db.owner_url().to_owned()),
             ("PULSE_NATS_URL".to_owned(), crate::nats::nats_url()),
@@ -263,7 +271,11 @@ impl TestGateway {
             ("PULSE_GATEWAY__LISTEN".to_owned(), ANY_PORT.to_owned()),
             ("PULSE_TELEMETRY__LOG_FILTER".to_owned(), "info".to_owned()),
         ];
-        let env = [env, small_streams_env()].concat();
+        let extra: Vec<(String, String)> = extra_env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        let env = [env, small_streams_env(), extra].concat();
         let mut process =
             ServiceProcess::spawn("pulse-gateway", &env, &state_dir.join("gateway.log"))?;
         let url = process.wait_base_url().await?;
