@@ -257,8 +257,7 @@ pub async fn status(
         .is_some_and(|s| s.ready);
     let inputs = StatusInputs {
         now,
-        // No per-tenant switch exists yet: Patrol counts as enabled.
-        enabled: true,
+        enabled: ai_settings::patrol_enabled_in(&stored.document),
         runner_available,
         readiness,
         current_run: current.map(|run| CurrentRun {
