@@ -6,6 +6,7 @@ mod audit;
 mod auth;
 mod body_limit;
 mod bootstrap;
+mod cost;
 mod error;
 mod findings;
 mod fleet;

@@ -13,6 +13,7 @@ use crate::{
     ApiError, AppState, actions, alerts, audit, auth, body_limit, findings, forecast, observe,
     patrol, patrol_stream, remediation_locks, resources, settings, tokens,
 };
+use crate::cost;
 
 /// A documented API route: what it needs and whether it takes a JSON body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,6 +280,20 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         json_body: true,
     },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/summary",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/export",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
 ];
 
 pub fn router(state: AppState) -> Router {
@@ -323,6 +338,8 @@ pub fn router(state: AppState) -> Router {
             "/api/ai/patrol/suppress/undo",
             post(findings::undo_suppress),
         )
+        .route("/api/ai/cost/summary", get(cost::summary))
+        .route("/api/ai/cost/export", get(cost::export))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
