@@ -13,6 +13,7 @@ mod fleet;
 mod forecast;
 mod json;
 mod observe;
+mod operator_state;
 mod patrol;
 mod patrol_stream;
 mod remediation_locks;

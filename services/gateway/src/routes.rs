@@ -13,7 +13,7 @@ use crate::{
     ApiError, AppState, actions, alerts, audit, auth, body_limit, findings, forecast, observe,
     patrol, patrol_stream, remediation_locks, resources, settings, tokens,
 };
-use crate::cost;
+use crate::{cost, operator_state};
 
 /// A documented API route: what it needs and whether it takes a JSON body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,6 +282,27 @@ pub const API_ROUTES: &[RouteSpec] = &[
     },
     RouteSpec {
         method: "GET",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        json_body: true,
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        json_body: false,
+    },
+    RouteSpec {
+        method: "GET",
         path: "/api/ai/cost/summary",
         scopes: &[Scope::MonitoringRead],
         public: false,
@@ -337,6 +358,12 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/ai/patrol/suppress/undo",
             post(findings::undo_suppress),
+        )
+        .route(
+            "/api/resources/{id}/operator-state",
+            get(operator_state::get)
+                .put(operator_state::put)
+                .delete(operator_state::delete),
         )
         .route("/api/ai/cost/summary", get(cost::summary))
         .route("/api/ai/cost/export", get(cost::export))
