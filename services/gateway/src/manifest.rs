@@ -43,6 +43,9 @@ pub const PULSE_MCP_TOOLS: &[&str] = &[
     "get_fleet_context",
     "get_resource_context",
     "list_resource_capabilities",
+    "get_operator_state",
+    "set_operator_state",
+    "clear_operator_state",
     "list_findings",
     "acknowledge_finding",
     "snooze_finding",
@@ -337,6 +340,10 @@ fn output(spec: &RouteSpec) -> (Value, Value) {
         Answer::EventStream => (
             Value::Null,
             json!({"status": 200, "contentType": "text/event-stream", "kind": "event_stream"}),
+        ),
+        Answer::Csv => (
+            Value::Null,
+            json!({"status": 200, "contentType": "text/csv", "kind": "document"}),
         ),
     }
 }

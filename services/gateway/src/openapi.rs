@@ -164,6 +164,13 @@ fn operation(
                 "content": {"text/event-stream": {"schema": {"type": "string"}}},
             }),
         ),
+        Answer::Csv => (
+            200,
+            json!({
+                "description": "CSV (RFC 4180)",
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            }),
+        ),
     };
     responses.insert(success.0.to_string(), success.1);
     for (status, codes) in errors_by_status(spec) {

@@ -269,8 +269,7 @@ pub(crate) async fn status_projection(
         .is_some_and(|s| s.ready);
     let inputs = StatusInputs {
         now,
-        // No per-tenant switch exists yet: Patrol counts as enabled.
-        enabled: true,
+        enabled: ai_settings::patrol_enabled_in(&stored.document),
         runner_available,
         readiness,
         current_run: current.map(|run| CurrentRun {

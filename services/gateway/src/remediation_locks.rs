@@ -10,6 +10,9 @@
 //! The id accepts what the other resource routes accept (canonical id, source id, name or alias);
 //! the lock is kept on the canonical id, which is what plans name. A resource of another tenant
 //! answers `404 not_found`, like an unknown one.
+//!
+//! The lock is the `never_auto_remediate` signal of the resource's operator state
+//! (`pulse_store::operator_state`); this route reads and writes only that signal.
 
 use axum::Json;
 use axum::extract::rejection::PathRejection;

@@ -50,6 +50,7 @@ use crate::{
     declared_errors, findings, forecast, manifest, observe, openapi, patrol, patrol_stream,
     remediation_locks, resources, settings, tokens,
 };
+use crate::{cost, operator_state};
 
 /// Produces the schema of one type in a generator (a `$ref` to a shared definition).
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
@@ -68,13 +69,15 @@ pub enum Answer {
     Empty { status: u16 },
     /// A Server-Sent Events stream (`text/event-stream`), status 200.
     EventStream,
+    /// A CSV document (`text/csv`), status 200.
+    Csv,
 }
 
 impl Answer {
     pub fn status(&self) -> u16 {
         match self {
             Answer::Json { status, .. } | Answer::Empty { status } => *status,
-            Answer::EventStream => 200,
+            Answer::EventStream | Answer::Csv => 200,
         }
     }
 }
@@ -1291,6 +1294,125 @@ pub const API_ROUTES: &[RouteSpec] = &[
             ErrorCode::TooManyStreams,
         ],
         handler: || get(agent_events::stream),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operator_state",
+        title: "Get a resource's operator state",
+        description: "What the operator says about a resource: maintenance window, intentionally \
+            offline, never auto-remediate, criticality and note, with whether it silences \
+            findings now.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+        ],
+        handler: || get(operator_state::get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "set_operator_state",
+        title: "Set a resource's operator state",
+        description: "Replaces the resource's operator state. A maintenance window or \
+            intentionally offline dismisses its open findings (expected_behavior) until it \
+            lifts; never_auto_remediate is the remediation lock every dispatch checks.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: Some(schema::<operator_state::OperatorStateBody>),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || put(operator_state::put),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "clear_operator_state",
+        title: "Clear a resource's operator state",
+        description: "Removes the resource's operator state: maintenance ends, the lock lifts.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || delete(operator_state::delete),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/summary",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_cost_summary",
+        title: "AI cost summary",
+        description: "Tokens and dollars of the last `days` UTC days (1-365, default 30): totals, \
+            by route, by day and by run; an unknown price stays unknown (null), never 0.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<cost::CostQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<cost::CostSummary>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(cost::summary),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/export",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "export_cost_ledger",
+        title: "Export the AI cost ledger",
+        description: "The same window as CSV (text/csv): one row per day, run, surface and route.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        query: Some(schema::<cost::CostQuery>),
+        body: None,
+        response: Answer::Csv,
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || get(cost::export),
     },
 ];
 

@@ -93,6 +93,8 @@ pub struct SettingsView {
     pub autopilot_acknowledgement_version: u32,
     pub alert_triggers: ai_settings::AlertTriggers,
     pub budgets: ai_settings::Budgets,
+    /// The tenant's Patrol switch: off, no run starts (scheduled, alert-triggered or requested).
+    pub patrol_enabled: bool,
     /// The last Patrol preflight (safe fields only); `null` until one ran.
     pub patrol_preflight: Option<PreflightView>,
     /// `not_run`, `passed`, `warning`, `failed`, or `stale` when the last preflight checked
@@ -191,6 +193,7 @@ fn view(
         autopilot_acknowledgement_version: AUTOPILOT_ACK_VERSION,
         alert_triggers: settings.alert_triggers,
         budgets: settings.budgets,
+        patrol_enabled: settings.patrol_enabled,
         patrol_preflight: preflight.map(PreflightView::from),
         preflight_state,
     }

@@ -4,6 +4,9 @@
 //! is not written here: the dispatcher ([`crate::dispatcher`]) writes it when admission lets the
 //! run start, in the transaction that marks the run dispatched.
 //!
+//! A tenant that switched Patrol off (`patrol_enabled: false`) has every run refused here
+//! (`patrol_disabled`), before anything else is checked or written.
+//!
 //! Under a per-tenant lock held to the end of the transaction (so racing requests cannot both
 //! pass), a full run is refused while another full run of the tenant is queued or running
 //! (`patrol_run_in_progress`, naming it), and a scoped run is refused while the tenant already
@@ -19,12 +22,13 @@ use chrono::Utc;
 use pulse_bus::events::RUN_ACCEPTED;
 use pulse_bus::patrol_api::PatrolRunAccepted;
 use pulse_bus::{ErrorCode, ErrorReply, OutboxRow, Subjects};
+use pulse_domain::ai_settings;
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunType, TriggerReason};
 use pulse_domain::patrol::scope::{EffectiveScope, ScopedRequest};
-use pulse_domain::patrol::status::Blocked;
+use pulse_domain::patrol::status::{Blocked, PATROL_DISABLED_REASON};
 use pulse_domain::resource::ResourceId;
 use pulse_store::resources::{self, ResolveError};
-use pulse_store::settings::ConfigLayer;
+use pulse_store::settings::{self, ConfigLayer};
 use pulse_store::{Store, StoreError, TenantTx, patrol_dispatch, patrol_readiness, patrol_runs};
 use tokio::sync::Notify;
 
@@ -35,6 +39,9 @@ pub const DEFAULT_SCOPED_QUEUE_LIMIT: usize = 20;
 /// Why a request was not accepted.
 #[derive(Debug, thiserror::Error)]
 pub enum AcceptError {
+    /// The tenant switched Patrol off: no run starts, whatever triggered it.
+    #[error("{PATROL_DISABLED_REASON}")]
+    Disabled,
     /// The readiness gate blocks Patrol: the provider or model is known not to work.
     #[error(transparent)]
     NotReady(Blocked),
@@ -54,6 +61,7 @@ impl AcceptError {
     /// The stable code the refusal is answered with.
     pub fn code(&self) -> ErrorCode {
         match self {
+            AcceptError::Disabled => ErrorCode::PatrolDisabled,
             AcceptError::NotReady(_) => ErrorCode::PatrolNotReady,
             AcceptError::Unprocessable(_) => ErrorCode::UnprocessableScope,
             AcceptError::RunInProgress(_) => ErrorCode::PatrolRunInProgress,
@@ -69,6 +77,7 @@ impl From<AcceptError> for ErrorReply {
         let code = err.code();
         match err {
             AcceptError::Unprocessable(message) => ErrorReply::new(code, message),
+            AcceptError::Disabled => ErrorReply::new(code, PATROL_DISABLED_REASON),
             AcceptError::NotReady(blocked) => ErrorReply::new(
                 code,
                 format!(
@@ -254,6 +263,9 @@ impl RunAcceptor {
         tx: &TenantTx,
         submission: Submission<'_>,
     ) -> Result<PatrolRunAccepted, AcceptError> {
+        if !patrol_enabled(tx).await? {
+            return Err(AcceptError::Disabled);
+        }
         if let Some(config) = &self.readiness
             && let Err(blocked) = patrol_readiness::gate(tx, config, Utc::now()).await?
         {
@@ -308,6 +320,15 @@ impl RunAcceptor {
         pulse_bus::enqueue(&**tx.client(), event_row).await?;
         Ok(accepted)
     }
+}
+
+/// The tenant's Patrol switch, from its stored settings (the only layer that sets it).
+async fn patrol_enabled(tx: &TenantTx) -> Result<bool, StoreError> {
+    let stored = settings::get(tx, false).await.map_err(|e| match e {
+        settings::SettingsStoreError::Store(e) => e,
+        other => StoreError::Invalid(other.to_string()),
+    })?;
+    Ok(ai_settings::patrol_enabled_in(&stored.document))
 }
 
 /// The canonical resources a scoped request covers: its ids through the resolver, or, with no

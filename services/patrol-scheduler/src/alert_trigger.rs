@@ -394,7 +394,11 @@ impl AlertTrigger {
             }),
             // A full queue drops the alert's run (the tenant's scoped work is already
             // backed up); a retry would only add to it.
-            Err(refused @ (AcceptError::QueueFull { .. } | AcceptError::RunInProgress(_))) => {
+            Err(
+                refused @ (AcceptError::QueueFull { .. }
+                | AcceptError::RunInProgress(_)
+                | AcceptError::Disabled),
+            ) => {
                 let reply = ErrorReply::from(refused);
                 Ok(TriggerOutcome::Refused {
                     code: reply.code,

@@ -18,7 +18,8 @@
 //!   run, `startup`) full run, recorded through the one accept path (which checks the readiness
 //!   gate first) and dispatched in one transaction. A blocked gate skips the slot before
 //!   anything is written (no record, no job): it is counted, and its cause is logged once per
-//!   change of a tenant's state.
+//!   change of a tenant's state. A tenant that switched Patrol off has its due slots pass the
+//!   same way (skip cause `patrol_disabled`); switched on again, its next due slot runs.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -208,6 +209,8 @@ enum Outcome {
     },
     /// The readiness gate blocked a due slot; nothing was written.
     Skipped { tenant: TenantId, blocked: Blocked },
+    /// The tenant switched Patrol off; the due slot passed and nothing was written.
+    Disabled { tenant: TenantId },
     /// A due slot found a full run already queued or running: it is covered by that run.
     Coalesced { tenant: TenantId },
     /// The waiting run is no longer waiting (ended, or dispatched already).
@@ -618,6 +621,19 @@ impl Dispatcher {
                 }
                 let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
             }
+            Outcome::Disabled { tenant } => {
+                let cause = BlockedCause::PatrolDisabled;
+                self.metrics
+                    .skipped
+                    .get_or_create(&SkipLabels {
+                        cause: cause_str(cause),
+                    })
+                    .inc();
+                if leader.gate.insert(tenant.clone(), Some(cause)) != Some(Some(cause)) {
+                    tracing::info!(tenant = %tenant, "scheduled patrol runs are skipped: patrol is switched off");
+                }
+                let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
+            }
             Outcome::Coalesced { tenant } => {
                 let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
             }
@@ -752,6 +768,7 @@ async fn start_due(
     let accepted = match acceptor.record(tx, submission).await {
         Ok(accepted) => accepted,
         Err(AcceptError::NotReady(blocked)) => return Ok(Outcome::Skipped { tenant, blocked }),
+        Err(AcceptError::Disabled) => return Ok(Outcome::Disabled { tenant }),
         Err(AcceptError::RunInProgress(_)) => return Ok(Outcome::Coalesced { tenant }),
         Err(error) => return Err(error.to_string()),
     };

@@ -482,3 +482,45 @@ async fn a_full_scoped_queue_refuses_the_alert_run_without_retrying() -> anyhow:
     assert_eq!(runs(f.db.store(), &f.tenant).await?.len(), 1);
     f.db.cleanup().await
 }
+
+#[tokio::test]
+async fn a_tenant_that_switched_patrol_off_starts_no_alert_run() -> anyhow::Result<()> {
+    let f = fixture(json!({})).await?;
+    save_settings(
+        f.db.store(),
+        &f.tenant,
+        json!({"patrol_model": ROUTE, "patrol_enabled": false}),
+    )
+    .await?;
+    let fired = store_transition(
+        f.db.store(),
+        &f.tenant,
+        AlertTransition::Fired {
+            alert: alert(AlertRule::RestartLoop, AlertLevel::Critical, Utc::now()),
+        },
+    )
+    .await?;
+    let outcome = f.trigger.handle(&f.tenant, &fired).await?;
+    let TriggerOutcome::Refused { code, message } = &outcome else {
+        panic!("expected a refusal, got {outcome:?}");
+    };
+    assert_eq!(*code, pulse_bus::ErrorCode::PatrolDisabled);
+    assert!(message.contains("patrol_enabled"), "{message}");
+    assert!(runs(f.db.store(), &f.tenant).await?.is_empty());
+    assert_eq!(run_outbox_rows(&f.db).await?, 0);
+
+    // Switched on, the same firing starts its run.
+    save_settings(
+        f.db.store(),
+        &f.tenant,
+        json!({"patrol_model": ROUTE, "patrol_enabled": true}),
+    )
+    .await?;
+    let outcome = f.trigger.handle(&f.tenant, &fired).await?;
+    assert!(
+        matches!(outcome, TriggerOutcome::Started { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(runs(f.db.store(), &f.tenant).await?.len(), 1);
+    f.db.cleanup().await
+}

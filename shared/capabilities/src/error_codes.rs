@@ -198,6 +198,9 @@ error_codes! {
     InternalError => "internal_error", 500,
         "an unexpected error; it is logged with details",
         "retry; if it persists, report it with the time of the request";
+    PatrolDisabled => "patrol_disabled", 409,
+        "Patrol is switched off for this tenant (patrol_enabled is false), so no run starts: not scheduled, not alert-triggered, not requested",
+        "turn Patrol on with PUT /api/settings/ai {\"patrol_enabled\": true}, then request the run again";
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -211,6 +211,9 @@ pub struct AiSettings {
     pub autopilot_acknowledgement: Option<Acknowledgement>,
     pub alert_triggers: AlertTriggers,
     pub budgets: Budgets,
+    /// The tenant's Patrol switch: when off no run starts (scheduled, alert-triggered or
+    /// requested). On unless the tenant turned it off.
+    pub patrol_enabled: bool,
 }
 
 impl AiSettings {
@@ -319,6 +322,7 @@ const TOP_FIELDS: &[&str] = &[
     "autopilot_acknowledgement",
     "alert_triggers",
     "budgets",
+    "patrol_enabled",
 ];
 const PROVIDER_FIELDS: &[&str] = &["api_key", "base_url"];
 const ALERT_TRIGGER_FIELDS: &[&str] = &["enabled", "min_severity", "alert_types"];
@@ -492,6 +496,11 @@ pub fn validate_layer(layer: &Value) -> Result<(), SettingsError> {
             }
             "alert_triggers" => alert_triggers_layer(value)?,
             "budgets" => budgets_layer(value)?,
+            "patrol_enabled" => {
+                value
+                    .as_bool()
+                    .ok_or_else(|| invalid(key, "expected true or false"))?;
+            }
             _ => {}
         }
     }
@@ -742,7 +751,19 @@ pub fn resolve(layers: &[&Value]) -> Result<AiSettings, SettingsError> {
         autopilot_acknowledgement,
         alert_triggers,
         budgets,
+        patrol_enabled: get("patrol_enabled")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
     })
+}
+
+/// Whether Patrol is switched on in a stored settings document (the switch comes only from the
+/// tenant's document; no config layer sets it). A document without the field is on.
+pub fn patrol_enabled_in(document: &Value) -> bool {
+    document
+        .get("patrol_enabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(true)
 }
 
 #[cfg(test)]
@@ -752,6 +773,25 @@ mod tests {
 
     fn patch_err(body: Value) -> SettingsError {
         parse_patch(&body).unwrap_err()
+    }
+
+    #[test]
+    fn patrol_is_on_unless_switched_off() {
+        assert!(resolve(&[&json!({})]).unwrap().patrol_enabled);
+        let off = parse_patch(&json!({"patrol_enabled": false})).unwrap();
+        assert!(!resolve(&[&off.document]).unwrap().patrol_enabled);
+        assert!(!patrol_enabled_in(&off.document));
+        assert!(patrol_enabled_in(&json!({"patrol_enabled": null})));
+        assert_eq!(
+            patch_err(json!({"patrol_enabled": "no"})).field(),
+            "patrol_enabled"
+        );
+        // null resets to the default: on.
+        let reset = apply_patch(
+            &off.document,
+            &parse_patch(&json!({"patrol_enabled": null})).unwrap(),
+        );
+        assert!(resolve(&[&reset]).unwrap().patrol_enabled);
     }
 
     #[test]

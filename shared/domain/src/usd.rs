@@ -96,6 +96,22 @@ impl FromStr for Usd {
     }
 }
 
+/// A decimal string with twelve places (`"0.002500000000"`), as it is serialized.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for Usd {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Usd".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9]+\\.[0-9]{12}$",
+            "description": "US dollars, exact, twelve decimal places",
+        })
+    }
+}
+
 impl Serialize for Usd {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)

@@ -1,5 +1,5 @@
-//! The action store: the only writer path for `actions` and `resource_remediation_locks`
-//! (migration 0015).
+//! The action store: the only writer path for `actions` (migration 0015); the remediation lock
+//! lives in [`crate::operator_state`].
 //!
 //! Every state change is [`transition`]: the pure state machine in
 //! [`pulse_domain::action::transition`] decides the new state, and one compare-and-swap UPDATE
@@ -12,8 +12,7 @@
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::action::{
-    ActionEvent, ActionPlan, ActionState, IllegalTransition, LockState, Verification,
-    transition as next_state,
+    ActionEvent, ActionPlan, ActionState, IllegalTransition, Verification, transition as next_state,
 };
 use pulse_domain::finding::FindingId;
 use serde::Serialize;
@@ -469,52 +468,6 @@ pub async fn audit_trail(tx: &TenantTx, id: Uuid) -> Result<Vec<audit::AuditReco
         .collect())
 }
 
-/// Sets or clears `never_auto_remediate` on a resource, audited as `resource.remediation_lock`.
-pub async fn set_remediation_lock(
-    tx: &TenantTx,
-    resource_id: &str,
-    never_auto_remediate: bool,
-    actor: &str,
-) -> Result<(), StoreError> {
-    tx.client()
-        .execute(
-            "INSERT INTO resource_remediation_locks
-                 (tenant_id, resource_id, never_auto_remediate, set_by, set_at)
-             VALUES ($1, $2, $3, $4, now())
-             ON CONFLICT (tenant_id, resource_id) DO UPDATE
-             SET never_auto_remediate = $3, set_by = $4, set_at = now()",
-            &[
-                &tx.tenant().as_str(),
-                &resource_id,
-                &never_auto_remediate,
-                &actor,
-            ],
-        )
-        .await?;
-    audit::append(
-        tx,
-        &AuditEntry {
-            actor: actor.to_owned(),
-            kind: "resource.remediation_lock".to_owned(),
-            subject: resource_id.to_owned(),
-            payload: json!({ "never_auto_remediate": never_auto_remediate }),
-        },
-    )
-    .await?;
-    Ok(())
-}
-
-/// The resource's remediation lock; a resource never locked is unlocked.
-pub async fn remediation_lock(tx: &TenantTx, resource_id: &str) -> Result<LockState, StoreError> {
-    let row = tx
-        .client()
-        .query_opt(
-            "SELECT never_auto_remediate FROM resource_remediation_locks WHERE resource_id = $1",
-            &[&resource_id],
-        )
-        .await?;
-    Ok(match row.map(|r| r.get::<_, bool>(0)) {
-        Some(true) => LockState::Locked,
-        Some(false) | None => LockState::Unlocked,
-    })
-}
+// The remediation lock is `never_auto_remediate` of the resource's operator state, whose one
+// owner is `crate::operator_state`.
+pub use crate::operator_state::{remediation_lock, set_remediation_lock};

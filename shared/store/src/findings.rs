@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use pulse_bus::OutboxRow;
 use pulse_bus::events::{FindingChange, FindingChanged};
 use pulse_domain::finding::equivalence::{MergeBasis, ResourceSignals};
+use pulse_domain::finding::operator_state::{self, SuppressionCause};
 use pulse_domain::finding::{
     self as domain, AssessRefusal, Finding, FindingId, LifecycleEvent, MAX_LIFECYCLE_EVENTS,
     OperatorAction, OperatorRefusal, ReportContext, ReportError, ReportKind, ReportedFinding,
@@ -402,11 +403,12 @@ pub async fn report_with_signals(
 ) -> Result<ReportOutcome, FindingsError> {
     let (_, reported_id) = incoming.identity()?;
     lock_resource(tx, &incoming.resource_id).await?;
-    // Patrol runtime findings are never held by a suppression rule.
-    let rules = if incoming.resource_id == domain::AI_SERVICE_RESOURCE_ID {
-        Vec::new()
+    // Patrol runtime findings are never held by a suppression rule or operator state.
+    let (rules, operator_cause) = if incoming.resource_id == domain::AI_SERVICE_RESOURCE_ID {
+        (Vec::new(), None)
     } else {
-        suppressions(tx).await?
+        let state = crate::operator_state::projection(tx, &incoming.resource_id).await?;
+        (suppressions(tx).await?, state.suppression_cause(now))
     };
     for _ in 0..MAX_CAS_ATTEMPTS {
         let same = get(tx, reported_id).await?;
@@ -417,7 +419,8 @@ pub async fn report_with_signals(
             active_on_resource: &open_records,
             suppressions: &rules,
         };
-        let decision = domain::report_with_signals(ctx, incoming, signals, run, now)?;
+        let mut decision = domain::report_with_signals(ctx, incoming, signals, run, now)?;
+        operator_state::apply_to_report(&mut decision, incoming, operator_cause, now);
         let expected = match decision.kind {
             ReportKind::New => None,
             ReportKind::Merged => open
@@ -663,6 +666,34 @@ async fn lift_suppression(
         update_with_retry(tx, held, |f| domain::lift_suppression(f, rule_id, now)).await?;
     }
     Ok(())
+}
+
+/// Auto-dismisses every open finding of `resource_id` under `cause` (an operator just set a
+/// maintenance window or intentionally offline on it), each with its `dismissed` event carrying
+/// `operator_state_cause`. Returns the ids dismissed.
+pub async fn apply_operator_state(
+    tx: &TenantTx,
+    resource_id: &str,
+    cause: SuppressionCause,
+    now: DateTime<Utc>,
+) -> Result<Vec<FindingId>, FindingsError> {
+    if resource_id == domain::AI_SERVICE_RESOURCE_ID {
+        return Ok(Vec::new());
+    }
+    lock_resource(tx, resource_id).await?;
+    let mut dismissed = Vec::new();
+    for open in open_findings(tx, Some(resource_id)).await? {
+        let id = open.finding.id;
+        if operator_state::operator_dismiss(&open.finding, cause, now).is_none() {
+            continue;
+        }
+        update_with_retry(tx, open, |f| {
+            operator_state::operator_dismiss(f, cause, now)
+        })
+        .await?;
+        dismissed.push(id);
+    }
+    Ok(dismissed)
 }
 
 /// Applies a follow-on change to another finding as a compare-and-swap, re-reading on a lost

@@ -12,6 +12,7 @@ pub mod findings;
 pub mod investigations;
 pub mod metrics;
 pub mod migrations;
+pub mod operator_state;
 pub mod patrol_dispatch;
 pub mod patrol_readiness;
 pub mod patrol_runs;

@@ -97,6 +97,9 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
         "plan_action" => restart_plan(&ids.resource, target, "warning"),
         "decide_action" => json!({"outcome": "rejected", "reason": "contract check"}),
         "set_remediation_lock" => json!({"never_auto_remediate": false}),
+        "set_operator_state" => {
+            json!({"intentionally_offline": false, "never_auto_remediate": false})
+        }
         _ => return None,
     })
 }

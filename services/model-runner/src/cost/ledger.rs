@@ -111,44 +111,28 @@ pub struct RouteCost {
     pub unknown_price_calls: u64,
 }
 
-fn count(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
-}
-
-/// Per-route totals for the transaction's tenant over `[from, to)`, ordered by route.
+/// Per-route totals for the transaction's tenant over `[from, to)`, ordered by route: the
+/// store's one ledger fold ([`pulse_store::cost_ledger::summary`]), with the route class typed.
 pub async fn summary(
     tx: &TenantTx,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<RouteCost>, LedgerError> {
-    let rows = tx
-        .client()
-        .query(
-            "SELECT route, provider, model, route_class, count(*)::bigint, \
-             coalesce(sum(input_tokens), 0)::bigint, coalesce(sum(output_tokens), 0)::bigint, \
-             coalesce(sum(cost_usd), 0)::text, \
-             count(*) FILTER (WHERE NOT price_known)::bigint \
-             FROM cost_ledger \
-             WHERE tenant_id = $1 AND occurred_at >= $2 AND occurred_at < $3 \
-             GROUP BY route, provider, model, route_class \
-             ORDER BY route, route_class",
-            &[&tx.tenant().as_str(), &from, &to],
-        )
-        .await?;
-    rows.iter()
-        .map(|row| {
-            let class: String = row.try_get(3)?;
-            let amount: String = row.try_get(7)?;
+    pulse_store::cost_ledger::summary(tx, from, to)
+        .await?
+        .into_iter()
+        .map(|r| {
             Ok(RouteCost {
-                route: row.try_get(0)?,
-                provider: row.try_get(1)?,
-                model: row.try_get(2)?,
-                route_class: RouteClass::parse(&class).ok_or(LedgerError::RouteClass(class))?,
-                calls: count(row.try_get(4)?),
-                input_tokens: count(row.try_get(5)?),
-                output_tokens: count(row.try_get(6)?),
-                known_cost_usd: amount.parse()?,
-                unknown_price_calls: count(row.try_get(8)?),
+                route_class: RouteClass::parse(r.route.route_class)
+                    .ok_or_else(|| LedgerError::RouteClass(r.route.route_class.to_owned()))?,
+                route: r.route.route,
+                provider: r.route.provider,
+                model: r.route.model,
+                calls: r.totals.calls,
+                input_tokens: r.totals.input_tokens,
+                output_tokens: r.totals.output_tokens,
+                known_cost_usd: r.totals.known_cost_usd,
+                unknown_price_calls: r.totals.unknown_price_calls,
             })
         })
         .collect()

@@ -9,12 +9,15 @@
 //!   [`has_deterministic_verifier`];
 //! - [`stale_reconcile`]: absence-based resolution after a successful full run;
 //! - [`apply_operator_action`] and [`transition`]: the status state machine and the operator
-//!   actions (acknowledge, snooze, dismiss, resolve, suppress, note, undo).
+//!   actions (acknowledge, snooze, dismiss, resolve, suppress, note, undo);
+//! - [`operator_state`]: a resource's operator state (maintenance window, intentionally
+//!   offline) auto-dismissing its findings, and waking them once it lifted.
 
 mod assess;
 pub mod equivalence;
 mod id;
 mod model;
+pub mod operator_state;
 mod report;
 mod runtime;
 mod stale;

@@ -191,7 +191,7 @@ fn moved(mut finding: Finding, events: Vec<LifecycleEvent>) -> (Finding, Vec<Lif
 
 /// Takes the reporter's content: the latest report owns the text (FIND-22); an empty impact
 /// keeps the existing one.
-fn take_content(f: &mut Finding, incoming: &ReportedFinding) {
+pub(super) fn take_content(f: &mut Finding, incoming: &ReportedFinding) {
     f.title = incoming.title.clone();
     f.description = incoming.description.clone();
     f.recommendation = incoming.recommendation.clone();

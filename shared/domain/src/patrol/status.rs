@@ -4,7 +4,7 @@
 //!
 //! | state | when |
 //! |---|---|
-//! | `disabled` | Patrol is switched off for the tenant |
+//! | `disabled` | Patrol is switched off for the tenant (`blocked_cause` `patrol_disabled`, with how to switch it on) |
 //! | `unavailable` | no runner is available to take Patrol jobs |
 //! | `running` | a run is in flight (`current_run_id` names it) |
 //! | `blocked` | a readiness check failed: runs are refused before any model call (a used-up spend budget too: `blocked_cause` `budget_exceeded`, `blocked_until` its reset) |
@@ -99,7 +99,15 @@ pub enum BlockedCause {
     /// A tenant spend budget is used up until its period resets (the run cause
     /// [`ErrorCause::BudgetExceeded`](super::run::ErrorCause::BudgetExceeded)).
     BudgetExceeded,
+    /// The tenant switched Patrol off (`patrol_enabled: false`); shown with `runtime_state`
+    /// `disabled`, never a readiness check's cause.
+    PatrolDisabled,
 }
+
+/// Why a switched-off Patrol does nothing, and how to switch it on.
+pub const PATROL_DISABLED_REASON: &str = "Patrol is switched off for this tenant, so no run \
+     starts (scheduled, alert-triggered or requested); turn it on with PUT /api/settings/ai \
+     {\"patrol_enabled\": true}";
 
 /// One server-authored readiness check.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -260,8 +268,13 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
     let mut readiness_checks = inputs.readiness.clone();
     readiness_checks.sort_by_key(|c| c.id);
     let (blocked_reason, blocked_cause, blocked_until) = match (&blocked, inputs.enabled) {
+        (_, false) => (
+            Some(PATROL_DISABLED_REASON.to_owned()),
+            Some(BlockedCause::PatrolDisabled),
+            None,
+        ),
         (Some(b), true) => (Some(b.reason.clone()), Some(b.cause), b.resets_at),
-        _ => (None, None, None),
+        (None, true) => (None, None, None),
     };
     PatrolStatus {
         runtime_state,
@@ -522,7 +535,13 @@ mod tests {
         inputs.enabled = false;
         inputs.readiness = provider_missing();
         let status = project(&inputs);
-        assert_eq!(status.blocked_reason, None);
+        // The switch is the cause shown, not the readiness check that also fails.
+        assert_eq!(status.blocked_cause, Some(BlockedCause::PatrolDisabled));
+        assert_eq!(
+            status.blocked_reason.as_deref(),
+            Some(PATROL_DISABLED_REASON)
+        );
+        assert_eq!(status.blocked_until, None);
         assert_eq!(status.next_patrol_at, None);
         insta::assert_json_snapshot!("patrol_status_disabled", status);
     }

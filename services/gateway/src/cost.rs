@@ -1,0 +1,418 @@
+//! What the tenant's model calls cost, from the cost ledger (the only cost authority; prices were
+//! applied by the model-runner's price table when each call was recorded).
+//!
+//! - `GET /api/ai/cost/summary?days=N` (`monitoring:read`): tokens and dollars over the last `N`
+//!   UTC days (today included; default 30, 1 to 365): totals, per route, per day (with its
+//!   routes) and per Patrol run (with its routes).
+//! - `GET /api/ai/cost/export?days=N` (`monitoring:read`): the same window as CSV
+//!   (`text/csv`), one row per UTC day, run, surface and route.
+//!
+//! An unknown price stays unknown: `cost_usd` is null (an empty CSV cell) with
+//! `price_known: false` and the count of unpriced calls, and `known_cost_usd` is then a lower
+//! bound. Dollar amounts are decimal text, exact to the ledger's precision. CSV cells are quoted
+//! as RFC 4180 asks, and a cell a spreadsheet would read as a formula (starting with `=`, `+`,
+//! `-`, `@`, tab or carriage return) is prefixed with `'`.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Days, NaiveDate, Utc};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::usd::Usd;
+use pulse_store::cost_ledger::{self, CostLine, CostTotals, RouteCost};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::{ApiError, AppState};
+
+pub const DEFAULT_DAYS: u32 = 30;
+pub const MAX_DAYS: u32 = 365;
+/// Runs listed in a summary, newest first; older ones still count in the totals.
+pub const MAX_RUNS: usize = 1_000;
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CostQuery {
+    pub days: Option<String>,
+}
+
+fn parse_days(raw: Option<&str>) -> Result<u32, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(DEFAULT_DAYS);
+    };
+    raw.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|d| (1..=MAX_DAYS).contains(d))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("days: must be a whole number from 1 to {MAX_DAYS}"),
+            )
+        })
+}
+
+/// `[from, to)`: the `days` UTC days ending with today's.
+fn window(days: u32, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let today = now.date_naive();
+    let first = today - Days::new(u64::from(days - 1));
+    let start = |d: NaiveDate| d.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc();
+    (start(first), start(today + Days::new(1)))
+}
+
+/// Totals as the API shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct TotalsView {
+    pub calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// Null when a call's price was unknown.
+    pub cost_usd: Option<Usd>,
+    pub price_known: bool,
+    pub known_cost_usd: Usd,
+    pub unknown_price_calls: u64,
+}
+
+impl From<&CostTotals> for TotalsView {
+    fn from(t: &CostTotals) -> Self {
+        Self {
+            calls: t.calls,
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            total_tokens: t.input_tokens + t.output_tokens,
+            cost_usd: t.cost_usd(),
+            price_known: t.price_known(),
+            known_cost_usd: t.known_cost_usd,
+            unknown_price_calls: t.unknown_price_calls,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct RouteView {
+    pub route: String,
+    pub provider: String,
+    pub model: String,
+    pub route_class: &'static str,
+    #[serde(flatten)]
+    pub totals: TotalsView,
+}
+
+impl From<RouteCost> for RouteView {
+    fn from(r: RouteCost) -> Self {
+        Self {
+            totals: TotalsView::from(&r.totals),
+            route: r.route.route,
+            provider: r.route.provider,
+            model: r.route.model,
+            route_class: r.route.route_class,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct DayView {
+    pub date: NaiveDate,
+    #[serde(flatten)]
+    pub totals: TotalsView,
+    pub routes: Vec<RouteView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct RunView {
+    pub run_id: String,
+    /// The first UTC day the run made a call.
+    pub date: NaiveDate,
+    #[serde(flatten)]
+    pub totals: TotalsView,
+    pub routes: Vec<RouteView>,
+}
+
+/// `GET /api/ai/cost/summary`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct CostSummary {
+    pub days: u32,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub totals: TotalsView,
+    pub by_route: Vec<RouteView>,
+    /// Days with calls, oldest first.
+    pub by_day: Vec<DayView>,
+    /// Patrol runs with calls, newest first, at most [`MAX_RUNS`].
+    pub by_run: Vec<RunView>,
+    pub runs_truncated: bool,
+}
+
+fn totals<'a>(lines: impl IntoIterator<Item = &'a CostLine>) -> CostTotals {
+    let mut sum = CostTotals::default();
+    for line in lines {
+        sum.add(&line.totals);
+    }
+    sum
+}
+
+fn routes<'a>(lines: impl IntoIterator<Item = &'a CostLine>) -> Vec<RouteView> {
+    cost_ledger::by_route(lines)
+        .into_iter()
+        .map(RouteView::from)
+        .collect()
+}
+
+/// Builds the summary from the ledger lines of the window. Pure.
+pub fn summarize(
+    days: u32,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    lines: &[CostLine],
+) -> CostSummary {
+    let mut per_day: BTreeMap<NaiveDate, Vec<&CostLine>> = BTreeMap::new();
+    let mut per_run: BTreeMap<&str, Vec<&CostLine>> = BTreeMap::new();
+    for line in lines {
+        per_day.entry(line.day).or_default().push(line);
+        if let Some(run) = &line.run_id {
+            per_run.entry(run).or_default().push(line);
+        }
+    }
+    let by_day = per_day
+        .into_iter()
+        .map(|(date, lines)| DayView {
+            date,
+            totals: TotalsView::from(&totals(lines.iter().copied())),
+            routes: routes(lines.iter().copied()),
+        })
+        .collect();
+    let mut by_run: Vec<RunView> = per_run
+        .into_iter()
+        .map(|(run_id, lines)| RunView {
+            run_id: run_id.to_owned(),
+            date: lines.iter().map(|l| l.day).min().unwrap_or_default(),
+            totals: TotalsView::from(&totals(lines.iter().copied())),
+            routes: routes(lines.iter().copied()),
+        })
+        .collect();
+    // Run ids are time-ordered (UUIDv7): newest first is descending id within the day order.
+    by_run.sort_by(|a, b| b.date.cmp(&a.date).then(b.run_id.cmp(&a.run_id)));
+    let runs_truncated = by_run.len() > MAX_RUNS;
+    by_run.truncate(MAX_RUNS);
+    CostSummary {
+        days,
+        from,
+        to,
+        totals: TotalsView::from(&totals(lines)),
+        by_route: routes(lines),
+        by_day,
+        by_run,
+        runs_truncated,
+    }
+}
+
+async fn load(
+    state: &AppState,
+    auth: &Authorized<MonitoringReadScope>,
+    query: Result<Query<CostQuery>, QueryRejection>,
+) -> Result<(u32, DateTime<Utc>, DateTime<Utc>, Vec<CostLine>), ApiError> {
+    let Query(query) =
+        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    let days = parse_days(query.days.as_deref())?;
+    let (from, to) = window(days, Utc::now());
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let lines = cost_ledger::lines(&tx, from, to).await?;
+    tx.rollback().await?;
+    Ok((days, from, to, lines))
+}
+
+pub async fn summary(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<CostQuery>, QueryRejection>,
+) -> Result<Json<CostSummary>, ApiError> {
+    let (days, from, to, lines) = load(&state, &auth, query).await?;
+    Ok(Json(summarize(days, from, to, &lines)))
+}
+
+/// The export's header row.
+pub const CSV_HEADER: [&str; 14] = [
+    "date",
+    "run_id",
+    "surface",
+    "route",
+    "provider",
+    "model",
+    "route_class",
+    "calls",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "price_known",
+    "known_cost_usd",
+    "unknown_price_calls",
+];
+
+/// One CSV cell: formula-looking text is defused with a leading `'`, then the cell is quoted
+/// when it holds a delimiter, a quote or a line break.
+pub fn csv_cell(value: &str) -> String {
+    let defused = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{value}")
+    } else {
+        value.to_owned()
+    };
+    if defused.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", defused.replace('"', "\"\""))
+    } else {
+        defused
+    }
+}
+
+fn csv_row(out: &mut String, cells: &[&str]) {
+    let line: Vec<String> = cells.iter().map(|c| csv_cell(c)).collect();
+    out.push_str(&line.join(","));
+    out.push_str("\r\n");
+}
+
+/// The CSV document for `lines`. Pure.
+pub fn to_csv(lines: &[CostLine]) -> String {
+    let mut out = String::new();
+    csv_row(&mut out, &CSV_HEADER);
+    for line in lines {
+        let t = &line.totals;
+        let cost = t.cost_usd().map(|c| c.to_string()).unwrap_or_default();
+        csv_row(
+            &mut out,
+            &[
+                &line.day.to_string(),
+                line.run_id.as_deref().unwrap_or(""),
+                &line.surface,
+                &line.route.route,
+                &line.route.provider,
+                &line.route.model,
+                line.route.route_class,
+                &t.calls.to_string(),
+                &t.input_tokens.to_string(),
+                &t.output_tokens.to_string(),
+                &cost,
+                if t.price_known() { "true" } else { "false" },
+                &t.known_cost_usd.to_string(),
+                &t.unknown_price_calls.to_string(),
+            ],
+        );
+    }
+    out
+}
+
+pub async fn export(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    query: Result<Query<CostQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let (days, _, to, lines) = load(&state, &auth, query).await?;
+    let last = to.date_naive() - Days::new(1);
+    let filename = format!("attachment; filename=\"pulse-ai-cost-{days}d-{last}.csv\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+            (header::CONTENT_DISPOSITION, filename),
+        ],
+        to_csv(&lines),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use pulse_store::cost_ledger::CostRoute;
+
+    use super::*;
+
+    fn line(day: u32, run: Option<&str>, model: &str, usd: Option<&str>) -> CostLine {
+        CostLine {
+            day: NaiveDate::from_ymd_opt(2026, 12, day).unwrap(),
+            run_id: run.map(str::to_owned),
+            surface: "patrol".to_owned(),
+            route: CostRoute {
+                route: format!("openai:{model}"),
+                provider: "openai".to_owned(),
+                model: model.to_owned(),
+                route_class: "metered_api",
+            },
+            totals: CostTotals {
+                calls: 1,
+                input_tokens: 1000,
+                output_tokens: 100,
+                known_cost_usd: usd.map_or(Usd::ZERO, |u| u.parse().unwrap()),
+                unknown_price_calls: u64::from(usd.is_none()),
+            },
+        }
+    }
+
+    #[test]
+    fn days_default_to_30_and_are_bounded() {
+        assert_eq!(parse_days(None).unwrap(), 30);
+        assert_eq!(parse_days(Some("1")).unwrap(), 1);
+        assert_eq!(parse_days(Some("365")).unwrap(), 365);
+        for bad in ["0", "366", "-1", "7.5", "week", ""] {
+            assert_eq!(
+                parse_days(Some(bad)).unwrap_err().code,
+                ErrorCode::InvalidParameter,
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_window_is_whole_utc_days_ending_today() {
+        let now = Utc.with_ymd_and_hms(2026, 12, 2, 3, 4, 5).unwrap();
+        let (from, to) = window(1, now);
+        assert_eq!(from, Utc.with_ymd_and_hms(2026, 12, 2, 0, 0, 0).unwrap());
+        assert_eq!(to, Utc.with_ymd_and_hms(2026, 12, 3, 0, 0, 0).unwrap());
+        let (from, _) = window(30, now);
+        assert_eq!(from, Utc.with_ymd_and_hms(2026, 11, 3, 0, 0, 0).unwrap());
+    }
+
+    #[test]
+    fn an_unknown_price_makes_the_total_unknown_not_zero() {
+        let lines = [
+            line(1, Some("r1"), "gpt-4.1", Some("0.25")),
+            line(1, Some("r1"), "mystery", None),
+            line(2, None, "gpt-4.1", Some("0.5")),
+        ];
+        let from = Utc.with_ymd_and_hms(2026, 12, 1, 0, 0, 0).unwrap();
+        let s = summarize(2, from, from + chrono::Duration::days(2), &lines);
+        assert_eq!(s.totals.cost_usd, None);
+        assert!(!s.totals.price_known);
+        assert_eq!(s.totals.known_cost_usd, "0.75".parse().unwrap());
+        assert_eq!(s.totals.unknown_price_calls, 1);
+        assert_eq!(s.by_day.len(), 2);
+        assert_eq!(s.by_day[0].totals.cost_usd, None);
+        assert_eq!(s.by_day[1].totals.cost_usd, Some("0.5".parse().unwrap()));
+        assert_eq!(s.by_run.len(), 1);
+        assert_eq!(s.by_run[0].routes.len(), 2);
+        assert_eq!(s.by_route.len(), 2);
+        insta::assert_json_snapshot!("cost_summary", s);
+    }
+
+    #[test]
+    fn csv_cells_are_quoted_and_defused() {
+        assert_eq!(csv_cell("plain"), "plain");
+        assert_eq!(csv_cell("a,b"), "\"a,b\"");
+        assert_eq!(csv_cell("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_cell("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_cell("=SUM(A1)"), "'=SUM(A1)");
+        assert_eq!(csv_cell("+1"), "'+1");
+        assert_eq!(csv_cell("-1"), "'-1");
+        assert_eq!(csv_cell("@cmd"), "'@cmd");
+        assert_eq!(csv_cell("=1,\"2\""), "\"'=1,\"\"2\"\"\"");
+        let csv = to_csv(&[line(1, None, "mystery", None)]);
+        let mut rows = csv.split("\r\n");
+        assert_eq!(rows.next().unwrap(), CSV_HEADER.join(","));
+        assert_eq!(
+            rows.next().unwrap(),
+            "2026-12-01,,patrol,openai:mystery,openai,mystery,metered_api,1,1000,100,,false,0.000000000000,1"
+        );
+    }
+}

@@ -1,0 +1,319 @@
+//! Operator state of a resource: what the operator has told Pulse about it.
+//!
+//! - `GET /api/resources/{id}/operator-state` (`monitoring:read`): the state; a resource never
+//!   set has every signal unset.
+//! - `PUT /api/resources/{id}/operator-state` (`actions:approve`, as the remediation lock):
+//!   replaces the whole state with
+//!   `{maintenance_window?: {starts_at?, ends_at}, intentionally_offline, never_auto_remediate,
+//!   criticality?, note?}`. When the new state silences the resource now (an active maintenance
+//!   window, or intentionally offline), its open findings are auto-dismissed with reason
+//!   `expected_behavior` in the same transaction, each with a `dismissed` lifecycle event
+//!   naming the `operator_state_cause`; the answer lists them in `dismissed_finding_ids`.
+//! - `DELETE /api/resources/{id}/operator-state` (`actions:approve`): clears every signal.
+//!
+//! `never_auto_remediate` is the same stored fact as the remediation lock
+//! (`/api/resources/{id}/remediation-lock`), which the action broker checks on every dispatch.
+//! Findings dismissed by operator state wake when re-detected after the state lifted. The id
+//! accepts what the other resource routes accept; state is kept on the canonical id. A resource
+//! of another tenant answers `404 not_found`, like an unknown one.
+
+use axum::Json;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use chrono::{DateTime, Utc};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::finding::FindingId;
+use pulse_domain::finding::operator_state::{
+    Criticality, MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow, OperatorStateProjection,
+};
+use pulse_store::findings::{self, FindingsError};
+use pulse_store::operator_state::{self as store, OperatorState, OperatorStateInput};
+use serde::{Deserialize, Serialize};
+
+use crate::actions::{ApproveScope, actor};
+use crate::auth::{Authorized, MonitoringReadScope};
+use crate::json::ApiJson;
+use crate::resources::{check_reference, resolve};
+use crate::{ApiError, AppState};
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WindowBody {
+    #[serde(default)]
+    pub starts_at: Option<DateTime<Utc>>,
+    pub ends_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorStateBody {
+    #[serde(default)]
+    pub maintenance_window: Option<WindowBody>,
+    pub intentionally_offline: bool,
+    pub never_auto_remediate: bool,
+    #[serde(default)]
+    pub criticality: Option<Criticality>,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::new(ErrorCode::InvalidRequest, message)
+}
+
+impl OperatorStateBody {
+    /// The state to store, or why the body is refused.
+    pub fn validate(self, now: DateTime<Utc>) -> Result<OperatorStateInput, ApiError> {
+        let maintenance_window = self
+            .maintenance_window
+            .map(|w| {
+                let window = MaintenanceWindow::new(w.starts_at, w.ends_at)
+                    .map_err(|e| invalid(e.to_string()))?;
+                if window.ends_at <= now {
+                    return Err(invalid(
+                        "maintenance_window.ends_at is in the past; a window must end later \
+                         than now (DELETE the state to end maintenance early)",
+                    ));
+                }
+                Ok(window)
+            })
+            .transpose()?;
+        let note = self.note.unwrap_or_default();
+        if note.chars().count() > MAX_OPERATOR_NOTE_CHARS {
+            return Err(invalid(format!(
+                "note is longer than {MAX_OPERATOR_NOTE_CHARS} characters"
+            )));
+        }
+        if note
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t')
+        {
+            return Err(invalid("note contains control characters"));
+        }
+        Ok(OperatorStateInput {
+            projection: OperatorStateProjection {
+                maintenance_window,
+                intentionally_offline: self.intentionally_offline,
+                never_auto_remediate: self.never_auto_remediate,
+                criticality: self.criticality,
+            },
+            note,
+        })
+    }
+}
+
+/// The state as the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct OperatorStateView {
+    /// The canonical id the state is kept on.
+    pub resource_id: String,
+    pub maintenance_window: Option<MaintenanceWindow>,
+    /// Whether the maintenance window covers now.
+    pub maintenance_active: bool,
+    pub intentionally_offline: bool,
+    pub never_auto_remediate: bool,
+    pub criticality: Option<Criticality>,
+    pub note: String,
+    /// What silences the resource's findings now: `maintenance_window`,
+    /// `intentionally_offline` or null.
+    pub suppression_cause: Option<&'static str>,
+    pub set_by: Option<String>,
+    pub set_at: Option<DateTime<Utc>>,
+    /// Open findings this change auto-dismissed (PUT only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dismissed_finding_ids: Option<Vec<FindingId>>,
+}
+
+impl OperatorStateView {
+    fn new(resource_id: String, stored: Option<OperatorState>, now: DateTime<Utc>) -> Self {
+        let (projection, note, set_by, set_at) = match stored {
+            Some(s) => (s.projection, s.note, Some(s.set_by), Some(s.set_at)),
+            None => (
+                OperatorStateProjection::default(),
+                String::new(),
+                None,
+                None,
+            ),
+        };
+        Self {
+            resource_id,
+            maintenance_window: projection.maintenance_window,
+            maintenance_active: projection
+                .maintenance_window
+                .is_some_and(|w| w.is_active(now)),
+            intentionally_offline: projection.intentionally_offline,
+            never_auto_remediate: projection.never_auto_remediate,
+            criticality: projection.criticality,
+            note,
+            suppression_cause: projection.suppression_cause(now).map(|c| c.as_str()),
+            set_by,
+            set_at,
+            dismissed_finding_ids: None,
+        }
+    }
+}
+
+fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(reference) =
+        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
+    check_reference("id", &reference)?;
+    Ok(reference)
+}
+
+fn findings_error(error: FindingsError) -> ApiError {
+    match error {
+        FindingsError::Store(e) => e.into(),
+        FindingsError::Contended(_) | FindingsError::Conflict { .. } => ApiError::new(
+            ErrorCode::Conflict,
+            "a finding of the resource kept changing concurrently; send the request again",
+        ),
+        other => {
+            tracing::error!(error = %other, "dismissing findings under operator state failed");
+            ApiError::new(
+                ErrorCode::InternalError,
+                "the operator state could not be applied",
+            )
+        }
+    }
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    auth: Authorized<MonitoringReadScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<OperatorStateView>, ApiError> {
+    let reference = reference(path)?;
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = resolve(&tx, &reference).await?;
+    let resource_id = resource.id.as_str().to_owned();
+    let stored = store::get(&tx, &resource_id).await?;
+    tx.rollback().await?;
+    Ok(Json(OperatorStateView::new(
+        resource_id,
+        stored,
+        Utc::now(),
+    )))
+}
+
+pub async fn put(
+    State(state): State<AppState>,
+    auth: Authorized<ApproveScope>,
+    path: Result<Path<String>, PathRejection>,
+    ApiJson(body): ApiJson<OperatorStateBody>,
+) -> Result<Json<OperatorStateView>, ApiError> {
+    let reference = reference(path)?;
+    let now = Utc::now();
+    let input = body.validate(now)?;
+    let actor = actor(&auth.principal);
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = resolve(&tx, &reference).await?;
+    let resource_id = resource.id.as_str().to_owned();
+    let stored = store::put(&tx, &resource_id, &input, &actor).await?;
+    let dismissed = match stored.projection.suppression_cause(now) {
+        Some(cause) => findings::apply_operator_state(&tx, &resource_id, cause, now)
+            .await
+            .map_err(findings_error)?,
+        None => Vec::new(),
+    };
+    tx.commit().await?;
+    tracing::info!(
+        resource_id,
+        actor,
+        dismissed = dismissed.len(),
+        "operator state set"
+    );
+    let mut view = OperatorStateView::new(resource_id, Some(stored), now);
+    view.dismissed_finding_ids = Some(dismissed);
+    Ok(Json(view))
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    auth: Authorized<ApproveScope>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<OperatorStateView>, ApiError> {
+    let reference = reference(path)?;
+    let actor = actor(&auth.principal);
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let resource = resolve(&tx, &reference).await?;
+    let resource_id = resource.id.as_str().to_owned();
+    let cleared = store::clear(&tx, &resource_id, &actor).await?;
+    tx.commit().await?;
+    tracing::info!(resource_id, actor, cleared, "operator state cleared");
+    Ok(Json(OperatorStateView::new(resource_id, None, Utc::now())))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, TimeZone};
+
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap()
+    }
+
+    fn body(json: &str) -> Result<OperatorStateInput, String> {
+        let body: OperatorStateBody = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        body.validate(now()).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn the_body_is_strict() {
+        let ok = body(
+            r#"{"maintenance_window": {"starts_at": "2026-12-02T11:00:00Z",
+                "ends_at": "2026-12-02T14:00:00Z"}, "intentionally_offline": false,
+                "never_auto_remediate": true, "criticality": "high", "note": "db upgrade"}"#,
+        )
+        .unwrap();
+        assert!(ok.projection.never_auto_remediate);
+        assert_eq!(ok.projection.criticality, Some(Criticality::High));
+        assert_eq!(
+            ok.projection.maintenance_window.unwrap().ends_at,
+            now() + Duration::hours(2)
+        );
+        for bad in [
+            r#"{}"#,
+            r#"{"intentionally_offline": false}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false, "x": 1}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false,
+                "maintenance_window": {"ends_at": "2026-12-03T00:00:00Z", "until": 1}}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false,
+                "criticality": "urgent"}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false,
+                "maintenance_window": {"starts_at": "2026-12-02T13:00:00Z",
+                "ends_at": "2026-12-02T12:30:00Z"}}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false,
+                "maintenance_window": {"ends_at": "2026-12-02T11:00:00Z"}}"#,
+            r#"{"intentionally_offline": false, "never_auto_remediate": false,
+                "note": "a\u0000b"}"#,
+        ] {
+            assert!(body(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_view_has_its_shape() {
+        let stored = OperatorState {
+            resource_id: "service:h1:web".to_owned(),
+            projection: OperatorStateProjection {
+                maintenance_window: Some(MaintenanceWindow {
+                    starts_at: None,
+                    ends_at: now() + Duration::hours(1),
+                }),
+                intentionally_offline: true,
+                never_auto_remediate: false,
+                criticality: Some(Criticality::Critical),
+            },
+            note: "patching".to_owned(),
+            set_by: "user:alice".to_owned(),
+            set_at: now(),
+        };
+        let view = OperatorStateView::new("service:h1:web".to_owned(), Some(stored), now());
+        assert_eq!(view.suppression_cause, Some("maintenance_window"));
+        insta::assert_json_snapshot!("operator_state_view", view);
+        let unset = OperatorStateView::new("service:h1:web".to_owned(), None, now());
+        assert_eq!(unset.suppression_cause, None);
+        assert!(!unset.never_auto_remediate);
+    }
+}

@@ -1,0 +1,197 @@
+//! The per-tenant Patrol switch (`patrol_enabled` in `PUT /api/settings/ai`) through the real
+//! gateway and patrol-scheduler binaries, with a one-second cadence:
+//!
+//! - switched off, the tenant's due slots pass without a run (counted as skipped with cause
+//!   `patrol_disabled`), a requested run is refused `409 patrol_disabled` saying how to switch
+//!   it on, and `GET /api/ai/patrol/status` shows `disabled` with that cause; another tenant's
+//!   Patrol keeps running;
+//! - switched on again, scheduled runs resume and requests are no longer refused for it.
+
+use std::time::Duration;
+
+use pulse_domain::{Scope, TenantId};
+use pulse_store::tenants;
+use pulse_test_support::action_api::user_token;
+use pulse_test_support::patrol::{save_settings, select_keyless_model};
+use pulse_test_support::scheduler::TestScheduler;
+use pulse_test_support::service::{TestGateway, scratch_dir};
+use pulse_test_support::wait;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// `pulse_patrol_scheduled_runs_skipped_total{cause="<cause>"}` of the scheduler.
+async fn skipped(gateway: &TestGateway, health_url: &str, cause: &str) -> anyhow::Result<f64> {
+    let text = gateway
+        .http
+        .get(format!("{health_url}/metrics"))
+        .send()
+        .await?
+        .text()
+        .await?;
+    let label = format!("cause=\"{cause}\"");
+    Ok(text
+        .lines()
+        .find(|l| l.starts_with("pulse_patrol_scheduled_runs_skipped_total{") && l.contains(&label))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<f64>().ok())
+        .unwrap_or(0.0))
+}
+
+async fn runs(gateway: &TestGateway, token: &str) -> anyhow::Result<Vec<Value>> {
+    let (status, body) = gateway
+        .request_json(Method::GET, token, "/api/ai/patrol/runs", None)
+        .await?;
+    anyhow::ensure!(status == 200, "runs answered {status} {body}");
+    Ok(body["runs"].as_array().cloned().unwrap_or_default())
+}
+
+async fn status(gateway: &TestGateway) -> anyhow::Result<Value> {
+    let (code, status) = gateway
+        .admin_json(Method::GET, "/api/ai/patrol/status", None)
+        .await?;
+    anyhow::ensure!(code == 200, "status answered {code} {status}");
+    Ok(status)
+}
+
+#[tokio::test]
+async fn a_switched_off_tenant_starts_no_run_until_it_is_switched_on() -> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let gateway = TestGateway::start().await?;
+    let store = gateway.db.store();
+    select_keyless_model(&gateway, &gateway.admin_token).await?;
+
+    // The switch is a typed field of the settings.
+    let (code, refused) = gateway
+        .admin_json(
+            Method::PUT,
+            "/api/settings/ai",
+            Some(json!({"patrol_enabled": "no"})),
+        )
+        .await?;
+    assert_eq!(code, 422, "{refused}");
+    assert_eq!(refused["error"], "invalid_request", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("patrol_enabled")),
+        "{refused}"
+    );
+    let (_, settings) = gateway
+        .admin_json(Method::GET, "/api/settings/ai", None)
+        .await?;
+    assert_eq!(
+        settings["patrol_enabled"], true,
+        "on by default: {settings}"
+    );
+    save_settings(&gateway, json!({"patrol_enabled": false})).await?;
+    let (_, settings) = gateway
+        .admin_json(Method::GET, "/api/settings/ai", None)
+        .await?;
+    assert_eq!(settings["patrol_enabled"], false, "{settings}");
+
+    // Another tenant keeps Patrol on.
+    let globex = TenantId::new("globex")?;
+    tenants::create(store, &globex, "Globex").await?;
+    let globex_admin = user_token(
+        store,
+        &globex,
+        Some("gina"),
+        &[Scope::Admin, Scope::MonitoringRead],
+    )
+    .await?;
+    select_keyless_model(&gateway, &globex_admin).await?;
+
+    let dir = scratch_dir("patrol-switch")?;
+    let scheduler = TestScheduler::start(
+        &gateway,
+        &dir.join("scheduler"),
+        &[
+            ("PULSE_PATROL__CADENCE_OVERRIDE_MS", "1000"),
+            ("PULSE_PATROL__JITTER_PCT", "0"),
+            ("PULSE_PATROL__DISPATCH_POLL_MS", "100"),
+            ("PULSE_PATROL__SCHEDULE_REFRESH_MS", "500"),
+        ],
+    )
+    .await?;
+
+    // Due slots pass for the switched-off tenant.
+    wait::until(
+        DEADLINE,
+        "two skipped slots of the switched-off tenant",
+        || async {
+            let n = skipped(&gateway, &scheduler.health_url, "patrol_disabled")
+                .await
+                .ok()?;
+            (n >= 2.0).then_some(())
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; scheduler log:\n{}", scheduler.process.log_tail(30)))?;
+    // The other tenant's cadence runs meanwhile.
+    wait::until(DEADLINE, "a cadence run of the other tenant", || async {
+        let theirs = runs(&gateway, &globex_admin).await.ok()?;
+        (!theirs.is_empty()).then_some(())
+    })
+    .await?;
+    assert!(
+        runs(&gateway, &gateway.admin_token).await?.is_empty(),
+        "no run of the switched-off tenant"
+    );
+
+    // A requested run is refused, saying how to switch Patrol on; nothing is recorded.
+    let (code, refused) = gateway
+        .admin_json(Method::POST, "/api/ai/patrol/run", None)
+        .await?;
+    assert_eq!(code, 409, "{refused}");
+    assert_eq!(refused["error"], "patrol_disabled", "{refused}");
+    assert!(
+        refused["message"].as_str().is_some_and(
+            |m| m.contains("\"patrol_enabled\": true") && m.contains("/api/settings/ai")
+        ),
+        "{refused}"
+    );
+    assert!(runs(&gateway, &gateway.admin_token).await?.is_empty());
+
+    // The status says it is off and why.
+    let off = status(&gateway).await?;
+    assert_eq!(off["runtime_state"], "disabled", "{off}");
+    assert_eq!(off["enabled"], false, "{off}");
+    assert_eq!(off["blocked_cause"], "patrol_disabled", "{off}");
+    assert!(
+        off["blocked_reason"]
+            .as_str()
+            .is_some_and(|m| m.contains("patrol_enabled")),
+        "{off}"
+    );
+    assert_eq!(off["next_patrol_at"], Value::Null, "{off}");
+
+    // Switched on: the cadence resumes for the tenant.
+    save_settings(&gateway, json!({"patrol_enabled": true})).await?;
+    let resumed = wait::until(DEADLINE, "a cadence run after switching on", || async {
+        let ours = runs(&gateway, &gateway.admin_token).await.ok()?;
+        ours.into_iter()
+            .find(|r| matches!(r["trigger_reason"].as_str(), Some("scheduled" | "startup")))
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; scheduler log:\n{}", scheduler.process.log_tail(30)))?;
+    assert_eq!(resumed["type"], "full", "{resumed}");
+    let on = status(&gateway).await?;
+    assert_eq!(on["enabled"], true, "{on}");
+    assert_ne!(on["runtime_state"], "disabled", "{on}");
+    assert_ne!(on["blocked_cause"], "patrol_disabled", "{on}");
+    // A request is no longer refused for the switch (the cadence run may still be in flight:
+    // no runner takes it here).
+    let (code, answer) = gateway
+        .admin_json(Method::POST, "/api/ai/patrol/run", None)
+        .await?;
+    assert!(
+        code == 202 || answer["error"] == "patrol_run_in_progress",
+        "{code} {answer}"
+    );
+
+    scheduler.stop().await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    gateway.stop().await
+}
