@@ -41,7 +41,18 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 900 
 const page = await context.newPage();
 page.on("dialog", (dialog) => dialog.accept());
 const consoleErrors = [];
-page.on("console", (msg) => { if (msg.type() === "error") { consoleErrors.push(msg.text()); } });
+page.on("console", (msg) => {
+  if (msg.type() !== "error") { return; }
+  const where = msg.location().url || page.url();
+  // The refused sign-in is a 401 page on purpose; the browser logs every 4xx document.
+  if (where.includes("/signin")) { return; }
+  consoleErrors.push(`${msg.text()} (${where})`);
+});
+page.on("response", (response) => {
+  if (response.status() >= 400 && !response.url().includes("/signin")) {
+    log(`answer ${response.status()} for ${response.request().method()} ${response.url()}`);
+  }
+});
 page.on("pageerror", (err) => consoleErrors.push(String(err)));
 
 async function shot(name) {
@@ -152,7 +163,7 @@ try {
   await shot("05b-self-approval");
 
   await begin("every page is labelled for assistive technology");
-  for (const path of ["/patrol", "/findings", "/runs", "/approvals", "/actions", "/resources", "/settings"]) {
+  for (const path of ["/patrol", "/findings", "/runs", "/approvals", "/actions", "/resources", "/settings", "/cost", "/resources/service:pulse-demo:demo-web"]) {
     await page.goto(`${base}${path}`);
     await checkLabels(path);
   }

@@ -7,6 +7,8 @@
 //! may answer only [`crate::routes::UNROUTED`] codes. An error answer without a code (something
 //! other than `ApiError` answered) counts as undeclared too.
 //!
+//! Routes of the web UI (outside `/api/`) answer HTML pages and are not checked.
+//!
 //! An undeclared answer is not altered (the client still gets it) but is logged at error level
 //! and counted in `pulse_http_undeclared_errors_total{method,route,code}`; debug builds also
 //! name it in the `x-pulse-undeclared-error` response header, so a test can pin the request.
@@ -50,6 +52,11 @@ pub async fn check(State(metrics): State<HttpMetrics>, req: Request, next: Next)
         .map(|p| p.as_str().to_owned());
     let mut response = next.run(req).await;
     if response.status().as_u16() < 400 {
+        return response;
+    }
+    // The web UI's pages answer people, in HTML, not API codes (a refused sign-in is a 401
+    // page); the registry describes `/api/` only.
+    if route.as_deref().is_some_and(|r| !r.starts_with("/api")) {
         return response;
     }
     let code = response.extensions().get::<ErrorCode>().copied();

@@ -203,6 +203,7 @@ async fn every_form_without_the_sessions_csrf_token_is_refused() -> anyhow::Resu
             "/actions",
             "/resources",
             "/settings",
+            "/cost",
         ];
         let mut forms = BTreeSet::new();
         for page in pages {

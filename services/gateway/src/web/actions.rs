@@ -8,7 +8,7 @@ use pulse_domain::Scope;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::layout::{self, Nav, badge, csrf, text, time};
+use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::actions::{self as api, ApproveScope, DecisionBody, ListQuery};
 use crate::auth::{AdminScope, MonitoringReadScope};
@@ -166,7 +166,7 @@ pub async fn detail(
                 div class="panel" {
                     h2 { "Plan" }
                     dl class="facts" {
-                        dt { "Resource" } dd { a href={"/resources/" (text(&action["resource_id"]))} { code { (text(&action["resource_id"])) } } }
+                        dt { "Resource" } dd { a href={"/resources/" (seg(&action["resource_id"]))} { code { (text(&action["resource_id"])) } } }
                         dt { "Parameters" } dd { code { (action["params"].to_string()) } }
                         dt { "Why" } dd { (text(&action["reason"])) }
                         dt { "Severity" } dd { (text(&action["severity"])) }

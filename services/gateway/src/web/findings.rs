@@ -8,7 +8,7 @@ use pulse_domain::finding::DismissedReason;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::layout::{self, Nav, badge, csrf, text, time};
+use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::auth::MonitoringReadScope;
 use crate::findings::{
@@ -323,7 +323,7 @@ pub async fn detail(
                 div class="panel" {
                     h2 { "What" }
                     dl class="facts" {
-                        dt { "Resource" } dd { a href={"/resources/" (text(&finding["resource_id"]))} { (text(&finding["resource_name"])) } " " code { (text(&finding["resource_id"])) } }
+                        dt { "Resource" } dd { a href={"/resources/" (seg(&finding["resource_id"]))} { (text(&finding["resource_name"])) } " " code { (text(&finding["resource_id"])) } }
                         dt { "Category" } dd { (text(&finding["category"])) }
                         dt { "Detected" } dd { (time(&finding["detected_at"])) }
                         dt { "Last seen" } dd { (time(&finding["last_seen_at"])) }

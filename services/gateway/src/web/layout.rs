@@ -192,9 +192,13 @@ pub fn badge(word: &str) -> Markup {
     html! { span class=(class) { (word.replace('_', " ")) } }
 }
 
-/// Dollars with up to four decimals; unknown (no price) says so.
+/// Dollars with up to four decimals (from a number or the exact decimal string the cost API
+/// answers); unknown (no price) says so.
 pub fn usd(value: &Value) -> String {
-    match value.as_f64() {
+    let amount = value
+        .as_f64()
+        .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
+    match amount {
         Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
         Some(v) => format!("${v:.2}"),
         None => "unknown".to_owned(),
@@ -234,4 +238,23 @@ pub async fn response_value(
         .and_then(pulse_capabilities::ErrorCode::from_code)
         .unwrap_or(pulse_capabilities::ErrorCode::InternalError);
     Err(ApiError::new(code, text(&body["message"])))
+}
+
+/// A value as one path segment or query value: everything but unreserved characters and `:`
+/// percent-encoded (resource ids hold `/`).
+pub fn seg(value: &Value) -> String {
+    let raw = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut out = String::with_capacity(raw.len());
+    for byte in raw.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
+                out.push(byte as char)
+            }
+            other => out.push_str(&format!("%{other:02X}")),
+        }
+    }
+    out
 }

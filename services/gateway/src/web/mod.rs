@@ -10,6 +10,7 @@
 
 mod actions;
 mod assets;
+mod cost;
 mod findings;
 mod layout;
 mod patrol;
@@ -55,6 +56,8 @@ pub const FORM_ROUTES: &[&str] = &[
     "/patrol/enabled",
     "/findings/{id}/{action}",
     "/actions/{id}/decision",
+    "/resources/{id}/operator-state",
+    "/resources/{id}/operator-state/clear",
     "/settings",
     "/settings/preflight",
 ];
@@ -83,4 +86,13 @@ pub fn routes() -> Router<AppState> {
         .route("/resources/{id}", get(resources::detail))
         .route("/settings", get(settings::page).post(settings::save))
         .route("/settings/preflight", post(settings::preflight))
+        .route("/cost", get(cost::page))
+        .route(
+            "/resources/{id}/operator-state",
+            post(resources::set_operator_state),
+        )
+        .route(
+            "/resources/{id}/operator-state/clear",
+            post(resources::clear_operator_state),
+        )
 }

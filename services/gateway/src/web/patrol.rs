@@ -187,6 +187,8 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                                     input type="checkbox" name="resource" value=(text(&resource["id"]));
                                     " " (text(&resource["name"])) " "
                                     (badge(resource["health"].as_str().unwrap_or("unknown")))
+                                    br;
+                                    span class="hint" { code { (text(&resource["id"])) } }
                                 }
                             }
                         }
