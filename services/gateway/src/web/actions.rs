@@ -65,7 +65,7 @@ pub async fn approvals(State(state): State<AppState>, user: WebUser) -> Response
     };
     let body = html! {
         h1 { "Approvals" }
-        p class="hint" { "Plans waiting for a human decision, oldest first. Open one to see its plan and decide." }
+        p class="hint" { "Plans waiting for a human decision, the one expiring first at the top (then the riskiest). Open one to see its plan and decide." }
         div id="approvals" data-live {
             (table(&pending, "Nothing is waiting for approval."))
         }
