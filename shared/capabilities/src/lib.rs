@@ -2,6 +2,7 @@
 //! descriptors, execution profiles, the tool policy) and the stable error-code table.
 
 pub mod error_codes;
+pub mod exec_intent;
 pub mod invocation;
 pub mod policy;
 pub mod profile;
