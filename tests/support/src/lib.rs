@@ -10,6 +10,7 @@ pub mod json_text;
 pub mod nats;
 pub mod patrol;
 pub mod provider_sim;
+pub mod python;
 pub mod runner;
 pub mod scheduler;
 pub mod seed;

@@ -1,0 +1,139 @@
+//! Pulse MCP through the official MCP Python SDK (pip package `mcp`, pinned in
+//! `tests/mcp/requirements.txt`, installed in a virtual environment the test builds): against a
+//! whole `pulsectl up --demo` stack, `pulse-mcp` over stdio with an admin token and with a token
+//! lacking `actions:plan`. `tests/mcp/mcp_client_check.py` runs the checks: initialize,
+//! `tools/list` equal to the manifest's allowlist, fleet context, findings, planning an action
+//! (an approval card), a capability outside the allowlist refused by name, `missing_scope` for the
+//! token without the scope, `prompts/get pulse_operations_loop`, `resources/list|read`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use pulse_test_support::python::{ensure_success, run, venv_python};
+use pulse_test_support::service::bin_dir;
+use pulse_test_support::stack::{self, PulsectlUp, StackOptions};
+use pulse_test_support::wait;
+use serde_json::Value;
+
+const REQUIREMENTS: &str = include_str!("../../mcp/requirements.txt");
+const SET_UP_WITHIN: Duration = Duration::from_secs(240);
+const CHECKS_WITHIN: Duration = Duration::from_secs(180);
+const RESOURCE: &str = "service:pulse-demo:demo-cache";
+
+fn mcp_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mcp")
+}
+
+#[tokio::test]
+async fn the_official_mcp_client_uses_pulse_mcp_with_the_tokens_authority() -> anyhow::Result<()> {
+    stack::require_stack_binaries()?;
+    pulse_test_support::install_crypto_provider();
+    let adapter = bin_dir()?.join("pulse-mcp");
+    anyhow::ensure!(
+        adapter.is_file(),
+        "pulse-mcp is missing; run `cargo build --workspace --bins` first"
+    );
+    let python = venv_python(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-sdk"),
+        REQUIREMENTS,
+        &mcp_dir().join("requirements.txt"),
+    )
+    .await?;
+    let mut options = StackOptions::isolated("mcp-sdk")?;
+    let result = async {
+        let mut up = PulsectlUp::spawn(
+            &options,
+            &[
+                "--demo",
+                "--demo-agent-health-listen",
+                "127.0.0.1:0",
+                "--provider-sim-listen",
+                "127.0.0.1:0",
+            ],
+        )?;
+        wait::until(SET_UP_WITHIN, "the demo's setup", || {
+            let done = up.stdout().contains("Demo running:");
+            async move { done.then_some(()) }
+        })
+        .await
+        .with_context(|| up.output())?;
+        options.learn_gateway(&up).await?;
+        let base = options.gateway_url();
+        let admin = std::fs::read_to_string(options.admin_token_path())?
+            .trim()
+            .to_owned();
+        let http = reqwest::Client::new();
+        let manifest: Value = http
+            .get(format!("{base}/api/agent/capabilities"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let expected: Vec<Value> = manifest["surfaceToolContracts"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["surfaceId"] == "pulse_mcp"))
+            .and_then(|c| c["tools"].as_array())
+            .context("the manifest's pulse_mcp tool contract")?
+            .clone();
+        let created: Value = http
+            .post(format!("{base}/api/tokens"))
+            .bearer_auth(&admin)
+            .json(&serde_json::json!({
+                "name": "mcp-readonly",
+                "scopes": ["monitoring:read", "ai:execute"],
+            }))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let readonly = created["token"]
+            .as_str()
+            .context("readonly token")?
+            .to_owned();
+        // The demo agent reports its services shortly after the setup.
+        wait::until(SET_UP_WITHIN, "the demo resource in the fleet", || {
+            let request = http
+                .get(format!("{base}/api/resources/{RESOURCE}"))
+                .bearer_auth(&admin);
+            async move {
+                request
+                    .send()
+                    .await
+                    .ok()?
+                    .status()
+                    .is_success()
+                    .then_some(())
+            }
+        })
+        .await?;
+        let out = run(
+            tokio::process::Command::new(&python)
+                .arg(mcp_dir().join("mcp_client_check.py"))
+                .arg("stdio")
+                .arg(&adapter)
+                .arg(&base)
+                .env("PULSE_API_TOKEN", &admin)
+                .env("PULSE_READONLY_TOKEN", &readonly)
+                .env("PULSE_MCP_RESOURCE", RESOURCE)
+                .env(
+                    "PULSE_MCP_EXPECTED_TOOLS",
+                    serde_json::to_string(&expected)?,
+                ),
+            CHECKS_WITHIN,
+            "the MCP SDK client",
+        )
+        .await?;
+        println!("{}", String::from_utf8_lossy(&out.stdout));
+        ensure_success(&out, "the MCP SDK checks against pulse-mcp")?;
+        anyhow::ensure!(
+            String::from_utf8_lossy(&out.stdout).contains("all MCP checks passed"),
+            "the checks did not finish"
+        );
+        Ok(())
+    }
+    .await;
+    let cleanup = options.cleanup().await;
+    result?;
+    cleanup
+}
