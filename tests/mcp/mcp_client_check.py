@@ -1,6 +1,7 @@
 """Pulse MCP through the official MCP Python SDK (pip package `mcp`).
 
 Usage: python mcp_client_check.py stdio <pulse-mcp binary> <gateway url>
+       python mcp_client_check.py http - <gateway url>     (the gateway's own /mcp endpoint)
 The API token is read from PULSE_API_TOKEN; a second token lacking `actions:plan` from
 PULSE_READONLY_TOKEN; the resource to plan on from PULSE_MCP_RESOURCE.
 
@@ -18,6 +19,7 @@ import sys
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 
 def check(condition, what, detail=""):
@@ -95,6 +97,20 @@ async def main():
     mode, binary, base_url = sys.argv[1], sys.argv[2], sys.argv[3]
     expected = json.loads(os.environ["PULSE_MCP_EXPECTED_TOOLS"])
     resource = os.environ["PULSE_MCP_RESOURCE"]
+    if mode == "http":
+        def client(token_env):
+            return create_mcp_http_client(
+                headers={"Authorization": f"Bearer {os.environ[token_env]}"})
+
+        async with client("PULSE_API_TOKEN") as http, client("PULSE_READONLY_TOKEN") as http2:
+            async with streamable_http_client(f"{base_url}/mcp", http_client=http) as streams:
+                async with ClientSession(streams[0], streams[1]) as session:
+                    async with streamable_http_client(f"{base_url}/mcp", http_client=http2) as s2:
+                        async with ClientSession(s2[0], s2[1]) as readonly:
+                            await readonly.initialize()
+                            await exercise(session, expected, resource, readonly)
+        print("all MCP checks passed", flush=True)
+        return
     if mode != "stdio":
         raise SystemExit(f"unknown mode {mode}")
 

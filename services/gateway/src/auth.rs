@@ -19,7 +19,7 @@ use pulse_store::tokens::{self, AuthFailure, Principal};
 
 use crate::{ApiError, AppState};
 
-fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
+pub(crate) fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
     if let Some(value) = parts.get(axum::http::header::AUTHORIZATION) {
         let value = value.to_str().ok()?;
         let (scheme, token) = value.split_once(' ')?;

@@ -17,6 +17,7 @@ mod fleet;
 mod forecast;
 mod json;
 pub mod manifest;
+mod mcp;
 mod observe;
 pub mod openapi;
 mod operator_state;
@@ -62,6 +63,8 @@ pub struct AppState {
     pub web: Arc<web::WebState>,
     /// The per-tenant live feeds of `GET /api/agent/events`.
     pub agent_events: Arc<agent_events::AgentEvents>,
+    /// `POST /mcp`: the MCP server over this gateway's manifest and API.
+    pub mcp: Arc<mcp::McpEndpoint>,
 }
 
 /// Serves the API until shutdown.
@@ -89,6 +92,12 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         outbox_notify.clone(),
     )
     .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
+    // Bound first: the MCP endpoint calls back into the API at the address actually bound.
+    let listener = pulse_runtime::bind(ctx.config.gateway.listen, "the API").await?;
+    let mut own = listener.local_addr()?;
+    if own.ip().is_unspecified() {
+        own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
     let state = AppState {
         store: ctx.store.clone(),
         fleet,
@@ -109,12 +118,12 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             &ctx.bus,
             ctx.shutdown.clone(),
         )),
+        mcp: Arc::new(mcp::McpEndpoint::new(format!("http://{own}"))?),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),
         ctx.metrics.clone(),
     ));
-    let listener = pulse_runtime::bind(ctx.config.gateway.listen, "the API").await?;
     tracing::info!(addr = %listener.local_addr()?, "gateway listening");
     let stop = ctx.shutdown.clone();
     axum::serve(

@@ -510,6 +510,107 @@ pub fn cached() -> &'static Manifest {
     MANIFEST.get_or_init(build)
 }
 
+/// `docs/mcp.md`: how to connect an MCP client, generated from the manifest (a test keeps the
+/// published file in step).
+pub fn mcp_setup_markdown() -> String {
+    let manifest = cached();
+    let adapter = &manifest.mcp_adapter;
+    let tools = manifest
+        .surface_tool_contracts
+        .iter()
+        .find(|c| c.surface_id == SURFACE_PULSE_MCP)
+        .map(|c| c.tools.clone())
+        .unwrap_or_default();
+    let config = |family: &str| -> String {
+        let server = match family {
+            "mcp" => json!({
+                "type": "local",
+                "command": [adapter.command, adapter.base_url_flag, adapter.base_url_default],
+                "environment": {adapter.token_env_default.clone(): "<your Pulse API token>"},
+            }),
+            _ => json!({
+                "command": adapter.command,
+                "args": [adapter.base_url_flag, adapter.base_url_default],
+                "env": {adapter.token_env_default.clone(): "<your Pulse API token>"},
+            }),
+        };
+        let mut root = Map::new();
+        let mut servers = Map::new();
+        servers.insert(adapter.server_name.clone(), server);
+        root.insert(family.to_owned(), Value::Object(servers));
+        serde_json::to_string_pretty(&Value::Object(root)).unwrap_or_default()
+    };
+    let mut out = String::from(
+        "# Pulse MCP\n\nThis file is generated from the capability manifest \
+         (`GET /api/agent/capabilities`, `services/gateway/src/manifest.rs`); a test keeps it in \
+         step.\n\nExternal agents reach Pulse's governed capabilities over the Model Context \
+         Protocol with exactly the authority of the API token they are given (`pulsectl token \
+         create`; the scopes the tools need are listed below). Two ways in, one server:\n\n",
+    );
+    out.push_str(&format!(
+        "- `{}` over stdio: `{} {} {}` with the token in `${}` (`{} <NAME>` changes the \
+         variable); `{}` forwards the gateway's agent events as `notifications/<kind>`.\n",
+        adapter.command,
+        adapter.command,
+        adapter.base_url_flag,
+        adapter.base_url_default,
+        adapter.token_env_default,
+        adapter.token_env_flag,
+        adapter.emit_notifications_flag,
+    ));
+    out.push_str(
+        "- The gateway's own endpoint, streamable HTTP: `POST <gateway>/mcp` with \
+         `Authorization: Bearer <token>`; nothing to install.\n\n",
+    );
+    for family in &adapter.client_config_families {
+        let title = if family == "mcp" {
+            "OpenCode (`opencode.json`)"
+        } else {
+            "Claude Desktop, Cursor and other `mcpServers` clients"
+        };
+        out.push_str(&format!(
+            "## {title}\n\n```json\n{}\n```\n\n",
+            config(family)
+        ));
+    }
+    out.push_str("## Tools\n\n| tool | method and path | scopes |\n|---|---|---|\n");
+    for name in &tools {
+        if let Some(c) = manifest.capabilities.iter().find(|c| &c.name == name) {
+            out.push_str(&format!(
+                "| `{}` | `{} {}` | {} |\n",
+                c.name,
+                c.method,
+                c.path,
+                c.scopes
+                    .iter()
+                    .map(|s| format!("`{s}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nA token covering every tool needs: {}. Any other capability is refused by name \
+         (`tool_not_offered`); an API error comes back as `{{\"error\", \"message\"}}` with \
+         `isError: true`.\n\n## Resources and prompts\n\nResources: `{}` (the fleet's \
+         resources; reading one gives its context). Prompts: {}.\n",
+        manifest
+            .required_scopes
+            .iter()
+            .map(|s| format!("`{s}`"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        adapter.resource_uri_template,
+        manifest
+            .workflow_prompts
+            .iter()
+            .map(|p| format!("`{}`", p.name))
+            .collect::<Vec<_>>()
+            .join(", "),
+    ));
+    out
+}
+
 pub async fn capabilities() -> impl IntoResponse {
     Json(cached())
 }
@@ -582,6 +683,20 @@ mod tests {
         assert!(findings.error_codes.contains(&"missing_scope".to_owned()));
         let revoke = by_name("revoke_token");
         assert!(revoke.output_schema.is_null());
+    }
+
+    #[test]
+    fn mcp_setup_doc_is_generated_from_the_manifest() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/mcp.md");
+        if std::env::var_os("PULSE_UPDATE_DOCS").is_some() {
+            std::fs::write(path, mcp_setup_markdown()).unwrap();
+        }
+        let published = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            published,
+            mcp_setup_markdown(),
+            "docs/mcp.md is stale; regenerate it with `PULSE_UPDATE_DOCS=1 cargo test -p pulse-gateway mcp_setup_doc`"
+        );
     }
 
     #[test]

@@ -1433,9 +1433,16 @@ pub fn router(state: AppState) -> Router {
             .fold(MethodRouter::new(), |acc, spec| acc.merge((spec.handler)()));
         router = router.route(path, method_router);
     }
-    // The web UI's pages and forms beside the API (not API capabilities).
+    // The web UI's pages and forms beside the API (not API capabilities), and Pulse MCP over
+    // streamable HTTP (a protocol endpoint projecting the capabilities above).
     router
         .merge(crate::web::routes())
+        .route(
+            "/mcp",
+            post(crate::mcp::post)
+                .get(crate::mcp::not_offered)
+                .delete(crate::mcp::not_offered),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))

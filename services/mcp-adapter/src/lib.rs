@@ -37,7 +37,7 @@ pub struct McpServer {
     base_url: String,
     token: Option<String>,
     http: reqwest::Client,
-    manifest: Value,
+    manifest: std::sync::Arc<Value>,
 }
 
 /// Why the manifest could not be had.
@@ -71,14 +71,20 @@ impl McpServer {
             .json()
             .await
             .map_err(|e| ManifestError::Fetch(e.to_string()))?;
-        Ok(Self::with_manifest(base_url, token, http, manifest))
+        Ok(Self::with_manifest(
+            base_url,
+            token,
+            http,
+            std::sync::Arc::new(manifest),
+        ))
     }
 
+    /// A server over a manifest already at hand (the gateway's own `/mcp` endpoint).
     pub fn with_manifest(
         base_url: String,
         token: Option<String>,
         http: reqwest::Client,
-        manifest: Value,
+        manifest: std::sync::Arc<Value>,
     ) -> Self {
         Self {
             base_url,

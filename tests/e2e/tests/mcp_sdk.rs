@@ -1,7 +1,7 @@
 //! Pulse MCP through the official MCP Python SDK (pip package `mcp`, pinned in
 //! `tests/mcp/requirements.txt`, installed in a virtual environment the test builds): against a
-//! whole `pulsectl up --demo` stack, `pulse-mcp` over stdio with an admin token and with a token
-//! lacking `actions:plan`. `tests/mcp/mcp_client_check.py` runs the checks: initialize,
+//! whole `pulsectl up --demo` stack, both `pulse-mcp` over stdio and the gateway's `/mcp` over
+//! streamable HTTP, each with an admin token and with a token lacking `actions:plan`. `tests/mcp/mcp_client_check.py` runs the checks: initialize,
 //! `tools/list` equal to the manifest's allowlist, fleet context, findings, planning an action
 //! (an approval card), a capability outside the allowlist refused by name, `missing_scope` for the
 //! token without the scope, `prompts/get pulse_operations_loop`, `resources/list|read`.
@@ -42,7 +42,7 @@ async fn the_official_mcp_client_uses_pulse_mcp_with_the_tokens_authority() -> a
     .await?;
     let mut options = StackOptions::isolated("mcp-sdk")?;
     let result = async {
-        let mut up = PulsectlUp::spawn(
+        let up = PulsectlUp::spawn(
             &options,
             &[
                 "--demo",
@@ -107,29 +107,52 @@ async fn the_official_mcp_client_uses_pulse_mcp_with_the_tokens_authority() -> a
             }
         })
         .await?;
-        let out = run(
-            tokio::process::Command::new(&python)
-                .arg(mcp_dir().join("mcp_client_check.py"))
-                .arg("stdio")
-                .arg(&adapter)
-                .arg(&base)
-                .env("PULSE_API_TOKEN", &admin)
-                .env("PULSE_READONLY_TOKEN", &readonly)
-                .env("PULSE_MCP_RESOURCE", RESOURCE)
-                .env(
-                    "PULSE_MCP_EXPECTED_TOOLS",
-                    serde_json::to_string(&expected)?,
-                ),
-            CHECKS_WITHIN,
-            "the MCP SDK client",
-        )
-        .await?;
-        println!("{}", String::from_utf8_lossy(&out.stdout));
-        ensure_success(&out, "the MCP SDK checks against pulse-mcp")?;
+        // The stdio adapter, then the gateway's own streamable-HTTP endpoint.
+        for (mode, program) in [
+            ("stdio", adapter.display().to_string()),
+            ("http", "-".to_owned()),
+        ] {
+            let out = run(
+                tokio::process::Command::new(&python)
+                    .arg(mcp_dir().join("mcp_client_check.py"))
+                    .arg(mode)
+                    .arg(&program)
+                    .arg(&base)
+                    .env("PULSE_API_TOKEN", &admin)
+                    .env("PULSE_READONLY_TOKEN", &readonly)
+                    .env("PULSE_MCP_RESOURCE", RESOURCE)
+                    .env(
+                        "PULSE_MCP_EXPECTED_TOOLS",
+                        serde_json::to_string(&expected)?,
+                    ),
+                CHECKS_WITHIN,
+                "the MCP SDK client",
+            )
+            .await?;
+            println!("[{mode}]\n{}", String::from_utf8_lossy(&out.stdout));
+            ensure_success(&out, &format!("the MCP SDK checks over {mode}"))?;
+            anyhow::ensure!(
+                String::from_utf8_lossy(&out.stdout).contains("all MCP checks passed"),
+                "the checks over {mode} did not finish"
+            );
+        }
+        // /mcp takes a live token and POST only.
+        let anonymous = http
+            .post(format!("{base}/mcp"))
+            .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+            .send()
+            .await?;
         anyhow::ensure!(
-            String::from_utf8_lossy(&out.stdout).contains("all MCP checks passed"),
-            "the checks did not finish"
+            anonymous.status() == 401,
+            "no token: {}",
+            anonymous.status()
         );
+        let stream = http
+            .get(format!("{base}/mcp"))
+            .bearer_auth(&admin)
+            .send()
+            .await?;
+        anyhow::ensure!(stream.status() == 405, "GET /mcp: {}", stream.status());
         Ok(())
     }
     .await;

@@ -518,7 +518,7 @@ async fn perform(
             ));
         }
     }?;
-    let status = serde_json::to_value(&answer.0.finding.status)
+    let status = serde_json::to_value(answer.0.finding.status)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
         .unwrap_or_default();
