@@ -185,8 +185,15 @@ try {
 
   await begin("a second fault is found by a run started from the UI");
   writeFileSync(secondFault, "injected by the browser test\n");
-  // The agent reports the wedged service's health; give it a moment to be reported unhealthy.
-  await page.waitForTimeout(3000);
+  // Wait until the agent has reported the wedged service unhealthy (the session cookie reads
+  // the API), so the run looks at the fault.
+  const deadline = Date.now() + STAGE_MS;
+  for (;;) {
+    const answer = await page.request.get(`${base}/api/resources/service:pulse-demo:demo-worker`);
+    if (answer.ok() && (await answer.json()).health === "unhealthy") { break; }
+    if (Date.now() > deadline) { throw new Error("demo-worker was never reported unhealthy"); }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
   await page.getByRole("checkbox", { name: /demo-worker/ }).check();
   await page.getByRole("button", { name: "Run Patrol now" }).click();
   await page.getByText(/Patrol run .* queued/).waitFor();

@@ -456,8 +456,9 @@ fn tool_error(code: &str, message: &str) -> Value {
     })
 }
 
-/// A path segment, percent-encoded but for unreserved characters and `:`.
-fn encode(value: &str) -> String {
+/// A path segment or query value, percent-encoded but for unreserved characters and `:`
+/// (resource ids hold `/`). The web UI's links use it too.
+pub fn encode(value: &str) -> String {
     let mut out = String::new();
     for byte in value.bytes() {
         match byte {

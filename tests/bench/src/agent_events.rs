@@ -12,6 +12,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -89,14 +90,17 @@ async fn measure(gw: &TestGateway, subscribers: usize) -> anyhow::Result<()> {
 
     // Fan-out.
     let connected = Arc::new(Barrier::new(subscribers + 1));
+    // Frames of `finding.created` received so far, over every subscriber.
+    let delivered = Arc::new(AtomicUsize::new(0));
     let (done_tx, mut done_rx) = mpsc::channel::<anyhow::Result<Received>>(subscribers);
     let opened = Instant::now();
     for _ in 0..subscribers {
-        let (http, token, connected, done_tx) = (
+        let (http, token, connected, done_tx, delivered) = (
             http.clone(),
             token.clone(),
             connected.clone(),
             done_tx.clone(),
+            delivered.clone(),
         );
         let url_gw = gw.url("");
         tokio::spawn(async move {
@@ -138,6 +142,7 @@ async fn measure(gw: &TestGateway, subscribers: usize) -> anyhow::Result<()> {
                             .to_owned();
                         received.at.push((id, Instant::now()));
                         received.last_id = frame.id.clone().unwrap_or_default();
+                        delivered.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Ok(received)
@@ -164,8 +169,14 @@ async fn measure(gw: &TestGateway, subscribers: usize) -> anyhow::Result<()> {
     for round in 0..ROUNDS {
         let id = seed(store, &tenant, round).await?;
         committed_at.push((id, Instant::now()));
-        // Rounds apart, so each is measured on its own.
-        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        // Rounds apart, so each is measured on its own: the next commit waits until every
+        // subscriber has this one (or the deadline, and the shortfall shows in the counts).
+        let target = subscribers * (round + 1);
+        let _ = pulse_test_support::wait::until(FRAME_DEADLINE, "every subscriber's frame", || {
+            let reached = delivered.load(Ordering::Relaxed) >= target;
+            async move { reached.then_some(()) }
+        })
+        .await;
     }
     let mut latencies = Vec::with_capacity(subscribers * ROUNDS);
     let mut resume_points = Vec::with_capacity(subscribers);

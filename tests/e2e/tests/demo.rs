@@ -140,32 +140,6 @@ impl Demo {
     }
 }
 
-/// Waits until pulsectl printed the demo's next steps; fails on a setup error or an exit.
-async fn wait_for_setup(up: &mut PulsectlUp) -> anyhow::Result<()> {
-    // `Some` once the setup ended either way: done, failed, or pulsectl gone.
-    let outcome = wait::until(SET_UP_WITHIN, "the demo's setup", || {
-        let ended = if let Some(status) = up.exited() {
-            Some(Err(format!("pulsectl exited with {status}")))
-        } else {
-            let stdout = up.stdout();
-            if stdout.contains("demo: setup failed") {
-                Some(Err("setup failed".to_owned()))
-            } else if stdout.contains("Demo running:") {
-                Some(Ok(()))
-            } else {
-                None
-            }
-        };
-        async move { ended }
-    })
-    .await;
-    match outcome {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(why)) => anyhow::bail!("demo stage not reached: setup ({why})\n{}", up.output()),
-        Err(error) => anyhow::bail!("demo stage not reached: setup ({error})\n{}", up.output()),
-    }
-}
-
 #[tokio::test]
 async fn demo_reaches_a_pending_approval_and_a_verified_fix() -> anyhow::Result<()> {
     stack::require_stack_binaries()?;
@@ -366,7 +340,10 @@ async fn run_demo(mut options: StackOptions, race: Race) -> anyhow::Result<Reach
             simulator,
         ],
     )?;
-    let (setup, staged) = tokio::join!(wait_for_setup(&mut up), stage_race(&options, race));
+    let (setup, staged) = tokio::join!(
+        stack::wait_for_demo_setup(&mut up, SET_UP_WITHIN),
+        stage_race(&options, race)
+    );
     staged.with_context(|| format!("placing the run in flight\n{}", up.output()))?;
     setup?;
     options.learn_gateway(&up).await?;

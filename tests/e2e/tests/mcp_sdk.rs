@@ -42,7 +42,7 @@ async fn the_official_mcp_client_uses_pulse_mcp_with_the_tokens_authority() -> a
     .await?;
     let mut options = StackOptions::isolated("mcp-sdk")?;
     let result = async {
-        let up = PulsectlUp::spawn(
+        let mut up = PulsectlUp::spawn(
             &options,
             &[
                 "--demo",
@@ -52,12 +52,7 @@ async fn the_official_mcp_client_uses_pulse_mcp_with_the_tokens_authority() -> a
                 "127.0.0.1:0",
             ],
         )?;
-        wait::until(SET_UP_WITHIN, "the demo's setup", || {
-            let done = up.stdout().contains("Demo running:");
-            async move { done.then_some(()) }
-        })
-        .await
-        .with_context(|| up.output())?;
+        stack::wait_for_demo_setup(&mut up, SET_UP_WITHIN).await?;
         options.learn_gateway(&up).await?;
         let base = options.gateway_url();
         let admin = std::fs::read_to_string(options.admin_token_path())?

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use pulse_test_support::stack::{self, PulsectlUp, StackOptions};
-use pulse_test_support::wait;
 
 const SET_UP_WITHIN: Duration = Duration::from_secs(240);
 /// The browser's whole path, with its own waits of up to two minutes a stage.
@@ -46,30 +45,6 @@ fn require_browser() -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_demo(up: &mut PulsectlUp) -> anyhow::Result<()> {
-    let outcome = wait::until(SET_UP_WITHIN, "the demo's setup", || {
-        let ended = if let Some(status) = up.exited() {
-            Some(Err(format!("pulsectl exited with {status}")))
-        } else {
-            let stdout = up.stdout();
-            if stdout.contains("demo: setup failed") {
-                Some(Err("setup failed".to_owned()))
-            } else if stdout.contains("Demo running:") {
-                Some(Ok(()))
-            } else {
-                None
-            }
-        };
-        async move { ended }
-    })
-    .await;
-    match outcome {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(why)) => anyhow::bail!("demo setup: {why}\n{}", up.output()),
-        Err(error) => anyhow::bail!("demo setup: {error}\n{}", up.output()),
-    }
-}
-
 #[tokio::test]
 async fn an_operator_runs_the_loop_from_the_browser() -> anyhow::Result<()> {
     stack::require_stack_binaries()?;
@@ -87,7 +62,7 @@ async fn an_operator_runs_the_loop_from_the_browser() -> anyhow::Result<()> {
                 "127.0.0.1:0",
             ],
         )?;
-        wait_for_demo(&mut up).await?;
+        stack::wait_for_demo_setup(&mut up, SET_UP_WITHIN).await?;
         options.learn_gateway(&up).await?;
         let password = std::fs::read_to_string(options.state_dir.join("admin-password"))
             .context("the bootstrap admin's password")?

@@ -286,6 +286,33 @@ impl StackOptions {
     }
 }
 
+/// Waits until `pulsectl up --demo` printed its next steps (`Demo running:`); fails, with
+/// pulsectl's output, when the setup failed, pulsectl exited, or `within` passed.
+pub async fn wait_for_demo_setup(up: &mut PulsectlUp, within: Duration) -> anyhow::Result<()> {
+    // `Some` once the setup ended either way: done, failed, or pulsectl gone.
+    let outcome = crate::wait::until(within, "the demo's setup", || {
+        let ended = if let Some(status) = up.exited() {
+            Some(Err(format!("pulsectl exited with {status}")))
+        } else {
+            let stdout = up.stdout();
+            if stdout.contains("demo: setup failed") {
+                Some(Err("setup failed".to_owned()))
+            } else if stdout.contains("Demo running:") {
+                Some(Ok(()))
+            } else {
+                None
+            }
+        };
+        async move { ended }
+    })
+    .await;
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(why)) => anyhow::bail!("demo stage not reached: setup ({why})\n{}", up.output()),
+        Err(error) => anyhow::bail!("demo stage not reached: setup ({error})\n{}", up.output()),
+    }
+}
+
 /// A running `pulsectl up` (foreground); SIGKILLed if dropped while running, which takes its
 /// services down too (they get SIGTERM when pulsectl dies).
 pub struct PulsectlUp {

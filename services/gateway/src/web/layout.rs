@@ -240,21 +240,10 @@ pub async fn response_value(
     Err(ApiError::new(code, text(&body["message"])))
 }
 
-/// A value as one path segment or query value: everything but unreserved characters and `:`
-/// percent-encoded (resource ids hold `/`).
+/// A value as one path segment or query value (resource ids hold `/`).
 pub fn seg(value: &Value) -> String {
-    let raw = match value {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    let mut out = String::with_capacity(raw.len());
-    for byte in raw.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b':' => {
-                out.push(byte as char)
-            }
-            other => out.push_str(&format!("%{other:02X}")),
-        }
+    match value {
+        Value::String(s) => pulse_mcp::encode(s),
+        other => pulse_mcp::encode(&other.to_string()),
     }
-    out
 }
