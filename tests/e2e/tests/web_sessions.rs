@@ -294,6 +294,54 @@ async fn roles_decide_what_a_signed_in_user_may_do() -> anyhow::Result<()> {
             .await?;
         assert_eq!(output.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&output.stderr).contains("user_exists"));
+
+        // --password-stdin takes the operator's own password, checked for length.
+        for (name, password, accepted) in [
+            ("chosen", "a long enough passphrase", true),
+            ("short", "too-short", false),
+        ] {
+            let mut child = tokio::process::Command::new(binary("pulsectl")?)
+                .args(["--state-dir"])
+                .arg(&gw.state_dir)
+                .args([
+                    "user",
+                    "create",
+                    name,
+                    "--role",
+                    "viewer",
+                    "--password-stdin",
+                ])
+                .env("PULSE_DATABASE_URL", gw.db.owner_url())
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()?;
+            {
+                use tokio::io::AsyncWriteExt as _;
+                let mut stdin = child.stdin.take().context("stdin")?;
+                stdin.write_all(format!("{password}\n").as_bytes()).await?;
+            }
+            let output = child.wait_with_output().await?;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            assert!(
+                !stdout.contains(password),
+                "a chosen password is never printed"
+            );
+            let mut web = WebClient::new(&gw.url)?;
+            if accepted {
+                assert!(
+                    output.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                web.sign_in("default", name, password).await?;
+            } else {
+                assert_eq!(output.status.code(), Some(2));
+                assert!(String::from_utf8_lossy(&output.stderr).contains("invalid_password"));
+                let answer = web.try_sign_in("default", name, password).await?;
+                assert_eq!(answer.status, StatusCode::UNAUTHORIZED);
+            }
+        }
         Ok(())
     }
     .await;
