@@ -7,6 +7,7 @@
 //! [`watch`] and [`investigation`] take their jobs from the bus.
 
 pub mod agent_loop;
+pub mod assistant;
 pub mod cost;
 pub mod export_audit;
 pub mod investigation;
@@ -33,7 +34,9 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let watch = watch::WatchService::start(&ctx).await?;
     let readiness = readiness_service::ReadinessService::start(&ctx).await?;
     let investigations = investigation::InvestigationHandle::start(&ctx).await?;
+    let assistant = assistant::AssistantHandle::start(&ctx).await?;
     ctx.shutdown.cancelled().await;
+    assistant.stop().await;
     investigations.stop().await;
     readiness.stop().await;
     watch.stop().await;

@@ -60,6 +60,24 @@ pub fn environment_keys(ai: &pulse_config::AiConfig) -> BTreeMap<String, String>
         .collect()
 }
 
+/// Which of the tenant's routes a connection is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoutePurpose {
+    /// `patrol_model`, else `model`.
+    Patrol,
+    /// The Assistant: `chat_model`, else `model`.
+    Chat,
+}
+
+impl RoutePurpose {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Patrol => "Patrol",
+            Self::Chat => "Assistant",
+        }
+    }
+}
+
 /// Builds the tenant's Patrol connection inside `tx`. Only the route's own key is opened: an
 /// unreadable key of another provider is not this route's concern.
 pub async fn patrol_connection(
@@ -68,17 +86,35 @@ pub async fn patrol_connection(
     environment_keys: &BTreeMap<String, String>,
     master_key: &MasterKey,
 ) -> Result<PatrolConnection, ConnectionError> {
+    route_connection(tx, config, environment_keys, master_key, RoutePurpose::Patrol).await
+}
+
+/// The connection of the tenant's route for `purpose`, built as [`patrol_connection`] builds
+/// Patrol's.
+pub async fn route_connection(
+    tx: &TenantTx,
+    config: &ConfigLayer,
+    environment_keys: &BTreeMap<String, String>,
+    master_key: &MasterKey,
+    purpose: RoutePurpose,
+) -> Result<PatrolConnection, ConnectionError> {
     let stored = settings::get(tx, false).await.map_err(store_error)?;
     let resolved = config
         .resolve(&stored)
         .map_err(|e| ConnectionError::NoRoute(format!("the AI settings do not resolve: {e}")))?;
-    let Some(patrol_route) = resolved.patrol_route() else {
-        return Err(ConnectionError::NoRoute(
-            "no Patrol model is selected".to_owned(),
-        ));
+    let chosen = match purpose {
+        RoutePurpose::Patrol => resolved.patrol_route(),
+        RoutePurpose::Chat => resolved.chat_route(),
     };
-    let route = Route::parse(&patrol_route.to_string())
-        .map_err(|e| ConnectionError::NoRoute(format!("the Patrol route is not usable: {e}")))?;
+    let Some(patrol_route) = chosen else {
+        return Err(ConnectionError::NoRoute(format!(
+            "no {} model is selected",
+            purpose.label()
+        )));
+    };
+    let route = Route::parse(&patrol_route.to_string()).map_err(|e| {
+        ConnectionError::NoRoute(format!("the {} route is not usable: {e}", purpose.label()))
+    })?;
     let base_url = resolved.base_url(patrol_route.provider).map(str::to_owned);
     let mut connection = RouteConnection::new(route);
     if let Some(url) = &base_url {

@@ -154,6 +154,7 @@ async fn run_loop(
         allowance: allowance.map(|a| -> &mut dyn TokenAllowance { a }),
         stream,
         temperature: None,
+        observer: None,
     })
     .await
 }

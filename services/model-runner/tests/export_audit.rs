@@ -123,6 +123,7 @@ async fn run(sim: &ProviderSim, exports: &dyn ExportAudit) -> LoopOutcome {
         allowance: None,
         stream: true,
         temperature: None,
+        observer: None,
     })
     .await
 }

@@ -66,6 +66,7 @@ async fn run(sim: &ProviderSim, route: &str, usage: &dyn UsageSink) -> LoopOutco
         allowance: None,
         stream: true,
         temperature: None,
+        observer: None,
     })
     .await
 }

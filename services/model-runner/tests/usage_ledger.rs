@@ -79,6 +79,7 @@ async fn run(
         allowance: None,
         stream: true,
         temperature: None,
+        observer: None,
     })
     .await
 }

@@ -19,6 +19,7 @@
 //! - [`message_id`]: every `Nats-Msg-Id` the bus sends, unique across databases and time.
 
 pub mod actions_api;
+pub mod assistant_api;
 pub mod bus;
 pub mod clients;
 pub mod endpoint;

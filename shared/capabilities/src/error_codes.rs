@@ -198,6 +198,27 @@ error_codes! {
     InternalError => "internal_error", 500,
         "an unexpected error; it is logged with details",
         "retry; if it persists, report it with the time of the request";
+    InvalidChatRequest => "invalid_chat_request", 400,
+        "an Assistant request is malformed: an empty or oversized prompt, an unknown control level, a bad session or finding id (the message names it)",
+        "fix the field named in the message; see docs/assistant.md for each route's body";
+    AssistantSessionNotFound => "assistant_session_not_found", 404,
+        "no Assistant session with this id in this tenant",
+        "list the sessions (GET /api/ai/sessions) and use an id from there, or start a new chat without session_id";
+    AssistantSessionBusy => "assistant_session_busy", 409,
+        "the session is running a turn, so it does not take another prompt, an undo, a compaction or a deletion now",
+        "wait for the turn's done event, or stop it (POST /api/ai/sessions/{id}/abort), then retry";
+    AssistantSystemSession => "assistant_system_session", 409,
+        "the session is a Patrol or investigation transcript; system sessions are read only and never resumed",
+        "start a new chat, optionally from the finding (finding_id)";
+    AssistantUndoConflict => "assistant_undo_conflict", 409,
+        "there is no turn to undo or redo, or its prompt is not expected_prompt (the transcript changed since it was read)",
+        "re-read the messages (GET /api/ai/sessions/{id}/messages) and send the prompt of the turn to undo or redo";
+    AssistantNotConfigured => "assistant_not_configured", 409,
+        "no Assistant model is selected (chat_model or model), or its stored key cannot be opened",
+        "choose a model in Settings or with PUT /api/settings/ai {\"chat_model\": \"provider:model\"}, then ask again";
+    AssistantUnavailable => "assistant_unavailable", 503,
+        "no model-runner answered the Assistant request, so the turn did not start",
+        "start pulse-model-runner (check its logs and /api/health), then send the prompt again";
     PatrolDisabled => "patrol_disabled", 409,
         "Patrol is switched off for this tenant (patrol_enabled is false), so no run starts: not scheduled, not alert-triggered, not requested",
         "turn Patrol on with PUT /api/settings/ai {\"patrol_enabled\": true}, then request the run again";

@@ -227,6 +227,17 @@ impl AiSettings {
         ModelRoute::parse(field, text).ok()
     }
 
+    /// The Assistant's route: `chat_model`, else `model`. No other fallback: a chat never runs
+    /// on a route the operator did not choose for it.
+    pub fn chat_route(&self) -> Option<ModelRoute> {
+        let (field, text) = match (&self.chat_model, &self.model) {
+            (Some(route), _) => ("chat_model", route),
+            (None, Some(route)) => ("model", route),
+            (None, None) => return None,
+        };
+        ModelRoute::parse(field, text).ok()
+    }
+
     pub fn base_url(&self, provider: &str) -> Option<&str> {
         self.providers.get(provider)?.base_url.as_deref()
     }

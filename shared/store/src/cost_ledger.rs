@@ -116,6 +116,30 @@ impl CostTotals {
     }
 }
 
+/// Totals of every ledger row of one run (a Patrol run, an Assistant session).
+pub async fn run_totals(tx: &TenantTx, run_id: &str) -> Result<CostTotals, StoreError> {
+    let row = tx
+        .client()
+        .query_one(
+            "SELECT count(*)::bigint, coalesce(sum(input_tokens), 0)::bigint, \
+             coalesce(sum(output_tokens), 0)::bigint, coalesce(sum(cost_usd), 0)::text, \
+             count(*) FILTER (WHERE NOT price_known)::bigint \
+             FROM cost_ledger WHERE tenant_id = $1 AND run_id = $2",
+            &[&tx.tenant().as_str(), &run_id],
+        )
+        .await?;
+    let amount: String = row.try_get(3)?;
+    Ok(CostTotals {
+        calls: count(row.try_get(0)?),
+        input_tokens: count(row.try_get(1)?),
+        output_tokens: count(row.try_get(2)?),
+        known_cost_usd: amount
+            .parse()
+            .map_err(|e| StoreError::Invalid(format!("the cost ledger holds {e}")))?,
+        unknown_price_calls: count(row.try_get(4)?),
+    })
+}
+
 /// The provider/model route a call went to.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct CostRoute {

@@ -6,6 +6,7 @@ pub mod agents;
 pub mod alerts;
 pub mod audit;
 pub mod bootstrap;
+pub mod chat;
 pub mod cost_ledger;
 mod error;
 pub mod findings;

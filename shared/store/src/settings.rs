@@ -144,12 +144,57 @@ fn associated_data(tenant: &str, provider: &str) -> Vec<u8> {
     format!("pulse-credential|{tenant}|{provider}").into_bytes()
 }
 
-/// A sealed credential as stored.
+/// A sealed value as stored: a provider credential, a chat transcript row.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SealedCredential {
+pub struct Sealed {
     pub ciphertext: Vec<u8>,
     pub nonce: Vec<u8>,
     pub key_id: String,
+}
+
+/// A sealed provider credential.
+pub type SealedCredential = Sealed;
+
+impl MasterKey {
+    /// Seals `plaintext` bound to `aad`: it opens only with this key and the same `aad`.
+    pub fn seal_bytes(&self, aad: &[u8], plaintext: &[u8]) -> Option<Sealed> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        rand::rng().fill_bytes(&mut nonce);
+        let ciphertext = self
+            .cipher()
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: plaintext,
+                    aad,
+                },
+            )
+            .ok()?;
+        Some(Sealed {
+            ciphertext,
+            nonce: nonce.to_vec(),
+            key_id: self.id.clone(),
+        })
+    }
+
+    /// Opens what [`MasterKey::seal_bytes`] sealed under the same `aad`; the error says why not.
+    pub fn open_bytes(&self, aad: &[u8], sealed: &Sealed) -> Result<Vec<u8>, &'static str> {
+        if sealed.key_id != self.id {
+            return Err("sealed under a different master key");
+        }
+        if sealed.nonce.len() != NONCE_BYTES {
+            return Err("malformed nonce");
+        }
+        self.cipher()
+            .decrypt(
+                Nonce::from_slice(&sealed.nonce),
+                Payload {
+                    msg: &sealed.ciphertext,
+                    aad,
+                },
+            )
+            .map_err(|_| "authentication failed")
+    }
 }
 
 pub fn seal(
@@ -158,26 +203,11 @@ pub fn seal(
     provider: &str,
     plaintext: &str,
 ) -> Result<SealedCredential, SettingsStoreError> {
-    let mut nonce = [0u8; NONCE_BYTES];
-    rand::rng().fill_bytes(&mut nonce);
-    let ciphertext = key
-        .cipher()
-        .encrypt(
-            Nonce::from_slice(&nonce),
-            Payload {
-                msg: plaintext.as_bytes(),
-                aad: &associated_data(tenant, provider),
-            },
-        )
-        .map_err(|_| SettingsStoreError::Undecryptable {
+    key.seal_bytes(&associated_data(tenant, provider), plaintext.as_bytes())
+        .ok_or_else(|| SettingsStoreError::Undecryptable {
             provider: provider.to_owned(),
             reason: "encryption failed".to_owned(),
-        })?;
-    Ok(SealedCredential {
-        ciphertext,
-        nonce: nonce.to_vec(),
-        key_id: key.id.clone(),
-    })
+        })
 }
 
 pub fn open(
@@ -190,22 +220,9 @@ pub fn open(
         provider: provider.to_owned(),
         reason: reason.to_owned(),
     };
-    if sealed.key_id != key.id {
-        return Err(failed("sealed under a different master key"));
-    }
-    if sealed.nonce.len() != NONCE_BYTES {
-        return Err(failed("malformed nonce"));
-    }
     let plaintext = key
-        .cipher()
-        .decrypt(
-            Nonce::from_slice(&sealed.nonce),
-            Payload {
-                msg: &sealed.ciphertext,
-                aad: &associated_data(tenant, provider),
-            },
-        )
-        .map_err(|_| failed("authentication failed"))?;
+        .open_bytes(&associated_data(tenant, provider), sealed)
+        .map_err(failed)?;
     String::from_utf8(plaintext).map_err(|_| failed("not UTF-8"))
 }
 

@@ -104,6 +104,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             allowance: None,
             stream: false,
             temperature: None,
+            observer: None,
         })
         .await;
         run_ms.push(started.elapsed().as_secs_f64() * 1e3);

@@ -90,6 +90,25 @@ pub trait ToolHandler: Send + Sync {
     ) -> BoxFuture<'a, ToolResult>;
 }
 
+/// Watches a run as it happens, for surfaces that stream it (the Assistant). Every method has a
+/// default that does nothing; the loop never waits on an observer except at
+/// [`LoopObserver::turn_boundary`].
+pub trait LoopObserver: Send + Sync {
+    /// A provider stream event of model turn `turn` (from 1), as it arrives.
+    fn stream_event(&self, _turn: u32, _event: &StreamEvent) {}
+    /// A call the run's gate refused before dispatch; the model gets `message` as its result.
+    fn call_denied(&self, _call: &ToolCall, _message: &str) {}
+    /// An admitted call of the batch about to run.
+    fn call_admitted(&self, _call: &ToolCall) {}
+    /// A call's outcome (bounded and redacted).
+    fn call_finished(&self, _record: &ToolCallRecord) {}
+    /// Before every model turn after the first: messages to add to the history (operator
+    /// steering applied at a turn boundary).
+    fn turn_boundary(&self) -> BoxFuture<'_, Vec<Message>> {
+        Box::pin(async { Vec::new() })
+    }
+}
+
 /// What the token allowance says after a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllowanceDecision {
@@ -180,6 +199,8 @@ pub struct LoopInput<'a> {
     pub allowance: Option<&'a mut dyn TokenAllowance>,
     pub stream: bool,
     pub temperature: Option<f32>,
+    /// Told what happens as it happens; `None` for runs nobody watches live.
+    pub observer: Option<&'a dyn LoopObserver>,
 }
 
 /// Why the run stopped.
@@ -319,6 +340,7 @@ impl AgentLoop {
             mut allowance,
             stream,
             temperature,
+            observer,
         } = input;
         let tools: Vec<Tool> = policy
             .offered_tools()
@@ -353,6 +375,9 @@ impl AgentLoop {
             }
             if let Some(stop) = budget_stop(usage_sink.admit_call(&route, route_class).await) {
                 break stop;
+            }
+            if let (Some(o), true) = (observer, state.turns > 0) {
+                state.messages.extend(o.turn_boundary().await);
             }
             let mut timing = TurnTiming::default();
             let prep_started = Instant::now();
@@ -405,9 +430,13 @@ impl AgentLoop {
 
             let provider_started = Instant::now();
             let mut retries = 0u32;
+            let model_turn = state.turns + 1;
             let mut on_event = |event: StreamEvent| {
                 if matches!(event, StreamEvent::ProviderRetry { .. }) {
                     retries += 1;
+                }
+                if let Some(o) = observer {
+                    o.stream_event(model_turn, &event);
                 }
             };
             let result = transport.chat(&request, &mut on_event).await;
@@ -493,6 +522,9 @@ impl AgentLoop {
                     }),
                     Err(GateError::Denied(denial)) => {
                         let result = ToolResult::error(&call.id, denial.model_message());
+                        if let Some(o) = observer {
+                            o.call_denied(call, &result.content);
+                        }
                         let status = CallStatus::Denied { code: denial.code };
                         records[index] =
                             Some(record(redactor, turn, call, status, &result.content));
@@ -520,6 +552,11 @@ impl AgentLoop {
                 break LoopStop::TerminalDenial(t);
             }
             timing.overhead += assembly_started.elapsed();
+            if let Some(o) = observer {
+                for p in &pending {
+                    o.call_admitted(p.call);
+                }
+            }
 
             let tools_started = Instant::now();
             let executed = dispatch::execute(
@@ -542,6 +579,9 @@ impl AgentLoop {
                     };
                     let mut rec = record(redactor, turn, call, status, &done.result.content);
                     rec.duration = done.duration;
+                    if let Some(o) = observer {
+                        o.call_finished(&rec);
+                    }
                     *slot = Some(rec);
                 }
                 if let Some(slot) = slots.get_mut(done.index) {

@@ -236,6 +236,7 @@ impl Investigator {
             allowance: Some(&mut allowance),
             stream: true,
             temperature: Some(0.0),
+            observer: None,
         })
         .await;
         let checkpointed = matches!(
@@ -268,6 +269,7 @@ impl Investigator {
                 allowance: None,
                 stream: true,
                 temperature: Some(0.0),
+                observer: None,
             })
             .await;
             stop = match second.stop {

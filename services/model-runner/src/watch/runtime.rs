@@ -576,6 +576,7 @@ impl WatchExecutor for WatchRuntime {
                     allowance: None,
                     stream: true,
                     temperature: Some(0.0),
+                    observer: None,
                 })
             };
             let end = loop {
@@ -603,6 +604,7 @@ impl WatchExecutor for WatchRuntime {
                         allowance: Some(&mut allowance),
                         stream: true,
                         temperature: Some(0.0),
+                        observer: None,
                     })
                     .await;
                     stop = phases.absorb(outcome);

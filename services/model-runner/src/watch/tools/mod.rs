@@ -299,7 +299,7 @@ fn signature(call: &ToolCall) -> String {
 }
 
 /// A string argument, trimmed; `None` when absent or empty.
-fn text_arg<'a>(arguments: &'a Value, name: &str) -> Option<&'a str> {
+pub(crate) fn text_arg<'a>(arguments: &'a Value, name: &str) -> Option<&'a str> {
     arguments
         .get(name)
         .and_then(Value::as_str)
@@ -327,7 +327,7 @@ fn blank_field(tool: ToolName, arguments: &Value) -> Option<String> {
 }
 
 /// A count argument within `1..=max`, or `default`.
-fn count_arg(arguments: &Value, name: &str, default: usize, max: usize) -> usize {
+pub(crate) fn count_arg(arguments: &Value, name: &str, default: usize, max: usize) -> usize {
     arguments
         .get(name)
         .and_then(Value::as_u64)
@@ -337,7 +337,7 @@ fn count_arg(arguments: &Value, name: &str, default: usize, max: usize) -> usize
 }
 
 /// A successful result carrying `value` as JSON.
-fn json_result(call: &ToolCall, value: &Value) -> ToolResult {
+pub(crate) fn json_result(call: &ToolCall, value: &Value) -> ToolResult {
     ToolResult::ok(&call.id, value.to_string())
 }
 
