@@ -4,6 +4,7 @@ mod actions;
 mod agent_context;
 mod agent_events;
 mod alerts;
+mod assistant;
 mod audit;
 mod auth;
 mod body_limit;

@@ -86,7 +86,14 @@ pub async fn patrol_connection(
     environment_keys: &BTreeMap<String, String>,
     master_key: &MasterKey,
 ) -> Result<PatrolConnection, ConnectionError> {
-    route_connection(tx, config, environment_keys, master_key, RoutePurpose::Patrol).await
+    route_connection(
+        tx,
+        config,
+        environment_keys,
+        master_key,
+        RoutePurpose::Patrol,
+    )
+    .await
 }
 
 /// The connection of the tenant's route for `purpose`, built as [`patrol_connection`] builds

@@ -181,6 +181,44 @@ impl PatrolClient {
     }
 }
 
+/// Pulse Assistant turns and compaction (model-runner).
+#[derive(Debug, Clone)]
+pub struct AssistantClient {
+    target: Target,
+}
+
+impl AssistantClient {
+    pub fn new(bus: Bus) -> Self {
+        Self {
+            target: Target {
+                bus,
+                service: "model-runner",
+                unavailable: ErrorCode::AssistantUnavailable,
+            },
+        }
+    }
+
+    /// Asks a model-runner to run the turn the session holds.
+    pub async fn turn(
+        &self,
+        tenant: &TenantId,
+        request: &crate::assistant_api::AssistantTurnRequest,
+        timeout: Duration,
+    ) -> Result<crate::assistant_api::AssistantTurnAccepted, ClientError> {
+        self.target.call(tenant, request, timeout).await
+    }
+
+    /// Asks a model-runner to compact an idle session.
+    pub async fn summarize(
+        &self,
+        tenant: &TenantId,
+        request: &crate::assistant_api::AssistantSummarizeRequest,
+        timeout: Duration,
+    ) -> Result<crate::assistant_api::AssistantSummarizeReply, ClientError> {
+        self.target.call(tenant, request, timeout).await
+    }
+}
+
 /// The action-broker: plan, decide, execute and the action catalogue.
 #[derive(Debug, Clone)]
 pub struct ActionBrokerClient {

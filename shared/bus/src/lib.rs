@@ -40,7 +40,9 @@ pub mod verify_api;
 pub mod worker;
 
 pub use bus::{Bus, Published, Request, TypedSubscriber};
-pub use clients::{ActionBrokerClient, ClientError, PatrolClient, RelayClient, VerifierClient};
+pub use clients::{
+    ActionBrokerClient, AssistantClient, ClientError, PatrolClient, RelayClient, VerifierClient,
+};
 pub use endpoint::Endpoint;
 pub use envelope::{Decoded, Encoded, EnvelopeError, EnvelopeMeta, Message, decode, encode};
 pub use error::{BusError, CodedError, ErrorReply};

@@ -72,7 +72,9 @@ impl SessionKind {
             "chat" => Ok(Self::Chat),
             "patrol" => Ok(Self::Patrol),
             "investigation" => Ok(Self::Investigation),
-            other => Err(StoreError::Invalid(format!("unknown session kind {other:?}"))),
+            other => Err(StoreError::Invalid(format!(
+                "unknown session kind {other:?}"
+            ))),
         }
     }
 
@@ -449,9 +451,7 @@ pub async fn list_sessions(
             &[&include_system, &limit],
         )
         .await?;
-    rows.iter()
-        .map(|r| session_from_row(tx, key, r))
-        .collect()
+    rows.iter().map(|r| session_from_row(tx, key, r)).collect()
 }
 
 /// Renames a session.
@@ -481,7 +481,10 @@ pub async fn rename(
 pub async fn delete_session(tx: &TenantTx, id: Uuid) -> Result<(), ChatStoreError> {
     let row = tx
         .client()
-        .query_opt("SELECT status FROM chat_sessions WHERE id = $1 FOR UPDATE", &[&id])
+        .query_opt(
+            "SELECT status FROM chat_sessions WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
         .await?
         .ok_or(ChatStoreError::NotFound)?;
     let status: String = row.get(0);
@@ -635,7 +638,10 @@ pub async fn append(
 ) -> Result<ChatMessage, ChatStoreError> {
     // Serialises appends of one session, so `seq` is gap-free and ordered.
     tx.client()
-        .query_opt("SELECT 1 FROM chat_sessions WHERE id = $1 FOR UPDATE", &[&session])
+        .query_opt(
+            "SELECT 1 FROM chat_sessions WHERE id = $1 FOR UPDATE",
+            &[&session],
+        )
         .await?
         .ok_or(ChatStoreError::NotFound)?;
     let id = Uuid::new_v4();
@@ -817,7 +823,9 @@ async fn set_undone(
     check_idle(tx, session).await?;
     let verb = if undone { "undo" } else { "redo" };
     let Some((turn, prompt)) = last_turn(tx, key, session, !undone).await? else {
-        return Err(ChatStoreError::Conflict(format!("there is no turn to {verb}")));
+        return Err(ChatStoreError::Conflict(format!(
+            "there is no turn to {verb}"
+        )));
     };
     if prompt != expected_prompt {
         return Err(ChatStoreError::Conflict(format!(

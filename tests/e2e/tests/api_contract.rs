@@ -36,6 +36,7 @@ struct Ids {
     action: String,
     run: String,
     token: String,
+    session: String,
 }
 
 impl Ids {
@@ -47,16 +48,18 @@ impl Ids {
             action: uuid::Uuid::new_v4().to_string(),
             run: uuid::Uuid::new_v4().to_string(),
             token: uuid::Uuid::new_v4().to_string(),
+            session: uuid::Uuid::new_v4().to_string(),
         }
     }
 
-    fn all(&self) -> [&str; 5] {
+    fn all(&self) -> [&str; 6] {
         [
             &self.resource,
             &self.finding,
             &self.action,
             &self.run,
             &self.token,
+            &self.session,
         ]
     }
 
@@ -70,6 +73,8 @@ impl Ids {
             &self.run
         } else if template.starts_with("/api/ai/patrol/findings/") {
             &self.finding
+        } else if template.starts_with("/api/ai/sessions/") {
+            &self.session
         } else {
             &self.resource
         };
@@ -100,6 +105,12 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
         "set_operator_state" => {
             json!({"intentionally_offline": false, "never_auto_remediate": false})
         }
+        "assistant_chat" => json!({"prompt": "Is anything unhealthy?"}),
+        "create_assistant_session" => json!({"title": "contract"}),
+        "rename_assistant_session" => json!({"title": "renamed"}),
+        "fork_assistant_session" => json!({}),
+        "undo_assistant_turn" | "redo_assistant_turn" => json!({"expected_prompt": "none"}),
+        "steer_assistant_turn" => json!({"text": "focus on disks"}),
         _ => return None,
     })
 }
@@ -309,12 +320,42 @@ async fn seed(
         .map(|t| t.id.to_string())
         .unwrap_or_default();
     tx.commit().await?;
+    // An Assistant session of a user of the tenant: in the default tenant the admin's (whose
+    // tokens, created through the API, are the admin's too), elsewhere a user of its own.
+    let chat_token = if *tenant == TenantId::default_tenant() {
+        gw.create_token(&format!("{label}-chat"), &["ai:chat"])
+            .await?
+    } else {
+        user_token(
+            store,
+            tenant,
+            Some(&format!("{label}-chat")),
+            &[Scope::AiChat],
+        )
+        .await?
+    };
+    let created = send(
+        gw,
+        &Method::POST,
+        "/api/ai/sessions",
+        Some(&chat_token),
+        Some(&json!({"title": format!("{label} session")})),
+    )
+    .await?;
+    anyhow::ensure!(
+        created.status == StatusCode::CREATED,
+        "{} {}",
+        created.status,
+        created.body
+    );
+    let session = created.body["id"].as_str().unwrap_or_default().to_owned();
     Ok(Ids {
         resource,
         finding,
         action,
         run: run.id.to_string(),
         token: token_id,
+        session,
     })
 }
 
@@ -422,7 +463,13 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
                     answer.body
                 );
                 assert!(
-                    ["not_found", "finding_not_found", "action_not_found"].contains(&answer.code()),
+                    [
+                        "not_found",
+                        "finding_not_found",
+                        "action_not_found",
+                        "assistant_session_not_found",
+                    ]
+                    .contains(&answer.code()),
                     "{what}: {}",
                     answer.body
                 );

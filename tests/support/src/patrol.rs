@@ -41,6 +41,15 @@ pub fn openai_route(model: &str, key: &str, base_url: &str) -> Value {
     })
 }
 
+/// Settings that route the Assistant (`chat_model`) to `openai:<model>` at `base_url` with
+/// `key`.
+pub fn openai_chat_route(model: &str, key: &str, base_url: &str) -> Value {
+    json!({
+        "chat_model": format!("openai:{model}"),
+        "providers": {"openai": {"api_key": key, "base_url": base_url}}
+    })
+}
+
 /// Requests a full run as the admin and waits up to `deadline` for its terminal record.
 pub async fn full_run(gateway: &TestGateway, deadline: Duration) -> anyhow::Result<Value> {
     let id = request_run(gateway, None).await?;

@@ -318,7 +318,10 @@ mod tests {
                 "Let me look {\"name\": \"pulse_read\", \"arguments\": {\"command\": \"cat }\"}} now",
                 "Let me look  now",
             ),
-            ("ok [TOOL_CALLS][{\"name\":\"x\"}]\nnext line", "ok \nnext line"),
+            (
+                "ok [TOOL_CALLS][{\"name\":\"x\"}]\nnext line",
+                "ok \nnext line",
+            ),
             ("answer<|python_tag|>pulse_query.call(x)", "answer"),
             (
                 "<function=pulse_query>{\"action\":\"list\"}</function>fine",

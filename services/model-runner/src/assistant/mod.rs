@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 
 use pulse_bus::assistant_api::{
     AssistantAbort, AssistantEvent, AssistantSummarizeReply, AssistantSummarizeRequest,
-    AssistantTurnAccepted, AssistantTurnRequest, ChatEvent, ChatEventKind, abort_subject_any_tenant,
-    session_events_subject,
+    AssistantTurnAccepted, AssistantTurnRequest, ChatEvent, ChatEventKind,
+    abort_subject_any_tenant, session_events_subject,
 };
 use pulse_bus::{ActionBrokerClient, Bus, ErrorCode, ErrorReply, Responder};
 use pulse_capabilities::{ControlLevel, ExecutionProfile, ToolPolicy};
@@ -58,7 +58,7 @@ use crate::watch::executor::redactor;
 use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 use filter::ClientSafeText;
-use tools::{AssistantTools, Card, CardSink, Caller, assistant_policy};
+use tools::{AssistantTools, Caller, Card, CardSink, assistant_policy};
 
 /// The cost-ledger surface of Assistant turns (run id = the session).
 pub const ASSISTANT_SURFACE: &str = "assistant";
@@ -156,12 +156,10 @@ impl AssistantService {
         let serving = self.clone();
         let summaries = self
             .bus
-            .serve_endpoint::<AssistantSummarizeRequest, ErrorReply, _, _>(
-                move |ctx, request| {
-                    let service = serving.clone();
-                    async move { service.summarize(&ctx.tenant, request.session_id).await }
-                },
-            )
+            .serve_endpoint::<AssistantSummarizeRequest, ErrorReply, _, _>(move |ctx, request| {
+                let service = serving.clone();
+                async move { service.summarize(&ctx.tenant, request.session_id).await }
+            })
             .await?;
         let mut aborts = self
             .bus
@@ -219,9 +217,14 @@ impl AssistantService {
         tenant: TenantId,
         request: AssistantTurnRequest,
     ) -> Result<AssistantTurnAccepted, ErrorReply> {
-        let unavailable =
-            |e: &dyn std::fmt::Display| ErrorReply::new(ErrorCode::ServiceUnavailable, e.to_string());
-        let tx = self.store.tenant_tx(&tenant).await.map_err(|e| unavailable(&e))?;
+        let unavailable = |e: &dyn std::fmt::Display| {
+            ErrorReply::new(ErrorCode::ServiceUnavailable, e.to_string())
+        };
+        let tx = self
+            .store
+            .tenant_tx(&tenant)
+            .await
+            .map_err(|e| unavailable(&e))?;
         let session = chat::get_session(&tx, &self.master_key, request.session_id)
             .await
             .map_err(|e| match e {
@@ -394,7 +397,8 @@ impl TurnSink {
                     return;
                 }
                 self.state.streamed.push_str(&text);
-                self.publish(ChatEventKind::Content, json!({"text": text})).await;
+                self.publish(ChatEventKind::Content, json!({"text": text}))
+                    .await;
             }
             Signal::ToolStarted { id, name } => {
                 self.tool_row(&id, &name).await;
@@ -443,7 +447,13 @@ impl TurnSink {
             }
             Signal::ToolFinished(record) => {
                 let row = self.tool_row(&record.call_id, &record.name).await;
-                let ok = matches!(record.status, CallStatus::Executed { is_error: false, .. });
+                let ok = matches!(
+                    record.status,
+                    CallStatus::Executed {
+                        is_error: false,
+                        ..
+                    }
+                );
                 let body = MessageBody {
                     tool: Some(ToolRow {
                         call_id: record.call_id.clone(),
@@ -454,8 +464,12 @@ impl TurnSink {
                     }),
                     ..MessageBody::default()
                 };
-                self.update(row, if ok { RowState::Done } else { RowState::Failed }, &body)
-                    .await;
+                self.update(
+                    row,
+                    if ok { RowState::Done } else { RowState::Failed },
+                    &body,
+                )
+                .await;
                 self.close(&record.call_id);
                 self.publish(
                     ChatEventKind::ToolEnd,
@@ -716,9 +730,10 @@ fn history(rows: &[ChatMessage]) -> Vec<Message> {
                     )));
                 }
             }
-            Role::Steer if row.state == RowState::Applied => messages.push(Message::user(
-                format!("[Operator steering] {}", row.body.text),
-            )),
+            Role::Steer if row.state == RowState::Applied => messages.push(Message::user(format!(
+                "[Operator steering] {}",
+                row.body.text
+            ))),
             _ => {}
         }
     }
@@ -731,10 +746,7 @@ fn history(rows: &[ChatMessage]) -> Vec<Message> {
 fn outcome_note(action: &actions::StoredAction) -> Option<(String, Value)> {
     use pulse_domain::action::ActionState;
     let id = action.plan.action_id;
-    let what = format!(
-        "{} on {}",
-        action.plan.capability, action.plan.resource_id
-    );
+    let what = format!("{} on {}", action.plan.capability, action.plan.resource_id);
     let (text, verification) = match (action.state, action.verification) {
         (ActionState::Completed, Some(v)) => (
             format!(
@@ -804,8 +816,13 @@ impl AssistantService {
             Ok(r) => Arc::new(r),
             Err(reason) => {
                 tracing::error!(%reason, "redaction is misconfigured; no request sent");
-                self.finish_without_sink(&tenant, session, turn, "the request sanitizer could not be configured")
-                    .await;
+                self.finish_without_sink(
+                    &tenant,
+                    session,
+                    turn,
+                    "the request sanitizer could not be configured",
+                )
+                .await;
                 return;
             }
         };
@@ -860,7 +877,13 @@ impl AssistantService {
         }
         let terminal = match end {
             TurnEnd::Done { text, stop, usage } => {
-                let text = client_safe(&redactor, &text, usize::MAX);
+                // What the user saw streamed (every model turn's text) is what is kept.
+                let shown = if state.streamed.trim().is_empty() {
+                    text
+                } else {
+                    state.streamed.clone()
+                };
+                let text = client_safe(&redactor, &shown, usize::MAX);
                 sink.append(
                     NewMessage::new(turn, Role::Assistant, MessageBody::text(text.clone()))
                         .with_route(Some(route.clone())),
@@ -882,8 +905,12 @@ impl AssistantService {
                 )
             }
             TurnEnd::Error { code, message } => {
-                sink.append(NewMessage::new(turn, Role::Error, MessageBody::text(message.clone())))
-                    .await;
+                sink.append(NewMessage::new(
+                    turn,
+                    Role::Error,
+                    MessageBody::text(message.clone()),
+                ))
+                .await;
                 (
                     ChatEventKind::Error,
                     json!({"code": code, "message": message, "model_route": route}),
@@ -916,7 +943,13 @@ impl AssistantService {
     }
 
     /// A turn that could not start its sink: the error is stored and published directly.
-    async fn finish_without_sink(&self, tenant: &TenantId, session: Uuid, turn: Uuid, message: &str) {
+    async fn finish_without_sink(
+        &self,
+        tenant: &TenantId,
+        session: Uuid,
+        turn: Uuid,
+        message: &str,
+    ) {
         self.end_turn(tenant, session, turn).await;
         let event = AssistantEvent {
             session_id: session,
@@ -935,7 +968,9 @@ impl AssistantService {
 
     async fn session_cost(&self, tenant: &TenantId, session: Uuid) -> Option<String> {
         let tx = self.store.tenant_tx(tenant).await.ok()?;
-        let totals = cost_ledger::run_totals(&tx, &session.to_string()).await.ok()?;
+        let totals = cost_ledger::run_totals(&tx, &session.to_string())
+            .await
+            .ok()?;
         totals.cost_usd().map(|usd| usd.to_string())
     }
 
@@ -1028,17 +1063,18 @@ impl AssistantService {
         };
         let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), ASSISTANT_SURFACE)
             .with_run_id(session.to_string());
-        let exports =
-            AuditedExports::new(self.store.clone(), tenant.clone()).with_run_id(session.to_string());
+        let exports = AuditedExports::new(self.store.clone(), tenant.clone())
+            .with_run_id(session.to_string());
         let _ = signals.send(Signal::Event(
             ChatEventKind::WorkflowState,
             json!({"state": "provider_start", "label": "Waiting for the model.", "model_route": connection.route.to_string()}),
         ));
-        let idle = spawn_idle_watch(
+        // Stopped when this future ends or is dropped (an abort): it holds a sender of the sink.
+        let idle = AbortOnDrop(spawn_idle_watch(
             observer.last_event.clone(),
             signals.clone(),
             connection.route.to_string(),
-        );
+        ));
         let outcome = AgentLoop::run(LoopInput {
             transport: &provider,
             route: connection.route.clone(),
@@ -1063,7 +1099,7 @@ impl AssistantService {
             observer: Some(&observer),
         })
         .await;
-        idle.abort();
+        drop(idle);
         observer.flush_text();
         let mut usage_total = outcome.usage;
         let mut text = ClientSafeText::filter_all(&outcome.final_text);
@@ -1204,19 +1240,25 @@ impl AssistantService {
         tenant: &TenantId,
         session: Uuid,
     ) -> Result<AssistantSummarizeReply, ErrorReply> {
-        let unavailable =
-            |e: &dyn std::fmt::Display| ErrorReply::new(ErrorCode::ServiceUnavailable, e.to_string());
+        let unavailable = |e: &dyn std::fmt::Display| {
+            ErrorReply::new(ErrorCode::ServiceUnavailable, e.to_string())
+        };
         let store_error = |e: chat::ChatStoreError| match e {
-            chat::ChatStoreError::NotFound => {
-                ErrorReply::new(ErrorCode::AssistantSessionNotFound, "no such Assistant session")
-            }
+            chat::ChatStoreError::NotFound => ErrorReply::new(
+                ErrorCode::AssistantSessionNotFound,
+                "no such Assistant session",
+            ),
             chat::ChatStoreError::Busy => ErrorReply::new(
                 ErrorCode::AssistantSessionBusy,
                 "the session is running a turn; compact it when the turn is done",
             ),
             other => ErrorReply::new(ErrorCode::ServiceUnavailable, other.to_string()),
         };
-        let tx = self.store.tenant_tx(tenant).await.map_err(|e| unavailable(&e))?;
+        let tx = self
+            .store
+            .tenant_tx(tenant)
+            .await
+            .map_err(|e| unavailable(&e))?;
         let current = chat::get_session(&tx, &self.master_key, session)
             .await
             .map_err(store_error)?;
@@ -1267,8 +1309,8 @@ impl AssistantService {
             .map_err(|f| ErrorReply::new(ErrorCode::AssistantNotConfigured, f.summary()))?;
         let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), COMPACTION_SURFACE)
             .with_run_id(session.to_string());
-        let exports =
-            AuditedExports::new(self.store.clone(), tenant.clone()).with_run_id(session.to_string());
+        let exports = AuditedExports::new(self.store.clone(), tenant.clone())
+            .with_run_id(session.to_string());
         let outcome = AgentLoop::run(LoopInput {
             transport: &provider,
             route: connection.route.clone(),
@@ -1308,7 +1350,11 @@ impl AssistantService {
                 ),
             ));
         }
-        let tx = self.store.tenant_tx(tenant).await.map_err(|e| unavailable(&e))?;
+        let tx = self
+            .store
+            .tenant_tx(tenant)
+            .await
+            .map_err(|e| unavailable(&e))?;
         let compacted = live.iter().filter(|r| r.seq < keep_from).count() as u64;
         chat::compact(
             &tx,
@@ -1340,6 +1386,15 @@ impl crate::agent_loop::ToolHandler for NoTools {
         _admitted: &'a pulse_capabilities::AdmittedCall,
     ) -> BoxFuture<'a, crate::provider::ToolResult> {
         Box::pin(async move { crate::provider::ToolResult::error(&call.id, "no tool is offered") })
+    }
+}
+
+/// Aborts its task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -135,8 +135,14 @@ impl AssistantTools {
                     .await
                     .map(|list| {
                         list.iter()
-                            .filter(|f| resource.as_deref().is_none_or(|r| f.finding.resource_id == r))
-                            .filter(|f| action == "findings" || f.finding.status.as_str() == "resolved")
+                            .filter(|f| {
+                                resource
+                                    .as_deref()
+                                    .is_none_or(|r| f.finding.resource_id == r)
+                            })
+                            .filter(|f| {
+                                action == "findings" || f.finding.status.as_str() == "resolved"
+                            })
                             .take(limit)
                             .map(|f| finding_row(&f.finding, false))
                             .collect()
@@ -166,7 +172,10 @@ impl AssistantTools {
             .map_err(|e| e.to_string()),
         };
         match rows {
-            Ok(rows) => json_result(call, &json!({"action": action, "count": rows.len(), "items": rows})),
+            Ok(rows) => json_result(
+                call,
+                &json!({"action": action, "count": rows.len(), "items": rows}),
+            ),
             Err(e) => ToolResult::error(&call.id, format!("could not read {action}: {e}")),
         }
     }
@@ -176,7 +185,10 @@ impl AssistantTools {
         match text_arg(&call.arguments, "action") {
             Some("resource") => {
                 let Some(id) = text_arg(&call.arguments, "resource_id") else {
-                    return ToolResult::error(&call.id, "resource_id is required for action=resource");
+                    return ToolResult::error(
+                        &call.id,
+                        "resource_id is required for action=resource",
+                    );
                 };
                 match self.ctx().in_scope(id) {
                     Some(r) => json_result(call, &json!({"resource": compact_row(r)})),
@@ -250,7 +262,9 @@ impl AssistantTools {
             .await
         {
             Ok(c) => c,
-            Err(e) => return ToolResult::error(&call.id, broker_error("read the capabilities", &e)),
+            Err(e) => {
+                return ToolResult::error(&call.id, broker_error("read the capabilities", &e));
+            }
         };
         let suffix = format!(".{verb}");
         let Some(entry) = catalogue
@@ -258,13 +272,21 @@ impl AssistantTools {
             .iter()
             .find(|c| c.name.ends_with(&suffix))
         else {
-            let offered: Vec<&str> = catalogue.capabilities.iter().map(|c| c.name.as_str()).collect();
+            let offered: Vec<&str> = catalogue
+                .capabilities
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
             return ToolResult::error(
                 &call.id,
                 format!(
                     "{} does not advertise a {verb} capability; it offers: {}",
                     catalogue.resource_id,
-                    if offered.is_empty() { "none".to_owned() } else { offered.join(", ") }
+                    if offered.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        offered.join(", ")
+                    }
                 ),
             );
         };
@@ -287,7 +309,10 @@ impl AssistantTools {
             resource_id: catalogue.resource_id.clone(),
             capability: entry.name.clone(),
             params,
-            reason: format!("Planned by Pulse Assistant (session {})", self.caller.session_id),
+            reason: format!(
+                "Planned by Pulse Assistant (session {})",
+                self.caller.session_id
+            ),
             severity: ActionSeverity::Warning,
             approval_floor: floor,
             requested_by: self.caller.actor.clone(),
@@ -307,7 +332,7 @@ impl AssistantTools {
             "state": reply.state,
             "policy": reply.policy_decision,
             "requested_by": plan.requested_by,
-            "approve_route": format!("/api/actions/{}/approve", reply.action_id),
+            "decision_route": format!("/api/actions/{}/decision", reply.action_id),
         });
         self.cards.card(
             call,

@@ -180,6 +180,8 @@ struct SimState {
     requests: Mutex<RequestLog>,
     /// Requests seen per behaviour session (model + first user message).
     sessions: Mutex<HashMap<String, u64>>,
+    /// Streamed answers whose client closed the connection before the stream ended.
+    abandoned: std::sync::atomic::AtomicU64,
 }
 
 impl SimState {
@@ -188,6 +190,7 @@ impl SimState {
             script,
             requests: Mutex::new(RequestLog::default()),
             sessions: Mutex::new(HashMap::new()),
+            abandoned: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -290,6 +293,14 @@ impl ProviderSim {
     /// Every request received so far (since the log was last cleared), in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.log().entries.clone()
+    }
+
+    /// Streamed answers the client abandoned: the connection closed (the body was dropped)
+    /// before the stream ended. A stalled stream counts once its client gives up.
+    pub fn abandoned_streams(&self) -> u64 {
+        self.state
+            .abandoned
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Empties the request log (as `DELETE /_sim/requests` does); the script position stays.
@@ -645,9 +656,9 @@ async fn handle(
         frames.into_iter().map(|f| Ok(Bytes::from(f))).collect();
     let body = futures::stream::iter(sent);
     let body = if delivery.stall_after_frames.is_some() {
-        Body::from_stream(body.chain(futures::stream::pending()))
+        Body::from_stream(Tracked::new(body.chain(futures::stream::pending()), state))
     } else {
-        Body::from_stream(body)
+        Body::from_stream(Tracked::new(body, state))
     };
     Response::builder()
         .status(StatusCode::OK)
@@ -655,6 +666,49 @@ async fn handle(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(body)
         .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+/// A streamed body that counts itself abandoned when it is dropped before it ended (the
+/// server drops a response body when its client closes the connection).
+struct Tracked<S> {
+    inner: std::pin::Pin<Box<S>>,
+    ended: bool,
+    state: Arc<SimState>,
+}
+
+impl<S> Tracked<S> {
+    fn new(inner: S, state: Arc<SimState>) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            ended: false,
+            state,
+        }
+    }
+}
+
+impl<S: futures::Stream> futures::Stream for Tracked<S> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        let next = self.inner.as_mut().poll_next(cx);
+        if let std::task::Poll::Ready(None) = next {
+            self.ended = true;
+        }
+        next
+    }
+}
+
+impl<S> Drop for Tracked<S> {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.state
+                .abandoned
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
 }
 
 /// Behaviour state is per model and conversation, so parallel tests do not share it.
