@@ -2,10 +2,11 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat] [--quick]
 //! ```
 
 mod actions;
+mod assistant;
 mod agent_events;
 mod agent_loop;
 mod audit;
@@ -48,10 +49,10 @@ async fn main() -> ExitCode {
         match arg.as_str() {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" | "ui" | "events" => which = arg,
+            | "actions" | "ui" | "events" | "chat" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -92,6 +93,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "events" {
             agent_events::run(&args).await?;
+        }
+        if which == "all" || which == "chat" {
+            assistant::run(&args).await?;
         }
         anyhow::Ok(())
     }
