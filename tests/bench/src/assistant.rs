@@ -36,7 +36,11 @@ async fn one_chat(
         .json(&json!({"prompt": prompt}))
         .send()
         .await?;
-    anyhow::ensure!(response.status() == 200, "chat answered {}", response.status());
+    anyhow::ensure!(
+        response.status() == 200,
+        "chat answered {}",
+        response.status()
+    );
     let mut reader = SseReader::new(response);
     let first = reader.next_frame(DEADLINE).await?;
     anyhow::ensure!(first.event == "session", "first event {}", first.event);
@@ -64,8 +68,18 @@ fn report(phase: &str, mut session: Vec<f64>, mut content: Vec<f64>) {
     session.sort_by(f64::total_cmp);
     content.sort_by(f64::total_cmp);
     for (name, samples) in [("session event", &session), ("first content", &content)] {
-        figure(BENCH, &format!("{phase} {name} p50"), quantile(samples, 0.5), "ms");
-        figure(BENCH, &format!("{phase} {name} p95"), quantile(samples, 0.95), "ms");
+        figure(
+            BENCH,
+            &format!("{phase} {name} p50"),
+            quantile(samples, 0.5),
+            "ms",
+        );
+        figure(
+            BENCH,
+            &format!("{phase} {name} p95"),
+            quantile(samples, 0.95),
+            "ms",
+        );
     }
     let (s95, c95) = (quantile(&session, 0.95), quantile(&content, 0.95));
     let verdict = |v: f64, t: f64| if v <= t { "met" } else { "NOT MET" };
@@ -84,8 +98,11 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let sim = ProviderSim::start(Script::turns([])).await?;
     let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let result = async {
-        save_settings(&gw, openai_chat_route("sim:lazy", "sk-bench", &sim.openai_base_url()))
-            .await?;
+        save_settings(
+            &gw,
+            openai_chat_route("sim:lazy", "sk-bench", &sim.openai_base_url()),
+        )
+        .await?;
         let token = user_token(
             gw.db.store(),
             &TenantId::default_tenant(),

@@ -6,9 +6,9 @@
 //! ```
 
 mod actions;
-mod assistant;
 mod agent_events;
 mod agent_loop;
+mod assistant;
 mod audit;
 mod bus;
 mod outbox;

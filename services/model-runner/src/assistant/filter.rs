@@ -124,15 +124,12 @@ impl ClientSafeText {
                         in_string: false,
                         escaped: false,
                     };
-                    let rest = if closer == Closer::Balanced {
+                    if closer == Closer::Balanced {
                         // The opener holds one `{` and one open string (the name value).
                         inside.depth = 1;
                         inside.in_string = true;
-                        self.pending[after..].to_owned()
-                    } else {
-                        self.pending[after..].to_owned()
-                    };
-                    self.pending = rest;
+                    }
+                    self.pending = self.pending[after..].to_owned();
                     self.inside = Some(inside);
                 }
                 None => {

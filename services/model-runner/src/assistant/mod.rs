@@ -744,45 +744,51 @@ fn history(rows: &[ChatMessage]) -> Vec<Message> {
 
 /// One sentence on where an action stands, from its record; `None` while it has not ended.
 fn outcome_note(action: &actions::StoredAction) -> Option<(String, Value)> {
-    use pulse_domain::action::ActionState;
     let id = action.plan.action_id;
-    let what = format!("{} on {}", action.plan.capability, action.plan.resource_id);
-    let (text, verification) = match (action.state, action.verification) {
-        (ActionState::Completed, Some(v)) => (
-            format!(
-                "Action {id} ({what}) ran and the verifier recorded: {}.",
-                v.as_str()
-            ),
-            json!(v.as_str()),
-        ),
-        (ActionState::Completed, None) => return None,
-        (ActionState::Failed, _) => (
-            format!(
-                "Action {id} ({what}) failed: {}.",
-                action
-                    .decision_reason
-                    .clone()
-                    .unwrap_or_else(|| "see its audit trail".to_owned())
-            ),
-            Value::Null,
-        ),
-        (ActionState::Rejected, _) => (
-            format!("Action {id} ({what}) was rejected by a human; it did not run."),
-            Value::Null,
-        ),
-        (ActionState::Expired, _) => (
-            format!("Action {id} ({what}) expired before it was approved; it did not run."),
-            Value::Null,
-        ),
-        _ => return None,
-    };
+    let text = describe_outcome(
+        id,
+        &format!("{} on {}", action.plan.capability, action.plan.resource_id),
+        action.state,
+        action.verification,
+        action.decision_reason.as_deref(),
+    )?;
     Some((
         text,
         json!({
-            "action_id": id, "state": action.state, "verification": verification,
+            "action_id": id, "state": action.state,
+            "verification": action.verification.map(|v| v.as_str()),
             "resource_id": action.plan.resource_id, "capability": action.plan.capability,
         }),
     ))
+}
+
+/// The outcome sentence of an ended action. A completed action counts as ended only once the
+/// verifier has judged it: its own success is not the outcome.
+fn describe_outcome(
+    id: Uuid,
+    what: &str,
+    state: pulse_domain::action::ActionState,
+    verification: Option<pulse_domain::action::Verification>,
+    reason: Option<&str>,
+) -> Option<String> {
+    use pulse_domain::action::ActionState;
+    Some(match (state, verification) {
+        (ActionState::Completed, Some(v)) => format!(
+            "Action {id} ({what}) ran and the verifier recorded: {}.",
+            v.as_str()
+        ),
+        (ActionState::Failed, _) => format!(
+            "Action {id} ({what}) failed: {}.",
+            reason.unwrap_or("see its audit trail")
+        ),
+        (ActionState::Rejected, _) => {
+            format!("Action {id} ({what}) was rejected by a human; it did not run.")
+        }
+        (ActionState::Expired, _) => {
+            format!("Action {id} ({what}) expired before it was approved; it did not run.")
+        }
+        _ => return None,
+    })
 }
 
 /// How a turn ended, for its terminal event.
@@ -1427,4 +1433,87 @@ fn spawn_idle_watch(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use pulse_domain::action::{ActionState, Verification};
+
+    use super::*;
+
+    #[test]
+    fn an_outcome_is_the_verifiers_and_only_once_the_action_ended() {
+        let id = Uuid::nil();
+        let what = "service.restart on service:h:web";
+        let said = |state, verification| describe_outcome(id, what, state, verification, None);
+        for (verification, word) in [
+            (Verification::Verified, "verified"),
+            (Verification::StillFailing, "still_failing"),
+            (Verification::Inconclusive, "inconclusive"),
+        ] {
+            let text = said(ActionState::Completed, Some(verification)).unwrap_or_default();
+            assert!(
+                text.ends_with(&format!("the verifier recorded: {word}.")),
+                "{text}"
+            );
+        }
+        // Completed but not yet judged, or not ended: nothing to report yet.
+        for (state, verification) in [
+            (ActionState::Completed, None),
+            (ActionState::PendingApproval, None),
+            (ActionState::Approved, None),
+            (ActionState::Executing, None),
+        ] {
+            assert_eq!(said(state, verification), None, "{state:?}");
+        }
+        assert!(said(ActionState::Rejected, None).is_some_and(|t| t.contains("did not run")));
+        let failed = describe_outcome(id, what, ActionState::Failed, None, Some("agent gone"));
+        assert!(failed.is_some_and(|t| t.contains("failed: agent gone")));
+    }
+
+    fn row(role: Role, text: &str) -> ChatMessage {
+        ChatMessage {
+            seq: 0,
+            id: Uuid::nil(),
+            turn_id: Uuid::nil(),
+            role,
+            state: RowState::Done,
+            undone: false,
+            compacted: false,
+            body: MessageBody::text(text),
+            model_route: None,
+            action_id: None,
+            created_at: chrono::Utc::now(),
+            updated_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn the_history_holds_live_prompts_answers_and_pulse_notes_only() {
+        let mut undone = row(Role::User, "undone prompt");
+        undone.undone = true;
+        let mut compacted = row(Role::User, "old prompt");
+        compacted.compacted = true;
+        let rows = vec![
+            compacted,
+            row(Role::Summary, "earlier: disks"),
+            row(Role::User, "is web up?"),
+            row(Role::Tool, "tool output"),
+            row(Role::Assistant, "yes"),
+            undone,
+            row(
+                Role::Outcome,
+                "Action x ran and the verifier recorded: inconclusive.",
+            ),
+            row(Role::Error, "stopped"),
+        ];
+        let rendered: Vec<String> = history(&rows).iter().map(|m| format!("{m:?}")).collect();
+        let all = rendered.join("\n");
+        assert_eq!(rendered.len(), 4, "{all}");
+        assert!(all.contains("earlier: disks") && all.contains("is web up?"));
+        assert!(all.contains("verifier recorded: inconclusive"));
+        for absent in ["undone prompt", "old prompt", "tool output", "stopped"] {
+            assert!(!all.contains(absent), "{absent} in {all}");
+        }
+    }
 }
