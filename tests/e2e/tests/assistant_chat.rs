@@ -7,7 +7,8 @@
 //!   inline `<think>` block) reaches neither the client nor the stored transcript; a canary
 //!   secret in the tool result (web's log) reaches neither the provider nor the transcript; the
 //!   transcript is sealed at rest.
-//! - A client that disconnects mid-stream leaves the session idle with no open tool row, and
+//! - A silent provider is reported as `stream_idle` with its route. A client that disconnects
+//!   mid-stream leaves the session idle with no open tool row, and
 //!   the provider call is stopped (the simulator sees its stream abandoned); Stop
 //!   (`/abort`) does the same with one `error` event.
 
@@ -48,8 +49,8 @@ async fn read_turn(reader: &mut SseReader) -> anyhow::Result<Vec<Frame>> {
 }
 
 async fn chat(gateway: &TestGateway, token: &str, body: Value) -> anyhow::Result<SseReader> {
-    let response = gateway
-        .http
+    // A stream may stay open longer than the shared client's request timeout.
+    let response = reqwest::Client::new()
         .post(gateway.url("/api/ai/chat"))
         .bearer_auth(token)
         .json(&body)
@@ -319,10 +320,18 @@ async fn a_lost_client_or_stop_ends_the_turn_cleanly_and_closes_the_provider_cal
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    // Wait until a tool row is open, then drop the connection.
+    // Wait until a tool row is open and the silent provider is reported as idle (with its
+    // route), then drop the connection.
     until_tool_start(&mut reader)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    let idle = loop {
+        let frame = reader.next_frame(TURN_DEADLINE).await?;
+        if frame.event == "stream_idle" {
+            break frame.json();
+        }
+    };
+    assert_eq!(idle["model_route"], format!("openai:{MODEL}"), "{idle}");
     drop(reader);
     until(TURN_DEADLINE, "the provider stream to be abandoned", || {
         let n = sim.abandoned_streams();

@@ -103,6 +103,7 @@ async fn sessions_can_be_listed_renamed_undone_steered_compacted_forked_and_dele
         ),
         Step::reply(Turn::text("four, with disks in mind")),
         Step::reply(Turn::text("- the operator asked three questions")),
+        Step::reply(Turn::text("The finding says /var is almost full.")),
     ]))
     .await?;
     save_settings(&gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
@@ -298,6 +299,45 @@ async fn sessions_can_be_listed_renamed_undone_steered_compacted_forked_and_dele
     .await?;
     assert_eq!(status, StatusCode::OK, "{copy}");
     assert!(texts(&copy).contains(&"user:fourth?".to_owned()), "{copy}");
+
+    // A chat from a finding is approval-required and starts from the finding's facts.
+    let finding = {
+        let tx = store.tenant_tx(&tenant).await?;
+        let reported = pulse_domain::finding::ReportedFinding {
+            key: "disk-high".to_owned(),
+            severity: pulse_domain::finding::Severity::Warning,
+            category: pulse_domain::finding::Category::Capacity,
+            resource_id: "host:handoff-1".to_owned(),
+            resource_name: "handoff-1".to_owned(),
+            resource_type: "host".to_owned(),
+            title: "Disk /var at 93% on handoff-1".to_owned(),
+            description: "/var fills at 2% a day".to_owned(),
+            recommendation: "rotate logs".to_owned(),
+            evidence: "used_percent=93".to_owned(),
+            impact: String::new(),
+        };
+        let outcome =
+            pulse_store::findings::report(&tx, &reported, None, chrono::Utc::now()).await?;
+        tx.commit().await?;
+        outcome.finding.finding.id.as_hex()
+    };
+    sim.clear_requests();
+    let (_, frames) = turn(
+        &gw,
+        &alice,
+        json!({"prompt": "What should I do about this?", "finding_id": finding}),
+    )
+    .await?;
+    let opened = frames[0].json();
+    assert_eq!(opened["approval_required"], true, "{opened}");
+    assert_eq!(opened["finding_id"], finding, "{opened}");
+    let told = sim
+        .requests()
+        .first()
+        .map(|r| r.body.to_string())
+        .unwrap_or_default();
+    assert!(told.contains("Disk /var at 93% on handoff-1"), "{told}");
+    assert!(told.contains("<<untrusted-"), "{told}");
 
     // Bad input gets stable codes.
     for (method, route, body, code) in [
