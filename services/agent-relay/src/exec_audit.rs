@@ -16,7 +16,7 @@ use pulse_bus::ErrorCode;
 use pulse_capabilities::exec_intent;
 use pulse_capabilities::read_redaction::redact;
 use pulse_domain::TenantId;
-use pulse_domain::agent_protocol::{ReadOutput, ReadRequest as ReadSpec};
+use pulse_domain::agent_protocol::{ReadOutput, ReadRefusalCode, ReadRequest as ReadSpec};
 use pulse_store::read_exec_audit::{self, ExecAuditRow, ExecOutcome};
 
 use crate::RelayState;
@@ -31,12 +31,18 @@ fn stages(read: &ReadSpec) -> Option<&[Vec<String>]> {
     }
 }
 
-/// Refuses an exec the classifier does not admit; every other read passes.
-pub fn gate(request: &ReadRequest) -> Result<(), RelayError> {
+/// Refuses an exec the classifier does not admit (the error carries the classifier's code
+/// in front of its reason); every other read passes.
+pub fn gate(request: &ReadRequest) -> Result<(), (RelayError, &'static str)> {
     match stages(&request.read) {
         Some(stages) => exec_intent::check_stages(stages)
             .map(drop)
-            .map_err(|refusal| RelayError::InvalidRequest(refusal.to_string())),
+            .map_err(|refusal| {
+                (
+                    RelayError::InvalidRequest(refusal.to_string()),
+                    refusal.code.as_str(),
+                )
+            }),
         None => Ok(()),
     }
 }
@@ -76,14 +82,21 @@ impl Ending {
     }
 }
 
-/// A refusal by the agent, with its stable code when it gave one.
-pub struct AgentRefusal<'a> {
-    pub code: Option<&'a str>,
+/// How an exec request ended, as the relay saw it.
+pub enum Answer<'a> {
+    /// The agent answered.
+    Reply(&'a ReadReply),
+    /// The agent refused, with its stable code when it gave one.
+    AgentRefused(Option<&'a str>),
+    /// The relay's gate refused, with the classifier's code.
+    GateRefused(&'static str),
+    /// No answer (not connected, timeout, a transport failure).
+    Failed(&'a RelayError),
 }
 
-fn ending(answer: Result<&ReadReply, (&RelayError, Option<AgentRefusal<'_>>)>) -> Ending {
+fn ending(answer: Answer<'_>) -> Ending {
     match answer {
-        Ok(ReadReply(result)) => match &result.output {
+        Answer::Reply(ReadReply(result)) => match &result.output {
             ReadOutput::Exec {
                 exit_status,
                 stdout,
@@ -105,40 +118,33 @@ fn ending(answer: Result<&ReadReply, (&RelayError, Option<AgentRefusal<'_>>)>) -
             },
             _ => Ending::without_output(ExecOutcome::Failed, ErrorCode::InternalError.code()),
         },
-        Err((_, Some(AgentRefusal { code }))) => {
+        Answer::AgentRefused(code) => {
             let code = code.unwrap_or(ErrorCode::AgentRefused.code());
-            let outcome = if code == "read_failed" {
+            // The agent could not start the command: nothing was refused, it failed.
+            let outcome = if code == ReadRefusalCode::ReadFailed.as_str() {
                 ExecOutcome::Failed
             } else {
                 ExecOutcome::Refused
             };
             Ending::without_output(outcome, code)
         }
-        Err((RelayError::InvalidRequest(_), None)) => {
-            Ending::without_output(ExecOutcome::Refused, ErrorCode::InvalidRequest.code())
-        }
-        Err((error, None)) => Ending::without_output(ExecOutcome::Failed, error.code().code()),
+        Answer::GateRefused(code) => Ending::without_output(ExecOutcome::Refused, code),
+        Answer::Failed(error) => Ending::without_output(ExecOutcome::Failed, error.code().code()),
     }
 }
 
-/// Records the attempt `request` (an exec; anything else is not audited) and how it ended. A
-/// refusal by the relay's gate records the classifier's code.
+/// Records the attempt `request` (an exec; anything else is not audited) and how it ended.
 pub async fn record(
     state: &RelayState,
     tenant: &TenantId,
     request: &ReadRequest,
     started: Instant,
-    answer: Result<&ReadReply, (&RelayError, Option<AgentRefusal<'_>>)>,
+    answer: Answer<'_>,
 ) {
     let Some(stages) = stages(&request.read) else {
         return;
     };
-    let mut ending = ending(answer);
-    if let (ExecOutcome::Refused, Err(refusal)) =
-        (ending.outcome, exec_intent::check_stages(stages))
-    {
-        ending.code = Some(refusal.code.as_str().to_owned());
-    }
+    let ending = ending(answer);
     let row = ExecAuditRow {
         occurred_at: Utc::now(),
         agent_id: request.agent_id.clone(),
@@ -161,5 +167,100 @@ pub async fn record(
     .await;
     if let Err(error) = written {
         tracing::error!(tenant = %tenant, agent_id = %row.agent_id, %error, "exec audit row not written");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::agent_protocol::ReadResult;
+
+    use super::*;
+
+    fn exec(words: &[&str]) -> ReadRequest {
+        ReadRequest {
+            agent_id: "h1".to_owned(),
+            read: ReadSpec::Exec {
+                stages: vec![words.iter().map(|w| (*w).to_owned()).collect()],
+                timeout_ms: 1000,
+                max_bytes: 1000,
+            },
+            requester: None,
+        }
+    }
+
+    #[test]
+    fn the_gate_refuses_with_the_classifier_code_and_passes_other_reads() {
+        let (error, code) = gate(&exec(&["rm", "-rf", "/"])).expect_err("refused");
+        assert_eq!(code, "exec_write_command");
+        assert_eq!(error.code(), ErrorCode::InvalidRequest);
+        assert!(error.to_string().starts_with("exec_write_command: rm"));
+        assert!(gate(&exec(&["df", "-h"])).is_ok());
+        let inspect = ReadRequest {
+            agent_id: "h1".to_owned(),
+            read: ReadSpec::Inspect {
+                container: "c".to_owned(),
+            },
+            requester: None,
+        };
+        assert!(gate(&inspect).is_ok());
+    }
+
+    #[test]
+    fn each_ending_is_recorded_with_its_outcome_and_code() {
+        let reply = ReadReply(ReadResult {
+            request_id: "r".to_owned(),
+            read_at: Utc::now(),
+            output: ReadOutput::Exec {
+                exit_status: None,
+                stdout: "abc".to_owned(),
+                stderr: "de".to_owned(),
+                truncated: false,
+                timed_out: true,
+                duration_ms: 700,
+            },
+        });
+        let timed_out = ending(Answer::Reply(&reply));
+        assert_eq!(timed_out.outcome, ExecOutcome::TimedOut);
+        assert_eq!(
+            (timed_out.output_bytes, timed_out.duration_ms),
+            (5, Some(700))
+        );
+        assert_eq!(timed_out.code, None);
+
+        let disabled = ending(Answer::AgentRefused(Some("read_exec_disabled")));
+        assert_eq!(disabled.outcome, ExecOutcome::Refused);
+        assert_eq!(disabled.code.as_deref(), Some("read_exec_disabled"));
+        let uncoded = ending(Answer::AgentRefused(None));
+        assert_eq!(uncoded.code.as_deref(), Some("agent_refused"));
+        let failed = ending(Answer::AgentRefused(Some("read_failed")));
+        assert_eq!(failed.outcome, ExecOutcome::Failed);
+        let gate = ending(Answer::GateRefused("exec_interpreter"));
+        assert_eq!(
+            (gate.outcome, gate.code.as_deref()),
+            (ExecOutcome::Refused, Some("exec_interpreter"))
+        );
+        let gone = RelayError::NotConnected("agent h1 is not connected".to_owned());
+        let gone = ending(Answer::Failed(&gone));
+        assert_eq!(
+            (gone.outcome, gone.code.as_deref()),
+            (ExecOutcome::Failed, Some("agent_not_connected"))
+        );
+    }
+
+    #[test]
+    fn the_recorded_command_is_its_text_redacted() {
+        let stages = vec![vec![
+            "curl".to_owned(),
+            "-H".to_owned(),
+            "Authorization: Bearer abcdefghijklmnop".to_owned(),
+            "https://example.com".to_owned(),
+        ]];
+        let text = command_text(&stages);
+        assert!(
+            text.starts_with("curl -H 'Authorization: Bearer "),
+            "{text}"
+        );
+        assert!(!text.contains("abcdefghijklmnop"), "{text}");
     }
 }

@@ -21,7 +21,7 @@ use crate::api::{
     ReadRequest,
 };
 use crate::error::RelayError;
-use crate::exec_audit::{self, AgentRefusal};
+use crate::exec_audit::{self, Answer};
 use crate::registry::not_connected;
 
 /// Extra time a hop to another replica gets over the agent's own timeout.
@@ -141,14 +141,10 @@ pub async fn read_local(
         Ok(other) => (Err(unexpected(&other)), None),
         Err(e) => (Err(e), None),
     };
-    let audited = match &answer {
-        Ok(reply) => Ok(reply),
-        Err(error) => Err((
-            error,
-            refusal_code.as_ref().map(|code| AgentRefusal {
-                code: code.as_deref(),
-            }),
-        )),
+    let audited = match (&answer, &refusal_code) {
+        (Ok(reply), _) => Answer::Reply(reply),
+        (Err(_), Some(code)) => Answer::AgentRefused(code.as_deref()),
+        (Err(error), None) => Answer::Failed(error),
     };
     exec_audit::record(state, tenant, &request, started, audited).await;
     Some(answer)
@@ -161,8 +157,8 @@ async fn gate_read(
     request: &ReadRequest,
 ) -> Result<(), RelayError> {
     let started = Instant::now();
-    if let Err(error) = exec_audit::gate(request) {
-        exec_audit::record(state, tenant, request, started, Err((&error, None))).await;
+    if let Err((error, code)) = exec_audit::gate(request) {
+        exec_audit::record(state, tenant, request, started, Answer::GateRefused(code)).await;
         return Err(error);
     }
     Ok(())
@@ -240,8 +236,14 @@ pub async fn serve(state: &RelayState) -> Result<Vec<Responder>, BusError> {
                 if let Err(error) = &answer
                     && error.code() == ErrorCode::AgentNotConnected
                 {
-                    exec_audit::record(&state, &ctx.tenant, &request, started, Err((error, None)))
-                        .await;
+                    exec_audit::record(
+                        &state,
+                        &ctx.tenant,
+                        &request,
+                        started,
+                        Answer::Failed(error),
+                    )
+                    .await;
                 }
                 answer
             }
