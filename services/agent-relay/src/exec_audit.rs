@@ -257,10 +257,8 @@ mod tests {
             "https://example.com".to_owned(),
         ]];
         let text = command_text(&stages);
-        assert!(
-            text.starts_with("curl -H 'Authorization: Bearer "),
-            "{text}"
-        );
+        assert!(text.starts_with("curl -H 'Authorization: "), "{text}");
+        assert!(text.ends_with("' https://example.com"), "{text}");
         assert!(!text.contains("abcdefghijklmnop"), "{text}");
     }
 }
