@@ -4,10 +4,11 @@
 //! takes a request forwards it to its own session for the agent when it has one, and otherwise
 //! over the per-agent subject served by the replica that has it (no responder there means the
 //! agent is not connected anywhere). The per-agent subjects are served by the session itself.
+//! Both gate an exec read and audit it ([`crate::exec_audit`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use pulse_bus::{Bus, BusError, RequestContext, Responder, relay_api};
+use pulse_bus::{Bus, BusError, ErrorCode, RequestContext, Responder, relay_api};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
     AgentMessage, Command, MAX_ID_BYTES, Observe, Read, RelayMessage,
@@ -20,6 +21,7 @@ use crate::api::{
     ReadRequest,
 };
 use crate::error::RelayError;
+use crate::exec_audit::{self, Answer};
 use crate::registry::not_connected;
 
 /// Extra time a hop to another replica gets over the agent's own timeout.
@@ -113,24 +115,53 @@ pub async fn observe_local(
     )
 }
 
+/// Forwards a read to the local session of its agent (`None` when it has none here) and
+/// records an exec's outcome in the audit.
 pub async fn read_local(
     state: &RelayState,
     tenant: &TenantId,
     request: ReadRequest,
 ) -> Option<Result<ReadReply, RelayError>> {
     let link = state.registry.get(tenant, &request.agent_id)?;
+    let started = Instant::now();
     let message = RelayMessage::Read(Read {
         request_id: state.registry.request_id(),
-        read: request.read,
+        read: request.read.clone(),
     });
-    Some(
-        match link.forward(message, state.limits.request_timeout).await {
-            Ok(AgentMessage::ReadResult(r)) => Ok(ReadReply(r)),
-            Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
-            Ok(other) => Err(unexpected(&other)),
-            Err(e) => Err(e),
-        },
-    )
+    let (answer, refusal_code) = match link.forward(message, state.limits.request_timeout).await {
+        Ok(AgentMessage::ReadResult(r)) => (Ok(ReadReply(r)), None),
+        // A coded refusal keeps its code in front of the reason, where requesters read it.
+        Ok(AgentMessage::Refused(r)) => (
+            Err(refused(&match &r.code {
+                Some(code) => format!("{code}: {}", r.reason),
+                None => r.reason.clone(),
+            })),
+            Some(r.code),
+        ),
+        Ok(other) => (Err(unexpected(&other)), None),
+        Err(e) => (Err(e), None),
+    };
+    let audited = match (&answer, &refusal_code) {
+        (Ok(reply), _) => Answer::Reply(reply),
+        (Err(_), Some(code)) => Answer::AgentRefused(code.as_deref()),
+        (Err(error), None) => Answer::Failed(error),
+    };
+    exec_audit::record(state, tenant, &request, started, audited).await;
+    Some(answer)
+}
+
+/// The relay's gate on a read; a refused exec is audited here, since no agent sees it.
+async fn gate_read(
+    state: &RelayState,
+    tenant: &TenantId,
+    request: &ReadRequest,
+) -> Result<(), RelayError> {
+    let started = Instant::now();
+    if let Err((error, code)) = exec_audit::gate(request) {
+        exec_audit::record(state, tenant, request, started, Answer::GateRefused(code)).await;
+        return Err(error);
+    }
+    Ok(())
 }
 
 async fn hop<R: pulse_bus::Endpoint>(
@@ -194,11 +225,27 @@ pub async fn serve(state: &RelayState) -> Result<Vec<Responder>, BusError> {
             let state = s.clone();
             async move {
                 check_agent(&request.agent_id)?;
+                gate_read(&state, &ctx.tenant, &request).await?;
                 if let Some(answer) = read_local(&state, &ctx.tenant, request.clone()).await {
                     return answer;
                 }
                 let agent_id = request.agent_id.clone();
-                hop(&state, &ctx.tenant, &agent_id, &request).await
+                let started = Instant::now();
+                let answer = hop(&state, &ctx.tenant, &agent_id, &request).await;
+                // No replica holds the agent: no session recorded the attempt.
+                if let Err(error) = &answer
+                    && error.code() == ErrorCode::AgentNotConnected
+                {
+                    exec_audit::record(
+                        &state,
+                        &ctx.tenant,
+                        &request,
+                        started,
+                        Answer::Failed(error),
+                    )
+                    .await;
+                }
+                answer
             }
         })
         .await?;
@@ -256,6 +303,7 @@ pub async fn serve_agent(
             move |ctx: RequestContext, request: ReadRequest| {
                 let state = s.clone();
                 async move {
+                    gate_read(&state, &ctx.tenant, &request).await?;
                     let agent_id = request.agent_id.clone();
                     read_local(&state, &ctx.tenant, request)
                         .await

@@ -12,6 +12,7 @@
 
 pub mod api;
 pub mod error;
+mod exec_audit;
 mod handlers;
 mod ingest;
 mod limits;

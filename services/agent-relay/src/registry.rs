@@ -163,6 +163,7 @@ mod tests {
             let _ = first.reply.send(Ok(AgentMessage::Refused(Refused {
                 request_id: id,
                 reason: "no".into(),
+                code: None,
             })));
             // Keep the rest unanswered until the test ends.
             let mut held = Vec::new();

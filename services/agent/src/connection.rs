@@ -267,6 +267,7 @@ async fn session(
                                 let refusal = AgentMessage::Refused(Refused {
                                     request_id,
                                     reason: "this agent does not answer requests".to_owned(),
+                                    code: None,
                                 });
                                 send(&mut socket, &refusal).await?;
                                 continue;

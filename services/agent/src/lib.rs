@@ -4,7 +4,8 @@
 //! agent builds a full report (host, filesystems, supervised services, containers) and queues
 //! it; the connection task sends the queue to the relay over a WebSocket, reconnecting with
 //! backoff. Over the same connection the relay may ask for a fresh observation, a bounded log
-//! tail or inspect projection, or (only with `--enable-commands`) run a typed command.
+//! tail or inspect projection, a host file, tail or find, (only with `--allow-read-exec`) a
+//! read-only diagnostic command, or (only with `--enable-commands`) run a typed command.
 
 pub mod commands;
 pub mod connection;
@@ -12,10 +13,13 @@ pub mod containers;
 pub mod docker;
 pub mod filesystems;
 pub mod host;
+pub mod host_files;
 pub mod observe;
+pub mod read_exec;
 pub mod reads;
 pub mod report;
 pub mod requests;
+pub mod secret_paths;
 pub mod supervisor;
 
 use std::path::PathBuf;
@@ -31,7 +35,9 @@ use crate::commands::{Commands, HostExecutor};
 use crate::connection::{Backlog, ConnectionConfig};
 use crate::containers::ContainerCollector;
 use crate::docker::DockerClient;
+use crate::host_files::HostFiles;
 use crate::observe::Observer;
+use crate::read_exec::ReadExec;
 use crate::reads::Reader;
 use crate::report::Reporter;
 use crate::requests::Requests;
@@ -59,6 +65,12 @@ pub struct AgentOptions {
     pub mounts_path: PathBuf,
     /// Run typed commands from the relay (`--enable-commands`); off by default.
     pub enable_commands: bool,
+    /// Run read-only diagnostic commands for `pulse_read` exec (`--allow-read-exec`); off by
+    /// default.
+    pub allow_read_exec: bool,
+    /// The file the token was read from, if any: never served by a host read (neither is
+    /// `<state_dir>/token`).
+    pub token_file: Option<PathBuf>,
     /// Collect Docker containers (from `DOCKER_HOST` or the default socket).
     pub docker: bool,
 }
@@ -79,6 +91,8 @@ impl AgentOptions {
             proc_root: PathBuf::from("/proc"),
             mounts_path: PathBuf::from("/proc/self/mounts"),
             enable_commands: false,
+            allow_read_exec: false,
+            token_file: None,
             docker: true,
         }
     }
@@ -161,6 +175,14 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
     } else {
         Commands::disabled(executor)
     };
+    let mut own_secrets = vec![options.state_dir.join("token")];
+    own_secrets.extend(options.token_file.clone());
+    // Compared with canonical paths too: resolve what already exists.
+    for path in own_secrets.clone() {
+        if let Ok(canonical) = std::fs::canonicalize(&path) {
+            own_secrets.push(canonical);
+        }
+    }
     let requests = Arc::new(Requests {
         commands,
         observer: Observer {
@@ -175,6 +197,13 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
             log_dir: options.state_dir.join("logs"),
             services: view.clone(),
             docker: docker.clone(),
+            files: HostFiles {
+                own_secrets: own_secrets.clone(),
+            },
+            exec: ReadExec {
+                allowed: options.allow_read_exec,
+                own_secrets,
+            },
         },
     });
 

@@ -38,6 +38,11 @@ struct Cli {
     /// relay. Off by default; the relay also needs the agent's token to carry agent:exec.
     #[arg(long, env = "PULSE_AGENT_ENABLE_COMMANDS")]
     enable_commands: bool,
+    /// Run read-only diagnostic commands for pulse_read exec (df, ps, journalctl, ...): only
+    /// what the exec classifier admits, without a shell, bounded in time and output, redacted.
+    /// Off by default: every exec is then refused (file, tail and find stay available).
+    #[arg(long, env = "PULSE_AGENT_ALLOW_READ_EXEC")]
+    allow_read_exec: bool,
     /// Do not collect Docker containers even when an engine is reachable.
     #[arg(long, env = "PULSE_AGENT_NO_DOCKER")]
     no_docker: bool,
@@ -84,7 +89,10 @@ async fn main() -> ExitCode {
     let token = match cli.token.filter(|t| !t.trim().is_empty()) {
         Some(token) => token,
         None => {
-            let path = cli.token_file.unwrap_or_else(|| state_dir.join("token"));
+            let path = cli
+                .token_file
+                .clone()
+                .unwrap_or_else(|| state_dir.join("token"));
             match pulse_agent::wait_for_token_file(&path, &shutdown).await {
                 Some(token) => token,
                 None => {
@@ -109,8 +117,10 @@ async fn main() -> ExitCode {
         )
         .max(Duration::from_millis(100));
     options.enable_commands = cli.enable_commands;
+    options.allow_read_exec = cli.allow_read_exec;
+    options.token_file = cli.token_file;
     options.docker = !cli.no_docker;
-    tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), commands = if options.enable_commands { "enabled" } else { "disabled" }, "agent started");
+    tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), commands = if options.enable_commands { "enabled" } else { "disabled" }, read_exec = if options.allow_read_exec { "allowed" } else { "disabled" }, "agent started");
     let result = pulse_agent::run(options, shutdown).await;
     telemetry.shutdown().await;
     match result {

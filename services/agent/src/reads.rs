@@ -1,16 +1,21 @@
 //! Bounded live reads: the tail of a supervised service's log file or a container's output,
-//! and the compacted inspect projection of a container (no env values, allowlisted labels).
+//! the compacted inspect projection of a container (no env values, allowlisted labels), and the
+//! host reads of `pulse_read`: files, tails and finds ([`crate::host_files`]) and read-only
+//! commands ([`crate::read_exec`], only with `--allow-read-exec`).
 
 use std::io::SeekFrom;
 use std::path::{Path, PathBuf};
 
 use pulse_domain::agent_protocol::{
-    LogLine, LogSource, MAX_LOG_BYTES, MAX_LOG_LINES, ReadOutput, ReadRequest, bounded_text,
+    LogLine, LogSource, MAX_LOG_BYTES, MAX_LOG_LINES, ReadOutput, ReadRefusalCode, ReadRequest,
+    bounded_text,
 };
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::docker::logs::MAX_LINE_BYTES;
 use crate::docker::{DockerClient, LogStream, LogTailRequest};
+use crate::host_files::HostFiles;
+use crate::read_exec::ReadExec;
 use crate::supervisor::SupervisorView;
 
 pub struct Reader {
@@ -18,6 +23,33 @@ pub struct Reader {
     pub log_dir: PathBuf,
     pub services: SupervisorView,
     pub docker: Option<DockerClient>,
+    /// Host files (file, tail, find).
+    pub files: HostFiles,
+    /// Read-only commands (exec), refused unless `--allow-read-exec`.
+    pub exec: ReadExec,
+}
+
+/// Why a read was not answered: the reason, and a stable code for the refusals a caller acts
+/// on ([`ReadRefusalCode`], or the exec classifier's `exec_*` codes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRefused {
+    pub code: Option<String>,
+    pub reason: String,
+}
+
+impl ReadRefused {
+    pub fn coded(code: ReadRefusalCode, reason: impl Into<String>) -> Self {
+        Self {
+            code: Some(code.as_str().to_owned()),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<String> for ReadRefused {
+    fn from(reason: String) -> Self {
+        Self { code: None, reason }
+    }
 }
 
 /// The last `max_lines` lines within the last `max_bytes` bytes of `path`.
@@ -68,7 +100,37 @@ impl Reader {
             .ok_or_else(|| "no Docker engine is configured on this agent".to_owned())
     }
 
-    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, String> {
+    pub async fn read(&self, request: &ReadRequest) -> Result<ReadOutput, ReadRefused> {
+        match request {
+            ReadRequest::Exec {
+                stages,
+                timeout_ms,
+                max_bytes,
+            } => self.exec.run(stages, *timeout_ms, *max_bytes).await,
+            ReadRequest::File { path, max_bytes } => self.files.file(path, *max_bytes).await,
+            ReadRequest::Tail {
+                path,
+                max_lines,
+                max_bytes,
+            } => self.files.tail(path, *max_lines, *max_bytes).await,
+            ReadRequest::Find {
+                path,
+                name_pattern,
+                max_entries,
+                max_depth,
+            } => {
+                self.files
+                    .find(path, name_pattern.as_deref(), *max_entries, *max_depth)
+                    .await
+            }
+            other => self
+                .read_container_or_service(other)
+                .await
+                .map_err(Into::into),
+        }
+    }
+
+    async fn read_container_or_service(&self, request: &ReadRequest) -> Result<ReadOutput, String> {
         match request {
             ReadRequest::LogTail {
                 source,
@@ -146,6 +208,10 @@ impl Reader {
                     .map_err(|e| format!("projection not encodable: {e}"))?;
                 Ok(ReadOutput::Inspect { projection })
             }
+            other => Err(format!(
+                "{} is not a container or service read",
+                other.kind()
+            )),
         }
     }
 }

@@ -15,10 +15,11 @@ pub struct Requests {
     pub reader: Reader,
 }
 
-fn refused(request_id: &str, reason: String) -> AgentMessage {
+fn refused(request_id: &str, reason: String, code: Option<String>) -> AgentMessage {
     AgentMessage::Refused(Refused {
         request_id: request_id.to_owned(),
         reason: bounded_text(&reason, MAX_REASON_BYTES).0,
+        code,
     })
 }
 
@@ -36,7 +37,7 @@ impl Requests {
                         observed_at,
                         resource,
                     }),
-                    Err(reason) => refused(&observe.request_id, reason),
+                    Err(reason) => refused(&observe.request_id, reason, None),
                 })
             }
             RelayMessage::Read(read) => Some(match self.reader.read(&read.read).await {
@@ -45,7 +46,7 @@ impl Requests {
                     read_at: Utc::now(),
                     output,
                 }),
-                Err(reason) => refused(&read.request_id, reason),
+                Err(refusal) => refused(&read.request_id, refusal.reason, refusal.code),
             }),
             _ => None,
         }

@@ -12,7 +12,9 @@ use axum::response::Response;
 use axum::routing::get;
 use pulse_agent::commands::{Commands, DISABLED_REASON, HostExecutor};
 use pulse_agent::connection::{self, Backlog, ConnectionConfig};
+use pulse_agent::host_files::HostFiles;
 use pulse_agent::observe::Observer;
+use pulse_agent::read_exec::ReadExec;
 use pulse_agent::reads::Reader;
 use pulse_agent::requests::Requests;
 use pulse_agent::supervisor::Supervisor;
@@ -156,6 +158,8 @@ async fn requests_are_answered_while_a_report_waits_for_its_ack() {
             log_dir: dir.join("logs"),
             services: view,
             docker: None,
+            files: HostFiles::default(),
+            exec: ReadExec::default(),
         },
     });
     let backlog = Arc::new(Backlog::new(10));

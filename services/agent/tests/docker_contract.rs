@@ -24,6 +24,8 @@ use pulse_agent::docker::{
     DockerClient, DockerClientConfig, DockerEndpoint, DockerError, EventAction, HealthStatus,
     LogStream, LogTailRequest, MIN_API_VERSION,
 };
+use pulse_agent::host_files::HostFiles;
+use pulse_agent::read_exec::ReadExec;
 use pulse_agent::reads::Reader;
 use pulse_agent::report::Reporter;
 use pulse_agent::supervisor::Supervisor;
@@ -953,6 +955,8 @@ async fn reads_give_bounded_container_logs_and_the_projection_without_env() {
         log_dir: dir.join("logs"),
         services: supervisor.view(),
         docker: Some(engine.client()),
+        files: HostFiles::default(),
+        exec: ReadExec::default(),
     };
     let tail = reader
         .read(&ReadRequest::LogTail {
@@ -1007,7 +1011,7 @@ async fn reads_give_bounded_container_logs_and_the_projection_without_env() {
         })
         .await
         .unwrap_err();
-    assert!(refused.contains("max_lines"), "{refused}");
+    assert!(refused.reason.contains("max_lines"), "{refused:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

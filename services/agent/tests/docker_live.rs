@@ -24,6 +24,8 @@ use pulse_agent::docker::{
     ApiVersion, CLIENT_API_VERSION, ContainerRunState, DockerClient, DockerClientConfig,
     DockerEndpoint, EventAction, HealthStatus, LogStream, LogTailRequest, MIN_API_VERSION,
 };
+use pulse_agent::host_files::HostFiles;
+use pulse_agent::read_exec::ReadExec;
 use pulse_agent::reads::Reader;
 use pulse_agent::report::Reporter;
 use pulse_agent::supervisor::Supervisor;
@@ -575,6 +577,8 @@ async fn compacted_inspect_of_a_live_container() {
         log_dir: dir.join("logs"),
         services: supervisor.view(),
         docker: Some(client()),
+        files: HostFiles::default(),
+        exec: ReadExec::default(),
     };
     let read = reader
         .read(&ReadRequest::Inspect {
@@ -698,6 +702,8 @@ async fn logs_of_a_container_that_printed_known_lines() {
         log_dir: dir.join("logs"),
         services: supervisor.view(),
         docker: Some(client.clone()),
+        files: HostFiles::default(),
+        exec: ReadExec::default(),
     };
     let read = reader
         .read(&ReadRequest::LogTail {

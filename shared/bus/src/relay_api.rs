@@ -89,6 +89,9 @@ impl Request for RelayObserveRequest {
 pub struct RelayReadRequest {
     pub agent_id: String,
     pub read: ReadSpec,
+    /// Who asks (`run:<run id>`, `chat:<session>`), recorded in the relay's exec audit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requester: Option<String>,
 }
 
 impl Message for RelayReadRequest {

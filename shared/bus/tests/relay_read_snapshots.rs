@@ -17,6 +17,7 @@ fn relay_read_wire_shape() {
             max_lines: 50,
             max_bytes: 16_384,
         },
+        requester: None,
     };
     assert_eq!(RelayReadRequest::TYPE, "pulse.relay.read");
     insta::assert_json_snapshot!("relay_read_request", request);

@@ -126,6 +126,61 @@ pub fn classify(command: &str) -> Result<ExecPlan, ExecRefusal> {
     Ok(ExecPlan { stages })
 }
 
+/// The command text of `stages`: each word bare when it holds only plain characters, otherwise
+/// quoted so that [`classify`] splits the text back into exactly these words. A word no quoting
+/// can carry (one with both a single quote and `"`, `$`, a backtick or `\\`) is refused.
+pub fn render(stages: &[Vec<String>]) -> Result<String, ExecRefusal> {
+    let mut text = String::new();
+    for (i, argv) in stages.iter().enumerate() {
+        if i > 0 {
+            text.push_str(" | ");
+        }
+        for (j, word) in argv.iter().enumerate() {
+            if j > 0 {
+                text.push(' ');
+            }
+            let plain = !word.is_empty()
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-./:,+=@%^".contains(c));
+            if plain {
+                text.push_str(word);
+            } else if !word.contains('\'') {
+                text.push('\'');
+                text.push_str(word);
+                text.push('\'');
+            } else if !word.contains(['"', '$', '`', '\\']) {
+                text.push('"');
+                text.push_str(word);
+                text.push('"');
+            } else {
+                return Err(refuse(
+                    ExecRefusalCode::ShellSyntax,
+                    "an argument holds both a single quote and `\"`, `$`, a backtick or `\\`",
+                ));
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// Re-classifies an argv plan that arrived over the wire (the relay's and the agent's own gate:
+/// neither trusts the plan it was sent). Admitted only when its [`render`]ing classifies back
+/// to exactly the same stages.
+pub fn check_stages(stages: &[Vec<String>]) -> Result<ExecPlan, ExecRefusal> {
+    if stages.is_empty() || stages.iter().any(Vec::is_empty) {
+        return Err(refuse(ExecRefusalCode::Empty, "no command given"));
+    }
+    let plan = classify(&render(stages)?)?;
+    if plan.stages != stages {
+        return Err(refuse(
+            ExecRefusalCode::ShellSyntax,
+            "the argument lists do not read back as the same command",
+        ));
+    }
+    Ok(plan)
+}
+
 /// Words and stages, with quotes removed; every shell operator but `|` refused.
 fn split(command: &str) -> Result<Vec<Vec<String>>, ExecRefusal> {
     let syntax = |what: &str| {
@@ -1132,6 +1187,57 @@ mod tests {
                 vec!["grep".to_owned(), "nginx: worker".to_owned()],
                 vec!["head".to_owned(), "-n".to_owned(), "5".to_owned()],
             ]
+        );
+    }
+
+    #[test]
+    fn a_plan_renders_to_text_that_classifies_back_to_it() {
+        let plan = classify("ps aux | grep 'nginx: worker' | grep \"it's\" | head -n 5").unwrap();
+        let text = render(&plan.stages).unwrap();
+        assert_eq!(
+            text,
+            "ps aux | grep 'nginx: worker' | grep \"it's\" | head -n 5"
+        );
+        assert_eq!(check_stages(&plan.stages).unwrap(), plan);
+        // Words that would be operators bare come back quoted, and stay one word.
+        let stages = vec![vec!["grep".to_owned(), "a;b".to_owned(), String::new()]];
+        assert_eq!(render(&stages).unwrap(), "grep 'a;b' ''");
+        assert_eq!(check_stages(&stages).unwrap().stages, stages);
+    }
+
+    #[test]
+    fn a_wire_plan_is_held_to_the_classifier() {
+        let argv = |words: &[&str]| words.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+        for (stages, code) in [
+            (
+                vec![argv(&["rm", "-rf", "/tmp/x"])],
+                ExecRefusalCode::WriteCommand,
+            ),
+            (
+                vec![argv(&["sh", "-c", "touch x"])],
+                ExecRefusalCode::Interpreter,
+            ),
+            (
+                vec![argv(&["find", ".", "-delete"])],
+                ExecRefusalCode::WriteArgument,
+            ),
+            (
+                vec![argv(&["df"]), argv(&["sed", "s/a/b/"])],
+                ExecRefusalCode::Interpreter,
+            ),
+            (
+                vec![argv(&["grep", "it's $HOME"])],
+                ExecRefusalCode::ShellSyntax,
+            ),
+            (vec![], ExecRefusalCode::Empty),
+            (vec![argv(&["df"]), vec![]], ExecRefusalCode::Empty),
+        ] {
+            assert_eq!(check_stages(&stages).unwrap_err().code, code, "{stages:?}");
+        }
+        // An assignment word in command position is still an assignment.
+        assert_eq!(
+            check_stages(&[argv(&["A=1", "df"])]).unwrap_err().code,
+            ExecRefusalCode::ShellSyntax
         );
     }
 

@@ -6,6 +6,7 @@ pub mod exec_intent;
 pub mod invocation;
 pub mod policy;
 pub mod profile;
+pub mod read_redaction;
 pub mod run_gate;
 pub mod tools;
 

@@ -36,6 +36,16 @@ pub const MAX_LOG_LINES: u32 = 2_000;
 pub const MAX_LOG_BYTES: u32 = 256 * 1024;
 /// Longest request, action or lease id, in bytes.
 pub const MAX_ID_BYTES: usize = 128;
+/// Longest time a [`ReadRequest::Exec`] may run, in milliseconds.
+pub const MAX_EXEC_TIMEOUT_MS: u32 = 30_000;
+/// Most output bytes a host read ([`ReadRequest::Exec`], [`ReadRequest::File`],
+/// [`ReadRequest::Tail`]) may ask for.
+pub const MAX_READ_BYTES: u32 = 256 * 1024;
+/// Most entries and directory levels a [`ReadRequest::Find`] may ask for.
+pub const MAX_FIND_ENTRIES: u32 = 2_000;
+pub const MAX_FIND_DEPTH: u32 = 16;
+/// Longest path or name pattern of a host read, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
 
 /// Agent to relay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,6 +240,46 @@ pub enum ReadRequest {
     },
     /// The compacted inspect projection of a container (no env values, allowlisted labels).
     Inspect { container: String },
+    /// A read-only diagnostic command, as the argv of each pipeline stage (no shell). The agent
+    /// runs it only when started with `--allow-read-exec`, and only when the stages pass the
+    /// exec classifier again there; stdout is cut at `max_bytes`, the run at `timeout_ms`
+    /// (capped at [`MAX_READ_BYTES`] and [`MAX_EXEC_TIMEOUT_MS`]).
+    Exec {
+        stages: Vec<Vec<String>>,
+        timeout_ms: u32,
+        max_bytes: u32,
+    },
+    /// The first `max_bytes` of a regular file (never a secret file).
+    File { path: String, max_bytes: u32 },
+    /// The last `max_lines` lines within the last `max_bytes` of a regular file.
+    Tail {
+        path: String,
+        max_lines: u32,
+        max_bytes: u32,
+    },
+    /// Entries under a directory, without following symlinks, optionally only those whose name
+    /// matches `name_pattern` (`*` and `?` wildcards).
+    Find {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name_pattern: Option<String>,
+        max_entries: u32,
+        max_depth: u32,
+    },
+}
+
+impl ReadRequest {
+    /// The wire name of the read (`log_tail`, `inspect`, `exec`, `file`, `tail`, `find`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReadRequest::LogTail { .. } => "log_tail",
+            ReadRequest::Inspect { .. } => "inspect",
+            ReadRequest::Exec { .. } => "exec",
+            ReadRequest::File { .. } => "file",
+            ReadRequest::Tail { .. } => "tail",
+            ReadRequest::Find { .. } => "find",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,6 +309,49 @@ pub enum ReadOutput {
     Inspect {
         projection: serde_json::Value,
     },
+    /// What a read-only command did. Output is redacted on the agent.
+    Exec {
+        /// The last stage's exit status; `None` when it was killed (timeout, output bound) or
+        /// ended by a signal.
+        exit_status: Option<i32>,
+        stdout: String,
+        stderr: String,
+        /// Output was cut at the byte bound (and the pipeline stopped).
+        truncated: bool,
+        /// The pipeline was killed at its timeout.
+        timed_out: bool,
+        duration_ms: u64,
+    },
+    File {
+        /// The canonical path read.
+        path: String,
+        /// Redacted text (lossy UTF-8).
+        text: String,
+        /// The file's size in bytes.
+        size: u64,
+        truncated: bool,
+    },
+    Tail {
+        path: String,
+        lines: Vec<String>,
+        truncated: bool,
+    },
+    Find {
+        path: String,
+        entries: Vec<FoundEntry>,
+        /// More entries (or deeper levels) existed than the bounds allowed.
+        truncated: bool,
+    },
+}
+
+/// One entry of a [`ReadOutput::Find`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FoundEntry {
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    pub size: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,6 +368,34 @@ pub struct ReadResult {
 pub struct Refused {
     pub request_id: String,
     pub reason: String,
+    /// A stable code for refusals a caller acts on ([`ReadRefusalCode`], or the exec
+    /// classifier's `exec_*` codes); absent for the others and from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// Why an agent refused a host read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadRefusalCode {
+    /// The agent was not started with `--allow-read-exec`.
+    ExecDisabled,
+    /// The path is, or resolves to, a secret file (keys, shadow, `.env`, ...).
+    SecretPath,
+    /// Bounds out of range, a relative or unreadable path, not a regular file or directory.
+    InvalidRead,
+    /// The read could not be carried out (the command could not start, IO failed).
+    ReadFailed,
+}
+
+impl ReadRefusalCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadRefusalCode::ExecDisabled => "read_exec_disabled",
+            ReadRefusalCode::SecretPath => "read_secret_path",
+            ReadRefusalCode::InvalidRead => "read_invalid",
+            ReadRefusalCode::ReadFailed => "read_failed",
+        }
+    }
 }
 
 /// `text` cut to at most `max` bytes at a char boundary; whether it was cut.
@@ -494,6 +615,7 @@ mod tests {
         let refused = AgentMessage::Refused(Refused {
             request_id: "r6".into(),
             reason: "no supervised service named \"db\"".into(),
+            code: None,
         });
         insta::assert_json_snapshot!("receipt", receipt);
         insta::assert_json_snapshot!("receipt_rejected", rejected);
@@ -505,6 +627,115 @@ mod tests {
             let text = serde_json::to_string(&msg).unwrap();
             assert_eq!(serde_json::from_str::<AgentMessage>(&text).unwrap(), msg);
         }
+    }
+
+    #[test]
+    fn host_read_messages_wire_shape() {
+        let requests = [
+            ReadRequest::Exec {
+                stages: vec![
+                    vec!["ps".into(), "aux".into()],
+                    vec!["grep".into(), "nginx: worker".into()],
+                ],
+                timeout_ms: 8_000,
+                max_bytes: 16_384,
+            },
+            ReadRequest::File {
+                path: "/etc/nginx/nginx.conf".into(),
+                max_bytes: 16_384,
+            },
+            ReadRequest::Tail {
+                path: "/var/log/syslog".into(),
+                max_lines: 50,
+                max_bytes: 16_384,
+            },
+            ReadRequest::Find {
+                path: "/var/log".into(),
+                name_pattern: Some("*.log".into()),
+                max_entries: 200,
+                max_depth: 3,
+            },
+        ];
+        let kinds: Vec<&str> = requests.iter().map(ReadRequest::kind).collect();
+        assert_eq!(kinds, ["exec", "file", "tail", "find"]);
+        let requests: Vec<RelayMessage> = requests
+            .into_iter()
+            .enumerate()
+            .map(|(n, read)| {
+                RelayMessage::Read(Read {
+                    request_id: format!("r{n}"),
+                    read,
+                })
+            })
+            .collect();
+        insta::assert_json_snapshot!("read_host", requests);
+        let answers = vec![
+            AgentMessage::ReadResult(ReadResult {
+                request_id: "r0".into(),
+                read_at: at(),
+                output: ReadOutput::Exec {
+                    exit_status: Some(0),
+                    stdout: "root 1 0.0 /sbin/init\n".into(),
+                    stderr: String::new(),
+                    truncated: false,
+                    timed_out: false,
+                    duration_ms: 12,
+                },
+            }),
+            AgentMessage::ReadResult(ReadResult {
+                request_id: "r1".into(),
+                read_at: at(),
+                output: ReadOutput::File {
+                    path: "/etc/nginx/nginx.conf".into(),
+                    text: "worker_processes auto;\n".into(),
+                    size: 24,
+                    truncated: false,
+                },
+            }),
+            AgentMessage::ReadResult(ReadResult {
+                request_id: "r2".into(),
+                read_at: at(),
+                output: ReadOutput::Tail {
+                    path: "/var/log/syslog".into(),
+                    lines: vec!["kernel: eth0 up".into()],
+                    truncated: true,
+                },
+            }),
+            AgentMessage::ReadResult(ReadResult {
+                request_id: "r3".into(),
+                read_at: at(),
+                output: ReadOutput::Find {
+                    path: "/var/log".into(),
+                    entries: vec![FoundEntry {
+                        path: "/var/log/syslog".into(),
+                        kind: "file".into(),
+                        size: 4096,
+                    }],
+                    truncated: false,
+                },
+            }),
+            AgentMessage::Refused(Refused {
+                request_id: "r4".into(),
+                reason: "read exec is disabled on this agent (start it with --allow-read-exec)"
+                    .into(),
+                code: Some(ReadRefusalCode::ExecDisabled.as_str().into()),
+            }),
+        ];
+        insta::assert_json_snapshot!("read_host_answers", answers);
+        for msg in &requests {
+            let text = serde_json::to_string(msg).unwrap();
+            assert_eq!(&serde_json::from_str::<RelayMessage>(&text).unwrap(), msg);
+        }
+        for msg in &answers {
+            let text = serde_json::to_string(msg).unwrap();
+            assert_eq!(&serde_json::from_str::<AgentMessage>(&text).unwrap(), msg);
+        }
+        // A refusal from an agent that predates the code still decodes.
+        let old = r#"{"type":"refused","request_id":"r","reason":"no"}"#;
+        let AgentMessage::Refused(refused) = serde_json::from_str(old).unwrap() else {
+            panic!("not a refusal");
+        };
+        assert_eq!(refused.code, None);
     }
 
     #[test]

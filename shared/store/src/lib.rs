@@ -18,6 +18,7 @@ pub mod patrol_dispatch;
 pub mod patrol_readiness;
 pub mod patrol_runs;
 mod pool;
+pub mod read_exec_audit;
 pub mod resources;
 pub mod settings;
 mod tenant_tx;

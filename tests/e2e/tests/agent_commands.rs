@@ -340,6 +340,7 @@ async fn commands_run_at_most_once_and_are_refused_with_a_stated_reason() -> any
                     max_lines: 3,
                     max_bytes: 64 * 1024,
                 },
+                requester: None,
             },
         )
         .await?
@@ -360,6 +361,7 @@ async fn commands_run_at_most_once_and_are_refused_with_a_stated_reason() -> any
                 read: ReadSpec::Inspect {
                     container: WEB.into(),
                 },
+                requester: None,
             },
         )
         .await?
@@ -531,6 +533,7 @@ async fn requests_reach_the_agent_through_any_replica_within_size_and_rate_limit
             max_lines,
             max_bytes: 64 * 1024,
         },
+        requester: None,
     };
     let small = api.request("read", &tail(2)).await?;
     let ReadOutput::LogTail { lines, .. } = small.0.output else {

@@ -30,6 +30,8 @@ pub struct AgentSpec {
     pub interval: Duration,
     /// Start the agent with `--enable-commands`.
     pub enable_commands: bool,
+    /// Start the agent with `--allow-read-exec`.
+    pub allow_read_exec: bool,
     /// `DOCKER_HOST` for the agent; without it the agent's Docker collector is off.
     pub docker_host: Option<String>,
 }
@@ -240,6 +242,7 @@ impl AgentStack {
             state_dir,
             interval,
             enable_commands: false,
+            allow_read_exec: false,
             docker_host: None,
         })
     }
@@ -271,6 +274,9 @@ impl AgentStack {
         }
         if spec.enable_commands {
             env.push(("PULSE_AGENT_ENABLE_COMMANDS".to_owned(), "true".to_owned()));
+        }
+        if spec.allow_read_exec {
+            env.push(("PULSE_AGENT_ALLOW_READ_EXEC".to_owned(), "true".to_owned()));
         }
         let log = spec
             .state_dir

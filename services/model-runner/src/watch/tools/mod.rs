@@ -66,6 +66,25 @@ pub const CANONICAL_READS: [Narrowing; 3] = [
     ),
 ];
 
+/// `pulse_read` with every action, for the interactive Assistant: besides `logs` and `inspect`,
+/// the host reads `exec` (a read-only command, classified, run only by agents started with
+/// `--allow-read-exec`), `file`, `find` and `tail` on a host named by `resource_id` or
+/// `target_host` ([`read`]). Watch runs and investigations keep [`CANONICAL_READS`].
+pub const ASSISTANT_READ: Narrowing = (
+    ToolName::PulseRead,
+    &["exec", "file", "find", "tail", "logs", "inspect"],
+    &[
+        "action",
+        "resource_id",
+        "target_host",
+        "command",
+        "path",
+        "pattern",
+        "lines",
+        "grep",
+    ],
+);
+
 /// [`CANONICAL_READS`] followed by `others`.
 pub fn canonical_reads_and(others: &[Narrowing]) -> Vec<Narrowing> {
     CANONICAL_READS.iter().chain(others).copied().collect()

@@ -1,16 +1,29 @@
-//! `pulse_read` in a Watch (and Investigation) run, read live through the agent-relay
-//! (`relay.read`): `logs`, the bounded log tail of an in-scope service or app-container, and
-//! `inspect`, the agent's compacted inspect projection of an in-scope app-container (spec
-//! INV-13/14: state, flags, exit code, health results, restart count and policy, image identity;
-//! never env values). No free-form exec, file or find: the run's policy offers only these two,
-//! and anything else is refused here too.
+//! `pulse_read`, read live through the agent-relay (`relay.read`):
+//!
+//! - `logs`, the bounded log tail of an in-scope service or app-container, and `inspect`, the
+//!   agent's compacted inspect projection of an in-scope app-container (spec INV-13/14: state,
+//!   flags, exit code, health results, restart count and policy, image identity; never env
+//!   values). These are all a Watch run or an investigation offers (`CANONICAL_READS`).
+//! - On a host (`resource_id` of an in-scope host, or `target_host`), for the Assistant
+//!   (`ASSISTANT_READ`): `exec`, a read-only diagnostic command, `file` (the head of a file),
+//!   `tail` (its last lines) and `find` (entries under a directory). `exec` is classified here
+//!   first (`exec_intent::classify`): a refusal goes back to the model with its code and reason
+//!   and nothing is sent. The relay and the agent classify the argv again; the agent runs it
+//!   only when started with `--allow-read-exec`, without a shell, bounded, and redacts the
+//!   output before it leaves the host. The answer says exactly what ran (`$ df -h`).
 //!
 //! A read the relay cannot serve (agent not connected, timeout, no relay) makes the capability
 //! unavailable for the rest of the run: later calls answer at once without another attempt.
-//! Log text and inspect output are infrastructure output: they go back as JSON data, bounded.
+//! A refusal (a disabled exec, a secret path) is an error result for that call only.
+//! Infrastructure output goes back as JSON data, bounded; the provider-bound redactor
+//! sanitises it again before any provider request.
+
+use std::time::Duration;
 
 use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
 use pulse_bus::{ClientError, ErrorCode, RelayClient};
+use pulse_capabilities::exec_intent;
+use pulse_capabilities::read_redaction::redact;
 use pulse_domain::agent_protocol::{LogSource, ReadOutput, ReadRequest, ReadResult};
 use pulse_domain::resource::{Resource, ResourceType, truncate_chars};
 use serde_json::{Map, Value, json};
@@ -23,8 +36,13 @@ pub const CAPABILITY: &str = "relay_read";
 /// Lines asked for by default and at most.
 pub const DEFAULT_LINES: usize = 50;
 pub const MAX_LINES: usize = 200;
-/// Bytes of log text asked for.
+/// Bytes of log text, file text or command output asked for.
 pub const MAX_BYTES: u32 = 16 * 1024;
+/// Longest a command may run on the host (less when the run's backend timeout is shorter).
+pub const EXEC_TIMEOUT: Duration = Duration::from_secs(8);
+/// Entries and directory levels a find asks for.
+pub const FIND_ENTRIES: u32 = 200;
+pub const FIND_DEPTH: u32 = 4;
 
 /// The fields of the agent's compact inspect projection passed on to the model; anything else
 /// in the relay's answer is dropped. The container id is left out: `resource_id` names it.
@@ -61,41 +79,86 @@ const INSPECT_DEPTH: usize = 2;
 enum Action {
     Logs,
     Inspect,
+    Exec,
+    File,
+    Find,
+    Tail,
 }
 
 impl Action {
+    fn parse(name: Option<&str>) -> Option<Self> {
+        Some(match name? {
+            "logs" => Self::Logs,
+            "inspect" => Self::Inspect,
+            "exec" => Self::Exec,
+            "file" => Self::File,
+            "find" => Self::Find,
+            "tail" => Self::Tail,
+            _ => return None,
+        })
+    }
+
     fn noun(self) -> &'static str {
         match self {
             Self::Logs => "these logs",
             Self::Inspect => "this container",
+            Self::Exec => "this command",
+            Self::File | Self::Tail => "this file",
+            Self::Find => "this directory",
         }
     }
 }
 
-/// The relay read for `arguments`, and the in-scope resource it reads; an error message for
-/// the model when the arguments do not name one.
-fn plan<'a>(
-    ctx: &'a ToolContext,
-    arguments: &Value,
-) -> Result<(&'a Resource, RelayReadRequest), String> {
-    let action = match text_arg(arguments, "action") {
-        Some("logs") => Action::Logs,
-        Some("inspect") => Action::Inspect,
-        _ => {
-            return Err(
-                "only actions logs and inspect are available in this run (no exec, file or find)"
-                    .to_owned(),
-            );
+/// A planned read: the in-scope resource it reads, the relay request, and for an exec the
+/// command as it will run (`df -h`).
+#[derive(Debug)]
+struct Planned<'a> {
+    resource: &'a Resource,
+    request: RelayReadRequest,
+    action: Action,
+    command: Option<String>,
+}
+
+/// The relay read for `arguments`; an error message for the model when the arguments do not
+/// name one (nothing is sent then).
+fn plan<'a>(ctx: &'a ToolContext, arguments: &Value) -> Result<Planned<'a>, String> {
+    let Some(action) = Action::parse(text_arg(arguments, "action")) else {
+        return Err("action must be one of exec, file, find, tail, logs, inspect".to_owned());
+    };
+    let (resource, read, command) = match action {
+        Action::Logs | Action::Inspect => {
+            let (resource, read) = plan_resource_read(ctx, arguments, action)?;
+            (resource, read, None)
+        }
+        Action::Exec | Action::File | Action::Find | Action::Tail => {
+            let host = target_host(ctx, arguments)?;
+            let (read, command) = plan_host_read(ctx, arguments, action)?;
+            (host, read, command)
         }
     };
+    Ok(Planned {
+        resource,
+        request: RelayReadRequest {
+            agent_id: resource.agent_id.clone(),
+            read,
+            requester: Some(format!("run:{}", ctx.run_id)),
+        },
+        action,
+        command,
+    })
+}
+
+fn plan_resource_read<'a>(
+    ctx: &'a ToolContext,
+    arguments: &Value,
+    action: Action,
+) -> Result<(&'a Resource, ReadRequest), String> {
     let Some(id) = text_arg(arguments, "resource_id") else {
         return Err(match action {
-            Action::Logs => {
-                "resource_id is required: the canonical id of a service or app-container in scope"
-            }
             Action::Inspect => {
                 "resource_id is required: the canonical id of an app-container in scope"
             }
+            _ => "resource_id is required: the canonical id of a service or app-container in scope",
         }
         .to_owned());
     };
@@ -131,17 +194,97 @@ fn plan<'a>(
                     .to_owned(),
             );
         }
-        (Action::Inspect, other) => {
+        (_, other) => {
             return Err(format!("inspect is for app-containers, not a {other}"));
         }
     };
-    Ok((
-        resource,
-        RelayReadRequest {
-            agent_id: resource.agent_id.clone(),
-            read,
-        },
-    ))
+    Ok((resource, read))
+}
+
+/// The in-scope host named by `resource_id` (its canonical id) or `target_host` (its agent
+/// id or name).
+fn target_host<'a>(ctx: &'a ToolContext, arguments: &Value) -> Result<&'a Resource, String> {
+    if let Some(id) = text_arg(arguments, "resource_id") {
+        let Some(resource) = ctx.in_scope(id) else {
+            return Err(
+                "resource_id is not a canonical id of a resource in this run's scope".to_owned(),
+            );
+        };
+        if resource.resource_type != ResourceType::Host {
+            return Err(format!(
+                "exec, file, find and tail read a host, not a {}; name the host's resource_id or target_host",
+                resource.resource_type
+            ));
+        }
+        return Ok(resource);
+    }
+    let Some(name) = text_arg(arguments, "target_host") else {
+        return Err(
+            "resource_id (the canonical id of a host in scope) or target_host is required"
+                .to_owned(),
+        );
+    };
+    ctx.scope
+        .iter()
+        .find(|r| r.resource_type == ResourceType::Host && (r.agent_id == name || r.name == name))
+        .ok_or_else(|| format!("no host {name:?} in this run's scope"))
+}
+
+fn required<'a>(arguments: &'a Value, name: &str, what: &str) -> Result<&'a str, String> {
+    text_arg(arguments, name).ok_or_else(|| format!("{name} is required: {what}"))
+}
+
+fn plan_host_read(
+    ctx: &ToolContext,
+    arguments: &Value,
+    action: Action,
+) -> Result<(ReadRequest, Option<String>), String> {
+    Ok(match action {
+        Action::Exec => {
+            let command = required(arguments, "command", "one read-only command, e.g. df -h")?;
+            let plan = exec_intent::classify(command).map_err(|refusal| refusal.to_string())?;
+            let text = exec_intent::render(&plan.stages).map_err(|refusal| refusal.to_string())?;
+            let timeout = EXEC_TIMEOUT.min(ctx.backend_timeout.mul_f32(0.75));
+            (
+                ReadRequest::Exec {
+                    stages: plan.stages,
+                    timeout_ms: u32::try_from(timeout.as_millis())
+                        .unwrap_or(u32::MAX)
+                        .max(1),
+                    max_bytes: MAX_BYTES,
+                },
+                Some(redact(&text)),
+            )
+        }
+        Action::File => (
+            ReadRequest::File {
+                path: required(arguments, "path", "the absolute path of a file")?.to_owned(),
+                max_bytes: MAX_BYTES,
+            },
+            None,
+        ),
+        Action::Tail => (
+            ReadRequest::Tail {
+                path: required(arguments, "path", "the absolute path of a file")?.to_owned(),
+                max_lines: u32::try_from(count_arg(arguments, "lines", DEFAULT_LINES, MAX_LINES))
+                    .unwrap_or(u32::MAX),
+                max_bytes: MAX_BYTES,
+            },
+            None,
+        ),
+        Action::Find => (
+            ReadRequest::Find {
+                path: required(arguments, "path", "the absolute path of a directory")?.to_owned(),
+                name_pattern: text_arg(arguments, "pattern").map(str::to_owned),
+                max_entries: FIND_ENTRIES,
+                max_depth: FIND_DEPTH,
+            },
+            None,
+        ),
+        Action::Logs | Action::Inspect => {
+            return Err("logs and inspect read a service or an app-container".to_owned());
+        }
+    })
 }
 
 fn log_tail(arguments: &Value, source: LogSource) -> ReadRequest {
@@ -155,14 +298,11 @@ fn log_tail(arguments: &Value, source: LogSource) -> ReadRequest {
 
 pub async fn call(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResult {
     let arguments = &call.arguments;
-    let (resource, request) = match plan(ctx, arguments) {
+    let planned = match plan(ctx, arguments) {
         Ok(planned) => planned,
         Err(message) => return ToolResult::error(&call.id, message),
     };
-    let action = match request.read {
-        ReadRequest::LogTail { .. } => Action::Logs,
-        ReadRequest::Inspect { .. } => Action::Inspect,
-    };
+    let (resource, action) = (planned.resource, planned.action);
     if ledger.is_unavailable(CAPABILITY) {
         return ToolResult::error(
             &call.id,
@@ -174,25 +314,44 @@ pub async fn call(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> Too
         return ToolResult::error(&call.id, "live reads are unavailable in this run");
     };
     let reply = RelayClient::new(bus.clone())
-        .read(&ctx.tenant, &request, ctx.backend_timeout)
+        .read(&ctx.tenant, &planned.request, ctx.backend_timeout)
         .await;
+    let ran = planned
+        .command
+        .as_deref()
+        .map(|command| format!("$ {command}"));
     match reply {
-        Ok(RelayReadReply(result)) => answer(call, resource, action, result),
+        Ok(RelayReadReply(result)) => answer(call, resource, action, ran.as_deref(), result),
         Err(ClientError::Remote {
             code: ErrorCode::AgentRefused,
             message,
         }) => ToolResult::error(
             &call.id,
-            format!(
-                "the agent could not read {}: {}",
-                action.noun(),
-                truncate_chars(&message, 300)
-            ),
+            match &ran {
+                Some(ran) => format!(
+                    "the agent refused to run `{ran}`: {}",
+                    truncate_chars(&message, 300)
+                ),
+                None => format!(
+                    "the agent could not read {}: {}",
+                    action.noun(),
+                    truncate_chars(&message, 300)
+                ),
+            },
         ),
         Err(ClientError::Remote {
             code: ErrorCode::InvalidRequest,
-            ..
-        }) => ToolResult::error(&call.id, "the relay refused the read as invalid"),
+            message,
+        }) => ToolResult::error(
+            &call.id,
+            match &ran {
+                Some(ran) => format!(
+                    "the relay refused to run `{ran}`: {}",
+                    truncate_chars(&message, 300)
+                ),
+                None => "the relay refused the read as invalid".to_owned(),
+            },
+        ),
         Err(error) => {
             let code = match &error {
                 ClientError::Remote { code, .. } => code.code(),
@@ -212,8 +371,16 @@ pub async fn call(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> Too
     }
 }
 
-/// The model's view of the agent's answer to `action`.
-fn answer(call: &ToolCall, resource: &Resource, action: Action, result: ReadResult) -> ToolResult {
+/// The model's view of the agent's answer to `action`; `ran` is the command an exec ran.
+fn answer(
+    call: &ToolCall,
+    resource: &Resource,
+    action: Action,
+    ran: Option<&str>,
+    result: ReadResult,
+) -> ToolResult {
+    let id = resource.id.as_str();
+    let at = result.read_at;
     match (action, result.output) {
         (Action::Logs, ReadOutput::LogTail { lines, truncated }) => {
             let grep = text_arg(&call.arguments, "grep").map(str::to_lowercase);
@@ -228,8 +395,8 @@ fn answer(call: &ToolCall, resource: &Resource, action: Action, result: ReadResu
             json_result(
                 call,
                 &json!({
-                    "resource_id": resource.id.as_str(),
-                    "read_at": result.read_at,
+                    "resource_id": id,
+                    "read_at": at,
                     "truncated": truncated,
                     "lines": lines,
                 }),
@@ -242,9 +409,98 @@ fn answer(call: &ToolCall, resource: &Resource, action: Action, result: ReadResu
             json_result(
                 call,
                 &json!({
-                    "resource_id": resource.id.as_str(),
-                    "read_at": result.read_at,
+                    "resource_id": id,
+                    "read_at": at,
                     "inspect": projection,
+                }),
+            )
+        }
+        (
+            Action::Exec,
+            ReadOutput::Exec {
+                exit_status,
+                stdout,
+                stderr,
+                truncated,
+                timed_out,
+                duration_ms,
+            },
+        ) => {
+            let bound = MAX_BYTES as usize;
+            json_result(
+                call,
+                &json!({
+                    "resource_id": id,
+                    "read_at": at,
+                    "ran": ran,
+                    "exit_status": exit_status,
+                    "timed_out": timed_out,
+                    "truncated": truncated,
+                    "duration_ms": duration_ms,
+                    "stdout": truncate_chars(&stdout, bound),
+                    "stderr": truncate_chars(&stderr, bound),
+                }),
+            )
+        }
+        (
+            Action::File,
+            ReadOutput::File {
+                path,
+                text,
+                size,
+                truncated,
+            },
+        ) => json_result(
+            call,
+            &json!({
+                "resource_id": id,
+                "read_at": at,
+                "path": path,
+                "size": size,
+                "truncated": truncated,
+                "text": truncate_chars(&text, MAX_BYTES as usize),
+            }),
+        ),
+        (
+            Action::Tail,
+            ReadOutput::Tail {
+                path,
+                lines,
+                truncated,
+            },
+        ) => {
+            let lines: Vec<String> = lines.iter().map(|l| truncate_chars(l, 500)).collect();
+            json_result(
+                call,
+                &json!({
+                    "resource_id": id,
+                    "read_at": at,
+                    "path": path,
+                    "truncated": truncated,
+                    "lines": lines,
+                }),
+            )
+        }
+        (
+            Action::Find,
+            ReadOutput::Find {
+                path,
+                entries,
+                truncated,
+            },
+        ) => {
+            let entries: Vec<Value> = entries
+                .iter()
+                .map(|e| json!({"path": e.path, "kind": e.kind, "size": e.size}))
+                .collect();
+            json_result(
+                call,
+                &json!({
+                    "resource_id": id,
+                    "read_at": at,
+                    "path": path,
+                    "truncated": truncated,
+                    "entries": entries,
                 }),
             )
         }
@@ -341,19 +597,20 @@ mod tests {
         let ctx = context(&db).await;
         let container_id = ResourceId::app_container("h1", CONTAINER);
 
-        let (resource, request) = plan(
+        let planned = plan(
             &ctx,
             &json!({"action": "inspect", "resource_id": container_id.as_str()}),
         )
         .map_err(anyhow::Error::msg)?;
-        assert_eq!(resource.id, container_id);
+        assert_eq!(planned.resource.id, container_id);
         assert_eq!(
-            request,
+            planned.request,
             RelayReadRequest {
                 agent_id: "h1".to_owned(),
                 read: ReadRequest::Inspect {
                     container: CONTAINER.to_owned()
                 },
+                requester: Some(format!("run:{}", ctx.run_id)),
             }
         );
 
@@ -392,22 +649,23 @@ mod tests {
             ),
             (json!({"action": "inspect"}), "id of an app-container"),
             (
-                json!({"action": "exec", "resource_id": container_id.as_str()}),
-                "only actions logs and inspect",
+                json!({"action": "exec", "command": "df -h", "resource_id": container_id.as_str()}),
+                "exec, file, find and tail read a host, not a app-container",
             ),
+            (json!({"action": "shell"}), "action must be one of"),
         ] {
             let refused = plan(&ctx, &arguments).expect_err("refused");
             assert!(refused.contains(expected), "{arguments}: {refused}");
         }
 
         // Logs of the same container still read its log tail.
-        let (_, logs) = plan(
+        let logs = plan(
             &ctx,
             &json!({"action": "logs", "resource_id": container_id.as_str(), "lines": 5}),
         )
         .map_err(anyhow::Error::msg)?;
         assert_eq!(
-            logs.read,
+            logs.request.read,
             ReadRequest::LogTail {
                 source: LogSource::Container {
                     id: CONTAINER.to_owned()
@@ -416,6 +674,112 @@ mod tests {
                 max_bytes: MAX_BYTES,
             }
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn host_reads_are_planned_on_in_scope_hosts_and_exec_is_classified_first()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let ctx = context(&db).await;
+        let host_id = ResourceId::of(ResourceType::Host, "h1", "h1");
+
+        let exec = plan(
+            &ctx,
+            &json!({"action": "exec", "target_host": "h1", "command": "ps aux | grep 'nginx: worker'"}),
+        )
+        .map_err(anyhow::Error::msg)?;
+        assert_eq!(exec.resource.id, host_id);
+        assert_eq!(
+            exec.command.as_deref(),
+            Some("ps aux | grep 'nginx: worker'")
+        );
+        assert_eq!(
+            exec.request.read,
+            ReadRequest::Exec {
+                stages: vec![
+                    vec!["ps".to_owned(), "aux".to_owned()],
+                    vec!["grep".to_owned(), "nginx: worker".to_owned()],
+                ],
+                // Three quarters of the run's 200 ms backend timeout.
+                timeout_ms: 150,
+                max_bytes: MAX_BYTES,
+            }
+        );
+        let tail = plan(
+            &ctx,
+            &json!({"action": "tail", "resource_id": host_id.as_str(), "path": "/var/log/syslog", "lines": 500}),
+        )
+        .map_err(anyhow::Error::msg)?;
+        assert_eq!(
+            tail.request.read,
+            ReadRequest::Tail {
+                path: "/var/log/syslog".to_owned(),
+                max_lines: MAX_LINES as u32,
+                max_bytes: MAX_BYTES,
+            }
+        );
+        let find = plan(
+            &ctx,
+            &json!({"action": "find", "target_host": "h1", "path": "/var/log", "pattern": "*.log"}),
+        )
+        .map_err(anyhow::Error::msg)?;
+        assert!(matches!(
+            find.request.read,
+            ReadRequest::Find { ref name_pattern, .. } if name_pattern.as_deref() == Some("*.log")
+        ));
+        for (arguments, expected) in [
+            (
+                json!({"action": "file", "target_host": "h1"}),
+                "path is required",
+            ),
+            (
+                json!({"action": "exec", "target_host": "h1"}),
+                "command is required",
+            ),
+            (
+                json!({"action": "exec", "command": "df"}),
+                "target_host is required",
+            ),
+            (
+                json!({"action": "exec", "target_host": "h2", "command": "df"}),
+                "no host \"h2\" in this run's scope",
+            ),
+            (
+                json!({"action": "file", "resource_id": "service:h1:web", "path": "/etc/hosts"}),
+                "read a host, not a service",
+            ),
+        ] {
+            let refused = plan(&ctx, &arguments).expect_err("refused");
+            assert!(refused.contains(expected), "{arguments}: {refused}");
+        }
+
+        // A command the classifier refuses goes back with its code and reason, and nothing is
+        // sent: the run's relay reads are not even looked at (they would be unavailable here).
+        let ledger = RunLedger::new();
+        for (command, code) in [
+            ("rm -rf /tmp/x", "exec_write_command"),
+            ("sh -c 'touch x'", "exec_interpreter"),
+            ("echo $(touch x)", "exec_shell_syntax"),
+            ("find . -delete", "exec_write_argument"),
+        ] {
+            let result = call(
+                &ctx,
+                &ledger,
+                &tool_call(
+                    "pulse_read",
+                    json!({"action": "exec", "target_host": "h1", "command": command}),
+                ),
+            )
+            .await;
+            assert!(result.is_error, "{command}");
+            assert!(
+                result.content.starts_with(code),
+                "{command}: {}",
+                result.content
+            );
+        }
+        assert!(ledger.unavailable().is_empty(), "nothing was sent");
         Ok(())
     }
 
