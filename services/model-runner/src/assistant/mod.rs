@@ -1071,7 +1071,8 @@ impl AssistantService {
                     store: self.store.clone(),
                     bus: Some(self.bus.clone()),
                     tenant: tenant.clone(),
-                    run_id: pulse_domain::patrol::run::RunId::from_uuid(Uuid::new_v4()),
+                    // Host reads are audited as requested by this session.
+                    run_id: pulse_domain::patrol::run::RunId::from_uuid(session),
                     scope: Arc::new(inventory),
                     backend_timeout: BACKEND_TIMEOUT,
                 },

@@ -22,13 +22,12 @@ use crate::agent_loop::{BoxFuture, ToolHandler};
 use crate::provider::{ToolCall, ToolResult};
 use crate::watch::tools::findings::finding_row;
 use crate::watch::tools::query::compact_row;
-use crate::watch::tools::{ToolContext, WatchTools, count_arg, json_result, text_arg};
+use crate::watch::tools::{
+    ASSISTANT_READ, ToolContext, WatchTools, count_arg, json_result, text_arg,
+};
 
 /// How long a broker request may take.
 pub const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
-/// `pulse_read` as the Assistant offers it.
-const READ_ACTIONS: &[&str] = &["logs", "inspect"];
-const READ_ARGUMENTS: &[&str] = &["action", "resource_id", "lines", "grep"];
 /// Rows a list answer holds at most.
 const MAX_ROWS: usize = 50;
 
@@ -56,7 +55,7 @@ pub fn assistant_policy(profile: ExecutionProfile) -> Result<Arc<ToolPolicy>, Po
                 &[],
                 &["type", "resource_id", "period"],
             ),
-            (ToolName::PulseRead, READ_ACTIONS, READ_ARGUMENTS),
+            ASSISTANT_READ,
             (
                 ToolName::PulseAlerts,
                 &["list", "findings", "resolved"],

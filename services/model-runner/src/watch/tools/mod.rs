@@ -97,6 +97,8 @@ pub struct ToolContext {
     /// Relay reads and verifier checks; `None` leaves both unavailable (unit tests).
     pub bus: Option<Bus>,
     pub tenant: TenantId,
+    /// The Patrol run, or the Assistant session, the tools work for (host reads name it as
+    /// their requester).
     pub run_id: RunId,
     /// The resources the run covers, read at start.
     pub scope: Arc<Vec<Resource>>,
