@@ -112,6 +112,7 @@ impl AssistantHandle {
             master_key,
             timeouts: PreflightSettings::default(),
             running: Mutex::new(HashMap::new()),
+            clients: Mutex::new(HashMap::new()),
             shutdown: ctx.shutdown.clone(),
         });
         service.start().await
@@ -139,6 +140,9 @@ pub struct AssistantService {
     pub timeouts: PreflightSettings,
     /// Turns running here: turn id -> (tenant, its cancellation).
     running: Mutex<HashMap<Uuid, (TenantId, CancellationToken)>>,
+    /// Provider HTTP clients by connect timeout: turns share their connection pools and TLS
+    /// set-up instead of building a client each.
+    clients: Mutex<HashMap<Duration, reqwest::Client>>,
     shutdown: CancellationToken,
 }
 
@@ -1010,6 +1014,24 @@ impl AssistantService {
         totals.cost_usd().map(|usd| usd.to_string())
     }
 
+    /// A provider over the shared client for the config's connect timeout.
+    fn provider(
+        &self,
+        config: crate::provider::ProviderConfig,
+    ) -> Result<Provider, crate::provider::ProviderFailure> {
+        let timeout = config.timeouts.effective_header();
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        let client = match clients.get(&timeout) {
+            Some(client) => client.clone(),
+            None => {
+                let client = Provider::http_client(timeout)?;
+                clients.insert(timeout, client.clone());
+                client
+            }
+        };
+        Ok(Provider::with_client(config, client))
+    }
+
     /// Outcomes, history, the loop and the final-answer guard.
     async fn turn_body(
         &self,
@@ -1041,7 +1063,7 @@ impl AssistantService {
                 };
             }
         };
-        let provider = match Provider::new(config) {
+        let provider = match self.provider(config) {
             Ok(p) => p,
             Err(failure) => {
                 return TurnEnd::Error {
@@ -1353,7 +1375,8 @@ impl AssistantService {
         let config = connection
             .provider_config(self.timeouts.timeouts(class))
             .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))?;
-        let provider = Provider::new(config)
+        let provider = self
+            .provider(config)
             .map_err(|f| ErrorReply::new(ErrorCode::AssistantNotConfigured, f.summary()))?;
         let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), COMPACTION_SURFACE)
             .with_run_id(session.to_string());

@@ -39,18 +39,31 @@ pub struct Provider {
 
 impl Provider {
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderFailure> {
+        let client = Self::http_client(config.timeouts.effective_header())?;
+        Ok(Self { config, client })
+    }
+
+    /// The HTTP client [`Provider::new`] builds, for callers that keep one (its connection
+    /// pool and TLS set-up) across many providers with the same connect timeout.
+    pub fn http_client(
+        connect_timeout: std::time::Duration,
+    ) -> Result<reqwest::Client, ProviderFailure> {
         // reqwest is built without a default crypto back-end; make sure one is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.timeouts.effective_header())
+        reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
             .build()
             .map_err(|_| {
                 ProviderFailure::new(
                     FailureCause::Connectivity,
                     "could not build the HTTP client",
                 )
-            })?;
-        Ok(Self { config, client })
+            })
+    }
+
+    /// A provider over an existing client (see [`Provider::http_client`]).
+    pub fn with_client(config: ProviderConfig, client: reqwest::Client) -> Self {
+        Self { config, client }
     }
 
     pub fn config(&self) -> &ProviderConfig {
