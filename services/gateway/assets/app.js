@@ -384,6 +384,32 @@
       form.setAttribute("aria-busy", on ? "true" : "false");
     }
 
+    // A new chat joins the top of the list of chats.
+    function listed(id, title) {
+      var nav = document.querySelector(".sessions");
+      if (!nav) { return; }
+      var list = nav.querySelector("ul");
+      if (!list) {
+        var empty = nav.querySelector("p.hint");
+        if (empty) { nav.removeChild(empty); }
+        list = nav.appendChild(el("ul"));
+      }
+      var current = nav.querySelector("a[aria-current]");
+      if (current) { current.removeAttribute("aria-current"); }
+      var link = el("a", null, title);
+      link.href = "/chat/" + encodeURIComponent(id);
+      link.setAttribute("aria-current", "page");
+      var item = el("li");
+      item.appendChild(link);
+      list.insertBefore(item, list.firstChild);
+    }
+
+    function dollars(value) {
+      var amount = Number(value);
+      if (value === undefined || value === null || isNaN(amount)) { return ""; }
+      return "chat cost $" + (amount > 0 && amount < 0.01 ? amount.toFixed(4) : amount.toFixed(2));
+    }
+
     function started(data) {
       if (!sessionField.value) {
         sessionField.value = data.session_id;
@@ -394,6 +420,7 @@
           window.history.replaceState(null, "", "/chat/" + encodeURIComponent(data.session_id));
         }
       }
+      if (data.created) { listed(data.session_id, data.title); }
       stop.disabled = false;
       say("Working (control level " + String(data.control_level).replace(/_/g, " ") + ", scope: " + data.control_scope + ").");
     }
@@ -424,7 +451,7 @@
         case "done":
           terminal = true;
           ended(["Done", data.input_tokens + " in / " + data.output_tokens + " out tokens",
-            data.session_cost_usd !== undefined && data.session_cost_usd !== null ? "chat cost $" + data.session_cost_usd : "",
+            dollars(data.session_cost_usd),
             data.model_route || ""].filter(Boolean).join(" · "));
           say("The answer is complete.");
           break;
