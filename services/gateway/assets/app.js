@@ -294,7 +294,7 @@
               row.appendChild(button);
             });
             form.appendChild(row);
-            if (card.requested_by && card.requested_by === actor) {
+            if (action && action.approval_floor === "admin" && action.requested_by === actor) {
               form.appendChild(el("p", "hint", "You asked for this plan. At the admin approval floor another person who can approve must approve it; you can reject it."));
             }
             box.appendChild(form);
