@@ -524,7 +524,11 @@
           var tool = m.tool || {};
           switch (m.role) {
             case "user": userRow(m.text); break;
-            case "assistant": answer = null; answerText(m.text); answer = null; break;
+            case "assistant":
+              answer = null;
+              if (m.text) { answerText(m.text); }
+              answer = null;
+              break;
             case "tool":
               toolRow({ id: tool.call_id, name: tool.name, input: tool.input, output: tool.output,
                 reason: tool.reason, state: m.state === "running" ? "pending" : m.state });

@@ -11,7 +11,7 @@
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use pulse_capabilities::{ErrorCode, ToolName};
+use pulse_capabilities::{ControlLevel, ErrorCode, ToolName};
 use pulse_domain::Scope;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -26,20 +26,23 @@ use crate::{ApiError, AppState};
 const CONTROL_SCOPE: &str = "Assistant chat only";
 
 /// The control levels a new chat can start at, with what each lets the Assistant do.
-const LEVELS: &[(&str, &str)] = &[
-    ("read_only", "Read only: answers from reads, plans nothing"),
+const LEVELS: &[(ControlLevel, &str)] = &[
     (
-        "controlled",
+        ControlLevel::ReadOnly,
+        "Read only: answers from reads, plans nothing",
+    ),
+    (
+        ControlLevel::Controlled,
         "Controlled: may plan actions, each waiting for a human's approval",
     ),
     (
-        "autonomous",
-        "Autonomous: may plan actions; they still wait for approval unless your role may execute AI changes",
+        ControlLevel::Autonomous,
+        "Autonomous: may plan actions; without ai:execute they wait for approval as in Controlled",
     ),
 ];
 
 /// The operator-facing label of a tool (the raw id stays in the row's details).
-pub fn tool_label(tool: ToolName) -> &'static str {
+fn tool_label(tool: ToolName) -> &'static str {
     match tool {
         ToolName::PulseQuery => "Looked up the inventory",
         ToolName::PulseMetrics => "Read metrics",
@@ -111,7 +114,7 @@ fn session_list(sessions: &[Value], current: Option<&str>) -> Markup {
 fn composer(user: &WebUser, session: Option<&Value>) -> Markup {
     let level = session
         .and_then(|s| s["control_level"].as_str())
-        .unwrap_or("read_only");
+        .unwrap_or(ControlLevel::default().as_str());
     let resuming = session.is_some();
     html! {
         form id="chat-form" method="post" action="/chat/send" class="panel" {
@@ -125,7 +128,7 @@ fn composer(user: &WebUser, session: Option<&Value>) -> Markup {
                 label for="chat-control" { "Control level (scope: " (CONTROL_SCOPE) ")" }
                 select id="chat-control" name="control_level" disabled[resuming] {
                     @for (value, label) in LEVELS {
-                        option value=(value) selected[*value == level] { (label) }
+                        option value=(value.as_str()) selected[value.as_str() == level] { (label) }
                     }
                 }
                 @if resuming {
