@@ -19,6 +19,7 @@ pub enum Nav {
     Resources,
     Settings,
     Cost,
+    Chat,
     None,
 }
 
@@ -31,6 +32,7 @@ const NAV: &[(Nav, &str, &str)] = &[
     (Nav::Resources, "/resources", "Resources"),
     (Nav::Settings, "/settings", "Settings"),
     (Nav::Cost, "/cost", "Cost"),
+    (Nav::Chat, "/chat", "Chat"),
 ];
 
 /// Security headers every HTML answer carries: no framing, no inline script, nothing from

@@ -10,6 +10,7 @@
 
 mod actions;
 mod assets;
+mod chat;
 mod cost;
 mod findings;
 mod layout;
@@ -60,6 +61,8 @@ pub const FORM_ROUTES: &[&str] = &[
     "/resources/{id}/operator-state/clear",
     "/settings",
     "/settings/preflight",
+    "/chat/send",
+    "/chat/{id}/stop",
 ];
 
 /// The UI's routes (merged beside the API's).
@@ -87,6 +90,10 @@ pub fn routes() -> Router<AppState> {
         .route("/settings", get(settings::page).post(settings::save))
         .route("/settings/preflight", post(settings::preflight))
         .route("/cost", get(cost::page))
+        .route("/chat", get(chat::new_chat))
+        .route("/chat/send", post(chat::send))
+        .route("/chat/{id}", get(chat::resume))
+        .route("/chat/{id}/stop", post(chat::stop))
         .route(
             "/resources/{id}/operator-state",
             post(resources::set_operator_state),
