@@ -404,6 +404,7 @@ pub async fn open_chat(
     let key = &state.settings.master_key;
     let turn = Uuid::new_v4();
     let tx = state.store.tenant_tx(&tenant).await?;
+    let prompt = MessageBody::text(body.prompt.clone());
     let (session, created) = match body.session_id {
         Some(id) => {
             if body.finding_id.is_some() || body.control_level.is_some() {
@@ -412,7 +413,19 @@ pub async fn open_chat(
                      continuing one (session_id)",
                 ));
             }
-            (visible_session(state, &tx, &principal, id).await?, false)
+            let session = visible_session(state, &tx, &principal, id).await?;
+            chat::begin_turn(&tx, session.id, turn, None)
+                .await
+                .map_err(store_error)?;
+            chat::append(
+                &tx,
+                key,
+                session.id,
+                &NewMessage::new(turn, Role::User, prompt),
+            )
+            .await
+            .map_err(store_error)?;
+            (session, false)
         }
         None => {
             if let Some(finding) = &body.finding_id {
@@ -424,25 +437,12 @@ pub async fn open_chat(
                 body.control_level,
                 body.finding_id.clone(),
             );
-            (
-                chat::create_session(&tx, key, &new)
-                    .await
-                    .map_err(store_error)?,
-                true,
-            )
+            let session = chat::create_running(&tx, key, &new, turn, &prompt)
+                .await
+                .map_err(store_error)?;
+            (session, true)
         }
     };
-    chat::begin_turn(&tx, session.id, turn, None)
-        .await
-        .map_err(store_error)?;
-    chat::append(
-        &tx,
-        key,
-        session.id,
-        &NewMessage::new(turn, Role::User, MessageBody::text(body.prompt.clone())),
-    )
-    .await
-    .map_err(store_error)?;
     tx.commit().await?;
 
     // Subscribe before the turn is asked for, so no event can be missed.

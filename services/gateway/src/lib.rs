@@ -127,6 +127,13 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     ));
     tracing::info!(addr = %listener.local_addr()?, "gateway listening");
     let stop = ctx.shutdown.clone();
+    // Event streams write small frames one after another: without TCP_NODELAY, Nagle's
+    // algorithm holds each behind the client's delayed ACK of the one before (about 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set on a connection");
+        }
+    });
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<std::net::SocketAddr>(),

@@ -504,29 +504,29 @@ pub async fn begin_turn(
     turn: Uuid,
     model_route: Option<&str>,
 ) -> Result<(), ChatStoreError> {
-    let row = tx
+    let started = tx
         .client()
-        .query_opt(
-            "SELECT status, kind FROM chat_sessions WHERE id = $1 FOR UPDATE",
-            &[&id],
-        )
-        .await?
-        .ok_or(ChatStoreError::NotFound)?;
-    let status: String = row.get(0);
-    let kind: String = row.get(1);
-    if SessionKind::parse(&kind)?.is_system() {
-        return Err(ChatStoreError::SystemSession);
-    }
-    if status == "running" {
-        return Err(ChatStoreError::Busy);
-    }
-    tx.client()
         .execute(
             "UPDATE chat_sessions SET status = 'running', active_turn = $2, \
-             model_route = COALESCE($3, model_route), updated_at = now() WHERE id = $1",
+             model_route = COALESCE($3, model_route), updated_at = now() \
+             WHERE id = $1 AND status = 'idle' AND kind = 'chat'",
             &[&id, &turn, &model_route],
         )
         .await?;
+    if started == 0 {
+        // Say why: no such session, a system session, or one already running.
+        let row = tx
+            .client()
+            .query_opt("SELECT kind FROM chat_sessions WHERE id = $1", &[&id])
+            .await?
+            .ok_or(ChatStoreError::NotFound)?;
+        let kind: String = row.get(0);
+        return Err(if SessionKind::parse(&kind)?.is_system() {
+            ChatStoreError::SystemSession
+        } else {
+            ChatStoreError::Busy
+        });
+    }
     // A new turn after an undo drops what was undone: redo only follows undo.
     tx.client()
         .execute(
@@ -535,6 +535,66 @@ pub async fn begin_turn(
         )
         .await?;
     Ok(())
+}
+
+/// Creates a chat session already running `turn`, with `prompt` as its first row: what a chat
+/// without a session id does, in two statements.
+pub async fn create_running(
+    tx: &TenantTx,
+    key: &MasterKey,
+    new: &NewSession,
+    turn: Uuid,
+    prompt: &MessageBody,
+) -> Result<Session, ChatStoreError> {
+    let id = Uuid::new_v4();
+    let title = clean_title(&new.title);
+    let sealed = seal(key, &title_aad(tx.tenant().as_str(), id), title.as_bytes())?;
+    let row = tx
+        .client()
+        .query_one(
+            &format!(
+                "INSERT INTO chat_sessions (tenant_id, id, kind, title_sealed, title_nonce, \
+                 key_id, created_by, control_level, approval_required, finding_id, status, \
+                 active_turn) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'running', $11) \
+                 RETURNING {SESSION_COLUMNS}"
+            ),
+            &[
+                &tx.tenant().as_str(),
+                &id,
+                &new.kind.as_str(),
+                &sealed.ciphertext,
+                &sealed.nonce,
+                &sealed.key_id,
+                &new.created_by,
+                &new.control_level,
+                &new.approval_required,
+                &new.finding_id,
+                &turn,
+            ],
+        )
+        .await?;
+    let session = session_from_row(tx, key, &row)?;
+    if session.kind.is_system() {
+        return Err(ChatStoreError::SystemSession);
+    }
+    let message = Uuid::new_v4();
+    let body = seal_body(tx, key, id, message, prompt)?;
+    tx.client()
+        .execute(
+            "INSERT INTO chat_messages (tenant_id, session_id, seq, id, turn_id, role, state, \
+             body_sealed, body_nonce, key_id) VALUES ($1, $2, 1, $3, $4, 'user', 'done', $5, $6, $7)",
+            &[
+                &tx.tenant().as_str(),
+                &id,
+                &message,
+                &turn,
+                &body.ciphertext,
+                &body.nonce,
+                &body.key_id,
+            ],
+        )
+        .await?;
+    Ok(session)
 }
 
 /// Ends `turn`: the session returns to `idle` and every tool row of the turn still `running`
@@ -636,10 +696,11 @@ pub async fn append(
     session: Uuid,
     new: &NewMessage,
 ) -> Result<ChatMessage, ChatStoreError> {
-    // Serialises appends of one session, so `seq` is gap-free and ordered.
+    // Locks the session row (serialising appends of one session, so `seq` is gap-free and
+    // ordered) and marks it updated, in one statement.
     tx.client()
         .query_opt(
-            "SELECT 1 FROM chat_sessions WHERE id = $1 FOR UPDATE",
+            "UPDATE chat_sessions SET updated_at = now() WHERE id = $1 RETURNING 1",
             &[&session],
         )
         .await?
@@ -669,12 +730,6 @@ pub async fn append(
                 &new.model_route,
                 &new.action_id,
             ],
-        )
-        .await?;
-    tx.client()
-        .execute(
-            "UPDATE chat_sessions SET updated_at = now() WHERE id = $1",
-            &[&session],
         )
         .await?;
     message_from_row(tx, key, session, &row)

@@ -229,21 +229,7 @@ impl AssistantService {
             .tenant_tx(&tenant)
             .await
             .map_err(|e| unavailable(&e))?;
-        let session = chat::get_session(&tx, &self.master_key, request.session_id)
-            .await
-            .map_err(|e| match e {
-                chat::ChatStoreError::NotFound => ErrorReply::new(
-                    ErrorCode::AssistantSessionNotFound,
-                    "no such Assistant session",
-                ),
-                other => unavailable(&other),
-            })?;
-        if session.active_turn != Some(request.turn_id) {
-            return Err(ErrorReply::new(
-                ErrorCode::Conflict,
-                "the session does not hold this turn",
-            ));
-        }
+        // The session's hold on the turn is checked when the turn reads its transcript.
         let connection = route_connection(
             &tx,
             &self.config_layer,
@@ -915,7 +901,9 @@ impl AssistantService {
             )
             .await;
         }
-        let terminal = match end {
+        // The last row, the session back to idle (no tool row left running) and the session's
+        // cost, in one transaction, before the client hears the end.
+        let (last, terminal) = match end {
             TurnEnd::Done { text, stop, usage } => {
                 // What the user saw streamed (every model turn's text) is what is kept.
                 let shown = if state.streamed.trim().is_empty() {
@@ -924,42 +912,71 @@ impl AssistantService {
                     state.streamed.clone()
                 };
                 let text = client_safe(&redactor, &shown, usize::MAX);
-                sink.append(
-                    NewMessage::new(turn, Role::Assistant, MessageBody::text(text.clone()))
-                        .with_route(Some(route.clone())),
-                )
-                .await;
-                let cost = self.session_cost(&tenant, session).await;
+                let data = json!({
+                    "stop": stop,
+                    "text_chars": text.chars().count(),
+                    "input_tokens": usage.input_tokens,
+                    "output_tokens": usage.output_tokens,
+                    "context_limit_tokens": context_limit_tokens(),
+                    "model_route": route,
+                    "approvals": state.approvals,
+                });
                 (
-                    ChatEventKind::Done,
-                    json!({
-                        "stop": stop,
-                        "text_chars": text.chars().count(),
-                        "input_tokens": usage.input_tokens,
-                        "output_tokens": usage.output_tokens,
-                        "context_limit_tokens": context_limit_tokens(),
-                        "session_cost_usd": cost,
-                        "model_route": route,
-                        "approvals": state.approvals,
-                    }),
+                    NewMessage::new(turn, Role::Assistant, MessageBody::text(text))
+                        .with_route(Some(route.clone())),
+                    (ChatEventKind::Done, data),
                 )
             }
-            TurnEnd::Error { code, message } => {
-                sink.append(NewMessage::new(
-                    turn,
-                    Role::Error,
-                    MessageBody::text(message.clone()),
-                ))
-                .await;
+            TurnEnd::Error { code, message } => (
+                NewMessage::new(turn, Role::Error, MessageBody::text(message.clone())),
                 (
                     ChatEventKind::Error,
                     json!({"code": code, "message": message, "model_route": route}),
-                )
-            }
+                ),
+            ),
         };
-        // The session is idle (and no tool row runs) before the client hears the end.
-        self.end_turn(&tenant, session, turn).await;
-        sink.publish(terminal.0, terminal.1).await;
+        let cost = self.finish_turn(&tenant, session, turn, &last).await;
+        let (kind, mut data) = terminal;
+        if kind == ChatEventKind::Done {
+            data["session_cost_usd"] = json!(cost);
+        }
+        sink.publish(kind, data).await;
+    }
+
+    /// Stores the turn's last row, ends the turn (closing any tool row still running) and
+    /// reads the session's cost, in one transaction. The cost is `None` when a price is unknown.
+    async fn finish_turn(
+        &self,
+        tenant: &TenantId,
+        session: Uuid,
+        turn: Uuid,
+        last: &NewMessage,
+    ) -> Option<String> {
+        let finished = async {
+            let tx = self.store.tenant_tx(tenant).await?;
+            chat::append(&tx, &self.master_key, session, last).await?;
+            chat::end_turn(
+                &tx,
+                &self.master_key,
+                session,
+                turn,
+                "the turn ended before the tool finished",
+            )
+            .await?;
+            let totals = cost_ledger::run_totals(&tx, &session.to_string()).await?;
+            tx.commit().await?;
+            Ok::<_, chat::ChatStoreError>(totals.cost_usd().map(|usd| usd.to_string()))
+        }
+        .await;
+        match finished {
+            Ok(cost) => cost,
+            Err(e) => {
+                tracing::error!(error = %e, %session, "assistant turn could not be finished");
+                // Still return the session to idle, so it takes the next prompt.
+                self.end_turn(tenant, session, turn).await;
+                None
+            }
+        }
     }
 
     async fn end_turn(&self, tenant: &TenantId, session: Uuid, turn: Uuid) {
@@ -1004,14 +1021,6 @@ impl AssistantService {
         if let Err(e) = self.bus.publish(tenant, &subject, &event).await {
             tracing::warn!(error = %e, "assistant error event not published");
         }
-    }
-
-    async fn session_cost(&self, tenant: &TenantId, session: Uuid) -> Option<String> {
-        let tx = self.store.tenant_tx(tenant).await.ok()?;
-        let totals = cost_ledger::run_totals(&tx, &session.to_string())
-            .await
-            .ok()?;
-        totals.cost_usd().map(|usd| usd.to_string())
     }
 
     /// A provider over the shared client for the config's connect timeout.
@@ -1258,6 +1267,12 @@ impl AssistantService {
     ) -> Result<Prepared, chat::ChatStoreError> {
         let session = request.session_id;
         let tx = self.store.tenant_tx(tenant).await?;
+        let current = chat::get_session(&tx, &self.master_key, session).await?;
+        if current.active_turn != Some(request.turn_id) {
+            return Err(chat::ChatStoreError::Conflict(
+                "the session does not hold this turn".to_owned(),
+            ));
+        }
         for action_id in chat::actions_awaiting_outcome(&tx, session).await? {
             let Some(action) = actions::get(&tx, action_id).await? else {
                 continue;
@@ -1287,8 +1302,7 @@ impl AssistantService {
         }
         let rows = chat::messages(&tx, &self.master_key, session, false).await?;
         let inventory = resources::list(&tx, None).await?;
-        let handoff = match chat::get_session(&tx, &self.master_key, session)
-            .await?
+        let handoff = match current
             .finding_id
             .and_then(|id| id.parse::<pulse_domain::finding::FindingId>().ok())
         {

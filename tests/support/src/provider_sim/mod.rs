@@ -234,7 +234,7 @@ pub async fn serve(
     tokens::ensure_loaded()?;
     let app = router(Arc::new(SimState::new(script)));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+    let server = axum::serve(nodelay(listener), app).with_graceful_shutdown(async move {
         shutdown.await;
         let _ = stop_tx.send(());
     });
@@ -250,6 +250,16 @@ pub async fn serve(
             Ok(())
         }
     }
+}
+
+/// The listener with TCP_NODELAY on every connection, as provider front ends stream: each
+/// stream frame leaves at once instead of waiting for the client's ACK of the one before.
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Addr = std::net::SocketAddr> {
+    axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+        let _ = stream.set_nodelay(true);
+    })
 }
 
 /// A running simulator; the server stops when this is dropped.
@@ -268,7 +278,7 @@ impl ProviderSim {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
+            if let Err(e) = axum::serve(nodelay(listener), app).await {
                 tracing::warn!(error = %e, "provider simulator stopped");
             }
         });
