@@ -133,7 +133,7 @@ try {
   await page.getByRole("button", { name: "Send" }).click();
   await page.locator("#transcript li.tool-pending").waitFor();
   await page.getByRole("button", { name: "Stop" }).click();
-  await page.locator("#transcript li.note.error", { hasText: "(aborted)" }).waitFor();
+  await page.locator("#transcript li.note.error", { hasText: "(assistant_turn_aborted)" }).waitFor();
   await page.locator("#transcript li.tool-cancelled").waitFor();
   if ((await page.locator("#transcript li.tool-pending").count()) !== 0) { throw new Error("a tool row stays pending after Stop"); }
   await page.getByRole("button", { name: "Send" }).and(page.locator(":enabled")).waitFor();

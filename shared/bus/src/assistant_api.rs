@@ -195,17 +195,12 @@ impl ChatEvent {
     }
 }
 
-/// `pulse.<tenant>.assistant.session.<session>.events`.
+/// `pulse.<tenant>.assistant.session.<session>.events` ([`Subjects::assistant_session_events`]).
 pub fn session_events_subject(subjects: &Subjects, tenant: &TenantId, session: Uuid) -> String {
-    subjects.tenant(tenant, &format!("assistant.session.{session}.events"))
+    subjects.assistant_session_events(tenant, session)
 }
 
-/// `pulse.<tenant>.assistant.abort`.
+/// `pulse.<tenant>.assistant.abort` ([`Subjects::assistant_abort`]).
 pub fn abort_subject(subjects: &Subjects, tenant: &TenantId) -> String {
-    subjects.tenant(tenant, "assistant.abort")
-}
-
-/// `pulse.*.assistant.abort`: what every runner listens on.
-pub fn abort_subject_any_tenant(subjects: &Subjects) -> String {
-    subjects.any_tenant("assistant.abort")
+    subjects.assistant_abort(tenant)
 }

@@ -148,6 +148,22 @@ impl Subjects {
         self.any_tenant(&format!("{EVENTS}.>"))
     }
 
+    /// `pulse.<tenant>.assistant.session.<session>.events`: one Assistant session's live turn
+    /// events (core NATS; see `assistant_api`).
+    pub fn assistant_session_events(&self, tenant: &TenantId, session: uuid::Uuid) -> String {
+        self.tenant(tenant, &format!("assistant.session.{session}.events"))
+    }
+
+    /// `pulse.<tenant>.assistant.abort`: stop a running Assistant turn.
+    pub fn assistant_abort(&self, tenant: &TenantId) -> String {
+        self.tenant(tenant, "assistant.abort")
+    }
+
+    /// `pulse.*.assistant.abort`: what every model-runner listens on.
+    pub fn assistant_abort_all(&self) -> String {
+        self.any_tenant("assistant.abort")
+    }
+
     /// `pulse.<tenant>.relay.<verb>`: the agent relay's request subjects (`command`,
     /// `observe`, `read`); the body names the agent.
     pub fn relay(&self, tenant: &TenantId, verb: &str) -> String {

@@ -216,6 +216,15 @@ error_codes! {
     AssistantNotConfigured => "assistant_not_configured", 409,
         "no Assistant model is selected (chat_model or model), or its stored key cannot be opened",
         "choose a model in Settings or with PUT /api/settings/ai {\"chat_model\": \"provider:model\"}, then ask again";
+    AssistantTurnAborted => "assistant_turn_aborted", 409,
+        "the Assistant turn was stopped before it finished (Stop, or the client went away); open tool rows were closed as cancelled",
+        "send the prompt again when you want the answer";
+    AssistantProviderFailed => "assistant_provider_failed", 502,
+        "the chat model's provider failed during the turn (unreachable, refused, or broke off); nothing was changed",
+        "try again; if it persists check the provider and model in Settings (POST /api/ai/patrol/preflight tests the route)";
+    AssistantBudgetExceeded => "assistant_budget_exceeded", 429,
+        "a tenant spend budget refuses further model calls; the message says which and when it resets",
+        "wait until the budget resets, or raise it in Settings (budgets)";
     AssistantUnavailable => "assistant_unavailable", 503,
         "no model-runner answered the Assistant request, so the turn did not start",
         "start pulse-model-runner (check its logs and /api/health), then send the prompt again";

@@ -385,7 +385,7 @@ async fn a_lost_client_or_stop_ends_the_turn_cleanly_and_closes_the_provider_cal
         .cloned()
         .ok_or_else(|| anyhow::anyhow!("no frames"))?;
     assert_eq!(last.event, "error", "{frames:?}");
-    assert_eq!(last.json()["code"], "aborted", "{last:?}");
+    assert_eq!(last.json()["code"], "assistant_turn_aborted", "{last:?}");
     assert_eq!(frames.iter().filter(|f| f.event == "error").count(), 1);
     assert!(
         frames.iter().any(|f| f.event == "tool_cancel"),

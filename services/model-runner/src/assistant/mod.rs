@@ -28,8 +28,7 @@ use std::time::{Duration, Instant};
 
 use pulse_bus::assistant_api::{
     AssistantAbort, AssistantEvent, AssistantSummarizeReply, AssistantSummarizeRequest,
-    AssistantTurnAccepted, AssistantTurnRequest, ChatEvent, ChatEventKind,
-    abort_subject_any_tenant, session_events_subject,
+    AssistantTurnAccepted, AssistantTurnRequest, ChatEvent, ChatEventKind, session_events_subject,
 };
 use pulse_bus::{ActionBrokerClient, Bus, ErrorCode, ErrorReply, Responder};
 use pulse_capabilities::{ControlLevel, ExecutionProfile, ToolPolicy};
@@ -167,7 +166,7 @@ impl AssistantService {
             .await?;
         let mut aborts = self
             .bus
-            .subscribe::<AssistantAbort>(&abort_subject_any_tenant(self.bus.subjects()))
+            .subscribe::<AssistantAbort>(&self.bus.subjects().assistant_abort_all())
             .await?;
         let listening = self.clone();
         let abort_stop = stop.clone();
@@ -819,7 +818,7 @@ enum TurnEnd {
         usage: crate::provider::Usage,
     },
     Error {
-        code: &'static str,
+        code: ErrorCode,
         message: String,
     },
 }
@@ -880,7 +879,7 @@ impl AssistantService {
         let end = tokio::select! {
             end = self.turn_body(&tenant, &request, &connection, &redactor, &signals) => end,
             _ = cancel.cancelled() => TurnEnd::Error {
-                code: "aborted",
+                code: ErrorCode::AssistantTurnAborted,
                 message: "The turn was stopped before it finished.".to_owned(),
             },
         };
@@ -1014,7 +1013,7 @@ impl AssistantService {
             seq: 1,
             event: ChatEvent::new(
                 ChatEventKind::Error,
-                json!({"code": "internal_error", "message": message}),
+                json!({"code": ErrorCode::InternalError, "message": message}),
             ),
         };
         let subject = session_events_subject(self.bus.subjects(), tenant, session);
@@ -1054,7 +1053,7 @@ impl AssistantService {
         let unavailable = |e: &dyn std::fmt::Display| {
             tracing::warn!(error = %e, "assistant turn could not read its session");
             TurnEnd::Error {
-                code: "service_unavailable",
+                code: ErrorCode::ServiceUnavailable,
                 message: "The session could not be read; try again shortly.".to_owned(),
             }
         };
@@ -1067,7 +1066,7 @@ impl AssistantService {
             Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
             Err(missing) => {
                 return TurnEnd::Error {
-                    code: "assistant_not_configured",
+                    code: ErrorCode::AssistantNotConfigured,
                     message: missing.to_string(),
                 };
             }
@@ -1076,7 +1075,7 @@ impl AssistantService {
             Ok(p) => p,
             Err(failure) => {
                 return TurnEnd::Error {
-                    code: "assistant_not_configured",
+                    code: ErrorCode::AssistantNotConfigured,
                     message: failure.summary().to_owned(),
                 };
             }
@@ -1091,7 +1090,7 @@ impl AssistantService {
             Err(e) => {
                 tracing::error!(error = %e, "assistant tool policy could not be built");
                 return TurnEnd::Error {
-                    code: "internal_error",
+                    code: ErrorCode::InternalError,
                     message: "The Assistant's tool policy could not be built.".to_owned(),
                 };
             }
@@ -1176,7 +1175,7 @@ impl AssistantService {
             LoopStop::ProviderFailure { cause, message } => {
                 tracing::warn!(%cause, %message, "assistant provider call failed");
                 return TurnEnd::Error {
-                    code: "provider_failure",
+                    code: ErrorCode::AssistantProviderFailed,
                     message: format!(
                         "The model provider failed ({cause}); nothing was changed. Try again, \
                          or check the provider in Settings."
@@ -1185,13 +1184,13 @@ impl AssistantService {
             }
             LoopStop::BudgetExceeded { message, .. } => {
                 return TurnEnd::Error {
-                    code: "budget_exceeded",
+                    code: ErrorCode::AssistantBudgetExceeded,
                     message: message.clone(),
                 };
             }
             LoopStop::ExportNotAudited { .. } | LoopStop::UsageNotRecorded { .. } => {
                 return TurnEnd::Error {
-                    code: "service_unavailable",
+                    code: ErrorCode::ServiceUnavailable,
                     message: "The request could not be audited, so it was not sent; try again \
                               shortly."
                         .to_owned(),
