@@ -22,7 +22,6 @@ use chrono::Utc;
 use pulse_bus::events::RUN_ACCEPTED;
 use pulse_bus::patrol_api::PatrolRunAccepted;
 use pulse_bus::{ErrorCode, ErrorReply, OutboxRow, Subjects};
-use pulse_domain::ai_settings;
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunType, TriggerReason};
 use pulse_domain::patrol::scope::{EffectiveScope, ScopedRequest};
 use pulse_domain::patrol::status::{Blocked, PATROL_DISABLED_REASON};
@@ -263,7 +262,7 @@ impl RunAcceptor {
         tx: &TenantTx,
         submission: Submission<'_>,
     ) -> Result<PatrolRunAccepted, AcceptError> {
-        if !patrol_enabled(tx).await? {
+        if !settings::patrol_enabled(tx).await? {
             return Err(AcceptError::Disabled);
         }
         if let Some(config) = &self.readiness
@@ -320,15 +319,6 @@ impl RunAcceptor {
         pulse_bus::enqueue(&**tx.client(), event_row).await?;
         Ok(accepted)
     }
-}
-
-/// The tenant's Patrol switch, from its stored settings (the only layer that sets it).
-async fn patrol_enabled(tx: &TenantTx) -> Result<bool, StoreError> {
-    let stored = settings::get(tx, false).await.map_err(|e| match e {
-        settings::SettingsStoreError::Store(e) => e,
-        other => StoreError::Invalid(other.to_string()),
-    })?;
-    Ok(ai_settings::patrol_enabled_in(&stored.document))
 }
 
 /// The canonical resources a scoped request covers: its ids through the resolver, or, with no

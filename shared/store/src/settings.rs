@@ -226,6 +226,18 @@ pub fn open(
     String::from_utf8(plaintext).map_err(|_| failed("not UTF-8"))
 }
 
+/// The tenant's Patrol switch, from its stored settings (the only layer that sets it): the
+/// scheduler reads it before accepting a run, the runner again before starting one.
+pub async fn patrol_enabled(tx: &TenantTx) -> Result<bool, StoreError> {
+    let stored = get(tx, false).await.map_err(|e| match e {
+        SettingsStoreError::Store(e) => e,
+        other => StoreError::Invalid(other.to_string()),
+    })?;
+    Ok(pulse_domain::ai_settings::patrol_enabled_in(
+        &stored.document,
+    ))
+}
+
 /// The operator's `[ai]` config as a settings layer: the one construction the gateway, the
 /// patrol-scheduler and the model-runner share, so they resolve the same effective settings.
 #[derive(Debug, Clone, PartialEq)]

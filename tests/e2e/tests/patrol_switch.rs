@@ -5,7 +5,10 @@
 //!   `patrol_disabled`), a requested run is refused `409 patrol_disabled` saying how to switch
 //!   it on, and `GET /api/ai/patrol/status` shows `disabled` with that cause; another tenant's
 //!   Patrol keeps running;
-//! - switched on again, scheduled runs resume and requests are no longer refused for it.
+//! - switched on again, scheduled runs resume and requests are no longer refused for it;
+//! - a run accepted before the switch went off does not start afterwards: the model-runner that
+//!   takes its job ends it `error` with cause `cancelled`, saying Patrol was switched off, before
+//!   any readiness check or model call.
 
 use std::time::Duration;
 
@@ -193,5 +196,41 @@ async fn a_switched_off_tenant_starts_no_run_until_it_is_switched_on() -> anyhow
 
     scheduler.stop().await?;
     let _ = std::fs::remove_dir_all(&dir);
+    gateway.stop().await
+}
+
+#[tokio::test]
+async fn a_run_accepted_before_the_switch_went_off_does_not_start() -> anyhow::Result<()> {
+    pulse_test_support::install_crypto_provider();
+    let gateway = TestGateway::start().await?;
+    select_keyless_model(&gateway, &gateway.admin_token).await?;
+    let scheduler = TestScheduler::start(&gateway, &scratch_dir("switch-queued")?, &[]).await?;
+    // The scheduler's startup run is accepted while Patrol is on; no runner takes it yet.
+    let run = wait::until(DEADLINE, "a run to be accepted", || async {
+        status(&gateway).await.ok()?["current_run_id"]
+            .as_str()
+            .map(str::to_owned)
+    })
+    .await?;
+    save_settings(&gateway, json!({"patrol_enabled": false})).await?;
+    let runner = pulse_test_support::runner::TestModelRunner::start(
+        &gateway,
+        &scratch_dir("switch-runner")?,
+        &[],
+    )
+    .await?;
+    let ended = pulse_test_support::patrol::terminal_run(&gateway, &run, DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(ended["status"], "error", "{ended}");
+    assert_eq!(ended["error_cause"], "cancelled", "{ended}");
+    assert!(
+        ended["error_detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("switched off") && d.contains("patrol_enabled")),
+        "{ended}"
+    );
+    runner.stop().await?;
+    scheduler.stop().await?;
     gateway.stop().await
 }

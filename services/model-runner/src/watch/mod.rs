@@ -335,6 +335,20 @@ impl WatchRunner {
         run: &PatrolRun,
         now: chrono::DateTime<Utc>,
     ) -> Result<Result<Prepared, Refusal>, JobError> {
+        // A run accepted before the tenant switched Patrol off does not start afterwards.
+        if !pulse_store::settings::patrol_enabled(tx)
+            .await
+            .map_err(retry("reading the Patrol switch"))?
+        {
+            return Ok(Err(Refusal {
+                cause: ErrorCause::Cancelled,
+                detail: "Patrol was switched off after this run was accepted, so it did not \
+                         start; switch Patrol on (PUT /api/settings/ai {\"patrol_enabled\": \
+                         true}) and request a run again"
+                    .to_owned(),
+                empty_scope: false,
+            }));
+        }
         if let Err(blocked) = patrol_readiness::gate(tx, &self.config_layer, now)
             .await
             .map_err(retry("assessing readiness"))?
