@@ -16,7 +16,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::QueryRejection;
+use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -302,8 +302,14 @@ fn store_error(error: ChatStoreError) -> ApiError {
     }
 }
 
-fn session_id(raw: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| {
+fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
+    let Path(raw) = path.map_err(|_| {
+        ApiError::new(
+            ErrorCode::InvalidParameter,
+            "the session id in the path is not readable (a UUID is expected)",
+        )
+    })?;
+    Uuid::parse_str(&raw).map_err(|_| {
         ApiError::new(
             ErrorCode::InvalidParameter,
             format!("{raw:?} is not a session id (a UUID)"),
@@ -648,12 +654,12 @@ pub async fn create(
 pub async fn messages(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     query: Result<Query<MessagesQuery>, QueryRejection>,
 ) -> Result<axum::Json<MessageList>, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -691,10 +697,10 @@ pub async fn messages(
 pub async fn rename(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     ApiJson(body): ApiJson<RenameBody>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     check_text("title", &body.title)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -710,9 +716,9 @@ pub async fn rename(
 pub async fn delete(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -725,9 +731,9 @@ pub async fn delete(
 pub async fn abort(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<(StatusCode, axum::Json<AbortAnswer>), ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -773,10 +779,10 @@ pub async fn abort(
 pub async fn fork(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     ApiJson(body): ApiJson<ForkBody>,
 ) -> Result<(StatusCode, axum::Json<SessionView>), ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -797,9 +803,9 @@ pub async fn fork(
 pub async fn summarize(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
 ) -> Result<axum::Json<SummarizeAnswer>, ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -823,11 +829,10 @@ pub async fn summarize(
 async fn undo_or_redo(
     state: &AppState,
     principal: &Principal,
-    id: &str,
+    id: Uuid,
     body: &UndoBody,
     undo: bool,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    let id = session_id(id)?;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(state, &tx, principal, id).await?;
     if session.is_system() {
@@ -852,20 +857,20 @@ async fn undo_or_redo(
 pub async fn undo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     ApiJson(body): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, &id, &body, true).await
+    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, true).await
 }
 
 /// `POST /api/ai/sessions/{id}/redo`.
 pub async fn redo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     ApiJson(body): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, &id, &body, false).await
+    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, false).await
 }
 
 /// `POST /api/ai/sessions/{id}/steer`: operator steering for the running turn, applied at its
@@ -873,10 +878,10 @@ pub async fn redo(
 pub async fn steer(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     ApiJson(body): ApiJson<SteerBody>,
 ) -> Result<(StatusCode, axum::Json<SteerAnswer>), ApiError> {
-    let id = session_id(&id)?;
+    let id = session_id(path)?;
     check_text("text", &body.text)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;

@@ -204,7 +204,7 @@ pub async fn resume(
             assistant::messages(
                 State(state.clone()),
                 auth,
-                Path(id.clone()),
+                Ok(Path(id.clone())),
                 Ok(Query(assistant::MessagesQuery::default())),
             )
             .await,
@@ -289,7 +289,7 @@ pub async fn stop(
 ) -> Response {
     let stopped = async {
         let auth = form.user.authorized::<ChatScope>()?;
-        assistant::abort(State(state), auth, Path(id)).await
+        assistant::abort(State(state), auth, Ok(Path(id))).await
     }
     .await;
     match stopped {
