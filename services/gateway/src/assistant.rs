@@ -465,11 +465,7 @@ pub async fn open_chat(
         }
     };
     let (tx_events, rx_events) = mpsc::channel::<Event>(BUFFERED_EVENTS);
-    let control: ControlLevel = match session.control_level.as_str() {
-        "controlled" => ControlLevel::Controlled,
-        "autonomous" => ControlLevel::Autonomous,
-        _ => ControlLevel::ReadOnly,
-    };
+    let control = ControlLevel::parse(&session.control_level).unwrap_or_default();
     let session_event = json!({
         "session_id": session.id,
         "turn_id": turn,

@@ -27,6 +27,11 @@ impl ControlLevel {
         }
     }
 
+    /// The level named by its wire value; `None` for any other text.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|l| l.as_str() == text)
+    }
+
     /// Whether control tools (the typed action planner) are available at this level.
     pub fn allows_control_tools(self) -> bool {
         !matches!(self, Self::ReadOnly)

@@ -35,17 +35,9 @@ const PLANTED_REASONING: &str = "PLANTED-REASONING-4412 the operator must not se
 const INLINE_REASONING: &str = "INLINE-PLAN-7731";
 const CANARY: &str = "CanaryTok93c1e7aa55Zq";
 
-/// Reads frames until a terminal one (`done` or `error`).
+/// Reads frames until the turn's terminal one (`done` or `error`).
 async fn read_turn(reader: &mut SseReader) -> anyhow::Result<Vec<Frame>> {
-    let mut frames = Vec::new();
-    loop {
-        let frame = reader.next_frame(TURN_DEADLINE).await?;
-        let terminal = frame.event == "done" || frame.event == "error";
-        frames.push(frame);
-        if terminal {
-            return Ok(frames);
-        }
-    }
+    reader.frames_until(&["done", "error"], TURN_DEADLINE).await
 }
 
 async fn chat(gateway: &TestGateway, token: &str, body: Value) -> anyhow::Result<SseReader> {

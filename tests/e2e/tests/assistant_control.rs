@@ -50,16 +50,9 @@ async fn chat(gateway: &TestGateway, token: &str, body: Value) -> anyhow::Result
         "chat answered {}",
         response.status()
     );
-    let mut reader = SseReader::new(response);
-    let mut frames = Vec::new();
-    loop {
-        let frame = reader.next_frame(TURN_DEADLINE).await?;
-        let terminal = frame.event == "done" || frame.event == "error";
-        frames.push(frame);
-        if terminal {
-            return Ok(frames);
-        }
-    }
+    SseReader::new(response)
+        .frames_until(&["done", "error"], TURN_DEADLINE)
+        .await
 }
 
 fn events(frames: &[Frame]) -> Vec<&str> {

@@ -106,19 +106,10 @@ async fn the_assistant_runs_read_only_commands_and_nothing_else() -> anyhow::Res
         .send()
         .await?;
     anyhow::ensure!(response.status() == 200, "chat: {}", response.status());
-    let mut reader = SseReader::new(response);
-    let mut frames: Vec<Frame> = Vec::new();
-    loop {
-        let frame = reader
-            .next_frame(TURN_DEADLINE)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
-        let terminal = frame.event == "done" || frame.event == "error";
-        frames.push(frame);
-        if terminal {
-            break;
-        }
-    }
+    let frames = SseReader::new(response)
+        .frames_until(&["done", "error"], TURN_DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
     assert_eq!(
         frames.last().map(|f| f.event.as_str()),
         Some("done"),

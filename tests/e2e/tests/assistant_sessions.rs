@@ -33,15 +33,7 @@ async fn open(gw: &TestGateway, token: &str, body: Value) -> anyhow::Result<SseR
 }
 
 async fn finish(reader: &mut SseReader) -> anyhow::Result<Vec<Frame>> {
-    let mut frames = Vec::new();
-    loop {
-        let frame = reader.next_frame(TURN_DEADLINE).await?;
-        let terminal = frame.event == "done" || frame.event == "error";
-        frames.push(frame);
-        if terminal {
-            return Ok(frames);
-        }
-    }
+    reader.frames_until(&["done", "error"], TURN_DEADLINE).await
 }
 
 async fn turn(gw: &TestGateway, token: &str, body: Value) -> anyhow::Result<(String, Vec<Frame>)> {

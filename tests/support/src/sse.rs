@@ -71,6 +71,24 @@ impl SseReader {
         .map_err(|_| anyhow::anyhow!("no event within {deadline:?}"))?
     }
 
+    /// Every frame up to and including the first one named in `last` (a turn's `done` or
+    /// `error`), each within `deadline` of the one before.
+    pub async fn frames_until(
+        &mut self,
+        last: &[&str],
+        deadline: Duration,
+    ) -> anyhow::Result<Vec<Frame>> {
+        let mut frames = Vec::new();
+        loop {
+            let frame = self.next_frame(deadline).await?;
+            let end = last.contains(&frame.event.as_str());
+            frames.push(frame);
+            if end {
+                return Ok(frames);
+            }
+        }
+    }
+
     /// The next frame that is not a `heartbeat`.
     pub async fn next_event(&mut self, deadline: Duration) -> anyhow::Result<Frame> {
         let until = tokio::time::Instant::now() + deadline;

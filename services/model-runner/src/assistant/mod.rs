@@ -1080,11 +1080,7 @@ impl AssistantService {
                 };
             }
         };
-        let control = match request.control_level.as_str() {
-            "controlled" => ControlLevel::Controlled,
-            "autonomous" => ControlLevel::Autonomous,
-            _ => ControlLevel::ReadOnly,
-        };
+        let control = ControlLevel::parse(&request.control_level).unwrap_or_default();
         let policy = match assistant_policy(ExecutionProfile::InteractiveAssistant { control }) {
             Ok(p) => p,
             Err(e) => {

@@ -23,7 +23,8 @@ use crate::provider::{ToolCall, ToolResult};
 use crate::watch::tools::findings::finding_row;
 use crate::watch::tools::query::compact_row;
 use crate::watch::tools::{
-    ASSISTANT_READ, ToolContext, WatchTools, count_arg, json_result, text_arg,
+    ASSISTANT_READ, CANONICAL_READS, Narrowing, ToolContext, WatchTools, count_arg, json_result,
+    text_arg,
 };
 
 /// How long a broker request may take.
@@ -34,46 +35,36 @@ const MAX_ROWS: usize = 50;
 /// The Assistant's tool policy at a control level: reads, alerts and findings, summaries, the
 /// question card and, above `read_only`, the typed action planner.
 pub fn assistant_policy(profile: ExecutionProfile) -> Result<Arc<ToolPolicy>, PolicyError> {
-    ToolPolicy::narrowed_properties(
-        profile,
-        &[
-            (
-                ToolName::PulseQuery,
-                &["search", "get", "list", "health"],
-                &[
-                    "action",
-                    "query",
-                    "resource_type",
-                    "resource_id",
-                    "status",
-                    "limit",
-                    "offset",
-                ],
-            ),
-            (
-                ToolName::PulseMetrics,
-                &[],
-                &["type", "resource_id", "period"],
-            ),
-            ASSISTANT_READ,
-            (
-                ToolName::PulseAlerts,
-                &["list", "findings", "resolved"],
-                &["action", "severity", "resource_id", "limit"],
-            ),
-            (
-                ToolName::PulseSummarize,
-                &["resource", "fleet"],
-                &["action", "resource_id"],
-            ),
-            (ToolName::PulseQuestion, &[], &[]),
-            (
-                ToolName::PulseControl,
-                &["resource"],
-                &["type", "resource_id", "action"],
-            ),
-        ],
-    )
+    // Patrol's own read narrowing (one owner), with `pulse_read` widened to the host reads.
+    let mut tools: Vec<Narrowing> = CANONICAL_READS
+        .iter()
+        .map(|read| {
+            if read.0 == ToolName::PulseRead {
+                ASSISTANT_READ
+            } else {
+                *read
+            }
+        })
+        .collect();
+    tools.extend([
+        (
+            ToolName::PulseAlerts,
+            &["list", "findings", "resolved"][..],
+            &["action", "severity", "resource_id", "limit"][..],
+        ),
+        (
+            ToolName::PulseSummarize,
+            &["resource", "fleet"],
+            &["action", "resource_id"],
+        ),
+        (ToolName::PulseQuestion, &[], &[]),
+        (
+            ToolName::PulseControl,
+            &["resource"],
+            &["type", "resource_id", "action"],
+        ),
+    ]);
+    ToolPolicy::narrowed_properties(profile, &tools)
 }
 
 /// A card a tool produced for the user, beside its result for the model.
