@@ -10,6 +10,7 @@
 //! [`compare`] and [`contribution`] (artifacts).
 
 pub mod catalogue;
+pub mod children;
 pub mod cli;
 pub mod client;
 pub mod compare;

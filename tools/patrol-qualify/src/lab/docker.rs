@@ -8,6 +8,15 @@ use crate::manifest::{Fault, Predicate};
 pub struct DockerLab;
 
 impl DockerLab {
+    pub fn new(
+        _manifest: crate::manifest::Manifest,
+        _catalogue_root: std::path::PathBuf,
+        _run_token: String,
+        _docker_host: String,
+        _allow_shared_host: bool,
+    ) -> Result<Self, LabError> {
+        Err(LabError::Unavailable("not built".into()))
+    }
     pub fn agent_wiring(&self) -> AgentWiring {
         AgentWiring::default()
     }
