@@ -11,6 +11,7 @@ pub mod nats;
 pub mod patrol;
 pub mod provider_sim;
 pub mod python;
+pub mod qualify;
 pub mod runner;
 pub mod scheduler;
 pub mod seed;

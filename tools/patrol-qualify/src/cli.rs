@@ -182,8 +182,8 @@ pub struct SuiteArgs {
     #[arg(long = "qualification-track", alias = "track", value_enum)]
     pub track: TrackArg,
     /// Only these scenarios of the track (repeatable); default: all of them.
-    #[arg(long = "scenario")]
-    pub scenarios: Vec<String>,
+    #[arg(long = "scenario", id = "only")]
+    pub only: Vec<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -290,5 +290,16 @@ pub async fn dispatch(mode: Mode) -> Result<Outcome, Refusal> {
         Mode::VerifyReplay(args) => crate::replay::cli_verify(&args),
         Mode::Compare(args) => crate::compare::cli_compare(&args),
         Mode::ExportContribution(args) => crate::contribution::cli_export(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

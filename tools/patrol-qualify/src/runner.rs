@@ -1307,7 +1307,7 @@ pub async fn cli_suite(args: SuiteArgs) -> Result<Outcome, Refusal> {
              decision will be recorded, so its scenarios cannot pass"
         );
     }
-    let wanted = args.scenarios.clone();
+    let wanted = args.only.clone();
     let entries = load_entries(&args.common, |e| {
         e.manifest.track == track && (wanted.is_empty() || wanted.contains(&e.manifest.id))
     })?;

@@ -300,14 +300,15 @@ impl ProcessLab {
     }
 }
 
-/// The definition file of `service`: a fixed program per kind, paths passed as arguments.
+/// The definition file of `service`: a fixed program per kind, paths passed as arguments
+/// (`sh -c SCRIPT NAME ARGS...`: the service's name is `$0`, its paths `$1`...).
 fn definition(service: &Service) -> String {
     let q = |s: &str| toml_string(s);
     let path = |p: PathBuf| q(&p.display().to_string());
     let (script, args, restart, health): (&str, Vec<String>, &str, String) = match service.program {
         Program::Worker => (
-            "echo \"$$\" >> \"$4\"; rm -f -- \"$2\"; while :; do if [ -f \"$3\" ]; then \
-             echo \"$1: invalid configuration in $3, exiting\" >&2; exit 1; fi; sleep 1; done",
+            "echo \"$$\" >> \"$3\"; rm -f -- \"$1\"; while :; do if [ -f \"$2\" ]; then \
+             echo \"$0: invalid configuration in $2, exiting\" >&2; exit 1; fi; sleep 1; done",
             vec![
                 path(service.marker()),
                 path(service.crash_flag()),
@@ -320,10 +321,10 @@ fn definition(service: &Service) -> String {
             ),
         ),
         Program::Listener => (
-            "echo \"$$\" >> \"$4\"; python3 -m http.server \"$2\" --bind 127.0.0.1 --directory \
-             \"$5\" >/dev/null 2>&1 & child=$!; trap 'kill $child 2>/dev/null; exit 0' TERM INT; \
-             while [ ! -f \"$3\" ]; do kill -0 $child 2>/dev/null || exit 1; sleep 0.5; done; \
-             echo \"$1: draining and shutting down\" >&2; kill $child; wait $child; exit 0",
+            "echo \"$$\" >> \"$3\"; python3 -m http.server \"$1\" --bind 127.0.0.1 --directory \
+             \"$4\" >/dev/null 2>&1 & child=$!; trap 'kill $child 2>/dev/null; exit 0' TERM INT; \
+             while [ ! -f \"$2\" ]; do kill -0 $child 2>/dev/null || exit 1; sleep 0.5; done; \
+             echo \"$0: draining and shutting down\" >&2; kill $child; wait $child; exit 0",
             vec![
                 q(&service.port.unwrap_or_default().to_string()),
                 path(service.stop_flag()),
@@ -337,7 +338,7 @@ fn definition(service: &Service) -> String {
             ),
         ),
         Program::Client => (
-            "echo \"$$\" >> \"$2\"; while :; do sleep 1; done",
+            "echo \"$$\" >> \"$1\"; while :; do sleep 1; done",
             vec![path(service.starts())],
             "always",
             format!(
@@ -346,9 +347,9 @@ fn definition(service: &Service) -> String {
             ),
         ),
         Program::Writer => (
-            "echo \"$$\" >> \"$3\"; while :; do if date > \"$2/.w.$$\" 2>/dev/null && mv -f \
-             \"$2/.w.$$\" \"$2/last-write\"; then :; else rm -f \"$2/.w.$$\"; echo \"$1: \
-             write to $2 failed\" >&2; fi; sleep 1; done",
+            "echo \"$$\" >> \"$2\"; while :; do if date > \"$1/.w.$$\" 2>/dev/null && mv -f \
+             \"$1/.w.$$\" \"$1/last-write\"; then :; else rm -f \"$1/.w.$$\"; echo \"$0: \
+             write to $1 failed\" >&2; fi; sleep 1; done",
             vec![path(service.scratch_dir()), path(service.starts())],
             "always",
             format!(
