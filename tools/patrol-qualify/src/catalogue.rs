@@ -149,24 +149,24 @@ fn scan_lab(
     let mut results = Vec::new();
     let mut first_path_of: BTreeMap<String, PathBuf> = BTreeMap::new();
     for path in paths {
-        let result = load_file(&path).and_then(|entry| in_lab_folder(entry, lab));
-        let result = match result {
-            Ok(entry) => match first_path_of.get(&entry.manifest.id) {
-                Some(first) => Err(CatalogueError::invalid(
-                    &path,
-                    format!(
-                        "id '{}' is already the id of {}; ids are unique within a lab",
-                        entry.manifest.id,
-                        first.display()
-                    ),
+        let result = load_file(&path).and_then(|entry| {
+            let mut problems = layout_problems(&entry, lab);
+            match first_path_of.get(&entry.manifest.id) {
+                Some(first) => problems.push(format!(
+                    "id: '{}' is already the id of {}, and ids are unique within a lab",
+                    entry.manifest.id,
+                    first.display()
                 )),
                 None => {
                     first_path_of.insert(entry.manifest.id.clone(), path.clone());
-                    Ok(entry)
                 }
-            },
-            Err(error) => Err(error),
-        };
+            }
+            if problems.is_empty() {
+                Ok(entry)
+            } else {
+                Err(CatalogueError::invalid(&path, problems.join("; ")))
+            }
+        });
         results.push(result);
     }
     results.sort_by(|a, b| match (a, b) {
@@ -179,7 +179,7 @@ fn scan_lab(
 }
 
 /// The catalogue's layout rules: the folder names the lab, the file names the id.
-fn in_lab_folder(entry: Entry, lab: LabDriver) -> Result<Entry, CatalogueError> {
+fn layout_problems(entry: &Entry, lab: LabDriver) -> Vec<String> {
     let manifest = &entry.manifest;
     let mut problems = Vec::new();
     if manifest.lab.driver != lab {
@@ -198,11 +198,7 @@ fn in_lab_folder(entry: Entry, lab: LabDriver) -> Result<Entry, CatalogueError> 
     if file_name != expected {
         problems.push(format!("id: the file must be named {expected}"));
     }
-    if problems.is_empty() {
-        Ok(entry)
-    } else {
-        Err(CatalogueError::invalid(&entry.path, problems.join("; ")))
-    }
+    problems
 }
 
 /// What `validate` found for one manifest.
