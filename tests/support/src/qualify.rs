@@ -44,7 +44,10 @@ impl QualifyStack {
         let deadline = tokio::time::Instant::now() + READY_WITHIN;
         loop {
             if let Some(status) = up.exited() {
-                anyhow::bail!("pulsectl exited ({status}) before the stack was ready\n{}", up.output());
+                anyhow::bail!(
+                    "pulsectl exited ({status}) before the stack was ready\n{}",
+                    up.output()
+                );
             }
             let ready = stack::health(&http, &gateway_url)
                 .await
@@ -64,7 +67,12 @@ impl QualifyStack {
             .lines()
             .find_map(|l| l.strip_prefix("agent-relay listening on ").map(str::trim))
             .map(str::to_owned)
-            .with_context(|| format!("pulsectl did not print the relay's address\n{}", up.output()))?;
+            .with_context(|| {
+                format!(
+                    "pulsectl did not print the relay's address\n{}",
+                    up.output()
+                )
+            })?;
         let admin_token = std::fs::read_to_string(options.admin_token_path())?
             .trim()
             .to_owned();

@@ -73,7 +73,7 @@ pub struct Lab {
     /// Docker: the image every container runs unless a resource names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// Docker: the directory (relative to the catalogue root) whose Dockerfile builds `image`
+    /// Docker: the directory (relative to the lab's folder, `scenarios/docker/`) whose Dockerfile builds `image`
     /// locally before the inventory baseline; nothing is ever pulled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,

@@ -608,10 +608,14 @@ async fn execute(
         let warm = request_run(client, &ids).await?;
         let run = await_run(client, &warm, run_timeout(manifest)).await?;
         if run["finding_ids"].as_array().is_none_or(Vec::is_empty) {
-            return Err(format!(
-                "the first run found nothing to reconfirm (status {})",
-                run["status"]
-            ));
+            // Nothing to reconfirm: the model missed the fault in the first run already. The
+            // scored run goes ahead; the scorer reports the missing reconfirmation.
+            for oracle in &mut obs.faults {
+                oracle.notes.push(format!(
+                    "the first run ({warm}, status {}) recorded no finding to reconfirm",
+                    run["status"].as_str().unwrap_or("unknown")
+                ));
+            }
         }
     }
 
@@ -1010,10 +1014,7 @@ async fn follow_action(
         .find(|r| r.alias == remediation.action_target)
         .map(|r| r.resource_id.clone());
     // The plan hash the broker stored must be the hash of the plan as it stands now.
-    let recomputed =
-        serde_json::from_value::<pulse_domain::action::plan::ActionPlan>(action.clone())
-            .ok()
-            .and_then(|plan| plan.recompute_hash().ok());
+    let recomputed = recompute_plan_hash(&action);
     let mut reasons = Vec::new();
     if action["finding_id"].as_str() != Some(finding.id.as_str()) {
         reasons.push(format!(
@@ -1110,6 +1111,25 @@ async fn follow_action(
     let _ = manifest;
     obs.remediation = Some(seen);
     Ok(())
+}
+
+/// The plan hash of the action as the API shows it now, by the domain's one plan-hash function.
+fn recompute_plan_hash(action: &Value) -> Option<String> {
+    use pulse_domain::action::plan::{PlanIdentity, plan_hash};
+    fn parse<T: serde::de::DeserializeOwned>(action: &Value, field: &str) -> Option<T> {
+        serde_json::from_value(action[field].clone()).ok()
+    }
+    let identity = PlanIdentity {
+        action_id: action["action_id"].as_str()?.parse().ok()?,
+        resource_id: action["resource_id"].as_str()?,
+        agent_id: action["agent_id"].as_str()?,
+        capability: parse(action, "capability")?,
+        params: &action["params"],
+        floor: parse(action, "approval_floor")?,
+        expires_at: parse(action, "expires_at")?,
+        resource_version: action["resource_version"].as_str()?,
+    };
+    plan_hash(&identity).ok()
 }
 
 async fn teardown(
