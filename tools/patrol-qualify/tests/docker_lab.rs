@@ -362,14 +362,14 @@ async fn filling_the_scratch_storage_exhausts_it_and_health_follows() -> Result<
 }
 
 #[tokio::test]
-async fn stopping_the_listener_makes_its_client_unhealthy() -> Result<()> {
+async fn stopping_or_killing_the_listener_makes_its_client_unhealthy() -> Result<()> {
     let _engine = ENGINE.lock().await;
     let test = "stop";
     let manifest = manifest(
         "docker-lab.stop",
         json!([
             {"alias": "listener", "kind": "container", "name": "pulse-qual-${run_id}-listener",
-             "command": ["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 127.0.0.1:${port} -h /www"]},
+             "command": ["sh", "-c", "mkdir -p /www; echo ok > /www/index.html; httpd -f -p 127.0.0.1:${port} -h /www & while true; do sleep 1; done"]},
             {"alias": "client", "kind": "container", "name": "pulse-qual-${run_id}-client",
              "command": ["sh", "-c", "while true; do sleep 1; done"],
              "healthcheck": ["wget", "-q", "-O", "/dev/null", "http://127.0.0.1:${port:listener}/"],
@@ -385,6 +385,27 @@ async fn stopping_the_listener_makes_its_client_unhealthy() -> Result<()> {
         ensure!(probe(lab, "docker.running", "listener").await? == json!(false));
         wait_health(lab, "client", "unhealthy").await?;
         lab.revert(&stop).await?;
+        ensure!(probe(lab, "docker.running", "listener").await? == json!(true));
+        wait_health(lab, "client", "healthy").await?;
+
+        // The listener keeps running without its server process.
+        let mut server_stop = fault("health_process_stop", "listener");
+        match lab.inject(&server_stop).await {
+            Err(LabError::Unsupported { what, .. }) => ensure!(what.contains("injector.value")),
+            other => bail!("health_process_stop without a process name must refuse: {other:?}"),
+        }
+        server_stop.injector.value = Some(json!("httpd"));
+        lab.inject(&server_stop).await?;
+        wait_health(lab, "client", "unhealthy").await?;
+        ensure!(probe(lab, "docker.running", "listener").await? == json!(true));
+        lab.revert(&server_stop).await?;
+        wait_health(lab, "client", "healthy").await?;
+
+        let kill = fault("kill", "listener");
+        lab.inject(&kill).await?;
+        ensure!(probe(lab, "docker.running", "listener").await? == json!(false));
+        wait_health(lab, "client", "unhealthy").await?;
+        lab.revert(&kill).await?;
         ensure!(probe(lab, "docker.running", "listener").await? == json!(true));
         wait_health(lab, "client", "healthy").await?;
         Ok(())

@@ -112,7 +112,7 @@ impl DockerLab {
         if !valid_token(&run_token) {
             return Err(LabError::failed(
                 "configure",
-                format!("run token {run_token:?} must be 1-64 lowercase letters, digits or '-'"),
+                format!("run token {run_token:?} must be 1-64 letters, digits, '_', '.' or '-'"),
             ));
         }
         if let Some(host) = remote_tcp_host(&docker_host) {
@@ -1018,12 +1018,13 @@ fn checked(id: &str) -> Result<&str, LabError> {
     }
 }
 
+/// The token goes into container and volume names: Docker's name characters only.
 fn valid_token(token: &str) -> bool {
     !token.is_empty()
         && token.len() <= 64
         && token
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
 fn valid_image(image: &str) -> bool {
