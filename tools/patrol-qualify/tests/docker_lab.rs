@@ -467,3 +467,74 @@ fn a_remote_engine_or_pulling_is_refused() {
     ));
     assert_eq!(RUN_LABEL, "deploy.instance");
 }
+
+#[tokio::test]
+async fn a_failing_build_reports_the_engines_error_and_an_unbuildable_image_is_unavailable()
+-> Result<()> {
+    let _engine = ENGINE.lock().await;
+    let root = catalogue();
+    let broken = root.join("docker").join("broken");
+    std::fs::create_dir_all(&broken)?;
+    std::fs::write(
+        broken.join("Dockerfile"),
+        "FROM scratch\nCOPY not-in-the-context /x\n",
+    )?;
+    let mut manifest = manifest("docker-lab.broken", json!([]));
+    manifest.lab.image = Some("pulse-lab/qual-broken:1".to_owned());
+    manifest.lab.build = Some("broken".to_owned());
+    let mut lab = DockerLab::new(
+        manifest.clone(),
+        root.clone(),
+        token("broken"),
+        docker_host(),
+        false,
+    )?;
+    let before = match lab.inventory().await {
+        Ok(inventory) => inventory,
+        Err(error) => bail!(
+            "the docker engine at {} does not answer ({error}); {START_ENGINE}",
+            docker_host()
+        ),
+    };
+    match lab.prepare().await {
+        Err(LabError::Failed { operation, reason }) => {
+            ensure!(operation == "build", "{operation}: {reason}");
+            ensure!(
+                reason.contains("not-in-the-context"),
+                "the engine's message: {reason}"
+            );
+        }
+        other => bail!("a broken Dockerfile must fail the build: {other:?}"),
+    }
+    let after = lab.inventory().await?;
+    ensure!(
+        !after.iter().any(|e| e.contains("pulse-lab/qual-broken")),
+        "no image from a failed build: {after:?}"
+    );
+    ensure!(
+        !inventory_diff(&before, &after)
+            .iter()
+            .any(|e| e.starts_with("+ container")),
+        "no build container left: {:?}",
+        inventory_diff(&before, &after)
+    );
+
+    manifest.lab.build = None;
+    let mut lab = DockerLab::new(
+        manifest.clone(),
+        root.clone(),
+        token("broken"),
+        docker_host(),
+        false,
+    )?;
+    match lab.prepare().await {
+        Err(LabError::Unavailable(message)) => {
+            ensure!(message.contains("ever pulled"), "{message}")
+        }
+        other => bail!("an absent image without a build must be unavailable: {other:?}"),
+    }
+    manifest.lab.build = Some("../escape".to_owned());
+    let mut lab = DockerLab::new(manifest, root, token("broken"), docker_host(), false)?;
+    ensure!(matches!(lab.prepare().await, Err(LabError::Failed { .. })));
+    Ok(())
+}
