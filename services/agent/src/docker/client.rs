@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Response, StatusCode};
@@ -100,6 +100,31 @@ impl ContainerAction {
     }
 }
 
+/// The body of a [`DockerClient::request`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestBody {
+    /// Sent as `application/json`.
+    Json(serde_json::Value),
+    /// A tar archive (a build context), sent as `application/x-tar`.
+    Tar(Vec<u8>),
+}
+
+impl RequestBody {
+    fn content_type(&self) -> &'static str {
+        match self {
+            Self::Json(_) => "application/json",
+            Self::Tar(_) => "application/x-tar",
+        }
+    }
+
+    fn bytes(&self) -> Bytes {
+        match self {
+            Self::Json(value) => Bytes::from(value.to_string()),
+            Self::Tar(archive) => Bytes::copy_from_slice(archive),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct DockerClient {
     endpoint: DockerEndpoint,
@@ -123,6 +148,12 @@ struct ApiMessage {
     message: String,
 }
 
+/// `POST /containers/create` for errors: the method and the path without its query.
+fn request_operation(method: &hyper::Method, path_and_query: &str) -> String {
+    let path = path_and_query.split('?').next().unwrap_or_default();
+    format!("{method} {}", bounded(path, 128))
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -143,7 +174,7 @@ fn checked_id(id: &str) -> Result<&str, DockerError> {
     }
 }
 
-async fn handshake<S>(stream: S, operation: &str) -> Result<SendRequest<Empty<Bytes>>, DockerError>
+async fn handshake<S>(stream: S, operation: &str) -> Result<SendRequest<Full<Bytes>>, DockerError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -329,6 +360,59 @@ impl DockerClient {
         ))
     }
 
+    /// Any Engine API call: `method` to `path_and_query` (starting with `/`) under the
+    /// negotiated version prefix, with an optional body, the whole exchange (negotiation,
+    /// headers and the full response body, up to `max_response_bytes`) bounded by `timeout`.
+    /// A success or 304 comes back with its body; any other status is
+    /// [`DockerError::Api`] carrying the engine's message.
+    pub async fn request(
+        &self,
+        method: hyper::Method,
+        path_and_query: &str,
+        body: Option<RequestBody>,
+        timeout: Duration,
+    ) -> Result<(StatusCode, Bytes), DockerError> {
+        let operation = request_operation(&method, path_and_query);
+        if !path_and_query.starts_with('/') {
+            return Err(DockerError::Transport {
+                operation,
+                reason: "the request path must start with /".to_owned(),
+            });
+        }
+        let deadline = Instant::now() + timeout;
+        let timed_out = || DockerError::Timeout {
+            operation: operation.clone(),
+            timeout_ms: millis(timeout),
+        };
+        let response = tokio::time::timeout_at(
+            deadline,
+            self.exchange_with_body(
+                method,
+                &operation,
+                None,
+                path_and_query.to_owned(),
+                body.as_ref(),
+                deadline,
+            ),
+        )
+        .await
+        .map_err(|_| timed_out())??;
+        let status = response.status();
+        let body = self
+            .collect(
+                &operation,
+                response.into_body(),
+                self.config.max_response_bytes,
+                deadline,
+            )
+            .await
+            .map_err(|error| match error {
+                DockerError::Timeout { .. } => timed_out(),
+                other => other,
+            })?;
+        Ok((status, body))
+    }
+
     /// Sends `method` to `path` under the negotiated version prefix and checks the status
     /// (a 304 is passed through for the lifecycle calls). Forgets the version when the engine
     /// is lost or states another one, and retries once when the engine refuses the version
@@ -342,12 +426,27 @@ impl DockerClient {
         path: String,
         deadline: Instant,
     ) -> Result<Response<Incoming>, DockerError> {
+        self.exchange_with_body(method, operation, id, path, None, deadline)
+            .await
+    }
+
+    /// [`Self::exchange`] with an optional request body (sent again on the version retry;
+    /// the engine refused the first one before reading it).
+    async fn exchange_with_body(
+        &self,
+        method: hyper::Method,
+        operation: &str,
+        id: Option<&str>,
+        path: String,
+        body: Option<&RequestBody>,
+        deadline: Instant,
+    ) -> Result<Response<Incoming>, DockerError> {
         let mut retried = false;
         loop {
             let version = self.negotiated_version(deadline).await?;
             let versioned = format!("{}{path}", version.path_prefix());
             let response = match self
-                .send_method(method.clone(), operation, versioned, deadline)
+                .send_method(method.clone(), operation, versioned, body, deadline)
                 .await
             {
                 Ok(response) => response,
@@ -473,7 +572,7 @@ impl DockerClient {
         }
     }
 
-    async fn connect(&self, operation: &str) -> Result<SendRequest<Empty<Bytes>>, DockerError> {
+    async fn connect(&self, operation: &str) -> Result<SendRequest<Full<Bytes>>, DockerError> {
         let timeout = self.config.connect_timeout;
         let timed_out =
             || self.unavailable(format!("connect timed out after {} ms", millis(timeout)));
@@ -504,7 +603,7 @@ impl DockerClient {
         path: String,
         deadline: Instant,
     ) -> Result<Response<Incoming>, DockerError> {
-        self.send_method(hyper::Method::GET, operation, path, deadline)
+        self.send_method(hyper::Method::GET, operation, path, None, deadline)
             .await
     }
 
@@ -513,15 +612,26 @@ impl DockerClient {
         method: hyper::Method,
         operation: &str,
         path: String,
+        body: Option<&RequestBody>,
         deadline: Instant,
     ) -> Result<Response<Incoming>, DockerError> {
         let mut sender = self.connect(operation).await?;
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, self.endpoint.host_header())
-            .header(hyper::header::USER_AGENT, "pulse-agent")
-            .body(Empty::<Bytes>::new())
+            .header(hyper::header::USER_AGENT, "pulse-agent");
+        // An empty `Full` ends the stream at once, so a request without a body goes out
+        // exactly as before (no body, no content type).
+        let payload = match body {
+            Some(body) => {
+                request = request.header(hyper::header::CONTENT_TYPE, body.content_type());
+                body.bytes()
+            }
+            None => Bytes::new(),
+        };
+        let request = request
+            .body(Full::new(payload))
             .map_err(|e| DockerError::Transport {
                 operation: operation.to_owned(),
                 reason: e.to_string(),
@@ -632,6 +742,155 @@ mod tests {
                 Err(DockerError::InvalidContainerId { .. })
             ));
         }
+    }
+
+    /// One recorded request of the fake engine: request line, content type, body.
+    type Seen = (String, Option<String>, Vec<u8>);
+
+    /// A fake engine on a unix socket: `/version` states 1.41, `/fail` answers 409 with a
+    /// message, anything else echoes 201 `{"ok":true}`; every request is recorded.
+    async fn fake_engine() -> (
+        std::path::PathBuf,
+        tokio::sync::mpsc::UnboundedReceiver<Seen>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let dir = std::env::temp_dir().join(format!(
+            "pulse-agent-docker-request-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let socket = dir.join("docker.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).expect("bind");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        let n = stream.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+                    let header = |name: &str| {
+                        head.lines().find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+                        })
+                    };
+                    let length: usize = header("content-length")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + length {
+                        let n = stream.read(&mut chunk).await.unwrap_or(0);
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let line = head.lines().next().unwrap_or_default().to_owned();
+                    let body = buf[head_end..].to_vec();
+                    let (status, answer) = if line.starts_with("GET /version ") {
+                        ("200 OK", r#"{"ApiVersion":"1.41","Version":"20.10.24"}"#)
+                    } else if line.contains("/fail") {
+                        (
+                            "409 Conflict",
+                            r#"{"message":"the name is already in use"}"#,
+                        )
+                    } else {
+                        ("201 Created", r#"{"ok":true}"#)
+                    };
+                    let _ = tx.send((line, header("content-type"), body));
+                    let response = format!(
+                        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        (socket, rx)
+    }
+
+    #[tokio::test]
+    async fn request_sends_its_body_under_the_negotiated_version_and_reports_engine_errors() {
+        let (socket, mut seen) = fake_engine().await;
+        let client = DockerClient::new(DockerEndpoint::Unix(socket), DockerClientConfig::default());
+        let timeout = Duration::from_secs(5);
+
+        let (status, body) = client
+            .request(
+                hyper::Method::POST,
+                "/containers/create?name=x",
+                Some(RequestBody::Json(serde_json::json!({"Image": "lab:1"}))),
+                timeout,
+            )
+            .await
+            .expect("create");
+        assert_eq!(status, StatusCode::CREATED);
+        assert_eq!(body.as_ref(), br#"{"ok":true}"#);
+        let (line, _, _) = seen.recv().await.expect("version request");
+        assert!(line.starts_with("GET /version "), "{line}");
+        let (line, content_type, sent) = seen.recv().await.expect("create request");
+        assert_eq!(line, "POST /v1.41/containers/create?name=x HTTP/1.1");
+        assert_eq!(content_type.as_deref(), Some("application/json"));
+        assert_eq!(sent, br#"{"Image":"lab:1"}"#);
+
+        client
+            .request(
+                hyper::Method::POST,
+                "/build?t=lab:1",
+                Some(RequestBody::Tar(vec![1, 2, 3])),
+                timeout,
+            )
+            .await
+            .expect("build");
+        let (line, content_type, sent) = seen.recv().await.expect("build request");
+        assert_eq!(line, "POST /v1.41/build?t=lab:1 HTTP/1.1");
+        assert_eq!(content_type.as_deref(), Some("application/x-tar"));
+        assert_eq!(sent, [1, 2, 3]);
+
+        client
+            .request(hyper::Method::DELETE, "/volumes/v1", None, timeout)
+            .await
+            .expect("delete");
+        let (line, content_type, sent) = seen.recv().await.expect("delete request");
+        assert_eq!(line, "DELETE /v1.41/volumes/v1 HTTP/1.1");
+        assert_eq!(content_type, None);
+        assert!(sent.is_empty());
+
+        match client
+            .request(hyper::Method::POST, "/fail?x=1", None, timeout)
+            .await
+        {
+            Err(DockerError::Api {
+                operation,
+                status,
+                message,
+            }) => {
+                assert_eq!(operation, "POST /fail");
+                assert_eq!(status, 409);
+                assert_eq!(message, "the name is already in use");
+            }
+            other => panic!("expected the engine's refusal, got {other:?}"),
+        }
+        assert!(matches!(
+            client
+                .request(hyper::Method::GET, "containers/json", None, timeout)
+                .await,
+            Err(DockerError::Transport { .. })
+        ));
     }
 
     #[tokio::test]

@@ -20,10 +20,12 @@ pub mod model;
 pub mod projection;
 pub mod version;
 
-pub use client::{ContainerAction, DockerClient, DockerClientConfig, LogTailRequest};
+pub use client::{ContainerAction, DockerClient, DockerClientConfig, LogTailRequest, RequestBody};
 pub use endpoint::DockerEndpoint;
 pub use error::DockerError;
 pub use events::{ContainerEvent, EventAction, EventDecoder, EventStream};
+/// The method and status types of [`DockerClient::request`].
+pub use hyper::{Method, StatusCode};
 pub use logs::{LogDemuxer, LogLine, LogStream, LogTail};
 pub use model::{
     ContainerDetails, ContainerRunState, ContainerSummary, HealthLogEntry, HealthReport,
