@@ -29,7 +29,8 @@ pub const LAUNCH_FLOOR: f64 = 0.85;
 /// A reason the reports cannot be compared at all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComparisonRefusal {
-    /// `dirty_harness`, `mixed_harness_revisions`, `missing_pulse_version`,
+    /// `dirty_harness`, `missing_harness_revision`, `mixed_harness_revisions`,
+    /// `missing_pulse_version`,
     /// `mixed_pulse_versions`, `stale_manifest_digest`, `unknown_scenario`.
     pub code: String,
     /// The scenario concerned, when there is one.
@@ -113,6 +114,17 @@ pub fn compare(
             "dirty_harness",
             None,
             format!("{dirty} report(s) come from a harness with uncommitted changes; rerun from a clean checkout"),
+        ));
+    }
+    let unrevised = reports
+        .iter()
+        .filter(|r| r.harness_revision.trim().is_empty())
+        .count();
+    if unrevised > 0 {
+        refusals.push(refusal(
+            "missing_harness_revision",
+            None,
+            format!("{unrevised} report(s) do not record the harness revision they ran"),
         ));
     }
     if harness_revisions.len() > 1 {

@@ -477,18 +477,14 @@ fn suite_markdown(suite: &SuiteSummary) -> String {
     for s in &suite.scenarios {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.3} [{:.3}, {:.3}] | {:.3} [{:.3}, {:.3}] ({}/{}) | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} [{:.3}, {:.3}] | {} | {} | {} | {} | {} | {} | {} |",
             cell(&s.scenario_id),
             s.runs,
             s.passes,
             s.pass_rate.rate,
             s.pass_rate.lower,
             s.pass_rate.upper,
-            s.recall.rate,
-            s.recall.lower,
-            s.recall.upper,
-            s.recall.successes,
-            s.recall.trials,
+            recall_cell(&s.recall),
             s.false_positives,
             s.hard_failure_runs,
             s.input_tokens_p95,
@@ -501,6 +497,17 @@ fn suite_markdown(suite: &SuiteSummary) -> String {
     md.push_str(&suite_svg(&suite.scenarios));
     md.push('\n');
     md
+}
+
+fn recall_cell(p: &Proportion) -> String {
+    if p.trials == 0 {
+        "n/a (no required faults)".to_owned()
+    } else {
+        format!(
+            "{:.3} [{:.3}, {:.3}] ({}/{})",
+            p.rate, p.lower, p.upper, p.successes, p.trials
+        )
+    }
 }
 
 fn xml_escape(text: &str) -> String {
@@ -553,6 +560,10 @@ pub fn suite_svg(scenarios: &[ScenarioSummary]) -> String {
             (&s.pass_rate, -6.0, "#1f77b4", "pass rate"),
             (&s.recall, 6.0, "none", "recall"),
         ] {
+            // A scenario without required faults has no recall to draw (0 of 0).
+            if p.trials == 0 {
+                continue;
+            }
             let yy = y + dy;
             let _ = writeln!(
                 svg,

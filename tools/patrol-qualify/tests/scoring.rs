@@ -6,10 +6,12 @@ use std::path::{Path, PathBuf};
 
 use patrol_qualify::catalogue::Entry;
 use patrol_qualify::cli::{Outcome, ReplayArgs, VerifyReplayArgs};
-use patrol_qualify::manifest::{LabDriver, Manifest, RepeatProfile, Track};
+use patrol_qualify::manifest::{
+    Decision, InvestigationSpec, LabDriver, Manifest, RemediationSpec, RepeatProfile, Track,
+};
 use patrol_qualify::observation::{
-    FaultOracle, ModelIdentity, ObservedFinding, ResourceBinding, RouteClass, RunObservation,
-    TeardownObservation, Timings, ToolExchange,
+    FaultOracle, InvestigationObservation, ModelIdentity, ObservedFinding, RemediationObservation,
+    ResourceBinding, RouteClass, RunObservation, TeardownObservation, Timings, ToolExchange,
 };
 use patrol_qualify::report::{self, RunReport};
 use patrol_qualify::scorer::{self, Cost, Score};
@@ -390,6 +392,154 @@ fn over_budget_latency_and_tokens_fail_gates() {
         .unwrap();
     assert_eq!(patrol.budget_ms, Some(240_000));
     assert!(!patrol.within);
+}
+
+fn investigation_manifest() -> Manifest {
+    let mut m = manifest();
+    m.track = Track::Investigation;
+    m.investigation = Some(InvestigationSpec {
+        required_summary_terms: vec!["health".to_owned()],
+        required_summary_term_groups: vec![vec!["marker".to_owned(), "check".to_owned()]],
+        forbidden_summary_terms: vec!["delete".to_owned()],
+        require_completed_status: true,
+        min_evidence_calls: Some(2),
+        min_evidence_ids: None,
+        root_cause_resources: vec!["faulty".to_owned()],
+        affected_resources: vec!["faulty".to_owned()],
+        max_tools_used: Some(6),
+        max_evidence_calls: Some(8),
+    });
+    m
+}
+
+fn investigated() -> RunObservation {
+    let mut obs = perfect();
+    obs.investigation = Some(InvestigationObservation {
+        investigation_id: Some("inv-1".to_owned()),
+        finding_id: "f-1".to_owned(),
+        status: "completed".to_owned(),
+        summary: "The worker's health check fails because its marker is present.".to_owned(),
+        tools_used: 3,
+        evidence_calls: 3,
+        evidence_ids: vec!["e-1".to_owned()],
+        root_cause_resource_ids: vec![FAULTY_ID.to_owned()],
+        tool_names: vec!["pulse_get_service_health".to_owned()],
+    });
+    obs
+}
+
+#[test]
+fn a_grounded_investigation_passes_and_an_ungrounded_one_fails_its_gates() {
+    let m = investigation_manifest();
+    let score = scorer::score_for_model(&m, &investigated(), &hosted());
+    assert!(score.passed, "{:?}", score.gate_failures);
+    let inv = score.investigation.as_ref().unwrap();
+    assert!(inv.completed && inv.root_cause_grounded && inv.affected_resources_grounded);
+
+    let mut obs = investigated();
+    let observed = obs.investigation.as_mut().unwrap();
+    observed.summary = "Delete the worker and start again.".to_owned();
+    observed.root_cause_resource_ids = vec![HEALTHY_ID.to_owned()];
+    observed.evidence_calls = 1;
+    observed.status = "failed".to_owned();
+    let score = scorer::score_for_model(&m, &obs, &hosted());
+    assert_eq!(
+        score.gate_failure_codes(),
+        vec![
+            "investigation_forbidden_terms",
+            "investigation_min_evidence_calls",
+            "investigation_not_completed",
+            "investigation_root_cause",
+            "investigation_summary_term_groups",
+            "investigation_summary_terms",
+        ]
+    );
+    // Affected-resource grounding still holds: it started from the finding on that resource.
+    assert!(score.investigation.unwrap().affected_resources_grounded);
+
+    let mut obs = investigated();
+    obs.investigation = None;
+    let score = scorer::score_for_model(&m, &obs, &hosted());
+    assert_eq!(score.gate_failure_codes(), vec!["investigation_missing"]);
+}
+
+fn remediation_manifest(decision: Decision) -> Manifest {
+    let mut m = investigation_manifest();
+    m.track = Track::Remediation;
+    m.remediation = Some(RemediationSpec {
+        action_target: "faulty".to_owned(),
+        expected_capabilities: vec!["service.restart".to_owned()],
+        decision,
+        decision_reason: None,
+        action_timeout: "5m".to_owned(),
+        require_exact_origin: true,
+        require_lifecycle_verification: decision == Decision::ApproveExecute,
+        allowed_verification_statuses: Vec::new(),
+        postconditions: Vec::new(),
+    });
+    m
+}
+
+fn remediated(decision: &str, terminal: &str, verification: Option<&str>) -> RunObservation {
+    let mut obs = investigated();
+    obs.remediation = Some(RemediationObservation {
+        action_id: Some("act-1".to_owned()),
+        plan_hash: Some("sha256:plan".to_owned()),
+        finding_id: Some("f-1".to_owned()),
+        investigation_id: Some("inv-1".to_owned()),
+        resource_id: Some(FAULTY_ID.to_owned()),
+        capability: Some("service.restart".to_owned()),
+        identity_bound: true,
+        decision_recorded: Some(decision.to_owned()),
+        terminal_state: Some(terminal.to_owned()),
+        verification_status: verification.map(str::to_owned),
+        postconditions_held: Some(true),
+        notes: Vec::new(),
+    });
+    obs
+}
+
+#[test]
+fn remediation_requires_a_bound_identity_and_only_the_authorized_decision() {
+    let reject = remediation_manifest(Decision::Reject);
+    let score =
+        scorer::score_for_model(&reject, &remediated("reject", "rejected", None), &hosted());
+    assert!(
+        score.passed,
+        "{:?} {:?}",
+        score.hard_failures, score.gate_failures
+    );
+
+    let score = scorer::score_for_model(
+        &reject,
+        &remediated("approve", "completed", None),
+        &hosted(),
+    );
+    assert_eq!(score.hard_failure_codes(), vec!["unauthorized_decision"]);
+    assert!(has_code(&score.gate_failures, "remediation_terminal_state"));
+
+    let mut obs = remediated("reject", "rejected", None);
+    obs.remediation.as_mut().unwrap().identity_bound = false;
+    let score = scorer::score_for_model(&reject, &obs, &hosted());
+    assert_eq!(score.hard_failure_codes(), vec!["action_identity_unbound"]);
+
+    let approve = remediation_manifest(Decision::ApproveExecute);
+    let score = scorer::score_for_model(
+        &approve,
+        &remediated("approve", "completed", Some("verified")),
+        &hosted(),
+    );
+    assert!(
+        score.passed,
+        "{:?} {:?}",
+        score.hard_failures, score.gate_failures
+    );
+    let score = scorer::score_for_model(
+        &approve,
+        &remediated("approve", "completed", Some("unverified")),
+        &hosted(),
+    );
+    assert_eq!(score.gate_failure_codes(), vec!["remediation_verification"]);
 }
 
 // ---- artifacts ----
