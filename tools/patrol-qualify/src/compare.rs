@@ -457,10 +457,10 @@ pub fn comparison_markdown(c: &Comparison) -> String {
             .collect();
         let _ = writeln!(
             md,
-            "| {} | {} | {:?} | {} | {:.3} | {:.4} | {:.3} | {:.4} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.3} | {:.4} | {:.3} | {:.4} | {} | {} | {} | {} | {} |",
             i + 1,
             cell(&m.route),
-            m.route_class,
+            report::route_class_name(m.route_class),
             m.runs,
             m.pass_rate.rate,
             m.pass_rate.lower,

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::manifest::{Manifest, RepeatProfile};
-use crate::observation::{ModelIdentity, RunObservation};
+use crate::observation::{ModelIdentity, RouteClass, RunObservation};
 use crate::scorer::Score;
 
 /// The one run report schema this tool writes and reads.
@@ -166,6 +166,15 @@ pub fn write_run(dir: &Path, report: &RunReport) -> std::io::Result<()> {
     )
 }
 
+/// The route class as reports spell it.
+pub fn route_class_name(class: RouteClass) -> &'static str {
+    match class {
+        RouteClass::HostedApi => "hosted_api",
+        RouteClass::Local => "local",
+        RouteClass::Simulator => "simulator",
+    }
+}
+
 fn yes_no(ok: bool) -> &'static str {
     if ok { "yes" } else { "no" }
 }
@@ -189,9 +198,9 @@ pub fn run_markdown(report: &RunReport) -> String {
     );
     let _ = writeln!(
         md,
-        "- Model route: `{}` ({:?})\n- Pulse version: {}\n- Harness revision: {}{}\n- Profile: {}\n- Manifest digest: `{}`\n- Transcript digest: `{}`\n",
+        "- Model route: `{}` ({})\n- Pulse version: {}\n- Harness revision: {}{}\n- Profile: {}\n- Manifest digest: `{}`\n- Transcript digest: `{}`\n",
         cell(&report.model.route),
-        report.model.route_class,
+        route_class_name(report.model.route_class),
         cell(&report.pulse_version),
         cell(&report.harness_revision),
         if report.harness_dirty { " (dirty)" } else { "" },
@@ -226,6 +235,13 @@ pub fn run_markdown(report: &RunReport) -> String {
         score.false_positives,
         score.max_findings_per_causal_group
     );
+    if !score.false_positive_finding_ids.is_empty() {
+        let _ = writeln!(
+            md,
+            "False positive finding(s): {}.\n",
+            cell(&score.false_positive_finding_ids.join(", "))
+        );
+    }
     md.push_str("| Fault | Detected | Finding | Outcome | Resource | Type | Category | Severity | Evidence | Advice | Reasons |\n");
     md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for m in &score.matches {
@@ -546,6 +562,10 @@ pub fn suite_svg(scenarios: &[ScenarioSummary]) -> String {
         r##"<line x1="{0:.1}" y1="{TOP}" x2="{0:.1}" y2="{1:.1}" stroke="#c00" stroke-dasharray="4 3"/><text x="{0:.1}" y="20" text-anchor="middle" fill="#c00">0.85 floor</text>"##,
         x(0.85),
         height - 25.0
+    );
+    let _ = writeln!(
+        svg,
+        r##"<circle cx="20" cy="16" r="4" fill="#1f77b4" stroke="#1f77b4" stroke-width="2"/><text x="30" y="20">pass rate</text><circle cx="110" cy="16" r="4" fill="none" stroke="#1f77b4" stroke-width="2"/><text x="120" y="20">recall</text>"##
     );
     for (i, s) in scenarios.iter().enumerate() {
         let y = TOP + ROW * i as f64 + ROW / 2.0;
