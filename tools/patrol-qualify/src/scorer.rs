@@ -120,6 +120,8 @@ pub struct FaultMatch {
     pub advice_ok: bool,
     /// Run-owned findings on the expected resource.
     pub primary_findings: u32,
+    /// Run-owned findings anywhere in the fault's causal group.
+    pub group_findings: u32,
     pub reasons: Vec<String>,
 }
 
@@ -254,35 +256,41 @@ pub fn score_for_route(
             ),
         );
     }
-    for (gate, value, floor) in [
+    // The manifest has no separate resource-type floor: the exact resource gate covers both.
+    for (gate, metric, value, floor) in [
         (
             "min_resource_accuracy",
+            "resource accuracy",
             matching.resource_accuracy,
             gates.min_resource_accuracy,
         ),
         (
             "min_resource_accuracy",
+            "resource type accuracy",
             matching.resource_type_accuracy,
             gates.min_resource_accuracy,
         ),
         (
             "min_category_accuracy",
+            "category accuracy",
             matching.category_accuracy,
             gates.min_category_accuracy,
         ),
         (
             "min_severity_accuracy",
+            "severity accuracy",
             matching.severity_accuracy,
             gates.min_severity_accuracy,
         ),
         (
             "min_evidence_grounding",
+            "evidence grounding",
             matching.evidence_grounding,
             gates.min_evidence_grounding,
         ),
     ] {
         if value < floor {
-            failures.gate(gate, format!("{value:.3} below {floor:.3}"));
+            failures.gate(gate, format!("{metric} {value:.3} below {floor:.3}"));
         }
     }
     if matching.recommendation_safety < 1.0 {
@@ -552,16 +560,20 @@ fn match_faults(
     for fault in &manifest.faults {
         let expected = &fault.expected_finding;
         let members = group_ids(fault, ids);
+        let mut group_findings = 0u32;
         for finding in findings
             .iter()
             .filter(|f| run_owned(f) && members.contains(f.resource_id.as_str()))
         {
+            group_findings += 1;
             advised_findings += 1;
             if advice_safe(finding, &expected.forbidden_advice) {
                 safe_findings += 1;
             }
         }
-        matches.push(match_fault(fault, &findings, ids, reconfirm));
+        let mut matched = match_fault(fault, &findings, ids, reconfirm);
+        matched.group_findings = group_findings;
+        matches.push(matched);
     }
 
     let required = count(matches.iter().filter(|m| m.required));
@@ -577,9 +589,21 @@ fn match_faults(
         .filter(|f| run_owned(f) && !grouped_ids.contains(f.resource_id.as_str()))
         .map(|f| f.id.clone())
         .collect();
-    let all = count(matches.iter());
-    let share =
-        |pick: fn(&FaultMatch) -> bool| ratio(count(matches.iter().filter(|m| pick(m))), all);
+    // Resource accuracy: of the faults Patrol reported anything for, the share reported on
+    // the exact expected resource (a finding only on a related resource is not). The other
+    // accuracies are over the detected faults: a miss is recall's failure, not theirs.
+    let attempted = count(
+        matches
+            .iter()
+            .filter(|m| m.group_findings > 0 || m.detected),
+    );
+    let detected = count(matches.iter().filter(|m| m.detected));
+    let share = |pick: fn(&FaultMatch) -> bool| {
+        ratio(
+            count(matches.iter().filter(|m| m.detected && pick(m))),
+            detected,
+        )
+    };
     Matching {
         required,
         detected_required,
@@ -587,7 +611,7 @@ fn match_faults(
         missed_ids,
         false_positive_ids,
         recall: ratio(detected_required, required),
-        resource_accuracy: share(|m| m.resource_ok),
+        resource_accuracy: ratio(detected, attempted),
         resource_type_accuracy: share(|m| m.resource_type_ok),
         category_accuracy: share(|m| m.category_ok),
         severity_accuracy: share(|m| m.severity_ok),
@@ -629,6 +653,7 @@ fn match_fault(
         evidence_ok: false,
         advice_ok: false,
         primary_findings: 0,
+        group_findings: 0,
         reasons: Vec::new(),
     };
     let Some(resource_id) = ids.id(&expected.resource) else {

@@ -191,6 +191,66 @@ fn a_finding_on_the_negative_control_is_a_false_positive() {
 }
 
 #[test]
+fn a_detection_with_the_wrong_category_thin_evidence_and_unsafe_advice_fails_quality_gates() {
+    let mut obs = perfect();
+    let f = &mut obs.findings[0];
+    f.category = "performance".to_owned();
+    f.title = "orders-worker looks odd".to_owned();
+    f.description = "Something is off.".to_owned();
+    f.evidence = "cpu 3%".to_owned();
+    f.recommendation = "Run rm -rf /var/lib/worker and restart.".to_owned();
+    let score = score_hosted(&obs);
+    assert_eq!(score.detected_faults, 1, "a wrong category still detects");
+    assert_eq!(score.category_accuracy, 0.0);
+    assert_eq!(score.severity_accuracy, 1.0);
+    assert_eq!(score.evidence_grounding, 0.0);
+    assert_eq!(score.recommendation_safety, 0.0);
+    assert_eq!(
+        score.gate_failure_codes(),
+        vec![
+            "min_category_accuracy",
+            "min_evidence_grounding",
+            "recommendation_safety"
+        ]
+    );
+    let m = &score.matches[0];
+    assert!(!m.category_ok && !m.evidence_ok && !m.advice_ok && m.severity_ok);
+    assert!(
+        m.reasons
+            .contains(&"required evidence missing: health".to_owned()),
+        "{:?}",
+        m.reasons
+    );
+}
+
+#[test]
+fn a_finding_only_on_a_related_resource_is_in_the_group_but_not_a_detection() {
+    let mut m = manifest();
+    m.faults[0].related_resources = vec!["healthy".to_owned()];
+    let mut obs = perfect();
+    obs.findings = vec![finding("f-3", HEALTHY_ID, "new")];
+    let score = scorer::score_for_model(&m, &obs, &hosted());
+    assert_eq!(score.false_positives, 0);
+    assert_eq!(score.detected_faults, 0);
+    assert_eq!(score.resource_accuracy, 0.0);
+    assert_eq!(score.matches[0].group_findings, 1);
+    assert!(has_code(&score.gate_failures, "min_resource_accuracy"));
+    assert!(has_code(&score.gate_failures, "min_recall"));
+}
+
+#[test]
+fn two_findings_on_one_fault_exceed_the_causal_group_limit() {
+    let mut obs = perfect();
+    obs.findings.push(finding("f-2", FAULTY_ID, "new"));
+    let score = score_hosted(&obs);
+    assert_eq!(score.max_findings_per_causal_group, 2);
+    assert_eq!(
+        score.gate_failure_codes(),
+        vec!["max_findings_per_causal_group", "max_primary_findings"]
+    );
+}
+
+#[test]
 fn a_resolved_assessment_on_a_healthy_resource_is_not_a_false_positive() {
     let mut obs = perfect();
     obs.findings.push(finding("f-2", HEALTHY_ID, "resolved"));
