@@ -142,6 +142,22 @@ pub fn cli_replay(args: &ReplayArgs) -> Result<Outcome, Refusal> {
     let again =
         crate::scorer::score_for_model(&report.manifest, &report.observation, &report.model);
     println!("{NOT_EVIDENCE}");
+    // The observation's transcript must still be the one the run recorded.
+    let transcript = transcript_digest(
+        &report.observation.tool_exchanges,
+        report.observation.ai_analysis.as_deref(),
+        &report.observation.findings,
+    );
+    match transcript {
+        Ok(digest) if digest == report.transcript_digest => {}
+        Ok(digest) => {
+            return Ok(Outcome::Failed(format!(
+                "the report's observation was edited: its transcript digest is {digest}, the report records {}",
+                report.transcript_digest
+            )));
+        }
+        Err(e) => return Ok(Outcome::Failed(e.to_string())),
+    }
     if again == report.score {
         println!(
             "replay reproduces the recorded score (run {}, scenario {}, passed: {})",
@@ -222,22 +238,30 @@ pub fn verify_bundle(path: &Path) -> Result<Vec<String>, Refusal> {
     }
     let sums_path = dir.join("SHA256SUMS");
     if sums_path.is_file() {
-        let name = path
+        let bundle_name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match (std::fs::read_to_string(&sums_path), std::fs::read(path)) {
-            (Ok(sums), Ok(bytes)) => {
-                let actual = hex::encode(Sha256::digest(&bytes));
-                match report::checksum_entry(&sums, &name) {
-                    Some(recorded) if recorded == actual => {}
-                    Some(_) => problems.push(format!(
-                        "{name} does not match its SHA256SUMS entry: the file was changed after the run"
-                    )),
-                    None => problems.push(format!("SHA256SUMS has no entry for {name}")),
+        let mut checked = vec![(bundle_name, path.to_path_buf())];
+        if report_path.is_file() {
+            checked.push(("report.json".to_owned(), report_path.clone()));
+        }
+        match std::fs::read_to_string(&sums_path) {
+            Ok(sums) => {
+                for (name, file) in checked {
+                    let actual =
+                        std::fs::read(&file).map(|bytes| hex::encode(Sha256::digest(&bytes)));
+                    match (report::checksum_entry(&sums, &name), actual) {
+                        (Some(recorded), Ok(actual)) if recorded == actual => {}
+                        (Some(_), Ok(_)) => problems.push(format!(
+                            "{name} does not match its SHA256SUMS entry: the file was changed after the run"
+                        )),
+                        (None, _) => problems.push(format!("SHA256SUMS has no entry for {name}")),
+                        (_, Err(e)) => problems.push(format!("cannot read {name}: {e}")),
+                    }
                 }
             }
-            _ => problems.push("cannot read SHA256SUMS or the bundle".to_owned()),
+            Err(e) => problems.push(format!("cannot read SHA256SUMS: {e}")),
         }
     }
     Ok(problems)

@@ -700,6 +700,17 @@ fn a_written_run_is_private_checksummed_and_replays_to_the_same_score() {
         Outcome::Failed(why) => assert!(why.contains("recall"), "{why}"),
         Outcome::Passed => panic!("an edited score must not replay"),
     }
+
+    // A report whose observed transcript was edited does not replay either, even when the
+    // edit does not change the score.
+    let mut edited = loaded.clone();
+    edited.observation.tool_exchanges[1].output = "nothing to see".to_owned();
+    let text = serde_json::to_vec_pretty(&edited).unwrap();
+    std::fs::write(edited_dir.join("report.json"), text).unwrap();
+    match replay::cli_replay(&args).unwrap() {
+        Outcome::Failed(why) => assert!(why.contains("observation was edited"), "{why}"),
+        Outcome::Passed => panic!("an edited transcript must not replay"),
+    }
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&edited_dir).unwrap();
 }
