@@ -334,7 +334,14 @@ pub struct Proportion {
 
 impl Proportion {
     pub fn new(successes: u32, trials: u32) -> Self {
-        let (lower, upper) = crate::wilson::interval(successes, trials, crate::wilson::Z95);
+        let (mut lower, mut upper) = crate::wilson::interval(successes, trials, crate::wilson::Z95);
+        // The endpoints are exact at the extremes; rounding must not publish 2e-17 for 0.
+        if trials > 0 && successes == 0 {
+            lower = 0.0;
+        }
+        if trials > 0 && successes >= trials {
+            upper = 1.0;
+        }
         let rate = if trials == 0 {
             0.0
         } else {

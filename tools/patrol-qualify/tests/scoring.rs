@@ -943,6 +943,16 @@ fn the_export_holds_no_resource_or_tool_identity_and_flags_stale_digests() {
 }
 
 #[test]
+fn proportions_publish_exact_extremes() {
+    let none = report::Proportion::new(0, 14);
+    assert_eq!(none.lower, 0.0);
+    assert!((none.upper - 0.2153).abs() < 1e-4, "{}", none.upper);
+    let all = report::Proportion::new(14, 14);
+    assert_eq!(all.upper, 1.0);
+    assert_eq!(all.rate, 1.0);
+}
+
+#[test]
 fn the_suite_summary_counts_recall_trials_and_draws_the_chart() {
     let mut reports = runs("anthropic:model-a", 3);
     let mut missed = perfect();
