@@ -2,7 +2,7 @@
 //! allowlist of fields.
 //!
 //! Allowed: aggregate pass and recall counts with their Wilson bounds, false-positive and
-//! hard-failure counts, p95 tokens and latencies, the cost class (and p95 cost when a metered
+//! hard-failure counts (per stable hard-failure code), p95 tokens and latencies, the cost class (and p95 cost when a metered
 //! route knows it), model route and route class, scenario ids and manifest digests, harness
 //! revision, Pulse version, the challenge, and the SHA-256 of each source `report.json` and
 //! `replay.json`. Never copied: findings, resource ids or names, hostnames, addresses, URLs,
@@ -13,7 +13,7 @@
 //! digest is an explicit failure). There is no network code here: sharing is the operator's
 //! decision after review.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -62,6 +62,8 @@ pub struct ModelAggregate {
     pub recall: Proportion,
     pub false_positives: u32,
     pub hard_failure_runs: u32,
+    /// Runs per hard-failure code (the scorer's stable codes, never their messages).
+    pub hard_failure_codes: BTreeMap<String, u32>,
     /// `known`, `unknown` or `not_applicable`.
     pub cost_class: String,
     pub cost_usd_p95: Option<f64>,
@@ -140,6 +142,12 @@ pub fn build(
                 recall: m.recall.clone(),
                 false_positives: m.false_positives,
                 hard_failure_runs: m.hard_failure_runs,
+                hard_failure_codes: runs_of.iter().fold(BTreeMap::new(), |mut acc, r| {
+                    for code in r.score.hard_failure_codes() {
+                        *acc.entry(code).or_insert(0) += 1;
+                    }
+                    acc
+                }),
                 cost_class: match (m.route_class, m.cost_usd_p95) {
                     (RouteClass::HostedApi, Some(_)) => "known",
                     (RouteClass::HostedApi, None) => "unknown",
