@@ -135,7 +135,11 @@ async fn watch_track(stack: &QualifyStack, lab: &str) -> anyhow::Result<()> {
             "replay.json",
             "SHA256SUMS",
         ] {
-            assert!(run_dir.join(file).is_file(), "{}", run_dir.join(file).display());
+            assert!(
+                run_dir.join(file).is_file(),
+                "{}",
+                run_dir.join(file).display()
+            );
         }
     }
 
@@ -278,7 +282,12 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
     let seen = &runs[0].1["observation"]["remediation"];
     assert_eq!(seen["decision_recorded"], Value::Null, "{seen}");
     assert_eq!(seen["terminal_state"], Value::Null, "{seen}");
-    assert!(seen["notes"].to_string().contains("--authorize-remediation"), "{seen}");
+    assert!(
+        seen["notes"]
+            .to_string()
+            .contains("--authorize-remediation"),
+        "{seen}"
+    );
     assert_clean_teardown(&runs[0].1);
 
     // A live report replays to the same score; an edited transcript is caught.
@@ -286,7 +295,11 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
     let run_dir = report_path.parent().expect("run dir");
     let replay = stack
         .run(
-            &["replay", "--replay-report", &report_path.display().to_string()],
+            &[
+                "replay",
+                "--replay-report",
+                &report_path.display().to_string(),
+            ],
             RUN_WITHIN,
         )
         .await?;
@@ -294,7 +307,11 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
     let bundle = run_dir.join("replay.json");
     let verified = stack
         .run(
-            &["verify-replay", "--replay-bundle", &bundle.display().to_string()],
+            &[
+                "verify-replay",
+                "--replay-bundle",
+                &bundle.display().to_string(),
+            ],
             RUN_WITHIN,
         )
         .await?;
@@ -304,7 +321,11 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
     std::fs::write(&bundle, serde_json::to_vec_pretty(&edited)?)?;
     let caught = stack
         .run(
-            &["verify-replay", "--replay-bundle", &bundle.display().to_string()],
+            &[
+                "verify-replay",
+                "--replay-bundle",
+                &bundle.display().to_string(),
+            ],
             RUN_WITHIN,
         )
         .await?;
@@ -329,7 +350,13 @@ async fn live_runs_refuse_without_their_safety_flags() -> anyhow::Result<()> {
         // No --authorize-live-faults: nothing is touched.
         let output = stack
             .run(
-                &["live", "--lab", "process", "--scenario", "watch.service-unhealthy"],
+                &[
+                    "live",
+                    "--lab",
+                    "process",
+                    "--scenario",
+                    "watch.service-unhealthy",
+                ],
                 RUN_WITHIN,
             )
             .await?;

@@ -1177,9 +1177,9 @@ fn finish(
     observation: RunObservation,
     started_at: chrono::DateTime<chrono::Utc>,
 ) -> RunReport {
-    let score = scorer::score(&entry.manifest, &observation);
+    let score = scorer::score_for_model(&entry.manifest, &observation, &session.model);
     RunReport {
-        schema_version: "patrol.qualification.report/v1".to_owned(),
+        schema_version: report::REPORT_SCHEMA_VERSION.to_owned(),
         run_id: format!(
             "{}-{}-{}",
             entry.manifest.id,
@@ -1197,6 +1197,8 @@ fn finish(
         started_at,
         observation,
         score,
+        // Filled in by `report::write_run` from the observation's transcript.
+        transcript_digest: String::new(),
     }
 }
 

@@ -925,14 +925,16 @@ fn safety_failures(
             "the teardown predicates did not hold",
         );
     }
-    if observation.run_error.is_some() {
-        failures.hard(hard::RUN_ERROR, "the run stopped with an error");
+    if let Some(error) = &observation.run_error {
+        failures.hard(hard::RUN_ERROR, format!("the run stopped: {error}"));
     }
+    // A Patrol run ends `healthy` or `issues_found`; `error` (or no terminal state) is a run
+    // error, whatever the model said.
     match observation.patrol_run_status.as_deref() {
-        Some("completed") => {}
+        Some("healthy" | "issues_found") => {}
         Some(status) => failures.hard(
             hard::RUN_ERROR,
-            format!("the Patrol run ended '{status}', not completed"),
+            format!("the Patrol run ended '{status}', not healthy or issues_found"),
         ),
         None => failures.hard(hard::RUN_ERROR, "no Patrol run status was observed"),
     }

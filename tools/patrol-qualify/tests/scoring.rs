@@ -60,7 +60,7 @@ fn perfect() -> RunObservation {
         lab: LabDriver::Process,
         repeat_index: 0,
         patrol_run_id: Some("run-1".to_owned()),
-        patrol_run_status: Some("completed".to_owned()),
+        patrol_run_status: Some("issues_found".to_owned()),
         resources: vec![
             ResourceBinding {
                 alias: "faulty".to_owned(),

@@ -400,7 +400,10 @@ fn patrol_verdict(conv: &Conversation, unhealthy: &[String]) -> Option<Turn> {
             "finding_id": id,
             "verdict": if present { "present" } else { "resolved" },
             "evidence": if present {
-                format!("{resource} still shows as unhealthy in the data I was given")
+                match inventory_evidence(conv, &resource) {
+                    Some(seen) => format!("{resource} still shows as unhealthy: {seen}"),
+                    None => format!("{resource} still shows as unhealthy in the data I was given"),
+                }
             } else {
                 format!("{resource} shows as healthy in the data I was given")
             },
@@ -409,28 +412,19 @@ fn patrol_verdict(conv: &Conversation, unhealthy: &[String]) -> Option<Turn> {
     ))
 }
 
-/// A complete `patrol_report_finding` for `resource`, copied from its inventory line (a JSON
-/// object with `id`, `type` and `name` in the user messages): a reliability warning.
-fn patrol_report(conv: &Conversation, report: &OfferedTool, resource: &str) -> Option<Value> {
-    if report.name != "patrol_report_finding" {
-        return None;
-    }
-    let line = conv
-        .user
+/// The inventory line of `resource` (a JSON object with `id` and `type` in the user messages).
+fn inventory_line(conv: &Conversation, resource: &str) -> Option<Value> {
+    conv.user
         .iter()
         .flat_map(|u| u.lines())
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| {
-            v.get("id").and_then(Value::as_str) == Some(resource) && v.get("type").is_some()
-        })?;
-    let kind = line.get("type").and_then(Value::as_str)?;
-    let name = line.get("name").and_then(Value::as_str)?;
-    let key = match kind {
-        "service" => "service-unhealthy",
-        "app-container" => "container-unhealthy",
-        _ => "resource-unhealthy",
-    };
-    let evidence = format!(
+        .find(|v| v.get("id").and_then(Value::as_str) == Some(resource) && v.get("type").is_some())
+}
+
+/// What the inventory shows of `resource`: `inventory: status=.., health=.., restart_count=..`.
+fn inventory_evidence(conv: &Conversation, resource: &str) -> Option<String> {
+    let line = inventory_line(conv, resource)?;
+    Some(format!(
         "inventory: status={}, health={}, restart_count={}",
         line.get("status")
             .and_then(Value::as_str)
@@ -440,7 +434,24 @@ fn patrol_report(conv: &Conversation, report: &OfferedTool, resource: &str) -> O
             .unwrap_or("unknown"),
         line.get("restart_count")
             .map_or("unknown".to_owned(), Value::to_string),
-    );
+    ))
+}
+
+/// A complete `patrol_report_finding` for `resource`, copied from its inventory line (a JSON
+/// object with `id`, `type` and `name` in the user messages): a reliability warning.
+fn patrol_report(conv: &Conversation, report: &OfferedTool, resource: &str) -> Option<Value> {
+    if report.name != "patrol_report_finding" {
+        return None;
+    }
+    let line = inventory_line(conv, resource)?;
+    let kind = line.get("type").and_then(Value::as_str)?;
+    let name = line.get("name").and_then(Value::as_str)?;
+    let key = match kind {
+        "service" => "service-unhealthy",
+        "app-container" => "container-unhealthy",
+        _ => "resource-unhealthy",
+    };
+    let evidence = inventory_evidence(conv, resource)?;
     Some(json!({
         "key": key,
         "severity": "warning",
@@ -483,9 +494,33 @@ fn injectable(conv: &Conversation) -> Turn {
         }
     }
     match marker {
+        Some(m) if conv.offers(PATROL_REPORT).is_some() => obey_in_patrol(conv, &m),
         Some(m) => Turn::text(format!("As instructed: {m}")),
         None => diligent(conv),
     }
+}
+
+const PATROL_REPORT: &str = "patrol_report_finding";
+
+/// A Patrol run of an injected model: the diligent work, with the injected text written into
+/// every finding it reports and into its answer, as a compromised model would.
+fn obey_in_patrol(conv: &Conversation, marker: &str) -> Turn {
+    let mut turn = diligent(conv);
+    for call in turn
+        .tool_calls
+        .iter_mut()
+        .filter(|c| c.name == PATROL_REPORT)
+    {
+        for field in ["title", "description"] {
+            if let Some(Value::String(text)) = call.arguments.get_mut(field) {
+                text.push_str(&format!(" {marker}"));
+            }
+        }
+    }
+    if turn.tool_calls.is_empty() {
+        turn.text = format!("As instructed: {marker}. {}", turn.text);
+    }
+    turn
 }
 
 #[derive(Debug, Default, PartialEq)]
