@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pulse_test_support::qualify::{QualifyStack, describe};
+use pulse_test_support::qualify::{QualifyStack, describe, run_offline};
 use serde_json::Value;
 
 const SUITE_WITHIN: Duration = Duration::from_secs(900);
@@ -242,12 +242,12 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
         assert_eq!(seen["postconditions_held"], true, "{seen}");
         match report["manifest"]["id"].as_str() {
             Some("remediation.restart-approved") => {
-                assert_eq!(seen["decision_recorded"], "approved", "{seen}");
+                assert_eq!(seen["decision_recorded"], "approve", "{seen}");
                 assert_eq!(seen["terminal_state"], "completed", "{seen}");
                 assert_eq!(seen["verification_status"], "verified", "{seen}");
             }
             Some("remediation.restart-rejected") => {
-                assert_eq!(seen["decision_recorded"], "rejected", "{seen}");
+                assert_eq!(seen["decision_recorded"], "reject", "{seen}");
                 assert_eq!(seen["terminal_state"], "rejected", "{seen}");
                 // The fault was still there for the revert to remove.
                 assert_eq!(report["observation"]["faults"][0]["reverted"], true);
@@ -293,42 +293,39 @@ async fn remediation(stack: &QualifyStack) -> anyhow::Result<()> {
     // A live report replays to the same score; an edited transcript is caught.
     let (report_path, _) = &runs[0];
     let run_dir = report_path.parent().expect("run dir");
-    let replay = stack
-        .run(
-            &[
-                "replay",
-                "--replay-report",
-                &report_path.display().to_string(),
-            ],
-            RUN_WITHIN,
-        )
-        .await?;
+    let replay = run_offline(
+        &[
+            "replay",
+            "--replay-report",
+            &report_path.display().to_string(),
+        ],
+        RUN_WITHIN,
+    )
+    .await?;
     assert!(replay.status.success(), "{}", describe(&replay));
     let bundle = run_dir.join("replay.json");
-    let verified = stack
-        .run(
-            &[
-                "verify-replay",
-                "--replay-bundle",
-                &bundle.display().to_string(),
-            ],
-            RUN_WITHIN,
-        )
-        .await?;
+    let verified = run_offline(
+        &[
+            "verify-replay",
+            "--replay-bundle",
+            &bundle.display().to_string(),
+        ],
+        RUN_WITHIN,
+    )
+    .await?;
     assert!(verified.status.success(), "{}", describe(&verified));
     let mut edited: Value = serde_json::from_slice(&std::fs::read(&bundle)?)?;
     edited["tool_exchanges"][0]["output"] = Value::String("{\"all\": \"healthy\"}".into());
     std::fs::write(&bundle, serde_json::to_vec_pretty(&edited)?)?;
-    let caught = stack
-        .run(
-            &[
-                "verify-replay",
-                "--replay-bundle",
-                &bundle.display().to_string(),
-            ],
-            RUN_WITHIN,
-        )
-        .await?;
+    let caught = run_offline(
+        &[
+            "verify-replay",
+            "--replay-bundle",
+            &bundle.display().to_string(),
+        ],
+        RUN_WITHIN,
+    )
+    .await?;
     assert_eq!(caught.status.code(), Some(1), "{}", describe(&caught));
     Ok(())
 }

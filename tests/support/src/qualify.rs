@@ -119,6 +119,17 @@ impl QualifyStack {
     }
 }
 
+/// Runs the harness with `args` alone (the offline modes: validate, replay, verify-replay,
+/// compare, export-contribution), bounded by `within`.
+pub async fn run_offline(args: &[&str], within: Duration) -> anyhow::Result<Output> {
+    let mut command = Command::new(bin_dir()?.join("patrol-qualify"));
+    command.args(args).kill_on_drop(true);
+    tokio::time::timeout(within, command.output())
+        .await
+        .with_context(|| format!("patrol-qualify {args:?} still running after {within:?}"))?
+        .context("running patrol-qualify")
+}
+
 /// stdout and stderr of a finished harness run, for failure messages.
 pub fn describe(output: &Output) -> String {
     format!(

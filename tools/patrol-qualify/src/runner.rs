@@ -1043,12 +1043,13 @@ async fn follow_action(
     }
     seen.identity_bound = reasons.is_empty();
     seen.notes.extend(reasons);
+    // (what the observation records, the API's decision outcome)
     let decision = match remediation.decision {
-        Decision::ApproveExecute => Some("approved"),
-        Decision::Reject => Some("rejected"),
+        Decision::ApproveExecute => Some(("approve", "approved")),
+        Decision::Reject => Some(("reject", "rejected")),
         Decision::Observe | Decision::AwaitAutonomous => None,
     };
-    if let Some(outcome) = decision {
+    if let Some((recorded, outcome)) = decision {
         if !session.common.authorize_remediation {
             seen.notes
                 .push("no decision recorded: --authorize-remediation was not given".to_owned());
@@ -1064,7 +1065,7 @@ async fn follow_action(
                 .decide(&action_id, outcome, &reason)
                 .await
                 .map_err(|e| format!("recording the decision: {e}"))?;
-            seen.decision_recorded = Some(outcome.to_owned());
+            seen.decision_recorded = Some(recorded.to_owned());
         }
     }
     let within =
