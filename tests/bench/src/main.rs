@@ -2,7 +2,7 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick]
 //! ```
 
 mod actions;
@@ -12,6 +12,7 @@ mod assistant;
 mod audit;
 mod bus;
 mod outbox;
+mod qualify;
 mod relay;
 mod scheduler;
 mod ui;
@@ -49,10 +50,10 @@ async fn main() -> ExitCode {
         match arg.as_str() {
             "--quick" => quick = true,
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" | "ui" | "events" | "chat" => which = arg,
+            | "actions" | "ui" | "events" | "chat" | "qualify" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick]"
                 );
                 return ExitCode::from(2);
             }
@@ -96,6 +97,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "chat" {
             assistant::run(&args).await?;
+        }
+        if which == "all" || which == "qualify" {
+            qualify::run(&args).await?;
         }
         anyhow::Ok(())
     }

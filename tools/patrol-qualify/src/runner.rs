@@ -669,7 +669,8 @@ fn run_timeout(manifest: &Manifest) -> Duration {
     crate::duration::parse(&manifest.patrol.run_timeout).unwrap_or(Duration::from_secs(600))
 }
 
-/// Waits until Pulse lists every provisioned resource by its exact name under `host_id`.
+/// Waits until Pulse lists every provisioned resource by its exact name under `host_id`, in
+/// its baseline state.
 async fn await_collection(
     session: &Session,
     provisioned: &[Provisioned],
@@ -682,11 +683,15 @@ async fn await_collection(
         let mut bound = Vec::new();
         for p in provisioned {
             let id_prefix = format!("{}:{host_id}:", p.resource_type);
+            // Present, and showing the baseline the oracle saw (running, not unhealthy): a
+            // stale start-up reading would otherwise look like a fault to Patrol.
             let found = listed.iter().find(|r| {
                 r["name"].as_str() == Some(p.name.as_str())
                     && r["id"]
                         .as_str()
                         .is_some_and(|id| id.starts_with(&id_prefix))
+                    && r["status"] == "running"
+                    && r["health"] != "unhealthy"
             });
             if let Some(r) = found {
                 bound.push(ResourceBinding {
@@ -711,8 +716,8 @@ async fn await_collection(
                 .map(|p| p.name.as_str())
                 .collect();
             return Err(format!(
-                "collection: Pulse did not show {} within {}s (is the lab agent reporting to \
-                 the relay?)",
+                "collection: Pulse did not show {} running and not unhealthy within {}s (is \
+                 the lab agent reporting to the relay?)",
                 missing.join(", "),
                 within.as_secs()
             ));
