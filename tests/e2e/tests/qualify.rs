@@ -80,7 +80,7 @@ fn assert_clean_teardown(report: &Value) {
     );
 }
 
-fn lab_args<'a>(lab: &'a str) -> Vec<&'a str> {
+fn lab_args(lab: &str) -> Vec<&str> {
     if lab == "docker" {
         vec!["--lab", "docker", "--docker-host", DOCKER_HOST]
     } else {

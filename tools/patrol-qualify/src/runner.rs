@@ -449,11 +449,11 @@ fn new_lab(session: &Session, manifest: &Manifest, token: &str) -> Result<Lab, L
                 .unwrap_or_else(std::env::temp_dir);
             // A neutral directory name: services' paths are visible to the model.
             let root = base.join(format!("srv-{token}"));
-            Ok(Lab::Process(ProcessLab::new(
+            Ok(Lab::Process(Box::new(ProcessLab::new(
                 manifest.clone(),
                 root,
                 token.to_owned(),
-            )?))
+            )?)))
         }
         LabDriver::Docker => {
             let host = session.common.docker_host.clone().ok_or_else(|| {

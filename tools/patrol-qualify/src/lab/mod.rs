@@ -66,7 +66,7 @@ pub struct AgentWiring {
 
 /// The lab of one run.
 pub enum Lab {
-    Process(process::ProcessLab),
+    Process(Box<process::ProcessLab>),
     Docker(docker::DockerLab),
 }
 
