@@ -81,7 +81,15 @@ pub fn start_agent(
     exec: bool,
     log: &Path,
 ) -> Result<Supervised, ChildError> {
-    let log_file = std::fs::File::create(log).map_err(|e| ChildError::Spawn {
+    use std::os::unix::fs::OpenOptionsExt;
+    // The lab's logs can name private resources: owner-only, like every artifact.
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(log)
+        .map_err(|e| ChildError::Spawn {
         program: binary.display().to_string(),
         flag: "--agent-binary",
         reason: format!("log {}: {e}", log.display()),
