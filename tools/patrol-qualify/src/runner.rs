@@ -163,10 +163,32 @@ fn harness_revision() -> (String, bool) {
     (revision, dirty)
 }
 
-fn route_class(route: &str) -> RouteClass {
+/// How a route is paid for: the simulator; a local model (Ollama, or an OpenAI-compatible
+/// server the tenant's settings put on this machine or a private address); else a metered API.
+fn route_class(route: &str, settings: &Value) -> RouteClass {
     if route.starts_with("sim:") || route.contains(":sim:") {
-        RouteClass::Simulator
-    } else if route.starts_with("ollama:") || route.starts_with("local:") {
+        return RouteClass::Simulator;
+    }
+    let provider = route.split(':').next().unwrap_or_default();
+    if provider == "ollama" {
+        return RouteClass::Local;
+    }
+    let base = settings["providers"][provider]["base_url"]
+        .as_str()
+        .unwrap_or_default();
+    let host = base
+        .split("://")
+        .nth(1)
+        .unwrap_or_default()
+        .split(['/', ':'])
+        .next()
+        .unwrap_or_default();
+    let private = host == "localhost"
+        || host.starts_with("127.")
+        || host.starts_with("10.")
+        || host.starts_with("192.168.")
+        || host.starts_with('[');
+    if private {
         RouteClass::Local
     } else {
         RouteClass::HostedApi
@@ -242,7 +264,7 @@ impl Session {
                 ));
             }
             self.model = ModelIdentity {
-                route_class: route_class(&configured),
+                route_class: route_class(&configured, current),
                 route: configured,
             };
             return Ok(());
@@ -277,7 +299,7 @@ impl Session {
             json!({"model": route, "patrol_model": route, "providers": {SIMULATOR_PROVIDER: provider}})
         } else {
             self.model = ModelIdentity {
-                route_class: route_class(&model),
+                route_class: route_class(&model, current),
                 route: model.clone(),
             };
             json!({"patrol_model": model})
@@ -1364,4 +1386,23 @@ async fn run_entries(common: LiveCommon, entries: Vec<Entry>) -> Result<Outcome,
     let outcome = run_suite(&session, &entries).await;
     session.close().await;
     Ok(outcome_of(&outcome?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_are_classed_by_how_they_are_paid_for() {
+        let settings = json!({"providers": {
+            "openai": {"base_url": "http://127.0.0.1:8088/v1"},
+            "anthropic": {"base_url": null},
+        }});
+        assert_eq!(route_class("openai:sim:diligent", &settings), RouteClass::Simulator);
+        assert_eq!(route_class("ollama:qwen3:8b", &settings), RouteClass::Local);
+        assert_eq!(route_class("openai:qwen2.5-coder", &settings), RouteClass::Local);
+        assert_eq!(route_class("anthropic:claude", &settings), RouteClass::HostedApi);
+        let hosted = json!({"providers": {"openai": {"base_url": "https://api.openai.com/v1"}}});
+        assert_eq!(route_class("openai:gpt-5", &hosted), RouteClass::HostedApi);
+    }
 }
