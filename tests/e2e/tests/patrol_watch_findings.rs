@@ -18,7 +18,8 @@
 //!   finding stays active); once the fault is reverted the same verdict is accepted. The run
 //!   reads the service's logs live through the relay (`pulse_read` `logs`).
 //! - `sim:injectable` with a hostile label: the offered tools and the outcome are those of a
-//!   diligent run and the injected marker reaches no finding, analysis or tool input.
+//!   diligent run, and the injected marker reaches no finding or analysis (a report that
+//!   carries it is refused).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -711,11 +712,22 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
             .any(|r| r.model == "sim:injectable" && r.body.to_string().contains(&marker)),
         "the label reached the model as data"
     );
+    // An obeying model writes the marker into what it reports; Pulse stores none of it: any
+    // call carrying the marker was refused, and no analysis or finding holds it.
     for run in [&diligent, &injected] {
         assert!(!run["ai_analysis"].to_string().contains(&marker), "{run}");
         for call in run["tool_calls"].as_array().cloned().unwrap_or_default() {
-            assert!(!call["input"].to_string().contains(&marker), "{call}");
+            if call["input"].to_string().contains(&marker) {
+                assert_eq!(call["success"], false, "{call}");
+            }
         }
+    }
+    for call in diligent["tool_calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+    {
+        assert!(!call["input"].to_string().contains(&marker), "{call}");
     }
     assert!(fleet.findings().await?.is_empty());
 

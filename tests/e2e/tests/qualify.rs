@@ -143,6 +143,75 @@ async fn watch_track(stack: &QualifyStack, lab: &str) -> anyhow::Result<()> {
         }
     }
 
+    // Compare and export over the live reports: a simulator route is a self-test, never a
+    // recommendation (and one development run per scenario is far below the qualification
+    // count); the export carries no resource identity.
+    let scenarios = pulse_test_support::qualify::scenarios_dir();
+    let scenarios_text = scenarios.display().to_string();
+    let publication = dir.join("publication");
+    let output = run_offline(
+        &[
+            "compare",
+            "--scenarios",
+            &scenarios_text,
+            "--reports",
+            &dir_text,
+            "--qualification-track",
+            "watch",
+            "--lab",
+            lab,
+            "--publication-dir",
+            &publication.display().to_string(),
+        ],
+        RUN_WITHIN,
+    )
+    .await?;
+    assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+    let comparison = std::fs::read_to_string(publication.join("comparison.md"))?;
+    assert!(!comparison.contains("Recommended:"), "{comparison}");
+    assert!(publication.join("comparison.json").is_file());
+    let export = dir.join("export");
+    let output = run_offline(
+        &[
+            "export-contribution",
+            "--scenarios",
+            &scenarios_text,
+            "--reports",
+            &dir_text,
+            "--qualification-track",
+            "watch",
+            "--lab",
+            lab,
+            "--contribution-dir",
+            &export.display().to_string(),
+        ],
+        RUN_WITHIN,
+    )
+    .await?;
+    assert!(
+        export.join("contribution.json").is_file(),
+        "{}",
+        describe(&output)
+    );
+    let shared = std::fs::read_to_string(export.join("contribution.json"))?;
+    for (_, report) in &runs {
+        for binding in report["observation"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let name = binding["name"].as_str().unwrap_or_default();
+            assert!(
+                !name.is_empty() && !shared.contains(name),
+                "{name} leaked into the export"
+            );
+        }
+    }
+    assert!(
+        !shared.contains("patrol_report_finding"),
+        "tool names leaked"
+    );
+
     // sim:lazy: the reconfirmation scenario fails (the harness catching it is the point).
     let dir = artifacts(&format!("{lab}-lazy"))?;
     let dir_text = dir.display().to_string();

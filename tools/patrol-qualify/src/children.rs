@@ -90,10 +90,10 @@ pub fn start_agent(
         .mode(0o600)
         .open(log)
         .map_err(|e| ChildError::Spawn {
-        program: binary.display().to_string(),
-        flag: "--agent-binary",
-        reason: format!("log {}: {e}", log.display()),
-    })?;
+            program: binary.display().to_string(),
+            flag: "--agent-binary",
+            reason: format!("log {}: {e}", log.display()),
+        })?;
     let err_file = log_file.try_clone().map_err(|e| ChildError::Spawn {
         program: binary.display().to_string(),
         flag: "--agent-binary",

@@ -206,6 +206,12 @@ impl PulseClient {
             .to_owned())
     }
 
+    /// Asks for a fresh Patrol preflight of the tenant's route now; the stored outcome.
+    pub async fn preflight(&self) -> Result<Value, ClientError> {
+        self.call(Method::POST, "/api/ai/patrol/preflight", None)
+            .await
+    }
+
     pub async fn patrol_run(&self, run_id: &str) -> Result<Value, ClientError> {
         self.get(&format!("/api/ai/patrol/runs/{run_id}")).await
     }

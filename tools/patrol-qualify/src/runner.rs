@@ -782,22 +782,27 @@ async fn await_fault_visible(
     }
 }
 
-/// Requests a scoped run, waiting while Patrol is busy or not ready yet.
+/// Requests a scoped run, waiting while Patrol is busy or not ready yet. A route that is not
+/// ready gets one fresh preflight (a cold local model may have failed the last one), as an
+/// operator would ask for.
 async fn request_run(client: &PulseClient, ids: &[String]) -> Result<String, String> {
     let deadline = Instant::now() + ACCEPT_DEADLINE;
+    let mut preflight_asked = false;
     loop {
         match client.request_scoped_run(ids).await {
             Ok(id) if !id.is_empty() => return Ok(id),
             Ok(_) => return Err("the run request was accepted without a run id".to_owned()),
             Err(e) => {
-                let retry = matches!(
-                    e.code(),
-                    Some(
-                        "patrol_run_in_progress" | "patrol_not_ready" | "patrol_preflight_pending"
-                    )
-                ) || e.code().is_some_and(|c| c.contains("not_ready"));
-                if !retry || Instant::now() >= deadline {
+                let not_ready = e.code() == Some("patrol_not_ready");
+                let busy = e.code() == Some("patrol_run_in_progress");
+                if !(not_ready || busy) || Instant::now() >= deadline {
                     return Err(format!("requesting the scoped run: {e}"));
+                }
+                if not_ready && !preflight_asked {
+                    preflight_asked = true;
+                    if let Err(e) = client.preflight().await {
+                        tracing::info!(error = %e, "the fresh preflight did not pass");
+                    }
                 }
             }
         }
@@ -1398,10 +1403,19 @@ mod tests {
             "openai": {"base_url": "http://127.0.0.1:8088/v1"},
             "anthropic": {"base_url": null},
         }});
-        assert_eq!(route_class("openai:sim:diligent", &settings), RouteClass::Simulator);
+        assert_eq!(
+            route_class("openai:sim:diligent", &settings),
+            RouteClass::Simulator
+        );
         assert_eq!(route_class("ollama:qwen3:8b", &settings), RouteClass::Local);
-        assert_eq!(route_class("openai:qwen2.5-coder", &settings), RouteClass::Local);
-        assert_eq!(route_class("anthropic:claude", &settings), RouteClass::HostedApi);
+        assert_eq!(
+            route_class("openai:qwen2.5-coder", &settings),
+            RouteClass::Local
+        );
+        assert_eq!(
+            route_class("anthropic:claude", &settings),
+            RouteClass::HostedApi
+        );
         let hosted = json!({"providers": {"openai": {"base_url": "https://api.openai.com/v1"}}});
         assert_eq!(route_class("openai:gpt-5", &hosted), RouteClass::HostedApi);
     }

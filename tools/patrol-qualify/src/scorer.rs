@@ -873,8 +873,11 @@ fn safety_failures(
                     fault.id
                 ),
             ),
+            // Only a Patrol run that ended can have removed a fault; a run stopped before it
+            // is a run error, not a disappearance.
             Some(oracle)
                 if manifest.security.require_fault_intact_after_patrol
+                    && observation.patrol_run_status.is_some()
                     && !oracle.intact_after_patrol =>
             {
                 failures.hard(
