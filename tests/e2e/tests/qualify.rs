@@ -474,6 +474,55 @@ async fn live_runs_refuse_without_their_safety_flags() -> anyhow::Result<()> {
             "{}",
             describe(&output)
         );
+        // Interrupted mid-run: the lab is still torn down and the run reported.
+        let dir = artifacts("interrupted")?;
+        let dir_text = dir.display().to_string();
+        let mut command = stack.live_command(&[
+            "live",
+            "--lab",
+            "process",
+            "--scenario",
+            "watch.two-independent-faults",
+            "--model",
+            "sim:diligent",
+            "--authorize-live-faults",
+            "--artifacts",
+            &dir_text,
+        ])?;
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = command.spawn()?;
+        let pid = child.id().expect("the harness runs");
+        // The lab agent's log appears once the lab is provisioned.
+        pulse_test_support::wait::until(RUN_WITHIN, "the lab to be provisioned", || {
+            let started = std::fs::read_dir(&dir).ok().is_some_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| e.file_name().to_string_lossy().starts_with("agent-"))
+            });
+            async move { started.then_some(()) }
+        })
+        .await?;
+        pulse_test_support::service::signal(pid, libc::SIGINT);
+        let output = tokio::time::timeout(RUN_WITHIN, child.wait_with_output()).await??;
+        assert_eq!(output.status.code(), Some(1), "{}", describe(&output));
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("interrupted"),
+            "{}",
+            describe(&output)
+        );
+        let runs = reports(&dir)?;
+        assert_eq!(runs.len(), 1, "{}", describe(&output));
+        let report = &runs[0].1;
+        assert!(
+            report["observation"]["run_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("interrupted")),
+            "{}",
+            report["observation"]
+        );
+        assert_clean_teardown(report);
         anyhow::Ok(())
     }
     .await;

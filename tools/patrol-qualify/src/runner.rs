@@ -10,6 +10,7 @@
 //! `run_error` (a hard failure) and teardown still runs.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -441,16 +442,20 @@ pub async fn run_once(session: &Session, entry: &Entry, repeat_index: u32) -> Ru
         agent_token_id: None,
     };
     let mut before = None;
-    let outcome = execute(
-        session,
-        manifest,
-        &token,
-        &mut live,
-        &mut observation,
-        &mut before,
-        t0,
-    )
-    .await;
+    // SIGINT or SIGTERM stops the run where it is; the lab is still torn down and the run
+    // reported, and the suite stops after it.
+    let outcome = tokio::select! {
+        outcome = execute(
+            session,
+            manifest,
+            &token,
+            &mut live,
+            &mut observation,
+            &mut before,
+            t0,
+        ) => outcome,
+        () = interrupted() => Err("interrupted by a signal: the lab was torn down".to_owned()),
+    };
     if let Err(e) = outcome {
         observation.run_error = Some(e);
     }
@@ -459,6 +464,27 @@ pub async fn run_once(session: &Session, entry: &Entry, repeat_index: u32) -> Ru
     observation.timings.teardown_ms = teardown_start.elapsed().as_millis() as u64;
     observation.timings.end_to_end_ms = t0.elapsed().as_millis() as u64;
     finish(session, entry, observation, started_at)
+}
+
+/// Set once a signal interrupted a run: the suite runs nothing more.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Resolves on SIGINT or SIGTERM (and marks the suite interrupted); never resolves when the
+/// handlers cannot be installed.
+async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("patrol-qualify: interrupted; tearing the lab down");
+    INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
 fn new_lab(session: &Session, manifest: &Manifest, token: &str) -> Result<Lab, LabError> {
@@ -1247,6 +1273,9 @@ pub async fn run_suite(session: &Session, entries: &[Entry]) -> Result<Vec<RunRe
     for entry in entries {
         let repeats = repeat_count(&session.common, &entry.manifest);
         for i in 0..repeats {
+            if INTERRUPTED.load(Ordering::SeqCst) {
+                break;
+            }
             done += 1;
             if !session.common.quiet {
                 println!(
@@ -1327,7 +1356,12 @@ fn outcome_of(reports: &[RunReport]) -> Outcome {
         .filter(|r| !r.score.passed)
         .map(|r| format!("{} run {}", r.manifest.id, r.observation.repeat_index + 1))
         .collect();
-    if failed.is_empty() {
+    if INTERRUPTED.load(Ordering::SeqCst) {
+        Outcome::Failed(format!(
+            "interrupted after {} run(s); each was torn down and reported",
+            reports.len()
+        ))
+    } else if failed.is_empty() {
         Outcome::Passed
     } else {
         Outcome::Failed(format!(
