@@ -174,6 +174,19 @@ fn token_file_present(path: &Path) -> bool {
     std::fs::read_to_string(path).is_ok_and(|text| !text.trim().is_empty())
 }
 
+/// Applies pending migrations to the stack's database (`pulsectl admin migrate`).
+pub async fn migrate(state_dir: &Path) -> Result<(), AdminError> {
+    let env = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let database = StackConfig::resolve(state_dir, env)?.database_config()?;
+    open_store(&database).await?;
+    eprintln!(
+        "schema migrations are current on {}",
+        describe_database(&database.url)
+    );
+    Ok(())
+}
+
 pub async fn recover_token(state_dir: &Path, args: &RecoverTokenArgs) -> Result<(), AdminError> {
     let tenant = TenantId::new(args.tenant.clone()).map_err(|err| AdminError::Tenant {
         tenant: args.tenant.clone(),

@@ -144,6 +144,12 @@ pub enum AdminCommand {
     /// Exits 2 when there is no such tenant, user or admin, or the token file already holds a
     /// token; 1 when the database is unavailable.
     RecoverToken(RecoverTokenArgs),
+    /// Apply pending schema migrations and exit (needs the stack's database).
+    ///
+    /// Every service also migrates when it starts; this applies them up front, as the Helm
+    /// chart's migration job does on each install and upgrade. Exits 1 when the database is
+    /// unavailable.
+    Migrate,
 }
 
 #[derive(Debug, Args)]

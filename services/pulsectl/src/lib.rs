@@ -151,6 +151,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             let client = GatewayClient::new(&cli.gateway, token)?;
             audit::verify(&client, json).await.map_err(Error::Audit)?;
         }
+        Command::Admin(AdminCommand::Migrate) => {
+            admin::migrate(&cli.state_dir).await.map_err(Error::Admin)?;
+        }
         Command::Admin(AdminCommand::RecoverToken(args)) => {
             admin::recover_token(&cli.state_dir, &args)
                 .await
