@@ -103,7 +103,12 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         ctx.readiness.clone(),
         ctx.metrics.clone(),
     ));
-    let listener = pulse_runtime::bind(ctx.config.relay.listen, "agents").await?;
+    let listener = pulse_runtime::bind(
+        ctx.config.relay.listen,
+        "agents",
+        ctx.config.http.reuse_port,
+    )
+    .await?;
     tracing::info!(addr = %listener.local_addr()?, "agent relay listening");
     let stop = ctx.shutdown.clone();
     let served = axum::serve(listener, app)

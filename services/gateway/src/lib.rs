@@ -94,7 +94,12 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     )
     .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
     // Bound first: the MCP endpoint calls back into the API at the address actually bound.
-    let listener = pulse_runtime::bind(ctx.config.gateway.listen, "the API").await?;
+    let listener = pulse_runtime::bind(
+        ctx.config.gateway.listen,
+        "the API",
+        ctx.config.http.reuse_port,
+    )
+    .await?;
     let mut own = listener.local_addr()?;
     if own.ip().is_unspecified() {
         own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());

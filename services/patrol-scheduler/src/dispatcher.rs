@@ -68,6 +68,8 @@ pub struct DispatchSettings {
     pub schedule_refresh: Duration,
     /// One cadence for every tenant instead of their settings (tests, benchmarks).
     pub cadence_override_ms: Option<u64>,
+    /// Silence after which the database ends the leader's lock session.
+    pub leader_lease: Duration,
 }
 
 impl DispatchSettings {
@@ -86,6 +88,12 @@ impl DispatchSettings {
             poll: Duration::from_millis(patrol.dispatch_poll_ms.max(10)),
             schedule_refresh: Duration::from_millis(patrol.schedule_refresh_ms.max(100)),
             cadence_override_ms: patrol.cadence_override_ms,
+            leader_lease: Duration::from_millis(
+                patrol
+                    .leader_lease_ms
+                    .max(patrol.dispatch_poll_ms.max(10) * 5)
+                    .max(1_000),
+            ),
         }
     }
 }
@@ -105,23 +113,26 @@ pub struct SkipLabels {
 
 /// `pulse_patrol_runs_dispatched_total{run_type,trigger}`,
 /// `pulse_patrol_scheduled_runs_skipped_total{cause}` (due slots the readiness gate blocked),
-/// `pulse_patrol_dispatch_failures_total` and `pulse_patrol_runs_in_flight`.
+/// `pulse_patrol_dispatch_failures_total`, `pulse_patrol_runs_in_flight` and
+/// `pulse_patrol_dispatcher_leader` (1 on the one replica that dispatches).
 #[derive(Clone, Default)]
 pub struct DispatchMetrics {
     pub dispatched: Family<DispatchLabels, Counter>,
     pub skipped: Family<SkipLabels, Counter>,
     pub failures: Counter,
     pub in_flight: Gauge,
+    pub leader: Gauge,
 }
 
 impl DispatchMetrics {
     pub fn register(metrics: &pulse_telemetry::Metrics) -> Self {
         let this = Self::default();
-        let (dispatched, skipped, failures, in_flight) = (
+        let (dispatched, skipped, failures, in_flight, leader) = (
             this.dispatched.clone(),
             this.skipped.clone(),
             this.failures.clone(),
             this.in_flight.clone(),
+            this.leader.clone(),
         );
         metrics.register(|registry| {
             registry.register(
@@ -143,6 +154,11 @@ impl DispatchMetrics {
                 "patrol_runs_in_flight",
                 "Dispatched Patrol runs that have not ended",
                 in_flight,
+            );
+            registry.register(
+                "patrol_dispatcher_leader",
+                "1 while this replica holds the dispatcher's lease (cadence ticks, admission)",
+                leader,
             );
         });
         this
@@ -282,7 +298,12 @@ impl Dispatcher {
         let listener = self.listen(shutdown.clone(), settings_changed.clone());
         let this = Arc::new(self);
         loop {
-            let lock = match DispatcherLock::try_acquire(this.acceptor.store()).await {
+            let lock = match DispatcherLock::try_acquire(
+                this.acceptor.store(),
+                this.settings.leader_lease,
+            )
+            .await
+            {
                 Ok(Some(lock)) => Some(lock),
                 Ok(None) => None,
                 Err(error) => {
@@ -292,7 +313,9 @@ impl Dispatcher {
             };
             if let Some(lock) = lock {
                 tracing::info!("patrol dispatcher active");
+                this.metrics.leader.set(1);
                 let result = this.lead(&lock, &shutdown, &settings_changed).await;
+                this.metrics.leader.set(0);
                 this.metrics.in_flight.set(0);
                 lock.release().await;
                 if shutdown.is_cancelled() {

@@ -203,6 +203,12 @@ pub struct UpArgs {
     #[arg(long, env = ENV_AGENT_HEALTH, default_value = "127.0.0.1:7665", value_name = "ADDR")]
     pub agent_health_listen: SocketAddr,
 
+    /// Instances of each of the six services (the host agent and the demo processes stay one).
+    /// Replicas share the work over NATS; the gateway's and the relay's replicas share one port
+    /// (`PULSE_HTTP__REUSE_PORT`), and the others' health listeners get ports from the OS.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8), value_name = "N")]
+    pub replicas: u8,
+
     /// The newcomer's first run: also start the provider simulator (unless a real provider is
     /// configured), a demo agent supervising three demo services, inject one fault and request
     /// a Patrol run in `approval` mode.

@@ -101,7 +101,7 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         }
         if let Some(probe) = &probe
             && pidfile::read(&pid_path) == Some(daemon_pid)
-            && probe.observe().await.all_ready()
+            && probe.observe().await.all_ready_with(args.replicas)
         {
             print_ready(&config, true);
             return Ok(());

@@ -81,6 +81,24 @@ impl Observation {
         }
     }
 
+    /// Whether every fleet service reports at least `replicas` fresh instances.
+    pub fn all_instances(&self, replicas: u8) -> bool {
+        match self {
+            Observation::Unreachable(_) => false,
+            Observation::Report(report) => FLEET.into_iter().all(|name| {
+                report
+                    .services
+                    .get(name)
+                    .is_some_and(|s| s.instances >= u32::from(replicas))
+            }),
+        }
+    }
+
+    /// Every fleet service ready, each with at least `replicas` instances.
+    pub fn all_ready_with(&self, replicas: u8) -> bool {
+        self.all_ready() && self.all_instances(replicas)
+    }
+
     pub fn all_ready(&self) -> bool {
         self.not_ready().is_empty()
     }

@@ -30,7 +30,8 @@ pub enum StackConfigError {
 
 /// Variables pulsectl sets itself; nested spellings of the same keys are removed so the values
 /// below are the only ones a service sees.
-const OWNED_ENV: [&str; 6] = [
+const OWNED_ENV: [&str; 7] = [
+    "PULSE_HTTP__REUSE_PORT",
     "PULSE_DATABASE_URL",
     "PULSE_DATABASE__URL",
     "PULSE_NATS_URL",
@@ -42,6 +43,8 @@ const OWNED_ENV: [&str; 6] = [
 /// The relay's and the gateway's listen addresses.
 pub const RELAY_LISTEN: &str = "PULSE_RELAY__LISTEN";
 pub const GATEWAY_LISTEN: &str = "PULSE_GATEWAY__LISTEN";
+/// Lets the replicas of the gateway or the relay share their main listener.
+pub const REUSE_PORT: &str = "PULSE_HTTP__REUSE_PORT";
 
 #[derive(Debug, Clone)]
 pub struct StackConfig {
@@ -169,6 +172,37 @@ impl StackConfig {
         ServiceEnv { set, remove }
     }
 
+    /// [`Self::service_env`] for replica `replica` (1-based) of `service`. With more than one
+    /// replica, the gateway's and the relay's replicas all bind the main listener with
+    /// `SO_REUSEPORT` (replicas after the first get the address the first one bound), and
+    /// replicas after the first of a service with its own health listener get a port from the
+    /// OS on the same interface.
+    pub fn replica_env(&self, service: &Service, args: &UpArgs, replica: u8) -> ServiceEnv {
+        let mut env = self.service_env(service, args);
+        if args.replicas <= 1 || !service.in_fleet_health {
+            return env;
+        }
+        match service.health {
+            HealthListener::Main => {
+                env.put(REUSE_PORT, "true".to_owned());
+                if replica > 1 {
+                    let (key, addr) = match service.name {
+                        "gateway" => (GATEWAY_LISTEN, self.gateway_listen),
+                        _ => (RELAY_LISTEN, self.relay_listen),
+                    };
+                    env.put(key, addr.to_string());
+                }
+            }
+            HealthListener::Own => {
+                if let Some(mut addr) = args.health_listen(service.name).filter(|_| replica > 1) {
+                    addr.set_port(0);
+                    env.put("PULSE_HTTP__LISTEN", addr.to_string());
+                }
+            }
+        }
+        env
+    }
+
     /// Loads `env` the way the service will, so a bad value fails here with the service named
     /// instead of in a restart loop.
     pub fn validate(
@@ -196,6 +230,12 @@ pub struct ServiceEnv {
 }
 
 impl ServiceEnv {
+    /// Sets `key` to `value`, replacing what was set before.
+    pub fn put(&mut self, key: &str, value: String) {
+        self.set.retain(|(k, _)| k != key);
+        self.set.push((key.to_owned(), value));
+    }
+
     pub fn set_os(&self) -> Vec<(String, OsString)> {
         self.set
             .iter()
@@ -302,6 +342,78 @@ mod tests {
         let err =
             StackConfig::resolve(Path::new("/s"), env(&[("PULSE_NATS__URLL", "x")])).unwrap_err();
         assert!(err.to_string().contains("urll"), "{err}");
+    }
+
+    fn value<'a>(env: &'a ServiceEnv, key: &str) -> Option<&'a str> {
+        env.set
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn replicas_share_the_main_listeners_and_get_their_own_health_ports() {
+        let args = up_args(&["--replicas", "2"]);
+        let config = StackConfig::resolve(
+            Path::new("/state"),
+            env(&[("PULSE_GATEWAY__LISTEN", "127.0.0.1:7000")]),
+        )
+        .unwrap();
+        for replica in [1, 2] {
+            let gateway = config.replica_env(&service("gateway"), &args, replica);
+            assert_eq!(value(&gateway, REUSE_PORT), Some("true"));
+            let relay = config.replica_env(&service("agent-relay"), &args, replica);
+            assert_eq!(value(&relay, REUSE_PORT), Some("true"));
+            assert_eq!(value(&relay, RELAY_LISTEN), Some("127.0.0.1:7656"));
+            config
+                .validate("gateway", &gateway)
+                .expect("a replica's configuration loads");
+        }
+        let second = config.replica_env(&service("gateway"), &args, 2);
+        assert_eq!(value(&second, GATEWAY_LISTEN), Some("127.0.0.1:7000"));
+
+        let first = config.replica_env(&service("verifier"), &args, 1);
+        assert_eq!(value(&first, "PULSE_HTTP__LISTEN"), Some("127.0.0.1:7664"));
+        let second = config.replica_env(&service("verifier"), &args, 2);
+        assert_eq!(value(&second, "PULSE_HTTP__LISTEN"), Some("127.0.0.1:0"));
+        assert_eq!(value(&second, REUSE_PORT), None);
+        assert_eq!(
+            second
+                .set
+                .iter()
+                .filter(|(k, _)| k == "PULSE_HTTP__LISTEN")
+                .count(),
+            1
+        );
+    }
+
+    #[test]
+    fn one_replica_changes_nothing_and_the_agent_stays_one() {
+        let config = StackConfig::resolve(Path::new("/state"), env(&[])).unwrap();
+        let one = up_args(&[]);
+        for service in STACK {
+            assert_eq!(
+                config.replica_env(&service, &one, 1),
+                config.service_env(&service, &one)
+            );
+        }
+        let two = up_args(&["--replicas", "2"]);
+        assert_eq!(
+            config.replica_env(&service("agent"), &two, 1),
+            config.service_env(&service("agent"), &two)
+        );
+        assert_eq!(crate::up::replicas_of(&service("agent"), &two), 1);
+        assert_eq!(crate::up::replicas_of(&service("verifier"), &two), 2);
+        assert_eq!(crate::up::replica_name("verifier", 1), "verifier");
+        assert_eq!(crate::up::replica_name("verifier", 2), "verifier-2");
+    }
+
+    #[test]
+    fn replicas_out_of_range_are_refused() {
+        for bad in ["0", "9", "two"] {
+            let argv = ["pulsectl", "up", "--replicas", bad];
+            assert!(Cli::try_parse_from(argv).is_err(), "--replicas {bad}");
+        }
     }
 
     #[test]

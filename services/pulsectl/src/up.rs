@@ -218,6 +218,7 @@ async fn run_stack(
         signals,
         &probe,
         args.ready_timeout,
+        args.replicas,
         &mut agent_token,
     )
     .await?
@@ -243,6 +244,7 @@ async fn wait_ready(
     signals: &mut StopSignals,
     probe: &HealthProbe,
     timeout: Duration,
+    replicas: u8,
     agent_token: &mut AgentTokenIssuer,
 ) -> Result<Option<Observation>, UpError> {
     println!(
@@ -292,7 +294,7 @@ async fn wait_ready(
                     return Ok(None);
                 }
             }
-            if observation.all_ready() {
+            if observation.all_ready_with(replicas) {
                 return Ok(Some(observation));
             }
             next_probe = Instant::now() + STARTUP_HEALTH_EVERY;
@@ -411,7 +413,9 @@ async fn start(
     }
     StackConfig::check_distinct(&listeners)?;
     for service in &STACK {
-        config.validate(service.name, &config.service_env(service, args))?;
+        for replica in 1..=replicas_of(service, args) {
+            config.validate(service.name, &config.replica_env(service, args, replica))?;
+        }
     }
     if args.demo {
         demo::validate(&config, args)?;
@@ -434,24 +438,31 @@ async fn start(
     })?;
 
     for service in &STACK {
-        let env = config.service_env(service, args);
         let program = binaries
             .path(service.binary)
             .map(Path::to_path_buf)
             .unwrap_or_else(|| binaries.dir.join(service.binary));
-        let log_path = logs_dir.join(format!("{}.log", service.name));
-        let from = log_len(&log_path);
-        supervisor.start(ChildSpec {
-            name: service.name.to_owned(),
-            program,
-            args: Vec::new(),
-            env: env.set_os(),
-            env_remove: env.remove,
-            log_path: log_path.clone(),
-            stop_signal: Signal::SIGTERM,
-            run_as: None,
-        })?;
-        learn_main_listener(supervisor, &mut config, service, &log_path, from, args).await?;
+        for replica in 1..=replicas_of(service, args) {
+            // The first replica binds (and, with port 0, learns) the address the others share.
+            let env = config.replica_env(service, args, replica);
+            let name = replica_name(service.name, replica);
+            let log_path = logs_dir.join(format!("{name}.log"));
+            let from = log_len(&log_path);
+            supervisor.start(ChildSpec {
+                name,
+                program: program.clone(),
+                args: Vec::new(),
+                env: env.set_os(),
+                env_remove: env.remove,
+                log_path: log_path.clone(),
+                stop_signal: Signal::SIGTERM,
+                run_as: None,
+            })?;
+            if replica == 1 {
+                learn_main_listener(supervisor, &mut config, service, &log_path, from, args)
+                    .await?;
+            }
+        }
     }
     if args.demo {
         demo::write_services(&config.state_dir)?;
@@ -475,6 +486,26 @@ async fn start(
     println!("started {}", pids.join(", "));
     println!("logs: {}", logs_dir.display());
     Ok(config)
+}
+
+/// How many instances of `service` the stack runs: `--replicas` for the six services, one host
+/// agent.
+pub fn replicas_of(service: &Service, args: &UpArgs) -> u8 {
+    if service.in_fleet_health {
+        args.replicas
+    } else {
+        1
+    }
+}
+
+/// The process name (and log file stem) of one replica: the service's own name for the first,
+/// `<service>-<n>` for the others.
+pub fn replica_name(service: &str, replica: u8) -> String {
+    if replica == 1 {
+        service.to_owned()
+    } else {
+        format!("{service}-{replica}")
+    }
 }
 
 /// The length of `path` now: what a process starting now writes comes after it.

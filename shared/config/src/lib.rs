@@ -105,6 +105,12 @@ pub struct HttpConfig {
     /// Listen address for this process's `/healthz`, `/readyz` and `/metrics`. Unset: the
     /// service's default port (gateway and relay serve them on their main listener).
     pub listen: Option<SocketAddr>,
+    /// Let several processes bind the same main listener (`SO_REUSEPORT`): the kernel spreads
+    /// new connections over them, and the survivors keep serving when one exits. For replicas
+    /// of the gateway or the relay on one host (`pulsectl up --replicas`); off by default so
+    /// two stacks configured with one port fail loudly instead of sharing it.
+    #[serde(default)]
+    pub reuse_port: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -199,6 +205,11 @@ pub struct PatrolConfig {
     pub schedule_refresh_ms: u64,
     /// One cadence for every tenant, overriding their settings; for tests and benchmarks.
     pub cadence_override_ms: Option<u64>,
+    /// How long the dispatcher's leadership outlives a silent holder: Postgres ends the lock's
+    /// session after this long without a query (`idle_session_timeout`), so a frozen or
+    /// partitioned leader hands the cadence over to another replica. At least 5x
+    /// `dispatch_poll_ms`.
+    pub leader_lease_ms: u64,
     /// How long a dispatched run may stay `queued` (no runner took its job) before its job is
     /// written again.
     pub take_deadline_ms: u64,
@@ -217,6 +228,7 @@ impl Default for PatrolConfig {
             dispatch_poll_ms: 1_000,
             schedule_refresh_ms: 60_000,
             cadence_override_ms: None,
+            leader_lease_ms: 15_000,
             take_deadline_ms: 120_000,
             max_redispatches: 2,
         }
@@ -327,7 +339,10 @@ impl Default for PulseConfig {
                 log_format: LogFormat::Text,
                 otel_endpoint: None,
             },
-            http: HttpConfig { listen: None },
+            http: HttpConfig {
+                listen: None,
+                reuse_port: false,
+            },
             gateway: GatewayConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 7655)),
                 heartbeat_stale_ms: 15_000,

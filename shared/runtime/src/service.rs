@@ -147,7 +147,7 @@ pub async fn start(
             .http
             .listen
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], port)));
-        let listener = bind(addr, "health checks").await?;
+        let listener = bind(addr, "health checks", false).await?;
         tracing::info!(addr = %listener.local_addr()?, "health listener up");
         let router = health_router(context.readiness.clone(), context.metrics.clone());
         let stop = context.shutdown.clone();
@@ -165,13 +165,33 @@ pub async fn start(
 
 /// Binds `addr` for `what` and announces the bound address on stdout
 /// ([`pulse_config::listening`]): with port 0 the OS chooses it, and whoever started the process
-/// learns it there.
-pub async fn bind(addr: SocketAddr, what: &str) -> anyhow::Result<tokio::net::TcpListener> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for {what}: {e}"))?;
+/// learns it there. With `reuse_port` (`PULSE_HTTP__REUSE_PORT`), other processes may bind the
+/// same address too (replicas behind one port).
+pub async fn bind(
+    addr: SocketAddr,
+    what: &str,
+    reuse_port: bool,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    let listener = if reuse_port {
+        shared_listener(addr)
+    } else {
+        tokio::net::TcpListener::bind(addr).await
+    }
+    .map_err(|e| anyhow::anyhow!("cannot listen on {addr} for {what}: {e}"))?;
     pulse_config::listening::announce(listener.local_addr()?);
     Ok(listener)
+}
+
+/// A listener other processes of the same user may also bind (`SO_REUSEPORT`).
+fn shared_listener(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.set_reuseport(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
 }
 
 /// The whole life of a service process; returns its exit code.

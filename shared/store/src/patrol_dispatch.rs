@@ -13,6 +13,8 @@
 //! with the dispatch time it was listed with, so two sweepers act on a run once and a runner that
 //! started it in the meantime keeps it.
 
+use std::time::Duration;
+
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{RunId, RunStatus, RunType, TriggerReason};
@@ -337,6 +339,11 @@ const DISPATCHER_LOCK: &str = "pulse.patrol.dispatcher";
 
 /// The dispatcher's leadership: a session advisory lock held on a connection taken out of the
 /// pool for as long as it is held. Dropping it closes the connection, which releases the lock.
+///
+/// It is a lease, not only a lock: the session runs with `idle_session_timeout` set to the
+/// lease, so a holder that stops asking ([`Self::check`]) for that long, because it froze,
+/// hangs or lost its network while its TCP connection looks alive, has its session ended by
+/// Postgres, and another replica takes over. A process that dies releases it at once.
 pub struct DispatcherLock {
     client: deadpool_postgres::ClientWrapper,
 }
@@ -348,9 +355,14 @@ impl std::fmt::Debug for DispatcherLock {
 }
 
 impl DispatcherLock {
-    /// Takes the lock if no other session holds it (`None` otherwise).
-    pub async fn try_acquire(store: &Store) -> Result<Option<Self>, StoreError> {
+    /// Takes the lock if no other session holds it (`None` otherwise), as a lease of `lease`
+    /// (whole milliseconds, at least one).
+    pub async fn try_acquire(store: &Store, lease: Duration) -> Result<Option<Self>, StoreError> {
         let client = deadpool_postgres::Object::take(store.pool().get().await?);
+        let lease_ms = lease.as_millis().clamp(1, i32::MAX as u128);
+        client
+            .batch_execute(&format!("SET idle_session_timeout = {lease_ms}"))
+            .await?;
         let row = client
             .query_one(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",

@@ -5,7 +5,9 @@
 //! - nominal: every agent reports every 10 s (staggered starts);
 //! - target: every agent reports every 2.5 s, i.e. 1,000 agents offer 20,000 observations/s;
 //! - saturation: every agent sends its next report as soon as the previous one is acked;
-//! - footprint: RSS and CPU of a real agent with 50 supervised services.
+//! - footprint: RSS and CPU of a real agent with 50 supervised services;
+//! - then, on a fresh database, saturation again through two relay replicas sharing one port
+//!   (`PULSE_HTTP__REUSE_PORT`; the kernel spreads the agents' connections over them).
 //!
 //! An observation is one resource of a report. Latency is measured two ways: send to Ack (the
 //! relay acks after the report's transaction committed, so this bounds the time until the rows
@@ -102,12 +104,19 @@ impl Plan {
 
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = Plan::new(args.quick);
+    for replicas in [1, 2] {
+        run_with(args, &plan, replicas).await?;
+    }
+    Ok(())
+}
+
+async fn run_with(args: &BenchArgs, plan: &Plan, replicas: usize) -> anyhow::Result<()> {
     let db = TestDb::create()
         .await
         .context("creating the bench database")?;
     let prefix = format!("rb{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let dir = scratch_dir("relay-bench")?;
-    let result = measure(args, &plan, &db, &prefix, &dir).await;
+    let result = measure(args, plan, replicas, &db, &prefix, &dir).await;
     if let Err(error) = delete_streams(&prefix).await {
         eprintln!("relay bench: stream clean-up failed: {error:#}");
     }
@@ -121,6 +130,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
 async fn measure(
     args: &BenchArgs,
     plan: &Plan,
+    replicas: usize,
     db: &TestDb,
     prefix: &str,
     dir: &Path,
@@ -157,33 +167,54 @@ async fn measure(
         println!("{BENCH:<8} relay database pool size {size}");
         env.push(("PULSE_DATABASE__POOL_SIZE".to_owned(), size));
     }
-    let mut relay = ServiceProcess::spawn("pulse-agent-relay", &env, &dir.join("relay.log"))?;
+    if replicas > 1 {
+        env.push(("PULSE_HTTP__REUSE_PORT".to_owned(), "true".to_owned()));
+    }
+    let mut relays = vec![ServiceProcess::spawn(
+        "pulse-agent-relay",
+        &env,
+        &dir.join("relay.log"),
+    )?];
     let result = async {
-        let addr = relay.wait_listening().await?;
+        let addr = relays[0].wait_listening().await?;
+        // The other replicas bind the port the first one got.
+        env.retain(|(key, _)| key != "PULSE_RELAY__LISTEN");
+        env.push(("PULSE_RELAY__LISTEN".to_owned(), addr.to_string()));
+        for n in 2..=replicas {
+            relays.push(ServiceProcess::spawn(
+                "pulse-agent-relay",
+                &env,
+                &dir.join(format!("relay-{n}.log")),
+            )?);
+        }
         let relay_url = format!("http://{addr}");
-        relay
-            .wait_ready(
-                &reqwest::Client::builder()
-                    .timeout(Duration::from_secs(5))
-                    .build()?,
-                &relay_url,
-            )
-            .await?;
-        let relay_pid = relay.pid().context("the relay exited at once")?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()?;
+        let mut relay_pids = Vec::with_capacity(replicas);
+        for relay in &mut relays {
+            relay.wait_listening().await?;
+            relay.wait_ready(&http, &relay_url).await?;
+            relay_pids.push(relay.pid().context("a relay exited at once")?);
+        }
         let ws_url = format!("ws://{addr}{AGENT_WS_PATH}");
-        load_phases(plan, db, &tenant, &token, &ws_url, relay_pid, args.quick).await?;
-        footprint(plan, db, &token, &relay_url, dir).await
+        load_phases(plan, db, &tenant, &token, &ws_url, &relay_pids, args.quick).await?;
+        if replicas == 1 {
+            footprint(plan, db, &token, &relay_url, dir).await?;
+        }
+        Ok(())
     }
     .await;
-    let stopped = relay.stop(Duration::from_secs(20)).await;
-    match (result, stopped) {
-        (Err(error), _) => Err(error),
-        (Ok(()), Err(error)) => Err(error.context("stopping the relay")),
-        (Ok(()), Ok(status)) if !status.success() => {
-            anyhow::bail!("the relay exited with {status}")
-        }
-        (Ok(()), Ok(_)) => Ok(()),
+    let mut stopped = Ok(());
+    for relay in relays {
+        let outcome = match relay.stop(Duration::from_secs(20)).await {
+            Err(error) => Err(error.context("stopping a relay")),
+            Ok(status) if !status.success() => Err(anyhow::anyhow!("a relay exited with {status}")),
+            Ok(_) => Ok(()),
+        };
+        stopped = stopped.and(outcome);
     }
+    result.and(stopped)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -644,7 +675,7 @@ struct CpuSnapshot {
 }
 
 impl CpuSnapshot {
-    fn take(relay_pid: u32) -> Self {
+    fn take(relay_pids: &[u32]) -> Self {
         let postgres = all_pids()
             .into_iter()
             .filter_map(proc_stat)
@@ -653,7 +684,10 @@ impl CpuSnapshot {
             .sum();
         Self {
             at: Instant::now(),
-            relay: proc_stat(relay_pid).map_or(0, |s| s.2),
+            relay: relay_pids
+                .iter()
+                .map(|pid| proc_stat(*pid).map_or(0, |s| s.2))
+                .sum(),
             postgres,
             bench: proc_stat(std::process::id()).map_or(0, |s| s.2),
         }
@@ -704,7 +738,7 @@ async fn phase(
     window: Duration,
     sample_one_in: u64,
     db: &TestDb,
-    relay_pid: u32,
+    relay_pids: &[u32],
 ) -> anyhow::Result<(Vec<SimAgent>, PhaseFigures)> {
     let label = format!("{name}:");
     println!("{BENCH:<8} {label} loadavg before {}", loadavg());
@@ -728,9 +762,9 @@ async fn phase(
         .collect();
     drop(probe_tx);
     tokio::time::sleep_until(window_start.into()).await;
-    let cpu_start = CpuSnapshot::take(relay_pid);
+    let cpu_start = CpuSnapshot::take(relay_pids);
     tokio::time::sleep_until(until.into()).await;
-    let cpu_end = CpuSnapshot::take(relay_pid);
+    let cpu_end = CpuSnapshot::take(relay_pids);
     let load_end = loadavg();
 
     let mut agents = Vec::with_capacity(n);
@@ -883,7 +917,7 @@ async fn load_phases(
     tenant: &TenantId,
     token: &str,
     ws_url: &str,
-    relay_pid: u32,
+    relay_pids: &[u32],
     quick: bool,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -905,37 +939,50 @@ async fn load_phases(
     );
 
     let vacuum = vacuum_stand_in(db).await?;
-    let (agents, nominal) = phase(
-        "nominal",
-        agents,
-        Pace::Every(plan.nominal_interval),
-        plan.nominal_warmup,
-        plan.nominal_window,
-        5,
-        db,
-        relay_pid,
-    )
-    .await?;
-    let (agents, target) = phase(
-        "target",
-        agents,
-        Pace::Every(plan.target_interval),
-        plan.target_warmup,
-        plan.target_window,
-        20,
-        db,
-        relay_pid,
-    )
-    .await?;
+    let replicas = relay_pids.len();
+    // Through several replicas only what they change is measured: the saturation throughput.
+    let mut paced = None;
+    let mut agents = agents;
+    if replicas == 1 {
+        let (after_nominal, nominal) = phase(
+            "nominal",
+            agents,
+            Pace::Every(plan.nominal_interval),
+            plan.nominal_warmup,
+            plan.nominal_window,
+            5,
+            db,
+            relay_pids,
+        )
+        .await?;
+        let (after_target, target) = phase(
+            "target",
+            after_nominal,
+            Pace::Every(plan.target_interval),
+            plan.target_warmup,
+            plan.target_window,
+            20,
+            db,
+            relay_pids,
+        )
+        .await?;
+        agents = after_target;
+        paced = Some((nominal, target));
+    }
+    let saturation_name = if replicas == 1 {
+        "saturation".to_owned()
+    } else {
+        format!("saturation x{replicas} relays")
+    };
     let (agents, saturation) = phase(
-        "saturation",
+        &saturation_name,
         agents,
         Pace::ClosedLoop,
         plan.saturation_warmup,
         plan.saturation_window,
         25,
         db,
-        relay_pid,
+        relay_pids,
     )
     .await?;
 
@@ -962,6 +1009,13 @@ async fn load_phases(
         let _ = agent.socket.close(None).await;
     }
 
+    let Some((nominal, target)) = paced else {
+        println!(
+            "{BENCH:<8} {replicas} relay replicas sustained {:.0} obs/s at saturation",
+            saturation.obs_per_sec
+        );
+        return Ok(());
+    };
     if quick {
         println!("{BENCH:<8} quick run: figures not comparable to targets");
     } else {

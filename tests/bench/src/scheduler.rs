@@ -7,6 +7,10 @@
 //! - steady: afterwards each tenant's slots are spread over the 5-minute cadence (10,000 / 300 s
 //!   = 33.3 runs/s offered); the window counts what was admitted and how late.
 //!
+//! Both phases run twice, each time on a fresh database: with one scheduler process and with two
+//! replicas (`sched x2`). One replica leads the dispatch (the Postgres advisory lock), so the
+//! second adds failover, not throughput; the figures show what it costs.
+//!
 //! The no-op runner consumes `jobs.watch` with the real `JobWorker` and starts and finishes each
 //! run through the store's compare-and-swaps at once, so the dispatcher's capacity is never held
 //! by slow runs. Admitted runs are counted from `dispatched_at` in Postgres; the scheduler's CPU is
@@ -60,12 +64,24 @@ impl Plan {
 
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let plan = Plan::new(args.quick);
+    for replicas in [1, 2] {
+        run_with(args, &plan, replicas).await?;
+    }
+    Ok(())
+}
+
+async fn run_with(args: &BenchArgs, plan: &Plan, replicas: usize) -> anyhow::Result<()> {
+    let label = if replicas == 1 {
+        BENCH.to_owned()
+    } else {
+        format!("{BENCH} x{replicas}")
+    };
     let db = TestDb::create()
         .await
         .context("creating the bench database")?;
     let prefix = format!("sb{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let dir = scratch_dir("scheduler-bench")?;
-    let result = measure(args, &plan, &db, &prefix, &dir).await;
+    let result = measure(args, plan, replicas, &label, &db, &prefix, &dir).await;
     if let Err(error) = delete_streams(&prefix).await {
         eprintln!("scheduler bench: stream clean-up failed: {error:#}");
     }
@@ -76,7 +92,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     result
 }
 
-/// CPU ticks of the scheduler process at a moment.
+/// CPU ticks of the scheduler processes together at a moment.
 #[derive(Clone, Copy)]
 struct Cpu {
     at: Instant,
@@ -84,10 +100,13 @@ struct Cpu {
 }
 
 impl Cpu {
-    fn take(pid: u32) -> Self {
+    fn take(pids: &[u32]) -> Self {
         Self {
             at: Instant::now(),
-            ticks: proc_stat(pid).map_or(0, |s| s.2),
+            ticks: pids
+                .iter()
+                .map(|pid| proc_stat(*pid).map_or(0, |s| s.2))
+                .sum(),
         }
     }
 
@@ -111,6 +130,8 @@ async fn dispatched(client: &tokio_postgres::Client) -> anyhow::Result<i64> {
 async fn measure(
     args: &BenchArgs,
     plan: &Plan,
+    replicas: usize,
+    label: &str,
     db: &TestDb,
     prefix: &str,
     dir: &Path,
@@ -150,22 +171,27 @@ async fn measure(
         env.push((key.to_owned(), bytes.to_string()));
     }
 
-    let mut scheduler =
-        ServiceProcess::spawn("pulse-patrol-scheduler", &env, &dir.join("scheduler.log"))?;
+    let mut schedulers = Vec::with_capacity(replicas);
+    for n in 1..=replicas {
+        schedulers.push(ServiceProcess::spawn(
+            "pulse-patrol-scheduler",
+            &env,
+            &dir.join(format!("scheduler-{n}.log")),
+        )?);
+    }
     let stop_runner = tokio_util::sync::CancellationToken::new();
     let stop_rx = stop_runner.clone();
     let mut runner = None;
     let result = async {
-        let pid = scheduler.pid().context("the scheduler exited at once")?;
-        let health_url = scheduler.wait_base_url().await?;
-        scheduler
-            .wait_ready(
-                &reqwest::Client::builder()
-                    .timeout(Duration::from_secs(5))
-                    .build()?,
-                &health_url,
-            )
-            .await?;
+        let mut pids = Vec::with_capacity(replicas);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()?;
+        for scheduler in &mut schedulers {
+            pids.push(scheduler.pid().context("a scheduler exited at once")?);
+            let health_url = scheduler.wait_base_url().await?;
+            scheduler.wait_ready(&http, &health_url).await?;
+        }
         // The scheduler created the streams; jobs dispatched before the runner's consumer
         // exists wait in the stream.
         let client = pulse_bus::async_nats::connect(args.nats_url.as_str()).await?;
@@ -195,29 +221,38 @@ async fn measure(
                 )
                 .await
         }));
-        phases(plan, &owner, pid).await
+        phases(plan, label, &owner, &pids).await
     }
     .await;
-    let stopped = scheduler.stop(Duration::from_secs(20)).await;
+    let mut stopped = Ok(());
+    for scheduler in schedulers {
+        let outcome = match scheduler.stop(Duration::from_secs(20)).await {
+            Err(error) => Err(error.context("stopping a scheduler")),
+            Ok(status) if !status.success() => {
+                Err(anyhow::anyhow!("a scheduler exited with {status}"))
+            }
+            Ok(_) => Ok(()),
+        };
+        stopped = stopped.and(outcome);
+    }
     stop_runner.cancel();
     if let Some(runner) = runner {
         let _ = runner.await;
     }
-    match (result, stopped) {
-        (Err(error), _) => Err(error),
-        (Ok(()), Err(error)) => Err(error.context("stopping the scheduler")),
-        (Ok(()), Ok(status)) if !status.success() => {
-            anyhow::bail!("the scheduler exited with {status}")
-        }
-        (Ok(()), Ok(_)) => Ok(()),
-    }
+    result.and(stopped)
 }
 
-async fn phases(plan: &Plan, owner: &tokio_postgres::Client, pid: u32) -> anyhow::Result<()> {
+async fn phases(
+    plan: &Plan,
+    label: &str,
+    owner: &tokio_postgres::Client,
+    pids: &[u32],
+) -> anyhow::Result<()> {
     let tenants = plan.tenants as i64;
     println!(
-        "{BENCH:<8} {} tenants, cadence {:?}, max_in_flight {}, load {}",
+        "{label:<8} {} tenants, {} scheduler replica(s), cadence {:?}, max_in_flight {}, load {}",
         plan.tenants,
+        pids.len(),
         plan.cadence,
         plan.max_in_flight,
         loadavg()
@@ -229,14 +264,14 @@ async fn phases(plan: &Plan, owner: &tokio_postgres::Client, pid: u32) -> anyhow
     let (first_at, cpu_first) = loop {
         poll.tick().await;
         if dispatched(owner).await? > 0 {
-            break (Instant::now(), Cpu::take(pid));
+            break (Instant::now(), Cpu::take(pids));
         }
         anyhow::ensure!(Instant::now() < deadline, "no run was dispatched");
     };
     let (all_at, cpu_all) = loop {
         poll.tick().await;
         if dispatched(owner).await? >= tenants {
-            break (Instant::now(), Cpu::take(pid));
+            break (Instant::now(), Cpu::take(pids));
         }
         anyhow::ensure!(
             Instant::now() < deadline,
@@ -248,15 +283,15 @@ async fn phases(plan: &Plan, owner: &tokio_postgres::Client, pid: u32) -> anyhow
     let burst_rate = (tenants - 1) as f64 / burst_secs;
     let burst_cpu = cpu_all.since(&cpu_first);
     figure(
-        BENCH,
+        label,
         "all due: startup runs dispatched",
         tenants as f64,
         "runs",
     );
-    figure(BENCH, "all due: admitted runs/s", burst_rate, "runs/s");
-    figure(BENCH, "all due: scheduler CPU", burst_cpu, "% core");
+    figure(label, "all due: admitted runs/s", burst_rate, "runs/s");
+    figure(label, "all due: scheduler CPU", burst_cpu, "% core");
     figure(
-        BENCH,
+        label,
         "all due: scheduler CPU per 1k runs",
         burst_cpu / 100.0 * burst_secs / tenants as f64 * 1000.0,
         "core-s",
@@ -266,9 +301,9 @@ async fn phases(plan: &Plan, owner: &tokio_postgres::Client, pid: u32) -> anyhow
     let settle = Duration::from_secs(5);
     tokio::time::sleep(settle).await;
     let window_start: DateTime<Utc> = owner.query_one("SELECT now()", &[]).await?.get(0);
-    let cpu_start = Cpu::take(pid);
+    let cpu_start = Cpu::take(pids);
     tokio::time::sleep(plan.steady_window).await;
-    let cpu_end = Cpu::take(pid);
+    let cpu_end = Cpu::take(pids);
     let window_end: DateTime<Utc> = owner.query_one("SELECT now()", &[]).await?.get(0);
     let row = owner
         .query_one(
@@ -292,38 +327,38 @@ async fn phases(plan: &Plan, owner: &tokio_postgres::Client, pid: u32) -> anyhow
         .await?
         .get(0);
     figure(
-        BENCH,
+        label,
         "steady: offered runs/s (tenants / cadence)",
         offered,
         "runs/s",
     );
-    figure(BENCH, "steady: admitted runs/s", steady_rate, "runs/s");
-    figure(BENCH, "steady: of them scheduled", scheduled as f64, "runs");
+    figure(label, "steady: admitted runs/s", steady_rate, "runs/s");
+    figure(label, "steady: of them scheduled", scheduled as f64, "runs");
     figure(
-        BENCH,
+        label,
         "steady: of them finished by the runner",
         finished as f64,
         "runs",
     );
-    figure(BENCH, "steady: scheduler CPU", steady_cpu, "% core");
+    figure(label, "steady: scheduler CPU", steady_cpu, "% core");
     figure(
-        BENCH,
+        label,
         "steady: runs waiting for dispatch at end",
         waiting as f64,
         "runs",
     );
-    println!("{BENCH:<8} load after {}", loadavg());
+    println!("{label:<8} load after {}", loadavg());
     if plan.tenants >= 10_000 {
         let pass = burst_rate >= TARGET_RUNS_PER_SEC
             && steady_rate >= offered * 0.95
             && burst_cpu < TARGET_CPU_PCT
             && steady_cpu < TARGET_CPU_PCT;
         println!(
-            "{BENCH:<8} {} admitted >= {TARGET_RUNS_PER_SEC} runs/s (all due) and keeps up with the cadence, scheduler CPU < {TARGET_CPU_PCT}% of one core",
+            "{label:<8} {} admitted >= {TARGET_RUNS_PER_SEC} runs/s (all due) and keeps up with the cadence, scheduler CPU < {TARGET_CPU_PCT}% of one core",
             if pass { "PASS" } else { "FAIL" }
         );
     } else {
-        println!("{BENCH:<8} quick run: figures not comparable to targets");
+        println!("{label:<8} quick run: figures not comparable to targets");
     }
     Ok(())
 }

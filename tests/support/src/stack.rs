@@ -181,6 +181,8 @@ pub struct StackOptions {
     /// Where the gateway listens, once pulsectl reported it ([`StackOptions::learn_gateway`],
     /// [`ready_gateway`]).
     pub gateway: Option<SocketAddr>,
+    /// More `PULSE_*` settings for every process of the stack (e.g. a short cadence).
+    pub extra_env: Vec<(String, String)>,
 }
 
 impl StackOptions {
@@ -197,6 +199,7 @@ impl StackOptions {
             nats_url: crate::nats::nats_url(),
             subject_prefix: format!("e2e{}", &suffix[16..28]),
             gateway: None,
+            extra_env: Vec::new(),
         })
     }
 
@@ -247,6 +250,7 @@ impl StackOptions {
             env.push((name.to_owned(), any.clone()));
         }
         env.extend(crate::service::small_streams_env());
+        env.extend(self.extra_env.iter().cloned());
         env
     }
 
