@@ -267,6 +267,8 @@ fn reported_usage(sim: &ProviderSim) -> Usage {
     Usage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        cache_write_input_tokens: usage.cache_write_input_tokens,
     }
 }
 

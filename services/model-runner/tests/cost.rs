@@ -16,10 +16,7 @@ fn route(text: &str) -> Route {
 }
 
 fn usage(input: u64, output: u64) -> Usage {
-    Usage {
-        input_tokens: input,
-        output_tokens: output,
-    }
+    Usage::new(input, output)
 }
 
 fn usd(text: &str) -> Usd {

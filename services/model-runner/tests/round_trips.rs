@@ -56,7 +56,9 @@ async fn round_trip(protocol: Protocol, stream: bool) {
         first.usage,
         Usage {
             input_tokens: recorded.input_tokens,
-            output_tokens: recorded.output_tokens
+            output_tokens: recorded.output_tokens,
+            cached_input_tokens: recorded.cached_input_tokens,
+            cache_write_input_tokens: recorded.cache_write_input_tokens,
         }
     );
     assert_eq!(
@@ -106,7 +108,12 @@ async fn round_trip(protocol: Protocol, stream: bool) {
                 Some("sk-test-key")
             );
             assert!(requests[1].headers.contains_key("anthropic-version"));
-            assert_eq!(body["system"], json!("You watch infrastructure."));
+            // The system prompt is one text block carrying a prompt-cache breakpoint.
+            assert_eq!(
+                body["system"],
+                json!([{"type": "text", "text": "You watch infrastructure.",
+                        "cache_control": {"type": "ephemeral"}}])
+            );
             let msgs = body["messages"].as_array().expect("messages");
             assert_eq!(msgs[1]["role"], json!("assistant"));
             assert_eq!(msgs[1]["content"][1]["type"], json!("tool_use"));
@@ -114,7 +121,8 @@ async fn round_trip(protocol: Protocol, stream: bool) {
             assert_eq!(
                 msgs[2],
                 json!({"role": "user", "content": [{"type": "tool_result",
-                       "tool_use_id": call.id, "content": "status: healthy", "is_error": false}]})
+                       "tool_use_id": call.id, "content": "status: healthy", "is_error": false,
+                       "cache_control": {"type": "ephemeral"}}]})
             );
         }
         Protocol::Gemini => {

@@ -222,10 +222,7 @@ async fn a_three_turn_run_writes_one_ledger_row_per_call_for_its_tenant_only() -
             &priced,
             RouteClass::MeteredApi,
             spent,
-            Usage {
-                input_tokens: 10,
-                output_tokens: 10
-            }
+            Usage::new(10, 10)
         ),
         BudgetDecision::Refused {
             reason: RefusalReason::UnknownPrice
@@ -361,6 +358,8 @@ async fn the_hook_is_told_every_call_once_and_a_failed_record_stops_the_run() {
         Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
+            cached_input_tokens: u.cached_input_tokens,
+            cache_write_input_tokens: u.cache_write_input_tokens,
         }
     };
     // The 502 and its same-route retry are one provider call of the run.

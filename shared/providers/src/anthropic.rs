@@ -1,4 +1,12 @@
 //! Anthropic Messages API.
+//!
+//! Prompt caching: Anthropic caches only up to a `cache_control` breakpoint, and its prompt is
+//! laid out tools, then system, then messages. Every request marks three breakpoints (of the four
+//! allowed): the last tool (the tool schemas), the system prompt, and the last block of the last
+//! message. The last one makes a multi-turn run incremental: the next request, which repeats
+//! this one and appends to it, reads everything up to here from the cache (Anthropic looks back
+//! up to 20 blocks from a breakpoint for an earlier entry). A prefix shorter than the model's
+//! minimum is simply not cached; marking it costs nothing.
 
 use serde_json::{Map, Value, json};
 
@@ -9,6 +17,11 @@ use crate::{ProviderConfig, WireRequest, embedded_error, parse_payload};
 
 /// Anthropic requires `max_tokens`; used when the request leaves it unset.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// The breakpoint marker: the default (five-minute) cache.
+fn cache_control() -> Value {
+    json!({"type": "ephemeral"})
+}
 
 pub(crate) fn build(
     config: &ProviderConfig,
@@ -52,6 +65,12 @@ pub(crate) fn build(
             ),
         }
     }
+    if let Some(last) = messages
+        .last_mut()
+        .and_then(|(_, blocks)| blocks.last_mut())
+    {
+        last["cache_control"] = cache_control();
+    }
     let messages: Vec<Value> = messages
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -63,15 +82,21 @@ pub(crate) fn build(
         json!(req.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
     );
     if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
+        body.insert(
+            "system".into(),
+            json!([{"type": "text", "text": system.join("\n\n"), "cache_control": cache_control()}]),
+        );
     }
     body.insert("messages".into(), Value::Array(messages));
     let tools = req.wire_tools();
     if !tools.is_empty() {
-        let tools: Vec<Value> = tools
+        let mut tools: Vec<Value> = tools
             .iter()
             .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
             .collect();
+        if let Some(last) = tools.last_mut() {
+            last["cache_control"] = cache_control();
+        }
         body.insert("tools".into(), Value::Array(tools));
         if req.tool_choice == ToolChoice::Required {
             body.insert("tool_choice".into(), json!({"type": "any"}));
@@ -103,11 +128,19 @@ fn stop_reason(reason: &str) -> StopReason {
     }
 }
 
+/// Anthropic's `input_tokens` is only the part of the prompt after the last cache read or
+/// write; the whole prompt is that plus `cache_read_input_tokens` and
+/// `cache_creation_input_tokens`, which a stream sends in `message_start` and may repeat in
+/// `message_delta`.
 fn usage(u: Option<&Value>) -> Option<Delta> {
     let u = u.filter(|u| u.is_object())?;
+    let count = |name: &str| u.get(name).and_then(Value::as_u64);
     Some(Delta::Usage {
-        input: u.get("input_tokens").and_then(Value::as_u64),
-        output: u.get("output_tokens").and_then(Value::as_u64),
+        input: None,
+        output: count("output_tokens"),
+        cached: count("cache_read_input_tokens"),
+        cache_write: count("cache_creation_input_tokens"),
+        uncached: count("input_tokens"),
     })
 }
 

@@ -35,9 +35,16 @@ pub(crate) enum Delta {
         arguments: Value,
         thought_signature: Option<String>,
     },
+    /// Each count the payload carried; `None` leaves the count as it was. `input` is the whole
+    /// prompt, cached parts included.
     Usage {
         input: Option<u64>,
         output: Option<u64>,
+        cached: Option<u64>,
+        cache_write: Option<u64>,
+        /// The prompt tokens outside the cache (Anthropic's `input_tokens`): the whole prompt is
+        /// this plus the cache counts, whichever payload carried them.
+        uncached: Option<u64>,
     },
     Stop(StopReason),
     /// The protocol's end-of-stream marker.
@@ -62,6 +69,7 @@ pub(crate) struct Assembler {
     finished: Vec<ToolCall>,
     whole_count: u64,
     usage: Usage,
+    uncached_input: Option<u64>,
     stop: Option<StopReason>,
     terminal: bool,
 }
@@ -140,12 +148,27 @@ impl Assembler {
                 emit(StreamEvent::ToolEnd { call: call.clone() });
                 self.finished.push(call);
             }
-            Delta::Usage { input, output } => {
+            Delta::Usage {
+                input,
+                output,
+                cached,
+                cache_write,
+                uncached,
+            } => {
+                if uncached.is_some() {
+                    self.uncached_input = uncached;
+                }
                 if let Some(i) = input {
                     self.usage.input_tokens = i;
                 }
                 if let Some(o) = output {
                     self.usage.output_tokens = o;
+                }
+                if let Some(c) = cached {
+                    self.usage.cached_input_tokens = c;
+                }
+                if let Some(w) = cache_write {
+                    self.usage.cache_write_input_tokens = w;
                 }
             }
             Delta::Stop(reason) => self.stop = Some(reason),
@@ -216,7 +239,12 @@ impl Assembler {
     }
 
     /// The response; calls still open become orphans, never executable calls.
-    pub(crate) fn finish(self) -> Result<ChatResponse, ProviderFailure> {
+    pub(crate) fn finish(mut self) -> Result<ChatResponse, ProviderFailure> {
+        if let Some(uncached) = self.uncached_input {
+            self.usage.input_tokens = uncached
+                .saturating_add(self.usage.cached_input_tokens)
+                .saturating_add(self.usage.cache_write_input_tokens);
+        }
         let orphaned_tool_calls: Vec<ToolCall> = self
             .tools
             .iter()

@@ -175,6 +175,10 @@ fn decode(body: &Value) -> Result<Vec<Delta>, ProviderFailure> {
         out.push(Delta::Usage {
             input: u.get("promptTokenCount").and_then(Value::as_u64),
             output: u.get("candidatesTokenCount").and_then(Value::as_u64),
+            // Part of `promptTokenCount` (implicit or explicit context caching).
+            cached: u.get("cachedContentTokenCount").and_then(Value::as_u64),
+            cache_write: None,
+            uncached: None,
         });
     }
     if let Some(r) = candidate

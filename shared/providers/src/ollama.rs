@@ -122,6 +122,10 @@ fn decode(body: &Value) -> Result<Vec<Delta>, ProviderFailure> {
         out.push(Delta::Usage {
             input: body.get("prompt_eval_count").and_then(Value::as_u64),
             output: body.get("eval_count").and_then(Value::as_u64),
+            // Ollama reports no prompt-cache counts.
+            cached: None,
+            cache_write: None,
+            uncached: None,
         });
         let reason = match body.get("done_reason").and_then(Value::as_str) {
             None | Some("stop") => StopReason::EndTurn,

@@ -111,6 +111,13 @@ fn usage(body: &Value) -> Option<Delta> {
     Some(Delta::Usage {
         input: u.get("prompt_tokens").and_then(Value::as_u64),
         output: u.get("completion_tokens").and_then(Value::as_u64),
+        // Part of `prompt_tokens`; servers without prompt caching leave the details out.
+        cached: u
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64),
+        cache_write: None,
+        uncached: None,
     })
 }
 

@@ -149,11 +149,56 @@ impl ChatRequest {
     }
 }
 
-/// Token usage as the provider reported it.
+/// Token usage as the provider reported it, normalised across protocols.
+///
+/// `input_tokens` is always the whole prompt, cached parts included (Anthropic reports the
+/// uncached remainder alone; its parser adds the cache reads and writes back). The two cache
+/// counts are the parts of `input_tokens` that were read from, or written to, the provider's
+/// prompt cache; both are zero where the provider reports no caching.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Prompt tokens served from the provider's cache (OpenAI and compatible
+    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`, Gemini
+    /// `cachedContentTokenCount`), billed at the cached price.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
+    /// Prompt tokens written to the provider's cache on this call (Anthropic
+    /// `cache_creation_input_tokens`), billed at the cache-write price.
+    #[serde(default)]
+    pub cache_write_input_tokens: u64,
+}
+
+impl Usage {
+    /// Usage with no cache activity.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self {
+            input_tokens,
+            output_tokens,
+            ..Self::default()
+        }
+    }
+
+    /// Prompt tokens billed at the plain input price: neither read from nor written to a cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.input_tokens
+            .saturating_sub(self.cached_input_tokens)
+            .saturating_sub(self.cache_write_input_tokens)
+    }
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Self) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(other.cached_input_tokens);
+        self.cache_write_input_tokens = self
+            .cache_write_input_tokens
+            .saturating_add(other.cache_write_input_tokens);
+    }
 }
 
 /// Why the model stopped.

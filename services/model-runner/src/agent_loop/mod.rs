@@ -474,16 +474,14 @@ impl AgentLoop {
             if let Err(e) = recorded {
                 tracing::warn!(error = %e, "provider call usage could not be recorded; run stops");
                 state.turns += 1;
-                state.usage.input_tokens += response.usage.input_tokens;
-                state.usage.output_tokens += response.usage.output_tokens;
+                state.usage += response.usage;
                 state.timings.push(timing);
                 break LoopStop::UsageNotRecorded { message: e.message };
             }
 
             let assembly_started = Instant::now();
             state.turns += 1;
-            state.usage.input_tokens += response.usage.input_tokens;
-            state.usage.output_tokens += response.usage.output_tokens;
+            state.usage += response.usage;
             state.final_text.clone_from(&response.content);
             state.messages.push(response.assistant_message());
 

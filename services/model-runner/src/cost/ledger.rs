@@ -63,6 +63,19 @@ fn tokens(n: u64) -> Result<i64, LedgerError> {
     i64::try_from(n).map_err(|_| LedgerError::TokensOutOfRange(n))
 }
 
+/// The cache counts of `usage` as the ledger stores them: a provider that reports more cached
+/// than prompt tokens gets its counts capped at the prompt (the table requires it), read first.
+fn cache_counts(usage: Usage) -> Usage {
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    Usage {
+        cached_input_tokens: cached,
+        cache_write_input_tokens: usage
+            .cache_write_input_tokens
+            .min(usage.input_tokens - cached),
+        ..usage
+    }
+}
+
 /// Records one call in the caller's transaction; the caller commits. Returns the row id and the
 /// cost recorded.
 pub async fn record(tx: &TenantTx, entry: &LedgerEntry<'_>) -> Result<(Uuid, Cost), LedgerError> {
@@ -70,11 +83,14 @@ pub async fn record(tx: &TenantTx, entry: &LedgerEntry<'_>) -> Result<(Uuid, Cos
     let cost = entry.cost();
     let amount = cost.amount().map(|usd| usd.to_string());
     let route = entry.route.to_string();
+    let cached = cache_counts(entry.usage);
     tx.client()
         .execute(
             "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, model, \
-             route_class, input_tokens, output_tokens, cost_usd, price_known, run_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::numeric, $12, $13)",
+             route_class, input_tokens, output_tokens, cost_usd, price_known, run_id, \
+             cached_input_tokens, cache_write_input_tokens) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::numeric, $12, $13, \
+             $14, $15)",
             &[
                 &id,
                 &tx.tenant().as_str(),
@@ -89,6 +105,8 @@ pub async fn record(tx: &TenantTx, entry: &LedgerEntry<'_>) -> Result<(Uuid, Cos
                 &amount,
                 &cost.is_known(),
                 &entry.run_id,
+                &tokens(cached.cached_input_tokens)?,
+                &tokens(cached.cache_write_input_tokens)?,
             ],
         )
         .await?;

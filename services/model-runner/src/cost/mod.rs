@@ -62,7 +62,7 @@ pub fn cost_for_class(route: &Route, class: RouteClass, usage: Usage) -> Cost {
         return Cost::NotMetered;
     }
     match pricing::price(route.provider_id(), route.model()) {
-        Some(row) => Cost::Known(row.cost(usage.input_tokens, usage.output_tokens)),
+        Some(row) => Cost::Known(row.cost(usage)),
         None => Cost::Unknown,
     }
 }

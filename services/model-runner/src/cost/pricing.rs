@@ -2,6 +2,7 @@
 //! from a similar name, a provider average or another gateway's listing.
 
 use super::Usd;
+use crate::provider::Usage;
 
 /// When the rows below were taken from the providers' public price pages. Prices change: a row
 /// older than a provider's change is wrong, so re-check them against the pages when this date
@@ -17,49 +18,117 @@ pub struct PriceRow {
     pub input_micros_per_mtok: u64,
     /// Micro-dollars per million output tokens.
     pub output_micros_per_mtok: u64,
+    /// Micro-dollars per million input tokens read from the provider's prompt cache (OpenAI
+    /// "cached input", Anthropic "cache hits", Gemini "context caching").
+    pub cached_input_micros_per_mtok: u64,
+    /// Micro-dollars per million input tokens written to the prompt cache: Anthropic's
+    /// five-minute cache write; the plain input price where writing costs nothing extra.
+    pub cache_write_micros_per_mtok: u64,
 }
 
 impl PriceRow {
-    /// The price of these tokens. A micro-dollar per million tokens is a pico-dollar per token,
-    /// so the product is exact.
-    pub fn cost(&self, input_tokens: u64, output_tokens: u64) -> Usd {
-        let input = u128::from(input_tokens) * u128::from(self.input_micros_per_mtok);
-        let output = u128::from(output_tokens) * u128::from(self.output_micros_per_mtok);
-        Usd::from_picos(u64::try_from(input + output).unwrap_or(u64::MAX))
+    /// The price of a call's tokens: the uncached input at the input price, cache reads and
+    /// writes at theirs, the output at the output price. A micro-dollar per million tokens is a
+    /// pico-dollar per token, so the product is exact.
+    pub fn cost(&self, usage: Usage) -> Usd {
+        let part = |tokens: u64, micros: u64| u128::from(tokens) * u128::from(micros);
+        let picos = part(usage.uncached_input_tokens(), self.input_micros_per_mtok)
+            + part(usage.cached_input_tokens, self.cached_input_micros_per_mtok)
+            + part(
+                usage.cache_write_input_tokens,
+                self.cache_write_micros_per_mtok,
+            )
+            + part(usage.output_tokens, self.output_micros_per_mtok);
+        Usd::from_picos(u64::try_from(picos).unwrap_or(u64::MAX))
+    }
+
+    /// What a cached input token costs relative to an uncached one (0.5 for gpt-4o, 0.1 for
+    /// Claude): the weight of cache reads in billed-equivalent input tokens.
+    pub fn cached_input_ratio(&self) -> f64 {
+        self.cached_input_micros_per_mtok as f64 / self.input_micros_per_mtok.max(1) as f64
+    }
+
+    /// The weight of cache writes in billed-equivalent input tokens (1.25 for Claude).
+    pub fn cache_write_ratio(&self) -> f64 {
+        self.cache_write_micros_per_mtok as f64 / self.input_micros_per_mtok.max(1) as f64
+    }
+
+    /// The input tokens of `usage` as uncached tokens of the same bill: uncached input plus
+    /// cache reads and writes at their price ratios.
+    pub fn billed_equivalent_input(&self, usage: Usage) -> f64 {
+        usage.uncached_input_tokens() as f64
+            + usage.cached_input_tokens as f64 * self.cached_input_ratio()
+            + usage.cache_write_input_tokens as f64 * self.cache_write_ratio()
     }
 }
 
-const fn row(provider: &'static str, model: &'static str, input: u64, output: u64) -> PriceRow {
+/// A row whose cache writes cost the plain input price (OpenAI, Gemini implicit caching).
+const fn row(
+    provider: &'static str,
+    model: &'static str,
+    input: u64,
+    output: u64,
+    cached_input: u64,
+) -> PriceRow {
     PriceRow {
         provider,
         model,
         input_micros_per_mtok: input,
         output_micros_per_mtok: output,
+        cached_input_micros_per_mtok: cached_input,
+        cache_write_micros_per_mtok: input,
+    }
+}
+
+/// A row with a cache-write surcharge (Anthropic).
+const fn row_with_write(
+    provider: &'static str,
+    model: &'static str,
+    input: u64,
+    output: u64,
+    cached_input: u64,
+    cache_write: u64,
+) -> PriceRow {
+    PriceRow {
+        cache_write_micros_per_mtok: cache_write,
+        ..row(provider, model, input, output, cached_input)
     }
 }
 
 /// Only models whose price is one flat rate per token; models priced in tiers by prompt length
-/// (for example Gemini 2.5 Pro) are left out rather than priced at one tier.
+/// (for example Gemini 2.5 Pro) are left out rather than priced at one tier. Columns: input,
+/// output, cached input (and Anthropic's cache write).
 pub static PRICES: &[PriceRow] = &[
-    row("openai", "gpt-4o", 2_500_000, 10_000_000),
-    row("openai", "gpt-4o-mini", 150_000, 600_000),
-    row("openai", "gpt-4.1", 2_000_000, 8_000_000),
-    row("openai", "gpt-4.1-mini", 400_000, 1_600_000),
-    row("openai", "gpt-4.1-nano", 100_000, 400_000),
-    row(
+    row("openai", "gpt-4o", 2_500_000, 10_000_000, 1_250_000),
+    row("openai", "gpt-4o-mini", 150_000, 600_000, 75_000),
+    row("openai", "gpt-4.1", 2_000_000, 8_000_000, 500_000),
+    row("openai", "gpt-4.1-mini", 400_000, 1_600_000, 100_000),
+    row("openai", "gpt-4.1-nano", 100_000, 400_000, 25_000),
+    row_with_write(
         "anthropic",
         "claude-sonnet-4-20250514",
         3_000_000,
         15_000_000,
+        300_000,
+        3_750_000,
     ),
-    row(
+    row_with_write(
         "anthropic",
         "claude-opus-4-20250514",
         15_000_000,
         75_000_000,
+        1_500_000,
+        18_750_000,
     ),
-    row("anthropic", "claude-3-5-haiku-20241022", 800_000, 4_000_000),
-    row("gemini", "gemini-2.5-flash", 300_000, 2_500_000),
+    row_with_write(
+        "anthropic",
+        "claude-3-5-haiku-20241022",
+        800_000,
+        4_000_000,
+        80_000,
+        1_000_000,
+    ),
+    row("gemini", "gemini-2.5-flash", 300_000, 2_500_000, 75_000),
 ];
 
 /// The exact row for this provider and model, if there is one.

@@ -24,6 +24,8 @@ use crate::route::Route;
 const NEXT_CALL: Usage = Usage {
     input_tokens: 1,
     output_tokens: 0,
+    cached_input_tokens: 0,
+    cache_write_input_tokens: 0,
 };
 
 /// Why a call was not admitted.

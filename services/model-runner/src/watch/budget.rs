@@ -98,10 +98,7 @@ mod tests {
     use super::*;
 
     fn usage(input: u64, output: u64) -> Usage {
-        Usage {
-            input_tokens: input,
-            output_tokens: output,
-        }
+        Usage::new(input, output)
     }
 
     #[test]

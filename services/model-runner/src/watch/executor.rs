@@ -176,8 +176,7 @@ impl UsageSink for RunUsage<'_> {
                 let mut totals = self.totals.lock().unwrap_or_else(|p| p.into_inner());
                 totals.calls = totals.calls.saturating_add(1);
                 if call.outcome == CallOutcome::Completed {
-                    totals.usage.input_tokens += call.usage.input_tokens;
-                    totals.usage.output_tokens += call.usage.output_tokens;
+                    totals.usage += call.usage;
                     // The same pricing the ledger row got: one owner of the cost of a call.
                     let cost = cost_for_class(call.route, call.route_class, call.usage).amount();
                     totals.cost = match (totals.cost, cost) {

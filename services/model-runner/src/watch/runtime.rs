@@ -131,8 +131,7 @@ impl Phases {
     fn absorb(&mut self, outcome: LoopOutcome) -> LoopStop {
         self.turns += outcome.turns;
         self.provider_calls += outcome.provider_calls;
-        self.usage.input_tokens += outcome.usage.input_tokens;
-        self.usage.output_tokens += outcome.usage.output_tokens;
+        self.usage += outcome.usage;
         self.records.extend(outcome.tool_calls);
         self.provider_time += outcome.timings.iter().map(|t| t.provider).sum::<Duration>();
         self.final_text = outcome.final_text;

@@ -18,6 +18,17 @@ fn thinking_signature(answer: &Answering<'_>) -> String {
     super::gemini::thought_signature(&message_id(answer))
 }
 
+/// Usage as Anthropic reports it: `input_tokens` is only the prompt after the cache; the cache
+/// reads and writes are counted apart.
+fn usage_json(usage: SimUsage, output_tokens: u64) -> Value {
+    json!({"input_tokens": usage.input_tokens
+               - usage.cached_input_tokens
+               - usage.cache_write_input_tokens,
+           "cache_creation_input_tokens": usage.cache_write_input_tokens,
+           "cache_read_input_tokens": usage.cached_input_tokens,
+           "output_tokens": output_tokens})
+}
+
 fn stop_reason(turn: &Turn) -> &'static str {
     if turn.tool_calls.is_empty() {
         "end_turn"
@@ -41,7 +52,7 @@ pub(crate) fn full(turn: &Turn, ids: &[String], usage: SimUsage, answer: &Answer
     json!({
         "id": message_id(answer), "type": "message", "role": "assistant", "model": answer.model,
         "content": content, "stop_reason": stop_reason(turn), "stop_sequence": null,
-        "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
+        "usage": usage_json(usage, usage.output_tokens),
     })
 }
 
@@ -62,7 +73,7 @@ pub(crate) fn frames(
             "id": message_id(answer), "type": "message", "role": "assistant",
             "model": answer.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": usage.input_tokens, "output_tokens": 1}}}),
+            "usage": usage_json(usage, 1)}}),
     )];
     let mut index = 0;
     if let Some(r) = &turn.reasoning {
@@ -138,8 +149,7 @@ pub(crate) fn frames(
         "message_delta",
         json!({"type": "message_delta",
                "delta": {"stop_reason": stop_reason(turn), "stop_sequence": null},
-               "usage": {"input_tokens": usage.input_tokens,
-                         "output_tokens": usage.output_tokens}}),
+               "usage": usage_json(usage, usage.output_tokens)}),
     ));
     Rendered {
         frames,

@@ -116,9 +116,16 @@ pub(crate) fn rpc_status(http: u16, code: &str) -> String {
     name.to_owned()
 }
 
+/// `cachedContentTokenCount` is part of `promptTokenCount` and present only on a cache hit, as
+/// Gemini's implicit caching reports it.
 fn usage_json(u: SimUsage) -> Value {
-    json!({"promptTokenCount": u.input_tokens, "candidatesTokenCount": u.output_tokens,
-           "totalTokenCount": u.input_tokens + u.output_tokens})
+    let mut usage = json!({"promptTokenCount": u.input_tokens,
+                           "candidatesTokenCount": u.output_tokens,
+                           "totalTokenCount": u.input_tokens + u.output_tokens});
+    if u.cached_input_tokens > 0 {
+        usage["cachedContentTokenCount"] = json!(u.cached_input_tokens);
+    }
+    usage
 }
 
 fn call_parts(turn: &Turn, ids: &[String]) -> Vec<Value> {

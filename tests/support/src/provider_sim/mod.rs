@@ -16,6 +16,7 @@
 
 mod anthropic;
 mod behaviour;
+pub mod cache;
 mod conversation;
 mod gemini;
 mod ollama;
@@ -67,10 +68,18 @@ impl SimProtocol {
 }
 
 /// Token usage the simulator reported for one request, counted with o200k_base.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// `input_tokens` is the whole prompt; the two cache counts are the parts of it the simulated
+/// prompt cache served or stored ([`cache`]), reported on the wire the way each provider does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SimUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Read from the prompt cache (OpenAI `cached_tokens`, Anthropic `cache_read_input_tokens`,
+    /// Gemini `cachedContentTokenCount`).
+    pub cached_input_tokens: u64,
+    /// Written to the prompt cache (Anthropic `cache_creation_input_tokens`).
+    pub cache_write_input_tokens: u64,
 }
 
 /// One request as the simulator received it.
@@ -140,6 +149,8 @@ impl RecordedRequest {
             "usage": self.usage.map(|u| json!({
                 "input_tokens": u.input_tokens,
                 "output_tokens": u.output_tokens,
+                "cached_input_tokens": u.cached_input_tokens,
+                "cache_write_input_tokens": u.cache_write_input_tokens,
             })),
         })
     }
@@ -182,6 +193,8 @@ struct SimState {
     sessions: Mutex<HashMap<String, u64>>,
     /// Streamed answers whose client closed the connection before the stream ended.
     abandoned: std::sync::atomic::AtomicU64,
+    /// What each provider would have served from its prompt cache.
+    cache: cache::PromptCache,
 }
 
 impl SimState {
@@ -191,6 +204,7 @@ impl SimState {
             requests: Mutex::new(RequestLog::default()),
             sessions: Mutex::new(HashMap::new()),
             abandoned: std::sync::atomic::AtomicU64::new(0),
+            cache: cache::PromptCache::default(),
         }
     }
 
@@ -582,9 +596,15 @@ async fn handle(
     if !delivery.cold_start.is_zero() {
         tokio::time::sleep(delivery.cold_start).await;
     }
+    let input_tokens = count_tokens(&String::from_utf8_lossy(&raw));
+    let cached = state.cache.serve(protocol, &model, &body);
+    // Both cache counts are parts of the prompt; the body is counted whole.
+    let cached_input_tokens = cached.read.min(input_tokens);
     let usage = SimUsage {
-        input_tokens: count_tokens(&String::from_utf8_lossy(&raw)),
+        input_tokens,
         output_tokens: turn.output_tokens(),
+        cached_input_tokens,
+        cache_write_input_tokens: cached.written.min(input_tokens - cached_input_tokens),
     };
     if let Some(r) = state.log().entries.iter_mut().find(|r| r.seq == request_no) {
         r.usage = Some(usage);

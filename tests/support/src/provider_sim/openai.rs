@@ -8,9 +8,14 @@ use serde_json::{Value, json};
 
 use super::{Answering, Delivery, Rendered, SimUsage, Turn, pieces};
 
+/// `cached_tokens` is part of `prompt_tokens`, as OpenAI reports automatic prefix caching.
 fn usage_json(u: SimUsage) -> Value {
     json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
-           "total_tokens": u.input_tokens + u.output_tokens})
+           "total_tokens": u.input_tokens + u.output_tokens,
+           "prompt_tokens_details": {"cached_tokens": u.cached_input_tokens, "audio_tokens": 0},
+           "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+                                         "accepted_prediction_tokens": 0,
+                                         "rejected_prediction_tokens": 0}})
 }
 
 fn finish_reason(turn: &Turn) -> &'static str {

@@ -20,3 +20,8 @@ pub(crate) fn ensure_loaded() -> anyhow::Result<()> {
 pub fn count_tokens(text: &str) -> u64 {
     bpe().map_or(0, |b| b.encode_with_special_tokens(text).len() as u64)
 }
+
+/// The o200k_base token ids of `text` (empty if the tokenizer could not be loaded).
+pub(crate) fn encode(text: &str) -> Vec<u32> {
+    bpe().map_or_else(Vec::new, |b| b.encode_with_special_tokens(text))
+}
