@@ -321,6 +321,7 @@ impl Broker {
         let created = actions::create_for_finding(&tx, &plan, req.finding_id, &req.requested_by)
             .await
             .map_err(actions_error)?;
+        crate::metrics::ActionMetrics::shared().entered(created.state);
         let reasons = decision
             .reason_codes
             .iter()
@@ -333,7 +334,7 @@ impl Broker {
         };
         let action = match decision.outcome {
             PolicyOutcome::NeedsApproval => {
-                let pending = actions::transition(
+                let pending = crate::metrics::transition(
                     &tx,
                     &created,
                     ActionEvent::RequestApproval,
@@ -361,7 +362,7 @@ impl Broker {
                 self.enqueue(&tx, row).await?;
                 pending
             }
-            PolicyOutcome::AutoAuthorized => actions::transition(
+            PolicyOutcome::AutoAuthorized => crate::metrics::transition(
                 &tx,
                 &created,
                 ActionEvent::AutoAuthorize,
@@ -370,11 +371,15 @@ impl Broker {
             )
             .await
             .map_err(actions_error)?,
-            PolicyOutcome::Refused => {
-                actions::transition(&tx, &created, ActionEvent::Refuse, SERVICE_ACTOR, detail())
-                    .await
-                    .map_err(actions_error)?
-            }
+            PolicyOutcome::Refused => crate::metrics::transition(
+                &tx,
+                &created,
+                ActionEvent::Refuse,
+                SERVICE_ACTOR,
+                detail(),
+            )
+            .await
+            .map_err(actions_error)?,
         };
         self.commit(tx).await?;
         if action.state == ActionState::Approved {
@@ -399,7 +404,7 @@ impl Broker {
         if action.state == ActionState::Executing {
             return Ok(false);
         }
-        actions::transition(
+        crate::metrics::transition(
             tx,
             action,
             ActionEvent::Expire,
@@ -474,7 +479,7 @@ impl Broker {
                 ActionEvent::Approve
             }
         };
-        let decided = actions::transition(
+        let decided = crate::metrics::transition(
             &tx,
             &action,
             event,
@@ -560,7 +565,7 @@ impl Broker {
         message: &str,
         recomputed: &str,
     ) -> Result<StoredAction, BrokerError> {
-        let failed = actions::transition(
+        let failed = crate::metrics::transition(
             tx,
             action,
             ActionEvent::Refuse,
@@ -742,7 +747,7 @@ impl Broker {
         }
         let lease_id = format!("lease-{}", Uuid::now_v7());
         let lease_expires_at = Utc::now() + self.settings.lease_ttl;
-        let executing = actions::transition(
+        let executing = crate::metrics::transition(
             &tx,
             action,
             ActionEvent::StartExecution,

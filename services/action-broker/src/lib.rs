@@ -10,6 +10,7 @@ pub mod broker;
 pub mod capabilities;
 pub mod error;
 pub mod lifecycle;
+pub mod metrics;
 pub mod recovery;
 
 use std::time::Duration;
@@ -27,6 +28,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    metrics::ActionMetrics::register(&ctx.metrics);
     let notify = ctx.outbox_relay();
     let broker = broker::Broker::new(
         ctx.store.clone(),

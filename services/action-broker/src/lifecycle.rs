@@ -330,7 +330,7 @@ impl Broker {
             tx.rollback().await.map_err(store_error)?;
             return Ok(current);
         }
-        let ended = actions::transition(
+        let ended = crate::metrics::transition(
             &tx,
             &current,
             event,
@@ -385,6 +385,7 @@ impl Broker {
         let verified = actions::record_verification(&tx, &current, outcome, detail, SERVICE_ACTOR)
             .await
             .map_err(actions_error)?;
+        let approved_at = crate::metrics::approved_at(&tx, id).await;
         self.record_fix_outcome(
             &tx,
             &verified,
@@ -393,6 +394,12 @@ impl Broker {
         )
         .await?;
         self.commit(tx).await?;
+        crate::metrics::ActionMetrics::shared().verified(
+            &verified,
+            outcome,
+            approved_at,
+            verified.verified_at.unwrap_or_else(chrono::Utc::now),
+        );
         tracing::info!(action_id = %id, verification = %outcome, %reason, "action verified");
         Ok(())
     }

@@ -105,14 +105,14 @@ pub async fn observe_local(
         request_id: state.registry.request_id(),
         target: request.target,
     });
-    Some(
-        match link.forward(message, state.limits.request_timeout).await {
-            Ok(AgentMessage::Observation(o)) => Ok(ObserveReply(o)),
-            Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
-            Ok(other) => Err(unexpected(&other)),
-            Err(e) => Err(e),
-        },
-    )
+    let answer = match link.forward(message, state.limits.request_timeout).await {
+        Ok(AgentMessage::Observation(o)) => Ok(ObserveReply(o)),
+        Ok(AgentMessage::Refused(r)) => Err(refused(&r.reason)),
+        Ok(other) => Err(unexpected(&other)),
+        Err(e) => Err(e),
+    };
+    state.metrics.observation(answer.is_ok());
+    Some(answer)
 }
 
 /// Forwards a read to the local session of its agent (`None` when it has none here) and

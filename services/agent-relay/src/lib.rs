@@ -17,6 +17,7 @@ mod handlers;
 mod ingest;
 mod limits;
 mod liveness;
+pub mod metrics;
 mod registry;
 mod session;
 
@@ -48,6 +49,8 @@ pub struct RelayState {
     pub registry: Arc<registry::Registry>,
     /// Where sessions hand their reports to be stored.
     pub ingest: ingest::Ingest,
+    /// The relay's `/metrics` series.
+    pub metrics: metrics::RelayMetrics,
 }
 
 /// Per-agent limits and the liveness timeout.
@@ -95,6 +98,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         bus: ctx.bus.clone(),
         registry: Arc::default(),
         ingest,
+        metrics: metrics::RelayMetrics::register(&ctx.metrics),
     };
     let responders = handlers::serve(&state).await?;
     let liveness_task = tokio::spawn(liveness::run(state.clone(), ctx.shutdown.clone()));

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::RelayState;
 use crate::error::RelayError;
 use crate::limits::ReportBudget;
+use crate::metrics::RejectReason;
 use crate::registry::{Answer, Outbound, SessionLink};
 
 /// Invalid messages tolerated before the connection is closed.
@@ -68,6 +69,14 @@ pub async fn upgrade(
     };
     let principal = match tokens::authenticate(&state.store, token, Utc::now()).await {
         Ok(principal) => principal,
+        Err(AuthFailure::Suspended { reason }) => {
+            tracing::info!(%reason, "agent of a suspended tenant refused");
+            return refuse(
+                StatusCode::FORBIDDEN,
+                ErrorCode::TenantSuspended,
+                &pulse_domain::tenant::suspended_message(&reason),
+            );
+        }
         Err(AuthFailure::Store(error)) => {
             tracing::warn!(%error, "token check failed");
             return refuse(
@@ -113,15 +122,23 @@ struct Refusal {
     reason: String,
     /// Counts toward [`MAX_STRIKES`] (protocol violations do; rate limiting does not).
     strike: bool,
+    /// The `reason` label it is counted under.
+    kind: RejectReason,
 }
 
 impl Refusal {
+    /// A protocol violation (unless [`Refusal::of`] says otherwise).
     fn strike(reason: impl Into<String>) -> Self {
         Self {
             seq: None,
             reason: reason.into(),
             strike: true,
+            kind: RejectReason::Protocol,
         }
+    }
+
+    fn of(self, kind: RejectReason) -> Self {
+        Self { kind, ..self }
     }
 }
 
@@ -152,6 +169,7 @@ struct Session {
 /// A report handed to ingest, waiting for the store's answer.
 struct StoringReport {
     seq: u64,
+    received: Instant,
     agent_id: String,
     details: Vec<(ResourceId, u64)>,
     stored: std::pin::Pin<
@@ -204,6 +222,9 @@ impl Session {
             self.state
                 .registry
                 .unregister(&self.principal.tenant, agent_id, link.generation);
+        }
+        if self.link.take().is_some() {
+            self.state.metrics.agents_connected.dec();
         }
         self.outbound = None;
         for responder in self.responders.drain(..) {
@@ -300,7 +321,8 @@ impl Session {
                     Ok(text) => self.handle(text, &mut socket).await,
                     Err(error) => Err(Refusal::strike(format!(
                         "message is not valid UTF-8 ({error})"
-                    ))),
+                    ))
+                    .of(RejectReason::Malformed)),
                 },
                 Message::Close(_) => break,
                 Message::Ping(_) | Message::Pong(_) => continue,
@@ -338,6 +360,7 @@ impl Session {
             Ok(reply) => reply,
             Err(refusal) => {
                 tracing::warn!(tenant = %self.principal.tenant, agent_id = ?self.agent_id, reason = %refusal.reason, "agent message rejected");
+                self.state.metrics.rejected(refusal.kind);
                 if refusal.strike {
                     self.strikes += 1;
                 }
@@ -357,6 +380,7 @@ impl Session {
     ) -> Result<RelayMessage, Refusal> {
         let Some(StoringReport {
             seq,
+            received,
             agent_id,
             details,
             ..
@@ -367,10 +391,16 @@ impl Session {
                 seq: None,
                 reason: "no report was being stored".to_owned(),
                 strike: false,
+                kind: RejectReason::StoreFailed,
             });
         };
         match stored {
             Ok(ingested) => {
+                self.state.metrics.ingested(
+                    received.elapsed(),
+                    ingested.resources,
+                    ingested.samples,
+                );
                 self.stored_details = details.into_iter().collect();
                 tracing::debug!(agent_id = %agent_id, seq, resources = ingested.resources, changes = ingested.changes, samples = ingested.samples, "report stored");
                 Ok(RelayMessage::Ack { seq })
@@ -383,6 +413,7 @@ impl Session {
                     reason: "the relay could not store the report; the next report replaces it"
                         .to_owned(),
                     strike: false,
+                    kind: RejectReason::StoreFailed,
                 })
             }
         }
@@ -398,10 +429,12 @@ impl Session {
             return Err(Refusal::strike(format!(
                 "message of {} bytes exceeds the limit of {max} bytes",
                 text.len()
-            )));
+            ))
+            .of(RejectReason::TooLarge));
         }
-        let message: AgentMessage = serde_json::from_str(text)
-            .map_err(|error| Refusal::strike(format!("malformed message: {error}")))?;
+        let message: AgentMessage = serde_json::from_str(text).map_err(|error| {
+            Refusal::strike(format!("malformed message: {error}")).of(RejectReason::Malformed)
+        })?;
         match message {
             AgentMessage::Hello(hello) => {
                 let welcome = self.hello(hello).await?;
@@ -411,6 +444,7 @@ impl Session {
                         seq: None,
                         reason: "welcome could not be sent".to_owned(),
                         strike: true,
+                        kind: RejectReason::ConnectionFailed,
                     });
                 }
                 self.register().await;
@@ -426,6 +460,7 @@ impl Session {
                             seq: None,
                             reason: "an ack could not be sent".to_owned(),
                             strike: false,
+                            kind: RejectReason::ConnectionFailed,
                         });
                     }
                 }
@@ -454,6 +489,7 @@ impl Session {
         );
         self.link = Some(link);
         self.outbound = Some(outbound);
+        self.state.metrics.agents_connected.inc();
         match crate::handlers::serve_agent(&self.state, &tenant, &agent_id).await {
             Ok(responders) => self.responders = responders,
             Err(error) => {
@@ -497,6 +533,7 @@ impl Session {
                 seq: None,
                 reason: "the relay cannot store the session right now; retry".to_owned(),
                 strike: false,
+                kind: RejectReason::StoreFailed,
             });
         }
         // Three missed intervals, at least the configured liveness timeout, plus slack.
@@ -516,6 +553,7 @@ impl Session {
     /// Checks a report and hands it to ingest; its ack follows when the store answers
     /// ([`Session::report_stored`]).
     fn report(&mut self, mut report: Report) -> Result<(), Refusal> {
+        let received = Instant::now();
         let seq = Some(report.seq);
         let Some(agent_id) = self.agent_id.clone() else {
             return Err(Refusal {
@@ -531,6 +569,7 @@ impl Session {
                     self.state.limits.max_reports_per_sec
                 ),
                 strike: false,
+                kind: RejectReason::RateLimited,
             });
         }
         if report.resources.len() > limits::MAX_RESOURCES_PER_REPORT {
@@ -541,6 +580,7 @@ impl Session {
                     report.resources.len(),
                     limits::MAX_RESOURCES_PER_REPORT
                 ))
+                .of(RejectReason::TooManyResources)
             });
         }
         let mut truncated = 0;
@@ -586,6 +626,7 @@ impl Session {
         let ingest = self.state.ingest.clone();
         self.storing = Some(StoringReport {
             seq,
+            received,
             agent_id,
             details,
             stored: Box::pin(async move { ingest.store(submission).await }),

@@ -249,6 +249,7 @@ impl LeaseSweeper {
         )?;
         pulse_bus::enqueue(&**tx.client(), row).await?;
         tx.commit().await?;
+        pulse_runtime::metrics::patrol_run_ended(&ended);
         tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, %detail, "patrol run ended: no runner took it");
         Ok(true)
     }
@@ -270,6 +271,7 @@ impl LeaseSweeper {
         )?;
         pulse_bus::enqueue(&**tx.client(), row).await?;
         tx.commit().await?;
+        pulse_runtime::metrics::patrol_run_ended(&run);
         if let Some(notify) = &self.outbox_notify {
             notify.notify_one();
         }

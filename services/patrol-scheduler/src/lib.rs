@@ -80,6 +80,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     .with_wake(dispatch_wake)
     .with_bus(ctx.bus.clone())
     .with_metrics(dispatcher::DispatchMetrics::register(&ctx.metrics));
+    pulse_runtime::metrics::PatrolRunMetrics::register(&ctx.metrics);
     let dispatch_task = tokio::spawn(dispatcher.run(ctx.shutdown.clone()));
     let manual = manual::ManualRuns::with_acceptor(acceptor)
         .serve(&ctx.bus)

@@ -19,6 +19,7 @@
 
 pub mod check;
 pub mod error;
+pub mod metrics;
 pub mod observe;
 pub mod postcondition;
 pub mod resolution;
@@ -100,6 +101,7 @@ fn require(field: &str, value: &str) -> Result<(), VerifierError> {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    metrics::VerifierMetrics::register(&ctx.metrics);
     let resolution = ResolutionVerifier::new(ctx.bus.clone(), ctx.store.clone())
         .serve()
         .await?;
@@ -202,7 +204,14 @@ impl Verify for ResolutionVerifier {
         tenant: TenantId,
         request: ResolutionCheckRequest,
     ) -> Result<ResolutionCheckReply, VerifierError> {
-        self.verify(&tenant, request).await
+        let started = Instant::now();
+        let answer = self.verify(&tenant, request).await;
+        let outcome = match &answer {
+            Ok(reply) => reply.outcome.as_str(),
+            Err(_) => "refused",
+        };
+        metrics::VerifierMetrics::shared().checked("resolution", outcome, started.elapsed());
+        answer
     }
 }
 
@@ -410,7 +419,14 @@ impl Verify for PostconditionVerifier {
         tenant: TenantId,
         request: PostconditionRequest,
     ) -> Result<PostconditionReply, VerifierError> {
-        self.verify(&tenant, request).await
+        let started = Instant::now();
+        let answer = self.verify(&tenant, request).await;
+        let outcome = match &answer {
+            Ok(reply) => reply.outcome.as_str(),
+            Err(_) => "refused",
+        };
+        metrics::VerifierMetrics::shared().checked("postcondition", outcome, started.elapsed());
+        answer
     }
 }
 

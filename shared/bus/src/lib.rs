@@ -22,6 +22,7 @@ pub mod actions_api;
 pub mod assistant_api;
 pub mod bus;
 pub mod clients;
+pub mod delivery_metrics;
 pub mod endpoint;
 pub mod envelope;
 pub mod error;

@@ -173,6 +173,31 @@ pub async fn message_id_of<C: GenericClient>(
     Ok(row.map(|row| row.try_get(0)).transpose()?)
 }
 
+/// What waits in the outbox, every tenant together: rows not yet published (and not given up
+/// as malformed), and the age of the oldest of them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OutboxBacklog {
+    pub pending: i64,
+    /// Seconds since the oldest pending row was created; 0 when nothing is pending.
+    pub oldest_age_seconds: f64,
+}
+
+/// The outbox's [`OutboxBacklog`], read over the relay's own index.
+pub async fn backlog<C: GenericClient>(client: &C) -> Result<OutboxBacklog, OutboxError> {
+    let row = client
+        .query_one(
+            "SELECT count(*), \
+                    COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) \
+             FROM outbox WHERE published_at IS NULL AND failed_at IS NULL",
+            &[],
+        )
+        .await?;
+    Ok(OutboxBacklog {
+        pending: row.try_get(0)?,
+        oldest_age_seconds: row.try_get::<_, f64>(1)?.max(0.0),
+    })
+}
+
 fn header_pair(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), OutboxError> {
     let bad = || OutboxError::BadHeader {
         name: name.to_owned(),

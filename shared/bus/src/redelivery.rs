@@ -187,6 +187,7 @@ impl Delivery {
                 let delay = redelivery.delay(self.delivered);
                 tracing::info!(kind = %redelivery.dlq_kind, reason = %reason, delay_ms = delay.as_millis() as u64, "delivery failed, retrying later");
                 self.nak(Some(delay)).await;
+                crate::delivery_metrics::delivery_metrics().redelivery(&redelivery.dlq_kind);
                 Settled::Retrying(delay)
             }
             Err(JobError::Retry(reason) | JobError::Fatal(reason)) => {
@@ -250,6 +251,7 @@ impl Delivery {
                     reason = %reason,
                     "message dead-lettered"
                 );
+                crate::delivery_metrics::delivery_metrics().dead_letter(kind);
                 if let Err(error) = self.message.double_ack_with(AckKind::Term).await {
                     tracing::warn!(%error, "terminating a dead-lettered message failed");
                 }

@@ -9,6 +9,7 @@
 mod connect;
 mod health;
 mod heartbeat;
+pub mod metrics;
 mod outbox;
 mod service;
 mod shutdown;

@@ -141,6 +141,10 @@ pub async fn start(
         Duration::from_millis(context.config.heartbeat.interval_ms.max(100)),
         context.shutdown.clone(),
     ));
+    tasks.spawn(
+        crate::metrics::RuntimeMetrics::register(&context.metrics)
+            .run(context.store.clone(), context.shutdown.clone()),
+    );
     if let Some(port) = spec.health_port {
         let addr = context
             .config
