@@ -1,10 +1,15 @@
 //! Watch run cost and overhead: the real Watch executor (`WatchRuntime`: seed, agentic loop,
-//! Watch tools against the store, accounting) over a 50-resource fleet seeded in Postgres, with
-//! the provider simulator's `sim:diligent` model at zero latency.
+//! Watch tools against the store, accounting) over fleets seeded in Postgres, with the provider
+//! simulator's `sim:diligent` model at zero latency.
 //!
 //! - input tokens per run, counted by the simulator's o200k_base tokenizer over each request
-//!   body, for the healthy fleet, the same fleet with one unhealthy service (the run that
-//!   reports it) and the run after (the one that gives the finding a verdict);
+//!   body, for the healthy 50-resource fleet, the same fleet with one unhealthy service (the run
+//!   that reports it) and the run after (the one that gives the finding a verdict);
+//! - per healthy fleet of 50, 200 and 1,000 resources, on each caching wire (OpenAI-compatible,
+//!   Anthropic): input tokens raw, read from the prompt cache, written to it, billed-equivalent
+//!   (cache reads and writes weighted by a reference model's price ratios), requests and wall
+//!   time per run. Every run starts with a cold cache (a fresh simulator): a Patrol cadence is
+//!   longer than a provider keeps a prompt cached, so nothing is carried from the run before;
 //! - run wall time minus provider time (the executor's own work: seed, redaction, tool handlers
 //!   and their store reads, finding writes, accounting), p50/p95 over healthy runs.
 
@@ -16,6 +21,7 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
 use pulse_domain::resource::{Health, ObservedResource, Resource};
 use pulse_model_runner::agent_loop::BoxFuture;
+use pulse_model_runner::cost::pricing::{self, PriceRow};
 use pulse_model_runner::preflight::RouteConnection;
 use pulse_model_runner::provider::Usage;
 use pulse_model_runner::route::Route;
@@ -25,16 +31,22 @@ use pulse_model_runner::watch::executor::{
 use pulse_model_runner::watch::runtime::WatchRuntime;
 use pulse_store::{Store, agents, patrol_runs, resources, tenants};
 use pulse_test_support::db::TestDb;
-use pulse_test_support::provider_sim::{ProviderSim, Script, count_tokens};
+use pulse_test_support::provider_sim::{ProviderSim, Script, SimUsage, count_tokens};
 use serde_json::Value;
 
 use crate::{BenchArgs, figure, quantile};
 
 const BENCH: &str = "watch";
-/// Agents in the fleet; each reports [`SERVICES_PER_HOST`] services.
+/// Agents in the 50-resource fleet; each reports [`SERVICES_PER_HOST`] services.
 const HOSTS: usize = 5;
 const SERVICES_PER_HOST: usize = 10;
 const RESOURCES: usize = HOSTS * SERVICES_PER_HOST;
+/// Healthy fleet sizes of the scaling figures.
+const FLEETS: [usize; 3] = [50, 200, 1_000];
+/// The billed-equivalent target for a healthy 50-resource run on a caching provider.
+const BILLED_TARGET_50: f64 = 4_000.0;
+/// A healthy 1,000-resource run may use at most this many times the tokens of a 50-resource run.
+const SCALE_TARGET: f64 = 2.0;
 const MODEL: &str = "sim:diligent";
 /// The upstream figure for one Watch run on a real fleet.
 const UPSTREAM_INPUT_TOKENS: f64 = 104_528.0;
@@ -66,8 +78,18 @@ async fn seed(
     tenant: &TenantId,
     faulty: Option<(usize, &str)>,
 ) -> anyhow::Result<Vec<Resource>> {
+    seed_hosts(store, tenant, HOSTS, faulty).await
+}
+
+/// `hosts` agents reporting [`SERVICES_PER_HOST`] services each.
+async fn seed_hosts(
+    store: &Store,
+    tenant: &TenantId,
+    hosts: usize,
+    faulty: Option<(usize, &str)>,
+) -> anyhow::Result<Vec<Resource>> {
     let tx = store.tenant_tx(tenant).await?;
-    for h in 0..HOSTS {
+    for h in 0..hosts {
         let host = format!("bench-host-{h}");
         agents::connect(
             &tx,
@@ -104,6 +126,9 @@ struct Measured {
     wall: Duration,
     /// Input tokens of the run's requests, as the simulator counted them.
     sim_input_tokens: u64,
+    /// What the simulator reported, summed over the run's requests.
+    usage: Usage,
+    requests: usize,
     breakdown: Breakdown,
 }
 
@@ -178,16 +203,27 @@ impl Bench {
         let breakdown = requests
             .first()
             .map(|r| Breakdown::of(&r.body, requests.len()));
-        let sim_input_tokens = requests
-            .iter()
-            .filter_map(|r| r.usage.map(|u| u.input_tokens))
-            .sum();
+        let mut usage = Usage::default();
+        for reported in requests.iter().filter_map(|r| r.usage) {
+            usage += usage_of(reported);
+        }
         Ok(Measured {
             outcome,
             wall,
-            sim_input_tokens,
+            sim_input_tokens: usage.input_tokens,
+            usage,
+            requests: requests.len(),
             breakdown: breakdown.unwrap_or_default(),
         })
+    }
+}
+
+fn usage_of(sim: SimUsage) -> Usage {
+    Usage {
+        input_tokens: sim.input_tokens,
+        output_tokens: sim.output_tokens,
+        cached_input_tokens: sim.cached_input_tokens,
+        cache_write_input_tokens: sim.cache_write_input_tokens,
     }
 }
 
@@ -203,9 +239,186 @@ fn accounted(measured: &Measured) -> (u32, u32) {
 pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let runs = if args.quick { 3 } else { 100 };
     let db = TestDb::create().await?;
-    let result = measure(&db, runs).await;
+    let mut result = measure(&db, runs).await;
+    if result.is_ok() {
+        result = fleets(&db, if args.quick { 1 } else { 5 }).await;
+    }
     db.cleanup().await?;
     result
+}
+
+/// A caching wire and the model whose cache price ratios weigh its billed-equivalent tokens.
+struct Wire {
+    name: &'static str,
+    provider: &'static str,
+    reference: &'static PriceRow,
+}
+
+fn wires() -> anyhow::Result<[Wire; 2]> {
+    let row = |provider: &str, model: &str| {
+        pricing::price(provider, model)
+            .ok_or_else(|| anyhow::anyhow!("no price row for {provider}:{model}"))
+    };
+    Ok([
+        Wire {
+            name: "openai",
+            provider: "openai",
+            reference: row("openai", "gpt-4.1")?,
+        },
+        Wire {
+            name: "anthropic",
+            provider: "anthropic",
+            reference: row("anthropic", "claude-sonnet-4-20250514")?,
+        },
+    ])
+}
+
+/// One healthy fleet on one wire: the figures of its runs.
+struct FleetFigures {
+    raw: Vec<f64>,
+    cached: Vec<f64>,
+    written: Vec<f64>,
+    billed: Vec<f64>,
+    requests: Vec<f64>,
+    wall_ms: Vec<f64>,
+}
+
+impl FleetFigures {
+    fn p50(v: &[f64]) -> f64 {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        quantile(&v, 0.5)
+    }
+}
+
+/// Healthy fleets of [`FLEETS`] resources on each caching wire, `runs` cold-cache runs each.
+async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
+    let mut billed_50 = BTreeMap::new();
+    let mut raw_by_fleet: BTreeMap<(&str, usize), f64> = BTreeMap::new();
+    for (at, size) in FLEETS.into_iter().enumerate() {
+        let tenant = TenantId::new(format!("bench-watch-fleet-{at}"))?;
+        tenants::create(db.store(), &tenant, "Watch fleet bench").await?;
+        let inventory = seed_hosts(db.store(), &tenant, size / SERVICES_PER_HOST, None).await?;
+        anyhow::ensure!(
+            inventory.len() == size,
+            "seeded {} resources, expected {size}",
+            inventory.len()
+        );
+        for wire in wires()? {
+            let mut figures = FleetFigures {
+                raw: Vec::new(),
+                cached: Vec::new(),
+                written: Vec::new(),
+                billed: Vec::new(),
+                requests: Vec::new(),
+                wall_ms: Vec::new(),
+            };
+            for _ in 0..runs {
+                // A fresh simulator: the run starts with a cold prompt cache.
+                let sim = ProviderSim::start(Script::turns([])).await?;
+                let base_url = match wire.provider {
+                    "anthropic" => sim.base_url(),
+                    _ => sim.openai_base_url(),
+                };
+                let bench = Bench {
+                    store: db.store().clone(),
+                    tenant: tenant.clone(),
+                    runtime: WatchRuntime::new(db.store().clone(), None),
+                    connection: RouteConnection {
+                        route: Route::parse(&format!("{}:{MODEL}", wire.provider))?,
+                        base_url: Some(base_url),
+                        api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
+                    },
+                    sim,
+                };
+                let m = bench.run(&inventory).await?;
+                anyhow::ensure!(
+                    accounted(&m) == (0, 0),
+                    "a healthy {size}-resource run recorded findings"
+                );
+                figures.raw.push(m.usage.input_tokens as f64);
+                figures.cached.push(m.usage.cached_input_tokens as f64);
+                figures
+                    .written
+                    .push(m.usage.cache_write_input_tokens as f64);
+                figures
+                    .billed
+                    .push(wire.reference.billed_equivalent_input(m.usage));
+                figures.requests.push(m.requests as f64);
+                figures.wall_ms.push(m.wall.as_secs_f64() * 1e3);
+            }
+            let p50 = FleetFigures::p50;
+            println!(
+                "{BENCH:<8} healthy {size} resources, {} wire, billed as {} (cache read x{:.2}, write x{:.2}), {runs} cold-cache run(s)",
+                wire.name,
+                wire.reference.model,
+                wire.reference.cached_input_ratio(),
+                wire.reference.cache_write_ratio(),
+            );
+            let label = |what: &str| format!("{size:>5} {:<9} {what}", wire.name);
+            figure(BENCH, &label("input raw"), p50(&figures.raw), "tokens");
+            figure(
+                BENCH,
+                &label("input cached"),
+                p50(&figures.cached),
+                "tokens",
+            );
+            figure(
+                BENCH,
+                &label("input cache-written"),
+                p50(&figures.written),
+                "tokens",
+            );
+            figure(
+                BENCH,
+                &label("billed-equivalent"),
+                p50(&figures.billed),
+                "tokens",
+            );
+            figure(
+                BENCH,
+                &label("requests"),
+                p50(&figures.requests),
+                "requests",
+            );
+            figure(BENCH, &label("wall time"), p50(&figures.wall_ms), "ms");
+            raw_by_fleet.insert((wire.name, size), p50(&figures.raw));
+            if size == 50 {
+                billed_50.insert(wire.name, p50(&figures.billed));
+            }
+        }
+    }
+    for wire in wires()? {
+        let small = raw_by_fleet
+            .get(&(wire.name, 50))
+            .copied()
+            .unwrap_or(f64::NAN);
+        let large = raw_by_fleet
+            .get(&(wire.name, 1_000))
+            .copied()
+            .unwrap_or(f64::NAN);
+        figure(
+            BENCH,
+            &format!("1000/50 raw input ratio, {}", wire.name),
+            large / small,
+            "x",
+        );
+        if large / small > SCALE_TARGET {
+            eprintln!(
+                "{BENCH:<8} WARNING: a healthy 1,000-resource run used {:.2}x the tokens of a 50-resource run on the {} wire (target <= {SCALE_TARGET}x)",
+                large / small,
+                wire.name
+            );
+        }
+        let billed = billed_50.get(wire.name).copied().unwrap_or(f64::NAN);
+        if billed > BILLED_TARGET_50 {
+            eprintln!(
+                "{BENCH:<8} WARNING: a healthy 50-resource run billed {billed:.0} equivalent input tokens on the {} wire (target <= {BILLED_TARGET_50})",
+                wire.name
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
