@@ -36,6 +36,10 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     if !is_api || crate::routes::is_public_path(path) {
         return next.run(req).await;
     }
+    // The platform API answers platform tokens only: no tenant token, no web session.
+    if crate::platform::is_platform_path(path) {
+        return authenticate_platform(&state, req, next).await;
+    }
     let unauthorized = || {
         ApiError::new(
             ErrorCode::Unauthorized,
@@ -50,6 +54,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         if safe {
             match crate::web::session_principal(&state, req.headers()).await {
                 Ok(Some(principal)) => {
+                    if let Err(refused) = admit_tenant(&state, &principal).await {
+                        return refused.into_response();
+                    }
                     req.extensions_mut().insert(principal);
                     return next.run(req).await;
                 }
@@ -61,6 +68,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     };
     match tokens::authenticate(&state.store, token, Utc::now()).await {
         Ok(principal) => {
+            if let Err(refused) = admit_request_rate(&state, &principal).await {
+                return refused;
+            }
             let store = state.store.clone();
             let touched = principal.clone();
             tokio::spawn(async move {
@@ -72,9 +82,80 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             next.run(req).await
         }
         Err(AuthFailure::Store(error)) => ApiError::from(error).into_response(),
+        Err(AuthFailure::Suspended { reason }) => ApiError::new(
+            ErrorCode::TenantSuspended,
+            pulse_domain::tenant::suspended_message(&reason),
+        )
+        .into_response(),
         Err(reason) => {
             tracing::info!(%reason, "token refused");
             unauthorized()
+        }
+    }
+}
+
+/// A web session's tenant may be suspended after the session began: check its standing, then
+/// its request rate.
+async fn admit_tenant(state: &AppState, principal: &Principal) -> Result<(), Response> {
+    match pulse_store::tenants::standing(&state.store, &principal.tenant).await {
+        Ok(Some(pulse_store::tenants::Standing::Suspended { reason, .. })) => {
+            return Err(ApiError::new(
+                ErrorCode::TenantSuspended,
+                pulse_domain::tenant::suspended_message(&reason),
+            )
+            .into_response());
+        }
+        Ok(_) => {}
+        Err(error) => return Err(ApiError::from(error).into_response()),
+    }
+    admit_request_rate(state, principal).await
+}
+
+/// The tenant's `api_requests_per_sec` quota: 429 `quota_exceeded` with Retry-After.
+async fn admit_request_rate(state: &AppState, principal: &Principal) -> Result<(), Response> {
+    match crate::quota_rate::admit(&state.store, &principal.tenant).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(refused)) => {
+            let seconds = refused.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            let mut response =
+                ApiError::new(ErrorCode::QuotaExceeded, refused.exceeded.to_string())
+                    .into_response();
+            if let Ok(value) = axum::http::HeaderValue::from_str(&seconds.to_string()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, value);
+            }
+            Err(response)
+        }
+        Err(error) => Err(ApiError::from(error).into_response()),
+    }
+}
+
+/// `/api/platform/...`: a live platform token, or `platform_token_required`.
+async fn authenticate_platform(state: &AppState, mut req: Request, next: Next) -> Response {
+    let refused = |message: &str| {
+        ApiError::new(ErrorCode::PlatformTokenRequired, message.to_owned()).into_response()
+    };
+    let Some(token) = presented_token(req.headers()) else {
+        return refused(
+            "the platform API needs a platform-operator token: send Authorization: Bearer \
+             <platform token> (pulsectl admin platform-token)",
+        );
+    };
+    match pulse_store::platform::authenticate(&state.store, token).await {
+        Ok(principal) => {
+            req.extensions_mut().insert(principal);
+            next.run(req).await
+        }
+        Err(pulse_store::platform::PlatformAuthFailure::Store(error)) => {
+            ApiError::from(error).into_response()
+        }
+        Err(reason) => {
+            tracing::info!(%reason, "platform token refused");
+            refused(
+                "a live platform-operator token is required; tenant tokens never reach the \
+                 platform API",
+            )
         }
     }
 }

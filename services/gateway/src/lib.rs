@@ -24,6 +24,8 @@ pub mod openapi;
 mod operator_state;
 mod patrol;
 mod patrol_stream;
+pub mod platform;
+mod quota_rate;
 mod remediation_locks;
 mod resources;
 pub mod routes;

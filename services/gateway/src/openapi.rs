@@ -24,7 +24,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::routes::{API_ROUTES, Answer, Category, RouteSpec};
+use crate::routes::{Answer, Category, RouteSpec, all_routes};
 
 /// The error envelope every error answers with.
 #[derive(Debug, Serialize, JsonSchema)]
@@ -134,6 +134,8 @@ fn operation(
     });
     op["security"] = if spec.public {
         json!([])
+    } else if spec.category == Category::Platform {
+        json!([{"platformToken": []}])
     } else {
         let scopes: Vec<&str> = spec.scopes.iter().map(|s| s.as_str()).collect();
         json!([{"bearer": scopes}, {"apiToken": scopes}])
@@ -197,7 +199,7 @@ pub fn build() -> Value {
     let mut answers = generator(COMPONENTS, Contract::Serialize);
     let envelope = answers.subschema_for::<ErrorEnvelope>().to_value();
     let mut paths = Map::new();
-    for spec in API_ROUTES {
+    for spec in all_routes() {
         let op = operation(spec, &mut requests, &mut answers, &envelope);
         let item = paths
             .entry(spec.path.to_owned())
@@ -225,6 +227,7 @@ pub fn build() -> Value {
     schemas.sort_keys();
     let tags: Vec<Value> = Category::ALL
         .iter()
+        .chain([Category::Platform].iter())
         .map(|c| json!({"name": c.as_str(), "description": c.description()}))
         .collect();
     json!({
@@ -244,6 +247,7 @@ pub fn build() -> Value {
             "securitySchemes": {
                 "bearer": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <API token>"},
                 "apiToken": {"type": "apiKey", "in": "header", "name": "X-API-Token"},
+                "platformToken": {"type": "http", "scheme": "bearer", "description": "Authorization: Bearer <platform-operator token> (pulsectl admin platform-token); only /api/platform/ routes"},
             },
         },
     })
@@ -317,7 +321,7 @@ mod tests {
         assert!(doc["info"]["title"].is_string());
         let paths = doc["paths"].as_object().expect("paths");
         let mut operations = 0;
-        for spec in API_ROUTES {
+        for spec in all_routes() {
             let op = &paths[spec.path][spec.method.to_ascii_lowercase()];
             assert_eq!(op["operationId"], spec.name, "{}", spec.path);
             assert!(op["responses"][spec.response.status().to_string()].is_object());
@@ -335,7 +339,10 @@ mod tests {
             }
             operations += 1;
         }
-        assert_eq!(operations, API_ROUTES.len());
+        assert_eq!(
+            operations,
+            crate::routes::API_ROUTES.len() + crate::platform::PLATFORM_ROUTES.len()
+        );
         let schemas = doc["components"]["schemas"].as_object().expect("schemas");
         // Every $ref resolves within the document.
         let mut refs = Vec::new();

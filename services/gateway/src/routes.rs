@@ -96,6 +96,9 @@ pub enum Category {
     Settings,
     Tokens,
     Audit,
+    /// The platform operator's API (not a tenant capability; not in [`Category::ALL`], which
+    /// lists the manifest's categories).
+    Platform,
 }
 
 impl Category {
@@ -124,6 +127,7 @@ impl Category {
             Category::Settings => "settings",
             Category::Tokens => "tokens",
             Category::Audit => "audit",
+            Category::Platform => "platform",
         }
     }
 
@@ -139,6 +143,7 @@ impl Category {
             Category::Settings => "Settings",
             Category::Tokens => "API tokens",
             Category::Audit => "Audit",
+            Category::Platform => "Platform operator",
         }
     }
 
@@ -160,6 +165,10 @@ impl Category {
             Category::Settings => "The tenant's AI settings.",
             Category::Tokens => "API tokens of the tenant.",
             Category::Audit => "The tenant's hash-chained audit log.",
+            Category::Platform => {
+                "Tenants of a hosted installation: create, suspend, resume, delete, users and \
+                 quotas (platform-operator token only)."
+            }
         }
     }
 }
@@ -237,6 +246,9 @@ pub const AUTHENTICATED: &[ErrorCode] = &[
     ErrorCode::Unauthorized,
     ErrorCode::MissingScope,
     ErrorCode::ServiceUnavailable,
+    // The caller's tenant is suspended, or over its request-rate quota.
+    ErrorCode::TenantSuspended,
+    ErrorCode::QuotaExceeded,
 ];
 
 /// Codes a request that matched no route (or no method of its path) can answer.
@@ -293,9 +305,14 @@ pub fn find(method: &str, path: &str) -> Option<&'static RouteSpec> {
     } else {
         method
     };
+    all_routes().find(|r| r.path == path && r.method.eq_ignore_ascii_case(method))
+}
+
+/// Every route the gateway serves: the tenant API, then the platform API.
+pub fn all_routes() -> impl Iterator<Item = &'static RouteSpec> {
     API_ROUTES
         .iter()
-        .find(|r| r.path == path && r.method.eq_ignore_ascii_case(method))
+        .chain(crate::platform::PLATFORM_ROUTES.iter())
 }
 
 /// Whether `path` (a concrete request path) is a public route: answered without a token.
@@ -369,6 +386,7 @@ const fn concat<const A: usize, const B: usize, const N: usize>(
 const PLAN_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
 const DECIDE_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
 const LOCK_PUT_ERRORS: [ErrorCode; 6] = concat(RESOURCE_REF, JSON_BODY);
+const TOKEN_CREATE_ERRORS: [ErrorCode; 4] = concat(JSON_BODY, [ErrorCode::PlatformScopeRefused]);
 
 // Routes being added alongside this registry, with the capability names they take when ported:
 // - GET /api/agent/events (SSE)                       subscribe_events     (context, read)
@@ -459,7 +477,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
             status: 201,
             schema: schema::<tokens::CreatedToken>,
         },
-        errors: &JSON_BODY,
+        errors: &TOKEN_CREATE_ERRORS,
         handler: || post(tokens::create),
     },
     RouteSpec {
@@ -1734,15 +1752,14 @@ pub const API_ROUTES: &[RouteSpec] = &[
 pub fn router(state: AppState) -> Router {
     let limit = state.max_body_bytes;
     let mut paths: Vec<&'static str> = Vec::new();
-    for spec in API_ROUTES {
+    for spec in all_routes() {
         if !paths.contains(&spec.path) {
             paths.push(spec.path);
         }
     }
     let mut router = Router::new();
     for path in paths {
-        let method_router = API_ROUTES
-            .iter()
+        let method_router = all_routes()
             .filter(|spec| spec.path == path)
             .fold(MethodRouter::new(), |acc, spec| acc.merge((spec.handler)()));
         router = router.route(path, method_router);

@@ -99,11 +99,38 @@ fn validate(
     })
 }
 
+/// A platform scope is refused by name, before the body is read as tenant scopes (where it
+/// would only be an unknown scope): platform authority is never a tenant token's.
+fn refuse_platform_scopes(body: &serde_json::Value) -> Result<(), ApiError> {
+    let named: Vec<&str> = body
+        .get("scopes")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+        .filter(|scope| pulse_domain::scope::is_platform_scope(scope))
+        .collect();
+    if named.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        ErrorCode::PlatformScopeRefused,
+        format!(
+            "a tenant token cannot carry platform-operator authority ({}); platform tokens come \
+             from `pulsectl admin platform-token`",
+            named.join(", ")
+        ),
+    ))
+}
+
 pub async fn create(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
-    ApiJson(request): ApiJson<CreateTokenRequest>,
+    ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
+    refuse_platform_scopes(&body)?;
+    let request: CreateTokenRequest = serde_json::from_value(body)
+        .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e.to_string()))?;
     let new = validate(request, &auth.principal, Utc::now())?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let issued = tokens::issue(&tx, new).await?;
@@ -230,6 +257,17 @@ mod tests {
         .unwrap();
         assert_eq!(ok.name, "ci");
         assert_eq!(ok.scopes.len(), 1);
+    }
+
+    #[test]
+    fn platform_scopes_are_refused_by_name() {
+        let err = refuse_platform_scopes(
+            &serde_json::json!({"name": "x", "scopes": ["admin", "platform:operator"]}),
+        )
+        .unwrap_err();
+        assert_eq!(err.code, ErrorCode::PlatformScopeRefused);
+        assert!(err.message.contains("platform:operator"), "{}", err.message);
+        assert!(refuse_platform_scopes(&serde_json::json!({"scopes": ["admin"]})).is_ok());
     }
 
     #[test]

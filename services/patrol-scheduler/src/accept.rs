@@ -41,6 +41,12 @@ pub enum AcceptError {
     /// The tenant switched Patrol off: no run starts, whatever triggered it.
     #[error("{PATROL_DISABLED_REASON}")]
     Disabled,
+    /// The platform operator suspended the tenant: no run starts (cause `tenant_suspended`).
+    #[error("tenant is suspended: {reason}")]
+    Suspended { reason: String },
+    /// The tenant's `patrol_runs_per_hour` quota is reached.
+    #[error(transparent)]
+    Quota(pulse_domain::tenant::QuotaExceeded),
     /// The readiness gate blocks Patrol: the provider or model is known not to work.
     #[error(transparent)]
     NotReady(Blocked),
@@ -61,6 +67,8 @@ impl AcceptError {
     pub fn code(&self) -> ErrorCode {
         match self {
             AcceptError::Disabled => ErrorCode::PatrolDisabled,
+            AcceptError::Suspended { .. } => ErrorCode::TenantSuspended,
+            AcceptError::Quota(_) => ErrorCode::QuotaExceeded,
             AcceptError::NotReady(_) => ErrorCode::PatrolNotReady,
             AcceptError::Unprocessable(_) => ErrorCode::UnprocessableScope,
             AcceptError::RunInProgress(_) => ErrorCode::PatrolRunInProgress,
@@ -77,6 +85,10 @@ impl From<AcceptError> for ErrorReply {
         match err {
             AcceptError::Unprocessable(message) => ErrorReply::new(code, message),
             AcceptError::Disabled => ErrorReply::new(code, PATROL_DISABLED_REASON),
+            AcceptError::Suspended { reason } => {
+                ErrorReply::new(code, pulse_domain::tenant::suspended_message(&reason))
+            }
+            AcceptError::Quota(exceeded) => ErrorReply::new(code, exceeded.to_string()),
             AcceptError::NotReady(blocked) => ErrorReply::new(
                 code,
                 format!(
@@ -262,6 +274,15 @@ impl RunAcceptor {
         tx: &TenantTx,
         submission: Submission<'_>,
     ) -> Result<PatrolRunAccepted, AcceptError> {
+        if let Some(reason) = pulse_store::tenants::current_standing(tx)
+            .await?
+            .as_ref()
+            .and_then(|standing| standing.suspension_reason())
+        {
+            return Err(AcceptError::Suspended {
+                reason: reason.to_owned(),
+            });
+        }
         if !settings::patrol_enabled(tx).await? {
             return Err(AcceptError::Disabled);
         }
@@ -271,6 +292,14 @@ impl RunAcceptor {
             return Err(AcceptError::NotReady(blocked));
         }
         patrol_dispatch::lock_accept(tx).await?;
+        // Under the accept lock, so racing requests cannot both take the last run of the hour.
+        match pulse_store::quotas::admit(tx, pulse_domain::tenant::Quota::PatrolRunsPerHour).await {
+            Ok(()) => {}
+            Err(pulse_store::quotas::QuotaError::Exceeded(exceeded)) => {
+                return Err(AcceptError::Quota(exceeded));
+            }
+            Err(pulse_store::quotas::QuotaError::Store(error)) => return Err(error.into()),
+        }
         match submission.scope {
             None => {
                 if let Some(active) = patrol_dispatch::active_full_run(tx).await? {

@@ -397,7 +397,9 @@ impl AlertTrigger {
             Err(
                 refused @ (AcceptError::QueueFull { .. }
                 | AcceptError::RunInProgress(_)
-                | AcceptError::Disabled),
+                | AcceptError::Disabled
+                | AcceptError::Suspended { .. }
+                | AcceptError::Quota(_)),
             ) => {
                 let reply = ErrorReply::from(refused);
                 Ok(TriggerOutcome::Refused {

@@ -227,6 +227,12 @@ enum Outcome {
     Skipped { tenant: TenantId, blocked: Blocked },
     /// The tenant switched Patrol off; the due slot passed and nothing was written.
     Disabled { tenant: TenantId },
+    /// The tenant may not run now (suspended, or over its run quota): the slot is skipped with
+    /// this cause.
+    Refused {
+        tenant: TenantId,
+        cause: &'static str,
+    },
     /// A due slot found a full run already queued or running: it is covered by that run.
     Coalesced { tenant: TenantId },
     /// The waiting run is no longer waiting (ended, or dispatched already).
@@ -657,6 +663,16 @@ impl Dispatcher {
                 }
                 let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
             }
+            Outcome::Refused { tenant, cause } => {
+                self.metrics
+                    .skipped
+                    .get_or_create(&SkipLabels {
+                        cause: cause.to_owned(),
+                    })
+                    .inc();
+                tracing::info!(tenant = %tenant, cause, "a scheduled patrol run is skipped");
+                let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
+            }
             Outcome::Coalesced { tenant } => {
                 let _ = leader.queue.on_finished(&tenant, RunType::Full, false, now);
             }
@@ -792,6 +808,18 @@ async fn start_due(
         Ok(accepted) => accepted,
         Err(AcceptError::NotReady(blocked)) => return Ok(Outcome::Skipped { tenant, blocked }),
         Err(AcceptError::Disabled) => return Ok(Outcome::Disabled { tenant }),
+        Err(AcceptError::Suspended { .. }) => {
+            return Ok(Outcome::Refused {
+                tenant,
+                cause: "tenant_suspended",
+            });
+        }
+        Err(AcceptError::Quota(_)) => {
+            return Ok(Outcome::Refused {
+                tenant,
+                cause: "quota_exceeded",
+            });
+        }
         Err(AcceptError::RunInProgress(_)) => return Ok(Outcome::Coalesced { tenant }),
         Err(error) => return Err(error.to_string()),
     };

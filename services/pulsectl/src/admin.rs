@@ -27,7 +27,7 @@ use pulse_store::bootstrap::{self, CreateUserError, RecoveryError};
 use pulse_store::users::{self, PasswordError, UserRole};
 use pulse_store::{Store, StoreError};
 
-use crate::cli::{RecoverTokenArgs, UserCreateArgs};
+use crate::cli::{PlatformTokenArgs, RecoverTokenArgs, UserCreateArgs};
 use crate::preflight::{self, PreflightError};
 use crate::stack_config::{StackConfig, StackConfigError};
 
@@ -67,6 +67,8 @@ pub enum AdminError {
     Password(#[from] PasswordError),
     #[error("cannot read the password from standard input: {0}")]
     Stdin(String),
+    #[error("no platform token {0}")]
+    NoPlatformToken(uuid::Uuid),
 }
 
 impl AdminError {
@@ -85,6 +87,7 @@ impl AdminError {
             AdminError::CreateUser(CreateUserError::Username(_)) => "invalid_username",
             AdminError::CreateUser(CreateUserError::Store(_)) => "database_unavailable",
             AdminError::Password(_) | AdminError::Stdin(_) => "invalid_password",
+            AdminError::NoPlatformToken(_) => "platform_token_not_found",
         }
     }
 
@@ -92,6 +95,7 @@ impl AdminError {
     pub fn exit_code(&self) -> u8 {
         match self {
             AdminError::TokenFilePresent(_)
+            | AdminError::NoPlatformToken(_)
             | AdminError::Password(_)
             | AdminError::Stdin(_)
             | AdminError::CreateUser(
@@ -222,6 +226,58 @@ pub async fn recover_token(state_dir: &Path, args: &RecoverTokenArgs) -> Result<
     println!("{}", recovered.issued.secret.expose());
     eprintln!(
         "warning: this secret is shown only once; revoke tokens you no longer trust with `pulsectl token revoke`"
+    );
+    Ok(())
+}
+
+/// `pulsectl admin platform-token`: mints, lists or revokes platform-operator tokens on the
+/// owner's connection (the application role cannot write them).
+pub async fn platform_token(state_dir: &Path, args: &PlatformTokenArgs) -> Result<(), AdminError> {
+    let env = std::env::vars_os()
+        .filter_map(|(key, value)| Some((key.into_string().ok()?, value.into_string().ok()?)));
+    let config = StackConfig::resolve(state_dir, env)?;
+    let database = config.database_config()?;
+    // Migrates first, so the platform table exists on a database no service started on yet.
+    drop(open_store(&database).await?);
+    let fail = |source| AdminError::Database {
+        database: describe_database(&database.url),
+        source,
+    };
+    let owner = pulse_store::connect_owner(&database).await.map_err(fail)?;
+    if args.list {
+        for token in pulse_store::platform::list(&owner).await.map_err(fail)? {
+            let state = match token.revoked_at {
+                Some(at) => format!("revoked {at}"),
+                None => "active".to_owned(),
+            };
+            println!(
+                "{}\t{}\t{}\t{}",
+                token.id, token.name, token.created_at, state
+            );
+        }
+        return Ok(());
+    }
+    if let Some(id) = args.revoke {
+        if !pulse_store::platform::revoke(&owner, id)
+            .await
+            .map_err(fail)?
+        {
+            return Err(AdminError::NoPlatformToken(id));
+        }
+        eprintln!("revoked platform token {id}");
+        return Ok(());
+    }
+    let issued = pulse_store::platform::issue(&owner, &args.name)
+        .await
+        .map_err(fail)?;
+    eprintln!(
+        "issued platform token '{}' (id {}); it works only on /api/platform/ routes",
+        issued.token.name, issued.token.id
+    );
+    println!("{}", issued.secret.expose());
+    eprintln!(
+        "warning: this secret is shown only once; revoke it with `pulsectl admin platform-token --revoke {}`",
+        issued.token.id
     );
     Ok(())
 }

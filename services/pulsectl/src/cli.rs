@@ -99,6 +99,10 @@ pub enum Command {
     /// Web UI users (needs the stack's database).
     #[command(subcommand)]
     User(UserCommand),
+    /// Tenants of a hosted installation, over the platform API (needs a platform token:
+    /// `pulsectl admin platform-token`, then --token or PULSE_TOKEN).
+    #[command(subcommand)]
+    Tenant(crate::tenant::TenantCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -150,6 +154,28 @@ pub enum AdminCommand {
     /// chart's migration job does on each install and upgrade. Exits 1 when the database is
     /// unavailable.
     Migrate,
+    /// Mint (or revoke) a platform-operator token for the platform API (needs the stack's
+    /// database as its owner).
+    ///
+    /// A platform token belongs to no tenant and works only on /api/platform/ routes (tenants:
+    /// create, suspend, resume, delete, users, quotas); no tenant token can reach those. The
+    /// secret is printed once on stdout. Exits 1 when the database is unavailable.
+    PlatformToken(PlatformTokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlatformTokenArgs {
+    /// A name for the token (who or what holds it).
+    #[arg(long, default_value = "platform-operator")]
+    pub name: String,
+
+    /// Revoke the platform token with this id instead of minting one.
+    #[arg(long, value_name = "ID")]
+    pub revoke: Option<uuid::Uuid>,
+
+    /// List the platform tokens (never their secrets) instead of minting one.
+    #[arg(long, conflicts_with = "revoke")]
+    pub list: bool,
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ pub mod service;
 pub mod signals;
 pub mod stack_config;
 pub mod supervisor;
+pub mod tenant;
 pub mod text;
 pub mod token;
 pub mod up;
@@ -158,6 +159,16 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
             admin::recover_token(&cli.state_dir, &args)
                 .await
                 .map_err(Error::Admin)?;
+        }
+        Command::Admin(AdminCommand::PlatformToken(args)) => {
+            admin::platform_token(&cli.state_dir, &args)
+                .await
+                .map_err(Error::Admin)?;
+        }
+        Command::Tenant(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
+            tenant::run(&client, command).await?;
         }
         Command::User(UserCommand::Create(args)) => {
             admin::create_user(&cli.state_dir, &args)

@@ -249,3 +249,38 @@ pub async fn delete_streams(
     }
     Ok(deleted)
 }
+
+/// Removes every message of `tenant` (`<prefix>pulse.<tenant>.>`) from the JOBS, EVENTS and DLQ
+/// streams; returns how many were removed. A missing stream holds nothing. For tenant deletion.
+pub async fn purge_tenant(
+    js: &jetstream::Context,
+    subjects: &Subjects,
+    tenant: &pulse_domain::TenantId,
+) -> Result<u64, BusError> {
+    let filter = subjects.tenant_all(tenant);
+    let mut purged = 0;
+    for name in [
+        subjects.jobs_stream(),
+        subjects.events_stream(),
+        subjects.dlq_stream(),
+    ] {
+        let stream = match js.get_stream(&name).await {
+            Ok(stream) => stream,
+            Err(err) => match err.kind() {
+                jetstream::context::GetStreamErrorKind::JetStream(e)
+                    if e.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    continue;
+                }
+                _ => return Err(BusError::nats("stream info", err)),
+            },
+        };
+        let response = stream
+            .purge()
+            .filter(filter.clone())
+            .await
+            .map_err(|err| BusError::nats("stream purge", err))?;
+        purged += response.purged;
+    }
+    Ok(purged)
+}

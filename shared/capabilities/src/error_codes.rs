@@ -231,6 +231,24 @@ error_codes! {
     PatrolDisabled => "patrol_disabled", 409,
         "Patrol is switched off for this tenant (patrol_enabled is false), so no run starts: not scheduled, not alert-triggered, not requested",
         "turn Patrol on with PUT /api/settings/ai {\"patrol_enabled\": true}, then request the run again";
+    TenantSuspended => "tenant_suspended", 403,
+        "the tenant is suspended by the platform operator: its tokens, agents and Patrol runs are refused; the message gives the reason",
+        "ask the platform operator to resume the tenant (POST /api/platform/tenants/{id}/resume)";
+    QuotaExceeded => "quota_exceeded", 429,
+        "a quota of the tenant is reached; the message names the quota, its limit and what to do (a request-rate refusal carries Retry-After)",
+        "do what the message says (wait, remove or resolve), or ask the platform operator to raise the quota";
+    PlatformTokenRequired => "platform_token_required", 401,
+        "the platform API (/api/platform/...) needs a live platform-operator token; tenant tokens and web sessions never reach it",
+        "send Authorization: Bearer <platform token> (minted with `pulsectl admin platform-token`)";
+    PlatformScopeRefused => "platform_scope_refused", 403,
+        "a tenant token cannot carry platform-operator authority (a scope starting with platform:)",
+        "leave the platform: scope out; platform authority is a platform token from `pulsectl admin platform-token`";
+    TenantNotFound => "tenant_not_found", 404,
+        "no tenant with this id",
+        "list the tenants (GET /api/platform/tenants) and use an id from there";
+    TenantExists => "tenant_exists", 409,
+        "a tenant with this id already exists",
+        "choose another id, or manage the existing tenant";
 }
 
 impl std::fmt::Display for ErrorCode {

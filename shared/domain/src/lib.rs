@@ -13,6 +13,7 @@ pub mod ids;
 pub mod patrol;
 pub mod resource;
 pub mod scope;
+pub mod tenant;
 pub mod usd;
 
 pub use ids::{TenantId, TenantIdError};

@@ -30,6 +30,19 @@ pub enum Scope {
     Admin,
 }
 
+/// Scopes of this prefix name platform-operator authority. No tenant token carries one: they
+/// are not [`Scope`]s, token creation refuses them by name, and the database refuses a tenant
+/// token row holding one. Platform authority is a platform token (ADR 0009).
+pub const PLATFORM_SCOPE_PREFIX: &str = "platform:";
+
+/// Whether `value` names platform-operator authority rather than a tenant scope.
+pub fn is_platform_scope(value: &str) -> bool {
+    value
+        .trim()
+        .to_ascii_lowercase()
+        .starts_with(PLATFORM_SCOPE_PREFIX)
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown scope '{0}'")]
 pub struct ScopeError(pub String);
@@ -91,5 +104,11 @@ mod tests {
             assert_eq!(serde_json::from_str::<Scope>(&json).unwrap(), scope);
         }
         assert!("root".parse::<Scope>().is_err());
+        for scope in Scope::ALL {
+            assert!(!is_platform_scope(scope.as_str()), "{scope}");
+        }
+        assert!(is_platform_scope("platform:operator"));
+        assert!(is_platform_scope(" Platform:admin"));
+        assert!("platform:operator".parse::<Scope>().is_err());
     }
 }

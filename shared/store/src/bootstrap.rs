@@ -51,17 +51,46 @@ where
         .map_err(|e| StoreError::Invalid(e.to_string()))?;
     let tenant = TenantId::default_tenant();
     let tx = store.tenant_tx(&tenant).await?;
-    if tenants::insert(&tx, "Default organization")
-        .await?
-        .is_none()
-    {
+    let Some((_, issued)) = provision_in(
+        &tx,
+        "Default organization",
+        ADMIN_USERNAME,
+        &password_hash,
+        "service:bootstrap",
+        "tenant.bootstrapped",
+    )
+    .await?
+    else {
         tx.rollback().await?;
         return Ok(None);
+    };
+    let secrets = BootstrapSecrets {
+        token: issued,
+        admin_password,
+    };
+    persist(&secrets).map_err(StoreError::Invalid)?;
+    tx.commit().await?;
+    Ok(Some(secrets))
+}
+
+/// Creates the transaction's tenant with its first admin user (password hash given) and an
+/// admin token with every scope, and records `kind` in the new tenant's audit chain; `None`
+/// when the tenant already exists (nothing written).
+async fn provision_in(
+    tx: &crate::TenantTx,
+    name: &str,
+    admin_username: &str,
+    password_hash: &str,
+    actor: &str,
+    kind: &str,
+) -> Result<Option<(User, IssuedToken)>, StoreError> {
+    if tenants::insert(tx, name).await?.is_none() {
+        return Ok(None);
     }
-    let admin = users::create(&tx, ADMIN_USERNAME, UserRole::Admin).await?;
-    users::set_password_hash(&tx, admin.id, &password_hash).await?;
+    let admin = users::create(tx, admin_username, UserRole::Admin).await?;
+    users::set_password_hash(tx, admin.id, password_hash).await?;
     let issued = tokens::issue(
-        &tx,
+        tx,
         NewToken {
             name: ADMIN_TOKEN_NAME.to_owned(),
             scopes: Scope::ALL.into_iter().collect::<BTreeSet<_>>(),
@@ -71,22 +100,102 @@ where
     )
     .await?;
     audit::append(
-        &tx,
+        tx,
         &AuditEntry {
-            actor: "service:bootstrap".to_owned(),
-            kind: "tenant.bootstrapped".to_owned(),
-            subject: tenant.to_string(),
+            actor: actor.to_owned(),
+            kind: kind.to_owned(),
+            subject: tx.tenant().to_string(),
             payload: json!({"admin_user": admin.id, "admin_token": issued.token.id}),
         },
     )
     .await?;
-    let secrets = BootstrapSecrets {
-        token: issued,
-        admin_password,
+    Ok(Some((admin, issued)))
+}
+
+/// A tenant the platform operator created: its first admin and the secrets shown once.
+#[derive(Debug, Clone)]
+pub struct ProvisionedTenant {
+    pub tenant: tenants::Tenant,
+    pub admin: User,
+    pub admin_password: String,
+    pub token: IssuedToken,
+}
+
+/// Why a tenant could not be provisioned.
+#[derive(Debug, thiserror::Error)]
+pub enum ProvisionError {
+    #[error("tenant '{0}' already exists")]
+    Exists(TenantId),
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn check_username(username: &str) -> Result<&str, String> {
+    let username = username.trim();
+    if username.is_empty()
+        || username.chars().count() > 200
+        || username
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err("1 to 200 characters, no spaces or control characters".to_owned());
+    }
+    Ok(username)
+}
+
+/// Creates a tenant with its first admin user (a generated password) and an admin token, in one
+/// transaction with a `tenant.provisioned` audit row naming `actor`.
+pub async fn provision_tenant(
+    store: &Store,
+    tenant: &TenantId,
+    name: &str,
+    admin_username: &str,
+    actor: &str,
+) -> Result<ProvisionedTenant, ProvisionError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(ProvisionError::Invalid {
+            field: "name",
+            reason: "1 to 200 characters, no control characters".to_owned(),
+        });
+    }
+    let admin_username =
+        check_username(admin_username).map_err(|reason| ProvisionError::Invalid {
+            field: "admin_username",
+            reason,
+        })?;
+    let admin_password = users::generate_password();
+    let hashed = admin_password.clone();
+    let password_hash = tokio::task::spawn_blocking(move || users::hash_password(&hashed))
+        .await
+        .map_err(|e| StoreError::Invalid(format!("password hashing did not finish: {e}")))?
+        .map_err(|e| StoreError::Invalid(e.to_string()))?;
+    let tx = store.tenant_tx(tenant).await?;
+    let Some((admin, token)) = provision_in(
+        &tx,
+        name,
+        admin_username,
+        &password_hash,
+        actor,
+        "tenant.provisioned",
+    )
+    .await?
+    else {
+        tx.rollback().await?;
+        return Err(ProvisionError::Exists(tenant.clone()));
     };
-    persist(&secrets).map_err(StoreError::Invalid)?;
+    let created = tenants::current(&tx)
+        .await?
+        .ok_or_else(|| StoreError::Invalid("the new tenant is not visible".to_owned()))?;
     tx.commit().await?;
-    Ok(Some(secrets))
+    Ok(ProvisionedTenant {
+        tenant: created,
+        admin,
+        admin_password,
+        token,
+    })
 }
 
 /// Why a user could not be created.
@@ -115,17 +224,7 @@ pub async fn create_user(
     password_hash: &str,
     actor: &str,
 ) -> Result<User, CreateUserError> {
-    let username = username.trim();
-    if username.is_empty()
-        || username.chars().count() > 200
-        || username
-            .chars()
-            .any(|c| c.is_control() || c.is_whitespace())
-    {
-        return Err(CreateUserError::Username(
-            "1 to 200 characters, no spaces or control characters".to_owned(),
-        ));
-    }
+    let username = check_username(username).map_err(CreateUserError::Username)?;
     let tx = store.tenant_tx(tenant).await?;
     if tenants::current(&tx).await?.is_none() {
         return Err(CreateUserError::NoTenant(tenant.clone()));

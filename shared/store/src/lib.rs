@@ -15,9 +15,11 @@ pub mod metrics;
 pub mod migrations;
 pub mod operator_state;
 pub mod patrol_dispatch;
+pub mod platform;
 pub mod patrol_readiness;
 pub mod patrol_runs;
 mod pool;
+pub mod quotas;
 pub mod read_exec_audit;
 pub mod resources;
 pub mod settings;
@@ -28,5 +30,5 @@ pub mod users;
 pub mod web_sessions;
 
 pub use error::StoreError;
-pub use pool::{Store, app_connection_config};
+pub use pool::{Store, app_connection_config, connect_owner};
 pub use tenant_tx::TenantTx;

@@ -30,6 +30,17 @@ impl TokenSecret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    pub(crate) fn from_raw(secret: String) -> Self {
+        Self(secret)
+    }
+}
+
+/// Whether `presented` has the shape of a tenant token secret (`pulse_<64 hex>`).
+pub fn looks_like_tenant_secret(presented: &str) -> bool {
+    presented.strip_prefix(SECRET_PREFIX).is_some_and(|rest| {
+        rest.len() == SECRET_HEX_LEN && rest.bytes().all(|b| b.is_ascii_hexdigit())
+    })
 }
 
 impl fmt::Debug for TokenSecret {
@@ -256,6 +267,9 @@ pub enum AuthFailure {
     Revoked,
     #[error("token expired")]
     Expired,
+    /// The token is live but its tenant is suspended by the platform operator.
+    #[error("tenant is suspended: {reason}")]
+    Suspended { reason: String },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -265,17 +279,18 @@ pub async fn authenticate(
     presented: &str,
     now: DateTime<Utc>,
 ) -> Result<Principal, AuthFailure> {
-    let well_formed = presented.strip_prefix(SECRET_PREFIX).is_some_and(|rest| {
-        rest.len() == SECRET_HEX_LEN && rest.bytes().all(|b| b.is_ascii_hexdigit())
-    });
-    if !well_formed {
+    if !looks_like_tenant_secret(presented) {
         return Err(AuthFailure::Malformed);
     }
     let client = store.pool().get().await.map_err(StoreError::from)?;
+    // The tenant's standing in the same round trip: a suspended tenant's tokens stop working
+    // at once, everywhere tokens are checked (gateway, relay, MCP).
     let row = client
         .query_opt(
-            "SELECT id, tenant_id, name, scopes, created_by, expires_at, revoked_at
-             FROM pulse_token_by_hash($1)",
+            "SELECT t.id, t.tenant_id, t.name, t.scopes, t.created_by, t.expires_at,
+                    t.revoked_at, s.suspended_at, s.suspended_reason
+             FROM pulse_token_by_hash($1) t
+             LEFT JOIN LATERAL pulse_tenant_standing(t.tenant_id) s ON true",
             &[&hash_secret(presented)],
         )
         .await
@@ -288,6 +303,13 @@ pub async fn authenticate(
     let expires_at: Option<DateTime<Utc>> = row.get(5);
     if expires_at.is_some_and(|at| at <= now) {
         return Err(AuthFailure::Expired);
+    }
+    let suspended_at: Option<DateTime<Utc>> = row.get(7);
+    if suspended_at.is_some() {
+        let reason: Option<String> = row.get(8);
+        return Err(AuthFailure::Suspended {
+            reason: reason.unwrap_or_default(),
+        });
     }
     let tenant: String = row.get(1);
     Ok(Principal {

@@ -401,6 +401,11 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
     );
 
     for op in &operations {
+        // The platform operator's routes answer platform tokens only, not tenant scopes; their
+        // authority and tenant isolation are checked in tenants.rs.
+        if op.path.starts_with("/api/platform/") {
+            continue;
+        }
         let path = b_ids.fill(&op.path);
         let body = body_for(&op.name, &b_ids, "web");
         let what = format!("{} {} ({})", op.method, op.path, op.name);
