@@ -32,7 +32,7 @@ pub enum Scope {
 
 /// Scopes of this prefix name platform-operator authority. No tenant token carries one: they
 /// are not [`Scope`]s, token creation refuses them by name, and the database refuses a tenant
-/// token row holding one. Platform authority is a platform token (ADR 0009).
+/// token row holding one. Platform authority is a platform token (ADR 0010).
 pub const PLATFORM_SCOPE_PREFIX: &str = "platform:";
 
 /// Whether `value` names platform-operator authority rather than a tenant scope.
