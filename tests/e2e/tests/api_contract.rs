@@ -514,8 +514,10 @@ async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow:
         .iter()
         .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
         .collect();
+    // The platform operator's routes are documented but are no tenant's capabilities.
     let document_names: BTreeSet<String> = operations(&document.body)
         .into_iter()
+        .filter(|op| !op.path.starts_with("/api/platform/"))
         .map(|op| op.name)
         .collect();
     assert_eq!(manifest_names, document_names);
