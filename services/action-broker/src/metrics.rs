@@ -68,6 +68,26 @@ impl ActionMetrics {
 
     pub fn register(metrics: &pulse_telemetry::Metrics) {
         let this = Self::shared().clone();
+        // Every state, outcome and capability at zero, so each series exists before its event.
+        for state in ActionState::ALL {
+            let _ = this.entered.get_or_create(&StateLabels {
+                state: state.as_str(),
+            });
+        }
+        for outcome in Verification::ALL {
+            for capability in pulse_domain::action::Capability::ALL {
+                let _ = this.verifications.get_or_create(&VerificationLabels {
+                    outcome: outcome.as_str(),
+                    capability: capability.as_str(),
+                });
+            }
+            for approval in ["human", "policy"] {
+                let _ = this.approve_to_verified.get_or_create(&LatencyLabels {
+                    outcome: outcome.as_str(),
+                    approval,
+                });
+            }
+        }
         metrics.register(|registry| {
             registry.register("actions", "Actions that entered each state", this.entered);
             registry.register(

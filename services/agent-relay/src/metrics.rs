@@ -31,6 +31,16 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
+    pub const ALL: [Self; 7] = [
+        Self::TooLarge,
+        Self::Malformed,
+        Self::Protocol,
+        Self::RateLimited,
+        Self::TooManyResources,
+        Self::StoreFailed,
+        Self::ConnectionFailed,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::TooLarge => "too_large",
@@ -92,6 +102,15 @@ impl Default for RelayMetrics {
 impl RelayMetrics {
     pub fn register(metrics: &pulse_telemetry::Metrics) -> Self {
         let this = Self::default();
+        // Every reason and outcome at zero, so each series exists before its first event.
+        for reason in RejectReason::ALL {
+            let _ = this.rejected.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            });
+        }
+        for outcome in ["ok", "failed"] {
+            let _ = this.observations.get_or_create(&OutcomeLabels { outcome });
+        }
         let copy = this.clone();
         metrics.register(|registry| {
             registry.register(

@@ -11,6 +11,7 @@ pub mod assistant;
 pub mod cost;
 pub mod export_audit;
 pub mod investigation;
+pub mod metrics;
 pub mod patrol_connection;
 pub mod preflight;
 pub mod provider;
@@ -31,6 +32,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
+    metrics::ModelMetrics::register(&ctx.metrics);
     let watch = watch::WatchService::start(&ctx).await?;
     let readiness = readiness_service::ReadinessService::start(&ctx).await?;
     let investigations = investigation::InvestigationHandle::start(&ctx).await?;

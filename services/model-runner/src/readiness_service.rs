@@ -280,6 +280,7 @@ impl PreflightRunner {
             }
         }
         tx.commit().await?;
+        crate::metrics::ModelMetrics::shared().preflight(tenant, &record);
         tracing::info!(
             tenant = %tenant,
             route = %record.route,

@@ -50,6 +50,32 @@ impl VerifierMetrics {
 
     pub fn register(metrics: &pulse_telemetry::Metrics) {
         let this = Self::shared().clone();
+        // Every outcome at zero, so each series exists before its first check.
+        use pulse_domain::finding::VerifierOutcome;
+        for outcome in [
+            VerifierOutcome::Confirmed,
+            VerifierOutcome::StillPresent,
+            VerifierOutcome::Inconclusive,
+            VerifierOutcome::NotRun,
+        ] {
+            let _ = this.checks.get_or_create(&CheckLabels {
+                check: "resolution",
+                outcome: outcome.as_str(),
+            });
+        }
+        for outcome in pulse_domain::action::Verification::ALL {
+            let _ = this.checks.get_or_create(&CheckLabels {
+                check: "postcondition",
+                outcome: outcome.as_str(),
+            });
+        }
+        for check in ["resolution", "postcondition"] {
+            let _ = this.checks.get_or_create(&CheckLabels {
+                check,
+                outcome: "refused",
+            });
+            let _ = this.seconds.get_or_create(&KindLabels { check });
+        }
         metrics.register(|registry| {
             registry.register(
                 "verifier_checks",

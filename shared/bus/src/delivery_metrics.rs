@@ -48,6 +48,12 @@ impl DeliveryMetrics {
         );
     }
 
+    /// Creates both series of `kind` at zero, so they exist before its first failure.
+    pub fn touch(&self, kind: &str) {
+        let _ = self.redeliveries.get_or_create(&labels(kind));
+        let _ = self.dead_letters.get_or_create(&labels(kind));
+    }
+
     pub fn redeliveries_of(&self, kind: &str) -> u64 {
         self.redeliveries.get_or_create(&labels(kind)).get()
     }

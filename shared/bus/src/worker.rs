@@ -189,7 +189,10 @@ impl<M: Message> JobWorker<M> {
             kind: self.kind.clone(),
             handler,
             redelivery: Redelivery {
-                dlq_kind: self.kind.clone(),
+                dlq_kind: {
+                    crate::delivery_metrics::delivery_metrics().touch(&self.kind);
+                    self.kind.clone()
+                },
                 max_deliver: self.max_deliver,
                 backoff_base: self.config.backoff_base,
                 backoff_max: self.config.backoff_max,

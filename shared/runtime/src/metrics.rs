@@ -180,6 +180,12 @@ impl PatrolRunMetrics {
     /// Registers the process's run series in `metrics` (services that end runs call it once).
     pub fn register(metrics: &Metrics) {
         let this = Self::shared().clone();
+        // Every error cause at zero, so each series exists before the first such run.
+        for cause in pulse_domain::patrol::run::ErrorCause::ALL {
+            let _ = this.errors.get_or_create(&RunErrorLabels {
+                cause: cause.as_str(),
+            });
+        }
         metrics.register(|registry| {
             registry.register(
                 "patrol_runs_completed",

@@ -70,6 +70,7 @@ impl UsageSink for LedgerUsageSink {
         call: &'a ProviderCallUsage<'a>,
     ) -> BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async move {
+            crate::metrics::ModelMetrics::shared().call(&self.surface, call);
             if let CallOutcome::Failed(cause) = call.outcome {
                 tracing::debug!(route = %call.route, %cause, "failed provider call has no usage to record");
                 return Ok(());

@@ -454,6 +454,7 @@ impl WatchRunner {
             .await
             .map_err(JobError::retry)?;
         tx.commit().await.map_err(retry("committing the refusal"))?;
+        pulse_runtime::metrics::patrol_run_ended(&ended);
         self.outbox_notify.notify_one();
         tracing::info!(run_id = %run.id, cause = %refusal.cause, detail = %refusal.detail, "patrol run refused before any model call");
         Ok(())
@@ -514,6 +515,7 @@ impl WatchRunner {
                 .await;
             match result {
                 Ok(ended) => {
+                    pulse_runtime::metrics::patrol_run_ended(&ended);
                     tracing::info!(run_id = %run.id, status = %ended.status, cause = ?ended.error_cause, turns = outcome.turns, input_tokens = ended.input_tokens, output_tokens = ended.output_tokens, "patrol run finished");
                     return Ok(());
                 }
@@ -684,6 +686,7 @@ pub async fn end_dead_lettered(
         .await
         .map_err(|e| StoreError::Invalid(format!("enqueueing {domain}.{event}: {e}")))?;
     tx.commit().await?;
+    pulse_runtime::metrics::patrol_run_ended(&ended);
     Ok(Some(ended))
 }
 
