@@ -3,12 +3,12 @@
 # POSTGRES_DB, and PGPORT; data in /var/lib/postgresql/data.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
-COPY postgres-entrypoint /usr/local/bin/postgres-entrypoint
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15 \
  && rm -rf /var/lib/apt/lists/* \
  && install -d -o postgres -g postgres -m 0700 /var/lib/postgresql/data \
  && install -d -o postgres -g postgres -m 0775 /var/run/postgresql
+COPY postgres-entrypoint /usr/local/bin/postgres-entrypoint
 ENV PATH=/usr/lib/postgresql/15/bin:$PATH \
     PGDATA=/var/lib/postgresql/data
 USER postgres

@@ -132,7 +132,7 @@ async fn api(
     if let Some(body) = body {
         request = request.json(&body);
     }
-    let response = request.send().await.with_context(|| format!("{path}"))?;
+    let response = request.send().await.with_context(|| path.to_owned())?;
     let status = response.status().as_u16();
     let text = response.text().await?;
     Ok((
@@ -153,10 +153,8 @@ async fn compose_stack_on_the_local_engine_comes_up_healthy_and_runs_patrol() ->
         tokio::process::Command::new(repo_root().join("deploy/docker/build-local-images.sh"))
             .env(
                 "CARGO_TARGET_DIR",
-                bins.parent()
-                    .context("bin dir")?
-                    .parent()
-                    .context("target dir")?,
+                // bin_dir is <target>/<profile>.
+                bins.parent().context("target dir")?,
             )
             .arg("--profile")
             .arg(bins.file_name().context("profile")?)
