@@ -48,7 +48,7 @@ const SERVICES: [&str; 6] = [
 const NOT_DRIVEN: [(&str, &str); 7] = [
     (
         "pulse_model_cost_usd_total",
-        "the simulator's route has no price; priced cost is covered by the model-runner's unit test",
+        "the simulator's route has no price",
     ),
     (
         "pulse_model_cached_input_tokens_total",
@@ -61,7 +61,7 @@ const NOT_DRIVEN: [(&str, &str); 7] = [
     ("pulse_patrol_run_errors_total", "the demo's runs succeed"),
     (
         "pulse_job_redeliveries_total",
-        "needs a job handler that fails and retries; covered by the bus's delivery-metrics test",
+        "needs a job handler that fails and is retried",
     ),
     (
         "pulse_relay_reports_rejected_total",
