@@ -374,8 +374,8 @@ fn health_listener(options: &StackOptions, name: &str) -> anyhow::Result<SocketA
     let path = options.state_dir.join("logs").join(format!("{name}.log"));
     let log = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
     log.lines()
-        .filter_map(pulse_config::listening::parse)
-        .last()
+        .rev()
+        .find_map(pulse_config::listening::parse)
         .with_context(|| format!("{name} announced no listener"))
 }
 
