@@ -419,6 +419,80 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_suspended_or_over_quota_tenant_gets_no_run_and_the_other_tenant_does() {
+        use pulse_domain::TenantId;
+        use pulse_domain::tenant::{Quota, TenantQuotas};
+        use pulse_store::{quotas, tenants};
+        let db = pulse_test_support::db::TestDb::create().await.unwrap();
+        let acme = TenantId::new("acme").unwrap();
+        let globex = TenantId::new("globex").unwrap();
+        tenants::create(db.store(), &acme, "Acme").await.unwrap();
+        tenants::create(db.store(), &globex, "Globex")
+            .await
+            .unwrap();
+        let acceptor = RunAcceptor::new(db.store().clone(), Subjects::new(None));
+        let full = Submission {
+            trigger: TriggerReason::Manual,
+            scope: None,
+            requested_by: Some("token:ops"),
+        };
+        let tx = db.store().tenant_tx(&acme).await.unwrap();
+        tenants::set_suspension(&tx, Some("invoice overdue"))
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+
+        let tx = db.store().tenant_tx(&acme).await.unwrap();
+        let err = acceptor.accept(tx, full).await.unwrap_err();
+        assert!(matches!(err, AcceptError::Suspended { .. }), "{err:?}");
+        let reply = serde_json::to_value(ErrorReply::from(err)).unwrap();
+        assert_eq!(reply["code"], ErrorCode::TenantSuspended.code());
+        assert!(
+            reply["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("invoice overdue"),
+            "{reply}"
+        );
+        let tx = db.store().tenant_tx(&acme).await.unwrap();
+        assert!(patrol_runs::list(&tx, 10).await.unwrap().is_empty());
+        tx.rollback().await.unwrap();
+        // The other tenant runs.
+        let tx = db.store().tenant_tx(&globex).await.unwrap();
+        acceptor.accept(tx, full).await.unwrap();
+
+        // Globex's run quota is used up by that run; acme, resumed, has no quota.
+        let tx = db.store().tenant_tx(&globex).await.unwrap();
+        quotas::set(
+            &tx,
+            &TenantQuotas {
+                patrol_runs_per_hour: Some(1),
+                ..TenantQuotas::default()
+            },
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        // Refused by the quota before anything else (the queued full run would refuse too).
+        let tx = db.store().tenant_tx(&globex).await.unwrap();
+        let err = acceptor.accept(tx, full).await.unwrap_err();
+        let AcceptError::Quota(exceeded) = &err else {
+            panic!("expected the run quota, got {err:?}");
+        };
+        assert_eq!(
+            (exceeded.quota, exceeded.limit),
+            (Quota::PatrolRunsPerHour, 1)
+        );
+        assert_eq!(err.code(), ErrorCode::QuotaExceeded);
+        let tx = db.store().tenant_tx(&acme).await.unwrap();
+        tenants::set_suspension(&tx, None).await.unwrap();
+        tx.commit().await.unwrap();
+        let tx = db.store().tenant_tx(&acme).await.unwrap();
+        acceptor.accept(tx, full).await.unwrap();
+        db.cleanup().await.unwrap();
+    }
+
+    #[tokio::test]
     async fn the_readiness_gate_refuses_before_anything_is_written() {
         use pulse_domain::TenantId;
         use pulse_store::{settings, tenants};
