@@ -432,6 +432,16 @@ pub async fn report_with_signals(
         if decision.kind != ReportKind::New && expected.is_none() {
             return Err(invalid("report decided to update a finding it did not read").into());
         }
+        // A new finding counts against the tenant's `findings` quota (docs/tenants.md).
+        if decision.kind == ReportKind::New {
+            match crate::quotas::admit(tx, pulse_domain::tenant::Quota::Findings).await {
+                Ok(()) => {}
+                Err(crate::quotas::QuotaError::Exceeded(exceeded)) => {
+                    return Err(FindingsError::Report(ReportError::Quota(exceeded)));
+                }
+                Err(crate::quotas::QuotaError::Store(error)) => return Err(error.into()),
+            }
+        }
         if let Some(version) = write(tx, expected, &decision.finding, &decision.new_events).await? {
             return Ok(ReportOutcome {
                 kind: decision.kind,

@@ -291,5 +291,43 @@ async fn quotas_count_what_the_tenant_has_and_refuse_at_the_limit() -> anyhow::R
     assert_eq!(quotas::get(&tx).await?.agents, Some(5));
     quotas::admit(&tx, Quota::Agents).await?;
     tx.rollback().await?;
+
+    // A new finding beyond the findings quota is refused with the quota; the other tenant
+    // still records new findings.
+    let tx = db.store().tenant_tx(&acme).await?;
+    quotas::set(
+        &tx,
+        &TenantQuotas {
+            findings: Some(1),
+            ..TenantQuotas::default()
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let another = |resource: &str| ReportedFinding {
+        key: "disk-full".to_owned(),
+        severity: pulse_domain::finding::Severity::Warning,
+        category: Category::Capacity,
+        resource_id: format!("service:h2:{resource}"),
+        resource_name: resource.to_owned(),
+        resource_type: "service".to_owned(),
+        title: format!("{resource} disk is full"),
+        description: "no space left".to_owned(),
+        recommendation: "free space".to_owned(),
+        evidence: "use=100%".to_owned(),
+        impact: String::new(),
+    };
+    let tx = db.store().tenant_tx(&acme).await?;
+    match findings::report(&tx, &another("db"), None, Utc::now()).await {
+        Err(findings::FindingsError::Report(pulse_domain::finding::ReportError::Quota(q))) => {
+            assert_eq!((q.quota, q.limit), (Quota::Findings, 1));
+            assert!(q.to_string().contains("resolve or dismiss"), "{q}");
+        }
+        other => panic!("the findings quota did not refuse: {other:?}"),
+    }
+    tx.rollback().await?;
+    let tx = db.store().tenant_tx(&globex).await?;
+    findings::report(&tx, &another("db"), None, Utc::now()).await?;
+    tx.commit().await?;
     db.cleanup().await
 }

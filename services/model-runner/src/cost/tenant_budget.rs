@@ -91,6 +91,9 @@ impl TenantBudgetCheck {
         let stored = cost_ledger::stored_budgets(&tx).await.map_err(unchecked)?;
         let budgets = TenantBudgets::from_settings(&stored)
             .map_err(|e| BudgetCheckError::Unchecked(e.to_string()))?;
+        // The platform operator's daily quotas apply on top of the tenant's own budgets.
+        let quotas = pulse_store::quotas::get(&tx).await.map_err(unchecked)?;
+        let budgets = budgets.within_quotas(&quotas);
         if budgets.is_unlimited() {
             return Ok(());
         }

@@ -80,6 +80,9 @@ pub enum ReportError {
     /// `existing_same_id` does not carry the id this report derives (caller bug).
     #[error("existing finding {0} does not match the reported identity")]
     IdentityMismatch(FindingId),
+    /// The tenant's `findings` quota is reached: no new finding is recorded.
+    #[error(transparent)]
+    Quota(crate::tenant::QuotaExceeded),
 }
 
 impl ReportedFinding {

@@ -158,6 +158,25 @@ impl TenantBudgets {
     pub fn is_unlimited(&self) -> bool {
         *self == Self::default()
     }
+
+    /// These budgets tightened by the platform operator's daily quotas: each daily limit is the
+    /// smaller of the tenant's own budget and the quota (docs/tenants.md).
+    pub fn within_quotas(self, quotas: &crate::tenant::TenantQuotas) -> Self {
+        fn tighter<T: Ord>(own: Option<T>, quota: Option<T>) -> Option<T> {
+            match (own, quota) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Self {
+            daily_usd: tighter(
+                self.daily_usd,
+                quotas.usd_micros_per_day.map(Usd::from_micros),
+            ),
+            daily_tokens: tighter(self.daily_tokens, quotas.tokens_per_day),
+            ..self
+        }
+    }
 }
 
 /// What the ledger says was spent in dollars in one period.
@@ -365,6 +384,35 @@ fn dollars(amount: Usd) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quotas_tighten_the_daily_budgets_only() {
+        let own = TenantBudgets {
+            daily_usd: Some(Usd::from_micros(5_000_000)),
+            monthly_usd: Some(Usd::from_micros(50_000_000)),
+            daily_tokens: None,
+            monthly_tokens: Some(1_000),
+        };
+        let quotas = crate::tenant::TenantQuotas {
+            usd_micros_per_day: Some(2_000_000),
+            tokens_per_day: Some(700),
+            ..Default::default()
+        };
+        let tightened = own.within_quotas(&quotas);
+        assert_eq!(tightened.daily_usd, Some(Usd::from_micros(2_000_000)));
+        assert_eq!(tightened.daily_tokens, Some(700));
+        assert_eq!(tightened.monthly_usd, own.monthly_usd);
+        assert_eq!(tightened.monthly_tokens, own.monthly_tokens);
+        let loose = crate::tenant::TenantQuotas {
+            usd_micros_per_day: Some(9_000_000),
+            ..Default::default()
+        };
+        assert_eq!(own.within_quotas(&loose).daily_usd, own.daily_usd);
+        assert_eq!(
+            TenantBudgets::default().within_quotas(&Default::default()),
+            TenantBudgets::default()
+        );
+    }
+
     use super::*;
     use chrono::TimeZone;
     use proptest::prelude::*;
