@@ -102,6 +102,9 @@ pub async fn upgrade(
             "this endpoint requires scope agent:report",
         );
     }
+    if let Some(refused) = admit_agents_quota(&state, &principal).await {
+        return refused;
+    }
     // Room above the report limit so an oversized report can still be read and answered with
     // a reason; anything beyond this closes the connection at the protocol level.
     let frame_limit = state
@@ -114,6 +117,36 @@ pub async fn upgrade(
         .on_upgrade(move |socket| async move {
             Session::new(state, principal).run(socket).await;
         })
+}
+
+/// The tenant's `agents` quota (docs/tenants.md): a refusal answer, or `None` to go on.
+async fn admit_agents_quota(state: &RelayState, principal: &Principal) -> Option<Response> {
+    let checked = async {
+        let tx = state.store.tenant_tx(&principal.tenant).await?;
+        let admitted = pulse_store::quotas::admit_agent_token(&tx, principal.token_id).await;
+        tx.rollback().await?;
+        admitted
+    }
+    .await;
+    match checked {
+        Ok(()) => None,
+        Err(pulse_store::quotas::QuotaError::Exceeded(exceeded)) => {
+            tracing::info!(tenant = %principal.tenant, %exceeded, "agent refused by the agents quota");
+            Some(refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::QuotaExceeded,
+                &exceeded.to_string(),
+            ))
+        }
+        Err(pulse_store::quotas::QuotaError::Store(error)) => {
+            tracing::warn!(%error, "agents quota check failed");
+            Some(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::ServiceUnavailable,
+                "the database is unavailable; retry shortly",
+            ))
+        }
+    }
 }
 
 /// Why a message was refused: sent back to the agent and logged.

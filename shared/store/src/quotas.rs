@@ -130,3 +130,27 @@ pub async fn admit(tx: &TenantTx, quota: Quota) -> Result<(), QuotaError> {
     quotas.admit(quota, used)?;
     Ok(())
 }
+
+/// The `agents` quota at an agent's connection, before its hello names it: a token that already
+/// registered an agent of the tenant reconnects freely; a token that has not may connect only
+/// while the tenant has fewer agents than its quota.
+pub async fn admit_agent_token(tx: &TenantTx, token_id: uuid::Uuid) -> Result<(), QuotaError> {
+    let quotas = get(tx).await?;
+    if quotas.limit(Quota::Agents).is_none() {
+        return Ok(());
+    }
+    let known = tx
+        .client()
+        .query_opt(
+            "SELECT 1 FROM agents WHERE token_id = $1 LIMIT 1",
+            &[&token_id],
+        )
+        .await
+        .map_err(StoreError::from)?;
+    if known.is_some() {
+        return Ok(());
+    }
+    let used = usage(tx, Quota::Agents).await?.unwrap_or(0);
+    quotas.admit(Quota::Agents, used)?;
+    Ok(())
+}

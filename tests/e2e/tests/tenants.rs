@@ -77,7 +77,10 @@ impl Org {
 }
 
 /// `pulsectl admin platform-token` with the database URL as its only Pulse setting.
-async fn mint_platform_token(database_url: &str, state_dir: &std::path::Path) -> anyhow::Result<String> {
+async fn mint_platform_token(
+    database_url: &str,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<String> {
     let mut command = tokio::process::Command::new(binary("pulsectl")?);
     command
         .env_clear()
@@ -92,8 +95,15 @@ async fn mint_platform_token(database_url: &str, state_dir: &std::path::Path) ->
         .context("pulsectl admin platform-token did not finish")??;
     ensure!(output.status.success(), "{}", describe(&output));
     let token = stdout(&output).trim().to_owned();
-    ensure!(token.starts_with("pulse_platform_"), "{}", describe(&output));
-    ensure!(!stderr(&output).contains(&token), "the secret leaked to stderr");
+    ensure!(
+        token.starts_with("pulse_platform_"),
+        "{}",
+        describe(&output)
+    );
+    ensure!(
+        !stderr(&output).contains(&token),
+        "the secret leaked to stderr"
+    );
     Ok(token)
 }
 
@@ -130,7 +140,10 @@ async fn provision(
     agents: &mut Vec<pulse_test_support::service::ServiceProcess>,
 ) -> anyhow::Result<Org> {
     let created = cli
-        .ok(platform, &["tenant", "create", id, "--name", &format!("{id} Corp")])
+        .ok(
+            platform,
+            &["tenant", "create", id, "--name", &format!("{id} Corp")],
+        )
         .await?;
     let admin_token = created
         .lines()
@@ -386,14 +399,20 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         let platform = mint_platform_token(stack.gateway.db.owner_url(), &cli.state_dir).await?;
 
         // One authority each way.
-        let (status, body, _) =
-            request(&stack, Method::GET, &stack.gateway.admin_token, "/api/platform/tenants", None)
-                .await?;
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &stack.gateway.admin_token,
+            "/api/platform/tenants",
+            None,
+        )
+        .await?;
         ensure!(
             status == 401 && body["error"] == "platform_token_required",
             "a tenant admin token reached the platform API: {status} {body}"
         );
-        let (status, body, _) = request(&stack, Method::GET, &platform, "/api/resources", None).await?;
+        let (status, body, _) =
+            request(&stack, Method::GET, &platform, "/api/resources", None).await?;
         ensure!(
             status == 401 && body["error"] == "unauthorized",
             "the platform token reached a tenant route: {status} {body}"
@@ -416,19 +435,35 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         let listed = cli.ok(&platform, &["tenant", "list"]).await?;
         for id in ["default", "acme", "globex"] {
             ensure!(
-                listed.lines().any(|l| l.starts_with(&format!("{id}\tactive"))),
+                listed
+                    .lines()
+                    .any(|l| l.starts_with(&format!("{id}\tactive"))),
                 "{listed}"
             );
         }
         // The id is taken.
         let again = cli
-            .fails(&platform, &["tenant", "create", "acme", "--name", "Again"], 2)
+            .fails(
+                &platform,
+                &["tenant", "create", "acme", "--name", "Again"],
+                2,
+            )
             .await?;
-        ensure!(stderr(&again).contains("tenant_exists"), "{}", describe(&again));
+        ensure!(
+            stderr(&again).contains("tenant_exists"),
+            "{}",
+            describe(&again)
+        );
 
         // Isolation over every tenant read of the published document.
-        let (status, document, _) =
-            request(&stack, Method::GET, &acme.admin_token, "/api/openapi.json", None).await?;
+        let (status, document, _) = request(
+            &stack,
+            Method::GET,
+            &acme.admin_token,
+            "/api/openapi.json",
+            None,
+        )
+        .await?;
         ensure!(status == 200, "{document}");
         let paths = tenant_reads(&document);
         ensure!(paths.len() >= 15, "tenant GET routes: {paths:?}");
@@ -437,12 +472,21 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         check_isolation(&stack, &paths, &globex, &acme).await?;
 
         // The request-rate quota of one tenant never slows the other.
-        cli.ok(&platform, &["tenant", "quota", "acme", "--api-requests-per-sec", "3"])
-            .await?;
+        cli.ok(
+            &platform,
+            &["tenant", "quota", "acme", "--api-requests-per-sec", "3"],
+        )
+        .await?;
         let mut refused = None;
         for _ in 0..12 {
-            let (status, body, headers) =
-                request(&stack, Method::GET, &acme.admin_token, "/api/resources", None).await?;
+            let (status, body, headers) = request(
+                &stack,
+                Method::GET,
+                &acme.admin_token,
+                "/api/resources",
+                None,
+            )
+            .await?;
             if status == 429 {
                 refused = Some((body, headers));
                 break;
@@ -458,12 +502,24 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         );
         ensure!(headers.contains_key("retry-after"), "{headers:?}");
         for _ in 0..12 {
-            let (status, body, _) =
-                request(&stack, Method::GET, &globex.admin_token, "/api/resources", None).await?;
-            ensure!(status == 200, "globex was limited by acme's quota: {status} {body}");
-        }
-        cli.ok(&platform, &["tenant", "quota", "acme", "--api-requests-per-sec", "none"])
+            let (status, body, _) = request(
+                &stack,
+                Method::GET,
+                &globex.admin_token,
+                "/api/resources",
+                None,
+            )
             .await?;
+            ensure!(
+                status == 200,
+                "globex was limited by acme's quota: {status} {body}"
+            );
+        }
+        cli.ok(
+            &platform,
+            &["tenant", "quota", "acme", "--api-requests-per-sec", "none"],
+        )
+        .await?;
         tokio::time::sleep(Duration::from_millis(1_100)).await;
 
         // Suspension: the tenant's tokens and agents are refused with the reason.
@@ -480,37 +536,92 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             body["token"].as_str().context("token")?.to_owned()
         };
         ensure!(relay_answer(&stack, &agent_token).await?.0 == 101);
-        cli.ok(&platform, &["tenant", "suspend", "acme", "--reason", "invoice overdue"])
-            .await?;
-        let (status, body, _) =
-            request(&stack, Method::GET, &acme.admin_token, "/api/resources", None).await?;
+        cli.ok(
+            &platform,
+            &["tenant", "suspend", "acme", "--reason", "invoice overdue"],
+        )
+        .await?;
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &acme.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
         ensure!(
             status == 403
                 && body["error"] == "tenant_suspended"
-                && body["message"].as_str().unwrap_or_default().contains("invoice overdue"),
+                && body["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("invoice overdue"),
             "{status} {body}"
         );
         let (status, refusal) = relay_answer(&stack, &agent_token).await?;
         ensure!(
-            status == 403 && refusal.contains("tenant_suspended") && refusal.contains("invoice overdue"),
+            status == 403
+                && refusal.contains("tenant_suspended")
+                && refusal.contains("invoice overdue"),
             "the relay took a suspended tenant's agent: {status} {refusal}"
         );
-        let (status, body, _) =
-            request(&stack, Method::GET, &globex.admin_token, "/api/resources", None).await?;
-        ensure!(status == 200, "globex suffered acme's suspension: {status} {body}");
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &globex.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
+        ensure!(
+            status == 200,
+            "globex suffered acme's suspension: {status} {body}"
+        );
         let listed = cli.ok(&platform, &["tenant", "list"]).await?;
         ensure!(
-            listed.lines().any(|l| l.starts_with("acme\tsuspended (invoice overdue)")),
+            listed
+                .lines()
+                .any(|l| l.starts_with("acme\tsuspended (invoice overdue)")),
             "{listed}"
         );
         cli.ok(&platform, &["tenant", "resume", "acme"]).await?;
-        let (status, body, _) =
-            request(&stack, Method::GET, &acme.admin_token, "/api/resources", None).await?;
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &acme.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
         ensure!(status == 200, "after resume: {status} {body}");
         ensure!(relay_answer(&stack, &agent_token).await?.0 == 101);
 
+        // The agents quota: acme's one agent fills it, so a token with no agent yet is refused
+        // by the relay; globex is not limited.
+        cli.ok(&platform, &["tenant", "quota", "acme", "--agents", "1"])
+            .await?;
+        let (status, refusal) = relay_answer(&stack, &agent_token).await?;
+        ensure!(
+            status == 429 && refusal.contains("quota_exceeded") && refusal.contains("quota agents"),
+            "a second acme agent past its quota: {status} {refusal}"
+        );
+        let (status, body, _) = request(
+            &stack,
+            Method::POST,
+            &globex.admin_token,
+            "/api/tokens",
+            Some(json!({"name": "agent-2", "scopes": ["agent:report"]})),
+        )
+        .await?;
+        ensure!(status == 201, "{body}");
+        let globex_agent = body["token"].as_str().context("token")?.to_owned();
+        ensure!(relay_answer(&stack, &globex_agent).await?.0 == 101);
+        cli.ok(&platform, &["tenant", "quota", "acme", "--agents", "none"])
+            .await?;
+        ensure!(relay_answer(&stack, &agent_token).await?.0 == 101);
+
         // Deletion: no row anywhere, no stream message, the other tenant untouched.
-        if let Some(mut agent) = agents.drain(..1).next() {
+        if let Some(agent) = agents.drain(..1).next() {
             agent.stop(Duration::from_secs(5)).await.ok();
         }
         let acme_before = tenant_rows(&stack, "acme").await?;
@@ -523,11 +634,16 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         let globex_messages = stream_messages(&stack, "globex").await?;
         let deleted = cli.run(&platform, &["tenant", "delete", "acme"]).await?;
         ensure!(!deleted.status.success(), "deleted without --yes");
-        let deleted = cli.ok(&platform, &["tenant", "delete", "acme", "--yes"]).await;
+        let deleted = cli
+            .ok(&platform, &["tenant", "delete", "acme", "--yes"])
+            .await;
         deleted?;
         let acme_after = tenant_rows(&stack, "acme").await?;
         let left: Vec<_> = acme_after.iter().filter(|(_, n)| **n > 0).collect();
-        ensure!(left.is_empty(), "rows of the deleted tenant remain: {left:?}");
+        ensure!(
+            left.is_empty(),
+            "rows of the deleted tenant remain: {left:?}"
+        );
         ensure!(
             stream_messages(&stack, "acme").await? == 0,
             "stream messages of the deleted tenant remain"
@@ -541,14 +657,38 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             );
         }
         ensure!(stream_messages(&stack, "globex").await? >= globex_messages);
-        let (status, body, _) =
-            request(&stack, Method::GET, &acme.admin_token, "/api/resources", None).await?;
-        ensure!(status == 401, "a deleted tenant's token still works: {status} {body}");
-        let (status, body, _) =
-            request(&stack, Method::GET, &platform, "/api/platform/tenants/acme", None).await?;
-        ensure!(status == 404 && body["error"] == "tenant_not_found", "{status} {body}");
-        let (status, body, _) =
-            request(&stack, Method::GET, &globex.admin_token, "/api/resources", None).await?;
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &acme.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
+        ensure!(
+            status == 401,
+            "a deleted tenant's token still works: {status} {body}"
+        );
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &platform,
+            "/api/platform/tenants/acme",
+            None,
+        )
+        .await?;
+        ensure!(
+            status == 404 && body["error"] == "tenant_not_found",
+            "{status} {body}"
+        );
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &globex.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
         ensure!(
             status == 200 && body.to_string().contains(&globex.resource),
             "{status} {body}"
