@@ -38,6 +38,9 @@ pub const MAX_STRIKES: u32 = 5;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time allowed for one send to the agent.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often an open session re-reads its tenant's standing, so a suspension also ends the
+/// sessions that were open before it (docs/tenants.md).
+const STANDING_EVERY: Duration = Duration::from_secs(10);
 
 fn refuse(status: StatusCode, code: ErrorCode, message: &str) -> Response {
     (
@@ -117,6 +120,19 @@ pub async fn upgrade(
         .on_upgrade(move |socket| async move {
             Session::new(state, principal).run(socket).await;
         })
+}
+
+/// The suspension reason of `tenant`, if it is suspended now (a failed read is not a
+/// suspension: the next check asks again).
+async fn suspension(store: pulse_store::Store, tenant: pulse_domain::TenantId) -> Option<String> {
+    match pulse_store::tenants::standing(&store, &tenant).await {
+        Ok(Some(pulse_store::tenants::Standing::Suspended { reason, .. })) => Some(reason),
+        Ok(_) => None,
+        Err(error) => {
+            tracing::debug!(%error, "tenant standing not read");
+            None
+        }
+    }
 }
 
 /// The tenant's `agents` quota (docs/tenants.md): a refusal answer, or `None` to go on.
@@ -314,11 +330,32 @@ impl Session {
     async fn run(mut self, mut socket: WebSocket) {
         let tenant = self.principal.tenant.clone();
         let mut idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
+        let mut standing =
+            tokio::time::interval_at(tokio::time::Instant::now() + STANDING_EVERY, STANDING_EVERY);
+        standing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let received = tokio::select! {
                 _ = tokio::time::sleep_until(idle_deadline) => {
                     tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, "agent session idle; closing");
                     break;
+                }
+                _ = standing.tick() => {
+                    if let Some(reason) = suspension(self.state.store.clone(), tenant.clone()).await {
+                        tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, %reason, "tenant suspended; closing the agent session");
+                        let message = pulse_domain::tenant::suspended_message(&reason);
+                        // A close reason carries at most 123 bytes.
+                        let mut text = format!("{}: {message}", ErrorCode::TenantSuspended.code());
+                        while text.len() > 123 {
+                            text.pop();
+                        }
+                        let close = Message::Close(Some(CloseFrame {
+                            code: 1008,
+                            reason: text.into(),
+                        }));
+                        let _ = tokio::time::timeout(SEND_TIMEOUT, socket.send(close)).await;
+                        break;
+                    }
+                    continue;
                 }
                 outbound = next_outbound(&mut self.outbound) => {
                     match outbound {

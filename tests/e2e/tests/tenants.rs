@@ -577,6 +577,23 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             status == 200,
             "globex suffered acme's suspension: {status} {body}"
         );
+        // The session acme's agent opened before the suspension is closed with the reason.
+        let acme_agent = &agents[0];
+        pulse_test_support::wait::until(
+            Duration::from_secs(40),
+            "acme's open agent session to be closed as suspended",
+            || async {
+                acme_agent
+                    .log_tail(400)
+                    .contains("tenant_suspended")
+                    .then_some(())
+            },
+        )
+        .await?;
+        ensure!(
+            !agents[1].log_tail(400).contains("tenant_suspended"),
+            "globex's agent saw acme's suspension"
+        );
         let listed = cli.ok(&platform, &["tenant", "list"]).await?;
         ensure!(
             listed
