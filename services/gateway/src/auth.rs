@@ -54,8 +54,9 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
         if safe {
             match crate::web::session_principal(&state, req.headers()).await {
                 Ok(Some(principal)) => {
-                    if let Err(refused) = admit_tenant(&state, &principal).await {
-                        return refused.into_response();
+                    // The session's tenant standing was checked when it was resolved.
+                    if let Err(refused) = admit_request_rate(&state, &principal).await {
+                        return refused;
                     }
                     req.extensions_mut().insert(principal);
                     return next.run(req).await;
@@ -92,23 +93,6 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
             unauthorized()
         }
     }
-}
-
-/// A web session's tenant may be suspended after the session began: check its standing, then
-/// its request rate.
-async fn admit_tenant(state: &AppState, principal: &Principal) -> Result<(), Response> {
-    match pulse_store::tenants::standing(&state.store, &principal.tenant).await {
-        Ok(Some(pulse_store::tenants::Standing::Suspended { reason, .. })) => {
-            return Err(ApiError::new(
-                ErrorCode::TenantSuspended,
-                pulse_domain::tenant::suspended_message(&reason),
-            )
-            .into_response());
-        }
-        Ok(_) => {}
-        Err(error) => return Err(ApiError::from(error).into_response()),
-    }
-    admit_request_rate(state, principal).await
 }
 
 /// The tenant's `api_requests_per_sec` quota: 429 `quota_exceeded` with Retry-After.

@@ -30,6 +30,7 @@ use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::agent::{AgentStack, host_id, sleeper_service, write_service};
 use pulse_test_support::cli::{Pulsectl, describe, stderr, stdout};
 use pulse_test_support::service::binary;
+use pulse_test_support::web::WebClient;
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -40,6 +41,7 @@ const SEEN_WITHIN: Duration = Duration::from_secs(30);
 struct Org {
     id: String,
     admin_token: String,
+    admin_password: String,
     host: String,
     service: String,
     resource: String,
@@ -125,6 +127,13 @@ async fn request(
     let response = builder.send().await?;
     let status = response.status().as_u16();
     let headers = response.headers().clone();
+    // Every answer's code is one its route declares (the gateway names any other in this
+    // header in debug builds).
+    ensure!(
+        !headers.contains_key("x-pulse-undeclared-error"),
+        "{path} answered an undeclared code: {:?}",
+        headers.get("x-pulse-undeclared-error")
+    );
     let text = response.text().await?;
     let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Ok((status, body, headers))
@@ -151,7 +160,12 @@ async fn provision(
         .with_context(|| format!("no admin token in {created}"))?
         .trim()
         .to_owned();
-    ensure!(created.contains("admin_password: "), "{created}");
+    let admin_password = created
+        .lines()
+        .find_map(|line| line.strip_prefix("admin_password: "))
+        .with_context(|| format!("no admin password in {created}"))?
+        .trim()
+        .to_owned();
     let (status, body, _) = request(
         stack,
         Method::POST,
@@ -204,6 +218,7 @@ async fn provision(
     Ok(Org {
         id: id.to_owned(),
         admin_token,
+        admin_password,
         host,
         service,
         resource,
@@ -536,6 +551,11 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             body["token"].as_str().context("token")?.to_owned()
         };
         ensure!(relay_answer(&stack, &agent_token).await?.0 == 101);
+        // The tenant's first admin signs in to the web UI with the password create printed.
+        let mut web = WebClient::new(&stack.gateway.url)?;
+        web.sign_in("acme", "admin", &acme.admin_password).await?;
+        let page = web.get("/patrol").await?;
+        ensure!(page.status == 200, "{} {}", page.status, page.body);
         cli.ok(
             &platform,
             &["tenant", "suspend", "acme", "--reason", "invoice overdue"],
@@ -576,6 +596,21 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         ensure!(
             status == 200,
             "globex suffered acme's suspension: {status} {body}"
+        );
+        // Its signed-in users too, pages and API alike.
+        let page = web.get("/patrol").await?;
+        ensure!(
+            page.status == 403 && page.body.contains("invoice overdue"),
+            "a suspended tenant's web session: {} {}",
+            page.status,
+            page.body
+        );
+        let api = web.get("/api/ai/patrol/status").await?;
+        ensure!(
+            api.status == 403 && api.body.contains("tenant_suspended"),
+            "{} {}",
+            api.status,
+            api.body
         );
         // The session acme's agent opened before the suspension is closed with the reason.
         let acme_agent = &agents[0];

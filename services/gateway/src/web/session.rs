@@ -87,7 +87,19 @@ pub async fn current(
     let Some(secret) = cookie(headers, SESSION_COOKIE) else {
         return Ok(None);
     };
-    Ok(web_sessions::resolve(&state.store, secret, Utc::now()).await?)
+    let Some(session) = web_sessions::resolve(&state.store, secret, Utc::now()).await? else {
+        return Ok(None);
+    };
+    // A suspended tenant's users are refused like its tokens, pages and API alike.
+    if let Some(pulse_store::tenants::Standing::Suspended { reason, .. }) =
+        pulse_store::tenants::standing(&state.store, &session.tenant).await?
+    {
+        return Err(ApiError::new(
+            pulse_capabilities::ErrorCode::TenantSuspended,
+            pulse_domain::tenant::suspended_message(&reason),
+        ));
+    }
+    Ok(Some(session))
 }
 
 /// A signed-in user of the web UI.
