@@ -3,12 +3,16 @@
 //! `/metrics` every second until every target is `up`. The metric names the Grafana dashboard
 //! (`deploy/grafana/pulse-intelligence.json`) uses are read from its PromQL, so the test follows
 //! the dashboard: each must be known to Prometheus before the events, and each counter and
-//! histogram must have grown after them (agent reports, a Patrol run on the simulator, an action
-//! approved and verified, a fresh preflight, a malformed job dead-lettered); each gauge must have
-//! a series, the connected agents at least one.
+//! histogram must have grown after them; each gauge must have a series, the connected agents at
+//! least one. The events: agent reports; an action approved and verified (the verifier's fresh
+//! observation over `relay.observe`); a scoped Patrol run and a fresh preflight on the
+//! simulator; a malformed job dead-lettered; a malformed report over the agent WebSocket
+//! (rejected); two assistant turns on a route with a price (Anthropic's wire, a scripted
+//! simulator); and a Patrol run whose
+//! first start hits an injected transient database fault (the watch job is redelivered) and
+//! whose simulated model then fails (a provider failure and a run error).
 //!
-//! A few series count events this stack cannot produce on demand; [`NOT_DRIVEN`] names them and
-//! why, and the test still requires Prometheus to know them. `promtool check rules` validates
+//! `promtool check rules` validates
 //! `deploy/prometheus/alerts.yml` in its own test.
 //!
 //! Needs the binaries built first (`cargo build --workspace --bins`) and `/usr/bin/prometheus`
@@ -21,8 +25,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use pulse_domain::TenantId;
+use pulse_domain::agent_protocol::{AGENT_WS_PATH, PROTOCOL_VERSION};
 use pulse_test_support::action_api::send;
+use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
 use pulse_test_support::service::bin_dir;
+use pulse_test_support::sse::SseReader;
 use pulse_test_support::stack::{self, PulsectlUp, StackOptions};
 use pulse_test_support::wait;
 use reqwest::StatusCode;
@@ -43,35 +50,112 @@ const SERVICES: [&str; 6] = [
     "verifier",
 ];
 
-/// Dashboard series whose event the demo stack does not produce, and why. Prometheus must still
-/// know each (its service exports it).
-const NOT_DRIVEN: [(&str, &str); 7] = [
-    (
-        "pulse_model_cost_usd_total",
-        "the simulator's route has no price",
-    ),
-    (
-        "pulse_model_cached_input_tokens_total",
-        "the simulator reports no prompt-cache reads",
-    ),
-    (
-        "pulse_model_provider_failures_total",
-        "the demo's diligent simulator model does not fail",
-    ),
-    ("pulse_patrol_run_errors_total", "the demo's runs succeed"),
-    (
-        "pulse_job_redeliveries_total",
-        "needs a job handler that fails and is retried",
-    ),
-    (
-        "pulse_relay_reports_rejected_total",
-        "the demo agent sends valid reports",
-    ),
-    (
-        "pulse_relay_observations_total",
-        "only a verification observes fresh state, and it is counted under the verifier's checks",
-    ),
-];
+/// A model in the price table, so its calls have a cost.
+const PRICED_MODEL: &str = "claude-3-5-haiku-20241022";
+const PRICED_KEY: &str = "sk-ant-scrape-4c1e9b27";
+/// A simulated model whose every call fails with a provider error (HTTP 500).
+const FAILING_MODEL: &str = "openai:sim:error-500";
+/// Fails the first `queued -> running` write of a Patrol run once, as a lost connection or a
+/// failover would (a sequence counts outside the failing transaction).
+const FAIL_FIRST_START: &str = "
+CREATE SEQUENCE pulse_scrape_start_faults START 1 MINVALUE 0;
+SELECT setval('pulse_scrape_start_faults', 0, true);
+GRANT USAGE, SELECT ON SEQUENCE pulse_scrape_start_faults TO PUBLIC;
+CREATE FUNCTION pulse_scrape_fail_first_start() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.status = 'queued' AND NEW.status = 'running'
+        AND (SELECT last_value FROM pulse_scrape_start_faults) = 0
+        AND nextval('pulse_scrape_start_faults') = 1 THEN
+        RAISE EXCEPTION 'injected transient fault';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER pulse_scrape_fail_first_start BEFORE UPDATE ON patrol_runs
+    FOR EACH ROW EXECUTE FUNCTION pulse_scrape_fail_first_start();
+";
+const CLEAR_FAULT: &str = "
+DROP TRIGGER pulse_scrape_fail_first_start ON patrol_runs;
+DROP FUNCTION pulse_scrape_fail_first_start();
+DROP SEQUENCE pulse_scrape_start_faults;
+";
+
+/// A token of one scope, created by the admin.
+async fn create_token(
+    http: &reqwest::Client,
+    gateway: &str,
+    admin: &str,
+    name: &str,
+    scope: &str,
+) -> anyhow::Result<String> {
+    let request = http
+        .post(format!("{gateway}/api/tokens"))
+        .bearer_auth(admin);
+    let (status, body) = send(request, Some(json!({"name": name, "scopes": [scope]}))).await?;
+    anyhow::ensure!(status.is_success(), "creating a token: {status} {body}");
+    body["token"]
+        .as_str()
+        .map(str::to_owned)
+        .context("no token in the response")
+}
+
+/// Says hello to the relay at `relay` as an agent and sends a report that is not JSON; the
+/// relay's reply.
+async fn malformed_report(relay: SocketAddr, token: &str) -> anyhow::Result<Value> {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+    let mut request = format!("ws://{relay}{AGENT_WS_PATH}").into_client_request()?;
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse()?);
+    let (mut socket, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::connect_async(request),
+    )
+    .await??;
+    let hello = json!({"type": "hello", "protocol": PROTOCOL_VERSION, "agent_id": "scrape-raw",
+                       "hostname": "scrape-raw", "agent_version": "test",
+                       "report_interval_ms": 1000});
+    socket.send(Message::text(hello.to_string())).await?;
+    let mut replies = Vec::new();
+    for frame in [None, Some("{\"type\": \"report\", ")] {
+        if let Some(frame) = frame {
+            socket.send(Message::text(frame)).await?;
+        }
+        let reply = loop {
+            let message = tokio::time::timeout(Duration::from_secs(10), socket.next())
+                .await?
+                .context("the relay closed the connection")??;
+            if let Message::Text(text) = message {
+                break serde_json::from_str::<Value>(text.as_str())?;
+            }
+        };
+        replies.push(reply);
+    }
+    anyhow::ensure!(replies[0]["type"] == "welcome", "hello: {}", replies[0]);
+    Ok(replies.pop().unwrap_or_default())
+}
+
+/// One assistant turn, read to its end; fails unless it ends `done`.
+async fn chat_turn(gateway: &str, token: &str, prompt: &str) -> anyhow::Result<()> {
+    let response = reqwest::Client::new()
+        .post(format!("{gateway}/api/ai/chat"))
+        .bearer_auth(token)
+        .json(&json!({"prompt": prompt}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status() == StatusCode::OK,
+        "chat answered {}",
+        response.status()
+    );
+    let frames = SseReader::new(response)
+        .frames_until(&["done", "error"], STAGE_WITHIN)
+        .await?;
+    let last = frames.last().context("a turn without frames")?;
+    anyhow::ensure!(last.event == "done", "the turn ended {last:?}");
+    Ok(())
+}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -280,13 +364,6 @@ async fn prometheus_scrapes_every_service_and_the_dashboard_metrics_move() -> an
 
 async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     let wanted = dashboard_metrics()?;
-    let not_driven: BTreeMap<&str, &str> = NOT_DRIVEN.into_iter().collect();
-    for name in not_driven.keys() {
-        anyhow::ensure!(
-            wanted.contains(*name),
-            "{name} is listed as not driven but the dashboard does not use it"
-        );
-    }
 
     let mut up = PulsectlUp::spawn(
         &options,
@@ -338,9 +415,7 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     for name in &wanted {
         let family = name.strip_suffix("_total").unwrap_or(name);
         let declared = exposition.contains(&format!("# TYPE {family} "));
-        // A model-runner series labelled by provider exists once the provider is in use.
-        let after_first_call = not_driven.contains_key(name.as_str());
-        if !declared && !after_first_call && !prometheus.knows(name).await {
+        if !declared && !prometheus.knows(name).await {
             missing.push(name.clone());
         }
         if exposition.contains(&format!("# TYPE {family} histogram")) {
@@ -437,11 +512,93 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     .await?;
     nats.flush().await?;
 
+    // A malformed report over the agent WebSocket, with a valid agent token: rejected.
+    let relay = targets["agent-relay"];
+    let agent_token = create_token(&http, &gateway, &admin, "scrape-agent", "agent:report").await?;
+    let rejected = malformed_report(relay, &agent_token).await?;
+    anyhow::ensure!(
+        rejected["type"] == "rejected",
+        "malformed report: {rejected}"
+    );
+
+    // Assistant turns on a priced route (Anthropic's wire, served by a scripted simulator): the
+    // price table's row gives them a cost. (The Patrol runs' turns re-send their prompt's
+    // prefix of over 1,024 tokens, which the simulator serves from its prompt cache as OpenAI
+    // does: the cached input tokens.)
+    let sim = ProviderSim::start(Script::turns([
+        Turn::text("Every demo service is running."),
+        Turn::text("Still running."),
+    ]))
+    .await?;
+    let settings = http
+        .put(format!("{gateway}/api/settings/ai"))
+        .bearer_auth(&admin);
+    let body = json!({
+        "chat_model": format!("anthropic:{PRICED_MODEL}"),
+        "providers": {"anthropic": {"api_key": PRICED_KEY, "base_url": sim.base_url()}},
+    });
+    let (status, saved) = send(settings, Some(body)).await?;
+    anyhow::ensure!(
+        status == StatusCode::OK,
+        "priced chat route: {status} {saved}"
+    );
+    for prompt in ["Is the demo healthy?", "And now?"] {
+        chat_turn(&gateway, &admin, prompt).await?;
+    }
+
+    // A transient database fault on the first start of a run: the watch job is retried and
+    // redelivered. That run then calls a simulated model that fails, so the provider failure is
+    // counted and the run ends in error.
+    let owner = pulse_store::connect_owner(&pulse_config::DatabaseConfig {
+        url: options.database_url.clone(),
+        app_role: String::new(),
+        app_password: None,
+        app_url: None,
+        pool_size: 1,
+        connect_timeout_ms: 5_000,
+    })
+    .await?;
+    owner.batch_execute(FAIL_FIRST_START).await?;
+    let settings = http
+        .put(format!("{gateway}/api/settings/ai"))
+        .bearer_auth(&admin);
+    let (status, saved) = send(settings, Some(json!({"patrol_model": FAILING_MODEL}))).await?;
+    anyhow::ensure!(
+        status == StatusCode::OK,
+        "failing patrol route: {status} {saved}"
+    );
+    let preflight = http
+        .post(format!("{gateway}/api/ai/patrol/preflight"))
+        .bearer_auth(&admin);
+    let (status, checked) = send(preflight, None).await?;
+    anyhow::ensure!(status == StatusCode::OK, "preflight: {status} {checked}");
+    let failing = http
+        .post(format!("{gateway}/api/ai/patrol/run"))
+        .bearer_auth(&admin);
+    let (status, accepted) = send(failing, Some(json!({"resource_ids": [DEMO_WEB]}))).await?;
+    anyhow::ensure!(
+        status.is_success(),
+        "requesting the failing run: {status} {accepted}"
+    );
+    let run_id = accepted["run_id"].as_str().context("no run id")?.to_owned();
+    let ended = wait::until(STAGE_WITHIN, "the failing run to end", || {
+        let run = get(format!("/api/ai/patrol/runs/{run_id}"));
+        async move {
+            let run = run.await?;
+            (!matches!(run["status"].as_str(), Some("queued" | "running"))).then_some(run)
+        }
+    })
+    .await?;
+    anyhow::ensure!(ended["status"] == "error", "the failing run: {ended}");
+    let faults: i64 = owner
+        .query_one("SELECT last_value FROM pulse_scrape_start_faults", &[])
+        .await?
+        .get(0);
+    anyhow::ensure!(faults >= 1, "the injected fault never fired");
+    owner.batch_execute(CLEAR_FAULT).await?;
+
     // Moved after the events: every counter and histogram grew; every gauge has a series.
-    let driven: Vec<&String> = wanted
-        .iter()
-        .filter(|name| !not_driven.contains_key(name.as_str()))
-        .collect();
+    let driven: Vec<&String> = wanted.iter().collect();
     let mut report = Vec::new();
     let still = wait::until(
         STAGE_WITHIN,
@@ -487,18 +644,6 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
             now.unwrap_or_default()
         ));
     }
-    // The series not driven here exist too, by now (after the stack's model calls).
-    let mut exposition = String::new();
-    for addr in targets.values() {
-        exposition.push_str(&http_text(&format!("http://{addr}/metrics")).await?);
-    }
-    for name in not_driven.keys() {
-        let family = name.strip_suffix("_total").unwrap_or(name);
-        anyhow::ensure!(
-            exposition.contains(&format!("# TYPE {family} ")),
-            "{name} is exported by no service"
-        );
-    }
     // Gauges with a meaning to check: the demo agent is connected; the pools have a size.
     let agents = prometheus.value("sum(pulse_relay_agents_connected)").await;
     anyhow::ensure!(agents >= Some(1.0), "connected agents: {agents:?}");
@@ -517,11 +662,41 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
         dead >= Some(1.0),
         "the malformed watch job's dead letter: {dead:?}"
     );
+    // Each series moved for its own event, not only for some other call.
+    for (expr, what) in [
+        (
+            "sum(pulse_model_cost_usd_total{provider=\"anthropic\"})",
+            "the priced assistant turns' cost",
+        ),
+        (
+            "sum(pulse_model_cached_input_tokens_total{surface=\"patrol\",provider=\"openai\"})",
+            "the Patrol runs' prompt-cache reads",
+        ),
+        (
+            "sum(pulse_model_provider_failures_total{class=\"provider_error\"})",
+            "the failing model's provider error",
+        ),
+        (
+            "sum(pulse_job_redeliveries_total{kind=\"watch\"})",
+            "the faulted watch job's redelivery",
+        ),
+        (
+            "sum(pulse_relay_reports_rejected_total{reason=\"malformed\"})",
+            "the malformed report's rejection",
+        ),
+        (
+            "sum(pulse_relay_observations_total{outcome=\"ok\"})",
+            "the verifier's fresh observations",
+        ),
+    ] {
+        let value = prometheus.value(expr).await;
+        anyhow::ensure!(value > Some(0.0), "{what}: {expr} = {value:?}");
+        report.push(format!("  {expr}: {}", value.unwrap_or_default()));
+    }
     println!(
-        "prometheus scraped {} services; {} dashboard metrics moved, {} not driven by this stack:",
+        "prometheus scraped {} services; all {} dashboard metrics moved:",
         SERVICES.len(),
-        driven.len(),
-        not_driven.len()
+        driven.len()
     );
     for line in report {
         println!("{line}");
