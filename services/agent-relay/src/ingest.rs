@@ -260,6 +260,28 @@ async fn store(
         resources::apply_reports(&tx, &rows),
         metrics::insert(&tx, &samples),
     )?;
+    // New resources count against the tenant's `resources` quota: a batch that would pass it
+    // is not stored (alone, the report is refused with the quota's message).
+    let created = changes
+        .iter()
+        .flatten()
+        .any(|c| c.change == pulse_domain::resource::ResourceChange::Created);
+    if created {
+        let limits = pulse_store::quotas::get(&tx).await?;
+        if let Some(limit) = limits.limit(pulse_domain::tenant::Quota::Resources) {
+            let used = pulse_store::quotas::usage(&tx, pulse_domain::tenant::Quota::Resources)
+                .await?
+                .unwrap_or(0);
+            if used > limit {
+                tx.rollback().await?;
+                return Err(pulse_domain::tenant::QuotaExceeded {
+                    quota: pulse_domain::tenant::Quota::Resources,
+                    limit,
+                }
+                .into());
+            }
+        }
+    }
     let (domain, event) = RESOURCE_CHANGED;
     let outbox = changes
         .iter()

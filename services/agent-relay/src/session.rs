@@ -477,6 +477,16 @@ impl Session {
             }
             Err(error) => {
                 self.stored_details.clear();
+                if let Some(exceeded) = error.downcast_ref::<pulse_domain::tenant::QuotaExceeded>()
+                {
+                    tracing::info!(agent_id = %agent_id, %exceeded, "report refused by the resources quota");
+                    return Err(Refusal {
+                        seq: Some(seq),
+                        reason: format!("{}: {exceeded}", ErrorCode::QuotaExceeded.code()),
+                        strike: false,
+                        kind: RejectReason::StoreFailed,
+                    });
+                }
                 tracing::error!(agent_id = %agent_id, error = %format!("{error:#}"), "report not stored");
                 Err(Refusal {
                     seq: Some(seq),

@@ -672,6 +672,75 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             .await?;
         ensure!(relay_answer(&stack, &agent_token).await?.0 == 101);
 
+        // The resources quota: globex is at it, so a new agent's report adding resources is
+        // refused with the quota and nothing of it is stored.
+        let (status, listed, _) = request(
+            &stack,
+            Method::GET,
+            &globex.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
+        ensure!(status == 200, "{listed}");
+        let held = listed["resources"].as_array().map_or(0, Vec::len);
+        ensure!(held >= 1, "{listed}");
+        cli.ok(
+            &platform,
+            &[
+                "tenant",
+                "quota",
+                "globex",
+                "--resources",
+                &held.to_string(),
+            ],
+        )
+        .await?;
+        let extra_host = host_id("globex-extra");
+        let spec = stack.agent_spec(&extra_host, &globex_agent, Duration::from_millis(500))?;
+        write_service(
+            &spec.services_dir,
+            "svc.toml",
+            &sleeper_service("globex-extra"),
+        )?;
+        agents.push(stack.spawn_agent(&spec)?);
+        let extra = agents.last().context("agent")?;
+        pulse_test_support::wait::until(
+            SEEN_WITHIN,
+            "the extra agent's report to be refused by the resources quota",
+            || async {
+                let log = extra.log_tail(400);
+                (log.contains("quota_exceeded") && log.contains("quota resources")).then_some(())
+            },
+        )
+        .await?;
+        let (_, listed, _) = request(
+            &stack,
+            Method::GET,
+            &globex.admin_token,
+            "/api/resources",
+            None,
+        )
+        .await?;
+        ensure!(
+            listed["resources"].as_array().map_or(0, Vec::len) == held
+                && !listed.to_string().contains(&extra_host),
+            "a report past the resources quota was stored: {listed}"
+        );
+        cli.ok(
+            &platform,
+            &["tenant", "quota", "globex", "--resources", "none"],
+        )
+        .await?;
+        stack
+            .service_resource_id(
+                &globex.admin_token,
+                &extra_host,
+                "globex-extra",
+                SEEN_WITHIN,
+            )
+            .await?;
+
         // Deletion: no row anywhere, no stream message, the other tenant untouched.
         if let Some(agent) = agents.drain(..1).next() {
             agent.stop(Duration::from_secs(5)).await.ok();
