@@ -485,6 +485,10 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         let checked = check_isolation(&stack, &paths, &acme, &globex).await?;
         ensure!(checked == paths.len());
         check_isolation(&stack, &paths, &globex, &acme).await?;
+        eprintln!(
+            "isolation: {} tenant GET routes of the OpenAPI document checked both ways",
+            paths.len()
+        );
 
         // The request-rate quota of one tenant never slows the other.
         cli.ok(
@@ -765,6 +769,11 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             left.is_empty(),
             "rows of the deleted tenant remain: {left:?}"
         );
+        eprintln!(
+            "erasure: {} tenant tables, {} acme rows before, 0 after",
+            acme_after.len(),
+            acme_before.values().sum::<i64>()
+        );
         ensure!(
             stream_messages(&stack, "acme").await? == 0,
             "stream messages of the deleted tenant remain"
@@ -813,6 +822,71 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         ensure!(
             status == 200 && body.to_string().contains(&globex.resource),
             "{status} {body}"
+        );
+        // Users per tenant, through the platform API.
+        let password = cli
+            .ok(
+                &platform,
+                &["tenant", "user-create", "globex", "bob", "--role", "viewer"],
+            )
+            .await?;
+        ensure!(password.trim().len() == 24, "{password}");
+        let users = cli.ok(&platform, &["tenant", "users", "globex"]).await?;
+        let users: Value = serde_json::from_str(&users)?;
+        let names: Vec<&str> = users["users"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|u| u["username"].as_str())
+            .collect();
+        ensure!(names == ["admin", "bob"], "{users}");
+        let mut bob = WebClient::new(&stack.gateway.url)?;
+        bob.sign_in("globex", "bob", password.trim()).await?;
+
+        // A revoked platform token is refused at once.
+        let listed = {
+            let mut command = tokio::process::Command::new(binary("pulsectl")?);
+            command
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("PULSE_DATABASE_URL", stack.gateway.db.owner_url())
+                .arg("--state-dir")
+                .arg(&cli.state_dir)
+                .args(["admin", "platform-token", "--list"])
+                .kill_on_drop(true);
+            let output = tokio::time::timeout(CLI_WITHIN, command.output()).await??;
+            ensure!(output.status.success(), "{}", describe(&output));
+            stdout(&output)
+        };
+        ensure!(!listed.contains(&platform), "the list shows a secret");
+        let id = listed
+            .lines()
+            .find(|l| l.contains("e2e-operator"))
+            .and_then(|l| l.split('\t').next())
+            .with_context(|| format!("no e2e-operator token in {listed}"))?
+            .to_owned();
+        let mut command = tokio::process::Command::new(binary("pulsectl")?);
+        command
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PULSE_DATABASE_URL", stack.gateway.db.owner_url())
+            .arg("--state-dir")
+            .arg(&cli.state_dir)
+            .args(["admin", "platform-token", "--revoke", &id])
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(CLI_WITHIN, command.output()).await??;
+        ensure!(output.status.success(), "{}", describe(&output));
+        let (status, body, _) = request(
+            &stack,
+            Method::GET,
+            &platform,
+            "/api/platform/tenants",
+            None,
+        )
+        .await?;
+        ensure!(
+            status == 401 && body["error"] == "platform_token_required",
+            "a revoked platform token: {status} {body}"
         );
         Ok(())
     }
