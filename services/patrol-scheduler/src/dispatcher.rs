@@ -181,9 +181,15 @@ impl DispatchMetrics {
 
     /// Skipped due slots of `cause`.
     pub fn skipped_for(&self, cause: BlockedCause) -> u64 {
+        self.skipped_because(&cause_str(cause))
+    }
+
+    /// Due slots skipped with the cause label `cause` (also the tenant refusals
+    /// `tenant_suspended` and `quota_exceeded`, which are no readiness cause).
+    pub fn skipped_because(&self, cause: &str) -> u64 {
         self.skipped
             .get_or_create(&SkipLabels {
-                cause: cause_str(cause),
+                cause: cause.to_owned(),
             })
             .get()
     }

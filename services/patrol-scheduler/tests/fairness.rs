@@ -451,6 +451,54 @@ async fn a_flooding_tenant_cannot_delay_other_tenants_cadence() -> anyhow::Resul
 }
 
 #[tokio::test]
+async fn a_suspended_tenants_due_slots_are_skipped_while_another_tenant_runs() -> anyhow::Result<()>
+{
+    let mut harness = Harness::start().await?;
+    let store = harness.db.store().clone();
+    let held = TenantId::new("held").unwrap();
+    let open = TenantId::new("open").unwrap();
+    for tenant in [&held, &open] {
+        tenants::create(&store, tenant, "Org").await?;
+        report_service(&store, tenant).await;
+    }
+    let tx = store.tenant_tx(&held).await?;
+    tenants::set_suspension(&tx, Some("invoice overdue")).await?;
+    tx.commit().await?;
+    harness.runner().await?;
+    let mut settings = settings(8);
+    settings.cadence_override_ms = Some(1_000);
+    harness.dispatcher(ready_layer(), settings);
+
+    let metrics = harness.metrics.clone();
+    wait::until(
+        Duration::from_secs(20),
+        "two skipped slots of the suspended tenant",
+        || async { (metrics.skipped_because("tenant_suspended") >= 2).then_some(()) },
+    )
+    .await?;
+    let held_runs = runs_of(&harness.db, &held).await?;
+    assert_eq!(held_runs, 0, "a suspended tenant got a run");
+    wait::until(
+        Duration::from_secs(20),
+        "the other tenant's run",
+        || async { (runs_of(&harness.db, &open).await.ok()? > 0).then_some(()) },
+    )
+    .await?;
+    harness.stop().await
+}
+
+async fn runs_of(db: &TestDb, tenant: &TenantId) -> anyhow::Result<i64> {
+    let client = db.owner_client().await?;
+    Ok(client
+        .query_one(
+            "SELECT count(*) FROM patrol_runs WHERE tenant_id = $1",
+            &[&tenant.as_str()],
+        )
+        .await?
+        .get(0))
+}
+
+#[tokio::test]
 async fn due_slots_on_a_known_not_ready_route_are_skipped_before_anything_is_written()
 -> anyhow::Result<()> {
     let mut harness = Harness::start().await?;
