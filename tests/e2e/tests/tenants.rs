@@ -151,7 +151,17 @@ async fn provision(
     let created = cli
         .ok(
             platform,
-            &["tenant", "create", id, "--name", &format!("{id} Corp")],
+            &[
+                "tenant",
+                "create",
+                id,
+                "--name",
+                &format!("{id} Corp"),
+                "--findings",
+                "100",
+                "--usd-per-day",
+                "2.5",
+            ],
         )
         .await?;
     let admin_token = created
@@ -447,6 +457,16 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
 
         let acme = provision(&stack, &cli, &platform, "acme", &mut agents).await?;
         let globex = provision(&stack, &cli, &platform, "globex", &mut agents).await?;
+        // The quotas given at creation are the tenant's.
+        let shown: Value =
+            serde_json::from_str(&cli.ok(&platform, &["tenant", "show", "acme"]).await?)?;
+        ensure!(
+            shown["quotas"]["findings"] == 100
+                && shown["quotas"]["usd_micros_per_day"] == 2_500_000
+                && shown["quotas"]["agents"].is_null()
+                && shown["tenant"]["standing"]["state"] == "active",
+            "{shown}"
+        );
         let listed = cli.ok(&platform, &["tenant", "list"]).await?;
         for id in ["default", "acme", "globex"] {
             ensure!(
