@@ -327,11 +327,9 @@ pub async fn remove(
 ) -> Result<Json<TenantErasure>, ApiError> {
     let id = tenant_id(path)?;
     let erasure: Erasure = tenants::erase(&state.store, &id).await?;
-    if !erasure.found() {
-        return Err(no_tenant(&id));
-    }
     // After the rows: nothing can enqueue for the tenant any more (its row is gone), so what is
-    // purged now stays purged.
+    // purged now stays purged. A tenant already erased is purged again, so a deletion whose purge
+    // failed completes when it is sent again.
     let purged = pulse_bus::streams::purge_tenant(state.bus.jetstream(), state.bus.subjects(), &id)
         .await
         .map_err(|error| {
@@ -342,6 +340,9 @@ pub async fn remove(
                  send the deletion again once the message bus is reachable",
             )
         })?;
+    if !erasure.found() && purged == 0 {
+        return Err(no_tenant(&id));
+    }
     tracing::warn!(
         tenant = %id,
         operator = %operator.token_id,

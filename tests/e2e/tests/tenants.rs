@@ -831,6 +831,19 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
             status == 404 && body["error"] == "tenant_not_found",
             "{status} {body}"
         );
+        // Deleting again finds nothing left to erase or purge.
+        let (status, body, _) = request(
+            &stack,
+            Method::DELETE,
+            &platform,
+            "/api/platform/tenants/acme",
+            None,
+        )
+        .await?;
+        ensure!(
+            status == 404 && body["error"] == "tenant_not_found",
+            "a second deletion: {status} {body}"
+        );
         let (status, body, _) = request(
             &stack,
             Method::GET,
