@@ -51,6 +51,8 @@ pub struct RelayState {
     pub ingest: ingest::Ingest,
     /// The relay's `/metrics` series.
     pub metrics: metrics::RelayMetrics,
+    /// Each tenant's standing as this process last read it, shared by its sessions.
+    pub standing: Arc<session::StandingCache>,
 }
 
 /// Per-agent limits and the liveness timeout.
@@ -99,6 +101,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         registry: Arc::default(),
         ingest,
         metrics: metrics::RelayMetrics::register(&ctx.metrics),
+        standing: Arc::default(),
     };
     let responders = handlers::serve(&state).await?;
     let liveness_task = tokio::spawn(liveness::run(state.clone(), ctx.shutdown.clone()));

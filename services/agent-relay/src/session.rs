@@ -122,12 +122,51 @@ pub async fn upgrade(
         })
 }
 
+/// Each tenant's suspension reason as last read, and when, so the open sessions of one tenant
+/// cost one read per half [`STANDING_EVERY`] per relay process instead of one each. Sessions
+/// look every half period too, so a suspension ends them within one period.
+#[derive(Debug, Default)]
+pub struct StandingCache {
+    read: std::sync::Mutex<
+        std::collections::HashMap<pulse_domain::TenantId, (Instant, Option<String>)>,
+    >,
+}
+
+impl StandingCache {
+    fn fresh(&self, tenant: &pulse_domain::TenantId) -> Option<Option<String>> {
+        let read = self
+            .read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        read.get(tenant)
+            .filter(|(at, _)| at.elapsed() < STANDING_EVERY / 2)
+            .map(|(_, reason)| reason.clone())
+    }
+
+    fn remember(&self, tenant: pulse_domain::TenantId, reason: Option<String>) {
+        let mut read = self
+            .read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        read.insert(tenant, (Instant::now(), reason));
+    }
+}
+
 /// The suspension reason of `tenant`, if it is suspended now (a failed read is not a
 /// suspension: the next check asks again).
-async fn suspension(store: pulse_store::Store, tenant: pulse_domain::TenantId) -> Option<String> {
-    match pulse_store::tenants::standing(&store, &tenant).await {
-        Ok(Some(pulse_store::tenants::Standing::Suspended { reason, .. })) => Some(reason),
-        Ok(_) => None,
+async fn suspension(state: &RelayState, tenant: &pulse_domain::TenantId) -> Option<String> {
+    if let Some(known) = state.standing.fresh(tenant) {
+        return known;
+    }
+    match pulse_store::tenants::standing(&state.store, tenant).await {
+        Ok(standing) => {
+            let reason = match standing {
+                Some(pulse_store::tenants::Standing::Suspended { reason, .. }) => Some(reason),
+                _ => None,
+            };
+            state.standing.remember(tenant.clone(), reason.clone());
+            reason
+        }
         Err(error) => {
             tracing::debug!(%error, "tenant standing not read");
             None
@@ -330,8 +369,8 @@ impl Session {
     async fn run(mut self, mut socket: WebSocket) {
         let tenant = self.principal.tenant.clone();
         let mut idle_deadline = tokio::time::Instant::now() + self.idle_timeout;
-        let mut standing =
-            tokio::time::interval_at(tokio::time::Instant::now() + STANDING_EVERY, STANDING_EVERY);
+        let look = STANDING_EVERY / 2;
+        let mut standing = tokio::time::interval_at(tokio::time::Instant::now() + look, look);
         standing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let received = tokio::select! {
@@ -340,7 +379,7 @@ impl Session {
                     break;
                 }
                 _ = standing.tick() => {
-                    if let Some(reason) = suspension(self.state.store.clone(), tenant.clone()).await {
+                    if let Some(reason) = suspension(&self.state, &tenant).await {
                         tracing::info!(tenant = %tenant, agent_id = ?self.agent_id, %reason, "tenant suspended; closing the agent session");
                         let message = pulse_domain::tenant::suspended_message(&reason);
                         // A close reason carries at most 123 bytes.
