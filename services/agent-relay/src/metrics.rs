@@ -46,7 +46,7 @@ impl RejectReason {
             Self::TooLarge => "too_large",
             Self::Malformed => "malformed",
             Self::Protocol => "protocol",
-            Self::RateLimited => "rate_limited",
+            Self::RateLimited => pulse_capabilities::ErrorCode::RateLimited.code(),
             Self::TooManyResources => "too_many_resources",
             Self::StoreFailed => "store_failed",
             Self::ConnectionFailed => "connection_failed",

@@ -817,13 +817,13 @@ async fn start_due(
         Err(AcceptError::Suspended { .. }) => {
             return Ok(Outcome::Refused {
                 tenant,
-                cause: "tenant_suspended",
+                cause: pulse_bus::ErrorCode::TenantSuspended.code(),
             });
         }
         Err(AcceptError::Quota(_)) => {
             return Ok(Outcome::Refused {
                 tenant,
-                cause: "quota_exceeded",
+                cause: pulse_bus::ErrorCode::QuotaExceeded.code(),
             });
         }
         Err(AcceptError::RunInProgress(_)) => return Ok(Outcome::Coalesced { tenant }),

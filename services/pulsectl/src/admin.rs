@@ -78,11 +78,15 @@ impl AdminError {
             AdminError::Config(_) | AdminError::Tenant { .. } => "invalid_config",
             AdminError::Preflight(_) | AdminError::Database { .. } => "database_unavailable",
             AdminError::TokenFilePresent(_) => "admin_token_present",
-            AdminError::Recovery(RecoveryError::NoTenant(_)) => "tenant_not_found",
+            AdminError::Recovery(RecoveryError::NoTenant(_)) => {
+                pulse_capabilities::ErrorCode::TenantNotFound.code()
+            }
             AdminError::Recovery(RecoveryError::NoUsers(_)) => "no_users",
             AdminError::Recovery(RecoveryError::NoAdmin { .. }) => "no_admin_user",
             AdminError::Recovery(RecoveryError::Store(_)) => "database_unavailable",
-            AdminError::CreateUser(CreateUserError::NoTenant(_)) => "tenant_not_found",
+            AdminError::CreateUser(CreateUserError::NoTenant(_)) => {
+                pulse_capabilities::ErrorCode::TenantNotFound.code()
+            }
             AdminError::CreateUser(CreateUserError::Exists { .. }) => "user_exists",
             AdminError::CreateUser(CreateUserError::Username(_)) => "invalid_username",
             AdminError::CreateUser(CreateUserError::Store(_)) => "database_unavailable",

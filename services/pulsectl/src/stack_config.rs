@@ -43,6 +43,10 @@ const OWNED_ENV: [&str; 7] = [
 /// The relay's and the gateway's listen addresses.
 pub const RELAY_LISTEN: &str = "PULSE_RELAY__LISTEN";
 pub const GATEWAY_LISTEN: &str = "PULSE_GATEWAY__LISTEN";
+/// Each process's Postgres pool size.
+pub const POOL_SIZE: &str = "PULSE_DATABASE__POOL_SIZE";
+/// The smallest pool a replica gets (the dispatcher's lease alone holds one connection).
+const MIN_REPLICA_POOL: usize = 4;
 /// Lets the replicas of the gateway or the relay share their main listener.
 pub const REUSE_PORT: &str = "PULSE_HTTP__REUSE_PORT";
 
@@ -53,6 +57,8 @@ pub struct StackConfig {
     pub nats_url: String,
     pub gateway_listen: SocketAddr,
     pub relay_listen: SocketAddr,
+    /// Each process's Postgres pool size as configured (`PULSE_DATABASE__POOL_SIZE`).
+    pub pool_size: usize,
     /// `PULSE_*` variables of pulsectl's environment the services also understand.
     inherited: Vec<(String, String)>,
 }
@@ -78,6 +84,7 @@ impl StackConfig {
             nats_url: config.nats.url,
             gateway_listen: config.gateway.listen,
             relay_listen: config.relay.listen,
+            pool_size: config.database.pool_size,
             inherited,
         })
     }
@@ -182,6 +189,10 @@ impl StackConfig {
         if args.replicas <= 1 || !service.in_fleet_health {
             return env;
         }
+        // The replicas of a service share its connections: N of them together keep to about
+        // the pool one would have, so a stack stays within the server's max_connections.
+        let shared = (self.pool_size / usize::from(args.replicas)).max(MIN_REPLICA_POOL);
+        env.put(POOL_SIZE, shared.to_string());
         match service.health {
             HealthListener::Main => {
                 env.put(REUSE_PORT, "true".to_owned());
@@ -371,6 +382,8 @@ mod tests {
         }
         let second = config.replica_env(&service("gateway"), &args, 2);
         assert_eq!(value(&second, GATEWAY_LISTEN), Some("127.0.0.1:7000"));
+        // Two replicas of the default 16-connection pool: 8 each.
+        assert_eq!(value(&second, POOL_SIZE), Some("8"));
 
         let first = config.replica_env(&service("verifier"), &args, 1);
         assert_eq!(value(&first, "PULSE_HTTP__LISTEN"), Some("127.0.0.1:7664"));

@@ -206,12 +206,27 @@ async fn measure(
     }
     .await;
     let mut stopped = Ok(());
-    for relay in relays {
+    for (n, relay) in relays.into_iter().enumerate() {
+        let log = if n == 0 {
+            dir.join("relay.log")
+        } else {
+            dir.join(format!("relay-{}.log", n + 1))
+        };
         let outcome = match relay.stop(Duration::from_secs(20)).await {
             Err(error) => Err(error.context("stopping a relay")),
             Ok(status) if !status.success() => Err(anyhow::anyhow!("a relay exited with {status}")),
             Ok(_) => Ok(()),
         };
+        if outcome.is_err() {
+            // What it was doing when it would not stop.
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!(
+                "relay bench: last lines of {}:\n{}",
+                log.display(),
+                lines[lines.len().saturating_sub(20)..].join("\n")
+            );
+        }
         stopped = stopped.and(outcome);
     }
     result.and(stopped)
