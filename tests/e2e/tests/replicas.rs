@@ -354,7 +354,16 @@ async fn stack_store(options: &StackOptions) -> anyhow::Result<Store> {
         pool_size: 2,
         ..pulse_config::PulseConfig::default().database
     };
-    Ok(Store::connect_app(&config).await?)
+    // The suite shares one server: a moment with every connection slot taken is waited out.
+    wait::until(
+        Duration::from_secs(60),
+        "a connection to the stack's database",
+        || {
+            let config = config.clone();
+            async move { Store::connect_app(&config).await.ok() }
+        },
+    )
+    .await
 }
 
 /// When each cadence run of the default tenant was recorded, in order: `scheduled`, and
