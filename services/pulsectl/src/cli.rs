@@ -232,7 +232,7 @@ pub struct UpArgs {
     /// Instances of each of the six services (the host agent and the demo processes stay one).
     /// Replicas share the work over NATS; the gateway's and the relay's replicas share one port
     /// (`PULSE_HTTP__REUSE_PORT`), and the others' health listeners get ports from the OS.
-    /// Each replica gets 1/N of the database pool (`PULSE_DATABASE__POOL_SIZE`, at least 4).
+    /// Each replica gets 1/N of the database pool (`PULSE_DATABASE__POOL_SIZE`; at least 8, at most the whole).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8), value_name = "N")]
     pub replicas: u8,
 

@@ -45,8 +45,9 @@ pub const RELAY_LISTEN: &str = "PULSE_RELAY__LISTEN";
 pub const GATEWAY_LISTEN: &str = "PULSE_GATEWAY__LISTEN";
 /// Each process's Postgres pool size.
 pub const POOL_SIZE: &str = "PULSE_DATABASE__POOL_SIZE";
-/// The smallest pool a replica gets (the dispatcher's lease alone holds one connection).
-const MIN_REPLICA_POOL: usize = 4;
+/// The smallest pool a replica gets: below it a busy replica (the dispatcher holds one
+/// connection for its lease) waits on its own pool.
+const MIN_REPLICA_POOL: usize = 8;
 /// Lets the replicas of the gateway or the relay share their main listener.
 pub const REUSE_PORT: &str = "PULSE_HTTP__REUSE_PORT";
 
@@ -191,7 +192,9 @@ impl StackConfig {
         }
         // The replicas of a service share its connections: N of them together keep to about
         // the pool one would have, so a stack stays within the server's max_connections.
-        let shared = (self.pool_size / usize::from(args.replicas)).max(MIN_REPLICA_POOL);
+        let shared = (self.pool_size / usize::from(args.replicas))
+            .max(MIN_REPLICA_POOL)
+            .min(self.pool_size.max(1));
         env.put(POOL_SIZE, shared.to_string());
         match service.health {
             HealthListener::Main => {

@@ -190,11 +190,7 @@ impl Stack {
 async fn the_governed_loop_survives_losing_a_replica_of_each_service() -> anyhow::Result<()> {
     let mut options = StackOptions::isolated("replicas-loop")?;
     // A run lost with its runner ends (`runner_lost`) within seconds, not half a minute.
-    options.extra_env = vec![
-        ("PULSE_RUNNER__LEASE_MS".to_owned(), "6000".to_owned()),
-        // Twelve processes: 4 connections each at most (the suite shares one server).
-        ("PULSE_DATABASE__POOL_SIZE".to_owned(), "8".to_owned()),
-    ];
+    options.extra_env = vec![("PULSE_RUNNER__LEASE_MS".to_owned(), "6000".to_owned())];
     let result = governed_loop(options.clone()).await;
     let cleanup = options.cleanup().await;
     result?;
@@ -339,7 +335,6 @@ async fn cadence_ticks_once_per_period_across_a_scheduler_failover() -> anyhow::
             PERIOD.as_millis().to_string(),
         ),
         ("PULSE_PATROL__JITTER_PCT".to_owned(), "0".to_owned()),
-        ("PULSE_DATABASE__POOL_SIZE".to_owned(), "8".to_owned()),
     ];
     let result = cadence(options.clone()).await;
     let cleanup = options.cleanup().await;
