@@ -19,18 +19,23 @@ pub async fn run(state: RelayState, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
         }
-        if let Err(error) = sweep(&state).await {
+        if let Err(error) = sweep(&state, &shutdown).await {
             tracing::warn!(error = %format!("{error:#}"), "liveness sweep failed; will retry");
         }
     }
 }
 
-/// Marks every silent agent offline. Returns how many went offline.
-pub async fn sweep(state: &RelayState) -> anyhow::Result<usize> {
+/// Marks every silent agent offline, one transaction each, until `stop`: a relay asked to stop
+/// leaves the rest to the next sweep of any relay (each agent's mark is a compare-and-swap), so
+/// a thousand agents gone at once do not hold up its shutdown. Returns how many went offline.
+pub async fn sweep(state: &RelayState, stop: &CancellationToken) -> anyhow::Result<usize> {
     let offline_after = chrono::Duration::from_std(state.limits.offline_after)?;
     let cutoff = Utc::now() - offline_after;
     let mut offline = 0;
     for (tenant, agent_id) in agents::stale(&state.store, cutoff).await? {
+        if stop.is_cancelled() {
+            break;
+        }
         let tx = state.store.tenant_tx(&tenant).await?;
         if !agents::mark_offline(&tx, &agent_id, cutoff).await? {
             continue;
