@@ -275,7 +275,9 @@ async fn governed_loop(options: StackOptions) -> anyhow::Result<()> {
         )
         .await?;
     anyhow::ensure!(
-        status == StatusCode::OK && decided["state"] == "approved",
+        status == StatusCode::OK
+            && decided["human_approved"] == true
+            && approved_or_later(&decided),
         "approving {action_id}: {status} {decided}"
     );
 
@@ -514,4 +516,9 @@ async fn cadence(options: StackOptions) -> anyhow::Result<()> {
         runs.len()
     );
     stack.stop().await
+}
+
+/// The decision's answer is the action as it is now: it may already be executing or done.
+fn approved_or_later(action: &Value) -> bool {
+    ["approved", "executing", "completed"].contains(&action["state"].as_str().unwrap_or(""))
 }
