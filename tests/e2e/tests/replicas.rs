@@ -380,6 +380,21 @@ async fn scheduled_runs(store: &Store) -> anyhow::Result<Vec<DateTime<Utc>>> {
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
+/// Waits until `count` cadence runs were recorded since `since`, or fails after `within`.
+async fn cadence_runs_since(
+    store: &Store,
+    since: DateTime<Utc>,
+    count: usize,
+    within: Duration,
+) -> anyhow::Result<()> {
+    let what = format!("{count} cadence runs since {since}");
+    wait::until(within, &what, || async {
+        let runs = scheduled_runs(store).await.ok()?;
+        (runs.iter().filter(|at| **at >= since).count() >= count).then_some(())
+    })
+    .await
+}
+
 /// The health listener a replica announced last (a restarted replica announces again).
 fn health_listener(options: &StackOptions, name: &str) -> anyhow::Result<SocketAddr> {
     let path = options.state_dir.join("logs").join(format!("{name}.log"));
@@ -428,7 +443,7 @@ async fn cadence(options: StackOptions) -> anyhow::Result<()> {
     let first = health_listener(&stack.options, "patrol-scheduler")?;
     let second = health_listener(&stack.options, "patrol-scheduler-2")?;
     let window_start = Utc::now();
-    tokio::time::sleep(PERIOD * 4).await;
+    cadence_runs_since(&store, window_start, 4, PERIOD * 6).await?;
 
     // Exactly one replica holds the dispatcher's lease, and it is the one that dispatches.
     let http = &stack.http;
@@ -453,7 +468,8 @@ async fn cadence(options: StackOptions) -> anyhow::Result<()> {
     let pids = started_pids(&stack.up.stdout())?;
     sigkill(&pids, leader)?;
     println!("killed the leading scheduler replica {leader}");
-    tokio::time::sleep(PERIOD * 5).await;
+    // Five more periods' ticks must come, whoever leads now.
+    cadence_runs_since(&store, window_start, 9, PERIOD * 8).await?;
     let window_end = Utc::now();
 
     // The survivor, or the killed replica that pulsectl restarted, whichever took the lease
