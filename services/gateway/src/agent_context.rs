@@ -14,8 +14,9 @@
 //! Unknown references and another tenant's resources answer `404 not_found`; a reference naming
 //! several resources `409 ambiguous_resource`, as every resource route does.
 //!
-//! Counts read the same bounded lists the list routes read: open findings among the newest
-//! `findings::MAX_LIST_LIMIT`, pending approvals among the first `actions::MAX_LIST_LIMIT`, and
+//! The Patrol control status counts every active finding (the status projection's count). The
+//! other counts read the same bounded lists the list routes read: open findings of the fleet
+//! context among the newest `findings::MAX_LIST_LIMIT`, pending approvals among the first `actions::MAX_LIST_LIMIT`, and
 //! recent actions of a resource among the newest `actions::MAX_LIST_LIMIT` of the tenant.
 
 use std::collections::BTreeMap;
@@ -28,9 +29,9 @@ use pulse_bus::ActionBrokerClient;
 use pulse_bus::actions_api::{ActionCapabilitiesRequest, ActionCapabilityEntry};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::AutonomyLevel;
-use pulse_domain::finding::{Finding, Severity};
+use pulse_domain::finding::{Finding, SeverityCounts};
 use pulse_domain::patrol::run::RunStatus;
-use pulse_domain::patrol::status::{CheckStatus, RuntimeState};
+use pulse_domain::patrol::status::{CheckStatus, HealthBasis, RuntimeState};
 use pulse_domain::resource::{Health, Resource, ResourceStatus, ResourceType};
 use pulse_store::alerts::{self, AlertFilter, StateFilter, StoredAlert};
 use pulse_store::findings::{self as finding_store, ListFilter, MAX_LIST_LIMIT};
@@ -64,36 +65,6 @@ pub struct FleetQuery {
     pub resource_type: Option<String>,
     /// Only resources in this status (`running`, `exited`, `stopped`, `unknown`).
     pub status: Option<String>,
-}
-
-/// Open findings by severity.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct SeverityCounts {
-    pub critical: u32,
-    pub warning: u32,
-    pub watch: u32,
-    pub info: u32,
-    pub total: u32,
-}
-
-impl SeverityCounts {
-    fn add(&mut self, severity: Severity) {
-        match severity {
-            Severity::Critical => self.critical += 1,
-            Severity::Warning => self.warning += 1,
-            Severity::Watch => self.watch += 1,
-            Severity::Info => self.info += 1,
-        }
-        self.total += 1;
-    }
-
-    fn of<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Self {
-        let mut counts = Self::default();
-        for finding in findings {
-            counts.add(finding.severity);
-        }
-        counts
-    }
 }
 
 /// One resource in the fleet context.
@@ -209,14 +180,9 @@ pub async fn fleet(
             }
         })
         .collect();
-    let mut open = SeverityCounts::default();
-    for r in &resources {
-        open.critical += r.open_findings.critical;
-        open.warning += r.open_findings.warning;
-        open.watch += r.open_findings.watch;
-        open.info += r.open_findings.info;
-        open.total += r.open_findings.total;
-    }
+    let open = resources
+        .iter()
+        .fold(SeverityCounts::default(), |sum, r| sum.merged(r.open_findings));
     Ok(Json(FleetContext {
         resource_count: resources.len(),
         resources,
@@ -380,6 +346,14 @@ pub struct PatrolControl {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PatrolControlStatus {
     pub patrol: PatrolControl,
+    /// The Patrol status's verdict: `false` while a warning or critical finding is active,
+    /// `true` only after a recent successful full run with none, `null` otherwise
+    /// (`health_basis` says which).
+    pub healthy: Option<bool>,
+    pub health_basis: HealthBasis,
+    /// Active findings of every severity (`active_findings.total`).
+    pub findings_count: u32,
+    /// Every active finding of the tenant, by severity.
     pub active_findings: SeverityCounts,
     pub pending_approvals: usize,
     /// Runs running now (0 or 1: one full or scoped run at a time per tenant).
@@ -393,7 +367,6 @@ pub async fn patrol_control_status(
 ) -> Result<Json<PatrolControlStatus>, ApiError> {
     let (status, settings) = crate::patrol::status_projection(&state, &auth.principal).await?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let findings = open_findings(&tx).await?;
     let pending = action_store::pending(&tx, Some(action_store::MAX_LIST_LIMIT)).await?;
     // The status's current run may still be queued; only a started one is running.
     let running = pulse_store::patrol_runs::current(&tx)
@@ -414,7 +387,10 @@ pub async fn patrol_control_status(
             readiness_checks: status.readiness_checks.len(),
             readiness_checks_failing: failing,
         },
-        active_findings: SeverityCounts::of(&findings),
+        healthy: status.healthy,
+        health_basis: status.health_basis,
+        findings_count: status.findings_count,
+        active_findings: status.active_findings,
         pending_approvals: pending.len(),
         running_runs: u32::from(running),
         queued_scoped_runs: status.queued_scoped_runs,
@@ -447,12 +423,7 @@ mod tests {
     }
 
     #[test]
-    fn severity_counts_and_status_filter() {
-        let mut counts = SeverityCounts::default();
-        counts.add(Severity::Critical);
-        counts.add(Severity::Warning);
-        counts.add(Severity::Warning);
-        assert_eq!((counts.critical, counts.warning, counts.total), (1, 2, 3));
+    fn status_filter() {
         assert_eq!(parse_status("running").ok(), Some(ResourceStatus::Running));
         let err = parse_status("up").expect_err("unknown status");
         assert_eq!(err.code, ErrorCode::InvalidParameter);

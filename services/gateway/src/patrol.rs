@@ -241,11 +241,14 @@ pub(crate) async fn status_projection(
     let last_successful = patrol_runs::last_successful_full_run(&tx).await?;
     let last_activity_at = patrol_runs::last_activity_at(&tx).await?;
     let queued_scoped_runs = patrol_runs::queued_scoped(&tx).await?;
+    let now = Utc::now();
+    let active_findings = pulse_store::findings::active_counts(&tx, now)
+        .await
+        .map_err(crate::findings::store_error)?;
     let stored = pulse_store::settings::get(&tx, false).await.map_err(|e| {
         tracing::error!(error = %e, "reading ai settings failed");
         ApiError::new(ErrorCode::InternalError, "the settings could not be read")
     })?;
-    let now = Utc::now();
     let readiness = patrol_readiness::assess(&tx, &state.settings.config, now).await?;
     tx.commit().await?;
     let settings = ai_settings::resolve(&[&state.settings.config.layer, &stored.document]).ok();
@@ -281,8 +284,7 @@ pub(crate) async fn status_projection(
         last_activity_at,
         next_patrol_at,
         interval_ms,
-        // Findings arrive with the runner.
-        findings_count: 0,
+        active_findings,
         queued_scoped_runs,
         health_window_ms: interval_ms
             .saturating_mul(HEALTH_WINDOW_INTERVALS)

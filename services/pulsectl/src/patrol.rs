@@ -6,6 +6,7 @@
 //! leniently (unknown fields ignored, missing ones shown as `-`) so an older or newer gateway
 //! still gets readable output.
 
+use pulse_domain::finding::SeverityCounts;
 use reqwest::Method;
 use serde::Deserialize;
 
@@ -55,6 +56,14 @@ pub struct Status {
     pub queued_scoped_runs: u32,
     #[serde(default)]
     pub blocked_reason: Option<String>,
+    #[serde(default)]
+    pub healthy: Option<bool>,
+    #[serde(default)]
+    pub health_basis: Option<String>,
+    #[serde(default)]
+    pub findings_count: Option<u32>,
+    #[serde(default)]
+    pub active_findings: Option<SeverityCounts>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -270,8 +279,29 @@ pub fn describe_status(status: &Status) -> String {
         (None, true) => "yes".to_owned(),
         (None, false) => "no".to_owned(),
     };
+    let health = match (status.healthy, status.health_basis.as_deref()) {
+        (Some(true), _) => "healthy".to_owned(),
+        (Some(false), Some("active_findings")) => {
+            "unhealthy: warning or critical findings are active".to_owned()
+        }
+        (Some(false), _) => "unhealthy".to_owned(),
+        (None, Some("recent_full_run_errored")) => {
+            "not known: the last full run ended in error".to_owned()
+        }
+        (None, _) => "not known: no recent full run".to_owned(),
+    };
+    let findings = match (&status.active_findings, status.findings_count) {
+        (Some(c), _) => format!(
+            "{} ({} critical, {} warning, {} watch, {} info)",
+            c.total, c.critical, c.warning, c.watch, c.info
+        ),
+        (None, Some(n)) => n.to_string(),
+        (None, None) => "-".to_owned(),
+    };
     let mut rows = vec![
         ("state", status.runtime_state.clone()),
+        ("health", health),
+        ("active findings", findings),
         ("running", running),
         (
             "last patrol",
@@ -555,12 +585,18 @@ effective  host:web-1
             "queued_scoped_runs": 2,
             "blocked_reason": null,
             "readiness_checks": [],
+            "healthy": false,
+            "health_basis": "active_findings",
+            "findings_count": 3,
+            "active_findings": {"critical": 1, "warning": 1, "watch": 0, "info": 1, "total": 3},
         }))
         .unwrap();
         assert_eq!(
             describe_status(&status),
             "\
 state               running
+health              unhealthy: warning or critical findings are active
+active findings     3 (1 critical, 1 warning, 0 watch, 1 info)
 running             yes: run r1 (full)
 last patrol         never
 next patrol         not scheduled
@@ -577,6 +613,8 @@ queued scoped runs  2
         }))
         .unwrap();
         let text = describe_status(&blocked);
+        assert!(text.contains("health              not known: no recent full run\n"), "{text}");
+        assert!(text.contains("active findings     -\n"), "{text}");
         assert!(text.contains("running             no\n"), "{text}");
         assert!(
             text.contains("last patrol         2026-11-29 11:00:05\n"),

@@ -32,7 +32,8 @@ use pulse_domain::finding::operator_state::{self, SuppressionCause};
 use pulse_domain::finding::{
     self as domain, AssessRefusal, Finding, FindingId, LifecycleEvent, MAX_LIFECYCLE_EVENTS,
     OperatorAction, OperatorRefusal, ReportContext, ReportError, ReportKind, ReportedFinding,
-    RunOutcome, RuntimeRecovery, SuppressionId, SuppressionRule, VerdictInput, VerifierOutcome,
+    RunOutcome, RuntimeRecovery, Severity, SeverityCounts, SuppressionId, SuppressionRule,
+    VerdictInput, VerifierOutcome,
 };
 use pulse_domain::patrol::run::{ErrorCause, RunId};
 use tokio_postgres::Row;
@@ -158,11 +159,8 @@ pub async fn list_narrowed(
                   AND ($5::text IS NULL OR f.status = $5)
                   AND ($6::text IS NULL OR f.resource_id = $6)";
     let active = match filter {
-        ListFilter::Active => {
-            "(f.status = 'active'
-              OR (f.status = 'snoozed' AND (f.record->>'snoozed_until')::timestamptz <= $2))"
-        }
-        ListFilter::IncludeResolved => "($2::timestamptz IS NOT NULL)",
+        ListFilter::Active => active_at("$2"),
+        ListFilter::IncludeResolved => "($2::timestamptz IS NOT NULL)".to_owned(),
     };
     let rows = tx
         .client()
@@ -182,6 +180,42 @@ pub async fn list_narrowed(
         )
         .await?;
     rows.iter().map(from_row).collect()
+}
+
+/// What "active at `now`" means (`now` a bind parameter such as `$2`), for [`list`] and
+/// [`active_counts`]: active, or snoozed with the snooze run out.
+fn active_at(now: &str) -> String {
+    format!(
+        "(f.status = 'active'
+          OR (f.status = 'snoozed' AND (f.record->>'snoozed_until')::timestamptz <= {now}))"
+    )
+}
+
+/// How many of the tenant's findings are active at `now`, by severity: every one, not a page of
+/// them (the Patrol status and the agent context are projected from it).
+pub async fn active_counts(tx: &TenantTx, now: DateTime<Utc>) -> Result<SeverityCounts, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            &format!(
+                "SELECT f.severity, count(*) FROM findings f
+                 WHERE {} GROUP BY f.severity",
+                active_at("$1")
+            ),
+            &[&now],
+        )
+        .await?;
+    let mut counts = SeverityCounts::default();
+    for row in rows {
+        let severity: String = row.try_get(0)?;
+        let n: i64 = row.try_get(1)?;
+        let severity = Severity::ALL
+            .into_iter()
+            .find(|s| s.as_str() == severity)
+            .ok_or_else(|| invalid(format!("finding severity {severity:?}")))?;
+        counts.add_n(severity, u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    Ok(counts)
 }
 
 /// Open (active or snoozed) findings, optionally of one resource.

@@ -67,17 +67,33 @@ fn status_panel(status: &Value) -> Markup {
             dl class="facts" {
                 dt { "State" } dd { (badge(runtime)) }
                 dt { "Enabled" } dd { @if status["enabled"].as_bool() == Some(true) { "on" } @else { "off" } }
-                dt { "Health" } dd {
+                dt { "Health" } dd id="patrol-health" {
                     @match status["healthy"].as_bool() {
                         Some(true) => (badge("healthy")),
-                        Some(false) => (badge("unhealthy")),
-                        None => "not yet known (no recent full run)",
+                        Some(false) => {
+                            (badge("unhealthy"))
+                            @if status["health_basis"] == "active_findings" {
+                                " warning or critical findings are active"
+                            }
+                        }
+                        None => @if status["health_basis"] == "recent_full_run_errored" {
+                            "not known (the last full run ended in error)"
+                        } @else {
+                            "not yet known (no recent full run)"
+                        },
                     }
                 }
                 dt { "Last patrol" } dd { (time(&status["last_patrol_at"])) }
                 dt { "Next patrol" } dd { (time(&status["next_patrol_at"])) }
                 dt { "Resources checked" } dd { (text(&status["resources_checked"])) }
-                dt { "Active findings" } dd { (text(&status["findings_count"])) }
+                dt { "Active findings" } dd id="patrol-active-findings" {
+                    (text(&status["findings_count"]))
+                    @let by = &status["active_findings"];
+                    @if by.is_object() {
+                        " (" (text(&by["critical"])) " critical, " (text(&by["warning"])) " warning, "
+                        (text(&by["watch"])) " watch, " (text(&by["info"])) " info)"
+                    }
+                }
                 @if let Some(run) = status["current_run_id"].as_str() {
                     dt { "Running now" } dd { a href={"/runs/" (run)} { (run) } }
                 }

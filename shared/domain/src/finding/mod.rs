@@ -31,7 +31,7 @@ pub use id::{
 };
 pub use model::{
     Assessment, Category, DismissedReason, Finding, FindingStatus, InvestigationOutcome,
-    LifecycleEvent, LifecycleEventType, MAX_LIFECYCLE_EVENTS, Severity, Verdict,
+    LifecycleEvent, LifecycleEventType, MAX_LIFECYCLE_EVENTS, Severity, SeverityCounts, Verdict,
 };
 pub use report::{
     MAX_EVIDENCE_CHARS, MAX_RESOURCE_ID_CHARS, MAX_TEXT_CHARS, MAX_TITLE_CHARS, ReportContext,

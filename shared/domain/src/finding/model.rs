@@ -48,6 +48,73 @@ impl Severity {
     }
 }
 
+/// How many findings there are of each severity. `total` is the sum of the four.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub struct SeverityCounts {
+    pub critical: u32,
+    pub warning: u32,
+    pub watch: u32,
+    pub info: u32,
+    pub total: u32,
+}
+
+impl SeverityCounts {
+    /// Counts one finding of `severity`.
+    pub fn add(&mut self, severity: Severity) {
+        self.add_n(severity, 1);
+    }
+
+    /// Counts `n` findings of `severity`.
+    pub fn add_n(&mut self, severity: Severity, n: u32) {
+        let slot = match severity {
+            Severity::Critical => &mut self.critical,
+            Severity::Warning => &mut self.warning,
+            Severity::Watch => &mut self.watch,
+            Severity::Info => &mut self.info,
+        };
+        *slot = slot.saturating_add(n);
+        self.total = self.total.saturating_add(n);
+    }
+
+    /// The counts of these findings.
+    pub fn of<'a>(findings: impl IntoIterator<Item = &'a Finding>) -> Self {
+        let mut counts = Self::default();
+        for finding in findings {
+            counts.add(finding.severity);
+        }
+        counts
+    }
+
+    /// The sum of two counts.
+    pub fn merged(self, other: Self) -> Self {
+        let mut sum = self;
+        for severity in Severity::ALL {
+            sum.add_n(severity, other.of_severity(severity));
+        }
+        sum
+    }
+
+    /// The count of one severity.
+    pub fn of_severity(&self, severity: Severity) -> u32 {
+        match severity {
+            Severity::Critical => self.critical,
+            Severity::Warning => self.warning,
+            Severity::Watch => self.watch,
+            Severity::Info => self.info,
+        }
+    }
+
+    /// Findings that deny an all-clear: the reportable severities (`warning`, `critical`).
+    pub fn alarming(&self) -> u32 {
+        Severity::ALL
+            .into_iter()
+            .filter(|s| s.is_reportable())
+            .map(|s| self.of_severity(s))
+            .sum()
+    }
+}
+
 impl fmt::Display for Severity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -499,5 +566,21 @@ mod tests {
             serde_json::to_value(LifecycleEventType::SuppressionLifted).expect("ser"),
             LifecycleEventType::SuppressionLifted.as_str()
         );
+    }
+
+    #[test]
+    fn severity_counts_add_up_and_only_warning_and_critical_alarm() {
+        let mut counts = SeverityCounts::default();
+        counts.add(Severity::Critical);
+        counts.add(Severity::Warning);
+        counts.add_n(Severity::Info, 2);
+        assert_eq!((counts.critical, counts.warning, counts.info, counts.total), (1, 1, 2, 4));
+        assert_eq!(counts.alarming(), 2);
+        let mut notes = SeverityCounts::default();
+        notes.add(Severity::Watch);
+        notes.add(Severity::Info);
+        assert_eq!(notes.alarming(), 0);
+        let sum = counts.merged(notes);
+        assert_eq!((sum.watch, sum.info, sum.total, sum.alarming()), (1, 3, 6, 2));
     }
 }

@@ -11,14 +11,27 @@
 //! | `active` | otherwise |
 //!
 //! `last_patrol_at` is the last *successful full* run; scoped and verification runs only move
-//! `last_activity_at`. A health verdict (`healthy`) is given only when the most recent full run
-//! ended without error within the health window; otherwise `healthy` is null and
-//! `health_basis` says why.
+//! `last_activity_at`.
+//!
+//! `findings_count` is the number of the tenant's active findings of every severity (snoozed ones
+//! whose snooze ran out included), `active_findings` the same by severity. The health verdict,
+//! first match wins:
+//!
+//! | `healthy` | `health_basis` | when |
+//! |---|---|---|
+//! | `false` | `active_findings` | a `warning` or `critical` finding is active, whatever any run said |
+//! | `true` | `recent_full_run` | the most recent full run succeeded within the health window |
+//! | null | `recent_full_run_errored` | the most recent full run, within the window, ended in error |
+//! | null | `no_recent_full_run` | no full run finished within the window |
+//!
+//! `info` and `watch` findings are counted but do not deny the all-clear: they are notes, not
+//! problems. An all-clear is never given without a recent successful full run as evidence.
 
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::run::{RunId, RunStatus, RunType};
+use crate::finding::SeverityCounts;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
@@ -188,8 +201,8 @@ pub struct StatusInputs {
     pub last_activity_at: Option<DateTime<Utc>>,
     pub next_patrol_at: Option<DateTime<Utc>>,
     pub interval_ms: u64,
-    /// Active findings now.
-    pub findings_count: u32,
+    /// Active findings now, by severity.
+    pub active_findings: SeverityCounts,
     pub queued_scoped_runs: u32,
     /// How old the last full run may be for a health verdict.
     pub health_window_ms: u64,
@@ -200,6 +213,8 @@ pub struct StatusInputs {
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum HealthBasis {
+    /// A `warning` or `critical` finding is active: not healthy, whatever the last run said.
+    ActiveFindings,
     /// A recent full run succeeded.
     RecentFullRun,
     /// No full run finished within the health window (scoped runs do not count).
@@ -223,7 +238,10 @@ pub struct PatrolStatus {
     pub interval_ms: u64,
     pub last_duration_ms: Option<u64>,
     pub resources_checked: Option<u32>,
+    /// Active findings of every severity (`active_findings.total`).
     pub findings_count: u32,
+    /// Active findings by severity.
+    pub active_findings: SeverityCounts,
     pub error_count: Option<u32>,
     pub queued_scoped_runs: u32,
     pub healthy: Option<bool>,
@@ -254,13 +272,12 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
         .last_full_run
         .as_ref()
         .filter(|run| inputs.now - run.completed_at <= window);
-    let health_basis = match recent_full {
-        Some(run) if run.status.is_success() => HealthBasis::RecentFullRun,
-        Some(_) => HealthBasis::RecentFullRunErrored,
-        None => HealthBasis::NoRecentFullRun,
+    let (healthy, health_basis) = match recent_full {
+        _ if inputs.active_findings.alarming() > 0 => (Some(false), HealthBasis::ActiveFindings),
+        Some(run) if run.status.is_success() => (Some(true), HealthBasis::RecentFullRun),
+        Some(_) => (None, HealthBasis::RecentFullRunErrored),
+        None => (None, HealthBasis::NoRecentFullRun),
     };
-    let healthy =
-        (health_basis == HealthBasis::RecentFullRun).then_some(inputs.findings_count == 0);
     let last_activity_at = match (inputs.last_activity_at, inputs.last_successful_full_at) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
@@ -292,7 +309,8 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
         interval_ms: inputs.interval_ms,
         last_duration_ms: inputs.last_full_run.as_ref().map(|r| r.duration_ms),
         resources_checked: inputs.last_full_run.as_ref().map(|r| r.resources_checked),
-        findings_count: inputs.findings_count,
+        findings_count: inputs.active_findings.total,
+        active_findings: inputs.active_findings,
         error_count: inputs.last_full_run.as_ref().map(|r| r.error_count),
         queued_scoped_runs: inputs.queued_scoped_runs,
         healthy,
@@ -307,6 +325,7 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Severity;
     use chrono::TimeZone;
     use uuid::Uuid;
 
@@ -351,7 +370,7 @@ mod tests {
             last_activity_at: Some(t(-1)),
             next_patrol_at: Some(t(2)),
             interval_ms: 300_000,
-            findings_count: 0,
+            active_findings: SeverityCounts::default(),
             queued_scoped_runs: 0,
             health_window_ms: 3_600_000,
         }
@@ -460,9 +479,46 @@ mod tests {
             (status.healthy, status.health_basis)
         };
         assert_eq!(verdict(&|_| {}), (Some(true), HealthBasis::RecentFullRun));
+        let with = |severity: Severity, n: u32| {
+            let mut counts = SeverityCounts::default();
+            counts.add_n(severity, n);
+            counts
+        };
+        // An active warning or critical finding denies the all-clear, whatever the runs said.
         assert_eq!(
-            verdict(&|i| i.findings_count = 2),
-            (Some(false), HealthBasis::RecentFullRun)
+            verdict(&|i| i.active_findings = with(Severity::Warning, 2)),
+            (Some(false), HealthBasis::ActiveFindings)
+        );
+        assert_eq!(
+            verdict(&|i| {
+                i.active_findings = with(Severity::Critical, 1);
+                i.last_full_run = None;
+                i.last_successful_full_at = None;
+            }),
+            (Some(false), HealthBasis::ActiveFindings)
+        );
+        assert_eq!(
+            verdict(&|i| {
+                i.active_findings = with(Severity::Warning, 1);
+                i.last_full_run = Some(full_run(RunStatus::Error, -2));
+            }),
+            (Some(false), HealthBasis::ActiveFindings)
+        );
+        // Notes (info, watch) are counted but do not deny it.
+        assert_eq!(
+            verdict(&|i| {
+                i.active_findings = with(Severity::Info, 3).merged(with(Severity::Watch, 1))
+            }),
+            (Some(true), HealthBasis::RecentFullRun)
+        );
+        // ... nor give one without a full run.
+        assert_eq!(
+            verdict(&|i| {
+                i.active_findings = with(Severity::Watch, 1);
+                i.last_full_run = None;
+                i.last_successful_full_at = None;
+            }),
+            (None, HealthBasis::NoRecentFullRun)
         );
         // Only scoped activity recently: the old full run is outside the window.
         assert_eq!(
@@ -489,6 +545,39 @@ mod tests {
             verdict(&|i| i.last_full_run = Some(full_run(RunStatus::IssuesFound, -2))),
             (Some(true), HealthBasis::RecentFullRun)
         );
+    }
+
+    #[test]
+    fn the_count_is_every_active_finding_and_healthy_never_hides_a_warning() {
+        let runs = [
+            None,
+            Some(full_run(RunStatus::Healthy, -3)),
+            Some(full_run(RunStatus::IssuesFound, -3)),
+            Some(full_run(RunStatus::Error, -3)),
+            Some(full_run(RunStatus::Healthy, -600)),
+        ];
+        for run in runs {
+            for bits in 0..16u32 {
+                let mut counts = SeverityCounts::default();
+                for (i, severity) in Severity::ALL.into_iter().enumerate() {
+                    counts.add_n(severity, (bits >> i) & 1);
+                }
+                let mut inputs = base();
+                inputs.last_full_run = run.clone();
+                inputs.active_findings = counts;
+                let status = project(&inputs);
+                assert_eq!(status.findings_count, counts.total);
+                assert_eq!(status.active_findings, counts);
+                let alarming = counts.warning + counts.critical;
+                if alarming > 0 {
+                    assert_eq!(status.healthy, Some(false), "{counts:?} {run:?}");
+                }
+                if status.healthy == Some(true) {
+                    assert_eq!(alarming, 0);
+                    assert_eq!(status.health_basis, HealthBasis::RecentFullRun);
+                }
+            }
+        }
     }
 
     #[test]
