@@ -73,6 +73,8 @@ pub struct AgentOptions {
     pub token_file: Option<PathBuf>,
     /// Collect Docker containers (from `DOCKER_HOST` or the default socket).
     pub docker: bool,
+    /// Only Docker containers carrying this label are watched and acted on; `None`: all.
+    pub docker_label: Option<docker::LabelScope>,
 }
 
 impl AgentOptions {
@@ -94,6 +96,7 @@ impl AgentOptions {
             allow_read_exec: false,
             token_file: None,
             docker: true,
+            docker_label: None,
         }
     }
 }
@@ -147,8 +150,17 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
     let supervisor_task = tokio::spawn(supervisor.run(rescan, stop_services.clone()));
 
     let docker = if options.docker {
-        match DockerClient::from_env() {
-            Ok(client) => Some(client),
+        match docker::DockerEndpoint::from_env() {
+            Ok(endpoint) => {
+                let config = docker::DockerClientConfig {
+                    label_scope: options.docker_label.clone(),
+                    ..Default::default()
+                };
+                if let Some(scope) = &config.label_scope {
+                    tracing::info!(label = %scope, "Docker collector: only containers with this label");
+                }
+                Some(DockerClient::new(endpoint, config))
+            }
             Err(error) => {
                 tracing::warn!(%error, "Docker collector off: DOCKER_HOST is not usable");
                 None

@@ -46,12 +46,34 @@ struct Cli {
     /// Do not collect Docker containers even when an engine is reachable.
     #[arg(long, env = "PULSE_AGENT_NO_DOCKER")]
     no_docker: bool,
+    /// Watch and act on only the Docker containers carrying this label: `KEY` (present) or
+    /// `KEY=VALUE`. For an engine shared with containers this host's Pulse must not judge.
+    /// An empty value (an unset compose variable) means every container.
+    #[arg(long, env = "PULSE_AGENT_DOCKER_LABEL")]
+    docker_label: Option<String>,
+}
+
+/// `--docker-label`: `None` when absent or empty.
+fn docker_label(
+    raw: Option<&str>,
+) -> Result<Option<pulse_agent::docker::LabelScope>, pulse_agent::docker::InvalidLabelScope> {
+    match raw.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(selector) => pulse_agent::docker::LabelScope::parse(selector).map(Some),
+        None => Ok(None),
+    }
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
+    let docker_scope = match docker_label(cli.docker_label.as_deref()) {
+        Ok(scope) => scope,
+        Err(error) => {
+            eprintln!("pulse-agent: --docker-label: {error}");
+            return ExitCode::from(2);
+        }
+    };
     let config = match pulse_config::PulseConfig::load() {
         Ok(config) => config,
         Err(error) => {
@@ -120,6 +142,7 @@ async fn main() -> ExitCode {
     options.allow_read_exec = cli.allow_read_exec;
     options.token_file = cli.token_file;
     options.docker = !cli.no_docker;
+    options.docker_label = docker_scope;
     tracing::info!(relay = %options.relay_url, agent_id = %options.agent_id, services_dir = %options.services_dir.display(), commands = if options.enable_commands { "enabled" } else { "disabled" }, read_exec = if options.allow_read_exec { "allowed" } else { "disabled" }, "agent started");
     let result = pulse_agent::run(options, shutdown).await;
     telemetry.shutdown().await;
@@ -129,5 +152,23 @@ async fn main() -> ExitCode {
             eprintln!("pulse-agent: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_docker_label_means_every_container_and_a_bad_one_is_refused() {
+        assert_eq!(docker_label(None).unwrap(), None);
+        assert_eq!(docker_label(Some("")).unwrap(), None);
+        assert_eq!(docker_label(Some("  ")).unwrap(), None);
+        let scope = docker_label(Some("com.docker.compose.project=app")).unwrap();
+        assert_eq!(
+            scope.map(|s| s.to_string()).as_deref(),
+            Some("com.docker.compose.project=app")
+        );
+        assert!(docker_label(Some("bad key=x")).is_err());
     }
 }

@@ -686,7 +686,7 @@ async fn no_engine_is_a_typed_engine_unavailable_error() {
 
 /// The real engine at `/var/run/docker.sock` (Docker 20.10 in CI, which serves API 1.41 at
 /// most): the client negotiates down to it and the collector, inspect and logs work. No engine
-/// is a failure: CI starts one (`.ci/run`).
+/// is a failure: the test command starts one (`scripts/test-setup`).
 #[tokio::test]
 async fn live_engine_when_reachable() {
     let client = DockerClient::new(
@@ -700,7 +700,7 @@ async fn live_engine_when_reachable() {
     if let Err(error) = client.ping().await {
         panic!(
             "no Docker engine answers at /var/run/docker.sock ({error}); the live Docker tests \
-             need one: run .ci/run, which starts it, or start dockerd as docs/agent.md describes"
+             need one: run scripts/test, which starts it, or start dockerd as docs/agent.md describes"
         );
     }
     let negotiated = client.api_version().await.expect("negotiate");

@@ -1,5 +1,5 @@
 //! Live tests against the real Docker engine at `/var/run/docker.sock` (CI starts Docker 20.10
-//! in `.ci/run`): the collector, the compacted inspect, log reads, the three container commands
+//! in `scripts/test-setup`): the collector, the compacted inspect, log reads, the three container commands
 //! and the version negotiation, each on containers the test creates and removes itself.
 //!
 //! - No registry is needed: the image is built here `FROM scratch` with the host's static
@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use pulse_agent::commands::{Commands, HostExecutor};
 use pulse_agent::containers::ContainerCollector;
 use pulse_agent::docker::{
-    ApiVersion, CLIENT_API_VERSION, ContainerRunState, DockerClient, DockerClientConfig,
-    DockerEndpoint, EventAction, HealthStatus, LogStream, LogTailRequest, MIN_API_VERSION,
+    ApiVersion, CLIENT_API_VERSION, ContainerAction, ContainerRunState, DockerClient,
+    DockerClientConfig, DockerEndpoint, EventAction, HealthStatus, LabelScope, LogStream,
+    LogTailRequest, MIN_API_VERSION,
 };
 use pulse_agent::host_files::HostFiles;
 use pulse_agent::read_exec::ReadExec;
@@ -146,7 +147,7 @@ fn require_engine() {
         ),
         Err(error) => panic!(
             "no Docker engine answers at {SOCKET} ({error}). These live tests need one: run \
-             .ci/run (it installs and starts it), or `apt-get install -y docker.io \
+             scripts/test (it installs and starts it), or `apt-get install -y docker.io \
              busybox-static` and `dockerd --storage-driver=vfs --bridge=none --iptables=false \
              --ip6tables=false &` (see docs/agent.md)"
         ),
@@ -189,7 +190,7 @@ fn build_image() -> Result<(), String> {
         .find_map(|path| std::fs::read(path).ok())
         .ok_or_else(|| {
             format!(
-                "no static busybox at {BUSYBOX:?}: apt-get install -y busybox-static (.ci/run \
+                "no static busybox at {BUSYBOX:?}: apt-get install -y busybox-static (scripts/test \
                  does)"
             )
         })?;
@@ -921,4 +922,94 @@ async fn engine_events_of_a_test_container_arrive_at_the_negotiated_version() {
             break;
         }
     }
+}
+
+#[tokio::test]
+async fn a_label_scoped_agent_sees_and_acts_on_only_its_labelled_containers() {
+    ensure_image().await;
+    let scope_value = unique("scope");
+    let mut mine = spec(&SLEEPER);
+    mine["Labels"] = json!({"pulse.test.scope": scope_value});
+    let mine = create("scoped-mine", mine).await;
+    let mut other_value = spec(&SLEEPER);
+    other_value["Labels"] = json!({"pulse.test.scope": "someone-else"});
+    let theirs = create("scoped-theirs", other_value).await;
+    let unlabelled = create("scoped-unlabelled", spec(&SLEEPER)).await;
+    start(&mine).await;
+    start(&theirs).await;
+    start(&unlabelled).await;
+
+    let scope = LabelScope::parse(&format!("pulse.test.scope={scope_value}")).expect("scope");
+    let scoped = DockerClient::new(
+        DockerEndpoint::Unix(PathBuf::from(SOCKET)),
+        DockerClientConfig {
+            label_scope: Some(scope),
+            ..DockerClientConfig::default()
+        },
+    );
+
+    // The list is the engine's own label filter: exactly the one container.
+    let listed: Vec<String> = scoped
+        .list_containers()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(listed, vec![mine.id.clone()]);
+    // The unscoped client sees all three, so the filter is what hid them.
+    let all: Vec<String> = client()
+        .list_containers()
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    for c in [&mine, &theirs, &unlabelled] {
+        assert!(all.contains(&c.id), "{} missing from {all:?}", c.name);
+    }
+
+    // Reads and lifecycle calls on the others answer not found and change nothing.
+    for c in [&theirs, &unlabelled] {
+        let err = scoped.inspect_container(&c.id).await.expect_err("inspect");
+        assert_eq!(err.code(), "docker_container_not_found", "{err}");
+        let err = scoped
+            .logs_tail(&c.name, LogTailRequest::default())
+            .await
+            .expect_err("logs");
+        assert_eq!(err.code(), "docker_container_not_found", "{err}");
+        let err = scoped
+            .container_action(&c.id, ContainerAction::Stop)
+            .await
+            .expect_err("stop");
+        assert_eq!(err.code(), "docker_container_not_found", "{err}");
+        assert_eq!(engine_inspect(&c.id).await["State"]["Running"], true);
+    }
+    // Its own container it may act on.
+    assert!(scoped.inspect_container(&mine.id).await.is_ok());
+    scoped
+        .container_action(&mine.id, ContainerAction::Stop)
+        .await
+        .expect("stop own");
+    wait_engine_state(&mine, "exited").await;
+
+    // A collector on the scoped client reports only its container.
+    let dir = temp_dir("scoped");
+    let supervisor = supervisor(&dir);
+    let mut reporter = Reporter::new(
+        "live".into(),
+        "live-host".into(),
+        dir.join("no-proc"),
+        dir.join("no-mounts"),
+        supervisor.view(),
+    )
+    .with_containers(ContainerCollector::new(scoped));
+    let report = reporter.build().await;
+    let containers: Vec<&str> = report
+        .resources
+        .iter()
+        .filter(|r| r.resource_type == ResourceType::AppContainer)
+        .map(|r| r.source_id.as_str())
+        .collect();
+    assert_eq!(containers, vec![mine.id.as_str()]);
 }

@@ -204,8 +204,14 @@ async fn compose_stack_on_the_local_engine_comes_up_healthy_and_runs_patrol() ->
             free_port()?.to_string(),
         ));
     }
+    let name = format!("pulse-compose-{suffix}");
+    // The engine is shared with other tests' containers: the agent watches this project's only.
+    env.push((
+        "PULSE_AGENT_DOCKER_LABEL".into(),
+        format!("com.docker.compose.project={name}"),
+    ));
     let project = Project {
-        name: format!("pulse-compose-{suffix}"),
+        name,
         env,
         gateway_url: format!("http://127.0.0.1:{gateway_port}"),
     };

@@ -7,7 +7,7 @@
 //! `tests/browser/screenshots/` (`PULSE_SCREENSHOTS` overrides).
 //!
 //! Needs `cargo build --workspace --bins`, Node.js, Chromium (`/usr/bin/chromium`, or
-//! `CHROMIUM`) and `npm ci --prefix tests/browser`; `.ci/run` provides all of them.
+//! `CHROMIUM`) and `npm ci --prefix tests/browser`; `scripts/test` provides all of them.
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -242,6 +242,9 @@ impl StackOptions {
             ),
             ("PULSE_GATEWAY__LISTEN".to_owned(), any.clone()),
             ("PULSE_RELAY__LISTEN".to_owned(), any.clone()),
+            // The machine's Docker engine is shared with other tests' containers: a stack's host
+            // agent does not watch it unless the test asks (`extra_env` comes last and wins).
+            ("PULSE_AGENT_NO_DOCKER".to_owned(), "true".to_owned()),
         ];
         if self.gateway.is_some() {
             env.push(("PULSE_GATEWAY_URL".to_owned(), self.gateway_url()));

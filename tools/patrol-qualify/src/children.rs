@@ -124,6 +124,9 @@ pub fn start_agent(
     match &wiring.docker_host {
         Some(host) => {
             command.env("DOCKER_HOST", host);
+            if let Some(label) = &wiring.docker_label {
+                command.env("PULSE_AGENT_DOCKER_LABEL", label);
+            }
         }
         None => {
             command.env("PULSE_AGENT_NO_DOCKER", "true");

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use super::events::EventStream;
 use super::logs::{LogDemuxer, LogTail};
 use super::model::{ContainerDetails, ContainerSummary, RawDetails, RawSummary, bounded};
 use super::projection::CompactInspect;
+use super::scope::{self, LabelScope};
 use super::version::{
     ApiVersion, CLIENT_API_VERSION, EngineVersion, MIN_API_VERSION, MIN_DOCKER_RELEASE,
     VersionRefusal, is_version_refusal, negotiate,
@@ -30,8 +32,6 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 const MAX_VERSION_BODY: usize = 64 * 1024;
 /// The response header in which the engine states its newest API version.
 const API_VERSION_HEADER: &str = "api-version";
-/// `filters={"type":["container"]}`, percent-encoded.
-const CONTAINER_EVENTS_FILTER: &str = "%7B%22type%22%3A%5B%22container%22%5D%7D";
 
 #[derive(Debug, Clone)]
 pub struct DockerClientConfig {
@@ -45,6 +45,9 @@ pub struct DockerClientConfig {
     /// Newest Engine API version asked for; negotiation goes lower for older engines, never
     /// below [`MIN_API_VERSION`].
     pub max_api_version: ApiVersion,
+    /// Only containers carrying this label are listed, followed and acted on (see
+    /// [`super::scope`]); `None`: every container of the engine.
+    pub label_scope: Option<LabelScope>,
 }
 
 impl Default for DockerClientConfig {
@@ -55,6 +58,7 @@ impl Default for DockerClientConfig {
             event_idle_timeout: Duration::from_secs(300),
             max_response_bytes: 16 * 1024 * 1024,
             max_api_version: CLIENT_API_VERSION,
+            label_scope: None,
         }
     }
 }
@@ -240,21 +244,43 @@ impl DockerClient {
         self.negotiated_version(deadline).await
     }
 
-    /// `GET /containers/json?all=1`.
+    /// The label scope, if any.
+    pub fn label_scope(&self) -> Option<&LabelScope> {
+        self.config.label_scope.as_ref()
+    }
+
+    /// `GET /containers/json?all=1`, with the label scope as the engine's filter.
     pub async fn list_containers(&self) -> Result<Vec<ContainerSummary>, DockerError> {
-        let raw: Vec<RawSummary> = self
-            .get_json("list containers", None, "/containers/json?all=1".to_owned())
-            .await?;
+        let mut path = "/containers/json?all=1".to_owned();
+        if let Some(filters) = scope::filters(self.label_scope(), false) {
+            path.push_str(&format!("&filters={filters}"));
+        }
+        let raw: Vec<RawSummary> = self.get_json("list containers", None, path).await?;
         Ok(raw.into_iter().map(ContainerSummary::from).collect())
     }
 
-    /// `GET /containers/{id}/json`.
+    /// `GET /containers/{id}/json`; a container outside the label scope is not found.
     pub async fn inspect_container(&self, id: &str) -> Result<ContainerDetails, DockerError> {
         let id = checked_id(id)?;
         let raw: RawDetails = self
             .get_json("inspect", Some(id), format!("/containers/{id}/json"))
             .await?;
+        let in_scope = self
+            .label_scope()
+            .is_none_or(|scope| scope.matches(raw.labels().unwrap_or(&BTreeMap::new())));
+        if !in_scope {
+            return Err(DockerError::NotFound { id: id.to_owned() });
+        }
         Ok(ContainerDetails::from(raw))
+    }
+
+    /// [`DockerError::NotFound`] unless the container is in the label scope (no call when
+    /// unscoped).
+    async fn ensure_in_scope(&self, id: &str) -> Result<(), DockerError> {
+        if self.label_scope().is_some() {
+            self.inspect_container(id).await?;
+        }
+        Ok(())
     }
 
     /// Inspect, compacted for evidence (INV-13/14).
@@ -271,6 +297,7 @@ impl DockerClient {
         request: LogTailRequest,
     ) -> Result<LogTail, DockerError> {
         let id = checked_id(id)?;
+        self.ensure_in_scope(id).await?;
         let operation = "logs";
         let deadline = Instant::now() + self.config.request_timeout;
         let path = format!(
@@ -314,6 +341,7 @@ impl DockerClient {
         action: ContainerAction,
     ) -> Result<bool, DockerError> {
         let id = checked_id(id)?;
+        self.ensure_in_scope(id).await?;
         let operation = action.as_str();
         // Stop and restart wait up to `t` seconds for the container to exit; the request
         // timeout covers that wait.
@@ -347,7 +375,8 @@ impl DockerClient {
     pub async fn events(&self, since: Option<DateTime<Utc>>) -> Result<EventStream, DockerError> {
         let operation = "events";
         let deadline = Instant::now() + self.config.request_timeout;
-        let mut path = format!("/events?filters={CONTAINER_EVENTS_FILTER}");
+        let filters = scope::filters(self.label_scope(), true).unwrap_or_default();
+        let mut path = format!("/events?filters={filters}");
         if let Some(since) = since {
             path.push_str(&format!("&since={}", since.timestamp()));
         }

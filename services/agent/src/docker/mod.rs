@@ -18,6 +18,7 @@ pub mod events;
 pub mod logs;
 pub mod model;
 pub mod projection;
+pub mod scope;
 pub mod version;
 
 pub use client::{ContainerAction, DockerClient, DockerClientConfig, LogTailRequest, RequestBody};
@@ -32,4 +33,5 @@ pub use model::{
     HealthStatus, RestartPolicy,
 };
 pub use projection::CompactInspect;
+pub use scope::{InvalidLabelScope, LabelScope};
 pub use version::{ApiVersion, CLIENT_API_VERSION, MIN_API_VERSION};

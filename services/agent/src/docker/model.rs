@@ -222,6 +222,13 @@ struct RawRestartPolicy {
     maximum_retry_count: u64,
 }
 
+impl RawDetails {
+    /// The container's labels as the engine sent them, none dropped.
+    pub(crate) fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.config.as_ref()?.labels.as_ref()
+    }
+}
+
 /// Only the fields we keep; `Env` is intentionally absent so serde skips it unread.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "PascalCase", default)]

@@ -145,6 +145,7 @@ impl DockerLab {
         AgentWiring {
             services_dir: None,
             docker_host: Some(self.docker_host.clone()),
+            docker_label: Some(format!("{RUN_LABEL}={}", self.run_token)),
         }
     }
 

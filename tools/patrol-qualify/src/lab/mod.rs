@@ -62,6 +62,9 @@ pub struct AgentWiring {
     /// The Docker endpoint (`unix://...` or `tcp://...`) to collect from (Docker lab); `None`
     /// runs the agent with `--no-docker`.
     pub docker_host: Option<String>,
+    /// The label the agent is scoped to (`--docker-label`, Docker lab): the run's own
+    /// containers only, whatever else the engine runs.
+    pub docker_label: Option<String>,
 }
 
 /// The lab of one run.

@@ -102,6 +102,7 @@ impl ProcessLab {
         AgentWiring {
             services_dir: Some(self.services_dir()),
             docker_host: None,
+            docker_label: None,
         }
     }
 
