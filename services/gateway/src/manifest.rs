@@ -8,6 +8,8 @@
 //!   requestBodyShape, responseShape}`. `inputSchema` is one self-contained object schema of the
 //!   arguments (path parameters, query parameters and body fields side by side, as a tool call
 //!   sends them); `outputSchema` the success answer's schema (`null` when there is no JSON body).
+//!   Both use only object subschemas (`{}` for any value; see
+//!   [`pulse_capabilities::object_schemas`]).
 //! - `surfaceToolContracts`: per surface, the allowlist of capabilities it may offer as
 //!   request/response tools. Adding a capability to the registry does not publish it to MCP;
 //!   adding its name to [`PULSE_MCP_TOOLS`] does.
@@ -22,6 +24,7 @@ use std::sync::OnceLock;
 
 use axum::Json;
 use axum::response::IntoResponse;
+use pulse_capabilities::object_schemas::to_object_subschemas;
 use pulse_domain::Scope;
 use schemars::JsonSchema;
 use schemars::generate::Contract;
@@ -349,8 +352,12 @@ fn output(spec: &RouteSpec) -> (Value, Value) {
 }
 
 fn capability(spec: &RouteSpec) -> Capability {
-    let (input_schema, request_body_shape) = input(spec);
-    let (output_schema, response_shape) = output(spec);
+    let (mut input_schema, request_body_shape) = input(spec);
+    let (mut output_schema, response_shape) = output(spec);
+    // schemars derives `true` for an any-value field (`serde_json::Value`); clients built on the
+    // MCP TypeScript SDK refuse a tool list holding one.
+    to_object_subschemas(&mut input_schema);
+    to_object_subschemas(&mut output_schema);
     let scopes: Vec<String> = spec.scopes.iter().map(|s| s.as_str().to_owned()).collect();
     Capability {
         name: spec.name.to_owned(),
@@ -683,6 +690,72 @@ mod tests {
         assert!(findings.error_codes.contains(&"missing_scope".to_owned()));
         let revoke = by_name("revoke_token");
         assert!(revoke.output_schema.is_null());
+    }
+
+    fn assert_object_subschemas(what: &str, schema: &Value) {
+        let booleans = pulse_capabilities::object_schemas::boolean_subschemas(schema);
+        assert!(
+            booleans.is_empty(),
+            "{what}: boolean subschemas at {booleans:?}; use {{}} for any value"
+        );
+    }
+
+    /// Every schema an MCP client reads, by the surface it reads it from: tools (as `tools/list`
+    /// answers them on both transports), resources (the capabilities `resources/list` and
+    /// `resources/read` answer from) and prompts (the capabilities each prompt drives), and every
+    /// other capability of the manifest.
+    #[tokio::test]
+    async fn every_tool_resource_and_prompt_schema_uses_only_object_subschemas() {
+        pulse_runtime::install_crypto_provider();
+        let manifest = build();
+        let by_name = |name: &str| {
+            manifest
+                .capabilities
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        let server = pulse_mcp::McpServer::with_manifest(
+            "http://127.0.0.1:9".to_owned(),
+            None,
+            reqwest::Client::new(),
+            std::sync::Arc::new(serde_json::to_value(&manifest).expect("serializable")),
+        );
+        let listed = server
+            .handle(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+            .await
+            .expect("an answer");
+        let tools = listed["result"]["tools"].as_array().expect("tools");
+        assert_eq!(tools.len(), PULSE_MCP_TOOLS.len());
+        for tool in tools {
+            let name = tool["name"].as_str().expect("name");
+            assert_eq!(tool["inputSchema"]["type"], "object", "{name}");
+            assert_object_subschemas(&format!("tool {name} inputSchema"), &tool["inputSchema"]);
+            assert_object_subschemas(&format!("tool {name} outputSchema"), &tool["outputSchema"]);
+        }
+        for name in ["get_fleet_context", "get_resource_context"] {
+            let capability = by_name(name);
+            assert_object_subschemas(&format!("resource via {name}"), &capability.input_schema);
+            assert_object_subschemas(&format!("resource via {name}"), &capability.output_schema);
+        }
+        assert!(!manifest.workflow_prompts.is_empty());
+        for prompt in &manifest.workflow_prompts {
+            for name in &prompt.capabilities {
+                let capability = by_name(name);
+                let what = format!("prompt {} via {name}", prompt.name);
+                assert_object_subschemas(&what, &capability.input_schema);
+                assert_object_subschemas(&what, &capability.output_schema);
+            }
+        }
+        for capability in &manifest.capabilities {
+            assert_object_subschemas(&capability.name, &capability.input_schema);
+            assert_object_subschemas(&capability.name, &capability.output_schema);
+        }
+        // The one that broke the TypeScript SDK's clients: a plan's free-form params.
+        assert_eq!(
+            by_name("plan_action").input_schema["properties"]["params"],
+            json!({})
+        );
     }
 
     #[test]

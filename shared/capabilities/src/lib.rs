@@ -4,6 +4,7 @@
 pub mod error_codes;
 pub mod exec_intent;
 pub mod invocation;
+pub mod object_schemas;
 pub mod policy;
 pub mod profile;
 pub mod read_redaction;

@@ -686,6 +686,11 @@ fn enumerated(values: &[&str]) -> Value {
 pub enum CatalogueError {
     #[error("tool {tool}: schema is not a closed object")]
     NotClosed { tool: ToolName },
+    #[error("tool {tool}: boolean subschemas at {pointers:?} (use {{}} for any value)")]
+    BooleanSubschema {
+        tool: ToolName,
+        pointers: Vec<String>,
+    },
     #[error("tool {tool}: discriminator {argument} has no string enum in the schema")]
     DiscriminatorWithoutEnum {
         tool: ToolName,
@@ -713,8 +718,8 @@ pub(crate) fn enum_values(schema: &Value, property: &str) -> Option<Vec<String>>
         .collect()
 }
 
-/// Checks the invariants every tool must hold: a closed object schema, and a discriminator whose
-/// cases exactly cover its schema enum.
+/// Checks the invariants every tool must hold: a closed object schema with only object
+/// subschemas, and a discriminator whose cases exactly cover its schema enum.
 pub fn check_catalogue() -> Result<(), CatalogueError> {
     for &tool in ToolName::ALL {
         let schema = tool.schema();
@@ -722,6 +727,10 @@ pub fn check_catalogue() -> Result<(), CatalogueError> {
             || schema.get("type") != Some(&json!("object"))
         {
             return Err(CatalogueError::NotClosed { tool });
+        }
+        let pointers = crate::object_schemas::boolean_subschemas(&schema);
+        if !pointers.is_empty() {
+            return Err(CatalogueError::BooleanSubschema { tool, pointers });
         }
         if let InvocationDescriptor::Discriminator { argument, cases } = tool.descriptor() {
             let Some(mut schema_values) = enum_values(&schema, argument) else {

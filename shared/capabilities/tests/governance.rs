@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use pulse_capabilities::object_schemas::boolean_subschemas;
 use pulse_capabilities::{
     CallRef, ControlLevel, DenialCode, ExecutionProfile, GateError, RunGate, TerminalDenial,
     ToolName, ToolPolicy,
@@ -190,6 +191,20 @@ fn offered_schemas_are_closed_and_admission_uses_them() {
                 tool.name
             );
             assert_eq!(tool.parameters["type"], json!("object"));
+        }
+    }
+}
+
+#[test]
+fn offered_schemas_use_only_object_subschemas() {
+    for &profile in ExecutionProfile::ALL {
+        for tool in policy(profile).offered_tools() {
+            let booleans = boolean_subschemas(&tool.parameters);
+            assert!(
+                booleans.is_empty(),
+                "{profile:?} {}: boolean subschemas at {booleans:?}",
+                tool.name
+            );
         }
     }
 }
