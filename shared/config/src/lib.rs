@@ -52,11 +52,10 @@ pub struct PulseConfig {
 pub struct DatabaseConfig {
     /// Connection string of the schema owner: runs migrations, creates the application role.
     pub url: String,
-    /// Non-owner role every query runs as; row-level security applies to it.
-    pub app_role: String,
     /// Password for the application role; unset for trust or peer authentication.
     pub app_password: Option<String>,
-    /// Full connection string for the application role; overrides `url` + `app_role`.
+    /// Full connection string for the application role (`pulse_app`, the non-owner role the
+    /// migrations grant to); overrides `url` with that user.
     pub app_url: Option<String>,
     pub pool_size: usize,
     pub connect_timeout_ms: u64,
@@ -318,7 +317,6 @@ impl Default for PulseConfig {
             state_dir: PathBuf::from(".pulse"),
             database: DatabaseConfig {
                 url: "postgres://root@127.0.0.1:5432/pulse".to_owned(),
-                app_role: "pulse_app".to_owned(),
                 app_password: None,
                 app_url: None,
                 pool_size: 16,
@@ -469,6 +467,48 @@ fn env_key_to_path(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every leaf key of the configuration, dotted (`database.url`); the provider table is
+    /// keyed by provider name, so its entries are documented by pattern, not enumerated.
+    fn leaf_keys(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) if prefix != "ai.providers" => {
+                for (key, child) in map {
+                    let dotted = if prefix.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{prefix}.{key}")
+                    };
+                    leaf_keys(&dotted, child, out);
+                }
+            }
+            serde_json::Value::Object(_) => out.push(format!("{prefix}.<id>")),
+            _ => out.push(prefix.to_owned()),
+        }
+    }
+
+    #[test]
+    fn every_setting_is_documented() {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md"),
+        )
+        .expect("docs/configuration.md");
+        let mut keys = Vec::new();
+        leaf_keys(
+            "",
+            &serde_json::to_value(PulseConfig::default()).expect("config serializes"),
+            &mut keys,
+        );
+        assert!(keys.len() > 20, "{keys:?}");
+        let missing: Vec<&String> = keys
+            .iter()
+            .filter(|key| !doc.contains(&format!("`{key}")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "settings missing from docs/configuration.md: {missing:?}"
+        );
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

@@ -551,7 +551,6 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     // counted and the run ends in error.
     let owner = pulse_store::connect_owner(&pulse_config::DatabaseConfig {
         url: options.database_url.clone(),
-        app_role: String::new(),
         app_password: None,
         app_url: None,
         pool_size: 1,

@@ -78,8 +78,6 @@ app.kubernetes.io/component: {{ .component }}
       name: {{ $secret }}
       key: {{ .Values.secrets.keys.databaseAppPassword }}
       optional: true
-- name: PULSE_DATABASE__APP_ROLE
-  value: {{ .Values.database.appRole | quote }}
 - name: PULSE_DATABASE__POOL_SIZE
   value: {{ .Values.database.poolSize | quote }}
 - name: PULSE_DATABASE__CONNECT_TIMEOUT_MS
