@@ -180,9 +180,9 @@ pub async fn fleet(
             }
         })
         .collect();
-    let open = resources
-        .iter()
-        .fold(SeverityCounts::default(), |sum, r| sum.merged(r.open_findings));
+    let open = resources.iter().fold(SeverityCounts::default(), |sum, r| {
+        sum.merged(r.open_findings)
+    });
     Ok(Json(FleetContext {
         resource_count: resources.len(),
         resources,

@@ -613,7 +613,10 @@ queued scoped runs  2
         }))
         .unwrap();
         let text = describe_status(&blocked);
-        assert!(text.contains("health              not known: no recent full run\n"), "{text}");
+        assert!(
+            text.contains("health              not known: no recent full run\n"),
+            "{text}"
+        );
         assert!(text.contains("active findings     -\n"), "{text}");
         assert!(text.contains("running             no\n"), "{text}");
         assert!(

@@ -193,7 +193,10 @@ fn active_at(now: &str) -> String {
 
 /// How many of the tenant's findings are active at `now`, by severity: every one, not a page of
 /// them (the Patrol status and the agent context are projected from it).
-pub async fn active_counts(tx: &TenantTx, now: DateTime<Utc>) -> Result<SeverityCounts, StoreError> {
+pub async fn active_counts(
+    tx: &TenantTx,
+    now: DateTime<Utc>,
+) -> Result<SeverityCounts, StoreError> {
     let rows = tx
         .client()
         .query(

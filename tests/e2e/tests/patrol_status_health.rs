@@ -17,7 +17,9 @@ use pulse_test_support::agent::{
     AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
 };
 use pulse_test_support::cli::{Pulsectl, describe, field, stdout};
-use pulse_test_support::patrol::{full_run, openai_route, request_run, save_settings, terminal_run};
+use pulse_test_support::patrol::{
+    full_run, openai_route, request_run, save_settings, terminal_run,
+};
 use pulse_test_support::provider_sim::{ProviderSim, Script, preflight_reply};
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
@@ -76,7 +78,10 @@ async fn mcp_patrol_control_status(gateway_url: &str, token: &str) -> anyhow::Re
     }
     let answer = tokio::time::timeout(MCP_WITHIN, async {
         loop {
-            let line = lines.next_line().await?.context("pulse-mcp closed stdout")?;
+            let line = lines
+                .next_line()
+                .await?
+                .context("pulse-mcp closed stdout")?;
             let message: Value = serde_json::from_str(&line)?;
             if message["id"] == 2 {
                 return anyhow::Ok(message);
@@ -109,8 +114,8 @@ impl Stack {
         let stack = AgentStack::start(&[]).await?;
         let scheduler =
             TestScheduler::start(&stack.gateway, &stack.dir.join("scheduler"), &[]).await?;
-        let sim = ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply()))
-            .await?;
+        let sim =
+            ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
         let token = stack.create_token("agent", &["agent:report"]).await?;
         let reader = stack.create_token("reader", &["monitoring:read"]).await?;
         let host = pulse_test_support::agent::host_id("statush");
@@ -133,8 +138,7 @@ impl Stack {
             openai_route("sim:diligent", KEY, &sim.openai_base_url()),
         )
         .await?;
-        let runner =
-            TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
+        let runner = TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
         let password = std::fs::read_to_string(stack.gateway.state_dir.join("admin-password"))
             .context("the bootstrap admin's password file")?;
         let mut web = WebClient::new(&stack.gateway.url)?;

@@ -50,7 +50,9 @@ impl LabelScope {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b'/'))
         {
-            return Err(refuse("the label key may hold only letters, digits and . - _ /"));
+            return Err(refuse(
+                "the label key may hold only letters, digits and . - _ /",
+            ));
         }
         if value.is_some_and(|v| v.chars().any(char::is_control)) {
             return Err(refuse("the label value holds a control character"));

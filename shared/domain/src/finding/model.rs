@@ -574,13 +574,19 @@ mod tests {
         counts.add(Severity::Critical);
         counts.add(Severity::Warning);
         counts.add_n(Severity::Info, 2);
-        assert_eq!((counts.critical, counts.warning, counts.info, counts.total), (1, 1, 2, 4));
+        assert_eq!(
+            (counts.critical, counts.warning, counts.info, counts.total),
+            (1, 1, 2, 4)
+        );
         assert_eq!(counts.alarming(), 2);
         let mut notes = SeverityCounts::default();
         notes.add(Severity::Watch);
         notes.add(Severity::Info);
         assert_eq!(notes.alarming(), 0);
         let sum = counts.merged(notes);
-        assert_eq!((sum.watch, sum.info, sum.total, sum.alarming()), (1, 3, 6, 2));
+        assert_eq!(
+            (sum.watch, sum.info, sum.total, sum.alarming()),
+            (1, 3, 6, 2)
+        );
     }
 }
