@@ -2,7 +2,9 @@
 //! diagnostics that must run, and writes and evasions that must never be admitted (quoting,
 //! substitution, separators, pipes into interpreters, wrappers, redirections, look-alikes).
 
-use pulse_capabilities::exec_intent::{ExecRefusalCode, admitted_programs, check_stages, classify};
+use pulse_capabilities::exec_intent::{
+    ExecRefusalCode, admitted_programs, admitted_programs_table, check_stages, classify,
+};
 
 /// Read-only diagnostics: admitted.
 const READ_ONLY: &[&str] = &[
@@ -2204,4 +2206,24 @@ fn generated_options_and_values_never_admit_a_write() {
         "generated invocations: {admitted_safe} read-only admitted, {refused_danger} with a write refused"
     );
     assert!(admitted_safe > 1000 && refused_danger > 1000);
+}
+
+#[test]
+fn the_documented_programs_match_the_classifier() {
+    const START: &str = "<!-- exec-programs:start -->\n";
+    const END: &str = "<!-- exec-programs:end -->";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/assistant.md");
+    let text = std::fs::read_to_string(path).expect("docs/assistant.md");
+    let (before, rest) = text.split_once(START).expect("the start marker");
+    let (published, after) = rest.split_once(END).expect("the end marker");
+    let table = admitted_programs_table();
+    if std::env::var_os("PULSE_UPDATE_DOCS").is_some() {
+        std::fs::write(path, format!("{before}{START}{table}{END}{after}")).unwrap();
+        return;
+    }
+    assert_eq!(
+        published, table,
+        "the program table in docs/assistant.md is stale; regenerate it with \
+         `PULSE_UPDATE_DOCS=1 cargo test -p pulse-capabilities --test exec_classifier`"
+    );
 }

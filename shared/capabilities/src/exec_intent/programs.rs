@@ -69,7 +69,7 @@ pub fn describe() -> String {
         };
         if !program.note.is_empty() {
             if !text.is_empty() {
-                text.push_str(". ");
+                text.push_str("; ");
             }
             text.push_str(program.note);
         }
