@@ -443,7 +443,7 @@ pub static PROGRAMS: &[Program] = &[
     Program {
         names: &["ps"],
         rule: Rule::Custom(ps),
-        note: "UNIX options `-AadeFfHjLlMNTwyZc`, with a value (separate word) `-o -O -p -C -u -U -g -G -t -s -q`; BSD options `auxfwcjlsvrThHmnSLXyZ`, with a value last `o O p t U k q g`; long `--forest --no-headers --headers --cumulative --deselect`, with a value `--format --sort --pid --ppid --user --User --group --Group --cols --columns --width --tty --sid`; process ids. Never the BSD `e` modifier (`ps auxe`, `ps eww`), which prints every process's environment",
+        note: "UNIX options `-AadeFfHjLlMNTwyZc`, with a value (separate word) `-o -O -p -C -u -U -g -G -t -s -q`; BSD options `auxfwcjlsvrThHmnSLXyZg`, with a value last `o O p t U k q`; long `--forest --no-headers --headers --cumulative --deselect`, with a value `--format --sort --pid --ppid --user --User --group --Group --cols --columns --width --tty --sid`; process ids. Never the BSD `e` modifier (`ps auxe`, `ps eww`), which prints every process's environment",
     },
     Program {
         names: &["pgrep"],
@@ -1075,10 +1075,9 @@ pub static PROGRAMS: &[Program] = &[
                 "--skip-bytes",
                 "--read-bytes",
                 "--format",
-                "--strings",
                 "--endian",
             ],
-            long_optional: &["--width"],
+            long_optional: &["--width", "--strings"],
             operands: ANY,
             ..S
         }),
@@ -1752,23 +1751,26 @@ pub static PROGRAMS: &[Program] = &[
     },
     Program {
         names: &["smartctl"],
-        rule: spec(Spec {
-            flags: "aHiAxcj",
-            values: "ldn",
-            long_flags: &[
-                "--all",
-                "--health",
-                "--info",
-                "--attributes",
-                "--xall",
-                "--capabilities",
-            ],
-            long_values: &["--log", "--device", "--nocheck"],
-            long_optional: &["--json"],
-            operands: at_most(1),
-            ..S
-        }),
-        note: "one device; never tests (`-t`, `-X`), settings (`-s`, `-o`, `-S`) or `--set`",
+        rule: checked(
+            Spec {
+                flags: "aHiAxcj",
+                values: "ldn",
+                long_flags: &[
+                    "--all",
+                    "--health",
+                    "--info",
+                    "--attributes",
+                    "--xall",
+                    "--capabilities",
+                ],
+                long_values: &["--log", "--device", "--nocheck"],
+                long_optional: &["--json"],
+                operands: at_most(1),
+                ..S
+            },
+            smartctl_logs,
+        ),
+        note: "one device; `-l` logs to print, never `scterc,R,W` or `scttempint,N` (they set); never tests (`-t`, `-X`), settings (`-s`, `-o`, `-S`) or `--set`",
     },
     Program {
         names: &["zpool"],
@@ -1944,6 +1946,17 @@ fn chronyc_verb(parsed: &Parsed<'_>) -> Result<(), String> {
     )
 }
 
+fn smartctl_logs(parsed: &Parsed<'_>) -> Result<(), String> {
+    match parsed.values(&["-l", "--log"]).find(|log| {
+        log.starts_with("scttempint") || (log.starts_with("scterc") && log.contains(','))
+    }) {
+        Some(log) => Err(format!(
+            "-l {log} sets the drive's parameters; name the log alone to read it"
+        )),
+        None => Ok(()),
+    }
+}
+
 fn zpool_verb(parsed: &Parsed<'_>) -> Result<(), String> {
     verb_in(
         parsed,
@@ -1979,7 +1992,7 @@ fn curl_request(parsed: &Parsed<'_>) -> Result<(), String> {
     }
     if let Some(format) = parsed
         .values(&["-w", "--write-out"])
-        .find(|f| f.contains("%output{"))
+        .find(|f| f.to_ascii_lowercase().contains("%output{"))
     {
         return Err(format!("-w {format:?}: %output{{}} writes a file"));
     }
@@ -2169,8 +2182,8 @@ fn find_expression(args: &[String]) -> Result<(), ExecRefusal> {
 fn ps(args: &[String]) -> Result<(), ExecRefusal> {
     const UNIX_FLAGS: &str = "AadeFfHjLlMNTwyZc";
     const UNIX_VALUES: &str = "oOpCuUgGtsq";
-    const BSD_FLAGS: &str = "auxfwcjlsvrThHmnSLXyZ";
-    const BSD_VALUES: &str = "oOptUkqg";
+    const BSD_FLAGS: &str = "auxfwcjlsvrThHmnSLXyZg";
+    const BSD_VALUES: &str = "oOptUkq";
     const LONG_FLAGS: &[&str] = &[
         "--forest",
         "--no-headers",
@@ -2465,7 +2478,9 @@ fn docker(args: &[String]) -> Result<(), ExecRefusal> {
     const HISTORY: Spec = Spec {
         flags: "qH",
         long_flags: &["--no-trunc", "--quiet"],
-        long_values: &["--format", "--human"],
+        long_values: &["--format"],
+        // A boolean: its value only ever attached (`--human=false`).
+        long_optional: &["--human"],
         operands: at_most(1),
         ..S
     };

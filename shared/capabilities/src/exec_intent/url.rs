@@ -41,9 +41,9 @@ pub fn refusal(url: &str) -> Option<String> {
             "{url:?} is not an http:// or https:// URL (no other scheme is fetched)"
         ));
     };
-    if url.contains(['{', '}', '\\']) {
+    if url.contains(['{', '}', '\\', ' ']) {
         return Some(format!(
-            "{url:?} holds `{{`, `}}` or `\\`, which curl would expand or read differently"
+            "{url:?} holds `{{`, `}}`, `\\` or a space, which curl would expand or read differently"
         ));
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
@@ -195,6 +195,7 @@ mod tests {
             "http://169.254.169.{253,254}/",
             "http://169.254.169.25[0-9]/",
             "http://example.com/[1-9]",
+            "http://example.com 169.254.169.254/",
             "file:///etc/shadow",
             "ftp://example.com/x",
             "gopher://127.0.0.1:6379/_FLUSHALL",
