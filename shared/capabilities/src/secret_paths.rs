@@ -83,6 +83,9 @@ pub fn secret_reason(path: &Path, own_secrets: &[PathBuf]) -> Option<String> {
     if own_secrets.iter().any(|own| own == path) {
         return Some("it is the agent's own token".to_owned());
     }
+    if let Some(inner) = through_proc_root(path) {
+        return secret_reason(&inner, own_secrets);
+    }
     if SECRET_FILES.contains(&text.as_ref())
         || SECRET_DIRS
             .iter()
@@ -138,6 +141,22 @@ pub fn secret_reason(path: &Path, own_secrets: &[PathBuf]) -> Option<String> {
         return Some(format!("{file} is a secret file by its name"));
     }
     None
+}
+
+/// The path a `/proc/<pid>/root/...` or `/proc/<pid>/cwd/...` path (also under `task/<tid>`)
+/// reaches, read as absolute: a process's root is `/` for every process on the host, and the
+/// working directory of the commands the agent runs is `/` as well.
+fn through_proc_root(path: &Path) -> Option<PathBuf> {
+    let names = names(path);
+    if !path.is_absolute() || names.first() != Some(&"proc") {
+        return None;
+    }
+    let at = match names.get(2..) {
+        Some(["root" | "cwd", ..]) => 3,
+        Some(["task", _, "root" | "cwd", ..]) => 5,
+        _ => return None,
+    };
+    Some(Path::new("/").join(names[at..].join("/")))
 }
 
 /// `path` with `.` and `..` resolved lexically (no filesystem access; `..` at the root stays
@@ -261,6 +280,10 @@ mod tests {
             "id_rsa",
             ".ssh",
             "/root/.ssh/../.ssh/id_ed25519",
+            "/proc/1/root/etc/shadow",
+            "/proc/self/cwd/etc/shadow",
+            "/proc/self/task/1/root/root/.ssh/id_rsa",
+            "/proc/1/root/proc/1/environ",
         ] {
             assert!(
                 argument_secret(word, &[]).is_some(),
@@ -275,6 +298,8 @@ mod tests {
             "+%Y/%m/%d",
             "http://localhost:8080/health",
             "/var/log/../log/syslog",
+            "/proc/1/root/etc/hosts",
+            "/proc/self/status",
         ] {
             assert_eq!(
                 argument_secret(word, &[]),
