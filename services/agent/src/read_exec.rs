@@ -6,7 +6,8 @@
 //! 2. bounds checked (timeout, bytes);
 //! 3. the stages are classified again here (`exec_intent::check_stages`): the agent never trusts
 //!    the plan the relay sent;
-//! 4. every argument that names a path is held to the secret-path rule (as written and resolved);
+//! 4. every argument that names a path is held to the secret-path rule again, as written (the
+//!    classifier already did) and resolved on this host;
 //! 5. the stages run directly (no shell), stage i's stdout piped to stage i+1's stdin, stdin of
 //!    the first null, in `/`, with only `PATH` and `LANG=C` in the environment, each stage in its
 //!    own process group;
@@ -14,7 +15,7 @@
 //!    byte bound;
 //! 7. stdout and stderr are redacted before they leave the host.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 
 use crate::reads::ReadRefused;
-use crate::secret_paths;
+use pulse_capabilities::secret_paths::{self, secret_reason};
 use pulse_domain::agent_protocol::ReadRefusalCode;
 
 /// The only search path a command gets.
@@ -84,26 +85,25 @@ impl ReadExec {
         .await
     }
 
-    /// Refuses a command whose arguments name a secret path, as written or resolved against `/`
-    /// (the commands' working directory). `--opt=value` is checked by its value too.
+    /// Refuses a command whose arguments name a secret path (the shared rule,
+    /// `secret_paths::argument_secret`, with the agent's own token added), then the same paths
+    /// resolved on this host (symlinks and `..`), which only the agent can do.
     async fn check_arguments(&self, stages: &[Vec<String>]) -> Result<(), ReadRefused> {
         for word in stages.iter().flat_map(|argv| argv.iter().skip(1)) {
-            let value = word.split_once('=').map(|(_, v)| v);
-            for candidate in std::iter::once(word.as_str()).chain(value) {
-                let path = Path::new("/").join(candidate);
-                let secret = match secret_paths::secret_reason(Path::new(candidate), &[])
-                    .or_else(|| secret_paths::secret_reason(&path, &self.own_secrets))
-                {
-                    Some(reason) => Some(reason),
-                    None => match tokio::fs::canonicalize(&path).await {
-                        Ok(canonical) => secret_paths::secret_reason(&canonical, &self.own_secrets),
-                        Err(_) => None,
-                    },
+            if let Some(reason) = secret_paths::argument_secret(word, &self.own_secrets) {
+                return Err(ReadRefused::coded(ReadRefusalCode::SecretPath, reason));
+            }
+            for path in secret_paths::argument_paths(word) {
+                let Ok(canonical) = tokio::fs::canonicalize(&path).await else {
+                    continue;
                 };
-                if let Some(reason) = secret {
+                if let Some(reason) = secret_reason(&canonical, &self.own_secrets) {
                     return Err(ReadRefused::coded(
                         ReadRefusalCode::SecretPath,
-                        format!("{candidate} is refused: {reason}"),
+                        format!(
+                            "{word} resolves to {} and is refused: {reason}",
+                            canonical.display()
+                        ),
                     ));
                 }
             }

@@ -1,9 +1,8 @@
 //! The structural execution-intent classifier of `pulse_read action="exec"`: the mandatory second
 //! gate before a command reaches a host. It fails closed.
 //!
-//! A command is admitted only when every part of it is read-only by construction, or proven
-//! read-only by an inspector of its arguments; everything else is refused with a reason the model
-//! can act on. There is no shell: the admitted command comes back as argv lists ([`ExecPlan`]),
+//! A command is admitted only when every stage of it is a listed program used within its
+//! allowlist; everything else is refused with a reason the model can act on. There is no shell: the admitted command comes back as argv lists ([`ExecPlan`]),
 //! one per pipeline stage, which the agent runs directly.
 //!
 //! - Text: printable ASCII only (no control characters, no Unicode look-alikes), at most
@@ -11,17 +10,32 @@
 //!   `$`, backtick or backslash. Outside quotes every shell operator is refused (`;`, `&`, `>`,
 //!   `<`, `$`, backticks, `(`, `)`, `{`, `}`, `\`, `#`, `!`, `~`, globs, `=` assignments before the
 //!   command); the one operator understood is `|` between stages.
-//! - Commands: a fixed set read-only by construction (`df`, `ps`, `cat`, `grep`, ...); inspected
-//!   ones (`find` without actions that write or run, `curl` without bodies, mutation methods,
-//!   config, cookie jars, uploads or output files, `wget --spider`, `systemctl` and `docker` read
-//!   verbs, `ip` show forms, `journalctl` and `dmesg` without maintenance flags, `sysctl` without
-//!   writes, `sort`/`uniq` without output files, `tail`/`journalctl` without following); `timeout`
-//!   only around a command that is itself admitted. Never: shells, interpreters (`python`,
-//!   `perl`, `node`, `ruby`, ...), `awk` and `sed`, `env`, `xargs`, privilege changes, editors,
-//!   package managers, network relays, and any command not listed.
+//! - Programs: only those listed in `exec_intent/programs.rs`, each with an allowlist of its own: the exact
+//!   short options (alone, combined as `-sSL`, with a value attached as `-n5` or in the next
+//!   word), long options (`--opt` or `--opt=value`) and operand forms known to be read-only.
+//!   Anything else, an unknown option, an attached value that selects a write (`sysctl -p/etc/x`),
+//!   an operand that sets state (`hostname NAME`, `date MMDDhhmm`, `uniq IN OUT`), is refused with
+//!   `exec_write_argument`; a program not listed with `exec_unknown_command`. The list says what
+//!   is known to be read-only, never what is known to be harmful. `curl` and `wget` fetch only
+//!   `http`/`https` URLs, never link-local or metadata addresses in any spelling ([`url`]), and
+//!   no option value names a file to send (`@file`, `<file`); `ps` never prints environments.
+//!   `timeout` only around a command that is itself admitted. Never: shells, interpreters
+//!   (`python`, `perl`, `node`, `ruby`, ...), `awk` and `sed`, `env`, `xargs`, privilege
+//!   changes, editors, package managers, network relays.
+//! - Secrets: an argument naming a secret file ([`crate::secret_paths`], the rule the agent
+//!   applies to every path it opens) is refused here already, with the agent's code
+//!   `read_secret_path`, so such a command never travels.
 //! - A command may be named by path only under the system binary directories.
 
 use std::fmt;
+
+use pulse_domain::agent_protocol::ReadRefusalCode;
+
+use crate::secret_paths;
+
+mod options;
+mod programs;
+pub mod url;
 
 /// Longest command text classified.
 pub const MAX_COMMAND_CHARS: usize = 1024;
@@ -53,6 +67,8 @@ pub enum ExecRefusalCode {
     WriteArgument,
     /// A command the classifier does not know: refused, never trusted.
     UnknownCommand,
+    /// An argument names a secret file (the shared secret-path rule; the agent's code for it).
+    SecretPath,
 }
 
 impl ExecRefusalCode {
@@ -66,6 +82,7 @@ impl ExecRefusalCode {
             ExecRefusalCode::WriteCommand => "exec_write_command",
             ExecRefusalCode::WriteArgument => "exec_write_argument",
             ExecRefusalCode::UnknownCommand => "exec_unknown_command",
+            ExecRefusalCode::SecretPath => ReadRefusalCode::SecretPath.as_str(),
         }
     }
 }
@@ -296,107 +313,6 @@ fn program(argv0: &str) -> Result<&str, ExecRefusal> {
         })
 }
 
-/// Read-only by construction, whatever their arguments.
-const READ_ONLY: &[&str] = &[
-    "df",
-    "du",
-    "free",
-    "uptime",
-    "uname",
-    "hostname",
-    "whoami",
-    "id",
-    "date",
-    "ls",
-    "cat",
-    "head",
-    "wc",
-    "stat",
-    "file",
-    "lsblk",
-    "findmnt",
-    "ps",
-    "pgrep",
-    "vmstat",
-    "iostat",
-    "mpstat",
-    "ss",
-    "netstat",
-    "ping",
-    "dig",
-    "nslookup",
-    "host",
-    "getent",
-    "lscpu",
-    "lsmod",
-    "lsof",
-    "grep",
-    "egrep",
-    "fgrep",
-    "zgrep",
-    "cut",
-    "tr",
-    "column",
-    "nl",
-    "tac",
-    "rev",
-    "zcat",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "readlink",
-    "realpath",
-    "basename",
-    "dirname",
-    "which",
-    "whereis",
-    "echo",
-    "last",
-    "w",
-    "who",
-    "nproc",
-    "arch",
-    "getconf",
-    "lspci",
-    "lsusb",
-    "sensors",
-    "pvs",
-    "vgs",
-    "lvs",
-    "pidof",
-    "tracepath",
-    "traceroute",
-    "mtr",
-    "cksum",
-    "od",
-    "hexdump",
-    "strings",
-    "diff",
-    "cmp",
-    "comm",
-    "join",
-    "paste",
-    "fold",
-    "fmt",
-    "expand",
-    "unexpand",
-    "seq",
-    "true",
-    "false",
-    "test",
-    "blkid",
-    "ulimit",
-    "lsns",
-    "lsipc",
-    "lslocks",
-    "losetup",
-    "dmidecode",
-    "numactl",
-    "chronyc",
-    "ntpq",
-    "pstree",
-];
-
 /// Never admitted: shells and interpreters.
 const INTERPRETERS: &[&str] = &[
     "sh",
@@ -588,11 +504,22 @@ const WRITERS: &[&str] = &[
     "bpftrace",
 ];
 
-fn write_argument(program: &str, why: impl Into<String>) -> ExecRefusal {
+pub(crate) fn write_argument(program: &str, why: impl Into<String>) -> ExecRefusal {
     refuse(
         ExecRefusalCode::WriteArgument,
         format!("{program}: {}", why.into()),
     )
+}
+
+/// The names of every program the classifier admits (each held to its allowlist).
+pub fn admitted_programs() -> impl Iterator<Item = &'static str> {
+    programs::names()
+}
+
+/// The admitted programs and what is admitted of each, as a Markdown table: the block
+/// `docs/assistant.md` carries.
+pub fn admitted_programs_table() -> String {
+    programs::describe()
 }
 
 fn check_stage(argv: &[String]) -> Result<(), ExecRefusal> {
@@ -620,557 +547,27 @@ fn check_stage(argv: &[String]) -> Result<(), ExecRefusal> {
             ),
         ));
     }
-    if READ_ONLY.contains(&name) {
-        return Ok(());
-    }
-    match name {
-        "timeout" => inspect_timeout(args),
-        "find" => inspect_find(args),
-        "curl" => inspect_curl(args),
-        "wget" => inspect_wget(args),
-        "tail" => no_follow("tail", args),
-        "journalctl" => inspect_journalctl(args),
-        "dmesg" => inspect_dmesg(args),
-        "systemctl" => inspect_verb(
-            "systemctl",
-            args,
-            &[
-                "status",
-                "show",
-                "is-active",
-                "is-enabled",
-                "is-failed",
-                "list-units",
-                "list-unit-files",
-                "list-timers",
-                "list-sockets",
-                "list-dependencies",
-                "cat",
-            ],
-        ),
-        "docker" => inspect_docker(args),
-        "ip" => inspect_ip(args),
-        "sysctl" => inspect_sysctl(args),
-        "sort" => inspect_sort(args),
-        "uniq" => inspect_uniq(args),
-        "loginctl" => inspect_verb(
-            "loginctl",
-            args,
-            &[
-                "list-sessions",
-                "list-users",
-                "list-seats",
-                "show-session",
-                "show-user",
-                "session-status",
-                "user-status",
-            ],
-        ),
-        "resolvectl" => inspect_verb(
-            "resolvectl",
-            args,
-            &["status", "query", "statistics", "dns", "domain"],
-        ),
-        "smartctl" => inspect_smartctl(args),
-        "zpool" => inspect_verb("zpool", args, &["status", "list", "iostat"]),
-        "zfs" => inspect_verb("zfs", args, &["list", "get"]),
-        other => Err(refuse(
+    let Some(admitted) = programs::find(name) else {
+        return Err(refuse(
             ExecRefusalCode::UnknownCommand,
             format!(
-                "{other} is not a known read-only command; unknown commands are never run \
+                "{name} is not a known read-only command; unknown commands are never run \
                  (use df, ps, ss, cat, tail, journalctl, systemctl status, docker ps, ...)"
             ),
-        )),
-    }
-}
-
-/// The first argument that is not an option.
-fn verb(args: &[String]) -> Option<&str> {
-    args.iter()
-        .map(String::as_str)
-        .find(|a| !a.starts_with('-'))
-}
-
-fn inspect_verb(program: &str, args: &[String], allowed: &[&str]) -> Result<(), ExecRefusal> {
-    match verb(args) {
-        Some(v) if allowed.contains(&v) => Ok(()),
-        Some(v) => Err(write_argument(
-            program,
-            format!(
-                "`{v}` is not a read-only verb (allowed: {})",
-                allowed.join(", ")
-            ),
-        )),
-        None if program == "systemctl" => Ok(()),
-        None => Err(write_argument(
-            program,
-            format!("name a read-only verb ({})", allowed.join(", ")),
-        )),
-    }
-}
-
-fn no_follow(program: &str, args: &[String]) -> Result<(), ExecRefusal> {
-    let follows = args.iter().any(|a| {
-        a == "--follow"
-            || a.starts_with("--follow=")
-            || a == "-F"
-            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains(['f', 'F']))
-    });
-    if follows {
-        return Err(write_argument(
-            program,
-            "following never ends; read the last lines instead (-n 100)",
         ));
+    };
+    admitted.check(name, args)?;
+    // A wrapped command had its own arguments checked as a stage of its own.
+    if name == "timeout" {
+        return Ok(());
     }
-    Ok(())
-}
-
-fn inspect_timeout(args: &[String]) -> Result<(), ExecRefusal> {
-    let mut rest = args.iter().map(String::as_str).peekable();
-    // Options, then the duration, then the command.
-    while let Some(arg) = rest.peek().copied() {
-        match arg {
-            "--preserve-status" | "--foreground" | "-v" | "--verbose" => {
-                rest.next();
-            }
-            "-s" | "--signal" | "-k" | "--kill-after" => {
-                rest.next();
-                rest.next();
-            }
-            a if a.starts_with("--signal=") || a.starts_with("--kill-after=") => {
-                rest.next();
-            }
-            a if a.starts_with('-') => {
-                return Err(write_argument("timeout", format!("unknown option {a}")));
-            }
-            _ => break,
-        }
-    }
-    let duration = rest
-        .next()
-        .ok_or_else(|| write_argument("timeout", "a duration and a command are needed"))?;
-    if !duration
-        .trim_end_matches(['s', 'm', 'h', 'd'])
-        .chars()
-        .all(|c| c.is_ascii_digit() || c == '.')
-        || duration.is_empty()
+    match args
+        .iter()
+        .find_map(|word| secret_paths::argument_secret(word, &[]))
     {
-        return Err(write_argument(
-            "timeout",
-            format!("{duration} is not a duration"),
-        ));
-    }
-    let inner: Vec<String> = rest.map(str::to_owned).collect();
-    if inner.is_empty() {
-        return Err(write_argument("timeout", "no command to time"));
-    }
-    // The wrapped command must stand on its own.
-    check_stage(&inner)
-}
-
-fn inspect_find(args: &[String]) -> Result<(), ExecRefusal> {
-    const ACTIONS: &[&str] = &[
-        "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls",
-    ];
-    match args.iter().find(|a| ACTIONS.contains(&a.as_str())) {
-        Some(action) => Err(write_argument(
-            "find",
-            format!("{action} writes or runs commands; list the matches and read them instead"),
-        )),
+        Some(reason) => Err(refuse(ExecRefusalCode::SecretPath, reason)),
         None => Ok(()),
     }
-}
-
-fn inspect_curl(args: &[String]) -> Result<(), ExecRefusal> {
-    // Options that take a value, and are read-only.
-    const WITH_VALUE: &[&str] = &[
-        "-m",
-        "--max-time",
-        "--connect-timeout",
-        "-H",
-        "--header",
-        "-w",
-        "--write-out",
-        "-A",
-        "--user-agent",
-        "--retry",
-        "--resolve",
-        "-e",
-        "--referer",
-        "--cacert",
-        "--max-redirs",
-    ];
-    const FLAGS: &[&str] = &[
-        "-s",
-        "--silent",
-        "-S",
-        "--show-error",
-        "-L",
-        "--location",
-        "-I",
-        "--head",
-        "-i",
-        "--include",
-        "-v",
-        "--verbose",
-        "-k",
-        "--insecure",
-        "-f",
-        "--fail",
-        "-4",
-        "-6",
-        "--compressed",
-        "-G",
-        "--get",
-        "-sS",
-        "-sSL",
-        "-fsSL",
-        "-fsS",
-        "-sL",
-        "-sI",
-        "-sSI",
-        "-kI",
-        "-ksS",
-        "-ks",
-        "-sk",
-        "-fs",
-        "--http1.1",
-        "--http2",
-        "-N",
-        "--no-buffer",
-    ];
-    let mut urls = 0;
-    let mut iter = args.iter().map(String::as_str);
-    while let Some(arg) = iter.next() {
-        if arg == "-X" || arg == "--request" {
-            let method = iter.next().unwrap_or("");
-            if !matches!(method, "GET" | "HEAD") {
-                return Err(write_argument(
-                    "curl",
-                    format!("method {method:?}: only GET and HEAD probes"),
-                ));
-            }
-        } else if let Some(method) = arg.strip_prefix("--request=").or(arg.strip_prefix("-X")) {
-            if !matches!(method, "GET" | "HEAD") {
-                return Err(write_argument(
-                    "curl",
-                    format!("method {method:?}: only GET and HEAD probes"),
-                ));
-            }
-        } else if WITH_VALUE.contains(&arg) {
-            iter.next();
-        } else if FLAGS.contains(&arg)
-            || WITH_VALUE
-                .iter()
-                .any(|o| o.starts_with("--") && arg.starts_with(&format!("{o}=")))
-        {
-            // A read-only option with its value in the same word.
-            continue;
-        } else if arg.starts_with('-') {
-            return Err(write_argument(
-                "curl",
-                format!(
-                    "{arg} is not an option of a read-only probe (no bodies, uploads, forms, \
-                     configs, cookie jars or output files)"
-                ),
-            ));
-        } else if arg.starts_with("http://") || arg.starts_with("https://") {
-            urls += 1;
-        } else {
-            return Err(write_argument(
-                "curl",
-                format!("{arg:?} is not an http(s) URL"),
-            ));
-        }
-    }
-    if urls == 0 {
-        return Err(write_argument("curl", "name an http:// or https:// URL"));
-    }
-    Ok(())
-}
-
-fn inspect_wget(args: &[String]) -> Result<(), ExecRefusal> {
-    const FLAGS: &[&str] = &[
-        "--spider",
-        "-q",
-        "--quiet",
-        "-S",
-        "--server-response",
-        "--no-check-certificate",
-        "-4",
-        "-6",
-        "-nv",
-        "--no-verbose",
-    ];
-    let mut spider = false;
-    let mut iter = args.iter().map(String::as_str);
-    while let Some(arg) = iter.next() {
-        if arg == "--spider" {
-            spider = true;
-        } else if arg == "-T" || arg == "--timeout" || arg == "-t" || arg == "--tries" {
-            iter.next();
-        } else if FLAGS.contains(&arg)
-            || arg.starts_with("--timeout=")
-            || arg.starts_with("--tries=")
-        {
-            continue;
-        } else if arg.starts_with('-') {
-            return Err(write_argument(
-                "wget",
-                format!("{arg} is not an option of a spider check"),
-            ));
-        } else if !(arg.starts_with("http://") || arg.starts_with("https://")) {
-            return Err(write_argument(
-                "wget",
-                format!("{arg:?} is not an http(s) URL"),
-            ));
-        }
-    }
-    if !spider {
-        return Err(write_argument(
-            "wget",
-            "only spider checks (--spider) are read-only; wget downloads otherwise",
-        ));
-    }
-    Ok(())
-}
-
-fn inspect_journalctl(args: &[String]) -> Result<(), ExecRefusal> {
-    const MAINTENANCE: &[&str] = &[
-        "--rotate",
-        "--flush",
-        "--sync",
-        "--relinquish-var",
-        "--smart-relinquish-var",
-        "--setup-keys",
-        "--update-catalog",
-        "--vacuum-size",
-        "--vacuum-time",
-        "--vacuum-files",
-    ];
-    if let Some(arg) = args.iter().find(|a| {
-        MAINTENANCE
-            .iter()
-            .any(|m| a.as_str() == *m || a.starts_with(&format!("{m}=")))
-    }) {
-        return Err(write_argument(
-            "journalctl",
-            format!("{arg} changes the journal"),
-        ));
-    }
-    no_follow("journalctl", args)
-}
-
-fn inspect_dmesg(args: &[String]) -> Result<(), ExecRefusal> {
-    let writes = args.iter().any(|a| {
-        matches!(
-            a.as_str(),
-            "-c" | "--read-clear"
-                | "-C"
-                | "--clear"
-                | "-D"
-                | "--console-off"
-                | "-E"
-                | "--console-on"
-                | "-n"
-                | "--console-level"
-        ) || a.starts_with("--console-level=")
-    });
-    if writes {
-        return Err(write_argument(
-            "dmesg",
-            "clearing the buffer or changing the console level changes the host",
-        ));
-    }
-    no_follow("dmesg", args)
-}
-
-fn inspect_docker(args: &[String]) -> Result<(), ExecRefusal> {
-    const READ: &[&str] = &[
-        "ps", "images", "inspect", "logs", "stats", "version", "info", "top", "port", "diff",
-        "history",
-    ];
-    let Some(first) = verb(args) else {
-        return Err(write_argument(
-            "docker",
-            "name a read-only command (ps, inspect, logs, ...)",
-        ));
-    };
-    let (command, rest): (&str, Vec<&str>) = match first {
-        "container" | "image" | "network" | "volume" | "system" => {
-            let position = args.iter().position(|a| a == first).unwrap_or(0);
-            let sub = verb(&args[position + 1..]).unwrap_or("");
-            let sub = match (first, sub) {
-                ("container" | "image" | "network" | "volume", "ls" | "list") => "ps",
-                ("system", "df") => "info",
-                (_, "inspect") => "inspect",
-                ("container", other) => other,
-                _ => "",
-            };
-            (
-                sub,
-                args[position + 1..].iter().map(String::as_str).collect(),
-            )
-        }
-        other => (other, args.iter().map(String::as_str).collect()),
-    };
-    if !READ.contains(&command) {
-        return Err(write_argument(
-            "docker",
-            format!("`{first}` is not read-only (allowed: {})", READ.join(", ")),
-        ));
-    }
-    if command == "logs"
-        && rest.iter().any(|a| {
-            *a == "-f"
-                || *a == "--follow"
-                || (a.starts_with('-') && !a.starts_with("--") && a.contains('f'))
-        })
-    {
-        return Err(write_argument(
-            "docker",
-            "logs --follow never ends; use --tail 100",
-        ));
-    }
-    if command == "stats" && !rest.contains(&"--no-stream") {
-        return Err(write_argument("docker", "stats needs --no-stream"));
-    }
-    Ok(())
-}
-
-fn inspect_ip(args: &[String]) -> Result<(), ExecRefusal> {
-    const OBJECTS: &[&str] = &[
-        "addr",
-        "address",
-        "a",
-        "link",
-        "l",
-        "route",
-        "r",
-        "ro",
-        "neigh",
-        "neighbour",
-        "n",
-        "rule",
-        "ru",
-        "netns",
-        "maddr",
-        "tunnel",
-        "-br",
-        "-brief",
-        "-s",
-        "-4",
-        "-6",
-        "-j",
-        "-c",
-        "-d",
-    ];
-    let words: Vec<&str> = args
-        .iter()
-        .map(String::as_str)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    let Some(object) = words.first() else {
-        return Ok(());
-    };
-    if !OBJECTS.contains(object) {
-        return Err(write_argument(
-            "ip",
-            format!("`{object}` is not an object ip can show"),
-        ));
-    }
-    match words.get(1) {
-        None | Some(&("show" | "list" | "ls" | "s" | "sh" | "get")) => Ok(()),
-        Some(other) if *object == "route" || *object == "r" || *object == "ro" => {
-            // `ip route show table main`, `ip route get 1.1.1.1`: the second word is the verb.
-            Err(write_argument(
-                "ip",
-                format!("`{other}` is not show, list or get"),
-            ))
-        }
-        // `ip addr show dev eth0` is covered above; `ip link eth0` is not a command.
-        Some(other) => Err(write_argument(
-            "ip",
-            format!("`{other}` is not show or list"),
-        )),
-    }
-}
-
-fn inspect_sysctl(args: &[String]) -> Result<(), ExecRefusal> {
-    let writes = args.iter().any(|a| {
-        a.contains('=')
-            || matches!(a.as_str(), "-w" | "--write" | "-p" | "--load" | "--system")
-            || a.starts_with("--load=")
-    });
-    if writes {
-        return Err(write_argument(
-            "sysctl",
-            "setting or loading values changes the kernel",
-        ));
-    }
-    Ok(())
-}
-
-fn inspect_sort(args: &[String]) -> Result<(), ExecRefusal> {
-    let writes = args.iter().any(|a| {
-        a == "-o"
-            || a.starts_with("--output")
-            || (a.starts_with('-') && !a.starts_with("--") && a[1..].contains('o'))
-            || a.starts_with("--compress-program")
-    });
-    if writes {
-        return Err(write_argument(
-            "sort",
-            "-o writes a file; read the sorted output instead",
-        ));
-    }
-    Ok(())
-}
-
-fn inspect_uniq(args: &[String]) -> Result<(), ExecRefusal> {
-    let operands = args.iter().filter(|a| !a.starts_with('-')).count();
-    if operands > 1 {
-        return Err(write_argument(
-            "uniq",
-            "a second file operand is written to",
-        ));
-    }
-    Ok(())
-}
-
-fn inspect_smartctl(args: &[String]) -> Result<(), ExecRefusal> {
-    const READ: &[&str] = &[
-        "-a",
-        "--all",
-        "-H",
-        "--health",
-        "-i",
-        "--info",
-        "-A",
-        "--attributes",
-        "-x",
-        "--xall",
-        "-l",
-        "--log",
-        "-c",
-        "--capabilities",
-        "-j",
-        "--json",
-        "-d",
-        "--device",
-    ];
-    for arg in args.iter().filter(|a| a.starts_with('-')) {
-        let name = arg.split('=').next().unwrap_or("");
-        if !READ.contains(&name) {
-            return Err(write_argument(
-                "smartctl",
-                format!(
-                    "{arg} is not a read-only option (tests, settings and offline data change the disk)"
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

