@@ -11,7 +11,7 @@
 //! agent with it, routes Patrol to the provider simulator (which runs in this process on
 //! 127.0.0.1, reached by the containers over the host network), runs one Patrol run through
 //! the API to its healthy end, and finally removes every container, volume and network the
-//! project made, checking the engine's inventory is back to what it was.
+//! project made, checking nothing it made is left and nothing that was there is gone.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -216,7 +216,28 @@ async fn compose_stack_on_the_local_engine_comes_up_healthy_and_runs_patrol() ->
         gateway_url: format!("http://127.0.0.1:{gateway_port}"),
     };
 
-    let outcome = exercise(&project, &sim).await;
+    // A container of another project on the same engine, as other tests' containers are: the
+    // project's agent is scoped to its own label and must not report it.
+    let foreign = format!("pulse-foreign-{suffix}");
+    let created = docker(
+        &[
+            "create",
+            "--name",
+            &foreign,
+            "--label",
+            "com.docker.compose.project=someone-else",
+            "--network",
+            "none",
+            "pulse-local/pulse-agent:dev",
+        ],
+        "create a foreign container",
+    )
+    .await;
+    let outcome = match created {
+        Ok(()) => exercise(&project, &sim, &foreign).await,
+        Err(e) => Err(e),
+    };
+    let removed = docker(&["rm", "-f", &foreign], "remove the foreign container").await;
     let logs = if outcome.is_err() {
         project.logs().await
     } else {
@@ -231,14 +252,32 @@ async fn compose_stack_on_the_local_engine_comes_up_healthy_and_runs_patrol() ->
     );
     outcome.map_err(|e| anyhow::anyhow!("{e:#}\ncompose logs:\n{logs}"))?;
     down?;
-    let left: Vec<&String> = after.difference(&before).collect();
+    removed?;
+    // What this test made carries its run suffix (`pulse-compose-<suffix>_*`,
+    // `pulse-foreign-<suffix>`): none of it may be left. Whatever else appeared meanwhile is
+    // another user's of the shared engine.
+    let left: Vec<&String> = after
+        .difference(&before)
+        .filter(|name| name.contains(suffix))
+        .collect();
     anyhow::ensure!(left.is_empty(), "the test left on the engine: {left:?}");
     let gone: Vec<&String> = before.difference(&after).collect();
     anyhow::ensure!(gone.is_empty(), "the engine lost: {gone:?}");
     Ok(())
 }
 
-async fn exercise(project: &Project, sim: &ProviderSim) -> anyhow::Result<()> {
+/// `docker <args>`, which must succeed.
+async fn docker(args: &[&str], what: &str) -> anyhow::Result<()> {
+    let out = run(
+        tokio::process::Command::new("docker").args(args),
+        Duration::from_secs(60),
+        what,
+    )
+    .await?;
+    ensure_success(&out, what)
+}
+
+async fn exercise(project: &Project, sim: &ProviderSim, foreign: &str) -> anyhow::Result<()> {
     // The agent waits without a token; start everything, as `docker compose up -d` does.
     project
         .compose(&["up", "-d", "--no-build"], UP_WITHIN)
@@ -336,15 +375,58 @@ async fn exercise(project: &Project, sim: &ProviderSim) -> anyhow::Result<()> {
     with_agent
         .compose(&["up", "-d", "--no-build", "--no-deps", "agent"], UP_WITHIN)
         .await?;
-    let resources = wait::until(Duration::from_secs(90), "the agent's resources", || async {
+    // The agent reports the project's own containers (the gateway's among them) and never the
+    // foreign one beside them.
+    let gateway_container = format!("{}_gateway_1", project.name);
+    let listed = wait::until(Duration::from_secs(90), "the agent's containers", || async {
         let (status, list) = api(&http, base, &admin, Method::GET, "/api/resources", None)
             .await
             .ok()?;
-        let resources = list["resources"].as_array()?.len();
-        (status == 200 && resources > 0).then_some(resources)
+        let listed = list["resources"].as_array()?.clone();
+        let names: Vec<&str> = listed.iter().filter_map(|r| r["name"].as_str()).collect();
+        (status == 200 && names.contains(&gateway_container.as_str())).then_some(listed)
     })
     .await?;
+    let resources = listed.len();
+    let containers: Vec<&str> = listed
+        .iter()
+        .filter(|r| r["type"] == "app-container")
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    anyhow::ensure!(
+        !containers.contains(&foreign),
+        "the agent reported another project's container: {containers:?}"
+    );
+    // (compose names them `<project>_<service>_1`; a container it is replacing keeps a name
+    // that starts with the old container's id)
+    anyhow::ensure!(
+        containers.iter().all(|n| n.contains(&project.name)),
+        "the agent reported containers outside its project: {containers:?}"
+    );
 
+    // The stack settles before Patrol looks at it, as an operator would wait: no container it
+    // reports unhealthy (a health check that failed once while the machine was busy raises a
+    // flag the scripted model does not address), on two looks in a row a second apart.
+    let settle_by = std::time::Instant::now() + Duration::from_secs(120);
+    let mut healthy_looks = 0;
+    let mut last = Value::Null;
+    while healthy_looks < 2 {
+        anyhow::ensure!(
+            std::time::Instant::now() < settle_by,
+            "the containers did not all become healthy: {last}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Ok((200, list)) = api(&http, base, &admin, Method::GET, "/api/resources", None).await
+        else {
+            continue;
+        };
+        let healthy = list["resources"].as_array().is_some_and(|all| {
+            all.iter()
+                .all(|r| r["type"] != "app-container" || r["health"] != "unhealthy")
+        });
+        healthy_looks = if healthy { healthy_looks + 1 } else { 0 };
+        last = list;
+    }
     // Patrol through the API, routed to the simulator on the host.
     let (status, saved) = api(
         &http,
