@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::placeholder::{self, PlaceholderError};
+
 /// The one schema version this loader reads.
 pub const SCHEMA_VERSION: &str = "patrol.qual/v1";
 
@@ -107,7 +109,8 @@ impl LabDriver {
 pub struct Resource {
     pub alias: String,
     pub kind: ResourceKind,
-    /// The name Pulse sees; `${run_id}` is replaced by the run's opaque token.
+    /// The name Pulse sees; `${run_id}` or `${run_token}` (upstream's spelling) is replaced by
+    /// the run's opaque token ([`crate::placeholder`]).
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
@@ -480,9 +483,19 @@ impl Manifest {
         self.resources.iter().find(|r| r.alias == alias)
     }
 
-    /// The resource name with the run's token in place of `${run_id}`.
-    pub fn resource_name(&self, alias: &str, run_token: &str) -> Option<String> {
-        self.resource(alias)
-            .map(|r| r.name.replace("${run_id}", run_token))
+    /// The name of resource `alias` in the run with `run_token`; `None` for an unknown alias.
+    pub fn resource_name(
+        &self,
+        alias: &str,
+        run_token: &str,
+    ) -> Option<Result<String, PlaceholderError>> {
+        self.resource(alias).map(|r| r.name_in_run(run_token))
+    }
+}
+
+impl Resource {
+    /// This resource's name in the run with `run_token`: every run placeholder replaced.
+    pub fn name_in_run(&self, run_token: &str) -> Result<String, PlaceholderError> {
+        placeholder::resource_name(&self.name, run_token)
     }
 }
