@@ -199,7 +199,7 @@ impl<'m> Checker<'m> {
         match crate::duration::parse(text) {
             None => self.push(
                 field,
-                format!("'{text}' is not a duration (use 500ms, 30s, 5m or 1h)"),
+                format!("'{text}' is not a duration (use 500ms, 30s, 5m, 1h, 1m30s or 1.5h)"),
             ),
             Some(d) if d.is_zero() => self.push(field, "must be longer than zero"),
             Some(_) => {}

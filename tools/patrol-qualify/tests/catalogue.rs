@@ -369,6 +369,25 @@ fn what_upstream_allows_but_no_lab_runs_validates_and_is_refused_before_the_lab(
 }
 
 #[test]
+fn upstream_go_durations_pass_the_schema_and_the_loader() {
+    let mut value = read_json(&upstream_remediation_fixture());
+    value["resources"][0]["health_every"] = json!("1.5s");
+    value["baseline"][0]["timeout"] = json!("1m30s");
+    value["collection"]["poll_interval"] = json!("2500ms");
+    value["remediation"]["action_timeout"] = json!("4m30s");
+    value["budgets"]["end_to_end_latency_p95"] = json!("1h0m0s");
+    let errors = schema_errors(&schema(), &value);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(validate::problems(&decode(&value)), Vec::<String>::new());
+
+    value["patrol"]["run_timeout"] = json!("0s");
+    assert_eq!(
+        validate::problems(&decode(&value)),
+        vec!["patrol.run_timeout: must be longer than zero"]
+    );
+}
+
+#[test]
 fn the_digest_follows_values_not_layout() {
     let entry = catalogue::load_file(&upstream_fixture()).expect("loads");
     let value = read_json(&upstream_fixture());
