@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::manifest::{
     Decision, Fault, InjectorKind, LabDriver, Manifest, Operator, PatrolMode, Predicate, Program,
-    Resource, ResourceKind, SCHEMA_VERSION, Track,
+    Resource, ResourceKind, RestartPolicy, SCHEMA_VERSION, Track,
 };
 use crate::placeholder::{self, Placeholder};
 
@@ -44,9 +44,6 @@ pub fn qualification_repeat_reason() -> String {
         QUALIFICATION_CONFIDENCE_FLOOR
     )
 }
-
-/// The Docker restart policies a resource may name.
-const DOCKER_RESTART_POLICIES: &[&str] = &["no", "always", "on-failure", "unless-stopped"];
 
 /// Verification outcomes an action's lifecycle can end in.
 const VERIFICATION_STATUSES: &[&str] = &["unknown", "verified", "unverified", "failed"];
@@ -470,13 +467,13 @@ impl<'m> Checker<'m> {
             );
         }
         if let Some(restart) = &resource.restart
-            && !DOCKER_RESTART_POLICIES.contains(&restart.as_str())
+            && RestartPolicy::parse(restart).is_none()
         {
             self.push(
                 format!("{at}.restart"),
                 format!(
                     "'{restart}' is not a restart policy ({})",
-                    DOCKER_RESTART_POLICIES.join(", ")
+                    RestartPolicy::FORMS
                 ),
             );
         }

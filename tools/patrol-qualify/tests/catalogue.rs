@@ -369,8 +369,10 @@ fn what_upstream_allows_but_no_lab_runs_validates_and_is_refused_before_the_lab(
 }
 
 #[test]
-fn upstream_go_durations_pass_the_schema_and_the_loader() {
+fn upstream_go_durations_and_docker_restart_forms_pass_the_schema_and_the_loader() {
     let mut value = read_json(&upstream_remediation_fixture());
+    // And a restart policy as `docker run --restart` writes it.
+    value["resources"][0]["restart"] = json!("on-failure:3");
     value["resources"][0]["health_every"] = json!("1.5s");
     value["baseline"][0]["timeout"] = json!("1m30s");
     value["collection"]["poll_interval"] = json!("2500ms");
@@ -1009,8 +1011,8 @@ fn rules() -> Vec<(&'static str, &'static str, Vec<Edit>, &'static str)> {
         (
             "docker restart policy",
             D_WATCH,
-            vec![Set("/resources/0/restart", json!("sometimes"))],
-            "resources[0].restart: 'sometimes' is not a restart policy",
+            vec![Set("/resources/0/restart", json!("always:3"))],
+            "resources[0].restart: 'always:3' is not a restart policy (no, always, unless-stopped, on-failure, on-failure:<n>)",
         ),
         (
             "docker port reference",

@@ -305,6 +305,48 @@ async fn crash_loop_restarts_the_worker_until_reverted() -> Result<()> {
 }
 
 #[tokio::test]
+async fn an_on_failure_retry_limit_reaches_the_engine() -> Result<()> {
+    let _engine = ENGINE.lock().await;
+    let test = "retries";
+    let manifest = manifest(
+        "docker-lab.retries",
+        json!([
+            {"alias": "job", "kind": "container", "name": "pulse-qual-${run_token}-job",
+             "command": ["sh", "-c", "exit 3"], "restart": "on-failure:2"}
+        ]),
+    );
+    let run = token(test);
+    let (lab, before) = lab(manifest, test).await?;
+    with_cleanup(lab, before, async |lab: &mut DockerLab| {
+        let provisioned = lab.provision().await?;
+        let job = format!("pulse-qual-{run}-job");
+        ensure!(
+            names(&provisioned) == [("job", job.as_str())],
+            "{provisioned:?}"
+        );
+        wait_for(
+            lab,
+            "docker.restart_count",
+            "job",
+            Duration::from_secs(60),
+            |v| v == 2,
+        )
+        .await?;
+        // The engine gives up after two restarts: it stays stopped and the count stays 2.
+        wait_for(lab, "docker.running", "job", Duration::from_secs(30), |v| {
+            v == false
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        ensure!(probe(lab, "docker.restart_count", "job").await? == json!(2));
+        ensure!(probe(lab, "docker.running", "job").await? == json!(false));
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
 async fn filling_the_scratch_storage_exhausts_it_and_health_follows() -> Result<()> {
     let _engine = ENGINE.lock().await;
     let test = "fill";

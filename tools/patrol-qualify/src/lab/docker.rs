@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::{AgentWiring, Inventory, LabError, Provisioned, RUN_LABEL};
 use crate::manifest::{
-    Fault, InjectorKind, LabDriver, Manifest, Predicate, Resource, ResourceKind,
+    Fault, InjectorKind, LabDriver, Manifest, Predicate, Resource, ResourceKind, RestartPolicy,
     SCRATCH_CAPACITY_BYTES,
 };
 use crate::placeholder;
@@ -523,13 +523,13 @@ impl DockerLab {
             Some(image) => image.clone(),
             None => self.lab_image()?.to_owned(),
         };
-        let restart = resource.restart.as_deref().unwrap_or("no");
-        if !matches!(restart, "no" | "always" | "on-failure" | "unless-stopped") {
-            return Err(unsupported(format!(
-                "restart policy {restart:?} of {}",
+        let restart_text = resource.restart.as_deref().unwrap_or("no");
+        let restart = RestartPolicy::parse(restart_text).ok_or_else(|| {
+            unsupported(format!(
+                "restart policy {restart_text:?} of {}",
                 resource.alias
-            )));
-        }
+            ))
+        })?;
         let every = match &resource.health_every {
             Some(text) => crate::duration::parse(text).ok_or_else(|| {
                 LabError::failed(
@@ -564,7 +564,7 @@ impl DockerLab {
 
         let mut host_config = json!({
             "NetworkMode": "host",
-            "RestartPolicy": { "Name": restart },
+            "RestartPolicy": restart_policy_body(restart),
         });
         if let Some(volume) = &volume {
             host_config["Mounts"] = json!([{
@@ -1145,6 +1145,14 @@ fn run_texts(
     })
 }
 
+/// The engine's `HostConfig.RestartPolicy` for `policy`.
+fn restart_policy_body(policy: RestartPolicy) -> Value {
+    match policy.max_retries {
+        Some(n) => json!({ "Name": policy.name, "MaximumRetryCount": n }),
+        None => json!({ "Name": policy.name }),
+    }
+}
+
 /// A manifest health check as the engine's `Test`: `["test", ...]` runs as `CMD`; an explicit
 /// `CMD`, `CMD-SHELL` or `NONE` is kept.
 fn health_test(check: &[String]) -> Vec<String> {
@@ -1395,6 +1403,16 @@ mod tests {
                 "{name} {command}"
             );
         }
+    }
+
+    #[test]
+    fn restart_policies_become_the_engines_body() {
+        let body = |text: &str| restart_policy_body(RestartPolicy::parse(text).unwrap());
+        assert_eq!(body("always"), json!({"Name": "always"}));
+        assert_eq!(
+            body("on-failure:3"),
+            json!({"Name": "on-failure", "MaximumRetryCount": 3})
+        );
     }
 
     #[test]
