@@ -97,6 +97,9 @@ fn every_catalogue_manifest_passes_the_schema_and_the_loader() {
             let errors = schema_errors(&validator, &read_json(&entry.path));
             assert!(errors.is_empty(), "{}: {errors:?}", entry.path.display());
             assert_eq!(entry.manifest.lab.driver, lab);
+            if let Err(refusal) = runner::check_runnable(&[&entry.manifest]) {
+                panic!("{}: {}", entry.path.display(), refusal.message);
+            }
             assert_eq!(entry.digest, catalogue::digest(&entry.manifest));
             let hex = entry.digest.strip_prefix("sha256:").expect("sha256 prefix");
             assert_eq!(hex.len(), 64);
