@@ -5,7 +5,8 @@
 //! twice, and gates any recommendation on 95% Wilson lower bounds.
 //!
 //! Module owners: [`manifest`] (types), [`catalogue`] and [`validate`] (loading, digests,
-//! semantic rules), [`lab`] (drivers and oracle probes), [`client`] (the Pulse API), [`runner`]
+//! semantic rules), [`placeholder`] (the `${...}` vocabulary of manifests and its one
+//! substitution), [`lab`] (drivers and oracle probes), [`client`] (the Pulse API), [`runner`]
 //! (one live run), [`scorer`] and [`wilson`] (scores and gates), [`report`], [`replay`],
 //! [`compare`] and [`contribution`] (artifacts).
 
@@ -19,6 +20,7 @@ pub mod duration;
 pub mod lab;
 pub mod manifest;
 pub mod observation;
+pub mod placeholder;
 pub mod replay;
 pub mod report;
 pub mod runner;

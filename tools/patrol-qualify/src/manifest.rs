@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::placeholder::{self, PlaceholderError};
+
 /// The one schema version this loader reads.
 pub const SCHEMA_VERSION: &str = "patrol.qual/v1";
 
@@ -107,14 +109,15 @@ impl LabDriver {
 pub struct Resource {
     pub alias: String,
     pub kind: ResourceKind,
-    /// The name Pulse sees; `${run_id}` is replaced by the run's opaque token.
+    /// The name Pulse sees; `${run_id}` or `${run_token}` (upstream's spelling) is replaced by
+    /// the run's opaque token ([`crate::placeholder`]).
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// Docker: the container's command.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Docker: the restart policy name (`no`, `always`, `on-failure`, `unless-stopped`).
+    /// Docker: the restart policy as `docker run --restart` writes it ([`RestartPolicy`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<String>,
     /// Docker: the health check (`["test", ...]` is run as `CMD`).
@@ -139,6 +142,36 @@ pub struct Resource {
     /// whose write success its health reflects.
     #[serde(default)]
     pub scratch_storage: bool,
+}
+
+/// A Docker restart policy as `docker run --restart` writes it: `no`, `always`,
+/// `unless-stopped`, `on-failure`, or `on-failure:<max retries>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// The engine's policy name.
+    pub name: &'static str,
+    /// `on-failure:<n>`: at most this many restarts.
+    pub max_retries: Option<u32>,
+}
+
+impl RestartPolicy {
+    /// The policy names, as a message lists them.
+    pub const FORMS: &'static str = "no, always, unless-stopped, on-failure, on-failure:<n>";
+
+    /// The policy `text` writes; `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (name, max_retries) = match text.split_once(':') {
+            Some(("on-failure", n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => {
+                ("on-failure", Some(n.parse().ok()?))
+            }
+            Some(_) => return None,
+            None => (text, None),
+        };
+        let name = ["no", "always", "unless-stopped", "on-failure"]
+            .into_iter()
+            .find(|known| *known == name)?;
+        Some(Self { name, max_retries })
+    }
 }
 
 /// Size of the driver-owned scratch area: fixed, never taken from a manifest.
@@ -480,9 +513,56 @@ impl Manifest {
         self.resources.iter().find(|r| r.alias == alias)
     }
 
-    /// The resource name with the run's token in place of `${run_id}`.
-    pub fn resource_name(&self, alias: &str, run_token: &str) -> Option<String> {
-        self.resource(alias)
-            .map(|r| r.name.replace("${run_id}", run_token))
+    /// The name of resource `alias` in the run with `run_token`; `None` for an unknown alias.
+    pub fn resource_name(
+        &self,
+        alias: &str,
+        run_token: &str,
+    ) -> Option<Result<String, PlaceholderError>> {
+        self.resource(alias).map(|r| r.name_in_run(run_token))
+    }
+}
+
+impl Resource {
+    /// This resource's name in the run with `run_token`: every run placeholder replaced.
+    pub fn name_in_run(&self, run_token: &str) -> Result<String, PlaceholderError> {
+        placeholder::resource_name(&self.name, run_token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_policies_read_as_docker_run_writes_them() {
+        for name in ["no", "always", "unless-stopped", "on-failure"] {
+            assert_eq!(
+                RestartPolicy::parse(name),
+                Some(RestartPolicy {
+                    name,
+                    max_retries: None
+                })
+            );
+        }
+        assert_eq!(
+            RestartPolicy::parse("on-failure:3"),
+            Some(RestartPolicy {
+                name: "on-failure",
+                max_retries: Some(3)
+            })
+        );
+        for bad in [
+            "",
+            "sometimes",
+            "always:3",
+            "on-failure:",
+            "on-failure:-1",
+            "on-failure:x",
+            "on-failure:99999999999",
+            "Always",
+        ] {
+            assert_eq!(RestartPolicy::parse(bad), None, "{bad}");
+        }
     }
 }

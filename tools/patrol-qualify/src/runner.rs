@@ -1418,9 +1418,34 @@ pub async fn cli_suite(args: SuiteArgs) -> Result<Outcome, Refusal> {
     run_entries(args.common, entries).await
 }
 
+/// Refuses, before any lab is touched, a scenario the live labs cannot run though it is a
+/// valid manifest ([`lab::unrunnable`]).
+pub fn check_runnable(manifests: &[&Manifest]) -> Result<(), Refusal> {
+    let refused: Vec<String> = manifests
+        .iter()
+        .filter_map(|m| {
+            let reasons = lab::unrunnable(m);
+            (!reasons.is_empty()).then(|| {
+                format!(
+                    "the {} lab cannot run scenario {}: {}",
+                    m.lab.driver.as_str(),
+                    m.id,
+                    reasons.join("; ")
+                )
+            })
+        })
+        .collect();
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::new("unsupported_by_lab", refused.join("; ")))
+    }
+}
+
 async fn run_entries(common: LiveCommon, entries: Vec<Entry>) -> Result<Outcome, Refusal> {
     let manifests: Vec<&Manifest> = entries.iter().map(|e| &e.manifest).collect();
     check_safety(&common, &manifests)?;
+    check_runnable(&manifests)?;
     let session = Session::open(common).await?;
     let outcome = run_suite(&session, &entries).await;
     session.close().await;

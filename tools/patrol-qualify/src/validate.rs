@@ -6,6 +6,10 @@
 //! blocks, durations, gates, budgets, and the statistical floor of the qualification profile.
 //! Every problem is one line `<field path>: <reason>`, so an author can fix all of them in one
 //! pass.
+//!
+//! Every field and value upstream's schema allows passes here. What a live lab cannot run
+//! (pulling an image, `disconnect_network`, a `replay` lab, ...) is not a manifest error: the
+//! runner refuses it with `unsupported_by_lab` ([`crate::lab::unrunnable`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,8 +17,9 @@ use serde_json::Value;
 
 use crate::manifest::{
     Decision, Fault, InjectorKind, LabDriver, Manifest, Operator, PatrolMode, Predicate, Program,
-    Resource, ResourceKind, SCHEMA_VERSION, Track,
+    Resource, ResourceKind, RestartPolicy, SCHEMA_VERSION, Track,
 };
+use crate::placeholder::{self, Placeholder};
 
 /// The 95% Wilson lower bound a perfect qualification sample must reach.
 pub const QUALIFICATION_CONFIDENCE_FLOOR: f64 = 0.85;
@@ -39,9 +44,6 @@ pub fn qualification_repeat_reason() -> String {
         QUALIFICATION_CONFIDENCE_FLOOR
     )
 }
-
-/// The Docker restart policies a resource may name.
-const DOCKER_RESTART_POLICIES: &[&str] = &["no", "always", "on-failure", "unless-stopped"];
 
 /// Verification outcomes an action's lifecycle can end in.
 const VERIFICATION_STATUSES: &[&str] = &["unknown", "verified", "unverified", "failed"];
@@ -194,7 +196,7 @@ impl<'m> Checker<'m> {
         match crate::duration::parse(text) {
             None => self.push(
                 field,
-                format!("'{text}' is not a duration (use 500ms, 30s, 5m or 1h)"),
+                format!("'{text}' is not a duration (use 500ms, 30s, 5m, 1h, 1m30s or 1.5h)"),
             ),
             Some(d) if d.is_zero() => self.push(field, "must be longer than zero"),
             Some(_) => {}
@@ -270,15 +272,15 @@ impl<'m> Checker<'m> {
         if m.resources.is_empty() {
             self.push("resources", "a scenario needs at least one resource");
         }
-        if m.lab.allow_pull {
-            self.push(
-                "lab.allow_pull",
-                "must be false: this project never pulls images, it builds them locally (lab.build)",
-            );
-        }
         self.not_empty("lab.profile", &m.lab.profile);
         match self.driver() {
             LabDriver::Process => {
+                if m.lab.allow_pull {
+                    self.push(
+                        "lab.allow_pull",
+                        "must be false: the process lab runs no images, so it pulls none",
+                    );
+                }
                 if m.lab.image.is_some() {
                     self.push("lab.image", "the process lab runs no images");
                 }
@@ -321,15 +323,7 @@ impl<'m> Checker<'m> {
                     ),
                 );
             }
-            if !resource.name.contains("${run_id}") {
-                self.push(
-                    format!("{at}.name"),
-                    format!(
-                        "'{}' must contain ${{run_id}} so every run's resources are its own",
-                        resource.name
-                    ),
-                );
-            }
+            self.resource_name(&at, resource);
             if let Some(every) = &resource.health_every {
                 self.duration(format!("{at}.health_every"), every);
             }
@@ -346,6 +340,36 @@ impl<'m> Checker<'m> {
             match self.driver() {
                 LabDriver::Process => self.process_resource(&at, resource),
                 LabDriver::Docker | LabDriver::Replay => self.docker_resource(&at, resource),
+            }
+        }
+    }
+
+    /// A name holds a run placeholder (so every run's resources are its own) and no other.
+    fn resource_name(&mut self, at: &str, resource: &Resource) {
+        let field = format!("{at}.name");
+        match placeholder::scan(&resource.name) {
+            Err(error) => self.push(field, error.to_string()),
+            Ok(found) => {
+                if !found.contains(&Placeholder::Run) {
+                    self.push(
+                        &field,
+                        format!(
+                            "'{}' must contain {} so every run's resources are its own",
+                            resource.name,
+                            placeholder::run_placeholders_text()
+                        ),
+                    );
+                }
+                if found.iter().any(|p| *p != Placeholder::Run) {
+                    self.push(
+                        field,
+                        format!(
+                            "'{}': a name holds only {}; ${{port}} belongs in a Docker command or health check",
+                            resource.name,
+                            placeholder::run_placeholders_text()
+                        ),
+                    );
+                }
             }
         }
     }
@@ -443,13 +467,13 @@ impl<'m> Checker<'m> {
             );
         }
         if let Some(restart) = &resource.restart
-            && !DOCKER_RESTART_POLICIES.contains(&restart.as_str())
+            && RestartPolicy::parse(restart).is_none()
         {
             self.push(
                 format!("{at}.restart"),
                 format!(
                     "'{restart}' is not a restart policy ({})",
-                    DOCKER_RESTART_POLICIES.join(", ")
+                    RestartPolicy::FORMS
                 ),
             );
         }
@@ -928,19 +952,17 @@ fn program_name(program: Program) -> &'static str {
     }
 }
 
-/// The aliases named by `${port:<alias>}` in one command word.
+/// The aliases named by `${port:<alias>}` in one command word. A word that does not scan
+/// names none here: the Docker lab refuses it when it provisions.
 fn port_references(word: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut rest = word;
-    while let Some(start) = rest.find("${port:") {
-        let after = &rest[start + "${port:".len()..];
-        let Some(end) = after.find('}') else {
-            break;
-        };
-        found.push(&after[..end]);
-        rest = &after[end + 1..];
-    }
-    found
+    placeholder::scan(word)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|p| match p {
+            Placeholder::PortOf(alias) => Some(alias),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -980,5 +1002,6 @@ mod tests {
             vec!["db", "cache"]
         );
         assert!(port_references("${port:unterminated").is_empty());
+        assert_eq!(port_references("${run_token}:${port:db}"), vec!["db"]);
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use patrol_qualify::catalogue::{self, CatalogueError};
 use patrol_qualify::cli::{CatalogueArgs, Outcome, ValidateArgs};
 use patrol_qualify::manifest::{LabDriver, Manifest};
-use patrol_qualify::validate;
+use patrol_qualify::{runner, validate};
 use serde_json::{Value, json};
 
 const IDS: [&str; 11] = [
@@ -32,6 +32,12 @@ fn scenarios() -> PathBuf {
 
 fn upstream_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/watch.docker-unhealthy.json")
+}
+
+/// An upstream-shaped remediation manifest that names its resources with `${run_token}`.
+fn upstream_remediation_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/remediation.docker-unhealthy-restart-approved.json")
 }
 
 fn read_json(path: &Path) -> Value {
@@ -91,6 +97,9 @@ fn every_catalogue_manifest_passes_the_schema_and_the_loader() {
             let errors = schema_errors(&validator, &read_json(&entry.path));
             assert!(errors.is_empty(), "{}: {errors:?}", entry.path.display());
             assert_eq!(entry.manifest.lab.driver, lab);
+            if let Err(refusal) = runner::check_runnable(&[&entry.manifest]) {
+                panic!("{}: {}", entry.path.display(), refusal.message);
+            }
             assert_eq!(entry.digest, catalogue::digest(&entry.manifest));
             let hex = entry.digest.strip_prefix("sha256:").expect("sha256 prefix");
             assert_eq!(hex.len(), 64);
@@ -182,6 +191,205 @@ fn an_upstream_docker_manifest_validates_unchanged() {
         "pulse-qual-${run_id}-faulty"
     );
     assert!(validate::problems(&entry.manifest).is_empty());
+}
+
+#[test]
+fn upstream_remediation_manifests_with_run_token_validate_and_are_runnable() {
+    let validator = schema();
+    let base = read_json(&upstream_remediation_fixture());
+    let entry = catalogue::load_file(&upstream_remediation_fixture())
+        .expect("the upstream remediation manifest loads");
+    assert_eq!(
+        entry.manifest.resources[0].name,
+        "pulse-qual-${run_token}-faulty"
+    );
+    assert_eq!(
+        entry
+            .manifest
+            .resource_name("faulty", "k3x9")
+            .expect("an alias")
+            .expect("a name"),
+        "pulse-qual-k3x9-faulty"
+    );
+    // Upstream's three remediation scenarios: approved, rejected and autonomous.
+    let variants = [
+        ("approved", vec![]),
+        (
+            "rejected",
+            vec![
+                Set(
+                    "/id",
+                    json!("remediation.docker-unhealthy-restart-rejected"),
+                ),
+                Set("/remediation/decision", json!("reject")),
+            ],
+        ),
+        (
+            "autonomous",
+            vec![
+                Set(
+                    "/id",
+                    json!("remediation.docker-unhealthy-restart-autonomous"),
+                ),
+                Set("/patrol/mode", json!("autonomous")),
+                Set("/remediation/decision", json!("await_autonomous")),
+            ],
+        ),
+    ];
+    for (name, edits) in variants {
+        let mut value = base.clone();
+        for edit in &edits {
+            apply(&mut value, edit);
+        }
+        let errors = schema_errors(&validator, &value);
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        let manifest = catalogue::decode(&value.to_string()).expect(name);
+        assert_eq!(
+            validate::problems(&manifest),
+            Vec::<String>::new(),
+            "{name}"
+        );
+        assert!(runner::check_runnable(&[&manifest]).is_ok(), "{name}");
+    }
+}
+
+#[test]
+fn every_catalogue_manifest_validates_with_run_token_names() {
+    let validator = schema();
+    for lab in [LabDriver::Process, LabDriver::Docker] {
+        for entry in catalogue::load_lab(&scenarios(), lab).expect("lab loads") {
+            let mut value = read_json(&entry.path);
+            let resources = value["resources"].as_array_mut().expect("resources");
+            for resource in resources.iter_mut() {
+                let name = resource["name"].as_str().expect("name");
+                assert!(name.contains("${run_id}"), "{name}");
+                resource["name"] = json!(name.replace("${run_id}", "${run_token}"));
+            }
+            let errors = schema_errors(&validator, &value);
+            assert!(errors.is_empty(), "{}: {errors:?}", entry.path.display());
+            let manifest = decode(&value);
+            assert_eq!(
+                validate::problems(&manifest),
+                Vec::<String>::new(),
+                "{}",
+                entry.path.display()
+            );
+            for (resource, original) in manifest.resources.iter().zip(&entry.manifest.resources) {
+                assert_eq!(
+                    resource.name_in_run("k3x9").expect("a name"),
+                    original.name_in_run("k3x9").expect("a name"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_name_with_neither_run_placeholder_is_refused_naming_both() {
+    let mut value = read_json(&upstream_remediation_fixture());
+    value["resources"][1]["name"] = json!("pulse-qual-healthy");
+    let problems = validate::problems(&decode(&value));
+    assert_eq!(
+        problems,
+        vec![
+            "resources[1].name: 'pulse-qual-healthy' must contain ${run_id} or ${run_token} so every run's resources are its own"
+        ]
+    );
+    let errors = schema_errors(&schema(), &value);
+    assert!(
+        errors.iter().any(|e| e.contains("/resources/1/name")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn what_upstream_allows_but_no_lab_runs_validates_and_is_refused_before_the_lab() {
+    let base = read_json(&upstream_remediation_fixture());
+    let cases: Vec<(&str, Vec<Edit>, &str)> = vec![
+        (
+            "pulling",
+            vec![Set("/lab/allow_pull", json!(true))],
+            "lab.allow_pull: true, but lab images are built locally and never pulled",
+        ),
+        (
+            "a network to detach",
+            vec![Set("/faults/0/injector/kind", json!("disconnect_network"))],
+            "faults[0].injector.kind: disconnect_network: lab containers use host networking",
+        ),
+        (
+            "a health process without a name",
+            vec![Remove("/faults/0/injector/value")],
+            "faults[0].injector.value: health_process_stop needs injector.value naming the process to stop",
+        ),
+        (
+            "a health process name the kernel cannot hold",
+            vec![Set(
+                "/faults/0/injector/value",
+                json!("a-process-name-too-long"),
+            )],
+            "faults[0].injector.value: \"a-process-name-too-long\": a process name is 1-15 letters",
+        ),
+        (
+            "an unknown placeholder in a command",
+            vec![Set("/resources/1/command/2", json!("echo ${HOME}"))],
+            "resources[1].command[2]: unknown placeholder ${HOME}",
+        ),
+        (
+            "a replay lab",
+            vec![Set("/lab/driver", json!("replay"))],
+            "lab.driver: a 'replay' scenario has no live lab",
+        ),
+    ];
+    for (name, edits, reason) in cases {
+        let mut value = base.clone();
+        for edit in &edits {
+            apply(&mut value, edit);
+        }
+        let errors = schema_errors(&schema(), &value);
+        assert!(errors.is_empty(), "{name}: {errors:?}");
+        let manifest = decode(&value);
+        assert_eq!(
+            validate::problems(&manifest),
+            Vec::<String>::new(),
+            "{name}"
+        );
+        let refusal = runner::check_runnable(&[&manifest]).expect_err(name);
+        assert_eq!(refusal.code, "unsupported_by_lab", "{name}");
+        assert!(
+            refusal.message.starts_with(&format!(
+                "the {} lab cannot run scenario remediation.docker-unhealthy-restart-approved: ",
+                manifest.lab.driver.as_str()
+            )),
+            "{name}: {}",
+            refusal.message
+        );
+        assert!(
+            refusal.message.contains(reason),
+            "{name}: {}",
+            refusal.message
+        );
+    }
+}
+
+#[test]
+fn upstream_go_durations_and_docker_restart_forms_pass_the_schema_and_the_loader() {
+    let mut value = read_json(&upstream_remediation_fixture());
+    // And a restart policy as `docker run --restart` writes it.
+    value["resources"][0]["restart"] = json!("on-failure:3");
+    value["resources"][0]["health_every"] = json!("1.5s");
+    value["baseline"][0]["timeout"] = json!("1m30s");
+    value["collection"]["poll_interval"] = json!("2500ms");
+    value["remediation"]["action_timeout"] = json!("4m30s");
+    value["budgets"]["end_to_end_latency_p95"] = json!("1h0m0s");
+    let errors = schema_errors(&schema(), &value);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(validate::problems(&decode(&value)), Vec::<String>::new());
+
+    value["patrol"]["run_timeout"] = json!("0s");
+    assert_eq!(
+        validate::problems(&decode(&value)),
+        vec!["patrol.run_timeout: must be longer than zero"]
+    );
 }
 
 #[test]
@@ -468,7 +676,31 @@ fn rules() -> Vec<(&'static str, &'static str, Vec<Edit>, &'static str)> {
             "name carries the run token",
             P_WATCH,
             vec![Set("/resources/0/name", json!("invoice-worker"))],
-            "resources[0].name: 'invoice-worker' must contain ${run_id}",
+            "resources[0].name: 'invoice-worker' must contain ${run_id} or ${run_token} so every run's resources are its own",
+        ),
+        (
+            "docker name carries the run token",
+            D_WATCH,
+            vec![Set("/resources/1/name", json!("invoice-worker-run_token"))],
+            "resources[1].name: 'invoice-worker-run_token' must contain ${run_id} or ${run_token}",
+        ),
+        (
+            "a name holds no port",
+            D_WATCH,
+            vec![Set(
+                "/resources/0/name",
+                json!("invoice-${run_token}-${port}"),
+            )],
+            "resources[0].name: 'invoice-${run_token}-${port}': a name holds only ${run_id} or ${run_token}",
+        ),
+        (
+            "a name holds no unknown placeholder",
+            P_WATCH,
+            vec![Set(
+                "/resources/0/name",
+                json!("invoice-${run_token}-${host}"),
+            )],
+            "resources[0].name: unknown placeholder ${host}",
         ),
         (
             "baseline target",
@@ -782,8 +1014,8 @@ fn rules() -> Vec<(&'static str, &'static str, Vec<Edit>, &'static str)> {
         (
             "docker restart policy",
             D_WATCH,
-            vec![Set("/resources/0/restart", json!("sometimes"))],
-            "resources[0].restart: 'sometimes' is not a restart policy",
+            vec![Set("/resources/0/restart", json!("always:3"))],
+            "resources[0].restart: 'always:3' is not a restart policy (no, always, unless-stopped, on-failure, on-failure:<n>)",
         ),
         (
             "docker port reference",
@@ -811,16 +1043,10 @@ fn rules() -> Vec<(&'static str, &'static str, Vec<Edit>, &'static str)> {
             "lab.build: '../../elsewhere' must be a relative path inside the catalogue",
         ),
         (
-            "never pull",
-            D_WATCH,
-            vec![Set("/lab/allow_pull", json!(true))],
-            "lab.allow_pull: must be false",
-        ),
-        (
             "process never pulls",
             P_WATCH,
             vec![Set("/lab/allow_pull", json!(true))],
-            "lab.allow_pull: must be false",
+            "lab.allow_pull: must be false: the process lab runs no images",
         ),
         (
             "process lab image",

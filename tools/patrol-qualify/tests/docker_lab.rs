@@ -178,7 +178,8 @@ async fn marker_makes_the_worker_unhealthy_and_cleanup_removes_exactly_the_run()
              "healthcheck": ["test", "!", "-f", "/pulse-qual-fault/enabled"],
              "health_every": "1s", "fault_volume": true,
              "labels": {"app.tier": "worker"}},
-            {"alias": "neighbour", "kind": "container", "name": "pulse-qual-${run_id}-neighbour",
+            // Upstream's spelling of the run placeholder names a container just the same.
+            {"alias": "neighbour", "kind": "container", "name": "pulse-qual-${run_token}-neighbour",
              "command": ["sh", "-c", "while true; do sleep 1; done"],
              "healthcheck": ["true"], "health_every": "1s"}
         ]),
@@ -297,6 +298,48 @@ async fn crash_loop_restarts_the_worker_until_reverted() -> Result<()> {
         wait_health(lab, "worker", "healthy").await?;
         ensure!(probe(lab, "docker.running", "worker").await? == json!(true));
         ensure!(probe(lab, "docker.restart_count", "worker").await? == settled);
+        Ok(())
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_on_failure_retry_limit_reaches_the_engine() -> Result<()> {
+    let _engine = ENGINE.lock().await;
+    let test = "retries";
+    let manifest = manifest(
+        "docker-lab.retries",
+        json!([
+            {"alias": "job", "kind": "container", "name": "pulse-qual-${run_token}-job",
+             "command": ["sh", "-c", "exit 3"], "restart": "on-failure:2"}
+        ]),
+    );
+    let run = token(test);
+    let (lab, before) = lab(manifest, test).await?;
+    with_cleanup(lab, before, async |lab: &mut DockerLab| {
+        let provisioned = lab.provision().await?;
+        let job = format!("pulse-qual-{run}-job");
+        ensure!(
+            names(&provisioned) == [("job", job.as_str())],
+            "{provisioned:?}"
+        );
+        wait_for(
+            lab,
+            "docker.restart_count",
+            "job",
+            Duration::from_secs(60),
+            |v| v == 2,
+        )
+        .await?;
+        // The engine gives up after two restarts: it stays stopped and the count stays 2.
+        wait_for(lab, "docker.running", "job", Duration::from_secs(30), |v| {
+            v == false
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        ensure!(probe(lab, "docker.restart_count", "job").await? == json!(2));
+        ensure!(probe(lab, "docker.running", "job").await? == json!(false));
         Ok(())
     })
     .await?;
@@ -463,7 +506,7 @@ fn a_remote_engine_or_pulling_is_refused() {
     pulling.lab.allow_pull = true;
     assert!(matches!(
         DockerLab::new(pulling, catalogue(), token("r"), docker_host(), false),
-        Err(LabError::Unsupported { .. })
+        Err(LabError::Unsupported { what, .. }) if what.starts_with("lab.allow_pull: true")
     ));
     assert_eq!(RUN_LABEL, "deploy.instance");
 }

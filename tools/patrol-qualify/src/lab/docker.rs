@@ -24,9 +24,10 @@ use serde_json::{Value, json};
 
 use super::{AgentWiring, Inventory, LabError, Provisioned, RUN_LABEL};
 use crate::manifest::{
-    Fault, InjectorKind, LabDriver, Manifest, Predicate, Resource, ResourceKind,
+    Fault, InjectorKind, LabDriver, Manifest, Predicate, Resource, ResourceKind, RestartPolicy,
     SCRATCH_CAPACITY_BYTES,
 };
+use crate::placeholder;
 
 const DRIVER: &str = "docker";
 /// Where a `fault_volume` is mounted: the home of the health and crash markers.
@@ -89,7 +90,7 @@ pub struct DockerLab {
 impl DockerLab {
     /// A lab on `docker_host` (`unix:///...` or `tcp://...`). A `tcp://` engine that is not
     /// on this machine needs both `allow_shared_host` and the manifest's `lab.shared_host_ok`;
-    /// a manifest that allows pulling is refused.
+    /// a manifest this lab cannot run ([`unrunnable`]: pulling, for one) is refused.
     pub fn new(
         manifest: Manifest,
         catalogue_root: PathBuf,
@@ -104,10 +105,8 @@ impl DockerLab {
                 manifest.lab.driver.as_str()
             )));
         }
-        if manifest.lab.allow_pull {
-            return Err(unsupported(
-                "lab.allow_pull: true; lab images are built locally and never pulled, set it to false and name a build directory in lab.build",
-            ));
+        if let Some(reason) = unrunnable(&manifest).into_iter().next() {
+            return Err(unsupported(reason));
         }
         if !valid_token(&run_token) {
             return Err(LabError::failed(
@@ -290,9 +289,7 @@ impl DockerLab {
             }
             InjectorKind::HealthProcessStop => {
                 let Some(process) = fault.injector.value.as_ref().and_then(Value::as_str) else {
-                    return Err(unsupported(
-                        "health_process_stop needs injector.value naming the process to stop",
-                    ));
+                    return Err(unsupported(HEALTH_PROCESS_VALUE_RULE));
                 };
                 self.stop_child_process(&container, process).await
             }
@@ -517,38 +514,22 @@ impl DockerLab {
                 resource.alias
             )));
         }
-        let subst = |text: &str| substitute(text, &self.run_token, &resource.alias, ports);
-        let name = subst(&resource.name)?;
-        if !valid_container_name(&name) {
-            return Err(LabError::failed(
-                "provision",
-                format!(
-                    "container name {name:?} of {} is not a valid Docker name",
-                    resource.alias
-                ),
-            ));
-        }
+        let RunTexts {
+            name,
+            command,
+            healthcheck,
+        } = run_texts(resource, &self.run_token, ports)?;
         let image = match &resource.image {
             Some(image) => image.clone(),
             None => self.lab_image()?.to_owned(),
         };
-        let command = resource
-            .command
-            .iter()
-            .map(|c| subst(c))
-            .collect::<Result<Vec<_>, _>>()?;
-        let healthcheck = resource
-            .healthcheck
-            .iter()
-            .map(|c| subst(c))
-            .collect::<Result<Vec<_>, _>>()?;
-        let restart = resource.restart.as_deref().unwrap_or("no");
-        if !matches!(restart, "no" | "always" | "on-failure" | "unless-stopped") {
-            return Err(unsupported(format!(
-                "restart policy {restart:?} of {}",
+        let restart_text = resource.restart.as_deref().unwrap_or("no");
+        let restart = RestartPolicy::parse(restart_text).ok_or_else(|| {
+            unsupported(format!(
+                "restart policy {restart_text:?} of {}",
                 resource.alias
-            )));
-        }
+            ))
+        })?;
         let every = match &resource.health_every {
             Some(text) => crate::duration::parse(text).ok_or_else(|| {
                 LabError::failed(
@@ -583,7 +564,7 @@ impl DockerLab {
 
         let mut host_config = json!({
             "NetworkMode": "host",
-            "RestartPolicy": { "Name": restart },
+            "RestartPolicy": restart_policy_body(restart),
         });
         if let Some(volume) = &volume {
             host_config["Mounts"] = json!([{
@@ -711,14 +692,9 @@ impl DockerLab {
         container: &Container,
         process: &str,
     ) -> Result<(), LabError> {
-        if process.is_empty()
-            || process.len() > 15
-            || !process
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-        {
+        if !valid_process_name(process) {
             return Err(unsupported(format!(
-                "health_process_stop of process {process:?}: a process name is 1-15 letters, digits, '_', '.' or '-'"
+                "health_process_stop of process {process:?}: {PROCESS_NAME_RULE}"
             )));
         }
         // The name is an argument of the fixed script, never part of it.
@@ -975,9 +951,11 @@ fn unsupported(what: impl Into<String>) -> LabError {
 }
 
 fn disconnect_unsupported() -> LabError {
-    unsupported(
-        "disconnect_network: lab containers use host networking, so there is no network to detach them from",
-    )
+    unsupported(disconnect_unsupported_reason())
+}
+
+fn disconnect_unsupported_reason() -> &'static str {
+    "disconnect_network: lab containers use host networking, so there is no network to detach them from"
 }
 
 fn docker_error(operation: &str, error: DockerError) -> LabError {
@@ -1017,6 +995,67 @@ fn checked(id: &str) -> Result<&str, LabError> {
             format!("{id:?} is not an engine object id"),
         ))
     }
+}
+
+/// What `health_process_stop` needs in `injector.value`.
+const HEALTH_PROCESS_VALUE_RULE: &str =
+    "health_process_stop needs injector.value naming the process to stop";
+const PROCESS_NAME_RULE: &str = "a process name is 1-15 letters, digits, '_', '.' or '-'";
+
+/// A process name as the kernel keeps it (`comm`, at most 15 bytes), in safe characters.
+fn valid_process_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 15
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// What in a Docker manifest this lab cannot run (see [`super::unrunnable`]): pulling, a
+/// network to detach (containers use host networking), `health_process_stop` without a
+/// process name, and a command or health check whose `${...}` is not a known placeholder.
+pub fn unrunnable(manifest: &Manifest) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if manifest.lab.allow_pull {
+        reasons.push(
+            "lab.allow_pull: true, but lab images are built locally and never pulled; set it to false and name a build directory in lab.build"
+                .to_owned(),
+        );
+    }
+    for (i, resource) in manifest.resources.iter().enumerate() {
+        for (field, words) in [
+            ("command", &resource.command),
+            ("healthcheck", &resource.healthcheck),
+        ] {
+            for (j, word) in words.iter().enumerate() {
+                if let Err(error) = placeholder::scan(word) {
+                    reasons.push(format!("resources[{i}].{field}[{j}]: {error}"));
+                }
+            }
+        }
+    }
+    for (i, fault) in manifest.faults.iter().enumerate() {
+        let injector = &fault.injector;
+        match injector.kind {
+            InjectorKind::DisconnectNetwork => reasons.push(format!(
+                "faults[{i}].injector.kind: {}",
+                disconnect_unsupported_reason()
+            )),
+            InjectorKind::HealthProcessStop => {
+                match injector.value.as_ref().and_then(Value::as_str) {
+                    None => reasons.push(format!(
+                        "faults[{i}].injector.value: {HEALTH_PROCESS_VALUE_RULE}"
+                    )),
+                    Some(name) if !valid_process_name(name) => reasons.push(format!(
+                        "faults[{i}].injector.value: {name:?}: {PROCESS_NAME_RULE}"
+                    )),
+                    Some(_) => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    reasons
 }
 
 /// The token goes into container and volume names: Docker's name characters only.
@@ -1064,48 +1103,54 @@ fn remote_tcp_host(docker_host: &str) -> Option<String> {
     (!loopback).then(|| host.to_owned())
 }
 
-/// `${run_id}`, `${port}` (this resource's) and `${port:<alias>}` in `text`; any other
-/// `${...}` is an error rather than text passed on.
-fn substitute(
-    text: &str,
+/// A container's texts in one run, every placeholder replaced.
+#[derive(Debug, PartialEq, Eq)]
+struct RunTexts {
+    name: String,
+    command: Vec<String>,
+    healthcheck: Vec<String>,
+}
+
+/// The name (run placeholders only, a valid Docker name), command and health check (run and
+/// port placeholders) of `resource` in the run with `token`.
+fn run_texts(
+    resource: &Resource,
     token: &str,
-    alias: &str,
     ports: &BTreeMap<String, u16>,
-) -> Result<String, LabError> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            return Err(LabError::failed(
-                "provision",
-                format!("unclosed placeholder in {text:?}"),
-            ));
-        };
-        let key = &after[..end];
-        let port_of = |a: &str| {
-            ports.get(a).copied().ok_or_else(|| {
-                LabError::failed("provision", format!("${{{key}}}: no resource {a}"))
-            })
-        };
-        match key {
-            "run_id" => out.push_str(token),
-            "port" => out.push_str(&port_of(alias)?.to_string()),
-            _ => match key.strip_prefix("port:") {
-                Some(other) => out.push_str(&port_of(other)?.to_string()),
-                None => {
-                    return Err(LabError::failed(
-                        "provision",
-                        format!("unknown placeholder ${{{key}}} in {text:?}"),
-                    ));
-                }
-            },
-        }
-        rest = &after[end + 1..];
+) -> Result<RunTexts, LabError> {
+    let provision = |e: placeholder::PlaceholderError| LabError::failed("provision", e);
+    let name = resource.name_in_run(token).map_err(provision)?;
+    if !valid_container_name(&name) {
+        return Err(LabError::failed(
+            "provision",
+            format!(
+                "container name {name:?} of {} is not a valid Docker name",
+                resource.alias
+            ),
+        ));
     }
-    out.push_str(rest);
-    Ok(out)
+    let ports = Some(placeholder::Ports {
+        own: &resource.alias,
+        by_alias: ports,
+    });
+    let words = |list: &[String]| {
+        list.iter()
+            .map(|word| placeholder::substitute(word, token, ports).map_err(provision))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    Ok(RunTexts {
+        name,
+        command: words(&resource.command)?,
+        healthcheck: words(&resource.healthcheck)?,
+    })
+}
+
+/// The engine's `HostConfig.RestartPolicy` for `policy`.
+fn restart_policy_body(policy: RestartPolicy) -> Value {
+    match policy.max_retries {
+        Some(n) => json!({ "Name": policy.name, "MaximumRetryCount": n }),
+        None => json!({ "Name": policy.name }),
+    }
 }
 
 /// A manifest health check as the engine's `Test`: `["test", ...]` runs as `CMD`; an explicit
@@ -1312,19 +1357,61 @@ fn write_octal(field: &mut [u8], value: u64) {
 mod tests {
     use super::*;
 
+    fn resource(name: &str, command: &[&str], healthcheck: &[&str]) -> Resource {
+        serde_json::from_value(json!({
+            "alias": "a", "kind": "container", "name": name,
+            "command": command, "healthcheck": healthcheck,
+        }))
+        .expect("a resource")
+    }
+
     #[test]
-    fn placeholders_take_the_token_and_ports_and_refuse_unknown_ones() {
+    fn either_run_placeholder_names_the_container_and_ports_fill_its_texts() {
         let ports: BTreeMap<String, u16> = [("a".to_owned(), 4000), ("b".to_owned(), 4001)].into();
+        for spelling in ["${run_id}", "${run_token}"] {
+            let texts = run_texts(
+                &resource(
+                    &format!("pulse-qual-{spelling}-faulty"),
+                    &["sh", "-c", &format!("echo {spelling} ${{port}}")],
+                    &["wget", "http://127.0.0.1:${port:b}/"],
+                ),
+                "tok",
+                &ports,
+            )
+            .unwrap();
+            assert_eq!(
+                texts,
+                RunTexts {
+                    name: "pulse-qual-tok-faulty".into(),
+                    command: vec!["sh".into(), "-c".into(), "echo tok 4000".into()],
+                    healthcheck: vec!["wget".into(), "http://127.0.0.1:4001/".into()],
+                }
+            );
+        }
+        for (name, command) in [
+            ("svc-${run_token}-${port}", "true"),
+            ("svc-${run_token}", "${home}"),
+            ("svc-${run_token}", "${port:zz}"),
+            ("svc-${run_token}", "${run_id"),
+            ("svc ${run_token}", "true"),
+        ] {
+            assert!(
+                matches!(
+                    run_texts(&resource(name, &[command], &[]), "tok", &ports),
+                    Err(LabError::Failed { .. })
+                ),
+                "{name} {command}"
+            );
+        }
+    }
+
+    #[test]
+    fn restart_policies_become_the_engines_body() {
+        let body = |text: &str| restart_policy_body(RestartPolicy::parse(text).unwrap());
+        assert_eq!(body("always"), json!({"Name": "always"}));
         assert_eq!(
-            substitute("x-${run_id}-${port}-${port:b}", "tok", "a", &ports).unwrap(),
-            "x-tok-4000-4001"
-        );
-        assert!(substitute("${home}", "tok", "a", &ports).is_err());
-        assert!(substitute("${port:zz}", "tok", "a", &ports).is_err());
-        assert!(substitute("${run_id", "tok", "a", &ports).is_err());
-        assert_eq!(
-            substitute("plain $x", "tok", "a", &ports).unwrap(),
-            "plain $x"
+            body("on-failure:3"),
+            json!({"Name": "on-failure", "MaximumRetryCount": 3})
         );
     }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::manifest::{Fault, LabDriver, Operator, Predicate};
+use crate::manifest::{Fault, LabDriver, Manifest, Operator, Predicate};
 
 /// The label key every lab object carries, with the run token as its value. Neutral on
 /// purpose: the model must not be able to tell it is looking at a benchmark.
@@ -140,6 +140,22 @@ impl Lab {
             Self::Process(lab) => lab.cleanup().await,
             Self::Docker(lab) => lab.cleanup().await,
         }
+    }
+}
+
+/// What in `manifest` the live labs cannot run, one `<field path>: <reason>` line each; empty
+/// when a lab can run it. Validation accepts every one of these, because upstream's schema
+/// allows them; the runner refuses such a scenario with `unsupported_by_lab` before it touches
+/// a lab, and the labs refuse them again if called anyway.
+pub fn unrunnable(manifest: &Manifest) -> Vec<String> {
+    match manifest.lab.driver {
+        LabDriver::Replay => vec![
+            "lab.driver: a 'replay' scenario has no live lab; `replay` and `verify-replay` score recorded runs"
+                .to_owned(),
+        ],
+        // Validation already refuses everything the process lab cannot do.
+        LabDriver::Process => Vec::new(),
+        LabDriver::Docker => docker::unrunnable(manifest),
     }
 }
 

@@ -183,7 +183,9 @@ impl ProcessLab {
             driver: "process",
             what: format!("resource '{}' names no program", resource.alias),
         })?;
-        let name = resource.name.replace("${run_id}", &self.token);
+        let name = resource
+            .name_in_run(&self.token)
+            .map_err(|e| LabError::failed("provision", e))?;
         let port = match program {
             Program::Listener => Some(free_port()?),
             _ => None,
@@ -680,6 +682,85 @@ mod tests {
             labels: vec![(RUN_LABEL.into(), "k3x9".into())],
             revision: 1,
         }
+    }
+
+    /// A watch manifest of the process lab with `resources`.
+    fn manifest(resources: Value) -> Manifest {
+        serde_json::from_value(json!({
+            "schema_version": "patrol.qual/v1", "id": "watch.names", "version": 1,
+            "title": "names", "description": "names", "owner": "ai-runtime",
+            "track": "watch", "risk": "reversible",
+            "lab": {"driver": "process", "profile": "process-v1"},
+            "resources": resources, "baseline": [], "faults": [],
+            "collection": {"sources": ["pulse-agent"], "convergence_timeout": "1m", "poll_interval": "1s"},
+            "patrol": {"mode": "monitor", "scoped": true, "run_timeout": "1m"},
+            "security": {},
+            "budgets": {
+                "collection_latency_p95": "1m", "patrol_latency_p95": "1m", "end_to_end_latency_p95": "1m",
+                "input_tokens_p95": 1, "output_tokens_p95": 1, "cost_usd_p95": 0.1,
+                "max_tool_calls": 1, "max_duplicate_calls": 0
+            },
+            "repeat": {"development": 1, "nightly": 1, "qualification": 22},
+            "gates": {
+                "min_recall": 1.0, "max_false_positives": 0, "min_resource_accuracy": 1.0,
+                "min_category_accuracy": 1.0, "min_severity_accuracy": 1.0,
+                "min_evidence_grounding": 1.0, "max_findings_per_causal_group": 1.0
+            },
+            "teardown": {}
+        }))
+        .expect("a manifest")
+    }
+
+    #[tokio::test]
+    async fn either_run_placeholder_names_the_provisioned_services() {
+        let token = format!("k{}", std::process::id());
+        let root = std::env::temp_dir().join(format!("srv-names-{token}"));
+        let mut lab = ProcessLab::new(
+            manifest(json!([
+                {"alias": "a", "kind": "service", "name": "orders-api-${run_id}", "program": "worker"},
+                {"alias": "b", "kind": "service", "name": "billing-${run_token}-api", "program": "worker"},
+            ])),
+            root.clone(),
+            token.clone(),
+        )
+        .expect("a fresh root");
+        let provisioned = lab.provision().await;
+        let definitions: Vec<String> = fs::read_dir(lab.services_dir())
+            .map(|dir| {
+                dir.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let removed = lab.cleanup().await;
+        let provisioned = provisioned.expect("provisioned");
+        let names: Vec<(&str, &str)> = provisioned
+            .iter()
+            .map(|p| (p.alias.as_str(), p.name.as_str()))
+            .collect();
+        let a = format!("orders-api-{token}");
+        let b = format!("billing-{token}-api");
+        assert_eq!(names, [("a", a.as_str()), ("b", b.as_str())]);
+        let mut definitions = definitions;
+        definitions.sort();
+        assert_eq!(definitions, [format!("{b}.toml"), format!("{a}.toml")]);
+        assert!(removed.is_ok() && !root.exists(), "{removed:?}");
+
+        // A name that slipped past validation is refused, never provisioned literally.
+        let root = std::env::temp_dir().join(format!("srv-names-bad-{token}"));
+        let mut lab = ProcessLab::new(
+            manifest(json!([
+                {"alias": "a", "kind": "service", "name": "orders-${run_token}-${port}", "program": "worker"},
+            ])),
+            root.clone(),
+            token,
+        )
+        .expect("a fresh root");
+        assert!(matches!(
+            lab.provision().await,
+            Err(LabError::Failed { reason, .. }) if reason.contains("${port}")
+        ));
+        assert!(!root.exists());
     }
 
     #[test]
