@@ -17,8 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+use pulse_agent::docker::scope;
 use pulse_agent::docker::{
-    DockerClient, DockerClientConfig, DockerEndpoint, DockerError, Method, RequestBody,
+    DockerClient, DockerClientConfig, DockerEndpoint, DockerError, LabelScope, Method,
+    RequestBody,
 };
 use serde_json::{Value, json};
 
@@ -353,7 +355,7 @@ impl DockerLab {
     /// Force-removes every container and volume carrying the run label, nothing else; one
     /// line per removal.
     pub async fn cleanup(&mut self) -> Result<Vec<String>, LabError> {
-        let filter = label_filter(&self.run_token);
+        let filter = label_filter(&self.run_token)?;
         let mut removed = Vec::new();
         let containers = self
             .get_json(&format!("/containers/json?all=1&filters={filter}"))
@@ -1175,22 +1177,12 @@ fn health_status(details: &Value) -> String {
         .to_owned()
 }
 
-/// `filters={"label":["<RUN_LABEL>=<token>"]}`, percent-encoded.
-fn label_filter(token: &str) -> String {
-    let filter = json!({ "label": [format!("{RUN_LABEL}={token}")] }).to_string();
-    percent_encode(&filter)
-}
-
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+/// `filters={"label":["<RUN_LABEL>=<token>"]}`, percent-encoded: the agent's own label scope
+/// builds it, so the lab selects its containers exactly as its scoped agent does.
+fn label_filter(token: &str) -> Result<String, LabError> {
+    let scope = LabelScope::parse(&format!("{RUN_LABEL}={token}"))
+        .map_err(|e| LabError::failed("cleanup", e.to_string()))?;
+    Ok(scope::filters(Some(&scope), false).unwrap_or_default())
 }
 
 /// The first `error` of a build's JSON-lines output.
