@@ -378,14 +378,18 @@ async fn exercise(project: &Project, sim: &ProviderSim, foreign: &str) -> anyhow
     // The agent reports the project's own containers (the gateway's among them) and never the
     // foreign one beside them.
     let gateway_container = format!("{}_gateway_1", project.name);
-    let listed = wait::until(Duration::from_secs(90), "the agent's containers", || async {
-        let (status, list) = api(&http, base, &admin, Method::GET, "/api/resources", None)
-            .await
-            .ok()?;
-        let listed = list["resources"].as_array()?.clone();
-        let names: Vec<&str> = listed.iter().filter_map(|r| r["name"].as_str()).collect();
-        (status == 200 && names.contains(&gateway_container.as_str())).then_some(listed)
-    })
+    let listed = wait::until(
+        Duration::from_secs(90),
+        "the agent's containers",
+        || async {
+            let (status, list) = api(&http, base, &admin, Method::GET, "/api/resources", None)
+                .await
+                .ok()?;
+            let listed = list["resources"].as_array()?.clone();
+            let names: Vec<&str> = listed.iter().filter_map(|r| r["name"].as_str()).collect();
+            (status == 200 && names.contains(&gateway_container.as_str())).then_some(listed)
+        },
+    )
     .await?;
     let resources = listed.len();
     let containers: Vec<&str> = listed

@@ -19,8 +19,7 @@ use std::time::Duration;
 
 use pulse_agent::docker::scope;
 use pulse_agent::docker::{
-    DockerClient, DockerClientConfig, DockerEndpoint, DockerError, LabelScope, Method,
-    RequestBody,
+    DockerClient, DockerClientConfig, DockerEndpoint, DockerError, LabelScope, Method, RequestBody,
 };
 use serde_json::{Value, json};
 
