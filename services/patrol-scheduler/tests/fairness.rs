@@ -553,7 +553,7 @@ async fn due_slots_on_a_known_not_ready_route_are_skipped_before_anything_is_wri
         last_activity_at: None,
         next_patrol_at: None,
         interval_ms: 1_000,
-        findings_count: 0,
+        active_findings: pulse_domain::finding::SeverityCounts::default(),
         queued_scoped_runs: 0,
         health_window_ms: 3_600_000,
     });
