@@ -45,6 +45,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::constraints::IntegerIn;
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
 
@@ -98,8 +99,12 @@ pub struct DecisionBody {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
+    #[schemars(with = "Option<ListLimit>")]
     pub limit: Option<i64>,
 }
+
+/// How many actions a list answers.
+type ListLimit = IntegerIn<1, MAX_LIST_LIMIT>;
 
 /// An action as the API shows it.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -285,9 +290,9 @@ fn limit(
     let Query(query) =
         query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     match query.limit {
-        Some(l) if !(1..=MAX_LIST_LIMIT).contains(&l) => Err(ApiError::new(
+        Some(l) if !ListLimit::contains(l) => Err(ApiError::new(
             ErrorCode::InvalidParameter,
-            format!("limit: must be 1..={MAX_LIST_LIMIT}"),
+            ListLimit::refusal("limit"),
         )),
         other => Ok(other),
     }

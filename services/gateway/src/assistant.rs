@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, RequiredScopes};
+use crate::constraints::Text;
 use crate::event_stream::KEEPALIVE_INTERVAL;
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
@@ -64,13 +65,15 @@ const MAX_SESSIONS: i64 = 200;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChatBody {
-    /// The operator's message (1 to 16,000 characters).
+    /// The operator's message (1 to 16,000 characters, not only white space).
+    #[schemars(with = "PromptText")]
     pub prompt: String,
     /// Continue this session; without it a new session starts.
     #[serde(default)]
     pub session_id: Option<Uuid>,
     /// Start from a finding (handoff): the session is approval-required.
     #[serde(default)]
+    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
     pub finding_id: Option<String>,
     /// `read_only` (default), `controlled` or `autonomous`; for a new session only.
     #[serde(default)]
@@ -188,11 +191,14 @@ pub struct MessagesQuery {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewSessionBody {
+    /// "New chat" when absent.
     #[serde(default)]
+    #[schemars(length(max = MAX_PROMPT_CHARS))]
     pub title: Option<String>,
     #[serde(default)]
     pub control_level: Option<ControlLevelBody>,
     #[serde(default)]
+    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
     pub finding_id: Option<String>,
 }
 
@@ -200,6 +206,7 @@ pub struct NewSessionBody {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameBody {
+    #[schemars(with = "PromptText")]
     pub title: String,
 }
 
@@ -232,6 +239,7 @@ pub struct UndoAnswer {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SteerBody {
+    #[schemars(with = "PromptText")]
     pub text: String,
 }
 
@@ -317,16 +325,11 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiErro
     })
 }
 
+/// A prompt, a steer or a title: text with content, at most [`MAX_PROMPT_CHARS`] characters.
+type PromptText = Text<MAX_PROMPT_CHARS>;
+
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
-    if text.trim().is_empty() {
-        return Err(invalid(format!("{field} is empty")));
-    }
-    if text.chars().count() > MAX_PROMPT_CHARS {
-        return Err(invalid(format!(
-            "{field} is longer than {MAX_PROMPT_CHARS} characters"
-        )));
-    }
-    Ok(())
+    PromptText::check(text).map_err(|e| invalid(e.message(field)))
 }
 
 /// The caller's actor for sessions and plans (see [`crate::actions::actor`]).
