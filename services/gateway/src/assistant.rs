@@ -61,9 +61,14 @@ const BUFFERED_EVENTS: usize = 256;
 /// Sessions a list answers at most.
 const MAX_SESSIONS: i64 = 200;
 
-/// `POST /api/ai/chat`.
+/// `POST /api/ai/chat`. `finding_id` and `control_level` set up a new session, so they are left
+/// out (or null) when `session_id` continues one.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}},
+    "then" = {"properties": {"finding_id": {"type": "null"}, "control_level": {"type": "null"}}}
+))]
 pub struct ChatBody {
     /// The operator's message (1 to 16,000 characters, not only white space).
     #[schemars(with = "PromptText")]
@@ -215,7 +220,10 @@ pub struct RenameBody {
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
     /// Copy rows up to and including this `seq`; all live rows without it.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::constraints::optional_whole_number"
+    )]
     pub through_seq: Option<i64>,
 }
 

@@ -8,47 +8,48 @@
 
 use std::borrow::Cow;
 
+use pulse_domain::text::{self, BLANK, CONTROL, WHITE_SPACE};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-
-/// Characters that carry no content: Unicode white space (`char::is_whitespace`) and control
-/// characters (`char::is_control`), as inclusive ranges. The `pattern` of [`Text`] is built from
-/// this table, so the check and the document use one definition.
-const BLANK: &[(char, char)] = &[
-    ('\u{0}', ' '),
-    ('\u{7f}', '\u{a0}'),
-    ('\u{1680}', '\u{1680}'),
-    ('\u{2000}', '\u{200a}'),
-    ('\u{2028}', '\u{2029}'),
-    ('\u{202f}', '\u{202f}'),
-    ('\u{205f}', '\u{205f}'),
-    ('\u{3000}', '\u{3000}'),
-];
-
-/// Control characters (`char::is_control`, general category Cc) as inclusive ranges.
-const CONTROL: &[(char, char)] = &[('\u{0}', '\u{1f}'), ('\u{7f}', '\u{9f}')];
-
-fn in_ranges(c: char, ranges: &[(char, char)]) -> bool {
-    ranges.iter().any(|(from, to)| (*from..=*to).contains(&c))
-}
-
-/// A regular-expression class of `ranges` (`\uXXXX` escapes, read alike by ECMA-262 and Python).
-fn class(ranges: &[(char, char)]) -> String {
-    let escape = |c: char| format!("\\u{:04x}", u32::from(c));
-    ranges
-        .iter()
-        .map(|(from, to)| {
-            if from == to {
-                escape(*from)
-            } else {
-                format!("{}-{}", escape(*from), escape(*to))
-            }
-        })
-        .collect()
-}
+use serde::Deserialize;
 
 /// Whether `c` carries no content (white space or a control character).
 pub fn is_blank(c: char) -> bool {
-    in_ranges(c, BLANK)
+    text::contains(BLANK, c)
+}
+
+fn in_ranges(c: char, ranges: &[(char, char)]) -> bool {
+    text::contains(ranges, c)
+}
+
+/// A JSON number with no fractional part as an `i64` (`3` and `3.0` alike, as JSON Schema's
+/// `integer` reads them), for `#[serde(deserialize_with)]`.
+pub fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    whole(&number)
+        .ok_or_else(|| serde::de::Error::custom(format!("expected a whole number, not {number}")))
+}
+
+/// [`whole_number`] for an optional field.
+pub fn optional_whole_number<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<i64>, D::Error> {
+    let number = Option::<serde_json::Number>::deserialize(deserializer)?;
+    number
+        .map(|n| {
+            whole(&n).ok_or_else(|| {
+                serde::de::Error::custom(format!("expected a whole number, not {n}"))
+            })
+        })
+        .transpose()
+}
+
+fn whole(number: &serde_json::Number) -> Option<i64> {
+    number.as_i64().or_else(|| {
+        let f = number.as_f64()?;
+        // Only floats that stand for one integer exactly (below 2^53 in size).
+        const EXACT: f64 = 9_007_199_254_740_992.0;
+        (f.fract() == 0.0 && f.abs() < EXACT).then_some(f as i64)
+    })
 }
 
 /// A whole number from `MIN` to `MAX` (a query parameter's raw text, or a body field).
@@ -124,7 +125,7 @@ impl<const MAX: usize> Text<MAX> {
 
     /// The pattern of text with content: one character outside [`BLANK`].
     pub fn pattern() -> String {
-        format!("[^{}]", class(BLANK))
+        text::with_content()
     }
 }
 
@@ -147,6 +148,41 @@ impl<const MAX: usize> JsonSchema for Text<MAX> {
     }
 }
 
+/// Text that is not only white space (what `!s.trim().is_empty()` accepts), at most `MAX`
+/// characters.
+pub struct NotBlank<const MAX: usize>;
+
+impl<const MAX: usize> NotBlank<MAX> {
+    pub fn check(text: &str) -> Result<(), TextError> {
+        if text.chars().all(|c| in_ranges(c, WHITE_SPACE)) {
+            return Err(TextError::Blank);
+        }
+        if text.chars().count() > MAX {
+            return Err(TextError::TooLong { max: MAX });
+        }
+        Ok(())
+    }
+}
+
+impl<const MAX: usize> JsonSchema for NotBlank<MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        format!("NotBlank{MAX}").into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX,
+            "pattern": text::not_only_white_space(),
+        })
+    }
+}
+
 /// A name: text with content, no control characters, at most `MAX` characters.
 pub struct Name<const MAX: usize>;
 
@@ -159,8 +195,8 @@ impl<const MAX: usize> Name<MAX> {
     }
 
     pub fn pattern() -> String {
-        let printable = format!("[^{}]*", class(CONTROL));
-        format!("^{printable}[^{}]{printable}$", class(BLANK))
+        let printable = format!("[^{}]*", text::class(CONTROL));
+        format!("^{printable}[^{}]{printable}$", text::class(BLANK))
     }
 }
 
@@ -203,7 +239,7 @@ impl<const MIN: usize, const MAX: usize> Printable<MIN, MAX> {
 
     /// The pattern of text without control characters.
     pub fn pattern() -> String {
-        format!("^[^{}]*$", class(CONTROL))
+        format!("^[^{}]*$", text::class(CONTROL))
     }
 }
 
@@ -272,21 +308,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_blank_table_is_white_space_and_control_characters() {
-        for c in (0..=0x10_ffff).filter_map(char::from_u32) {
-            assert_eq!(
-                is_blank(c),
-                c.is_whitespace() || c.is_control(),
-                "U+{:04X}",
-                u32::from(c)
-            );
-            assert_eq!(
-                in_ranges(c, CONTROL),
-                c.is_control(),
-                "U+{:04X}",
-                u32::from(c)
-            );
+    fn whole_numbers_are_read_as_json_schema_reads_integer() {
+        #[derive(Deserialize)]
+        struct Body {
+            #[serde(deserialize_with = "whole_number")]
+            n: i64,
         }
+        let read = |text: &str| serde_json::from_str::<Body>(text).map(|b| b.n).ok();
+        assert_eq!(read(r#"{"n": 3}"#), Some(3));
+        assert_eq!(read(r#"{"n": 335.0}"#), Some(335));
+        assert_eq!(read(r#"{"n": -4.0e2}"#), Some(-400));
+        assert_eq!(read(r#"{"n": 3.5}"#), None);
+        assert_eq!(read(r#"{"n": 1e300}"#), None);
+        assert_eq!(read(r#"{"n": -9223372036854775809}"#), None);
+        assert_eq!(read(r#"{"n": "3"}"#), None);
+    }
+
+    #[test]
+    fn not_blank_is_trim_is_not_empty() {
+        assert_eq!(NotBlank::<3>::check(" \t"), Err(TextError::Blank));
+        assert_eq!(NotBlank::<3>::check("\u{1}"), Ok(()));
+        assert_eq!(
+            NotBlank::<3>::check("four"),
+            Err(TextError::TooLong { max: 3 })
+        );
     }
 
     #[test]

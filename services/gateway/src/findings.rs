@@ -32,8 +32,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, RequiredScopes};
-use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, OrEmpty, OrEvery, Text};
+use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text};
 use crate::{ApiError, AppState};
+use pulse_domain::finding::MAX_NOTE_CHARS;
 
 /// The finding routes need `ai:execute`.
 pub struct FindingScope;
@@ -147,8 +148,8 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match crate::json::object_body::<S, T>(req, state).await {
-            Ok((value, true)) => Ok(FindingBody(value)),
-            Ok((_, false)) => Err(invalid(crate::json::NOT_AN_OBJECT)),
+            Ok((value, None)) => Ok(FindingBody(value)),
+            Ok((_, Some(refusal))) => Err(invalid(refusal)),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "expected Content-Type: application/json",
@@ -404,6 +405,7 @@ pub struct SnoozeBody {
     pub finding_id: String,
     /// Whole hours, 1 to 2160 (90 days).
     #[schemars(with = "SnoozeHours")]
+    #[serde(deserialize_with = "crate::constraints::whole_number")]
     pub duration_hours: i64,
 }
 
@@ -421,6 +423,7 @@ pub struct DismissBody {
     #[schemars(with = "DismissedReason")]
     pub reason: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
     pub note: String,
 }
 
@@ -430,6 +433,7 @@ pub struct ResolveBody {
     #[schemars(with = "FindingId")]
     pub finding_id: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
     pub note: String,
 }
 
@@ -438,14 +442,30 @@ pub struct ResolveBody {
 pub struct NoteBody {
     #[schemars(with = "FindingId")]
     pub finding_id: String,
+    /// Not only white space.
+    #[schemars(with = "NotBlank<MAX_NOTE_CHARS>")]
     pub note: String,
 }
 
 /// `resource_id` and `category` name the rule's scope; `*` on one side makes it broad, which
 /// needs `allow_broad_scope`. Without `finding_id` the rule is anchored on the most recently
 /// seen open (or dismissed) finding it matches.
+/// `*` on both sides is never accepted; `*` on one side needs `allow_broad_scope: true`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"not": {
+        "required": ["resource_id", "category"],
+        "properties": {"resource_id": {"const": "*"}, "category": {"const": "*"}}
+    }},
+    {
+        "if": {"anyOf": [
+            {"required": ["resource_id"], "properties": {"resource_id": {"const": "*"}}},
+            {"required": ["category"], "properties": {"category": {"const": "*"}}}
+        ]},
+        "then": {"required": ["allow_broad_scope"], "properties": {"allow_broad_scope": {"const": true}}}
+    }
+]))]
 pub struct SuppressBody {
     #[serde(default)]
     #[schemars(with = "Option<FindingId>")]

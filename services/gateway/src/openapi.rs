@@ -273,7 +273,8 @@ pub fn build() -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Generated from the gateway's route registry. Every error answers \
                 {\"error\": \"<code>\", \"message\": \"...\"}; the codes a route can answer are \
-                listed under its responses.",
+                listed under its responses. Every JSON request body is an object, and no string in \
+                it may contain U+0000.",
         },
         "tags": tags,
         "paths": paths,

@@ -1369,7 +1369,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         id: None,
         query: None,
         body: Some(Body::required(
-            schema::<serde_json::Map<String, serde_json::Value>>,
+            schema::<pulse_domain::ai_settings::SettingsPatchSchema>,
         )),
         response: Answer::Json {
             status: 200,
