@@ -284,7 +284,8 @@ impl Broker {
             .await
             .map_err(store_error)?
             .ok_or_else(|| {
-                BrokerError::InvalidRequest(format!(
+                // Like every route naming a resource: an unknown one is not found.
+                BrokerError::ResourceNotFound(format!(
                     "resource_id: no resource {:?} in this tenant",
                     req.resource_id
                 ))

@@ -97,7 +97,8 @@ pub async fn answer(
     request: &ActionCapabilitiesRequest,
 ) -> Result<ActionCapabilitiesReply, BrokerError> {
     let reference = request.resource_id.trim();
-    if reference.is_empty() || reference.len() > pulse_domain::action::plan::MAX_ID_BYTES {
+    if reference.is_empty() || reference.chars().count() > pulse_domain::action::plan::MAX_ID_CHARS
+    {
         return Err(BrokerError::InvalidRequest(
             "resource_id must name one resource".to_owned(),
         ));

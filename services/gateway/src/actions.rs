@@ -45,8 +45,11 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::constraints::{IntegerIn, NotBlank, Printable};
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
+use pulse_domain::action::MAX_REASON_CHARS;
+use pulse_domain::action::plan::MAX_ID_CHARS;
 
 pub struct PlanScope;
 impl RequiredScopes for PlanScope {
@@ -77,9 +80,14 @@ pub fn actor(principal: &Principal) -> String {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanBody {
+    #[schemars(with = "PlanId")]
     pub resource_id: String,
+    #[schemars(with = "pulse_domain::action::Capability")]
     pub capability: String,
+    /// `{"target": <the service or container>}`: see list_resource_capabilities.
+    #[schemars(with = "PlanParams")]
     pub params: Value,
+    #[schemars(with = "Reason")]
     pub reason: String,
     pub severity: Severity,
     #[serde(default)]
@@ -93,13 +101,60 @@ pub struct PlanBody {
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     pub outcome: DecisionOutcome,
+    #[schemars(with = "Reason")]
     pub reason: String,
+}
+
+/// A plan's or a decision's reason.
+type Reason = NotBlank<MAX_REASON_CHARS>;
+
+/// A resource id or target of a plan.
+type PlanId = PlanIdText;
+
+/// Up to [`MAX_ID_CHARS`] characters, at least one.
+pub struct PlanIdText;
+
+impl schemars::JsonSchema for PlanIdText {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PlanId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS})
+    }
+}
+
+/// The params of a plan: the one `target` the command acts on (the capability catalogue's
+/// closed params schema, whose `target` must be the resource's own).
+pub struct PlanParams;
+
+impl schemars::JsonSchema for PlanParams {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PlanParams".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "properties": {"target": generator.subschema_for::<Printable<1, MAX_ID_CHARS>>()},
+            "required": ["target"],
+            "additionalProperties": false,
+        })
+    }
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
+    #[schemars(with = "Option<ListLimit>")]
     pub limit: Option<i64>,
 }
+
+/// How many actions a list answers.
+type ListLimit = IntegerIn<1, MAX_LIST_LIMIT>;
 
 /// An action as the API shows it.
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -285,9 +340,9 @@ fn limit(
     let Query(query) =
         query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     match query.limit {
-        Some(l) if !(1..=MAX_LIST_LIMIT).contains(&l) => Err(ApiError::new(
+        Some(l) if !ListLimit::contains(l) => Err(ApiError::new(
             ErrorCode::InvalidParameter,
-            format!("limit: must be 1..={MAX_LIST_LIMIT}"),
+            ListLimit::refusal("limit"),
         )),
         other => Ok(other),
     }

@@ -62,8 +62,10 @@ const SUMMARIZED_METRICS: [&str; 3] = [
 pub struct FleetQuery {
     /// Only resources of this type (`host`, `service`, `app-container`, `storage`).
     #[serde(rename = "type")]
+    #[schemars(with = "Option<ResourceType>")]
     pub resource_type: Option<String>,
     /// Only resources in this status (`running`, `exited`, `stopped`, `unknown`).
+    #[schemars(with = "Option<ResourceStatus>")]
     pub status: Option<String>,
 }
 

@@ -96,15 +96,31 @@ impl Frame {
     }
 }
 
+/// The frame names of [`AGENT_EVENT_KINDS`], in order.
+const KIND_NAMES: [&str; 5] = [
+    "finding.created",
+    "finding.updated",
+    "finding.resolved",
+    "approval.pending",
+    "action.completed",
+];
+
+/// Every event name a subscriber can receive: the first frame, the heartbeat, a gap notice and
+/// the agent events.
+pub const EVENT_NAMES: [&str; 8] = [
+    "stream.connected",
+    "heartbeat",
+    "gap",
+    KIND_NAMES[0],
+    KIND_NAMES[1],
+    KIND_NAMES[2],
+    KIND_NAMES[3],
+    KIND_NAMES[4],
+];
+
 /// The kind name of an event subject, when it is one of [`AGENT_EVENT_KINDS`].
 fn agent_kind(events_prefix: &str, subject: &str) -> Option<&'static str> {
-    const NAMES: [&str; 5] = [
-        "finding.created",
-        "finding.updated",
-        "finding.resolved",
-        "approval.pending",
-        "action.completed",
-    ];
+    const NAMES: [&str; 5] = KIND_NAMES;
     let name = event_name(events_prefix, subject)?;
     AGENT_EVENT_KINDS
         .iter()

@@ -11,16 +11,24 @@ use pulse_store::alerts::{self, AlertFilter, MAX_LIST_LIMIT, StateFilter, Stored
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
+use crate::constraints::{IntegerIn, ResourceRef};
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsQuery {
+    /// `firing` (default), `cleared` or `all`.
+    #[schemars(with = "Option<StateFilter>")]
     pub state: Option<String>,
+    #[schemars(with = "Option<ResourceRef>")]
     pub resource_id: Option<String>,
+    #[schemars(with = "Option<Limit>")]
     pub limit: Option<String>,
 }
+
+/// How many alerts a list answers.
+type Limit = IntegerIn<1, MAX_LIST_LIMIT>;
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AlertList {
@@ -37,16 +45,8 @@ fn parse(query: &AlertsQuery) -> Result<(StateFilter, i64), ApiError> {
     };
     let limit = match query.limit.as_deref() {
         None => alerts::DEFAULT_LIST_LIMIT,
-        Some(raw) => raw
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidParameter,
-                    format!("limit: must be an integer from 1 to {MAX_LIST_LIMIT}"),
-                )
-            })?,
+        Some(raw) => Limit::parse(raw)
+            .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, Limit::refusal("limit")))?,
     };
     if let Some(reference) = &query.resource_id {
         check_reference("resource_id", reference)?;

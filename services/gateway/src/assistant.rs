@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, RequiredScopes};
+use crate::constraints::Text;
 use crate::event_stream::KEEPALIVE_INTERVAL;
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
@@ -60,17 +61,24 @@ const BUFFERED_EVENTS: usize = 256;
 /// Sessions a list answers at most.
 const MAX_SESSIONS: i64 = 200;
 
-/// `POST /api/ai/chat`.
+/// `POST /api/ai/chat`. `finding_id` and `control_level` set up a new session, so they are left
+/// out (or null) when `session_id` continues one.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend(
+    "if" = {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}},
+    "then" = {"properties": {"finding_id": {"type": "null"}, "control_level": {"type": "null"}}}
+))]
 pub struct ChatBody {
-    /// The operator's message (1 to 16,000 characters).
+    /// The operator's message (1 to 16,000 characters, not only white space).
+    #[schemars(with = "PromptText")]
     pub prompt: String,
     /// Continue this session; without it a new session starts.
     #[serde(default)]
     pub session_id: Option<Uuid>,
     /// Start from a finding (handoff): the session is approval-required.
     #[serde(default)]
+    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
     pub finding_id: Option<String>,
     /// `read_only` (default), `controlled` or `autonomous`; for a new session only.
     #[serde(default)]
@@ -188,11 +196,14 @@ pub struct MessagesQuery {
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewSessionBody {
+    /// "New chat" when absent.
     #[serde(default)]
+    #[schemars(length(max = MAX_PROMPT_CHARS))]
     pub title: Option<String>,
     #[serde(default)]
     pub control_level: Option<ControlLevelBody>,
     #[serde(default)]
+    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
     pub finding_id: Option<String>,
 }
 
@@ -200,6 +211,7 @@ pub struct NewSessionBody {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenameBody {
+    #[schemars(with = "PromptText")]
     pub title: String,
 }
 
@@ -208,7 +220,10 @@ pub struct RenameBody {
 #[serde(deny_unknown_fields)]
 pub struct ForkBody {
     /// Copy rows up to and including this `seq`; all live rows without it.
-    #[serde(default)]
+    #[serde(
+        default,
+        deserialize_with = "crate::constraints::optional_whole_number"
+    )]
     pub through_seq: Option<i64>,
 }
 
@@ -232,6 +247,7 @@ pub struct UndoAnswer {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SteerBody {
+    #[schemars(with = "PromptText")]
     pub text: String,
 }
 
@@ -317,16 +333,11 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiErro
     })
 }
 
+/// A prompt, a steer or a title: text with content, at most [`MAX_PROMPT_CHARS`] characters.
+type PromptText = Text<MAX_PROMPT_CHARS>;
+
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
-    if text.trim().is_empty() {
-        return Err(invalid(format!("{field} is empty")));
-    }
-    if text.chars().count() > MAX_PROMPT_CHARS {
-        return Err(invalid(format!(
-            "{field} is longer than {MAX_PROMPT_CHARS} characters"
-        )));
-    }
-    Ok(())
+    PromptText::check(text).map_err(|e| invalid(e.message(field)))
 }
 
 /// The caller's actor for sessions and plans (see [`crate::actions::actor`]).

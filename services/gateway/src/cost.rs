@@ -27,6 +27,7 @@ use pulse_store::cost_ledger::{self, CostLine, CostTotals, RouteCost};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
+use crate::constraints::IntegerIn;
 use crate::{ApiError, AppState};
 
 pub const DEFAULT_DAYS: u32 = 30;
@@ -37,23 +38,21 @@ pub const MAX_RUNS: usize = 1_000;
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostQuery {
+    /// UTC days, today's included (default 30).
+    #[schemars(with = "Option<DayCount>")]
     pub days: Option<String>,
 }
+
+/// The window a query may ask for, in UTC days.
+type DayCount = IntegerIn<1, { MAX_DAYS as i64 }>;
 
 fn parse_days(raw: Option<&str>) -> Result<u32, ApiError> {
     let Some(raw) = raw else {
         return Ok(DEFAULT_DAYS);
     };
-    raw.trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|d| (1..=MAX_DAYS).contains(d))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidParameter,
-                format!("days: must be a whole number from 1 to {MAX_DAYS}"),
-            )
-        })
+    DayCount::parse(raw)
+        .and_then(|d| u32::try_from(d).ok())
+        .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, DayCount::refusal("days")))
 }
 
 /// `[from, to)`: the `days` UTC days ending with today's.

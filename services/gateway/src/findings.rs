@@ -32,7 +32,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, RequiredScopes};
+use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text};
 use crate::{ApiError, AppState};
+use pulse_domain::finding::MAX_NOTE_CHARS;
 
 /// The finding routes need `ai:execute`.
 pub struct FindingScope;
@@ -145,8 +147,9 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match Json::<T>::from_request(req, state).await {
-            Ok(Json(value)) => Ok(FindingBody(value)),
+        match crate::json::object_body::<S, T>(req, state).await {
+            Ok((value, None)) => Ok(FindingBody(value)),
+            Ok((_, Some(refusal))) => Err(invalid(refusal)),
             Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
                 ErrorCode::UnsupportedMediaType,
                 "expected Content-Type: application/json",
@@ -168,13 +171,21 @@ where
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
+    /// `1` (or `true`) for every finding, not only active ones.
+    #[schemars(with = "Option<Flag>")]
     pub include_resolved: Option<String>,
+    /// How many findings to answer; more than 500 answer 500.
+    #[schemars(with = "Option<ListLimit>")]
     pub limit: Option<String>,
-    /// Only findings of this severity (`info`, `watch`, `warning`, `critical`).
+    /// Only findings of this severity (`info`, `watch`, `warning`, `critical`); empty for any.
+    #[schemars(with = "Option<OrEmpty<pulse_domain::finding::Severity>>")]
     pub severity: Option<String>,
-    /// Only findings of this category.
+    /// Only findings of this category; empty for any.
+    #[schemars(with = "Option<OrEmpty<Category>>")]
     pub category: Option<String>,
-    /// Only findings in this status; a status other than active needs `include_resolved=1`.
+    /// Only findings in this status; a status other than active needs `include_resolved=1`;
+    /// empty for any.
+    #[schemars(with = "Option<OrEmpty<FindingStatus>>")]
     pub status: Option<String>,
     /// Only findings of this resource.
     pub resource_id: Option<String>,
@@ -220,12 +231,37 @@ fn narrowing(query: &ListQuery) -> Result<findings::Narrowing, ApiError> {
     })
 }
 
+/// A limit is any positive count; the answer holds at most [`MAX_LIST_LIMIT`].
+type ListLimit = IntegerIn<1, { i64::MAX }>;
+
+/// The spellings [`parse_flag`] accepts.
+const FLAG_VALUES: [&str; 5] = ["", "0", "false", "1", "true"];
+
+/// A flag as [`parse_flag`] reads it.
+pub struct Flag;
+
+impl schemars::JsonSchema for Flag {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Flag".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "enum": FLAG_VALUES})
+    }
+}
+
 fn parse_flag(raw: Option<&str>) -> Result<bool, ApiError> {
-    match raw {
-        None | Some("0" | "false" | "") => Ok(false),
-        Some("1" | "true") => Ok(true),
-        Some(other) => Err(invalid(format!(
-            "include_resolved: expected 1 or 0, not {other:?}"
+    // The first three spellings are false, the last two true.
+    match raw.map(|r| FLAG_VALUES.iter().position(|v| *v == r)) {
+        None => Ok(false),
+        Some(Some(i)) => Ok(i >= 3),
+        Some(None) => Err(invalid(format!(
+            "include_resolved: expected 1 or 0, not {:?}",
+            raw.unwrap_or_default()
         ))),
     }
 }
@@ -235,9 +271,9 @@ fn parse_limit(raw: Option<&str>) -> Result<Option<i64>, ApiError> {
     let Some(raw) = raw else {
         return Ok(None);
     };
-    match raw.parse::<i64>() {
-        Ok(n) if n >= 1 => Ok(Some(n.min(MAX_LIST_LIMIT))),
-        _ => Err(invalid(format!(
+    match ListLimit::parse(raw) {
+        Some(n) => Ok(Some(n.min(MAX_LIST_LIMIT))),
+        None => Err(invalid(format!(
             "limit: must be a positive integer (at most {MAX_LIST_LIMIT} are returned), not {raw:?}"
         ))),
     }
@@ -358,50 +394,87 @@ async fn act(
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindingRef {
+    #[schemars(with = "FindingId")]
     pub finding_id: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnoozeBody {
+    #[schemars(with = "FindingId")]
     pub finding_id: String,
     /// Whole hours, 1 to 2160 (90 days).
+    #[schemars(with = "SnoozeHours")]
+    #[serde(deserialize_with = "crate::constraints::whole_number")]
     pub duration_hours: i64,
 }
+
+/// The resource side of a suppression: a reference with content, or `*`.
+type SuppressResource = Text<MAX_REFERENCE_CHARS>;
+
+/// How long a snooze may last, in hours (up to [`pulse_domain::finding::MAX_SNOOZE`]).
+type SnoozeHours = IntegerIn<1, { pulse_domain::finding::MAX_SNOOZE_HOURS }>;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DismissBody {
+    #[schemars(with = "FindingId")]
     pub finding_id: String,
+    #[schemars(with = "DismissedReason")]
     pub reason: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
     pub note: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResolveBody {
+    #[schemars(with = "FindingId")]
     pub finding_id: String,
     #[serde(default)]
+    #[schemars(length(max = MAX_NOTE_CHARS))]
     pub note: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoteBody {
+    #[schemars(with = "FindingId")]
     pub finding_id: String,
+    /// Not only white space.
+    #[schemars(with = "NotBlank<MAX_NOTE_CHARS>")]
     pub note: String,
 }
 
 /// `resource_id` and `category` name the rule's scope; `*` on one side makes it broad, which
 /// needs `allow_broad_scope`. Without `finding_id` the rule is anchored on the most recently
 /// seen open (or dismissed) finding it matches.
+/// `*` on both sides is never accepted; `*` on one side needs `allow_broad_scope: true`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(extend("allOf" = [
+    {"not": {
+        "required": ["resource_id", "category"],
+        "properties": {"resource_id": {"const": "*"}, "category": {"const": "*"}}
+    }},
+    {
+        "if": {"anyOf": [
+            {"required": ["resource_id"], "properties": {"resource_id": {"const": "*"}}},
+            {"required": ["category"], "properties": {"category": {"const": "*"}}}
+        ]},
+        "then": {"required": ["allow_broad_scope"], "properties": {"allow_broad_scope": {"const": true}}}
+    }
+]))]
 pub struct SuppressBody {
     #[serde(default)]
+    #[schemars(with = "Option<FindingId>")]
     pub finding_id: Option<String>,
+    /// A resource, or `*` for every resource.
+    #[schemars(with = "SuppressResource")]
     pub resource_id: String,
+    /// A category, or `*` for every category.
+    #[schemars(with = "OrEvery<Category>")]
     pub category: String,
     #[serde(default)]
     pub allow_broad_scope: bool,
@@ -422,10 +495,10 @@ pub async fn snooze(
     FindingBody(body): FindingBody<SnoozeBody>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
-    let max_hours = pulse_domain::finding::MAX_SNOOZE.num_hours();
-    if !(1..=max_hours).contains(&body.duration_hours) {
+    if !SnoozeHours::contains(body.duration_hours) {
         return Err(invalid(format!(
-            "duration_hours: must be from 1 to {max_hours}, not {}",
+            "{}, not {}",
+            SnoozeHours::refusal("duration_hours"),
             body.duration_hours
         )));
     }
@@ -507,12 +580,13 @@ pub struct SuppressScope {
 }
 
 pub fn suppress_scope(body: &SuppressBody) -> Result<SuppressScope, ApiError> {
-    let resource_id = match body.resource_id.trim() {
-        "" => {
-            return Err(invalid(
-                "resource_id: must not be empty (use * for every resource)",
-            ));
-        }
+    if SuppressResource::check(&body.resource_id).is_err() {
+        return Err(invalid(format!(
+            "resource_id: must be 1 to {MAX_REFERENCE_CHARS} characters, not only white space \
+             (use * for every resource)"
+        )));
+    }
+    let resource_id = match body.resource_id.as_str() {
         "*" => None,
         _ => Some(body.resource_id.clone()),
     };

@@ -17,6 +17,7 @@ use pulse_store::metrics;
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
+use crate::constraints::IntegerIn;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
 
@@ -28,11 +29,41 @@ pub const MAX_WINDOW_HOURS: i64 = 2_160;
 pub const MAX_SAMPLES: i64 = 10_000;
 const MAX_METRIC_CHARS: usize = 128;
 
+/// The history window a query may ask for, in hours.
+type WindowHours = IntegerIn<1, MAX_WINDOW_HOURS>;
+
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForecastQuery {
+    /// The metric to forecast; storage and hosts have a default, other types must name one.
+    #[schemars(with = "Option<MetricName>")]
     pub metric: Option<String>,
+    /// Hours of history (default 168).
+    #[schemars(with = "Option<WindowHours>")]
     pub window_hours: Option<String>,
+}
+
+/// A metric name as [`check_metric`] accepts it.
+pub struct MetricName;
+
+impl MetricName {
+    fn pattern() -> String {
+        format!("^[A-Za-z0-9_.-]{{1,{MAX_METRIC_CHARS}}}$")
+    }
+}
+
+impl schemars::JsonSchema for MetricName {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "MetricName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": Self::pattern()})
+    }
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]
@@ -55,16 +86,12 @@ pub(crate) fn default_metric(kind: ResourceType) -> Option<&'static str> {
 fn parse_window(raw: Option<&str>) -> Result<i64, ApiError> {
     match raw {
         None => Ok(DEFAULT_WINDOW_HOURS),
-        Some(raw) => raw
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (1..=MAX_WINDOW_HOURS).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidParameter,
-                    format!("window_hours: must be an integer from 1 to {MAX_WINDOW_HOURS}"),
-                )
-            }),
+        Some(raw) => WindowHours::parse(raw).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                WindowHours::refusal("window_hours"),
+            )
+        }),
     }
 }
 
@@ -143,6 +170,23 @@ pub async fn get(
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn the_documented_metric_pattern_is_the_check() {
+        let pattern = MetricName::pattern();
+        assert_eq!(pattern, "^[A-Za-z0-9_.-]{1,128}$");
+        for (metric, valid) in [
+            ("used_percent", true),
+            ("a.b-c_9", true),
+            ("", false),
+            ("with space", false),
+            ("é", false),
+        ] {
+            assert_eq!(check_metric(metric).is_ok(), valid, "{metric:?}");
+        }
+        assert!(check_metric(&"m".repeat(MAX_METRIC_CHARS)).is_ok());
+        assert!(check_metric(&"m".repeat(MAX_METRIC_CHARS + 1)).is_err());
+    }
 
     #[test]
     fn metric_defaults_by_resource_type() {

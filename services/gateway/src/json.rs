@@ -1,6 +1,11 @@
 //! A JSON body extractor whose every rejection is an [`ApiError`] with a stable code.
+//!
+//! Every JSON body of the API is an object. serde reads a struct from an array as well (its
+//! fields by position, so `[null, null]` would be a body with two absent fields); a body whose
+//! JSON is not an object is refused instead ([`is_object`]).
 
-use axum::extract::rejection::JsonRejection;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{FromRequest, Request};
 use pulse_capabilities::ErrorCode;
 use serde::de::DeserializeOwned;
@@ -8,6 +13,67 @@ use serde::de::DeserializeOwned;
 use crate::ApiError;
 
 pub struct ApiJson<T>(pub T);
+
+/// The refusal of a JSON body that is not an object.
+pub const NOT_AN_OBJECT: &str = "the request body must be a JSON object";
+
+/// The refusal of a body with U+0000 in a string (no stored text can hold it).
+pub const HAS_NUL: &str = "strings in the request body must not contain U+0000";
+
+/// Whether the JSON text has a `\u0000` escape (raw control characters are not valid JSON).
+pub fn has_nul(body: &[u8]) -> bool {
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] == b'\\' {
+            if body.get(i + 1) == Some(&b'u') && body.get(i + 2..i + 6) == Some(b"0000") {
+                return true;
+            }
+            // Skips the escaped character, so `\\u0000` (a backslash, then text) is not one.
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// Why a body that parsed is still refused: not an object, or U+0000 in a string.
+pub fn refusal(body: &[u8]) -> Option<&'static str> {
+    if !is_object(body) {
+        Some(NOT_AN_OBJECT)
+    } else if has_nul(body) {
+        Some(HAS_NUL)
+    } else {
+        None
+    }
+}
+
+/// Whether a body that parsed as JSON is an object (its first character is `{`).
+pub fn is_object(body: &[u8]) -> bool {
+    body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+}
+
+/// Reads the body as axum's `Json` does (content type, size limit, syntax, data), with the
+/// [`refusal`] of a body that parsed, if any.
+pub async fn object_body<S, T>(
+    req: Request,
+    state: &S,
+) -> Result<(T, Option<&'static str>), JsonRejection>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers.clone();
+    let bytes = Bytes::from_request(Request::from_parts(parts, body), state)
+        .await
+        .map_err(JsonRejection::from)?;
+    let refused = refusal(&bytes);
+    let mut buffered = Request::new(Body::from(bytes));
+    *buffered.headers_mut() = headers;
+    let axum::Json(value) = axum::Json::<T>::from_request(buffered, state).await?;
+    Ok((value, refused))
+}
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where
@@ -17,10 +83,20 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(ApiJson(value)),
+        match object_body::<S, T>(req, state).await {
+            Ok((value, None)) => Ok(ApiJson(value)),
+            Ok((_, Some(refusal))) => Err(ApiError::new(ErrorCode::InvalidRequest, refusal)),
             Err(rejection) => Err(map_rejection(rejection)),
         }
+    }
+}
+
+/// The answer to a body that could not be read at all.
+pub fn bytes_rejection(e: &BytesRejection) -> ApiError {
+    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
+    } else {
+        ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
     }
 }
 
@@ -32,13 +108,24 @@ fn map_rejection(rejection: JsonRejection) -> ApiError {
             ErrorCode::UnsupportedMediaType,
             "expected Content-Type: application/json",
         ),
-        JsonRejection::BytesRejection(e) => {
-            if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
-            } else {
-                ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
-            }
-        }
+        JsonRejection::BytesRejection(e) => bytes_rejection(&e),
         other => ApiError::new(ErrorCode::InvalidJson, other.body_text()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_objects_are_objects() {
+        assert!(is_object(b" \n{}"));
+        assert!(!is_object(b"[null, null]"));
+        assert!(!is_object(b"null"));
+        assert!(!is_object(b""));
+        assert!(has_nul(br#"{"a": "x\u0000"}"#));
+        assert!(!has_nul(br#"{"a": "x\\u0000"}"#));
+        assert!(has_nul(br#"{"a": "\\\u0000"}"#));
+        assert_eq!(refusal(br#"{"a": 1}"#), None);
     }
 }

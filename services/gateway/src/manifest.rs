@@ -294,7 +294,7 @@ fn input(spec: &RouteSpec) -> (Value, Value) {
         merge(&schema, generator.definitions());
     }
     let mut body_shape = Value::Null;
-    if let Some(body) = spec.body {
+    if let Some(body) = spec.body.map(|b| b.schema) {
         let schema = body(&mut generator).to_value();
         let resolved = resolve(&schema, generator.definitions()).clone();
         body_shape = json!({
@@ -321,7 +321,7 @@ fn input(spec: &RouteSpec) -> (Value, Value) {
 /// The success answer's schema and shape.
 fn output(spec: &RouteSpec) -> (Value, Value) {
     match spec.response {
-        Answer::Json { status, schema } => {
+        Answer::Json { status, schema } | Answer::JsonEither { status, schema, .. } => {
             let mut generator = generator(Contract::Serialize);
             let root = schema(&mut generator).to_value();
             let resolved = resolve(&root, generator.definitions()).clone();
@@ -340,7 +340,7 @@ fn output(spec: &RouteSpec) -> (Value, Value) {
             (with_defs(resolved, generator.take_definitions(true)), shape)
         }
         Answer::Empty { status } => (Value::Null, json!({"status": status, "kind": "empty"})),
-        Answer::EventStream => (
+        Answer::EventStream { .. } => (
             Value::Null,
             json!({"status": 200, "contentType": "text/event-stream", "kind": "event_stream"}),
         ),
@@ -445,11 +445,11 @@ pub fn build() -> Manifest {
     let tools: Vec<&RouteSpec> = PULSE_MCP_TOOLS
         .iter()
         .filter_map(|name| spec_named(name))
-        .filter(|spec| !matches!(spec.response, Answer::EventStream))
+        .filter(|spec| !matches!(spec.response, Answer::EventStream { .. }))
         .collect();
     let excluded_streaming: Vec<String> = API_ROUTES
         .iter()
-        .filter(|r| matches!(r.response, Answer::EventStream))
+        .filter(|r| matches!(r.response, Answer::EventStream { .. }))
         .map(|r| r.name.to_owned())
         .collect();
     let required: BTreeSet<Scope> = tools

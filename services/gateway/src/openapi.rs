@@ -82,18 +82,42 @@ fn query_parameters(schema: &Value, definitions: &Map<String, Value>) -> Vec<Val
         .collect()
 }
 
-fn path_parameters(spec: &RouteSpec) -> Vec<Value> {
+/// The path parameters; `{id}` with the schema of what the handler accepts.
+fn path_parameters(spec: &RouteSpec, requests: &mut SchemaGenerator) -> Vec<Value> {
     spec.path_params()
         .into_iter()
         .map(|name| {
+            let schema = match spec.id {
+                Some(id) => id(requests).to_value(),
+                None => json!({"type": "string"}),
+            };
             json!({
                 "name": name,
                 "in": "path",
                 "required": true,
-                "schema": {"type": "string"},
+                "schema": schema,
             })
         })
         .collect()
+}
+
+/// One Server-Sent Event as a client parses it: its name (one of `events`, any when empty),
+/// its id and its `data`, a JSON document.
+fn event_schema(events: &[&str]) -> Value {
+    let mut event = json!({"type": "string"});
+    if !events.is_empty() {
+        event["enum"] = json!(events);
+    }
+    json!({
+        "type": "object",
+        "properties": {
+            "event": event,
+            "id": {"type": "string"},
+            "data": {"type": "string", "contentMediaType": "application/json"},
+            "retry": {"type": "integer"},
+        },
+        "required": ["event", "data"],
+    })
 }
 
 /// The declared codes by HTTP status.
@@ -118,7 +142,7 @@ fn operation(
     answers: &mut SchemaGenerator,
     envelope: &Value,
 ) -> Value {
-    let mut parameters = path_parameters(spec);
+    let mut parameters = path_parameters(spec, requests);
     if let Some(query) = spec.query {
         let schema = query(requests).to_value();
         parameters.extend(query_parameters(&schema, requests.definitions()));
@@ -145,36 +169,47 @@ fn operation(
     }
     if let Some(body) = spec.body {
         op["requestBody"] = json!({
-            "required": true,
-            "content": {"application/json": {"schema": body(requests).to_value()}},
+            "required": body.required,
+            "content": {"application/json": {"schema": (body.schema)(requests).to_value()}},
         });
     }
     let mut responses = Map::new();
-    let success = match spec.response {
-        Answer::Json { status, schema } => (
-            status,
-            json!({
-                "description": status_text(status),
-                "content": {"application/json": {"schema": schema(answers).to_value()}},
-            }),
-        ),
-        Answer::Empty { status } => (status, json!({"description": status_text(status)})),
-        Answer::EventStream => (
+    let json_answer = |status: u16, schema: Value| {
+        json!({
+            "description": status_text(status),
+            "content": {"application/json": {"schema": schema}},
+        })
+    };
+    let successes = match spec.response {
+        Answer::Json { status, schema } => {
+            vec![(status, json_answer(status, schema(answers).to_value()))]
+        }
+        Answer::JsonEither { status, or, schema } => {
+            let schema = schema(answers).to_value();
+            vec![
+                (status, json_answer(status, schema.clone())),
+                (or, json_answer(or, schema)),
+            ]
+        }
+        Answer::Empty { status } => vec![(status, json!({"description": status_text(status)}))],
+        Answer::EventStream { events } => vec![(
             200,
             json!({
                 "description": "Server-Sent Events",
-                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                "content": {"text/event-stream": {"schema": event_schema(events)}},
             }),
-        ),
-        Answer::Csv => (
+        )],
+        Answer::Csv => vec![(
             200,
             json!({
                 "description": "CSV (RFC 4180)",
                 "content": {"text/csv": {"schema": {"type": "string"}}},
             }),
-        ),
+        )],
     };
-    responses.insert(success.0.to_string(), success.1);
+    for (status, answer) in successes {
+        responses.insert(status.to_string(), answer);
+    }
     for (status, codes) in errors_by_status(spec) {
         let names: Vec<&str> = codes.iter().map(|c| c.code()).collect();
         let description = format!("{}: {}", status_text(status), names.join(", "));
@@ -238,7 +273,8 @@ pub fn build() -> Value {
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Generated from the gateway's route registry. Every error answers \
                 {\"error\": \"<code>\", \"message\": \"...\"}; the codes a route can answer are \
-                listed under its responses.",
+                listed under its responses. Every JSON request body is an object, and no string in \
+                it may contain U+0000.",
         },
         "tags": tags,
         "paths": paths,

@@ -41,6 +41,7 @@ use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::constraints::IntegerIn;
 use crate::settings::PreflightView;
 use crate::{ApiError, AppState};
 
@@ -156,22 +157,18 @@ pub async fn preflight(
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
+    #[schemars(with = "Option<RunsLimit>")]
     pub limit: Option<String>,
 }
+
+/// How many runs a list answers.
+type RunsLimit = IntegerIn<1, MAX_LIST_LIMIT>;
 
 fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
     match raw {
         None => Ok(DEFAULT_LIST_LIMIT),
-        Some(raw) => raw
-            .parse::<i64>()
-            .ok()
-            .filter(|n| (1..=MAX_LIST_LIMIT).contains(n))
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::InvalidParameter,
-                    format!("limit: must be an integer from 1 to {MAX_LIST_LIMIT}"),
-                )
-            }),
+        Some(raw) => RunsLimit::parse(raw)
+            .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, RunsLimit::refusal("limit"))),
     }
 }
 

@@ -48,6 +48,17 @@ use crate::{ApiError, AppState};
 /// Events rendered but not yet written to a slow client.
 const BUFFERED_EVENTS: usize = 64;
 
+/// Every event name the stream sends: the run events (`run.<verb>` of the bus's run events)
+/// and the gap notice.
+pub const EVENT_NAMES: [&str; 6] = [
+    "run.accepted",
+    "run.started",
+    "run.progress",
+    "run.tool",
+    "run.completed",
+    "gap",
+];
+
 pub async fn stream(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
@@ -170,5 +181,30 @@ async fn forward(
         if tx.send(event).await.is_err() {
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pulse_bus::events::{RUN_ACCEPTED, RUN_COMPLETED, RUN_PROGRESS, RUN_STARTED, RUN_TOOL};
+
+    use super::EVENT_NAMES;
+
+    #[test]
+    fn the_documented_names_are_the_run_events() {
+        let run: Vec<String> = [
+            RUN_ACCEPTED,
+            RUN_STARTED,
+            RUN_PROGRESS,
+            RUN_TOOL,
+            RUN_COMPLETED,
+        ]
+        .iter()
+        .map(|(domain, event)| format!("{domain}.{event}"))
+        .collect();
+        assert_eq!(
+            EVENT_NAMES[..5],
+            run.iter().map(String::as_str).collect::<Vec<_>>()[..]
+        );
     }
 }

@@ -33,7 +33,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::json::ApiJson;
-use crate::routes::{ActionMode, Answer, ApprovalPolicy, Category, RouteSpec, schema};
+use crate::routes::{ActionMode, Answer, ApprovalPolicy, Body, Category, RouteSpec, schema};
 use crate::{ApiError, AppState};
 
 /// Path prefix of the platform API.
@@ -503,8 +503,9 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<CreateTenantRequest>),
+        body: Some(Body::required(schema::<CreateTenantRequest>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<CreatedTenant>,
@@ -529,6 +530,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -549,6 +551,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -570,6 +573,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -591,8 +595,9 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
-        body: Some(schema::<SuspendRequest>),
+        body: Some(Body::required(schema::<SuspendRequest>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<TenantRecord>,
@@ -611,6 +616,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -631,6 +637,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -652,8 +659,9 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
-        body: Some(schema::<CreateUserRequest>),
+        body: Some(Body::required(schema::<CreateUserRequest>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<CreatedUser>,
@@ -680,6 +688,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -700,8 +709,9 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
         category: Category::Platform,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::TenantId>),
         query: None,
-        body: Some(schema::<TenantQuotas>),
+        body: Some(Body::required(schema::<TenantQuotas>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<TenantQuotas>,

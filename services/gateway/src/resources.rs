@@ -10,15 +10,14 @@ use pulse_store::resources::{self, ResolveError};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
+use crate::constraints::{MAX_REFERENCE_CHARS, ResourceRef};
 use crate::{ApiError, AppState};
-
-/// Longest reference accepted in the path.
-const MAX_REFERENCE_CHARS: usize = 1024;
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     #[serde(rename = "type")]
+    #[schemars(with = "Option<ResourceType>")]
     pub resource_type: Option<String>,
 }
 
@@ -61,10 +60,7 @@ pub async fn get(
 
 /// Refuses a reference no resource can have (`name` is the parameter, for the message).
 pub(crate) fn check_reference(name: &str, reference: &str) -> Result<(), ApiError> {
-    if reference.is_empty()
-        || reference.chars().count() > MAX_REFERENCE_CHARS
-        || reference.chars().any(char::is_control)
-    {
+    if ResourceRef::check(reference).is_err() {
         return Err(ApiError::new(
             ErrorCode::InvalidParameter,
             format!(

@@ -21,8 +21,9 @@
 //!     category: Category::Inventory,
 //!     action_mode: ActionMode::Read,       // read | mixed | write
 //!     approval_policy: ApprovalPolicy::ScopeOnly, // scope_only | action_plan
+//!     id: Some(schema::<Uuid>),            // what the handler accepts as `{id}`, or None
 //!     query: Some(schema::<ThingQuery>),   // the handler's query type, or None
-//!     body: None,                          // the handler's JSON body type, or None
+//!     body: None,                          // Some(Body::required(schema::<T>)) or ::optional
 //!     response: Answer::Json { status: 200, schema: schema::<Thing> },
 //!     errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
 //!     handler: || get(things::get),
@@ -65,19 +66,62 @@ pub fn schema<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
 pub enum Answer {
     /// A JSON body of this schema with this status.
     Json { status: u16, schema: SchemaFn },
+    /// A JSON body of this schema with `status`, or with `or` (e.g. 200 when there was nothing
+    /// to do, 202 when work was started); the answer tells which case it is.
+    JsonEither {
+        status: u16,
+        or: u16,
+        schema: SchemaFn,
+    },
     /// No body (`204 No Content`).
     Empty { status: u16 },
-    /// A Server-Sent Events stream (`text/event-stream`), status 200.
-    EventStream,
+    /// A Server-Sent Events stream (`text/event-stream`), status 200, of events named one of
+    /// `events` (any name when empty), each with a JSON `data` line.
+    EventStream { events: &'static [&'static str] },
     /// A CSV document (`text/csv`), status 200.
     Csv,
 }
 
 impl Answer {
+    /// The status of the usual answer.
     pub fn status(&self) -> u16 {
         match self {
-            Answer::Json { status, .. } | Answer::Empty { status } => *status,
-            Answer::EventStream | Answer::Csv => 200,
+            Answer::Json { status, .. }
+            | Answer::JsonEither { status, .. }
+            | Answer::Empty { status } => *status,
+            Answer::EventStream { .. } | Answer::Csv => 200,
+        }
+    }
+
+    /// Every status a success can have.
+    pub fn statuses(&self) -> Vec<u16> {
+        match self {
+            Answer::JsonEither { status, or, .. } => vec![*status, *or],
+            other => vec![other.status()],
+        }
+    }
+}
+
+/// The JSON body a route reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Body {
+    pub schema: SchemaFn,
+    /// Whether a request without a body is refused; when not, no body means the defaults.
+    pub required: bool,
+}
+
+impl Body {
+    pub const fn required(schema: SchemaFn) -> Self {
+        Self {
+            schema,
+            required: true,
+        }
+    }
+
+    pub const fn optional(schema: SchemaFn) -> Self {
+        Self {
+            schema,
+            required: false,
         }
     }
 }
@@ -226,10 +270,12 @@ pub struct RouteSpec {
     pub category: Category,
     pub action_mode: ActionMode,
     pub approval_policy: ApprovalPolicy,
+    /// What the handler accepts as the `{id}` path parameter, when the path has one.
+    pub id: Option<SchemaFn>,
     /// The query string the handler parses, when it takes one.
     pub query: Option<SchemaFn>,
     /// The JSON body the handler parses, when it takes one.
-    pub body: Option<SchemaFn>,
+    pub body: Option<Body>,
     pub response: Answer,
     /// The codes the handler itself answers with (see [`RouteSpec::error_codes`]).
     pub errors: &'static [ErrorCode],
@@ -262,11 +308,6 @@ pub const UNROUTED: &[ErrorCode] = &[
 ];
 
 impl RouteSpec {
-    /// Whether the route takes a JSON body.
-    pub fn json_body(&self) -> bool {
-        self.body.is_some()
-    }
-
     /// Every code the route can answer with, in table order: its own, the authentication codes
     /// (unless public) and [`ALWAYS`].
     pub fn error_codes(&self) -> Vec<ErrorCode> {
@@ -410,6 +451,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::System,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -430,6 +472,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::System,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -450,6 +493,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::System,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -471,8 +515,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Tokens,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<tokens::CreateTokenRequest>),
+        body: Some(Body::required(schema::<tokens::CreateTokenRequest>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<tokens::CreatedToken>,
@@ -491,6 +536,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Tokens,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -511,6 +557,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Tokens,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Empty { status: 204 },
@@ -529,6 +576,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<resources::ListQuery>),
         body: None,
         response: Answer::Json {
@@ -549,6 +597,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -569,6 +618,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: Some(schema::<forecast::ForecastQuery>),
         body: None,
         response: Answer::Json {
@@ -589,6 +639,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<alerts::AlertsQuery>),
         body: None,
         response: Answer::Json {
@@ -610,8 +661,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<pulse_domain::patrol::scope::RawRunRequest>),
+        body: Some(Body::optional(
+            schema::<pulse_domain::patrol::scope::RawRunRequest>,
+        )),
         response: Answer::Json {
             status: 202,
             schema: schema::<patrol::RunAccepted>,
@@ -639,6 +693,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -662,6 +717,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<patrol::RunsQuery>),
         body: None,
         response: Answer::Json {
@@ -682,6 +738,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::patrol::run::RunId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -702,6 +759,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -722,9 +780,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Patrol,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<crate::event_stream::StreamQuery>),
         body: None,
-        response: Answer::EventStream,
+        response: Answer::EventStream {
+            events: &patrol_stream::EVENT_NAMES,
+        },
         errors: &[
             ErrorCode::InvalidParameter,
             ErrorCode::InvalidLastEventId,
@@ -744,9 +805,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Mixed,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<assistant::ChatBody>),
-        response: Answer::EventStream,
+        body: Some(Body::required(schema::<assistant::ChatBody>)),
+        response: Answer::EventStream {
+            events: &pulse_bus::assistant_api::ChatEventKind::NAMES,
+        },
         errors: &[
             ErrorCode::InvalidJson,
             ErrorCode::InvalidRequest,
@@ -770,6 +834,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<assistant::SessionsQuery>),
         body: None,
         response: Answer::Json {
@@ -790,8 +855,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<assistant::NewSessionBody>),
+        body: Some(Body::required(schema::<assistant::NewSessionBody>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<assistant::SessionView>,
@@ -816,6 +882,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: Some(schema::<assistant::MessagesQuery>),
         body: None,
         response: Answer::Json {
@@ -839,8 +906,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<assistant::RenameBody>),
+        body: Some(Body::required(schema::<assistant::RenameBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<assistant::SessionView>,
@@ -866,6 +934,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Empty { status: 204 },
@@ -883,14 +952,16 @@ pub const API_ROUTES: &[RouteSpec] = &[
         public: false,
         name: "abort_assistant_turn",
         title: "Stop an Assistant turn",
-        description: "Stops the running turn: the provider call is cancelled and open tool rows are closed as cancelled.",
+        description: "Stops the running turn: the provider call is cancelled and open tool rows are closed as cancelled. 202 when a turn was asked to stop (aborted: true), 200 when the session was idle (aborted: false).",
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
-        response: Answer::Json {
-            status: 202,
+        response: Answer::JsonEither {
+            status: 200,
+            or: 202,
             schema: schema::<assistant::AbortAnswer>,
         },
         errors: &[
@@ -910,8 +981,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<assistant::ForkBody>),
+        body: Some(Body::required(schema::<assistant::ForkBody>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<assistant::SessionView>,
@@ -937,6 +1009,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -964,8 +1037,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<assistant::UndoBody>),
+        body: Some(Body::required(schema::<assistant::UndoBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<assistant::UndoAnswer>,
@@ -993,8 +1067,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<assistant::UndoBody>),
+        body: Some(Body::required(schema::<assistant::UndoBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<assistant::UndoAnswer>,
@@ -1022,8 +1097,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<assistant::SteerBody>),
+        body: Some(Body::required(schema::<assistant::SteerBody>)),
         response: Answer::Json {
             status: 202,
             schema: schema::<assistant::SteerAnswer>,
@@ -1051,6 +1127,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<findings::ListQuery>),
         body: None,
         response: Answer::Json {
@@ -1074,6 +1151,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::finding::FindingId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1098,8 +1176,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::FindingRef>),
+        body: Some(Body::required(schema::<findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1118,8 +1197,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::SnoozeBody>),
+        body: Some(Body::required(schema::<findings::SnoozeBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1138,8 +1218,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::DismissBody>),
+        body: Some(Body::required(schema::<findings::DismissBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1158,8 +1239,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::FindingRef>),
+        body: Some(Body::required(schema::<findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1178,8 +1260,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::ResolveBody>),
+        body: Some(Body::required(schema::<findings::ResolveBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1198,8 +1281,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::SuppressBody>),
+        body: Some(Body::required(schema::<findings::SuppressBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1218,8 +1302,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::FindingRef>),
+        body: Some(Body::required(schema::<findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1238,8 +1323,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Findings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<findings::NoteBody>),
+        body: Some(Body::required(schema::<findings::NoteBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<findings::FindingAnswer>,
@@ -1259,6 +1345,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Settings,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -1279,8 +1366,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Settings,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
-        body: Some(schema::<serde_json::Map<String, serde_json::Value>>),
+        body: Some(Body::required(
+            schema::<pulse_domain::ai_settings::SettingsPatchSchema>,
+        )),
         response: Answer::Json {
             status: 200,
             schema: schema::<settings::SettingsView>,
@@ -1308,8 +1398,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ActionPlan,
+        id: None,
         query: None,
-        body: Some(schema::<actions::PlanBody>),
+        body: Some(Body::required(schema::<actions::PlanBody>)),
         response: Answer::Json {
             status: 201,
             schema: schema::<actions::ActionView>,
@@ -1328,6 +1419,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<actions::ListQuery>),
         body: None,
         response: Answer::Json {
@@ -1348,6 +1440,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<actions::ListQuery>),
         body: None,
         response: Answer::Json {
@@ -1368,6 +1461,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1388,8 +1482,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(schema::<actions::DecisionBody>),
+        body: Some(Body::required(schema::<actions::DecisionBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<actions::ActionView>,
@@ -1408,6 +1503,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1428,6 +1524,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<uuid::Uuid>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1448,6 +1545,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1468,8 +1566,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
-        body: Some(schema::<remediation_locks::LockBody>),
+        body: Some(Body::required(schema::<remediation_locks::LockBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<remediation_locks::LockView>,
@@ -1489,6 +1588,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Audit,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -1510,6 +1610,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<agent_context::FleetQuery>),
         body: None,
         response: Answer::Json {
@@ -1530,6 +1631,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1550,6 +1652,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1575,6 +1678,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -1595,6 +1699,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: None,
         body: None,
         response: Answer::Json {
@@ -1617,9 +1722,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<crate::event_stream::StreamQuery>),
         body: None,
-        response: Answer::EventStream,
+        response: Answer::EventStream {
+            events: &agent_events::EVENT_NAMES,
+        },
         errors: &[
             ErrorCode::InvalidParameter,
             ErrorCode::InvalidLastEventId,
@@ -1640,6 +1748,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1666,8 +1775,9 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
-        body: Some(schema::<operator_state::OperatorStateBody>),
+        body: Some(Body::required(schema::<operator_state::OperatorStateBody>)),
         response: Answer::Json {
             status: 200,
             schema: schema::<operator_state::OperatorStateView>,
@@ -1694,6 +1804,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<crate::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1720,6 +1831,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Settings,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<cost::CostQuery>),
         body: None,
         response: Answer::Json {
@@ -1740,6 +1852,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Settings,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
         query: Some(schema::<cost::CostQuery>),
         body: None,
         response: Answer::Csv,

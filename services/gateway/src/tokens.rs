@@ -17,10 +17,14 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::{AdminScope, Authorized};
+use crate::constraints::{Name, TextError};
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
 
 pub const MAX_NAME_CHARS: usize = 200;
+
+/// A token's name.
+type TokenName = Name<MAX_NAME_CHARS>;
 
 /// A scope as requested: a tenant scope, or a platform one that is refused by name (platform
 /// authority is never a tenant token's; ADR 0010).
@@ -45,9 +49,12 @@ impl<'de> Deserialize<'de> for RequestedScope {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTokenRequest {
+    #[schemars(with = "TokenName")]
     pub name: String,
-    #[schemars(with = "Vec<Scope>")]
+    /// At least one.
+    #[schemars(with = "Vec<Scope>", length(min = 1))]
     pub scopes: Vec<RequestedScope>,
+    /// When the token stops working; in the future.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
 }
@@ -77,18 +84,17 @@ fn validate(
     caller: &pulse_store::tokens::Principal,
     now: DateTime<Utc>,
 ) -> Result<NewToken, ApiError> {
+    match TokenName::check(&request.name) {
+        Err(TextError::Blank) => return Err(invalid("name: must not be empty")),
+        Err(TextError::TooLong { max }) => {
+            return Err(invalid(format!("name: at most {max} characters")));
+        }
+        Err(TextError::Control) => {
+            return Err(invalid("name: must not contain control characters"));
+        }
+        Ok(()) => {}
+    }
     let name = request.name.trim().to_owned();
-    if name.is_empty() {
-        return Err(invalid("name: must not be empty"));
-    }
-    if name.chars().count() > MAX_NAME_CHARS {
-        return Err(invalid(format!(
-            "name: at most {MAX_NAME_CHARS} characters"
-        )));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(invalid("name: must not contain control characters"));
-    }
     if request.scopes.is_empty() {
         return Err(invalid("scopes: at least one scope is required"));
     }

@@ -164,7 +164,35 @@ pub enum ChatEventKind {
 }
 
 impl ChatEventKind {
-    pub fn as_str(self) -> &'static str {
+    pub const ALL: [ChatEventKind; 14] = [
+        Self::Session,
+        Self::WorkflowState,
+        Self::Content,
+        Self::ToolStart,
+        Self::ToolProgress,
+        Self::ToolEnd,
+        Self::ToolCancel,
+        Self::ApprovalNeeded,
+        Self::ActionOutcome,
+        Self::Question,
+        Self::SteerApplied,
+        Self::StreamIdle,
+        Self::Done,
+        Self::Error,
+    ];
+
+    /// The wire names of [`ChatEventKind::ALL`], in order.
+    pub const NAMES: [&'static str; 14] = {
+        let mut names = [""; 14];
+        let mut i = 0;
+        while i < 14 {
+            names[i] = Self::ALL[i].as_str();
+            i += 1;
+        }
+        names
+    };
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Session => "session",
             Self::WorkflowState => "workflow_state",

@@ -339,6 +339,146 @@ const PROVIDER_FIELDS: &[&str] = &["api_key", "base_url"];
 const ALERT_TRIGGER_FIELDS: &[&str] = &["enabled", "min_severity", "alert_types"];
 const BUDGET_FIELDS: &[&str] = &["daily_usd", "monthly_usd", "daily_tokens", "monthly_tokens"];
 
+/// The body of `PUT /api/settings/ai` as [`parse_patch`] accepts it (RFC 7396: `null` resets a
+/// field), as JSON Schema: every field and its rule, from the constants the parser checks with.
+#[cfg(feature = "schemars")]
+pub struct SettingsPatchSchema;
+
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for SettingsPatchSchema {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "SettingsPatch".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use crate::text::{self, BLANK, CONTROL, WHITE_SPACE};
+        use serde_json::json;
+        let nullable = |schema: Value| json!({"anyOf": [schema, {"type": "null"}]});
+        let blank = text::class(BLANK);
+        let control = text::class(CONTROL);
+        let ws = text::class(WHITE_SPACE);
+        // `provider:model`, read trimmed: a known provider, a model with content.
+        let providers = PROVIDER_IDS.join("|");
+        let route = json!({
+            "type": "string",
+            "maxLength": MAX_ROUTE_CHARS,
+            "pattern": format!("^[{ws}]*({providers}):[^{control}]*[^{blank}][^{control}]*[{ws}]*$"),
+        });
+        // An http(s) URL: a host (a name, or an IPv6 address in brackets), an optional port of 0
+        // to 65535, no credentials, no white space.
+        let port =
+            "(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})";
+        let url = json!({
+            "type": "string",
+            "maxLength": MAX_BASE_URL_CHARS,
+            "pattern": format!(
+                "^https?://(\\[{IPV6}\\]|[^\\[\\]:/?#@{blank}]+)(:{port})?([/?#][^{blank}]*)?$"
+            ),
+        });
+        // An API key: no control characters, no surrounding white space; "" clears it.
+        let key = json!({
+            "type": "string",
+            "maxLength": MAX_API_KEY_CHARS,
+            "pattern": format!("^([^{blank}]([^{control}]*[^{blank}])?)?$"),
+        });
+        let provider = json!({
+            "type": "object",
+            "properties": {"api_key": nullable(key), "base_url": nullable(url)},
+            "additionalProperties": false,
+        });
+        let rules: Vec<&str> = AlertRule::ALL.iter().map(|r| r.as_str()).collect();
+        let triggers = json!({
+            "type": "object",
+            "properties": {
+                "enabled": nullable(json!({"type": "boolean"})),
+                "min_severity": nullable(generator.subschema_for::<MinSeverity>().to_value()),
+                "alert_types": nullable(json!({"type": "array", "items": {"enum": rules}})),
+            },
+            "additionalProperties": false,
+        });
+        let dollars =
+            nullable(json!({"type": "string", "pattern": "^[0-9]{1,12}(\\.[0-9]{1,6})?$"}));
+        let tokens = nullable(json!({"type": "integer", "minimum": 0, "maximum": u64::MAX}));
+        let budgets = json!({
+            "type": "object",
+            "properties": {
+                "daily_usd": dollars, "monthly_usd": dollars,
+                "daily_tokens": tokens, "monthly_tokens": tokens,
+            },
+            "additionalProperties": false,
+        });
+        let acknowledgement = json!({
+            "type": "object",
+            "description": "acknowledged_by and at are set by the gateway to the calling user and now",
+            "properties": {
+                "version": {"type": "integer", "minimum": 0, "maximum": u32::MAX},
+                "acknowledged_by": {},
+                "at": {},
+            },
+            "required": ["version"],
+            "additionalProperties": false,
+        });
+        let mut properties = Map::new();
+        for field in TOP_FIELDS {
+            let schema = match *field {
+                "providers" => json!({
+                    "type": "object",
+                    "propertyNames": {"enum": PROVIDER_IDS},
+                    "additionalProperties": nullable(provider.clone()),
+                }),
+                "model" | "chat_model" | "patrol_model" | "auto_fix_model" => route.clone(),
+                "patrol_interval_minutes" => json!({
+                    "type": "integer",
+                    "minimum": PATROL_INTERVAL_MIN,
+                    "maximum": PATROL_INTERVAL_MAX,
+                }),
+                "autonomy_level" => generator.subschema_for::<AutonomyLevel>().to_value(),
+                "autopilot_acknowledgement" => acknowledgement.clone(),
+                "alert_triggers" => triggers.clone(),
+                "budgets" => budgets.clone(),
+                "patrol_enabled" => json!({"type": "boolean"}),
+                _ => json!({}),
+            };
+            properties.insert((*field).to_owned(), nullable(schema));
+        }
+        schemars::json_schema!({
+            "type": "object",
+            "description": format!(
+                "Only the fields to change; null resets one. autonomy_level full needs an \
+                 autopilot_acknowledgement of version {AUTOPILOT_ACK_VERSION} (in this body or \
+                 already saved)."
+            ),
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
+/// An IPv6 address in its hexadecimal forms (`std::net::Ipv6Addr` reads these and also the forms
+/// with an embedded IPv4 address, which the document leaves out).
+#[cfg(feature = "schemars")]
+const IPV6: &str = "(([0-9a-fA-F]{1,4}:){7}[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,7}:|\
+([0-9a-fA-F]{1,4}:){1,6}:[0-9a-fA-F]{1,4}|([0-9a-fA-F]{1,4}:){1,5}(:[0-9a-fA-F]{1,4}){1,2}|\
+([0-9a-fA-F]{1,4}:){1,4}(:[0-9a-fA-F]{1,4}){1,3}|([0-9a-fA-F]{1,4}:){1,3}(:[0-9a-fA-F]{1,4}){1,4}|\
+([0-9a-fA-F]{1,4}:){1,2}(:[0-9a-fA-F]{1,4}){1,5}|[0-9a-fA-F]{1,4}:(:[0-9a-fA-F]{1,4}){1,6}|\
+:((:[0-9a-fA-F]{1,4}){1,7}|:))";
+
+/// Numbers with no fractional part as integers (`600.0` is `600`), as JSON Schema's `integer`
+/// reads them; only floats that stand for one integer exactly.
+fn whole_numbers_as_integers(value: &mut Value) {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match value {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < EXACT) {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
+}
+
 fn object<'a>(field: &str, value: &'a Value) -> Result<&'a Map<String, Value>, SettingsError> {
     value
         .as_object()
@@ -371,6 +511,7 @@ fn join(prefix: &str, key: &str) -> String {
 /// it and `""` or `null` clears it.
 pub fn parse_patch(body: &Value) -> Result<SettingsPatch, SettingsError> {
     let mut document = object("body", body)?.clone();
+    document.values_mut().for_each(whole_numbers_as_integers);
     check_known("", &document, TOP_FIELDS)?;
     let mut keys = BTreeMap::new();
     if let Some(providers) = document.get_mut("providers")
@@ -623,6 +764,12 @@ fn base_url(field: &str, value: &Value) -> Result<(), SettingsError> {
     if host_only.is_empty() || host_only == "[" {
         return Err(bad("the URL names no host"));
     }
+    if let Some(literal) = host_only.strip_prefix('[')
+        && (!host.starts_with(&format!("{host_only}]"))
+            || literal.parse::<std::net::Ipv6Addr>().is_err())
+    {
+        return Err(bad("a bracketed host is an IPv6 address"));
+    }
     if let Some(port) = host.strip_prefix(host_only).and_then(|p| {
         p.strip_prefix(']')
             .unwrap_or(p)
@@ -784,6 +931,24 @@ mod tests {
 
     fn patch_err(body: Value) -> SettingsError {
         parse_patch(&body).unwrap_err()
+    }
+
+    #[test]
+    fn bracketed_hosts_are_ipv6_addresses() {
+        let check = |url: &str| base_url("base_url", &json!(url)).is_ok();
+        assert!(check("http://[::1]:8080/v1"));
+        assert!(check("https://[2001:db8::7]"));
+        assert!(!check("http://[0]"));
+        assert!(!check("http://[]/"));
+        assert!(!check("http://[::1/v1"));
+        assert!(check("http://localhost:11434"));
+    }
+
+    #[test]
+    fn whole_floats_are_integers() {
+        let patch = parse_patch(&json!({"patrol_interval_minutes": 60.0})).expect("valid");
+        assert_eq!(patch.document["patrol_interval_minutes"], json!(60));
+        assert!(parse_patch(&json!({"patrol_interval_minutes": 60.5})).is_err());
     }
 
     #[test]

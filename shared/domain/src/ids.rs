@@ -11,9 +11,20 @@ use serde::{Deserialize, Serialize};
 /// alphabet is restricted: lowercase ASCII letters, digits, `-` and `_`, 1 to 63 characters,
 /// starting with a letter or digit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct TenantId(String);
+
+/// The JSON Schema of a tenant id: the pattern [`TenantId::validate`] checks.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for TenantId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "TenantId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": TenantId::pattern()})
+    }
+}
 
 /// Why a string is not a valid tenant id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -30,6 +41,11 @@ pub enum TenantIdError {
 
 impl TenantId {
     pub const MAX_LEN: usize = 63;
+
+    /// The rule of [`TenantId::new`] as a regular expression (for API documents).
+    pub fn pattern() -> String {
+        format!("^[a-z0-9][a-z0-9_-]{{0,{}}}$", Self::MAX_LEN - 1)
+    }
 
     pub fn new(value: impl Into<String>) -> Result<Self, TenantIdError> {
         let value = value.into();
@@ -99,6 +115,15 @@ impl AsRef<str> for TenantId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_documented_pattern_spells_the_rule() {
+        assert_eq!(TenantId::pattern(), "^[a-z0-9][a-z0-9_-]{0,62}$");
+        assert!(TenantId::new("a".repeat(63)).is_ok());
+        assert!(TenantId::new("a".repeat(64)).is_err());
+        assert!(TenantId::new("-a").is_err());
+        assert!(TenantId::new("0_a-b").is_ok());
+    }
 
     #[test]
     fn accepts_subject_safe_ids() {

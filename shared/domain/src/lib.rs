@@ -14,6 +14,7 @@ pub mod patrol;
 pub mod resource;
 pub mod scope;
 pub mod tenant;
+pub mod text;
 pub mod usd;
 
 pub use ids::{TenantId, TenantIdError};

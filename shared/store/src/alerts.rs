@@ -103,6 +103,11 @@ pub struct StoredAlert {
 
 /// Which alerts [`list`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(
+    feature = "schemars",
+    derive(schemars::JsonSchema),
+    schemars(rename_all = "lowercase")
+)]
 pub enum StateFilter {
     #[default]
     Firing,

@@ -755,3 +755,120 @@ async fn agent_context_reads_the_tenant_and_the_broker_catalogue() -> anyhow::Re
     broker.stop().await?;
     gw.stop().await
 }
+
+/// Whether an answer refuses the request for its body (missing, not JSON or not declared JSON).
+fn refused_for_the_body(answer: &Answer) -> bool {
+    [
+        "unsupported_media_type",
+        "invalid_json",
+        "invalid_request",
+        "invalid_finding_request",
+        "invalid_chat_request",
+    ]
+    .contains(&answer.code())
+}
+
+/// Every operation's documented `requestBody.required` is what the route does: a route whose
+/// body is required refuses a request without one (415 without a content type, a body error
+/// with an empty JSON body), and a route documented without a body, or with an optional one,
+/// takes a request without one (it may refuse it for other reasons, never for its body).
+#[tokio::test]
+async fn every_documented_body_requirement_is_the_routes() -> anyhow::Result<()> {
+    let gw = TestGateway::start().await?;
+    let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
+    let store = gw.db.store().clone();
+    let ids = seed(&gw, &store, &TenantId::default_tenant(), "a").await?;
+    let b = TenantId::new("tenant-b")?;
+    pulse_store::tenants::create(&store, &b, "Tenant B").await?;
+    let owner = gw.db.owner_client().await?;
+    let platform = pulse_store::platform::issue(&owner, "contract")
+        .await?
+        .secret
+        .expose()
+        .to_owned();
+    let document = send(&gw, &Method::GET, "/api/openapi.json", None, None).await?;
+    let mut tokens = Tokens {
+        gw: &gw,
+        by_scopes: BTreeMap::new(),
+    };
+    let (mut required, mut optional, mut none) = (0, 0, 0);
+    for op in operations(&document.body) {
+        let documented = &document.body["paths"][&op.path][op.method.as_str().to_ascii_lowercase()]
+            ["requestBody"];
+        let (path, token) = if op.path.starts_with("/api/platform/") {
+            (op.path.replace("{id}", b.as_str()), Some(platform.clone()))
+        } else if op.public {
+            (ids.fill(&op.path), None)
+        } else {
+            let scopes: BTreeSet<Scope> = op.scopes.iter().copied().collect();
+            (ids.fill(&op.path), Some(tokens.with(scopes).await?))
+        };
+        let what = format!("{} {} ({})", op.method, op.path, op.name);
+        let bare = send(&gw, &op.method, &path, token.as_deref(), None).await?;
+        let mut request = gw
+            .http
+            .request(op.method.clone(), gw.url(&path))
+            .header("content-type", "application/json");
+        if let Some(token) = &token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        let streaming = response
+            .headers()
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        let empty = Answer {
+            status,
+            body: if streaming {
+                Value::Null
+            } else {
+                serde_json::from_str(&response.text().await?).unwrap_or(Value::Null)
+            },
+        };
+        match documented["required"].as_bool() {
+            Some(true) => {
+                required += 1;
+                assert_eq!(
+                    (bare.status, bare.code()),
+                    (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+                    "{what}: documented as requiring a body, but without one: {}",
+                    bare.body
+                );
+                assert!(
+                    empty.status == StatusCode::BAD_REQUEST && refused_for_the_body(&empty),
+                    "{what}: documented as requiring a body, but with an empty one: {} {}",
+                    empty.status,
+                    empty.body
+                );
+            }
+            Some(false) | None => {
+                if documented.is_null() {
+                    none += 1;
+                } else {
+                    optional += 1;
+                }
+                for answer in [&bare, &empty] {
+                    assert!(
+                        !refused_for_the_body(answer),
+                        "{what}: documented as taking no body or an optional one, but refused \
+                         without one: {} {}",
+                        answer.status,
+                        answer.body
+                    );
+                    assert!(
+                        answer.status != StatusCode::UNAUTHORIZED
+                            && answer.status != StatusCode::FORBIDDEN,
+                        "{what}: the check did not reach the route: {}",
+                        answer.body
+                    );
+                }
+            }
+        }
+    }
+    println!("body requirements: {required} required, {optional} optional, {none} without a body");
+    assert!(required > 0 && optional > 0 && none > 0);
+    assert_eq!(undeclared_count(&gw).await?, Vec::<String>::new());
+    broker.stop().await?;
+    gw.stop().await
+}

@@ -18,10 +18,11 @@ use crate::canonical_json;
 
 /// Longest plan reason, in characters.
 pub const MAX_REASON_CHARS: usize = 1_000;
-/// Largest params object, as compact JSON bytes.
-pub const MAX_PARAMS_BYTES: usize = 4_096;
-/// Longest resource id, agent id or target, in bytes.
-pub const MAX_ID_BYTES: usize = 1_024;
+/// Largest params object, as compact JSON bytes: room for the longest target of four-byte
+/// characters, so every params object the document allows fits.
+pub const MAX_PARAMS_BYTES: usize = 4 * MAX_ID_CHARS + 16;
+/// Longest resource id, agent id or target, in characters (as an API document states a length).
+pub const MAX_ID_CHARS: usize = 1_024;
 
 /// The least approval a plan needs. A tenant policy may raise a floor, never lower it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -188,13 +189,17 @@ impl ActionPlan {
 pub enum PlanError {
     #[error("unknown capability {0:?}")]
     UnknownCapability(String),
-    #[error("{field} must be 1..={max} bytes")]
+    #[error("{field} must be 1..={max} characters")]
     BadId { field: &'static str, max: usize },
-    #[error("params must be a JSON object with a non-empty string `target`")]
+    #[error(
+        "params must be a JSON object whose only field is `target`, a string of 1..={MAX_ID_CHARS} characters without control characters"
+    )]
     BadParams,
     #[error("params exceed {MAX_PARAMS_BYTES} bytes")]
     ParamsTooLarge,
-    #[error("reason must be 1..={MAX_REASON_CHARS} characters")]
+    #[error(
+        "reason must be 1..={MAX_REASON_CHARS} characters, not only white space, without U+0000"
+    )]
     BadReason,
 }
 
@@ -207,24 +212,31 @@ pub fn validate_request(
     reason: &str,
 ) -> Result<Capability, PlanError> {
     for (field, value) in [("resource_id", resource_id), ("agent_id", agent_id)] {
-        if value.is_empty() || value.len() > MAX_ID_BYTES {
+        if value.is_empty() || value.chars().count() > MAX_ID_CHARS {
             return Err(PlanError::BadId {
                 field,
-                max: MAX_ID_BYTES,
+                max: MAX_ID_CHARS,
             });
         }
     }
     let capability = Capability::parse(capability)
         .ok_or_else(|| PlanError::UnknownCapability(capability.chars().take(64).collect()))?;
+    // The capability catalogue's params schema is closed: `target` and nothing else.
     let target = params.get("target").and_then(Value::as_str);
-    if !params.is_object() || target.is_none_or(|t| t.is_empty() || t.len() > MAX_ID_BYTES) {
+    let only_target = params
+        .as_object()
+        .is_some_and(|fields| fields.keys().all(|k| k == "target"));
+    let bad_target = |t: &str| {
+        t.is_empty() || t.chars().count() > MAX_ID_CHARS || t.chars().any(char::is_control)
+    };
+    if !only_target || target.is_none_or(bad_target) {
         return Err(PlanError::BadParams);
     }
     if serde_json::to_vec(params).map_or(true, |b| b.len() > MAX_PARAMS_BYTES) {
         return Err(PlanError::ParamsTooLarge);
     }
     let chars = reason.trim().chars().count();
-    if chars == 0 || reason.chars().count() > MAX_REASON_CHARS {
+    if chars == 0 || reason.chars().count() > MAX_REASON_CHARS || reason.contains('\0') {
         return Err(PlanError::BadReason);
     }
     Ok(capability)
@@ -356,10 +368,27 @@ mod tests {
                 "{bad}"
             );
         }
-        let huge = json!({"target": "n", "blob": "x".repeat(MAX_PARAMS_BYTES)});
+        // The params schema is closed: `target` only.
+        let extra = json!({"target": "n", "grace_seconds": 5});
         assert_eq!(
-            validate_request("r", "a", "service.restart", &huge, "x"),
-            Err(PlanError::ParamsTooLarge)
+            validate_request("r", "a", "service.restart", &extra, "x"),
+            Err(PlanError::BadParams)
+        );
+        assert_eq!(
+            validate_request(
+                "r",
+                "a",
+                "service.restart",
+                &json!({"target": "a\u{1}"}),
+                "x"
+            ),
+            Err(PlanError::BadParams)
+        );
+        // The longest target, of four-byte characters, still fits.
+        let longest = json!({"target": "\u{1f600}".repeat(MAX_ID_CHARS)});
+        assert_eq!(
+            validate_request("r", "a", "service.restart", &longest, "x"),
+            Ok(Capability::ServiceRestart)
         );
         assert_eq!(
             validate_request("r", "a", "service.restart", &ok, "   "),

@@ -53,9 +53,23 @@ pub(crate) fn parse_short_hex(s: &str) -> Option<[u8; 8]> {
 
 /// Identity of a finding: see the module documentation for the exact construction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(try_from = "String", into = "String")]
 pub struct FindingId([u8; 8]);
+
+/// The JSON Schema of a finding id: the form [`parse_short_hex`] accepts.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for FindingId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "FindingId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "pattern": SHORT_HEX_PATTERN})
+    }
+}
+
+/// What [`parse_short_hex`] accepts, as a regular expression (for API documents).
+pub const SHORT_HEX_PATTERN: &str = "^[0-9a-f]{16}$";
 
 impl FindingId {
     /// The id of the finding on `resource_id` in `category` under `key`.
@@ -279,6 +293,21 @@ pub fn has_deterministic_verifier(key: &FindingKey) -> bool {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn strings_of_the_documented_pattern_parse(s in "[0-9a-f]{16}") {
+            prop_assert!(s.parse::<FindingId>().is_ok());
+            prop_assert!(s.to_uppercase().parse::<FindingId>().is_err() || s.chars().all(|c| c.is_ascii_digit()));
+        }
+    }
+
+    #[test]
+    fn the_documented_pattern() {
+        assert_eq!(SHORT_HEX_PATTERN, "^[0-9a-f]{16}$");
+        assert!("0123456789abcdeg".parse::<FindingId>().is_err());
+        assert!("0123456789abcde".parse::<FindingId>().is_err());
+    }
 
     fn key(s: &str) -> FindingKey {
         FindingKey::normalize(s).expect("valid key")

@@ -43,9 +43,9 @@ pub use runtime::{
 };
 pub use stale::{RunOutcome, STALE_RESOLVE_REASON, StaleResolution, stale_reconcile};
 pub use status::{
-    IllegalTransition, MAX_NOTE_CHARS, MAX_SNOOZE, MIN_SNOOZE, OperatorAction, OperatorDecision,
-    OperatorRefusal, StatusEvent, WILL_FIX_LATER_REMINDER, apply_operator_action, lift_suppression,
-    suppress_under, transition,
+    IllegalTransition, MAX_NOTE_CHARS, MAX_SNOOZE, MAX_SNOOZE_HOURS, MIN_SNOOZE, OperatorAction,
+    OperatorDecision, OperatorRefusal, StatusEvent, WILL_FIX_LATER_REMINDER, apply_operator_action,
+    lift_suppression, suppress_under, transition,
 };
 pub use suppression::{
     BroadScopeRefused, SuppressBreadth, SuppressionId, SuppressionIdError, SuppressionRule,

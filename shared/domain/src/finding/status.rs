@@ -22,7 +22,9 @@ use super::suppression::{BroadScopeRefused, SuppressBreadth, SuppressionId, Supp
 pub const WILL_FIX_LATER_REMINDER: Duration = Duration::days(7);
 /// Shortest and longest snooze.
 pub const MIN_SNOOZE: Duration = Duration::minutes(1);
-pub const MAX_SNOOZE: Duration = Duration::days(90);
+pub const MAX_SNOOZE: Duration = Duration::hours(MAX_SNOOZE_HOURS);
+/// [`MAX_SNOOZE`] in hours (90 days).
+pub const MAX_SNOOZE_HOURS: i64 = 90 * 24;
 /// Longest operator note or resolution note, in characters.
 pub const MAX_NOTE_CHARS: usize = 4096;
 

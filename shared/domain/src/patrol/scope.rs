@@ -117,7 +117,6 @@ impl RunRequestError {
 /// The body of a run request as sent: no body, `{}` or no field is a full run; otherwise a
 /// scope of `resource_ids` and/or `resource_types` with optional alert identity and context.
 #[derive(Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RawRunRequest {
     #[serde(default)]
@@ -130,6 +129,69 @@ pub struct RawRunRequest {
     alert_type: Option<String>,
     #[serde(default)]
     context: Option<String>,
+}
+
+/// The JSON Schema of a run request: what [`RunRequest::parse`] accepts. Either nothing is named
+/// (every field absent or null: a full run), or at least one resource id or resource type is.
+/// Texts are read trimmed: the patterns allow white space around a middle that follows the
+/// field's rule.
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for RawRunRequest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RawRunRequest".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        use crate::text;
+        let ws = text::class(text::WHITE_SPACE);
+        let nullable =
+            |schema: serde_json::Value| serde_json::json!({"anyOf": [schema, {"type": "null"}]});
+        let resource_type = generator.subschema_for::<ResourceType>();
+        let properties = serde_json::json!({
+            "resource_ids": nullable(serde_json::json!({
+                "type": "array",
+                "maxItems": RunRequest::MAX_RESOURCE_IDS,
+                "items": {
+                    "type": "string",
+                    "maxLength": RunRequest::MAX_RESOURCE_ID_CHARS,
+                    "pattern": text::trimmed_printable_with_content(),
+                },
+            })),
+            "resource_types": nullable(serde_json::json!({"type": "array", "items": resource_type})),
+            "alert_identifier": nullable(serde_json::json!({
+                "type": "string",
+                "maxLength": RunRequest::MAX_ALERT_IDENTIFIER_CHARS,
+                "pattern": text::trimmed_free_of(text::CONTROL),
+            })),
+            "alert_type": nullable(serde_json::json!({
+                "type": "string",
+                "maxLength": RunRequest::MAX_ALERT_TYPE_CHARS,
+                "pattern": format!("^[{ws}]*[A-Za-z0-9_.-]*[{ws}]*$"),
+            })),
+            "context": nullable(serde_json::json!({
+                "type": "string",
+                "maxLength": RunRequest::MAX_CONTEXT_CHARS,
+                "pattern": text::trimmed_free_of(text::CONTROL_BUT_TAB_AND_NEWLINE),
+            })),
+        });
+        let names_nothing: serde_json::Map<String, serde_json::Value> = properties
+            .as_object()
+            .into_iter()
+            .flat_map(|p| p.keys())
+            .map(|name| (name.clone(), serde_json::json!({"type": "null"})))
+            .collect();
+        schemars::json_schema!({
+            "type": "object",
+            "description": "No body, {} or only nulls is a full run; a scoped run names at least one resource id or resource type.",
+            "properties": properties,
+            "additionalProperties": false,
+            "anyOf": [
+                {"properties": names_nothing},
+                {"required": ["resource_ids"], "properties": {"resource_ids": {"type": "array", "minItems": 1}}},
+                {"required": ["resource_types"], "properties": {"resource_types": {"type": "array", "minItems": 1}}},
+            ],
+        })
+    }
 }
 
 impl RunRequest {

@@ -1,0 +1,63 @@
+"""Rules of the Pulse API that JSON Schema cannot state, for the schemathesis run.
+
+Each rule here depends on the clock, on two fields compared with each other, or on what exists
+in the stack, and is stated in the operation's description in /api/openapi.json. schemathesis
+cannot read a description, so positive cases such a rule refuses are not sent. Nothing else is
+filtered, and negative cases never are: every constraint JSON Schema can express is in the
+document itself.
+"""
+
+from datetime import datetime, timezone
+
+import schemathesis
+
+
+def _instant(value):
+    try:
+        at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else None
+
+
+def _allowed(method, path, case):
+    body = case.body if isinstance(case.body, dict) else {}
+    query = case.query if isinstance(case.query, dict) else {}
+    if (method, path) == ("POST", "/api/tokens"):
+        # A token's expiry is in the future.
+        at = _instant(body.get("expires_at")) if body.get("expires_at") is not None else None
+        return at is None or at > datetime.now(timezone.utc)
+    if (method, path) == ("PUT", "/api/resources/{id}/operator-state"):
+        # A maintenance window ends in the future, and after it starts.
+        window = body.get("maintenance_window")
+        if isinstance(window, dict):
+            starts, ends = _instant(window.get("starts_at")), _instant(window.get("ends_at"))
+            if ends is not None and ends <= datetime.now(timezone.utc):
+                return False
+            if starts is not None and ends is not None:
+                return ends > starts
+        return True
+    if (method, path) == ("GET", "/api/resources/{id}/forecast"):
+        # Without a metric the resource type's default is used; services and app containers
+        # have none, and which type an id names depends on the stack.
+        return query.get("metric") is not None
+    if (method, path) == ("POST", "/api/ai/patrol/run"):
+        # A scoped run's resource ids and types must name resources of the stack.
+        return not body.get("resource_ids") and not body.get("resource_types")
+    if (method, path) == ("PUT", "/api/settings/ai"):
+        # Autopilot (autonomy_level full) needs the current acknowledgement, in the body or
+        # already saved.
+        return body.get("autonomy_level") != "full"
+    if (method, path) == ("POST", "/api/ai/patrol/suppress"):
+        # A finding named by id must lie inside the suppression's scope.
+        return body.get("finding_id") is None
+    return True
+
+
+@schemathesis.hook
+def filter_case(ctx, case):
+    meta = case.meta
+    if meta is None or not meta.generation.mode.is_positive:
+        return True
+    operation = ctx.operation if ctx.operation is not None else case.operation
+    return _allowed(operation.method.upper(), operation.path, case)
