@@ -349,6 +349,35 @@ pub async fn document() -> impl IntoResponse {
 mod tests {
     use super::*;
 
+    /// `docs/api/openapi.json` and `docs/api/capabilities.json` are the published API reference
+    /// and the record every change of the wire contract shows up in: a refactoring must leave
+    /// them byte-identical, and a deliberate change regenerates them in the same commit.
+    #[test]
+    fn the_published_documents_are_the_generated_ones() {
+        let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/api");
+        let generated = [
+            ("openapi.json", serde_json::to_string_pretty(&build())),
+            (
+                "capabilities.json",
+                serde_json::to_string_pretty(&crate::manifest::build()),
+            ),
+        ];
+        for (name, text) in generated {
+            let text = text.expect("serializable") + "\n";
+            let path = format!("{docs}/{name}");
+            if std::env::var_os("PULSE_UPDATE_DOCS").is_some() {
+                std::fs::write(&path, &text).unwrap();
+            }
+            let published = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                published == text,
+                "docs/api/{name} differs from the generated document; if the API change is \
+                 intended, regenerate it with `PULSE_UPDATE_DOCS=1 cargo test -p pulse-gateway \
+                 the_published_documents` and list the change in the commit message"
+            );
+        }
+    }
+
     #[test]
     fn the_document_has_the_openapi_shape() {
         let text = serde_json::to_string(&build()).expect("serializable");
