@@ -262,6 +262,43 @@ impl<const MIN: usize, const MAX: usize> JsonSchema for Printable<MIN, MAX> {
     }
 }
 
+/// Free text of at most `MAX` characters, possibly empty, that may span lines: no control
+/// character other than tab and line feed.
+pub struct Note<const MAX: usize>;
+
+impl<const MAX: usize> Note<MAX> {
+    pub fn check(text: &str) -> Result<(), TextError> {
+        if text.chars().count() > MAX {
+            return Err(TextError::TooLong { max: MAX });
+        }
+        if text
+            .chars()
+            .any(|c| in_ranges(c, text::CONTROL_BUT_TAB_AND_NEWLINE))
+        {
+            return Err(TextError::Control);
+        }
+        Ok(())
+    }
+}
+
+impl<const MAX: usize> JsonSchema for Note<MAX> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        format!("Note{MAX}").into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "maxLength": MAX,
+            "pattern": format!("^[^{}]*$", text::class(text::CONTROL_BUT_TAB_AND_NEWLINE)),
+        })
+    }
+}
+
 /// A value of `T`, or the empty string (which a filter reads as "any").
 pub struct OrEmpty<T>(std::marker::PhantomData<T>);
 
@@ -355,6 +392,23 @@ mod tests {
             ResourceRef::pattern(),
             "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
         );
+    }
+
+    #[test]
+    fn a_note_spans_lines_but_holds_no_other_control_character() {
+        type Short = Note<4>;
+        assert_eq!(Short::check(""), Ok(()));
+        assert_eq!(Short::check("a\tb\n"), Ok(()));
+        assert_eq!(Short::check("a\u{12}"), Err(TextError::Control));
+        assert_eq!(Short::check("a\r"), Err(TextError::Control));
+        assert_eq!(Short::check("\u{85}"), Err(TextError::Control));
+        assert_eq!(Short::check("fives"), Err(TextError::TooLong { max: 4 }));
+        let schema = serde_json::to_value(schemars::schema_for!(Short)).expect("schema");
+        assert_eq!(
+            schema["pattern"],
+            "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$"
+        );
+        assert_eq!(schema["maxLength"], 4);
     }
 
     #[test]

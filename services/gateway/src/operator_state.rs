@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::actions::{ApproveScope, actor};
 use crate::auth::{Authorized, MonitoringReadScope};
+use crate::constraints::Note;
 use crate::json::ApiJson;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
@@ -53,7 +54,9 @@ pub struct OperatorStateBody {
     pub never_auto_remediate: bool,
     #[serde(default)]
     pub criticality: Option<Criticality>,
+    /// Free text, tab and line feed allowed but no other control character.
     #[serde(default)]
+    #[schemars(with = "Option<Note<MAX_OPERATOR_NOTE_CHARS>>")]
     pub note: Option<String>,
 }
 
@@ -79,17 +82,7 @@ impl OperatorStateBody {
             })
             .transpose()?;
         let note = self.note.unwrap_or_default();
-        if note.chars().count() > MAX_OPERATOR_NOTE_CHARS {
-            return Err(invalid(format!(
-                "note is longer than {MAX_OPERATOR_NOTE_CHARS} characters"
-            )));
-        }
-        if note
-            .chars()
-            .any(|c| c.is_control() && c != '\n' && c != '\t')
-        {
-            return Err(invalid("note contains control characters"));
-        }
+        Note::<MAX_OPERATOR_NOTE_CHARS>::check(&note).map_err(|e| invalid(e.message("note")))?;
         Ok(OperatorStateInput {
             projection: OperatorStateProjection {
                 maintenance_window,

@@ -94,13 +94,23 @@ async fn schemathesis_finds_no_contract_failure_on_a_demo_stack() -> anyhow::Res
         // schemathesis does not test the URL it loads the document from.
         let documented = documented - 1;
         let reports = options.state_dir.join("schemathesis-report");
+        // schemathesis keeps a cache of earlier failures in its working directory and replays
+        // them first, so a run in the source tree would depend on what ran there before (and
+        // leave files behind): it runs in a fresh directory holding a copy of the configuration
+        // and the hooks, which the configuration names relative to its own directory.
+        let work = options.state_dir.join("schemathesis");
+        std::fs::create_dir_all(&work)?;
+        for file in ["schemathesis.toml", "hooks.py"] {
+            std::fs::copy(schemathesis_dir().join(file), work.join(file))
+                .with_context(|| format!("copying {file}"))?;
+        }
         let started = Instant::now();
         let out = run(
             // As a module: the venv was built aside and moved, so its scripts' interpreter
             // lines point where it was built.
             tokio::process::Command::new(&python)
                 .args(["-m", "schemathesis.cli", "--config-file"])
-                .arg(schemathesis_dir().join("schemathesis.toml"))
+                .arg(work.join("schemathesis.toml"))
                 .arg("run")
                 .arg(format!("{base}/api/openapi.json"))
                 .args(["--header", &format!("Authorization: Bearer {admin}")])
@@ -108,8 +118,7 @@ async fn schemathesis_finds_no_contract_failure_on_a_demo_stack() -> anyhow::Res
                 .args(["--report", "junit", "--report-dir"])
                 .arg(&reports)
                 .env("NO_COLOR", "1")
-                // hooks.py is named relative to the configuration's directory.
-                .current_dir(schemathesis_dir()),
+                .current_dir(&work),
             RUN_WITHIN,
             "schemathesis",
         )
