@@ -242,6 +242,25 @@ pub async fn last_activity_at(tx: &TenantTx) -> Result<Option<DateTime<Utc>>, St
         .and_then(|run| run.completed_at))
 }
 
+/// The first `alert_fired` run `requested_by` asked for that was queued at or after `since`:
+/// the run a firing (`requested_by` = `alert:<alert id>`) already started, if any.
+pub async fn alert_run_requested_by(
+    tx: &TenantTx,
+    requested_by: &str,
+    since: DateTime<Utc>,
+) -> Result<Option<RunId>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT id FROM patrol_runs
+             WHERE requested_by = $1 AND trigger_reason = 'alert_fired' AND queued_at >= $2
+             ORDER BY queued_at LIMIT 1",
+            &[&requested_by, &since],
+        )
+        .await?;
+    Ok(row.map(|row| RunId::from_uuid(row.get(0))))
+}
+
 /// A new run id.
 pub fn new_run_id() -> RunId {
     RunId::from_uuid(Uuid::new_v4())
