@@ -68,6 +68,37 @@ pub async fn connect_owner(config: &DatabaseConfig) -> Result<tokio_postgres::Cl
     Ok(client)
 }
 
+/// Creates database `name` on the server `client` is connected to (as a role that may create
+/// databases, on a maintenance database) unless it exists. Returns whether it created it; a
+/// database created concurrently by someone else counts as existing.
+pub async fn create_database_if_missing(
+    client: &tokio_postgres::Client,
+    name: &str,
+) -> Result<bool, StoreError> {
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await?
+        .is_some();
+    if exists {
+        return Ok(false);
+    }
+    match client
+        .batch_execute(&format!("CREATE DATABASE {}", quote_ident(name)))
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(err) if err.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => {
+            Ok(false)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A Postgres identifier, double-quoted (`CREATE DATABASE` takes no bind parameter).
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 impl Store {
     /// Applies pending migrations as the owner, then opens the application pool and checks
     /// that the application role cannot bypass row-level security.
@@ -155,5 +186,16 @@ impl Store {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote_ident;
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("pulse_e2e"), "\"pulse_e2e\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
     }
 }
