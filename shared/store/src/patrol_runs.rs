@@ -13,7 +13,7 @@ use pulse_domain::patrol::run::{
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
-use crate::{StoreError, TenantTx};
+use crate::{StoreError, TenantTx, TxError};
 
 /// Listing limits of [`list`].
 pub const DEFAULT_LIST_LIMIT: i64 = 30;
@@ -42,6 +42,15 @@ pub enum ApplyError {
 impl From<tokio_postgres::Error> for ApplyError {
     fn from(e: tokio_postgres::Error) -> Self {
         ApplyError::Store(StoreError::Database(e))
+    }
+}
+
+impl TxError for ApplyError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            ApplyError::Store(error) => Some(error),
+            _ => None,
+        }
     }
 }
 
