@@ -241,7 +241,10 @@ async fn ledger_records_known_unknown_and_local_calls() -> anyhow::Result<()> {
         ]
     );
 
-    let (from, to) = (at - chrono::Duration::hours(1), at + chrono::Duration::hours(1));
+    let (from, to) = (
+        at - chrono::Duration::hours(1),
+        at + chrono::Duration::hours(1),
+    );
     let window = cost_ledger::summary(&tx, from, to).await?;
     let by_route = |r: &str| window.iter().find(|s| s.route.route == r).cloned();
     let gpt = by_route("openai:gpt-4o").ok_or_else(|| anyhow::anyhow!("gpt-4o row"))?;

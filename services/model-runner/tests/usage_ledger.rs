@@ -14,9 +14,7 @@ use pulse_model_runner::agent_loop::{
     AgentLoop, CallOutcome, ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop,
     ProviderCallUsage, RecordError, ToolHandler, UsageSink,
 };
-use pulse_model_runner::cost::{
-    BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd,
-};
+use pulse_model_runner::cost::{BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd};
 use pulse_model_runner::provider::{FailureCause, Message, Protocol, ToolCall, ToolResult, Usage};
 use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;

@@ -374,8 +374,7 @@ impl AlertTrigger {
         let requested_by = format!("alert:{alert_id}");
         alerts::lock_firing_trigger(&tx, &requested_by).await?;
         let since = alert.fired_at - SKEW_MARGIN;
-        if let Some(run_id) =
-            patrol_runs::alert_run_requested_by(&tx, &requested_by, since).await?
+        if let Some(run_id) = patrol_runs::alert_run_requested_by(&tx, &requested_by, since).await?
         {
             return Ok(TriggerOutcome::Duplicate { run_id, alert_id });
         }

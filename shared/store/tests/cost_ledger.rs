@@ -247,7 +247,11 @@ async fn a_recorded_call_keeps_an_unknown_price_unknown_and_caps_its_cache_count
     let totals = cost_ledger::run_totals(&tx, "run-1").await?;
     assert_eq!(totals.calls, 2);
     assert_eq!(totals.unknown_price_calls, 1);
-    assert_eq!(totals.cost_usd(), None, "one unknown price leaves the total unknown");
+    assert_eq!(
+        totals.cost_usd(),
+        None,
+        "one unknown price leaves the total unknown"
+    );
     tx.rollback().await?;
     db.cleanup().await?;
     Ok(())

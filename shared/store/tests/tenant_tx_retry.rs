@@ -167,7 +167,10 @@ async fn retries_stop_at_the_bound_with_the_last_error() -> anyhow::Result<()> {
         })
         .await;
     let error = result.expect_err("every run failed");
-    assert_eq!(error.sql_state(), Some(&SqlState::T_R_SERIALIZATION_FAILURE));
+    assert_eq!(
+        error.sql_state(),
+        Some(&SqlState::T_R_SERIALIZATION_FAILURE)
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 3, "three runs, no more");
     assert_eq!(rows_of(&db, &acme, "bound").await?, 0);
     db.cleanup().await?;

@@ -489,25 +489,26 @@ impl WatchRunner {
         let written = self
             .store
             .retry_tenant_tx(tenant, &TxRetry::default(), |tx| async move {
-                let ended = self.write_finish(&tx, run, event, detail, |record| {
-                    record.counts = counts;
-                    record.input_tokens = outcome.usage.input_tokens;
-                    record.output_tokens = outcome.usage.output_tokens;
-                    record.cost_usd = outcome.cost.map(|c| c.as_f64());
-                    record.tool_calls = outcome.tool_calls.clone();
-                    record.tool_call_count = outcome.tool_call_count;
-                    record.turns = outcome.turns;
-                    record.ai_analysis = summary.clone();
-                    let findings = &outcome.findings;
-                    record.new_findings = findings.new_findings;
-                    record.existing_findings = findings.existing_findings;
-                    record.rejected_findings = findings.rejected_findings;
-                    record.resolved_findings = findings.resolved_findings;
-                    record.finding_ids = findings.finding_ids.clone();
-                    record.finding_assessments = findings.assessments.clone();
-                    record.error_count = findings.error_count;
-                })
-                .await?;
+                let ended = self
+                    .write_finish(&tx, run, event, detail, |record| {
+                        record.counts = counts;
+                        record.input_tokens = outcome.usage.input_tokens;
+                        record.output_tokens = outcome.usage.output_tokens;
+                        record.cost_usd = outcome.cost.map(|c| c.as_f64());
+                        record.tool_calls = outcome.tool_calls.clone();
+                        record.tool_call_count = outcome.tool_call_count;
+                        record.turns = outcome.turns;
+                        record.ai_analysis = summary.clone();
+                        let findings = &outcome.findings;
+                        record.new_findings = findings.new_findings;
+                        record.existing_findings = findings.existing_findings;
+                        record.rejected_findings = findings.rejected_findings;
+                        record.resolved_findings = findings.resolved_findings;
+                        record.finding_ids = findings.finding_ids.clone();
+                        record.finding_assessments = findings.assessments.clone();
+                        record.error_count = findings.error_count;
+                    })
+                    .await?;
                 tx.commit().await?;
                 Ok(ended)
             })
