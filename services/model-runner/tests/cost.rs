@@ -8,7 +8,7 @@ use pulse_model_runner::cost::{
 use pulse_model_runner::provider::Usage;
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
-use pulse_store::tenants;
+use pulse_store::{cost_ledger, tenants};
 use pulse_test_support::db::TestDb;
 
 fn route(text: &str) -> Route {
@@ -241,29 +241,32 @@ async fn ledger_records_known_unknown_and_local_calls() -> anyhow::Result<()> {
         ]
     );
 
-    let window = cost::summary(
-        &tx,
+    let (from, to) = (
         at - chrono::Duration::hours(1),
         at + chrono::Duration::hours(1),
-    )
-    .await?;
-    let by_route = |r: &str| window.iter().find(|s| s.route == r).cloned();
+    );
+    let window = cost_ledger::summary(&tx, from, to).await?;
+    let by_route = |r: &str| window.iter().find(|s| s.route.route == r).cloned();
     let gpt = by_route("openai:gpt-4o").ok_or_else(|| anyhow::anyhow!("gpt-4o row"))?;
-    assert_eq!(gpt.calls, 2);
-    assert_eq!(gpt.input_tokens, 105_528);
-    assert_eq!(gpt.output_tokens, 4_591);
-    assert_eq!(gpt.known_cost_usd, usd("0.30973"));
-    assert_eq!(gpt.unknown_price_calls, 0);
+    assert_eq!(gpt.totals.calls, 2);
+    assert_eq!(gpt.totals.input_tokens, 105_528);
+    assert_eq!(gpt.totals.output_tokens, 4_591);
+    assert_eq!(gpt.totals.known_cost_usd, usd("0.30973"));
+    assert_eq!(gpt.totals.unknown_price_calls, 0);
     let open = by_route("openrouter:meta-llama/llama-3-70b")
         .ok_or_else(|| anyhow::anyhow!("openrouter row"))?;
-    assert_eq!(open.unknown_price_calls, 1);
-    assert_eq!(open.known_cost_usd, Usd::ZERO);
-    assert_eq!(open.input_tokens, 2_000);
+    assert_eq!(open.totals.unknown_price_calls, 1);
+    assert_eq!(open.totals.known_cost_usd, Usd::ZERO);
+    assert_eq!(open.totals.input_tokens, 2_000);
     let ollama = by_route("ollama:llama3.1:8b").ok_or_else(|| anyhow::anyhow!("ollama row"))?;
-    assert_eq!(ollama.route_class, RouteClass::LocalModelServer);
-    assert_eq!(ollama.unknown_price_calls, 0);
+    assert_eq!(
+        ollama.route.route_class,
+        RouteClass::LocalModelServer.as_str()
+    );
+    assert_eq!(ollama.totals.unknown_price_calls, 0);
 
-    let spent = cost::spend(&window);
+    // The spend a dollar budget checks, as the tenant budget reads it.
+    let spent = cost_ledger::period_spend(&tx, from, to).await?.dollars;
     assert_eq!(spent.known, usd("0.30973"));
     assert_eq!(spent.unknown_price_calls, 1);
     // The unpriced OpenRouter call keeps a generous budget from admitting more metered work.
@@ -275,7 +278,7 @@ async fn ledger_records_known_unknown_and_local_calls() -> anyhow::Result<()> {
     );
 
     // Outside the window nothing is counted.
-    let later = cost::summary(
+    let later = cost_ledger::summary(
         &tx,
         at + chrono::Duration::hours(1),
         at + chrono::Duration::hours(2),
@@ -310,14 +313,14 @@ async fn ledger_rows_are_isolated_per_tenant() -> anyhow::Result<()> {
         .collect();
     assert_eq!(tenants_seen, vec!["tenant-a".to_owned()]);
     let now = Utc::now();
-    let window = cost::summary(
+    let window = cost_ledger::summary(
         &tx,
         now - chrono::Duration::hours(1),
         now + chrono::Duration::hours(1),
     )
     .await?;
     assert_eq!(window.len(), 1);
-    assert_eq!(window[0].input_tokens, 20);
+    assert_eq!(window[0].totals.input_tokens, 20);
 
     // Writing a row for another tenant is refused by the policy.
     let forged = tx

@@ -4,23 +4,22 @@
 use chrono::Utc;
 use pulse_domain::TenantId;
 use pulse_domain::tenant::TenantQuotas;
-use pulse_model_runner::cost::TenantBudgetCheck;
+use pulse_model_runner::cost::{self, LedgerEntry, TenantBudgetCheck};
+use pulse_model_runner::provider::Usage;
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
 use pulse_store::{quotas, tenants};
 use pulse_test_support::db::TestDb;
 
-async fn spend_tokens(db: &TestDb, tenant: &TenantId, tokens: i64) -> anyhow::Result<()> {
+/// One local-model call of `tokens` prompt tokens, recorded now through the ledger writer.
+async fn spend_tokens(db: &TestDb, tenant: &TenantId, tokens: u64) -> anyhow::Result<()> {
+    let route = Route::parse("ollama:llama3.2").expect("route");
     let tx = db.store().tenant_tx(tenant).await?;
-    tx.client()
-        .execute(
-            "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, \
-             model, route_class, input_tokens, output_tokens, cost_usd, price_known) \
-             VALUES (gen_random_uuid(), $1, now(), 'patrol', 'ollama:llama3.2', 'ollama', \
-             'llama3.2', 'local_model_server', $2, 0, 0, true)",
-            &[&tenant.as_str(), &tokens],
-        )
-        .await?;
+    cost::record(
+        &tx,
+        &LedgerEntry::new("patrol", &route, Usage::new(tokens, 0)),
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }

@@ -14,14 +14,12 @@ use pulse_model_runner::agent_loop::{
     AgentLoop, CallOutcome, ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop,
     ProviderCallUsage, RecordError, ToolHandler, UsageSink,
 };
-use pulse_model_runner::cost::{
-    self, BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd,
-};
+use pulse_model_runner::cost::{BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd};
 use pulse_model_runner::provider::{FailureCause, Message, Protocol, ToolCall, ToolResult, Usage};
 use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
-use pulse_store::tenants;
+use pulse_store::{cost_ledger, tenants};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::provider_sim::{ProviderSim, Script, SimError, Step, Turn};
 use serde_json::json;
@@ -187,33 +185,34 @@ async fn a_three_turn_run_writes_one_ledger_row_per_call_for_its_tenant_only() -
     // The spend summary for the tenant is the sum of those calls.
     let now = Utc::now();
     let tx = db.store().tenant_tx(&a).await?;
-    let window = cost::summary(
-        &tx,
+    let (from, to) = (
         now - chrono::Duration::hours(1),
         now + chrono::Duration::hours(1),
-    )
-    .await?;
+    );
+    let window = cost_ledger::summary(&tx, from, to).await?;
+    // The spend a dollar budget checks, as the tenant budget reads it.
+    let spent = cost_ledger::period_spend(&tx, from, to).await?.dollars;
     drop(tx);
     assert_eq!(window.len(), 1);
     let route = &window[0];
-    assert_eq!(route.route, "openai:sim-model");
-    assert_eq!(route.route_class, RouteClass::MeteredApi);
-    assert_eq!(route.calls, 3);
+    assert_eq!(route.route.route, "openai:sim-model");
+    assert_eq!(route.route.route_class, RouteClass::MeteredApi.as_str());
+    let totals = &route.totals;
+    assert_eq!(totals.calls, 3);
     assert_eq!(
-        route.input_tokens,
+        totals.input_tokens,
         reported.iter().map(|r| r.0 as u64).sum::<u64>()
     );
     assert_eq!(
-        route.output_tokens,
+        totals.output_tokens,
         reported.iter().map(|r| r.1 as u64).sum::<u64>()
     );
     assert_eq!(
         (outcome.usage.input_tokens, outcome.usage.output_tokens),
-        (route.input_tokens, route.output_tokens)
+        (totals.input_tokens, totals.output_tokens)
     );
-    assert_eq!(route.known_cost_usd, Usd::ZERO);
-    assert_eq!(route.unknown_price_calls, 3);
-    let spent = cost::spend(&window);
+    assert_eq!(totals.known_cost_usd, Usd::ZERO);
+    assert_eq!(totals.unknown_price_calls, 3);
     assert_eq!(spent.unknown_price_calls, 3);
     // Unknown spend fails a dollar budget closed.
     let priced = Route::parse("openai:gpt-4o")?;
@@ -232,7 +231,7 @@ async fn a_three_turn_run_writes_one_ledger_row_per_call_for_its_tenant_only() -
     // Another tenant sees none of it.
     assert!(rows(&db, &b).await?.is_empty());
     let tx = db.store().tenant_tx(&b).await?;
-    let other = cost::summary(
+    let other = cost_ledger::summary(
         &tx,
         now - chrono::Duration::hours(1),
         now + chrono::Duration::hours(1),

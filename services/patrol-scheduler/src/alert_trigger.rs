@@ -44,7 +44,7 @@ use pulse_domain::patrol::trigger::{
     admits_transition, scoped_run_for,
 };
 use pulse_store::settings::{self, ConfigLayer, SettingsStoreError};
-use pulse_store::{StoreError, TenantTx};
+use pulse_store::{StoreError, alerts, patrol_runs};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -367,13 +367,15 @@ impl AlertTrigger {
             return Ok(TriggerOutcome::Rejected(reason));
         }
         let Some(alert_id) =
-            firing_id(&tx, &alert.context.alert_identifier, alert.fired_at).await?
+            alerts::firing_at(&tx, &alert.context.alert_identifier, alert.fired_at).await?
         else {
             return Ok(TriggerOutcome::UnknownAlert);
         };
         let requested_by = format!("alert:{alert_id}");
-        lock_firing(&tx, &requested_by).await?;
-        if let Some(run_id) = run_of_firing(&tx, &requested_by, alert.fired_at).await? {
+        alerts::lock_firing_trigger(&tx, &requested_by).await?;
+        let since = alert.fired_at - SKEW_MARGIN;
+        if let Some(run_id) = patrol_runs::alert_run_requested_by(&tx, &requested_by, since).await?
+        {
             return Ok(TriggerOutcome::Duplicate { run_id, alert_id });
         }
         let framed = scoped_run_for(&alert.context);
@@ -517,54 +519,6 @@ pub async fn ensure_consumer(
         },
     )
     .await
-}
-
-/// The stored firing an event belongs to: the latest alert of `key` that fired at or before
-/// the event's `fired_at` (the floor keeps an alert already firing rather than insert another).
-async fn firing_id(
-    tx: &TenantTx,
-    key: &str,
-    fired_at: DateTime<Utc>,
-) -> Result<Option<Uuid>, StoreError> {
-    let row = tx
-        .client()
-        .query_opt(
-            "SELECT id FROM alerts WHERE key = $1 AND fired_at <= $2
-             ORDER BY fired_at DESC LIMIT 1",
-            &[&key, &fired_at],
-        )
-        .await?;
-    Ok(row.map(|row| row.get(0)))
-}
-
-/// Serializes the handling of one firing across consumers and replicas until `tx` ends.
-async fn lock_firing(tx: &TenantTx, requested_by: &str) -> Result<(), StoreError> {
-    tx.client()
-        .execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('pulse.alert-trigger.' || $1 || '.' || $2, 0))",
-            &[&tx.tenant().as_str(), &requested_by],
-        )
-        .await?;
-    Ok(())
-}
-
-/// The run a firing already started, if any.
-async fn run_of_firing(
-    tx: &TenantTx,
-    requested_by: &str,
-    fired_at: DateTime<Utc>,
-) -> Result<Option<RunId>, StoreError> {
-    let since = fired_at - SKEW_MARGIN;
-    let row = tx
-        .client()
-        .query_opt(
-            "SELECT id FROM patrol_runs
-             WHERE requested_by = $1 AND trigger_reason = 'alert_fired' AND queued_at >= $2
-             ORDER BY queued_at LIMIT 1",
-            &[&requested_by, &since],
-        )
-        .await?;
-    Ok(row.map(|row| RunId::from_uuid(row.get(0))))
 }
 
 #[cfg(test)]

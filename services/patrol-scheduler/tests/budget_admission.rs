@@ -10,7 +10,11 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::budget::BudgetPeriod;
 use pulse_domain::patrol::run::TriggerReason;
 use pulse_domain::patrol::status::BlockedCause;
+use pulse_domain::usd::Usd;
 use pulse_patrol_scheduler::accept::{AcceptError, RunAcceptor, Submission};
+use pulse_providers::Usage;
+use pulse_providers::registry::RouteClass;
+use pulse_store::cost_ledger::{self, LedgerCall};
 use pulse_store::settings::{self, ConfigLayer};
 use pulse_store::{TenantTx, patrol_runs, tenants};
 use pulse_test_support::db::TestDb;
@@ -24,16 +28,23 @@ fn full() -> Submission<'static> {
     }
 }
 
-async fn spent_tokens(tx: &TenantTx, tokens: i64) -> anyhow::Result<()> {
-    tx.client()
-        .execute(
-            "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, model, \
-             route_class, input_tokens, output_tokens, cost_usd, price_known) \
-             VALUES ($1, $2, now(), 'patrol', 'ollama:llama3.2', 'ollama', 'llama3.2', \
-             'local_model_server', $3, 0, 0, true)",
-            &[&uuid::Uuid::now_v7(), &tx.tenant().as_str(), &tokens],
-        )
-        .await?;
+/// One local-model call of `tokens` prompt tokens, recorded now.
+async fn spent_tokens(tx: &TenantTx, tokens: u64) -> anyhow::Result<()> {
+    cost_ledger::record(
+        tx,
+        &LedgerCall {
+            occurred_at: Utc::now(),
+            surface: "patrol",
+            route: "ollama:llama3.2",
+            provider: "ollama",
+            model: "llama3.2",
+            route_class: RouteClass::LocalModelServer,
+            usage: Usage::new(tokens, 0),
+            cost_usd: Some(Usd::ZERO),
+            run_id: None,
+        },
+    )
+    .await?;
     Ok(())
 }
 

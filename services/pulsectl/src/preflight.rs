@@ -318,43 +318,19 @@ pub async fn ensure_database(url: &str) -> Result<bool, PreflightError> {
             }
         };
         let connection = tokio::spawn(connection);
-        let result = create_if_missing(&client, &name).await;
+        let result = pulse_store::create_database_if_missing(&client, &name).await;
         drop(client);
         let _ = connection.await;
         return result.map_err(|err| PreflightError::CreateDatabase {
             name,
             target,
-            reason: pg_reason(&err),
+            reason: store_reason(&err),
         });
     }
     Err(PreflightError::DatabaseSession {
         target,
         reason: last_error,
     })
-}
-
-async fn create_if_missing(
-    client: &tokio_postgres::Client,
-    name: &str,
-) -> Result<bool, tokio_postgres::Error> {
-    let exists = client
-        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
-        .await?
-        .is_some();
-    if exists {
-        return Ok(false);
-    }
-    match client
-        .batch_execute(&format!("CREATE DATABASE {}", quote_ident(name)))
-        .await
-    {
-        Ok(()) => Ok(true),
-        // Created concurrently by another pulsectl: fine.
-        Err(err) if err.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => {
-            Ok(false)
-        }
-        Err(err) => Err(err),
-    }
 }
 
 fn pg_reason(err: &tokio_postgres::Error) -> String {
@@ -364,9 +340,12 @@ fn pg_reason(err: &tokio_postgres::Error) -> String {
     }
 }
 
-/// A Postgres identifier, double-quoted.
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
+/// Why the store could not create the database: the server's own message when it refused.
+fn store_reason(err: &pulse_store::StoreError) -> String {
+    match err {
+        pulse_store::StoreError::Database(err) => pg_reason(err),
+        other => other.to_string(),
+    }
 }
 
 /// Listeners that something already listens on (port 0 is chosen by the OS at bind: never).
@@ -484,11 +463,5 @@ mod tests {
         assert!(err.to_string().contains(&format!("{addr} (gateway)")));
         drop(listener);
         assert!(ports_in_use(&[("gateway".into(), addr)]).is_ok());
-    }
-
-    #[test]
-    fn identifiers_are_quoted() {
-        assert_eq!(quote_ident("pulse_e2e"), "\"pulse_e2e\"");
-        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
     }
 }

@@ -212,6 +212,37 @@ pub async fn firing(tx: &TenantTx, key: &AlertKey) -> Result<Option<StoredAlert>
     row.as_ref().map(alert_from_row).transpose()
 }
 
+/// The id of the firing an alert event belongs to: the latest alert of `key` that fired at or
+/// before `fired_at`, whatever its state now (the floor keeps an alert already firing rather than
+/// insert another, and the event may arrive after the alert cleared).
+pub async fn firing_at(
+    tx: &TenantTx,
+    key: &str,
+    fired_at: DateTime<Utc>,
+) -> Result<Option<Uuid>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT id FROM alerts WHERE key = $1 AND fired_at <= $2
+             ORDER BY fired_at DESC LIMIT 1",
+            &[&key, &fired_at],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+/// Serializes the alert-triggered runs of one firing (`requested_by` is the run's actor,
+/// `alert:<alert id>`) across consumers and replicas until the transaction ends.
+pub async fn lock_firing_trigger(tx: &TenantTx, requested_by: &str) -> Result<(), StoreError> {
+    tx.client()
+        .execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('pulse.alert-trigger.' || $1 || '.' || $2, 0))",
+            &[&tx.tenant().as_str(), &requested_by],
+        )
+        .await?;
+    Ok(())
+}
+
 /// Records a newly fired alert under `id`. A second firing alert for the same key is refused by
 /// the unique index (a unique violation).
 pub async fn insert_fired(tx: &TenantTx, id: Uuid, alert: &Alert) -> Result<(), StoreError> {

@@ -1,12 +1,13 @@
-//! Cost-ledger reads, the one owner of every sum over `cost_ledger`:
+//! The cost ledger (`cost_ledger`), one row per completed provider call: the one writer
+//! ([`record`]) and the one owner of every sum over it:
 //!
 //! - the tenant spend budgets: what the tenant of a transaction spent in the current UTC day and
 //!   month ([`tenant_spend`]), fed to the pure [`pulse_domain::patrol::budget::decide`];
 //! - the cost report: the ledger grouped by UTC day, Patrol run, surface and route ([`lines`]),
 //!   and per-route totals folded from it ([`summary`], also the model-runner's window sums).
 //!
-//! Rows are written by the model-runner (one per provider call, priced there by the one price
-//! table); this module only reads. Every sum is the tenant's own: the query filters on the
+//! The model-runner prices each call with its one price table and records it here; this module
+//! stores the price as given and never prices anything. Every sum is the tenant's own: the query filters on the
 //! transaction's tenant and the table's row-level security would hide other tenants' rows
 //! anyway. A period counts rows with `start <= occurred_at < reset_at`, so a row at the boundary
 //! belongs to the new period. An unknown price is never summed as zero: each total keeps the
@@ -16,14 +17,87 @@ use chrono::{DateTime, NaiveDate, Utc};
 use pulse_domain::ai_settings::{self, Budgets};
 use pulse_domain::patrol::budget::{BudgetPeriod, PeriodSpend, Spend, TenantSpend};
 use pulse_domain::usd::Usd;
+use pulse_providers::Usage;
 use pulse_providers::registry::RouteClass;
 use serde::Serialize;
+use uuid::Uuid;
 
 use crate::settings::{self, SettingsStoreError};
 use crate::{StoreError, TenantTx};
 
 fn count(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
+}
+
+/// One completed provider call, priced, as [`record`] writes it.
+#[derive(Debug, Clone)]
+pub struct LedgerCall<'a> {
+    pub occurred_at: DateTime<Utc>,
+    /// The use case that made the call (`chat`, `patrol`, `auto_fix`, `assistant_session_title`).
+    pub surface: &'a str,
+    /// `provider:model`.
+    pub route: &'a str,
+    pub provider: &'a str,
+    pub model: &'a str,
+    /// The class at the route's configured address.
+    pub route_class: RouteClass,
+    pub usage: Usage,
+    /// What the call cost; `None` when its price is unknown (stored as unknown, never as zero).
+    pub cost_usd: Option<Usd>,
+    /// The Patrol run or Assistant session the call belongs to.
+    pub run_id: Option<&'a str>,
+}
+
+fn tokens(n: u64) -> Result<i64, StoreError> {
+    i64::try_from(n)
+        .map_err(|_| StoreError::Invalid(format!("token count {n} does not fit the ledger")))
+}
+
+/// The cache counts of `usage` as the ledger stores them: a provider that reports more cached
+/// than prompt tokens gets its counts capped at the prompt (the table requires it), read first.
+fn cache_counts(usage: Usage) -> Usage {
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    Usage {
+        cached_input_tokens: cached,
+        cache_write_input_tokens: usage
+            .cache_write_input_tokens
+            .min(usage.input_tokens - cached),
+        ..usage
+    }
+}
+
+/// Records one call for the transaction's tenant; the caller commits. Returns the row id.
+pub async fn record(tx: &TenantTx, call: &LedgerCall<'_>) -> Result<Uuid, StoreError> {
+    let id = Uuid::now_v7();
+    let amount = call.cost_usd.map(|usd| usd.to_string());
+    let cached = cache_counts(call.usage);
+    tx.client()
+        .execute(
+            "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, model, \
+             route_class, input_tokens, output_tokens, cost_usd, price_known, run_id, \
+             cached_input_tokens, cache_write_input_tokens) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::text::numeric, $12, $13, \
+             $14, $15)",
+            &[
+                &id,
+                &tx.tenant().as_str(),
+                &call.occurred_at,
+                &call.surface,
+                &call.route,
+                &call.provider,
+                &call.model,
+                &call.route_class.as_str(),
+                &tokens(call.usage.input_tokens)?,
+                &tokens(call.usage.output_tokens)?,
+                &amount,
+                &call.cost_usd.is_some(),
+                &call.run_id,
+                &tokens(cached.cached_input_tokens)?,
+                &tokens(cached.cache_write_input_tokens)?,
+            ],
+        )
+        .await?;
+    Ok(id)
 }
 
 /// The tenant's totals over `[from, to)`: input plus output tokens, the known dollar sum and the

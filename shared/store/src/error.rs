@@ -54,4 +54,23 @@ impl StoreError {
     pub fn is_unique_violation(&self) -> bool {
         self.sql_state() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
     }
+
+    /// Whether the same transaction, run again from the start, may succeed; what
+    /// [`crate::Store::retry_tenant_tx`] retries:
+    ///
+    /// - `serialization_failure` (40001) and `deadlock_detected` (40P01): the server rolled the
+    ///   transaction back because of a concurrent one;
+    /// - [`StoreError::Unavailable`]: no connection could be had to begin it, so nothing ran.
+    ///
+    /// Nothing else is: a constraint or data error fails the same way again, and a connection
+    /// lost mid-transaction may have lost the answer to a COMMIT that took effect.
+    pub fn is_retryable(&self) -> bool {
+        use tokio_postgres::error::SqlState;
+        matches!(self, StoreError::Unavailable(_))
+            || matches!(
+                self.sql_state(),
+                Some(state) if *state == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *state == SqlState::T_R_DEADLOCK_DETECTED
+            )
+    }
 }

@@ -30,5 +30,5 @@ pub mod users;
 pub mod web_sessions;
 
 pub use error::StoreError;
-pub use pool::{Store, app_connection_config, connect_owner};
-pub use tenant_tx::TenantTx;
+pub use pool::{Store, app_connection_config, connect_owner, create_database_if_missing};
+pub use tenant_tx::{TenantTx, TxError, TxRetry};

@@ -13,7 +13,7 @@ use pulse_domain::patrol::run::{
 use tokio_postgres::types::Json;
 use uuid::Uuid;
 
-use crate::{StoreError, TenantTx};
+use crate::{StoreError, TenantTx, TxError};
 
 /// Listing limits of [`list`].
 pub const DEFAULT_LIST_LIMIT: i64 = 30;
@@ -42,6 +42,15 @@ pub enum ApplyError {
 impl From<tokio_postgres::Error> for ApplyError {
     fn from(e: tokio_postgres::Error) -> Self {
         ApplyError::Store(StoreError::Database(e))
+    }
+}
+
+impl TxError for ApplyError {
+    fn store_error(&self) -> Option<&StoreError> {
+        match self {
+            ApplyError::Store(error) => Some(error),
+            _ => None,
+        }
     }
 }
 
@@ -240,6 +249,25 @@ pub async fn last_activity_at(tx: &TenantTx) -> Result<Option<DateTime<Utc>>, St
     Ok(last_terminal(tx, None, false)
         .await?
         .and_then(|run| run.completed_at))
+}
+
+/// The first `alert_fired` run `requested_by` asked for that was queued at or after `since`:
+/// the run a firing (`requested_by` = `alert:<alert id>`) already started, if any.
+pub async fn alert_run_requested_by(
+    tx: &TenantTx,
+    requested_by: &str,
+    since: DateTime<Utc>,
+) -> Result<Option<RunId>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "SELECT id FROM patrol_runs
+             WHERE requested_by = $1 AND trigger_reason = 'alert_fired' AND queued_at >= $2
+             ORDER BY queued_at LIMIT 1",
+            &[&requested_by, &since],
+        )
+        .await?;
+    Ok(row.map(|row| RunId::from_uuid(row.get(0))))
 }
 
 /// A new run id.

@@ -6,7 +6,7 @@ use pulse_config::DatabaseConfig;
 use pulse_domain::TenantId;
 use tokio_postgres::NoTls;
 
-use crate::{StoreError, TenantTx, migrations};
+use crate::{StoreError, TenantTx, TxError, TxRetry, migrations};
 
 /// Role name the migrations grant to; every application query runs as it.
 pub const APP_ROLE: &str = "pulse_app";
@@ -66,6 +66,37 @@ pub async fn connect_owner(config: &DatabaseConfig) -> Result<tokio_postgres::Cl
         }
     });
     Ok(client)
+}
+
+/// Creates database `name` on the server `client` is connected to (as a role that may create
+/// databases, on a maintenance database) unless it exists. Returns whether it created it; a
+/// database created concurrently by someone else counts as existing.
+pub async fn create_database_if_missing(
+    client: &tokio_postgres::Client,
+    name: &str,
+) -> Result<bool, StoreError> {
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await?
+        .is_some();
+    if exists {
+        return Ok(false);
+    }
+    match client
+        .batch_execute(&format!("CREATE DATABASE {}", quote_ident(name)))
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(err) if err.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_DATABASE) => {
+            Ok(false)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A Postgres identifier, double-quoted (`CREATE DATABASE` takes no bind parameter).
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 impl Store {
@@ -140,6 +171,48 @@ impl Store {
         .await
     }
 
+    /// Runs `body` with a new transaction of `tenant`, which `body` commits as its last step;
+    /// while a run fails with a retryable store error ([`StoreError::is_retryable`]: a
+    /// serialization failure or deadlock, or no connection to begin with), runs it again with a
+    /// fresh transaction after the pause of `retry`, at most `retry.attempts` runs in all, and
+    /// then returns the last error. Any other error, the body's own or the store's, is returned at
+    /// once. A failed run's transaction is rolled back (dropped uncommitted), so `body` must not
+    /// act outside the transaction it is given.
+    ///
+    /// `body` takes the transaction by value and commits it itself: the future it returns then
+    /// borrows nothing from this function, which keeps the caller's future `Send`.
+    pub async fn retry_tenant_tx<T, E, F, Fut>(
+        &self,
+        tenant: &TenantId,
+        retry: &TxRetry,
+        mut body: F,
+    ) -> Result<T, E>
+    where
+        F: FnMut(TenantTx) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: TxError,
+    {
+        let mut attempt = 1;
+        loop {
+            let result = match self.tenant_tx(tenant).await {
+                Ok(tx) => body(tx).await,
+                Err(error) => Err(E::from(error)),
+            };
+            let retryable = match &result {
+                Err(error) => error.store_error().filter(|e| e.is_retryable()),
+                Ok(_) => None,
+            };
+            match retryable {
+                Some(error) if attempt < retry.attempts => {
+                    tracing::warn!(tenant = %tenant, attempt, %error, "tenant transaction failed; running it again");
+                    tokio::time::sleep(retry.backoff.delay(attempt)).await;
+                    attempt += 1;
+                }
+                _ => return result,
+            }
+        }
+    }
+
     /// The raw application pool, for system tables without tenant scope (outbox).
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -155,5 +228,16 @@ impl Store {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote_ident;
+
+    #[test]
+    fn identifiers_are_quoted() {
+        assert_eq!(quote_ident("pulse_e2e"), "\"pulse_e2e\"");
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
     }
 }

@@ -1,7 +1,41 @@
+use std::time::Duration;
+
 use deadpool_postgres::Object;
 use pulse_domain::TenantId;
+use pulse_domain::backoff::Backoff;
 
 use crate::StoreError;
+
+/// How [`crate::Store::retry_tenant_tx`] runs a transaction again: at most `attempts` runs in
+/// all, pausing `backoff.delay(n)` after failed run `n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxRetry {
+    pub attempts: u32,
+    pub backoff: Backoff,
+}
+
+impl Default for TxRetry {
+    /// Four runs, the pauses doubling from 200 ms (jittered, at most 2 s).
+    fn default() -> Self {
+        Self {
+            attempts: 4,
+            backoff: Backoff::new(Duration::from_millis(200), Duration::from_secs(2)),
+        }
+    }
+}
+
+/// The error of a transaction body run by [`crate::Store::retry_tenant_tx`]: a store error,
+/// which may be retried, or the body's own refusal, which never is.
+pub trait TxError: From<StoreError> {
+    /// The store error this is, if it is one.
+    fn store_error(&self) -> Option<&StoreError>;
+}
+
+impl TxError for StoreError {
+    fn store_error(&self) -> Option<&StoreError> {
+        Some(self)
+    }
+}
 
 /// A transaction in which row-level security shows exactly one tenant.
 ///

@@ -7,6 +7,9 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::budget::{PeriodSpend, Spend};
 use pulse_domain::patrol::status::{BlockedCause, ReadinessCheckId};
 use pulse_domain::usd::Usd;
+use pulse_providers::Usage;
+use pulse_providers::registry::RouteClass;
+use pulse_store::cost_ledger::LedgerCall;
 use pulse_store::settings::{self, ConfigLayer};
 use pulse_store::{TenantTx, cost_ledger, patrol_readiness, tenants};
 use pulse_test_support::db::TestDb;
@@ -21,27 +24,26 @@ fn at(y: i32, m: u32, d: u32, h: u32, min: u32, s: u32) -> DateTime<Utc> {
 async fn call(
     tx: &TenantTx,
     occurred_at: DateTime<Utc>,
-    input: i64,
-    output: i64,
+    input: u64,
+    output: u64,
     cost: Option<&str>,
 ) -> anyhow::Result<()> {
-    tx.client()
-        .execute(
-            "INSERT INTO cost_ledger (id, tenant_id, occurred_at, surface, route, provider, model, \
-             route_class, input_tokens, output_tokens, cost_usd, price_known, run_id) \
-             VALUES ($1, $2, $3, 'patrol', 'openai:gpt-4o-mini', 'openai', 'gpt-4o-mini', \
-             'metered_api', $4, $5, $6::text::numeric, $7, NULL)",
-            &[
-                &uuid::Uuid::now_v7(),
-                &tx.tenant().as_str(),
-                &occurred_at,
-                &input,
-                &output,
-                &cost,
-                &cost.is_some(),
-            ],
-        )
-        .await?;
+    let cost_usd = cost.map(str::parse::<Usd>).transpose()?;
+    cost_ledger::record(
+        tx,
+        &LedgerCall {
+            occurred_at,
+            surface: "patrol",
+            route: "openai:gpt-4o-mini",
+            provider: "openai",
+            model: "gpt-4o-mini",
+            route_class: RouteClass::MeteredApi,
+            usage: Usage::new(input, output),
+            cost_usd,
+            run_id: None,
+        },
+    )
+    .await?;
     Ok(())
 }
 
@@ -149,6 +151,107 @@ async fn the_readiness_gate_blocks_a_tenant_whose_budget_is_used_up() -> anyhow:
     // Another tenant with the same budget is not blocked by acme's spend.
     let tx = db.store().tenant_tx(&globex).await?;
     assert!(patrol_readiness::gate(&tx, &config, now).await?.is_ok());
+    tx.rollback().await?;
+    db.cleanup().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_recorded_call_keeps_an_unknown_price_unknown_and_caps_its_cache_counts()
+-> anyhow::Result<()> {
+    let db = TestDb::create().await?;
+    let acme = TenantId::new("acme")?;
+    tenants::create(db.store(), &acme, "Acme").await?;
+    let now = Utc::now();
+    let base = LedgerCall {
+        occurred_at: now,
+        surface: "chat",
+        route: "openrouter:some/model",
+        provider: "openrouter",
+        model: "some/model",
+        route_class: RouteClass::MeteredApi,
+        usage: Usage::new(0, 0),
+        cost_usd: None,
+        run_id: Some("run-1"),
+    };
+
+    let tx = db.store().tenant_tx(&acme).await?;
+    // A provider reporting more cached and cache-written tokens than the prompt had.
+    let overreported = Usage {
+        cached_input_tokens: 150,
+        cache_write_input_tokens: 70,
+        ..Usage::new(100, 5)
+    };
+    let capped = cost_ledger::record(
+        &tx,
+        &LedgerCall {
+            usage: overreported,
+            ..base.clone()
+        },
+    )
+    .await?;
+    let split = Usage {
+        cached_input_tokens: 60,
+        cache_write_input_tokens: 70,
+        ..Usage::new(100, 5)
+    };
+    let partly = cost_ledger::record(
+        &tx,
+        &LedgerCall {
+            usage: split,
+            cost_usd: Some("0.5".parse()?),
+            ..base.clone()
+        },
+    )
+    .await?;
+    // A count the table cannot hold is refused, not wrapped.
+    let too_many = cost_ledger::record(
+        &tx,
+        &LedgerCall {
+            usage: Usage::new(u64::MAX, 0),
+            ..base.clone()
+        },
+    )
+    .await;
+    assert!(
+        matches!(&too_many, Err(pulse_store::StoreError::Invalid(m)) if m.contains("does not fit")),
+        "{too_many:?}"
+    );
+    tx.commit().await?;
+
+    let tx = db.store().tenant_tx(&acme).await?;
+    let stored = |id: uuid::Uuid| {
+        let tx = &tx;
+        async move {
+            let row = tx
+                .client()
+                .query_one(
+                    "SELECT cached_input_tokens, cache_write_input_tokens, cost_usd::text, \
+                     price_known FROM cost_ledger WHERE id = $1",
+                    &[&id],
+                )
+                .await?;
+            anyhow::Ok((
+                row.get::<_, i64>(0),
+                row.get::<_, i64>(1),
+                row.get::<_, Option<String>>(2),
+                row.get::<_, bool>(3),
+            ))
+        }
+    };
+    assert_eq!(stored(capped).await?, (100, 0, None, false));
+    assert_eq!(
+        stored(partly).await?,
+        (60, 40, Some("0.500000000000".to_owned()), true)
+    );
+    let totals = cost_ledger::run_totals(&tx, "run-1").await?;
+    assert_eq!(totals.calls, 2);
+    assert_eq!(totals.unknown_price_calls, 1);
+    assert_eq!(
+        totals.cost_usd(),
+        None,
+        "one unknown price leaves the total unknown"
+    );
     tx.rollback().await?;
     db.cleanup().await?;
     Ok(())

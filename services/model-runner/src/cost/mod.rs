@@ -17,7 +17,7 @@ use crate::registry::RouteClass;
 use crate::route::Route;
 
 pub use budget::{BudgetDecision, DollarBudget, RefusalReason, Spend};
-pub use ledger::{LedgerEntry, LedgerError, RouteCost, record, spend, summary};
+pub use ledger::{LedgerEntry, record};
 pub use tenant_budget::TenantBudgetCheck;
 pub use usage_ledger::LedgerUsageSink;
 // Dollar amounts and the period spend are domain values: the readiness gate reads them too.

@@ -42,7 +42,6 @@ use pulse_bus::{
 use pulse_domain::TenantId;
 use pulse_domain::action::{ActionState, Severity as ActionSeverity};
 use pulse_domain::ai_settings::AutonomyLevel;
-use pulse_domain::backoff::Backoff;
 use pulse_domain::finding::{Finding, FindingId, InvestigationOutcome, Severity};
 use pulse_domain::patrol::run::RunId;
 use pulse_runtime::{CancellationToken, ServiceContext};
@@ -51,7 +50,7 @@ use pulse_store::investigations::{
     InvestigationSubject, InvestigationTrigger, ProposalSummary,
 };
 use pulse_store::settings::{self, ConfigLayer, MasterKey};
-use pulse_store::{Store, StoreError, TenantTx, findings, patrol_runs, resources};
+use pulse_store::{Store, StoreError, TenantTx, TxRetry, findings, patrol_runs, resources};
 use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 use uuid::Uuid;
@@ -70,8 +69,6 @@ pub const TIMEOUT: Duration = Duration::from_secs(600);
 pub const REQUESTED_BY: &str = "patrol:investigation";
 /// How long the broker may take to answer a catalogue or plan request.
 const BROKER_TIMEOUT: Duration = Duration::from_secs(10);
-/// The pause after a failed write of an investigation's outcome.
-const RECORD_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 const MAX_DELIVER: i64 = 8;
 /// The `kind` of committed-run events dead-lettered after their last delivery (or at once when
 /// they cannot be read).
@@ -412,24 +409,13 @@ impl InvestigationService {
         tenant: &TenantId,
         record: &InvestigationRecord,
     ) -> Result<bool, StoreError> {
-        let mut last = None;
-        for attempt in 1..=4 {
-            let written = async {
-                let tx = self.store.tenant_tx(tenant).await?;
+        self.store
+            .retry_tenant_tx(tenant, &TxRetry::default(), |tx| async move {
                 let written = investigations::finish(&tx, record).await?;
                 tx.commit().await?;
-                Ok::<_, StoreError>(written)
-            }
-            .await;
-            match written {
-                Ok(written) => return Ok(written),
-                Err(error) => {
-                    last = Some(error);
-                    tokio::time::sleep(RECORD_RETRY.delay(attempt)).await;
-                }
-            }
-        }
-        Err(last.unwrap_or_else(|| StoreError::Invalid("no attempt".to_owned())))
+                Ok(written)
+            })
+            .await
     }
 
     /// Submits a proposal to the broker; the broker applies the tenant's policy. The reply's

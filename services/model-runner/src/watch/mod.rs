@@ -43,7 +43,6 @@ use pulse_bus::{
     Subjects,
 };
 use pulse_domain::TenantId;
-use pulse_domain::backoff::Backoff;
 use pulse_domain::finding::{FindingId, RunOutcome, RuntimeRecovery, is_runtime_failure};
 use pulse_domain::patrol::outcome::conclude;
 use pulse_domain::patrol::run::{
@@ -54,7 +53,7 @@ use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::findings::{self, FindingsError};
 use pulse_store::patrol_runs::{self, ApplyError};
 use pulse_store::settings::{ConfigLayer, MasterKey};
-use pulse_store::{Store, StoreError, TenantTx, patrol_readiness, resources};
+use pulse_store::{Store, StoreError, TenantTx, TxRetry, patrol_readiness, resources};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -66,12 +65,6 @@ use crate::provider::Usage;
 use executor::{Ending, ProgressSink, SharedExecutor, WatchInput};
 use lease::{Heartbeat, LeaseHold};
 use runtime::WatchRuntime;
-
-/// Attempts at the terminal write before the job is handed back (the lease then lapses and the
-/// sweeper records `runner_lost`).
-const FINISH_ATTEMPTS: u32 = 4;
-/// The pause after a failed terminal write.
-const FINISH_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
@@ -460,8 +453,9 @@ impl WatchRunner {
         Ok(())
     }
 
-    /// The one terminal write of a started run, with its tool and completion events; retried a
-    /// few times on database errors.
+    /// The one terminal write of a started run, with its tool and completion events; run again
+    /// on a retryable database error ([`Store::retry_tenant_tx`]). A write that still fails hands
+    /// the job back (the lease then lapses and the sweeper records `runner_lost`).
     async fn finish(
         &self,
         tenant: &TenantId,
@@ -491,61 +485,63 @@ impl WatchRunner {
             ),
         };
         let counts = checked_counts(inventory);
-        let mut last_error = String::new();
-        for attempt in 1..=FINISH_ATTEMPTS {
-            let result = self
-                .try_finish(tenant, run, event, detail.as_deref(), |record| {
-                    record.counts = counts;
-                    record.input_tokens = outcome.usage.input_tokens;
-                    record.output_tokens = outcome.usage.output_tokens;
-                    record.cost_usd = outcome.cost.map(|c| c.as_f64());
-                    record.tool_calls = outcome.tool_calls.clone();
-                    record.tool_call_count = outcome.tool_call_count;
-                    record.turns = outcome.turns;
-                    record.ai_analysis = summary.clone();
-                    let findings = &outcome.findings;
-                    record.new_findings = findings.new_findings;
-                    record.existing_findings = findings.existing_findings;
-                    record.rejected_findings = findings.rejected_findings;
-                    record.resolved_findings = findings.resolved_findings;
-                    record.finding_ids = findings.finding_ids.clone();
-                    record.finding_assessments = findings.assessments.clone();
-                    record.error_count = findings.error_count;
-                })
-                .await;
-            match result {
-                Ok(ended) => {
-                    pulse_runtime::metrics::patrol_run_ended(&ended);
-                    tracing::info!(run_id = %run.id, status = %ended.status, cause = ?ended.error_cause, turns = outcome.turns, input_tokens = ended.input_tokens, output_tokens = ended.output_tokens, "patrol run finished");
-                    return Ok(());
-                }
-                Err(ApplyError::Store(error)) => {
-                    last_error = error.to_string();
-                    tracing::warn!(run_id = %run.id, attempt, error = %last_error, "terminal write failed; retrying");
-                    tokio::time::sleep(FINISH_RETRY.delay(attempt)).await;
-                }
-                Err(other) => {
-                    tracing::warn!(run_id = %run.id, reason = %other, "run ended elsewhere before its terminal write; outcome dropped");
-                    return Ok(());
-                }
+        let (detail, summary, outcome) = (detail.as_deref(), &summary, &outcome);
+        let written = self
+            .store
+            .retry_tenant_tx(tenant, &TxRetry::default(), |tx| async move {
+                let ended = self
+                    .write_finish(&tx, run, event, detail, |record| {
+                        record.counts = counts;
+                        record.input_tokens = outcome.usage.input_tokens;
+                        record.output_tokens = outcome.usage.output_tokens;
+                        record.cost_usd = outcome.cost.map(|c| c.as_f64());
+                        record.tool_calls = outcome.tool_calls.clone();
+                        record.tool_call_count = outcome.tool_call_count;
+                        record.turns = outcome.turns;
+                        record.ai_analysis = summary.clone();
+                        let findings = &outcome.findings;
+                        record.new_findings = findings.new_findings;
+                        record.existing_findings = findings.existing_findings;
+                        record.rejected_findings = findings.rejected_findings;
+                        record.resolved_findings = findings.resolved_findings;
+                        record.finding_ids = findings.finding_ids.clone();
+                        record.finding_assessments = findings.assessments.clone();
+                        record.error_count = findings.error_count;
+                    })
+                    .await?;
+                tx.commit().await?;
+                Ok(ended)
+            })
+            .await;
+        match written {
+            Ok(ended) => {
+                self.outbox_notify.notify_one();
+                pulse_runtime::metrics::patrol_run_ended(&ended);
+                tracing::info!(run_id = %run.id, status = %ended.status, cause = ?ended.error_cause, turns = outcome.turns, input_tokens = ended.input_tokens, output_tokens = ended.output_tokens, "patrol run finished");
+                Ok(())
+            }
+            Err(ApplyError::Store(error)) => Err(JobError::retry(format!(
+                "the terminal write failed: {error}"
+            ))),
+            Err(other) => {
+                tracing::warn!(run_id = %run.id, reason = %other, "run ended elsewhere before its terminal write; outcome dropped");
+                Ok(())
             }
         }
-        Err(JobError::retry(format!(
-            "the terminal write failed {FINISH_ATTEMPTS} times: {last_error}"
-        )))
     }
 
-    async fn try_finish(
+    /// The terminal write in `tx`: the record, what it means for the finding store, and the
+    /// run's tool and completion events.
+    async fn write_finish(
         &self,
-        tenant: &TenantId,
+        tx: &TenantTx,
         run: &PatrolRun,
         event: RunEvent,
         detail: Option<&str>,
         update: impl FnOnce(&mut PatrolRun),
     ) -> Result<PatrolRun, ApplyError> {
-        let tx = self.store.tenant_tx(tenant).await?;
         let ended = patrol_runs::finish(
-            &tx,
+            tx,
             run.id,
             Some(&self.runner_id),
             event,
@@ -554,7 +550,7 @@ impl WatchRunner {
             update,
         )
         .await?;
-        findings_after_run(&tx, &ended).await.map_err(|e| match e {
+        findings_after_run(tx, &ended).await.map_err(|e| match e {
             FindingsError::Store(e) => ApplyError::Store(e),
             other => ApplyError::Store(StoreError::Invalid(other.to_string())),
         })?;
@@ -563,15 +559,13 @@ impl WatchRunner {
                 run_id: ended.id,
                 call: call.clone(),
             };
-            self.enqueue_event(&tx, RUN_TOOL, &tool)
+            self.enqueue_event(tx, RUN_TOOL, &tool)
                 .await
                 .map_err(|e| ApplyError::Store(StoreError::Invalid(e)))?;
         }
-        self.enqueue_event(&tx, RUN_COMPLETED, &RunCompleted::of(&ended))
+        self.enqueue_event(tx, RUN_COMPLETED, &RunCompleted::of(&ended))
             .await
             .map_err(|e| ApplyError::Store(StoreError::Invalid(e)))?;
-        tx.commit().await?;
-        self.outbox_notify.notify_one();
         Ok(ended)
     }
 
