@@ -362,8 +362,9 @@ impl TenantFeeds {
                             break;
                         }
                     };
-                    let frame = Frame::of_message(&prefix, &message.subject, &message.payload, sequence)
-                        .map(Arc::new);
+                    let frame =
+                        Frame::of_message(&prefix, &message.subject, &message.payload, sequence)
+                            .map(Arc::new);
                     let mut state = feed.state.lock().unwrap_or_else(|e| e.into_inner());
                     if sequence <= state.head {
                         continue;
@@ -399,7 +400,7 @@ impl TenantFeeds {
                 description: Some(format!("pulse event resume of {tenant}")),
                 filter_subject: topic.filter_subject(&self.subjects, tenant),
                 deliver_policy: DeliverPolicy::ByStartSequence {
-                    start_sequence: after + 1,
+                    start_sequence: after.saturating_add(1),
                 },
                 ack_policy: AckPolicy::None,
                 inactive_threshold: CONSUMER_INACTIVE_THRESHOLD,
