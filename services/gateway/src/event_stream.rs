@@ -1,7 +1,7 @@
 //! What the gateway's Server-Sent Event streams over the JetStream events stream share: the
 //! per-tenant bound on open streams (and their end at shutdown), the resume point a client
-//! gives (`Last-Event-ID`, or `?last_event_id=`), where delivery starts for it and the `gap`
-//! frame when events after it are no longer retained, and an event message as a frame.
+//! gives (`Last-Event-ID`, or `?last_event_id=`), where delivery continues for it and the `gap`
+//! frame when events after it are no longer retained, and an event message's name and data.
 //!
 //! An event id is the message's sequence in the events stream, so an id means the same on every
 //! gateway and on every stream over it (`/api/ai/patrol/stream`, `/api/agent/events`).
@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::DeliverPolicy;
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use pulse_capabilities::ErrorCode;
@@ -176,10 +175,11 @@ pub fn resume_point(headers: &HeaderMap, query: Option<&str>) -> Result<Option<u
     }
 }
 
-/// Where delivery starts and whether events before it were lost.
+/// Where delivery continues for a client's resume point, and whether events after it were lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Start {
-    pub policy: DeliverPolicy,
+pub struct Resume {
+    /// Delivery continues with the first event after this sequence.
+    pub after: u64,
     pub gap: Option<Gap>,
 }
 
@@ -190,15 +190,10 @@ pub struct Gap {
     pub resumed_after: u64,
 }
 
-/// The start for a resume point, given the stream's oldest and newest retained sequence
-/// (`first_seq` is `last_seq + 1` for an empty stream).
-pub fn start_for(resume: Option<u64>, first_seq: u64, last_seq: u64) -> Start {
-    let Some(last_seen) = resume else {
-        return Start {
-            policy: DeliverPolicy::New,
-            gap: None,
-        };
-    };
+/// Where delivery continues for a client that saw `last_seen`, given the stream's oldest and
+/// newest retained sequence (`first_seq` is `last_seq + 1` for an empty stream): right after it,
+/// or when what follows it is no longer retained, before the oldest retained event with a gap.
+pub fn resume_after(last_seen: u64, first_seq: u64, last_seq: u64) -> Resume {
     let wanted = last_seen.saturating_add(1);
     // An id beyond the newest event belongs to a stream that was reset: all it holds is unseen.
     let start = if last_seen > last_seq {
@@ -206,16 +201,12 @@ pub fn start_for(resume: Option<u64>, first_seq: u64, last_seq: u64) -> Start {
     } else {
         wanted.max(first_seq)
     };
-    let gap = (start != wanted).then(|| Gap {
+    let after = start.saturating_sub(1);
+    let gap = (start != wanted).then_some(Gap {
         last_event_id: last_seen,
-        resumed_after: start.saturating_sub(1),
+        resumed_after: after,
     });
-    Start {
-        policy: DeliverPolicy::ByStartSequence {
-            start_sequence: start.max(1),
-        },
-        gap,
-    }
+    Resume { after, gap }
 }
 
 pub fn gap_event(gap: Gap) -> Event {
@@ -245,19 +236,6 @@ pub fn event_data(payload: &[u8]) -> Option<String> {
         Ok(text) if !text.contains(['\r', '\n']) => text.to_owned(),
         _ => value.to_string(),
     })
-}
-
-/// One event message as an SSE frame: its name from the subject, its stream sequence as `id`
-/// and its JSON body.
-pub fn render(events_prefix: &str, subject: &str, payload: &[u8], sequence: u64) -> Option<Event> {
-    let name = event_name(events_prefix, subject)?;
-    let data = event_data(payload)?;
-    Some(
-        Event::default()
-            .event(name)
-            .id(sequence.to_string())
-            .data(data),
-    )
 }
 
 pub fn bus_unavailable(what: &str, error: impl std::fmt::Display) -> ApiError {
@@ -300,30 +278,22 @@ mod tests {
     }
 
     #[test]
-    fn resume_starts_after_the_id_or_reports_a_gap() {
-        // No id: only new events.
-        assert_eq!(
-            start_for(None, 1, 10),
-            Start {
-                policy: DeliverPolicy::New,
-                gap: None
-            }
-        );
+    fn resume_continues_after_the_id_or_reports_a_gap() {
         // Retained: right after the id, no gap.
         assert_eq!(
-            start_for(Some(7), 3, 10),
-            Start {
-                policy: DeliverPolicy::ByStartSequence { start_sequence: 8 },
+            resume_after(7, 3, 10),
+            Resume {
+                after: 7,
                 gap: None
             }
         );
         // The newest id: waits for the next event.
-        assert_eq!(start_for(Some(10), 3, 10).gap, None);
+        assert_eq!(resume_after(10, 3, 10).gap, None);
         // Trimmed: from the oldest retained, with a gap.
         assert_eq!(
-            start_for(Some(1), 5, 10),
-            Start {
-                policy: DeliverPolicy::ByStartSequence { start_sequence: 5 },
+            resume_after(1, 5, 10),
+            Resume {
+                after: 4,
                 gap: Some(Gap {
                     last_event_id: 1,
                     resumed_after: 4
@@ -332,7 +302,7 @@ mod tests {
         );
         // Purged (empty, first = last + 1).
         assert_eq!(
-            start_for(Some(2), 11, 10).gap,
+            resume_after(2, 11, 10).gap,
             Some(Gap {
                 last_event_id: 2,
                 resumed_after: 10
@@ -340,9 +310,9 @@ mod tests {
         );
         // An id from before a reset: everything retained, with a gap.
         assert_eq!(
-            start_for(Some(50), 1, 10),
-            Start {
-                policy: DeliverPolicy::ByStartSequence { start_sequence: 1 },
+            resume_after(50, 1, 10),
+            Resume {
+                after: 0,
                 gap: Some(Gap {
                     last_event_id: 50,
                     resumed_after: 0
@@ -352,19 +322,21 @@ mod tests {
     }
 
     #[test]
-    fn renders_the_name_the_sequence_and_the_body() {
+    fn an_event_is_named_after_its_subject_and_sent_as_one_line_of_json() {
         let prefix = "p.pulse.acme.events.";
-        let event = render(
-            prefix,
-            "p.pulse.acme.events.run.accepted",
-            br#"{"run_id":"r1"}"#,
-            12,
-        )
-        .expect("rendered");
-        let text = format!("{event:?}");
-        assert!(text.contains("run.accepted"), "{text}");
-        assert!(render(prefix, "p.pulse.other.events.run.accepted", b"{}", 1).is_none());
-        assert!(render(prefix, "p.pulse.acme.events.run.accepted", b"not json", 1).is_none());
+        assert_eq!(
+            event_name(prefix, "p.pulse.acme.events.run.accepted"),
+            Some("run.accepted")
+        );
+        assert_eq!(
+            event_name(prefix, "p.pulse.other.events.run.accepted"),
+            None
+        );
+        assert_eq!(
+            event_data(br#"{"run_id":"r1"}"#).as_deref(),
+            Some(r#"{"run_id":"r1"}"#)
+        );
+        assert_eq!(event_data(b"not json"), None);
         assert_eq!(event_data(b"{\"a\":\n1}").as_deref(), Some(r#"{"a":1}"#));
     }
 

@@ -31,6 +31,7 @@ mod remediation_locks;
 mod resources;
 pub mod routes;
 mod settings;
+mod tenant_feed;
 mod tokens;
 mod web;
 
@@ -65,8 +66,9 @@ pub struct AppState {
     pub patrol: pulse_config::PatrolConfig,
     /// The web UI's sign-in limiter.
     pub web: Arc<web::WebState>,
-    /// The per-tenant live feeds of `GET /api/agent/events`.
-    pub agent_events: Arc<agent_events::AgentEvents>,
+    /// The per-tenant live feeds of the event streams (`GET /api/agent/events`,
+    /// `GET /api/ai/patrol/stream`).
+    pub event_feeds: Arc<tenant_feed::TenantFeeds>,
     /// `POST /mcp`: the MCP server over this gateway's manifest and API.
     pub mcp: Arc<mcp::McpEndpoint>,
 }
@@ -123,7 +125,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
         )),
         patrol: ctx.config.patrol.clone(),
         web: Arc::new(web::WebState::default()),
-        agent_events: Arc::new(agent_events::AgentEvents::new(
+        event_feeds: Arc::new(tenant_feed::TenantFeeds::new(
             &ctx.bus,
             ctx.shutdown.clone(),
         )),

@@ -13,7 +13,10 @@
 //!   (the resource context);
 //! - `prompts/list` and `prompts/get`: the manifest's workflow prompts.
 //!
-//! Every request to the gateway carries `X-Pulse-Agent-Surface: pulse_mcp`.
+//! Every request to the gateway carries `X-Pulse-Agent-Surface: pulse_mcp`. [`notifications`]
+//! turns the gateway's agent events into MCP notifications.
+
+pub mod notifications;
 
 use serde_json::{Map, Value, json};
 

@@ -1,13 +1,12 @@
 //! `pulse-mcp`: the stdio MCP adapter. JSON-RPC 2.0, one message per line, over the gateway's
 //! capability manifest (see the library). With `--emit-notifications` the gateway's agent events
-//! (`GET /api/agent/events`) become `notifications/<kind>` messages.
+//! (`GET /api/agent/events`) become `notifications/<kind>` messages (`pulse_mcp::notifications`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use futures::StreamExt;
 use pulse_mcp::McpServer;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
@@ -26,67 +25,6 @@ struct Args {
     /// `notifications/<kind>` messages (needs `monitoring:read`).
     #[arg(long)]
     emit_notifications: bool,
-}
-
-/// Reads `GET /api/agent/events` and sends each event but heartbeats as a notification, until
-/// the stream ends or the client goes away.
-async fn forward_events(base_url: String, token: Option<String>, out: mpsc::Sender<String>) {
-    let mut request = reqwest::Client::new()
-        .get(format!(
-            "{}/api/agent/events",
-            base_url.trim_end_matches('/')
-        ))
-        .header(pulse_mcp::SURFACE_HEADER, pulse_mcp::SURFACE);
-    if let Some(token) = &token {
-        request = request.bearer_auth(token);
-    }
-    let response = match request.send().await {
-        Ok(response) if response.status().is_success() => response,
-        Ok(response) => {
-            eprintln!(
-                "pulse-mcp: the event stream answered {}; no notifications",
-                response.status()
-            );
-            return;
-        }
-        Err(error) => {
-            eprintln!("pulse-mcp: cannot open the event stream: {error}");
-            return;
-        }
-    };
-    let mut body = response.bytes_stream();
-    let mut pending = String::new();
-    let (mut kind, mut data) = (String::new(), String::new());
-    while let Some(Ok(chunk)) = body.next().await {
-        pending.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = pending.find('\n') {
-            let line: String = pending.drain(..=end).collect();
-            let line = line.trim_end_matches(['\r', '\n']);
-            if line.is_empty() {
-                if !kind.is_empty() && kind != "heartbeat" {
-                    let params: Value =
-                        serde_json::from_str(&data).unwrap_or(json!({"data": data}));
-                    let note = json!({
-                        "jsonrpc": "2.0",
-                        "method": format!("notifications/{kind}"),
-                        "params": params,
-                    });
-                    if out.send(note.to_string()).await.is_err() {
-                        return;
-                    }
-                }
-                kind.clear();
-                data.clear();
-            } else if let Some(value) = line.strip_prefix("event:") {
-                kind = value.trim().to_owned();
-            } else if let Some(value) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(value.trim_start());
-            }
-        }
-    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -126,7 +64,10 @@ async fn main() -> ExitCode {
         }
     });
     if args.emit_notifications {
-        tokio::spawn(forward_events(args.base_url.clone(), token, out.clone()));
+        let (base_url, out) = (args.base_url.clone(), out.clone());
+        tokio::spawn(async move {
+            pulse_mcp::notifications::forward(&base_url, token.as_deref(), out).await;
+        });
     }
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     let code = loop {

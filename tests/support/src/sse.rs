@@ -1,10 +1,12 @@
 //! A Server-Sent Events client for tests and benchmarks: reads frames off a response body as
 //! they arrive, the way a browser's `EventSource` would.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::stream::BoxStream;
+use futures::{Stream, StreamExt, TryStreamExt};
+use pulse_providers::framing::{SseDecoder, SseEvent};
 use serde_json::Value;
 
 /// One SSE frame as the client sees it.
@@ -30,21 +32,35 @@ impl Frame {
     }
 }
 
-/// Reads SSE frames off a response body incrementally. Comment-only blocks (keepalives) are
-/// skipped; `data` lines are joined with `\n` as the SSE format says.
+impl From<SseEvent> for Frame {
+    fn from(event: SseEvent) -> Self {
+        Self {
+            event: event.event_type().to_owned(),
+            id: event.id,
+            data: event.data,
+        }
+    }
+}
+
+/// Reads SSE frames off a response body incrementally, through the one SSE parser
+/// (`pulse_providers::framing`): comments (keepalives) are skipped, `data` lines are joined with
+/// `\n`, and a character split between two network chunks stays whole.
 pub struct SseReader {
-    body: BoxStream<'static, reqwest::Result<Vec<u8>>>,
-    buffer: String,
+    body: BoxStream<'static, anyhow::Result<bytes::Bytes>>,
+    decoder: SseDecoder,
+    ready: VecDeque<Frame>,
 }
 
 impl SseReader {
     pub fn new(response: reqwest::Response) -> Self {
+        Self::over(response.bytes_stream().map_err(anyhow::Error::from))
+    }
+
+    fn over(body: impl Stream<Item = anyhow::Result<bytes::Bytes>> + Send + 'static) -> Self {
         Self {
-            body: response
-                .bytes_stream()
-                .map(|chunk| chunk.map(|b| b.to_vec()))
-                .boxed(),
-            buffer: String::new(),
+            body: body.boxed(),
+            decoder: SseDecoder::new(),
+            ready: VecDeque::new(),
         }
     }
 
@@ -52,19 +68,20 @@ impl SseReader {
     pub async fn next_frame(&mut self, deadline: Duration) -> anyhow::Result<Frame> {
         tokio::time::timeout(deadline, async {
             loop {
-                while let Some(end) = self.buffer.find("\n\n") {
-                    let block: String = self.buffer.drain(..end + 2).collect();
-                    if let Some(frame) = parse_block(&block) {
-                        return Ok(frame);
-                    }
+                if let Some(frame) = self.ready.pop_front() {
+                    return Ok(frame);
                 }
                 let chunk = self
                     .body
                     .next()
                     .await
                     .ok_or_else(|| anyhow::anyhow!("the event stream ended"))??;
-                self.buffer
-                    .push_str(&String::from_utf8(chunk)?.replace("\r\n", "\n"));
+                self.ready
+                    .extend(self.decoder.push(&chunk).into_iter().map(Frame::from));
+                anyhow::ensure!(
+                    !self.decoder.overflowed(),
+                    "the event stream sent a line or event past the parser's bound"
+                );
             }
         })
         .await
@@ -102,34 +119,6 @@ impl SseReader {
     }
 }
 
-/// One SSE block (the lines before a blank line) as a frame; `None` for a comment-only block.
-pub fn parse_block(block: &str) -> Option<Frame> {
-    let mut event = None;
-    let mut id = None;
-    let mut data: Vec<&str> = Vec::new();
-    for line in block.lines() {
-        if line.is_empty() || line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "event" => event = Some(value.to_owned()),
-            "id" => id = Some(value.to_owned()),
-            "data" => data.push(value),
-            _ => {}
-        }
-    }
-    if event.is_none() && id.is_none() && data.is_empty() {
-        return None;
-    }
-    Some(Frame {
-        event: event.unwrap_or_else(|| "message".to_owned()),
-        id,
-        data: data.join("\n"),
-    })
-}
-
 /// A client without a total timeout, which would cut a long-lived body.
 pub fn client() -> anyhow::Result<reqwest::Client> {
     Ok(reqwest::Client::builder()
@@ -141,16 +130,33 @@ pub fn client() -> anyhow::Result<reqwest::Client> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn blocks_become_frames_and_comments_are_skipped() {
-        assert_eq!(parse_block(": keepalive\n\n"), None);
-        let frame = parse_block("event: finding.created\nid: 7\ndata: {\"a\":\ndata: 1}\n\n")
-            .expect("a frame");
+    fn reader(chunks: &[&'static [u8]]) -> SseReader {
+        let chunks: Vec<anyhow::Result<bytes::Bytes>> = chunks
+            .iter()
+            .map(|c| Ok(bytes::Bytes::from_static(c)))
+            .collect();
+        SseReader::over(futures::stream::iter(chunks))
+    }
+
+    #[tokio::test]
+    async fn frames_arrive_whole_and_comments_are_skipped() -> anyhow::Result<()> {
+        let within = Duration::from_secs(5);
+        let mut reader = reader(&[
+            b": keepalive\n\nevent: finding.created\nid: 7\ndata: {\"a\":\ndata: 1,",
+            // "\u{e9}" is C3 A9, cut between the chunks.
+            b"\"t\":\"caf\xC3",
+            b"\xA9\"}\n\ndata: x\n\n",
+        ]);
+        let frame = reader.next_frame(within).await?;
         assert_eq!(frame.event, "finding.created");
-        assert_eq!(frame.sequence().ok(), Some(7));
+        assert_eq!(frame.sequence()?, 7);
         assert_eq!(frame.json()["a"], 1);
-        let bare = parse_block("data: x\n\n").expect("a frame");
+        assert_eq!(frame.json()["t"], "caf\u{e9}");
+        let bare = reader.next_frame(within).await?;
         assert_eq!(bare.event, "message");
         assert!(bare.sequence().is_err());
+        let ended = reader.next_frame(within).await.expect_err("no more frames");
+        assert_eq!(ended.to_string(), "the event stream ended");
+        Ok(())
     }
 }
