@@ -46,6 +46,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use pulse_api::events::StreamQuery;
 use pulse_bus::Subjects;
 use pulse_bus::events::{
     ACTION_COMPLETED, APPROVAL_PENDING, FINDING_CREATED, FINDING_RESOLVED, FINDING_UPDATED,
@@ -57,8 +58,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Authorized, MonitoringReadScope};
 use crate::event_stream::{
-    CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamPermit, StreamQuery, bus_unavailable,
-    event_data, event_name, gap_event, resume_point, start_for,
+    CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamPermit, bus_unavailable, event_data,
+    event_name, gap_event, resume_point, start_for,
 };
 use crate::{ApiError, AppState};
 

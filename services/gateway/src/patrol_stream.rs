@@ -35,13 +35,14 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use pulse_api::events::StreamQuery;
 use pulse_capabilities::ErrorCode;
 use tokio::sync::mpsc;
 
 use crate::auth::{Authorized, MonitoringReadScope};
 use crate::event_stream::{
-    CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamQuery, bus_unavailable, gap_event,
-    render, resume_point, start_for,
+    CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, bus_unavailable, gap_event, render,
+    resume_point, start_for,
 };
 use crate::{ApiError, AppState};
 
