@@ -28,28 +28,24 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
+use pulse_api::actions::{
+    ActionView, AuditRecord, DecisionBody, DecisionOutcome, ListLimit, ListQuery, PlanBody,
+};
 use pulse_bus::actions_api::{
-    ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply, DecisionOutcome,
+    self, ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply,
 };
 use pulse_bus::{ActionBrokerClient, ClientError};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
-use pulse_domain::action::{ActionPlan, ActionState, ApprovalFloor, Severity};
-use pulse_store::actions::{self, MAX_LIST_LIMIT, StoredAction};
-use pulse_store::audit::AuditRecord;
+use pulse_store::actions::{self, StoredAction};
 use pulse_store::tokens::Principal;
 use pulse_store::{TenantTx, users};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
-use crate::constraints::{IntegerIn, NotBlank, Printable};
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
-use pulse_domain::action::MAX_REASON_CHARS;
-use pulse_domain::action::plan::MAX_ID_CHARS;
 
 pub struct PlanScope;
 impl RequiredScopes for PlanScope {
@@ -77,135 +73,29 @@ pub fn actor(principal: &Principal) -> String {
     }
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanBody {
-    #[schemars(with = "PlanId")]
-    pub resource_id: String,
-    #[schemars(with = "pulse_domain::action::Capability")]
-    pub capability: String,
-    /// `{"target": <the service or container>}`: see list_resource_capabilities.
-    #[schemars(with = "PlanParams")]
-    pub params: Value,
-    #[schemars(with = "Reason")]
-    pub reason: String,
-    pub severity: Severity,
-    #[serde(default)]
-    pub approval_floor: Option<ApprovalFloor>,
-    /// The finding the action is meant to fix; its fix outcome is written back to it.
-    #[serde(default)]
-    pub finding_id: Option<pulse_domain::finding::FindingId>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionBody {
-    pub outcome: DecisionOutcome,
-    #[schemars(with = "Reason")]
-    pub reason: String,
-}
-
-/// A plan's or a decision's reason.
-type Reason = NotBlank<MAX_REASON_CHARS>;
-
-/// A resource id or target of a plan.
-type PlanId = PlanIdText;
-
-/// Up to [`MAX_ID_CHARS`] characters, at least one.
-pub struct PlanIdText;
-
-impl schemars::JsonSchema for PlanIdText {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "PlanId".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS})
-    }
-}
-
-/// The params of a plan: the one `target` the command acts on (the capability catalogue's
-/// closed params schema, whose `target` must be the resource's own).
-pub struct PlanParams;
-
-impl schemars::JsonSchema for PlanParams {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "PlanParams".into()
-    }
-
-    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "object",
-            "properties": {"target": generator.subschema_for::<Printable<1, MAX_ID_CHARS>>()},
-            "required": ["target"],
-            "additionalProperties": false,
-        })
-    }
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-pub struct ListQuery {
-    #[schemars(with = "Option<ListLimit>")]
-    pub limit: Option<i64>,
-}
-
-/// How many actions a list answers.
-type ListLimit = IntegerIn<1, MAX_LIST_LIMIT>;
-
-/// An action as the API shows it.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ActionView {
-    #[serde(flatten)]
-    pub plan: ActionPlan,
-    pub state: ActionState,
-    pub version: i64,
-    pub decided_by: Option<String>,
-    /// The username behind `decided_by`.
-    pub decided_by_name: Option<String>,
-    pub decision_reason: Option<String>,
-    pub human_approved: bool,
-    pub lease_id: Option<String>,
-    pub lease_expires_at: Option<DateTime<Utc>>,
-    pub result: Option<Value>,
-    pub updated_at: DateTime<Utc>,
-    /// The finding the action is meant to fix.
-    pub finding_id: Option<pulse_domain::finding::FindingId>,
-    /// The verifier's judgement of a completed action: `verified`, `still_failing` or
-    /// `inconclusive`; `null` until judged (and for actions that did not complete).
-    pub verification: Option<pulse_domain::action::Verification>,
-    /// Why the verifier judged as it did (or why no judgement could be had).
-    pub verification_reason: Option<String>,
-    pub verified_at: Option<DateTime<Utc>>,
-}
-
-impl From<StoredAction> for ActionView {
-    fn from(a: StoredAction) -> Self {
-        Self {
-            plan: a.plan,
-            state: a.state,
-            version: a.version,
-            decided_by: a.decided_by,
-            decided_by_name: None,
-            decision_reason: a.decision_reason,
-            human_approved: a.human_approved,
-            lease_id: a.lease_id,
-            lease_expires_at: a.lease_expires_at,
-            result: a.result,
-            updated_at: a.updated_at,
-            finding_id: a.finding_id,
-            verification: a.verification,
-            verification_reason: a
-                .verification_detail
-                .as_ref()
-                .and_then(|d| d.get("reason"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            verified_at: a.verified_at,
-        }
+/// A stored action as the API shows it (without its decider's username).
+fn view_of(a: StoredAction) -> ActionView {
+    ActionView {
+        plan: a.plan,
+        state: a.state,
+        version: a.version,
+        decided_by: a.decided_by,
+        decided_by_name: None,
+        decision_reason: a.decision_reason,
+        human_approved: a.human_approved,
+        lease_id: a.lease_id,
+        lease_expires_at: a.lease_expires_at,
+        result: a.result,
+        updated_at: a.updated_at,
+        finding_id: a.finding_id,
+        verification: a.verification,
+        verification_reason: a
+            .verification_detail
+            .as_ref()
+            .and_then(|d| d.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        verified_at: a.verified_at,
     }
 }
 
@@ -229,7 +119,7 @@ pub(crate) async fn views(
                 .and_then(|id| names.get(&id).cloned());
             ActionView {
                 decided_by_name: name,
-                ..ActionView::from(a)
+                ..view_of(a)
             }
         })
         .collect())
@@ -308,7 +198,10 @@ pub async fn decision(
     }
     let request = ActionDecisionRequest {
         action_id: id,
-        outcome: body.outcome,
+        outcome: match body.outcome {
+            DecisionOutcome::Approved => actions_api::DecisionOutcome::Approved,
+            DecisionOutcome::Rejected => actions_api::DecisionOutcome::Rejected,
+        },
         reason: body.reason,
         decided_by: actor(&auth.principal),
     };
@@ -385,6 +278,20 @@ pub async fn get(
     Ok(Json(view))
 }
 
+/// A stored audit row as the API shows it: the hashes in hex.
+fn audit_record(row: pulse_store::audit::AuditRecord) -> AuditRecord {
+    AuditRecord {
+        seq: row.seq,
+        occurred_at: row.occurred_at,
+        actor: row.actor,
+        kind: row.kind,
+        subject: row.subject,
+        payload: row.payload,
+        prev_hash: hex::encode(&row.prev_hash),
+        row_hash: hex::encode(&row.row_hash),
+    }
+}
+
 pub async fn audit(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
@@ -397,5 +304,5 @@ pub async fn audit(
     }
     let trail = actions::audit_trail(&tx, id).await?;
     tx.rollback().await?;
-    Ok(Json(trail))
+    Ok(Json(trail.into_iter().map(audit_record).collect()))
 }

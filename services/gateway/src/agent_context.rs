@@ -25,21 +25,22 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use chrono::{DateTime, Utc};
+use pulse_api::context::{
+    ActionCapabilityEntry, FleetContext, FleetQuery, FleetResource, MetricSummary, PatrolControl,
+    PatrolControlStatus, ResourceCapabilities, ResourceContext,
+};
 use pulse_bus::ActionBrokerClient;
-use pulse_bus::actions_api::{ActionCapabilitiesRequest, ActionCapabilityEntry};
+use pulse_bus::actions_api::{self, ActionCapabilitiesRequest};
 use pulse_capabilities::ErrorCode;
-use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Finding, SeverityCounts};
 use pulse_domain::patrol::run::RunStatus;
-use pulse_domain::patrol::status::{CheckStatus, HealthBasis, RuntimeState};
-use pulse_domain::resource::{Health, Resource, ResourceStatus, ResourceType};
+use pulse_domain::patrol::status::CheckStatus;
+use pulse_domain::resource::{ResourceStatus, ResourceType};
 use pulse_store::alerts::{self, AlertFilter, StateFilter, StoredAlert};
 use pulse_store::findings::{self as finding_store, ListFilter, MAX_LIST_LIMIT};
 use pulse_store::{TenantTx, actions as action_store, metrics, resources as resource_store};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
-use crate::actions::{ACTION_REQUEST_TIMEOUT, ActionView};
+use crate::actions::ACTION_REQUEST_TIMEOUT;
 use crate::auth::{Authorized, MonitoringReadScope};
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
@@ -56,42 +57,6 @@ const SUMMARIZED_METRICS: [&str; 3] = [
     alerts::USED_PERCENT,
     alerts::INODES_PERCENT,
 ];
-
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FleetQuery {
-    /// Only resources of this type (`host`, `service`, `app-container`, `storage`).
-    #[serde(rename = "type")]
-    #[schemars(with = "Option<ResourceType>")]
-    pub resource_type: Option<String>,
-    /// Only resources in this status (`running`, `exited`, `stopped`, `unknown`).
-    #[schemars(with = "Option<ResourceStatus>")]
-    pub status: Option<String>,
-}
-
-/// One resource in the fleet context.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct FleetResource {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub resource_type: ResourceType,
-    pub name: String,
-    pub agent_id: String,
-    pub status: ResourceStatus,
-    pub health: Health,
-    pub open_findings: SeverityCounts,
-    pub firing_alerts: u32,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct FleetContext {
-    pub resources: Vec<FleetResource>,
-    pub resource_count: usize,
-    /// Open findings of the listed resources.
-    pub open_findings: SeverityCounts,
-    pub pending_approvals: usize,
-    pub generated_at: DateTime<Utc>,
-}
 
 fn invalid(message: String) -> ApiError {
     ApiError::new(ErrorCode::InvalidParameter, message)
@@ -194,51 +159,22 @@ pub async fn fleet(
     }))
 }
 
-/// One metric over the summary window.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct MetricSummary {
-    pub metric: String,
-    pub samples: usize,
-    pub latest: f64,
-    pub latest_at: DateTime<Utc>,
-    pub min: f64,
-    pub max: f64,
-    pub mean: f64,
-}
-
-impl MetricSummary {
-    fn of(metric: &str, samples: &[(DateTime<Utc>, f64)]) -> Option<Self> {
-        let (latest_at, latest) = *samples.last()?;
-        let values = samples.iter().map(|(_, v)| *v);
-        let min = values.clone().fold(f64::INFINITY, f64::min);
-        let max = values.clone().fold(f64::NEG_INFINITY, f64::max);
-        let mean = values.sum::<f64>() / samples.len() as f64;
-        Some(Self {
-            metric: metric.to_owned(),
-            samples: samples.len(),
-            latest,
-            latest_at,
-            min,
-            max,
-            mean,
-        })
-    }
-}
-
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ResourceContext {
-    pub resource: Resource,
-    /// The summarized window, in minutes.
-    pub metrics_window_minutes: i64,
-    pub metrics: Vec<MetricSummary>,
-    pub open_findings: Vec<Finding>,
-    pub open_finding_counts: SeverityCounts,
-    /// Firing alerts of the resource.
-    pub firing_alerts: Vec<StoredAlert>,
-    /// The newest actions on the resource, newest first.
-    pub recent_actions: Vec<ActionView>,
-    /// Whether the resource is marked never_auto_remediate.
-    pub never_auto_remediate: bool,
+/// The summary of one metric's samples over the window; `None` without samples.
+fn metric_summary(metric: &str, samples: &[(DateTime<Utc>, f64)]) -> Option<MetricSummary> {
+    let (latest_at, latest) = *samples.last()?;
+    let values = samples.iter().map(|(_, v)| *v);
+    let min = values.clone().fold(f64::INFINITY, f64::min);
+    let max = values.clone().fold(f64::NEG_INFINITY, f64::max);
+    let mean = values.sum::<f64>() / samples.len() as f64;
+    Some(MetricSummary {
+        metric: metric.to_owned(),
+        samples: samples.len(),
+        latest,
+        latest_at,
+        min,
+        max,
+        mean,
+    })
 }
 
 fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
@@ -260,7 +196,7 @@ pub async fn resource(
     let mut summaries = Vec::new();
     for metric in SUMMARIZED_METRICS {
         let samples = metrics::history(&tx, &resource.id, metric, since, METRIC_SAMPLES).await?;
-        summaries.extend(MetricSummary::of(metric, &samples));
+        summaries.extend(metric_summary(metric, &samples));
     }
     let findings: Vec<Finding> = open_findings(&tx)
         .await?
@@ -291,20 +227,22 @@ pub async fn resource(
         metrics: summaries,
         open_finding_counts: SeverityCounts::of(&findings),
         open_findings: findings,
-        firing_alerts: firing,
+        firing_alerts: firing.into_iter().map(crate::alerts::alert).collect(),
         recent_actions,
         never_auto_remediate: lock == pulse_domain::action::LockState::Locked,
     }))
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ResourceCapabilities {
-    /// The canonical id the reference resolved to.
-    pub resource_id: String,
-    pub resource_type: ResourceType,
-    pub resource_name: String,
-    /// The capabilities `plan_action` accepts for this resource.
-    pub capabilities: Vec<ActionCapabilityEntry>,
+/// A capability of the broker's catalogue as the API shows it.
+fn capability(entry: actions_api::ActionCapabilityEntry) -> ActionCapabilityEntry {
+    ActionCapabilityEntry {
+        name: entry.name,
+        description: entry.description,
+        params_schema: entry.params_schema,
+        sensitive_params: entry.sensitive_params,
+        approval_floor: entry.approval_floor,
+        auto_approval_eligible: entry.auto_approval_eligible,
+    }
 }
 
 pub async fn capabilities(
@@ -327,40 +265,8 @@ pub async fn capabilities(
         resource_id: reply.resource_id,
         resource_type: reply.resource_type,
         resource_name: reply.resource_name,
-        capabilities: reply.capabilities,
+        capabilities: reply.capabilities.into_iter().map(capability).collect(),
     }))
-}
-
-/// Patrol's switch, mode and readiness.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PatrolControl {
-    pub enabled: bool,
-    /// The Patrol mode (`autonomy_level`); `null` when the stored settings do not resolve.
-    pub mode: Option<AutonomyLevel>,
-    pub runtime_state: RuntimeState,
-    /// Whether no readiness check fails.
-    pub ready: bool,
-    pub readiness_checks: usize,
-    pub readiness_checks_failing: usize,
-}
-
-/// Counts only: no finding, resource or action content.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PatrolControlStatus {
-    pub patrol: PatrolControl,
-    /// The Patrol status's verdict: `false` while a warning or critical finding is active,
-    /// `true` only after a recent successful full run with none, `null` otherwise
-    /// (`health_basis` says which).
-    pub healthy: Option<bool>,
-    pub health_basis: HealthBasis,
-    /// Active findings of every severity (`active_findings.total`).
-    pub findings_count: u32,
-    /// Every active finding of the tenant, by severity.
-    pub active_findings: SeverityCounts,
-    pub pending_approvals: usize,
-    /// Runs running now (0 or 1: one full or scoped run at a time per tenant).
-    pub running_runs: u32,
-    pub queued_scoped_runs: u32,
 }
 
 pub async fn patrol_control_status(
@@ -411,10 +317,9 @@ mod tests {
                 .single()
                 .expect("time")
         };
-        assert_eq!(MetricSummary::of("used_percent", &[]), None);
-        let summary =
-            MetricSummary::of("used_percent", &[(t(0), 80.0), (t(1), 90.0), (t(2), 85.0)])
-                .expect("summary");
+        assert_eq!(metric_summary("used_percent", &[]), None);
+        let summary = metric_summary("used_percent", &[(t(0), 80.0), (t(1), 90.0), (t(2), 85.0)])
+            .expect("summary");
         assert_eq!(summary.samples, 3);
         assert_eq!(
             (summary.min, summary.max, summary.latest),

@@ -23,13 +23,14 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
+use pulse_api::events::StreamQuery;
 use pulse_bus::events::{
     ACTION_COMPLETED, APPROVAL_PENDING, FINDING_CREATED, FINDING_RESOLVED, FINDING_UPDATED,
 };
 use pulse_capabilities::ErrorCode;
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::event_stream::{KEEPALIVE_INTERVAL, StreamQuery, resume_after, resume_point};
+use crate::event_stream::{KEEPALIVE_INTERVAL, resume_after, resume_point};
 use crate::tenant_feed::{Delivery, Topic};
 use crate::{ApiError, AppState};
 

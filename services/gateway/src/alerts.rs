@@ -5,35 +5,14 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use pulse_api::alerts::{Alert, AlertList, AlertStatus, AlertsQuery, Limit, StateFilter};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::resource::ResourceType;
-use pulse_store::alerts::{self, AlertFilter, MAX_LIST_LIMIT, StateFilter, StoredAlert};
-use serde::{Deserialize, Serialize};
+use pulse_store::alerts::{self, AlertFilter, StoredAlert};
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::constraints::{IntegerIn, ResourceRef};
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
-
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AlertsQuery {
-    /// `firing` (default), `cleared` or `all`.
-    #[schemars(with = "Option<StateFilter>")]
-    pub state: Option<String>,
-    #[schemars(with = "Option<ResourceRef>")]
-    pub resource_id: Option<String>,
-    #[schemars(with = "Option<Limit>")]
-    pub limit: Option<String>,
-}
-
-/// How many alerts a list answers.
-type Limit = IntegerIn<1, MAX_LIST_LIMIT>;
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct AlertList {
-    pub alerts: Vec<StoredAlert>,
-}
 
 /// Checks the query values; the resource reference is resolved later, in the tenant.
 fn parse(query: &AlertsQuery) -> Result<(StateFilter, i64), ApiError> {
@@ -63,6 +42,36 @@ fn is_canonical_id(reference: &str) -> bool {
     })
 }
 
+/// Which stored alerts a state filter selects.
+pub(crate) fn state_filter(state: StateFilter) -> alerts::StateFilter {
+    match state {
+        StateFilter::Firing => alerts::StateFilter::Firing,
+        StateFilter::Cleared => alerts::StateFilter::Cleared,
+        StateFilter::All => alerts::StateFilter::All,
+    }
+}
+
+/// A stored alert as the API lists it.
+pub(crate) fn alert(stored: StoredAlert) -> Alert {
+    Alert {
+        id: stored.id,
+        key: stored.key,
+        rule: stored.rule,
+        level: stored.level,
+        value: stored.value,
+        threshold: stored.threshold,
+        resource_id: stored.resource_id,
+        message: stored.message,
+        state: match stored.state {
+            alerts::AlertStatus::Firing => AlertStatus::Firing,
+            alerts::AlertStatus::Cleared => AlertStatus::Cleared,
+        },
+        fired_at: stored.fired_at,
+        updated_at: stored.updated_at,
+        cleared_at: stored.cleared_at,
+    }
+}
+
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
@@ -85,14 +94,16 @@ pub async fn list(
     let listed = alerts::list(
         &tx,
         &AlertFilter {
-            state: state_filter,
+            state: self::state_filter(state_filter),
             resource_id,
             limit,
         },
     )
     .await?;
     tx.commit().await?;
-    Ok(Json(AlertList { alerts: listed }))
+    Ok(Json(AlertList {
+        alerts: listed.into_iter().map(alert).collect(),
+    }))
 }
 
 #[cfg(test)]
@@ -154,7 +165,7 @@ mod tests {
             .single()
             .expect("valid time");
         let list = AlertList {
-            alerts: vec![StoredAlert {
+            alerts: vec![alert(StoredAlert {
                 id: uuid::Uuid::from_u128(0x0193_0000_0000_7000_8000_0000_0000_0001),
                 key: AlertKey::new("storage:h1:/var", AlertRule::FilesystemUsage),
                 rule: AlertRule::FilesystemUsage,
@@ -167,7 +178,7 @@ mod tests {
                 fired_at: at,
                 updated_at: at,
                 cleared_at: Some(at),
-            }],
+            })],
         };
         insta::assert_json_snapshot!(list);
     }

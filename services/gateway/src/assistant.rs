@@ -21,6 +21,11 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use pulse_api::assistant::{
+    AbortAnswer, ChatBody, ControlLevelBody, ForkBody, MAX_PROMPT_CHARS, MessageList, MessageView,
+    MessagesQuery, NewSessionBody, PromptText, RenameBody, SessionList, SessionView, SessionsQuery,
+    SteerAnswer, SteerBody, SummarizeAnswer, UndoAnswer, UndoBody,
+};
 use pulse_bus::AssistantClient;
 use pulse_bus::assistant_api::{
     AssistantAbort, AssistantCaller, AssistantEvent, AssistantSummarizeReply,
@@ -32,14 +37,11 @@ use pulse_domain::Scope;
 use pulse_store::TenantTx;
 use pulse_store::chat::{self, ChatStoreError, MessageBody, NewMessage, Role, RowState, Session};
 use pulse_store::tokens::Principal;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, RequiredScopes};
-use crate::constraints::Text;
 use crate::event_stream::KEEPALIVE_INTERVAL;
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
@@ -50,8 +52,6 @@ impl RequiredScopes for ChatScope {
     const SCOPES: &'static [Scope] = &[Scope::AiChat];
 }
 
-/// Characters of a prompt or a steer.
-pub const MAX_PROMPT_CHARS: usize = 16_000;
 /// How long the gateway waits for a runner to take a turn.
 pub const TURN_ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a compaction may take (a model call).
@@ -61,228 +61,31 @@ const BUFFERED_EVENTS: usize = 256;
 /// Sessions a list answers at most.
 const MAX_SESSIONS: i64 = 200;
 
-/// `POST /api/ai/chat`. `finding_id` and `control_level` set up a new session, so they are left
-/// out (or null) when `session_id` continues one.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(extend(
-    "if" = {"required": ["session_id"], "properties": {"session_id": {"type": "string"}}},
-    "then" = {"properties": {"finding_id": {"type": "null"}, "control_level": {"type": "null"}}}
-))]
-pub struct ChatBody {
-    /// The operator's message (1 to 16,000 characters, not only white space).
-    #[schemars(with = "PromptText")]
-    pub prompt: String,
-    /// Continue this session; without it a new session starts.
-    #[serde(default)]
-    pub session_id: Option<Uuid>,
-    /// Start from a finding (handoff): the session is approval-required.
-    #[serde(default)]
-    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
-    pub finding_id: Option<String>,
-    /// `read_only` (default), `controlled` or `autonomous`; for a new session only.
-    #[serde(default)]
-    pub control_level: Option<ControlLevelBody>,
-}
-
-/// A control level on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ControlLevelBody {
-    ReadOnly,
-    Controlled,
-    Autonomous,
-}
-
-impl From<ControlLevelBody> for ControlLevel {
-    fn from(level: ControlLevelBody) -> Self {
-        match level {
-            ControlLevelBody::ReadOnly => ControlLevel::ReadOnly,
-            ControlLevelBody::Controlled => ControlLevel::Controlled,
-            ControlLevelBody::Autonomous => ControlLevel::Autonomous,
-        }
+/// The runner's summary reply as the API answers it.
+fn summarize_answer(r: AssistantSummarizeReply) -> SummarizeAnswer {
+    SummarizeAnswer {
+        session_id: r.session_id,
+        compacted_rows: r.compacted_rows,
+        summary_chars: r.summary_chars,
+        model_route: r.model_route,
     }
 }
 
-/// A session as the API shows it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SessionView {
-    pub id: Uuid,
-    /// `chat`, `patrol` or `investigation`.
-    pub kind: String,
-    pub title: String,
-    pub created_by: String,
-    pub control_level: String,
-    pub approval_required: bool,
-    pub finding_id: Option<String>,
-    /// `idle` or `running`.
-    pub status: String,
-    pub model_route: Option<String>,
-    pub forked_from: Option<Uuid>,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub updated_at: chrono::DateTime<chrono::Utc>,
-}
-
-impl From<Session> for SessionView {
-    fn from(s: Session) -> Self {
-        Self {
-            id: s.id,
-            kind: s.kind.as_str().to_owned(),
-            title: s.title,
-            created_by: s.created_by,
-            control_level: s.control_level,
-            approval_required: s.approval_required,
-            finding_id: s.finding_id,
-            status: s.status,
-            model_route: s.model_route,
-            forked_from: s.forked_from,
-            created_at: s.created_at,
-            updated_at: s.updated_at,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SessionList {
-    pub sessions: Vec<SessionView>,
-}
-
-/// One transcript row of the restore view. Provider reasoning is never stored, so never shown.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct MessageView {
-    pub seq: i64,
-    pub id: Uuid,
-    pub turn_id: Uuid,
-    /// `user`, `assistant`, `tool`, `approval`, `question`, `outcome`, `summary`, `steer`,
-    /// `error`.
-    pub role: String,
-    /// `done`, `running`, `failed`, `cancelled`, `denied`, `pending`, `applied`.
-    pub state: String,
-    pub text: String,
-    /// A tool row: `{call_id, name, input, output, reason}`.
-    pub tool: Option<Value>,
-    /// An approval, question or outcome card.
-    pub card: Option<Value>,
-    pub model_route: Option<String>,
-    pub action_id: Option<Uuid>,
-    pub undone: bool,
-    pub compacted: bool,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct MessageList {
-    pub session: SessionView,
-    pub messages: Vec<MessageView>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SessionsQuery {
-    /// Include Patrol and investigation transcripts (read only).
-    #[serde(default)]
-    pub include_system: bool,
-}
-
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MessagesQuery {
-    /// Include rows an undo took back.
-    #[serde(default)]
-    pub include_undone: bool,
-}
-
-/// `POST /api/ai/sessions`.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NewSessionBody {
-    /// "New chat" when absent.
-    #[serde(default)]
-    #[schemars(length(max = MAX_PROMPT_CHARS))]
-    pub title: Option<String>,
-    #[serde(default)]
-    pub control_level: Option<ControlLevelBody>,
-    #[serde(default)]
-    #[schemars(with = "Option<pulse_domain::finding::FindingId>")]
-    pub finding_id: Option<String>,
-}
-
-/// `PATCH /api/ai/sessions/{id}`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RenameBody {
-    #[schemars(with = "PromptText")]
-    pub title: String,
-}
-
-/// `POST /api/ai/sessions/{id}/fork`.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForkBody {
-    /// Copy rows up to and including this `seq`; all live rows without it.
-    #[serde(
-        default,
-        deserialize_with = "crate::constraints::optional_whole_number"
-    )]
-    pub through_seq: Option<i64>,
-}
-
-/// `POST /api/ai/sessions/{id}/undo` and `/redo`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct UndoBody {
-    /// The prompt of the turn to undo (or redo), exactly as the messages show it.
-    pub expected_prompt: String,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct UndoAnswer {
-    pub session_id: Uuid,
-    pub turn_id: Uuid,
-    /// `undone` or `redone`.
-    pub result: String,
-}
-
-/// `POST /api/ai/sessions/{id}/steer`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SteerBody {
-    #[schemars(with = "PromptText")]
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SteerAnswer {
-    pub session_id: Uuid,
-    pub steer_id: Uuid,
-    /// `pending` until the running turn reaches its next boundary (`steer_applied`).
-    pub state: String,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct AbortAnswer {
-    pub session_id: Uuid,
-    /// The turn that was asked to stop; `None` when the session was idle.
-    pub turn_id: Option<Uuid>,
-    pub aborted: bool,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SummarizeAnswer {
-    pub session_id: Uuid,
-    pub compacted_rows: u64,
-    pub summary_chars: u64,
-    pub model_route: String,
-}
-
-impl From<AssistantSummarizeReply> for SummarizeAnswer {
-    fn from(r: AssistantSummarizeReply) -> Self {
-        Self {
-            session_id: r.session_id,
-            compacted_rows: r.compacted_rows,
-            summary_chars: r.summary_chars,
-            model_route: r.model_route,
-        }
+/// A stored session as the API shows it.
+fn session_view(s: Session) -> SessionView {
+    SessionView {
+        id: s.id,
+        kind: s.kind.as_str().to_owned(),
+        title: s.title,
+        created_by: s.created_by,
+        control_level: s.control_level,
+        approval_required: s.approval_required,
+        finding_id: s.finding_id,
+        status: s.status,
+        model_route: s.model_route,
+        forked_from: s.forked_from,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
     }
 }
 
@@ -332,9 +135,6 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiErro
         )
     })
 }
-
-/// A prompt, a steer or a title: text with content, at most [`MAX_PROMPT_CHARS`] characters.
-type PromptText = Text<MAX_PROMPT_CHARS>;
 
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
     PromptText::check(text).map_err(|e| invalid(e.message(field)))
@@ -626,7 +426,7 @@ pub async fn list(
     .map_err(store_error)?
     .into_iter()
     .filter(|s| admin || s.created_by == me)
-    .map(SessionView::from)
+    .map(session_view)
     .collect();
     Ok(axum::Json(SessionList { sessions }))
 }
@@ -654,7 +454,7 @@ pub async fn create(
     .await
     .map_err(store_error)?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(session.into())))
+    Ok((StatusCode::CREATED, axum::Json(session_view(session))))
 }
 
 /// `GET /api/ai/sessions/{id}/messages`.
@@ -695,7 +495,7 @@ pub async fn messages(
         })
         .collect();
     Ok(axum::Json(MessageList {
-        session: session.into(),
+        session: session_view(session),
         messages,
     }))
 }
@@ -716,7 +516,7 @@ pub async fn rename(
         .await
         .map_err(store_error)?;
     tx.commit().await?;
-    Ok(axum::Json(session.into()))
+    Ok(axum::Json(session_view(session)))
 }
 
 /// `DELETE /api/ai/sessions/{id}`.
@@ -803,7 +603,7 @@ pub async fn fork(
     .await
     .map_err(store_error)?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, axum::Json(copy.into())))
+    Ok((StatusCode::CREATED, axum::Json(session_view(copy))))
 }
 
 /// `POST /api/ai/sessions/{id}/summarize`.
@@ -830,7 +630,7 @@ pub async fn summarize(
             SUMMARIZE_TIMEOUT,
         )
         .await?;
-    Ok(axum::Json(reply.into()))
+    Ok(axum::Json(summarize_answer(reply)))
 }
 
 async fn undo_or_redo(

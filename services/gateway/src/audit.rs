@@ -6,32 +6,28 @@
 
 use axum::Json;
 use axum::extract::State;
-use pulse_store::audit::{self, ChainBreak, VerifyReport};
-use serde::Serialize;
+use pulse_api::audit::{ChainBreak, VerifyView};
+use pulse_store::audit::{self, VerifyReport};
 
 use crate::auth::{AdminScope, Authorized};
 use crate::{ApiError, AppState};
 
 /// The verification report as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct VerifyView {
-    pub ok: bool,
-    /// Rows verified, in sequence order, before the first broken one (if any).
-    pub entries: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub first_broken_seq: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<ChainBreak>,
+fn view(report: VerifyReport) -> VerifyView {
+    VerifyView {
+        ok: report.is_intact(),
+        entries: report.rows_checked,
+        first_broken_seq: report.first_broken.as_ref().map(|b| b.seq),
+        reason: report.first_broken.map(|b| chain_break(b.reason)),
+    }
 }
 
-impl From<VerifyReport> for VerifyView {
-    fn from(report: VerifyReport) -> Self {
-        Self {
-            ok: report.is_intact(),
-            entries: report.rows_checked,
-            first_broken_seq: report.first_broken.as_ref().map(|b| b.seq),
-            reason: report.first_broken.map(|b| b.reason),
-        }
+fn chain_break(reason: audit::ChainBreak) -> ChainBreak {
+    match reason {
+        audit::ChainBreak::MissingRow => ChainBreak::MissingRow,
+        audit::ChainBreak::PrevHashMismatch => ChainBreak::PrevHashMismatch,
+        audit::ChainBreak::RowHashMismatch => ChainBreak::RowHashMismatch,
+        audit::ChainBreak::HeadMismatch => ChainBreak::HeadMismatch,
     }
 }
 
@@ -50,7 +46,7 @@ pub async fn verify(
             "audit chain verification found a break"
         );
     }
-    Ok(Json(report.into()))
+    Ok(Json(view(report)))
 }
 
 #[cfg(test)]
@@ -60,16 +56,16 @@ mod tests {
 
     #[test]
     fn verify_view_shapes() {
-        let intact = VerifyView::from(VerifyReport {
+        let intact = view(VerifyReport {
             rows_checked: 12,
             first_broken: None,
         });
         insta::assert_json_snapshot!("audit_verify_intact", intact);
-        let broken = VerifyView::from(VerifyReport {
+        let broken = view(VerifyReport {
             rows_checked: 2,
             first_broken: Some(BrokenRow {
                 seq: 3,
-                reason: ChainBreak::RowHashMismatch,
+                reason: audit::ChainBreak::RowHashMismatch,
             }),
         });
         assert!(!broken.ok);

@@ -21,30 +21,15 @@ use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Days, NaiveDate, Utc};
+use pulse_api::cost::{
+    CostQuery, CostSummary, DEFAULT_DAYS, DayCount, DayView, MAX_RUNS, RouteView, RunView,
+    TotalsView,
+};
 use pulse_capabilities::ErrorCode;
-use pulse_domain::usd::Usd;
 use pulse_store::cost_ledger::{self, CostLine, CostTotals, RouteCost};
-use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::constraints::IntegerIn;
 use crate::{ApiError, AppState};
-
-pub const DEFAULT_DAYS: u32 = 30;
-pub const MAX_DAYS: u32 = 365;
-/// Runs listed in a summary, newest first; older ones still count in the totals.
-pub const MAX_RUNS: usize = 1_000;
-
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CostQuery {
-    /// UTC days, today's included (default 30).
-    #[schemars(with = "Option<DayCount>")]
-    pub days: Option<String>,
-}
-
-/// The window a query may ask for, in UTC days.
-type DayCount = IntegerIn<1, { MAX_DAYS as i64 }>;
 
 fn parse_days(raw: Option<&str>) -> Result<u32, ApiError> {
     let Some(raw) = raw else {
@@ -63,88 +48,29 @@ fn window(days: u32, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
     (start(first), start(today + Days::new(1)))
 }
 
-/// Totals as the API shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct TotalsView {
-    pub calls: u64,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub total_tokens: u64,
-    /// Null when a call's price was unknown.
-    pub cost_usd: Option<Usd>,
-    pub price_known: bool,
-    pub known_cost_usd: Usd,
-    pub unknown_price_calls: u64,
-}
-
-impl From<&CostTotals> for TotalsView {
-    fn from(t: &CostTotals) -> Self {
-        Self {
-            calls: t.calls,
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
-            total_tokens: t.input_tokens + t.output_tokens,
-            cost_usd: t.cost_usd(),
-            price_known: t.price_known(),
-            known_cost_usd: t.known_cost_usd,
-            unknown_price_calls: t.unknown_price_calls,
-        }
+/// Ledger totals as the API shows them.
+fn totals_view(t: &CostTotals) -> TotalsView {
+    TotalsView {
+        calls: t.calls,
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        total_tokens: t.input_tokens + t.output_tokens,
+        cost_usd: t.cost_usd(),
+        price_known: t.price_known(),
+        known_cost_usd: t.known_cost_usd,
+        unknown_price_calls: t.unknown_price_calls,
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct RouteView {
-    pub route: String,
-    pub provider: String,
-    pub model: String,
-    pub route_class: &'static str,
-    #[serde(flatten)]
-    pub totals: TotalsView,
-}
-
-impl From<RouteCost> for RouteView {
-    fn from(r: RouteCost) -> Self {
-        Self {
-            totals: TotalsView::from(&r.totals),
-            route: r.route.route,
-            provider: r.route.provider,
-            model: r.route.model,
-            route_class: r.route.route_class,
-        }
+/// A route's ledger totals as the API shows them.
+fn route_view(r: RouteCost) -> RouteView {
+    RouteView {
+        totals: totals_view(&r.totals),
+        route: r.route.route,
+        provider: r.route.provider,
+        model: r.route.model,
+        route_class: r.route.route_class,
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct DayView {
-    pub date: NaiveDate,
-    #[serde(flatten)]
-    pub totals: TotalsView,
-    pub routes: Vec<RouteView>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct RunView {
-    pub run_id: String,
-    /// The first UTC day the run made a call.
-    pub date: NaiveDate,
-    #[serde(flatten)]
-    pub totals: TotalsView,
-    pub routes: Vec<RouteView>,
-}
-
-/// `GET /api/ai/cost/summary`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct CostSummary {
-    pub days: u32,
-    pub from: DateTime<Utc>,
-    pub to: DateTime<Utc>,
-    pub totals: TotalsView,
-    pub by_route: Vec<RouteView>,
-    /// Days with calls, oldest first.
-    pub by_day: Vec<DayView>,
-    /// Patrol runs with calls, newest first, at most [`MAX_RUNS`].
-    pub by_run: Vec<RunView>,
-    pub runs_truncated: bool,
 }
 
 fn totals<'a>(lines: impl IntoIterator<Item = &'a CostLine>) -> CostTotals {
@@ -158,7 +84,7 @@ fn totals<'a>(lines: impl IntoIterator<Item = &'a CostLine>) -> CostTotals {
 fn routes<'a>(lines: impl IntoIterator<Item = &'a CostLine>) -> Vec<RouteView> {
     cost_ledger::by_route(lines)
         .into_iter()
-        .map(RouteView::from)
+        .map(route_view)
         .collect()
 }
 
@@ -181,7 +107,7 @@ pub fn summarize(
         .into_iter()
         .map(|(date, lines)| DayView {
             date,
-            totals: TotalsView::from(&totals(lines.iter().copied())),
+            totals: totals_view(&totals(lines.iter().copied())),
             routes: routes(lines.iter().copied()),
         })
         .collect();
@@ -190,7 +116,7 @@ pub fn summarize(
         .map(|(run_id, lines)| RunView {
             run_id: run_id.to_owned(),
             date: lines.iter().map(|l| l.day).min().unwrap_or_default(),
-            totals: TotalsView::from(&totals(lines.iter().copied())),
+            totals: totals_view(&totals(lines.iter().copied())),
             routes: routes(lines.iter().copied()),
         })
         .collect();
@@ -202,7 +128,7 @@ pub fn summarize(
         days,
         from,
         to,
-        totals: TotalsView::from(&totals(lines)),
+        totals: totals_view(&totals(lines)),
         by_route: routes(lines),
         by_day,
         by_run,
@@ -327,6 +253,7 @@ mod tests {
     use pulse_store::cost_ledger::CostRoute;
 
     use super::*;
+    use pulse_domain::usd::Usd;
 
     fn line(day: u32, run: Option<&str>, model: &str, usd: Option<&str>) -> CostLine {
         CostLine {

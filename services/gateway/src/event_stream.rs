@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
+use pulse_api::events::{EventId, Gap};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::TenantId;
-use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::ApiError;
@@ -107,51 +107,8 @@ impl Drop for StreamPermit {
     }
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StreamQuery {
-    /// Resume after this event id (the `Last-Event-ID` header wins); empty for no resume point.
-    #[schemars(with = "Option<EventId>")]
-    pub last_event_id: Option<String>,
-}
-
-/// Digits of an event id at most: every such number is a sequence number (`u64`).
-const MAX_EVENT_ID_DIGITS: usize = 19;
-
-/// An event id as [`parse_event_id`] reads it: up to [`MAX_EVENT_ID_DIGITS`] decimal digits,
-/// or nothing, between optional spaces and tabs.
-pub struct EventId;
-
-impl EventId {
-    fn pattern() -> String {
-        format!("^[ \\t]*([0-9]{{1,{MAX_EVENT_ID_DIGITS}}})?[ \\t]*$")
-    }
-}
-
-impl schemars::JsonSchema for EventId {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "EventId".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "pattern": Self::pattern()})
-    }
-}
-
 fn parse_event_id(raw: &str) -> Result<Option<u64>, ApiError> {
-    let raw = raw.trim_matches([' ', '\t']);
-    if raw.is_empty() {
-        // An empty id is how SSE resets the last event id: no resume point.
-        return Ok(None);
-    }
-    if raw.len() > MAX_EVENT_ID_DIGITS || !raw.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(invalid_id(raw));
-    }
-    raw.parse::<u64>().map(Some).map_err(|_| invalid_id(raw))
+    EventId::parse(raw).map_err(|()| invalid_id(raw.trim_matches([' ', '\t'])))
 }
 
 fn invalid_id(raw: &str) -> ApiError {
@@ -181,13 +138,6 @@ pub struct Resume {
     /// Delivery continues with the first event after this sequence.
     pub after: u64,
     pub gap: Option<Gap>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-pub struct Gap {
-    pub last_event_id: u64,
-    /// Delivery resumes with the first event after this id.
-    pub resumed_after: u64,
 }
 
 /// Where delivery continues for a client that saw `last_seen`, given the stream's oldest and

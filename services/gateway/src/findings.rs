@@ -19,6 +19,13 @@ use axum::Json;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, Path, Query, Request, State};
 use chrono::Utc;
+use pulse_api::constraints::MAX_REFERENCE_CHARS;
+use pulse_api::findings::{
+    ActionReference, DismissBody, FindingAnswer, FindingList, FindingRef, Flag,
+    InvestigationEvidence, InvestigationRecord, InvestigationStatus, InvestigationSubject,
+    InvestigationTrigger, ListLimit, ListQuery, NoteBody, ProposalSummary, ResolveBody, SnoozeBody,
+    SnoozeHours, SuppressBody, SuppressResource,
+};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::finding::{
@@ -26,15 +33,12 @@ use pulse_domain::finding::{
     StatusEvent, SuppressBreadth, transition,
 };
 use pulse_store::findings::{self, FindingsError, ListFilter, MAX_LIST_LIMIT, StoredFinding};
-use pulse_store::investigations::{self, InvestigationRecord};
+use pulse_store::investigations;
 use pulse_store::{StoreError, TenantTx};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, RequiredScopes};
-use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text};
 use crate::{ApiError, AppState};
-use pulse_domain::finding::MAX_NOTE_CHARS;
 
 /// The finding routes need `ai:execute`.
 pub struct FindingScope;
@@ -168,29 +172,6 @@ where
     }
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    /// `1` (or `true`) for every finding, not only active ones.
-    #[schemars(with = "Option<Flag>")]
-    pub include_resolved: Option<String>,
-    /// How many findings to answer; more than 500 answer 500.
-    #[schemars(with = "Option<ListLimit>")]
-    pub limit: Option<String>,
-    /// Only findings of this severity (`info`, `watch`, `warning`, `critical`); empty for any.
-    #[schemars(with = "Option<OrEmpty<pulse_domain::finding::Severity>>")]
-    pub severity: Option<String>,
-    /// Only findings of this category; empty for any.
-    #[schemars(with = "Option<OrEmpty<Category>>")]
-    pub category: Option<String>,
-    /// Only findings in this status; a status other than active needs `include_resolved=1`;
-    /// empty for any.
-    #[schemars(with = "Option<OrEmpty<FindingStatus>>")]
-    pub status: Option<String>,
-    /// Only findings of this resource.
-    pub resource_id: Option<String>,
-}
-
 /// An enum-valued filter, checked against the domain type's wire names.
 fn enum_filter<T: DeserializeOwned>(
     raw: Option<&str>,
@@ -231,34 +212,10 @@ fn narrowing(query: &ListQuery) -> Result<findings::Narrowing, ApiError> {
     })
 }
 
-/// A limit is any positive count; the answer holds at most [`MAX_LIST_LIMIT`].
-type ListLimit = IntegerIn<1, { i64::MAX }>;
-
-/// The spellings [`parse_flag`] accepts.
-const FLAG_VALUES: [&str; 5] = ["", "0", "false", "1", "true"];
-
-/// A flag as [`parse_flag`] reads it.
-pub struct Flag;
-
-impl schemars::JsonSchema for Flag {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Flag".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "enum": FLAG_VALUES})
-    }
-}
-
 fn parse_flag(raw: Option<&str>) -> Result<bool, ApiError> {
-    // The first three spellings are false, the last two true.
-    match raw.map(|r| FLAG_VALUES.iter().position(|v| *v == r)) {
+    match raw.map(Flag::parse) {
         None => Ok(false),
-        Some(Some(i)) => Ok(i >= 3),
+        Some(Some(flag)) => Ok(flag),
         Some(None) => Err(invalid(format!(
             "include_resolved: expected 1 or 0, not {:?}",
             raw.unwrap_or_default()
@@ -277,15 +234,6 @@ fn parse_limit(raw: Option<&str>) -> Result<Option<i64>, ApiError> {
             "limit: must be a positive integer (at most {MAX_LIST_LIMIT} are returned), not {raw:?}"
         ))),
     }
-}
-
-/// The answer of the list route.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct FindingList {
-    pub findings: Vec<Finding>,
-    pub count: usize,
-    pub limit: i64,
-    pub include_resolved: bool,
 }
 
 pub async fn list(
@@ -316,26 +264,74 @@ pub async fn list(
     }))
 }
 
-/// One finding as stored: the record (lifecycle included), its version and the actions its
-/// status accepts.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct FindingAnswer {
-    pub finding: Finding,
-    pub version: i64,
-    pub allowed_actions: Vec<&'static str>,
-    /// The newest investigation record of the finding (`GET /findings/{id}` only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub investigation_record: Option<InvestigationRecord>,
+/// A stored finding as the API answers it (without its investigation record).
+fn answer(stored: StoredFinding) -> FindingAnswer {
+    FindingAnswer {
+        allowed_actions: allowed_actions(stored.finding.status),
+        finding: stored.finding,
+        version: stored.version,
+        investigation_record: None,
+    }
 }
 
-impl From<StoredFinding> for FindingAnswer {
-    fn from(stored: StoredFinding) -> Self {
-        Self {
-            allowed_actions: allowed_actions(stored.finding.status),
-            finding: stored.finding,
-            version: stored.version,
-            investigation_record: None,
-        }
+/// A stored investigation record as the API shows it.
+fn investigation_record(record: investigations::InvestigationRecord) -> InvestigationRecord {
+    InvestigationRecord {
+        id: record.id,
+        finding_id: record.finding_id,
+        session_id: record.session_id,
+        subject: InvestigationSubject {
+            resource_id: record.subject.resource_id,
+            resource_name: record.subject.resource_name,
+            resource_type: record.subject.resource_type,
+            node: record.subject.node,
+        },
+        trigger: InvestigationTrigger {
+            finding_key: record.trigger.finding_key,
+            source: record.trigger.source,
+            severity: record.trigger.severity,
+            category: record.trigger.category,
+            title: record.trigger.title,
+            detected_at: record.trigger.detected_at,
+            description: record.trigger.description,
+            cause: record.trigger.cause,
+        },
+        status: match record.status {
+            investigations::InvestigationStatus::Running => InvestigationStatus::Running,
+            investigations::InvestigationStatus::Completed => InvestigationStatus::Completed,
+            investigations::InvestigationStatus::Failed => InvestigationStatus::Failed,
+            investigations::InvestigationStatus::TimedOut => InvestigationStatus::TimedOut,
+        },
+        outcome: record.outcome,
+        confidence: record.confidence,
+        evidence: record
+            .evidence
+            .into_iter()
+            .map(|e| InvestigationEvidence {
+                id: e.id,
+                kind: e.kind,
+                summary: e.summary,
+            })
+            .collect(),
+        conclusion: record.conclusion,
+        impact: record.impact,
+        recommended_action: record.recommended_action,
+        verification: record.verification,
+        rollback: record.rollback,
+        tools_used: record.tools_used,
+        proposal: record.proposal.map(|p| ProposalSummary {
+            resource_id: p.resource_id,
+            causal_resource_id: p.causal_resource_id,
+            capability_name: p.capability_name,
+            reason: p.reason,
+        }),
+        started_at: record.started_at,
+        completed_at: record.completed_at,
+        action: record.action.map(|a| ActionReference {
+            action_id: a.action_id,
+            state: a.state,
+        }),
+        error: record.error,
     }
 }
 
@@ -366,9 +362,9 @@ pub async fn get(
         None => None,
     };
     tx.commit().await.map_err(store_error)?;
-    let mut answer: FindingAnswer = stored.map(Into::into).ok_or_else(|| not_found(id))?;
-    answer.investigation_record = record;
-    Ok(Json(answer))
+    let mut found = stored.map(answer).ok_or_else(|| not_found(id))?;
+    found.investigation_record = record.map(investigation_record);
+    Ok(Json(found))
 }
 
 /// Applies `action` to the finding and commits; the answer is the finding as written.
@@ -387,97 +383,7 @@ async fn act(
     // The change's lifecycle event waits in the outbox: publish it now, not at the next poll.
     state.settings.outbox_notify.notify_one();
     tracing::info!(finding_id = %id, action = action_name(action.status_event()), %actor, "finding operator action");
-    Ok(Json(stored.into()))
-}
-
-/// `acknowledge`, `dismiss/undo`, `suppress/undo`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FindingRef {
-    #[schemars(with = "FindingId")]
-    pub finding_id: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SnoozeBody {
-    #[schemars(with = "FindingId")]
-    pub finding_id: String,
-    /// Whole hours, 1 to 2160 (90 days).
-    #[schemars(with = "SnoozeHours")]
-    #[serde(deserialize_with = "crate::constraints::whole_number")]
-    pub duration_hours: i64,
-}
-
-/// The resource side of a suppression: a reference with content, or `*`.
-type SuppressResource = Text<MAX_REFERENCE_CHARS>;
-
-/// How long a snooze may last, in hours (up to [`pulse_domain::finding::MAX_SNOOZE`]).
-type SnoozeHours = IntegerIn<1, { pulse_domain::finding::MAX_SNOOZE_HOURS }>;
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DismissBody {
-    #[schemars(with = "FindingId")]
-    pub finding_id: String,
-    #[schemars(with = "DismissedReason")]
-    pub reason: String,
-    #[serde(default)]
-    #[schemars(length(max = MAX_NOTE_CHARS))]
-    pub note: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResolveBody {
-    #[schemars(with = "FindingId")]
-    pub finding_id: String,
-    #[serde(default)]
-    #[schemars(length(max = MAX_NOTE_CHARS))]
-    pub note: String,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NoteBody {
-    #[schemars(with = "FindingId")]
-    pub finding_id: String,
-    /// Not only white space.
-    #[schemars(with = "NotBlank<MAX_NOTE_CHARS>")]
-    pub note: String,
-}
-
-/// `resource_id` and `category` name the rule's scope; `*` on one side makes it broad, which
-/// needs `allow_broad_scope`. Without `finding_id` the rule is anchored on the most recently
-/// seen open (or dismissed) finding it matches.
-/// `*` on both sides is never accepted; `*` on one side needs `allow_broad_scope: true`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(extend("allOf" = [
-    {"not": {
-        "required": ["resource_id", "category"],
-        "properties": {"resource_id": {"const": "*"}, "category": {"const": "*"}}
-    }},
-    {
-        "if": {"anyOf": [
-            {"required": ["resource_id"], "properties": {"resource_id": {"const": "*"}}},
-            {"required": ["category"], "properties": {"category": {"const": "*"}}}
-        ]},
-        "then": {"required": ["allow_broad_scope"], "properties": {"allow_broad_scope": {"const": true}}}
-    }
-]))]
-pub struct SuppressBody {
-    #[serde(default)]
-    #[schemars(with = "Option<FindingId>")]
-    pub finding_id: Option<String>,
-    /// A resource, or `*` for every resource.
-    #[schemars(with = "SuppressResource")]
-    pub resource_id: String,
-    /// A category, or `*` for every category.
-    #[schemars(with = "OrEvery<Category>")]
-    pub category: String,
-    #[serde(default)]
-    pub allow_broad_scope: bool,
+    Ok(Json(answer(stored)))
 }
 
 pub async fn acknowledge(
@@ -672,7 +578,7 @@ pub async fn suppress(
     tx.commit().await.map_err(store_error)?;
     state.settings.outbox_notify.notify_one();
     tracing::info!(finding_id = %id, action = "suppress", %actor, "finding operator action");
-    Ok(Json(stored.into()))
+    Ok(Json(answer(stored)))
 }
 
 /// The most recently seen finding a suppression scope may be created from: open or dismissed,
@@ -780,11 +686,11 @@ mod tests {
             suppressions: &[],
         };
         let finding = report(ctx, &reported, None, at).expect("valid").finding;
-        let answer = FindingAnswer::from(StoredFinding {
+        let shown = answer(StoredFinding {
             finding,
             version: 1,
         });
-        insta::assert_json_snapshot!(answer);
+        insta::assert_json_snapshot!(shown);
     }
 
     #[test]

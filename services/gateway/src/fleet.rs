@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use pulse_api::system::{HealthReport, ServiceHealth};
 use pulse_bus::{Bus, Heartbeat};
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 /// The services `/api/health` reports on; all must be ready for `"status": "ok"`.
@@ -20,18 +20,6 @@ struct Seen {
 pub struct Fleet {
     stale_after: Duration,
     instances: Mutex<HashMap<String, Seen>>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
-pub struct ServiceHealth {
-    pub ready: bool,
-    pub instances: usize,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
-pub struct HealthReport {
-    pub status: &'static str,
-    pub services: BTreeMap<String, ServiceHealth>,
 }
 
 impl Fleet {

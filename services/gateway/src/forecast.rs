@@ -9,70 +9,21 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use chrono::Utc;
+use pulse_api::forecast::{
+    DEFAULT_WINDOW_HOURS, ForecastQuery, ForecastResponse, MetricName, WindowHours,
+};
 use pulse_capabilities::ErrorCode;
-use pulse_domain::forecast::{ForecastOutcome, MetricSample, forecast_capacity};
-use pulse_domain::resource::{ResourceId, ResourceType};
+use pulse_domain::forecast::{MetricSample, forecast_capacity};
+use pulse_domain::resource::ResourceType;
 use pulse_store::alerts::{MEMORY_PERCENT, USED_PERCENT};
 use pulse_store::metrics;
-use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::constraints::IntegerIn;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
 
-/// Default history window: one week.
-pub const DEFAULT_WINDOW_HOURS: i64 = 168;
-/// Longest history window: 90 days.
-pub const MAX_WINDOW_HOURS: i64 = 2_160;
 /// Newest samples fitted at most.
 pub const MAX_SAMPLES: i64 = 10_000;
-const MAX_METRIC_CHARS: usize = 128;
-
-/// The history window a query may ask for, in hours.
-type WindowHours = IntegerIn<1, MAX_WINDOW_HOURS>;
-
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForecastQuery {
-    /// The metric to forecast; storage and hosts have a default, other types must name one.
-    #[schemars(with = "Option<MetricName>")]
-    pub metric: Option<String>,
-    /// Hours of history (default 168).
-    #[schemars(with = "Option<WindowHours>")]
-    pub window_hours: Option<String>,
-}
-
-/// A metric name as [`check_metric`] accepts it.
-pub struct MetricName;
-
-impl MetricName {
-    fn pattern() -> String {
-        format!("^[A-Za-z0-9_.-]{{1,{MAX_METRIC_CHARS}}}$")
-    }
-}
-
-impl schemars::JsonSchema for MetricName {
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "MetricName".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "string", "pattern": Self::pattern()})
-    }
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ForecastResponse {
-    pub resource_id: ResourceId,
-    pub window_hours: i64,
-    #[serde(flatten)]
-    pub outcome: ForecastOutcome,
-}
 
 /// The metric forecast for a resource of `kind` when the caller names none.
 pub(crate) fn default_metric(kind: ResourceType) -> Option<&'static str> {
@@ -96,19 +47,12 @@ fn parse_window(raw: Option<&str>) -> Result<i64, ApiError> {
 }
 
 fn check_metric(metric: &str) -> Result<(), ApiError> {
-    let valid = !metric.is_empty()
-        && metric.len() <= MAX_METRIC_CHARS
-        && metric
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-    if valid {
+    if MetricName::check(metric) {
         Ok(())
     } else {
         Err(ApiError::new(
             ErrorCode::InvalidParameter,
-            format!(
-                "metric: must be 1 to {MAX_METRIC_CHARS} characters of letters, digits, '_', '.' or '-'"
-            ),
+            format!("metric: {}", MetricName::requirement()),
         ))
     }
 }
@@ -170,23 +114,7 @@ pub async fn get(
 mod tests {
     use super::*;
     use chrono::TimeZone;
-
-    #[test]
-    fn the_documented_metric_pattern_is_the_check() {
-        let pattern = MetricName::pattern();
-        assert_eq!(pattern, "^[A-Za-z0-9_.-]{1,128}$");
-        for (metric, valid) in [
-            ("used_percent", true),
-            ("a.b-c_9", true),
-            ("", false),
-            ("with space", false),
-            ("é", false),
-        ] {
-            assert_eq!(check_metric(metric).is_ok(), valid, "{metric:?}");
-        }
-        assert!(check_metric(&"m".repeat(MAX_METRIC_CHARS)).is_ok());
-        assert!(check_metric(&"m".repeat(MAX_METRIC_CHARS + 1)).is_err());
-    }
+    use pulse_domain::resource::ResourceId;
 
     #[test]
     fn metric_defaults_by_resource_type() {

@@ -9,7 +9,6 @@ mod audit;
 mod auth;
 mod body_limit;
 mod bootstrap;
-pub mod constraints;
 mod cost;
 pub mod declared_errors;
 mod error;
@@ -41,7 +40,7 @@ use pulse_runtime::{ServiceContext, ServiceSpec};
 
 pub use error::ApiError;
 pub use fleet::{EXPECTED_SERVICES, Fleet};
-pub use routes::{API_ROUTES, ActionMode, Answer, ApprovalPolicy, Category, RouteSpec, router};
+pub use routes::{API_ROUTES, Answer, RouteSpec, router};
 pub use web::FORM_ROUTES;
 
 pub const SPEC: ServiceSpec = ServiceSpec {

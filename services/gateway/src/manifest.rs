@@ -24,15 +24,18 @@ use std::sync::OnceLock;
 
 use axum::Json;
 use axum::response::IntoResponse;
+use pulse_api::system::{
+    Affordances, Capability, Category, CategoryEntry, Manifest, McpAdapter, PromptArgument,
+    Surface, SurfaceContract, SurfaceToolContract, WorkflowPrompt,
+};
 use pulse_capabilities::object_schemas::to_object_subschemas;
 use pulse_domain::Scope;
-use schemars::JsonSchema;
 use schemars::generate::Contract;
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::openapi::resolve;
-use crate::routes::{API_ROUTES, Answer, Category, RouteSpec};
+
+use crate::routes::{API_ROUTES, Answer, RouteSpec};
 
 /// The manifest format version; bumped on an incompatible change of its shape.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -58,123 +61,6 @@ pub const PULSE_MCP_TOOLS: &[&str] = &[
     "decide_action",
     "execute_action",
 ];
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Manifest {
-    pub version: u32,
-    pub surface_contract: SurfaceContract,
-    pub surface_tool_contracts: Vec<SurfaceToolContract>,
-    pub mcp_adapter: McpAdapter,
-    /// Every scope the Pulse MCP tools need, in the scope table's order.
-    pub required_scopes: Vec<String>,
-    pub categories: Vec<CategoryEntry>,
-    pub workflow_prompts: Vec<WorkflowPrompt>,
-    pub capabilities: Vec<Capability>,
-}
-
-/// How Pulse's surfaces relate, and what each may offer.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SurfaceContract {
-    pub summary: String,
-    pub surfaces: Vec<Surface>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Surface {
-    pub id: String,
-    pub title: String,
-    pub role: String,
-    pub affordances: Affordances,
-}
-
-/// What a surface may offer its client.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Affordances {
-    pub tools: bool,
-    pub resources: bool,
-    pub prompts: bool,
-    pub capability_metadata: bool,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SurfaceToolContract {
-    pub surface_id: String,
-    pub affordances: Affordances,
-    /// The capability names the surface may offer (and execute) as tools; nothing else.
-    pub tools: Vec<String>,
-    /// Streaming capabilities, never offered as request/response tools.
-    pub excluded_streaming: Vec<String>,
-}
-
-/// How to run the MCP adapter.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct McpAdapter {
-    pub server_name: String,
-    pub command: String,
-    pub base_url_flag: String,
-    pub base_url_default: String,
-    pub token_env_flag: String,
-    pub token_env_default: String,
-    pub emit_notifications_flag: String,
-    pub transport: String,
-    /// Client configuration families: `mcpServers` (Claude-style) and `mcp` (OpenCode).
-    pub client_config_families: Vec<String>,
-    pub resource_uri_template: String,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CategoryEntry {
-    pub id: String,
-    pub title: String,
-    pub description: String,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkflowPrompt {
-    pub name: String,
-    pub title: String,
-    pub description: String,
-    pub arguments: Vec<PromptArgument>,
-    /// The capabilities the prompt's workflow calls.
-    pub capabilities: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptArgument {
-    pub name: String,
-    pub description: String,
-    pub required: bool,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Capability {
-    pub name: String,
-    pub title: String,
-    pub description: String,
-    pub category: Category,
-    pub method: String,
-    pub path: String,
-    /// The first required scope (`null` for a public route); `scopes` has all of them.
-    pub scope: Option<String>,
-    pub scopes: Vec<String>,
-    pub action_mode: crate::routes::ActionMode,
-    pub approval_policy: crate::routes::ApprovalPolicy,
-    pub input_schema: Value,
-    pub output_schema: Value,
-    pub error_codes: Vec<String>,
-    pub request_body_shape: Value,
-    pub response_shape: Value,
-}
 
 struct PromptSpec {
     name: &'static str,

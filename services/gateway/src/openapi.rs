@@ -18,22 +18,13 @@ use std::sync::OnceLock;
 
 use axum::Json;
 use axum::response::IntoResponse;
+use pulse_api::system::{Category, ErrorEnvelope};
 use pulse_capabilities::ErrorCode;
+use schemars::SchemaGenerator;
 use schemars::generate::{Contract, SchemaSettings};
-use schemars::{JsonSchema, SchemaGenerator};
-use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::routes::{Answer, Category, RouteSpec, all_routes};
-
-/// The error envelope every error answers with.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ErrorEnvelope {
-    /// The stable error code (see `docs/api/errors.md`).
-    pub error: ErrorCode,
-    /// What went wrong and what to do, for people.
-    pub message: String,
-}
+use crate::routes::{Answer, RouteSpec, all_routes};
 
 const COMPONENTS: &str = "/components/schemas";
 

@@ -21,128 +21,86 @@ use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use chrono::{DateTime, Utc};
+use pulse_api::constraints::Note;
+use pulse_api::operator_state::{OperatorStateBody, OperatorStateView};
 use pulse_capabilities::ErrorCode;
-use pulse_domain::finding::FindingId;
 use pulse_domain::finding::operator_state::{
-    Criticality, MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow, OperatorStateProjection,
+    MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow, OperatorStateProjection,
 };
 use pulse_store::findings::{self, FindingsError};
 use pulse_store::operator_state::{self as store, OperatorState, OperatorStateInput};
-use serde::{Deserialize, Serialize};
 
 use crate::actions::{ApproveScope, actor};
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::constraints::Note;
 use crate::json::ApiJson;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct WindowBody {
-    #[serde(default)]
-    pub starts_at: Option<DateTime<Utc>>,
-    pub ends_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OperatorStateBody {
-    #[serde(default)]
-    pub maintenance_window: Option<WindowBody>,
-    pub intentionally_offline: bool,
-    pub never_auto_remediate: bool,
-    #[serde(default)]
-    pub criticality: Option<Criticality>,
-    /// Free text, tab and line feed allowed but no other control character.
-    #[serde(default)]
-    #[schemars(with = "Option<Note<MAX_OPERATOR_NOTE_CHARS>>")]
-    pub note: Option<String>,
-}
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
 }
 
-impl OperatorStateBody {
-    /// The state to store, or why the body is refused.
-    pub fn validate(self, now: DateTime<Utc>) -> Result<OperatorStateInput, ApiError> {
-        let maintenance_window = self
-            .maintenance_window
-            .map(|w| {
-                let window = MaintenanceWindow::new(w.starts_at, w.ends_at)
-                    .map_err(|e| invalid(e.to_string()))?;
-                if window.ends_at <= now {
-                    return Err(invalid(
-                        "maintenance_window.ends_at is in the past; a window must end later \
+/// The state to store, or why the body is refused.
+pub(crate) fn validate(
+    body: OperatorStateBody,
+    now: DateTime<Utc>,
+) -> Result<OperatorStateInput, ApiError> {
+    let maintenance_window = body
+        .maintenance_window
+        .map(|w| {
+            let window = MaintenanceWindow::new(w.starts_at, w.ends_at)
+                .map_err(|e| invalid(e.to_string()))?;
+            if window.ends_at <= now {
+                return Err(invalid(
+                    "maintenance_window.ends_at is in the past; a window must end later \
                          than now (DELETE the state to end maintenance early)",
-                    ));
-                }
-                Ok(window)
-            })
-            .transpose()?;
-        let note = self.note.unwrap_or_default();
-        Note::<MAX_OPERATOR_NOTE_CHARS>::check(&note).map_err(|e| invalid(e.message("note")))?;
-        Ok(OperatorStateInput {
-            projection: OperatorStateProjection {
-                maintenance_window,
-                intentionally_offline: self.intentionally_offline,
-                never_auto_remediate: self.never_auto_remediate,
-                criticality: self.criticality,
-            },
-            note,
+                ));
+            }
+            Ok(window)
         })
-    }
+        .transpose()?;
+    let note = body.note.unwrap_or_default();
+    Note::<MAX_OPERATOR_NOTE_CHARS>::check(&note).map_err(|e| invalid(e.message("note")))?;
+    Ok(OperatorStateInput {
+        projection: OperatorStateProjection {
+            maintenance_window,
+            intentionally_offline: body.intentionally_offline,
+            never_auto_remediate: body.never_auto_remediate,
+            criticality: body.criticality,
+        },
+        note,
+    })
 }
 
-/// The state as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct OperatorStateView {
-    /// The canonical id the state is kept on.
-    pub resource_id: String,
-    pub maintenance_window: Option<MaintenanceWindow>,
-    /// Whether the maintenance window covers now.
-    pub maintenance_active: bool,
-    pub intentionally_offline: bool,
-    pub never_auto_remediate: bool,
-    pub criticality: Option<Criticality>,
-    pub note: String,
-    /// What silences the resource's findings now: `maintenance_window`,
-    /// `intentionally_offline` or null.
-    pub suppression_cause: Option<&'static str>,
-    pub set_by: Option<String>,
-    pub set_at: Option<DateTime<Utc>>,
-    /// Open findings this change auto-dismissed (PUT only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dismissed_finding_ids: Option<Vec<FindingId>>,
-}
-
-impl OperatorStateView {
-    fn new(resource_id: String, stored: Option<OperatorState>, now: DateTime<Utc>) -> Self {
-        let (projection, note, set_by, set_at) = match stored {
-            Some(s) => (s.projection, s.note, Some(s.set_by), Some(s.set_at)),
-            None => (
-                OperatorStateProjection::default(),
-                String::new(),
-                None,
-                None,
-            ),
-        };
-        Self {
-            resource_id,
-            maintenance_window: projection.maintenance_window,
-            maintenance_active: projection
-                .maintenance_window
-                .is_some_and(|w| w.is_active(now)),
-            intentionally_offline: projection.intentionally_offline,
-            never_auto_remediate: projection.never_auto_remediate,
-            criticality: projection.criticality,
-            note,
-            suppression_cause: projection.suppression_cause(now).map(|c| c.as_str()),
-            set_by,
-            set_at,
-            dismissed_finding_ids: None,
-        }
+/// The state of `resource_id` as the API shows it at `now`.
+fn view(
+    resource_id: String,
+    stored: Option<OperatorState>,
+    now: DateTime<Utc>,
+) -> OperatorStateView {
+    let (projection, note, set_by, set_at) = match stored {
+        Some(s) => (s.projection, s.note, Some(s.set_by), Some(s.set_at)),
+        None => (
+            OperatorStateProjection::default(),
+            String::new(),
+            None,
+            None,
+        ),
+    };
+    OperatorStateView {
+        resource_id,
+        maintenance_window: projection.maintenance_window,
+        maintenance_active: projection
+            .maintenance_window
+            .is_some_and(|w| w.is_active(now)),
+        intentionally_offline: projection.intentionally_offline,
+        never_auto_remediate: projection.never_auto_remediate,
+        criticality: projection.criticality,
+        note,
+        suppression_cause: projection.suppression_cause(now).map(|c| c.as_str()),
+        set_by,
+        set_at,
+        dismissed_finding_ids: None,
     }
 }
 
@@ -181,11 +139,7 @@ pub async fn get(
     let resource_id = resource.id.as_str().to_owned();
     let stored = store::get(&tx, &resource_id).await?;
     tx.rollback().await?;
-    Ok(Json(OperatorStateView::new(
-        resource_id,
-        stored,
-        Utc::now(),
-    )))
+    Ok(Json(view(resource_id, stored, Utc::now())))
 }
 
 pub async fn put(
@@ -196,7 +150,7 @@ pub async fn put(
 ) -> Result<Json<OperatorStateView>, ApiError> {
     let reference = reference(path)?;
     let now = Utc::now();
-    let input = body.validate(now)?;
+    let input = validate(body, now)?;
     let actor = actor(&auth.principal);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
@@ -215,7 +169,7 @@ pub async fn put(
         dismissed = dismissed.len(),
         "operator state set"
     );
-    let mut view = OperatorStateView::new(resource_id, Some(stored), now);
+    let mut view = view(resource_id, Some(stored), now);
     view.dismissed_finding_ids = Some(dismissed);
     Ok(Json(view))
 }
@@ -233,7 +187,7 @@ pub async fn delete(
     let cleared = store::clear(&tx, &resource_id, &actor).await?;
     tx.commit().await?;
     tracing::info!(resource_id, actor, cleared, "operator state cleared");
-    Ok(Json(OperatorStateView::new(resource_id, None, Utc::now())))
+    Ok(Json(view(resource_id, None, Utc::now())))
 }
 
 #[cfg(test)]
@@ -241,6 +195,7 @@ mod tests {
     use chrono::{Duration, TimeZone};
 
     use super::*;
+    use pulse_domain::finding::operator_state::Criticality;
 
     fn now() -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).unwrap()
@@ -248,7 +203,7 @@ mod tests {
 
     fn body(json: &str) -> Result<OperatorStateInput, String> {
         let body: OperatorStateBody = serde_json::from_str(json).map_err(|e| e.to_string())?;
-        body.validate(now()).map_err(|e| e.message)
+        validate(body, now()).map_err(|e| e.message)
     }
 
     #[test]
@@ -302,10 +257,10 @@ mod tests {
             set_by: "user:alice".to_owned(),
             set_at: now(),
         };
-        let view = OperatorStateView::new("service:h1:web".to_owned(), Some(stored), now());
-        assert_eq!(view.suppression_cause, Some("maintenance_window"));
-        insta::assert_json_snapshot!("operator_state_view", view);
-        let unset = OperatorStateView::new("service:h1:web".to_owned(), None, now());
+        let shown = view("service:h1:web".to_owned(), Some(stored), now());
+        assert_eq!(shown.suppression_cause, Some("maintenance_window"));
+        insta::assert_json_snapshot!("operator_state_view", shown);
+        let unset = view("service:h1:web".to_owned(), None, now());
         assert_eq!(unset.suppression_cause, None);
         assert!(!unset.never_auto_remediate);
     }

@@ -25,8 +25,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
+use pulse_api::patrol::{
+    PatrolRunAccepted, PreflightAnswer, RunAccepted, RunList, RunsLimit, RunsQuery,
+};
+use pulse_api::settings::PreflightView;
 use pulse_bus::PatrolClient;
-use pulse_bus::patrol_api::{PatrolPreflightRequest, PatrolRunAccepted, PatrolRunRequest};
+use pulse_bus::patrol_api::{PatrolPreflightRequest, PatrolRunRequest};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::ai_settings;
@@ -37,12 +41,9 @@ use pulse_domain::patrol::status::{
     CurrentRun, FullRunSummary, PatrolStatus, StatusInputs, project,
 };
 use pulse_store::patrol_readiness;
-use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
-use serde::{Deserialize, Serialize};
+use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
-use crate::constraints::IntegerIn;
-use crate::settings::PreflightView;
 use crate::{ApiError, AppState};
 
 /// `POST /api/ai/patrol/run` needs both scopes.
@@ -53,14 +54,6 @@ impl RequiredScopes for PatrolExecuteScope {
 
 /// How old the last full run may be for a health verdict, in intervals.
 const HEALTH_WINDOW_INTERVALS: u64 = 2;
-
-/// The answer to an accepted run request.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct RunAccepted {
-    pub status: RunStatus,
-    #[serde(flatten)]
-    pub accepted: PatrolRunAccepted,
-}
 
 fn request_error(err: RunRequestError) -> ApiError {
     let code = ErrorCode::from_code(err.code())
@@ -121,21 +114,20 @@ pub async fn run(
         .await?;
     let body = RunAccepted {
         status: RunStatus::Queued,
-        accepted,
+        accepted: PatrolRunAccepted {
+            run_id: accepted.run_id,
+            trigger_reason: accepted.trigger_reason,
+            run_type: accepted.run_type,
+            queued_at: accepted.queued_at,
+            scope_resource_ids: accepted.scope_resource_ids,
+            effective_scope_resource_ids: accepted.effective_scope_resource_ids,
+        },
     };
     Ok((StatusCode::ACCEPTED, Json(body)).into_response())
 }
 
 /// How long the gateway waits for a preflight: one bounded model turn plus its one retry.
 pub const PREFLIGHT_REQUEST_TIMEOUT: Duration = Duration::from_secs(150);
-
-/// The answer to `POST /api/ai/patrol/preflight`.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct PreflightAnswer {
-    /// `passed`, `warning` or `failed`.
-    pub preflight_state: &'static str,
-    pub patrol_preflight: PreflightView,
-}
 
 pub async fn preflight(
     State(state): State<AppState>,
@@ -154,27 +146,12 @@ pub async fn preflight(
     }))
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunsQuery {
-    #[schemars(with = "Option<RunsLimit>")]
-    pub limit: Option<String>,
-}
-
-/// How many runs a list answers.
-type RunsLimit = IntegerIn<1, MAX_LIST_LIMIT>;
-
 fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
     match raw {
         None => Ok(DEFAULT_LIST_LIMIT),
         Some(raw) => RunsLimit::parse(raw)
             .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, RunsLimit::refusal("limit"))),
     }
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct RunList {
-    pub runs: Vec<PatrolRun>,
 }
 
 pub async fn list(

@@ -37,10 +37,11 @@ use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use pulse_api::events::StreamQuery;
 use pulse_capabilities::ErrorCode;
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::event_stream::{KEEPALIVE_INTERVAL, Resume, StreamQuery, resume_after, resume_point};
+use crate::event_stream::{KEEPALIVE_INTERVAL, Resume, resume_after, resume_point};
 use crate::tenant_feed::{Delivery, Topic};
 use crate::{ApiError, AppState};
 

@@ -18,22 +18,26 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use chrono::{DateTime, Utc};
+use pulse_api::platform::{
+    CreateTenantRequest, CreateUserRequest, CreatedTenant, CreatedUser, PlatformUser,
+    PlatformUserList, ProvisionedAdmin, ProvisionedToken, Standing, SuspendRequest, TenantErasure,
+    TenantList, TenantRecord, TenantView,
+};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::TenantId;
 use pulse_domain::tenant::{MAX_SUSPENSION_REASON_CHARS, TenantQuotas};
 use pulse_store::audit::{self, AuditEntry};
 use pulse_store::bootstrap::{self, CreateUserError, ProvisionError};
 use pulse_store::platform::PlatformPrincipal;
-use pulse_store::tenants::{self, Erasure, TenantRecord};
+use pulse_store::tenants::{self, Erasure};
 use pulse_store::users::{self, UserRole};
 use pulse_store::{StoreError, quotas};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
-use uuid::Uuid;
 
 use crate::json::ApiJson;
-use crate::routes::{ActionMode, Answer, ApprovalPolicy, Body, Category, RouteSpec, schema};
+
+use crate::routes::{Answer, Body, RouteSpec, schema};
 use crate::{ApiError, AppState};
 
 /// Path prefix of the platform API.
@@ -65,102 +69,6 @@ impl<S: Send + Sync> FromRequestParts<S> for PlatformAuth {
     }
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateTenantRequest {
-    /// `[a-z0-9][a-z0-9_-]{0,62}`; the id in every subject and path of the tenant.
-    pub id: String,
-    pub name: String,
-    /// The first admin user's name (default `admin`).
-    #[serde(default)]
-    pub admin_username: Option<String>,
-    /// Quotas to start with (default: none).
-    #[serde(default)]
-    pub quotas: Option<TenantQuotas>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ProvisionedAdmin {
-    pub id: Uuid,
-    pub username: String,
-    /// The web UI password, shown only in this answer.
-    pub password: String,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ProvisionedToken {
-    pub id: Uuid,
-    pub name: String,
-    /// The admin token's secret, shown only in this answer.
-    pub token: String,
-}
-
-/// The one answer that carries the new tenant's secrets.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct CreatedTenant {
-    pub tenant: TenantRecord,
-    pub admin: ProvisionedAdmin,
-    pub admin_token: ProvisionedToken,
-    pub quotas: TenantQuotas,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct TenantList {
-    pub tenants: Vec<TenantRecord>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct TenantView {
-    pub tenant: TenantRecord,
-    pub quotas: TenantQuotas,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SuspendRequest {
-    /// Why, shown to the tenant's callers and agents (1-500 characters).
-    pub reason: String,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct TenantErasure {
-    pub id: String,
-    /// Rows removed per table (`tenants` is the tenant itself).
-    pub rows: std::collections::BTreeMap<String, u64>,
-    /// JetStream messages removed from the tenant's subjects.
-    pub stream_messages: u64,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct PlatformUser {
-    pub id: Uuid,
-    pub username: String,
-    /// `admin`, `operator` or `viewer`.
-    pub role: String,
-    pub created_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct PlatformUserList {
-    pub users: Vec<PlatformUser>,
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateUserRequest {
-    pub username: String,
-    /// `admin`, `operator` (default) or `viewer`.
-    #[serde(default)]
-    pub role: Option<String>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct CreatedUser {
-    pub user: PlatformUser,
-    /// The web UI password, shown only in this answer.
-    pub password: String,
-}
-
 fn tenant_id(path: Result<Path<String>, PathRejection>) -> Result<TenantId, ApiError> {
     let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     TenantId::new(raw).map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
@@ -174,9 +82,23 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
 }
 
+/// A stored tenant as the platform operator sees it.
+fn tenant_record(record: tenants::TenantRecord) -> TenantRecord {
+    TenantRecord {
+        id: record.id,
+        name: record.name,
+        created_at: record.created_at,
+        standing: match record.standing {
+            tenants::Standing::Active => Standing::Active,
+            tenants::Standing::Suspended { since, reason } => Standing::Suspended { since, reason },
+        },
+    }
+}
+
 async fn record(state: &AppState, id: &TenantId) -> Result<TenantRecord, ApiError> {
     tenants::get(&state.store, id)
         .await?
+        .map(tenant_record)
         .ok_or_else(|| no_tenant(id))
 }
 
@@ -242,7 +164,11 @@ pub async fn list(
     _operator: PlatformAuth,
 ) -> Result<Json<TenantList>, ApiError> {
     Ok(Json(TenantList {
-        tenants: tenants::list_all(&state.store).await?,
+        tenants: tenants::list_all(&state.store)
+            .await?
+            .into_iter()
+            .map(tenant_record)
+            .collect(),
     }))
 }
 

@@ -17,30 +17,16 @@
 use axum::Json;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
+use pulse_api::actions::{LockBody, LockView};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::action::LockState;
 use pulse_store::actions;
-use serde::{Deserialize, Serialize};
 
 use crate::actions::{ApproveScope, actor};
 use crate::auth::{Authorized, MonitoringReadScope};
 use crate::json::ApiJson;
 use crate::resources::{check_reference, resolve};
 use crate::{ApiError, AppState};
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LockBody {
-    pub never_auto_remediate: bool,
-}
-
-/// The lock as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct LockView {
-    /// The canonical id the lock is kept on.
-    pub resource_id: String,
-    pub never_auto_remediate: bool,
-}
 
 fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     let Path(reference) =

@@ -4,27 +4,14 @@
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
+use pulse_api::constraints::{MAX_REFERENCE_CHARS, ResourceRef};
+use pulse_api::resources::{ListQuery, ResourceList};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::resource::{Resource, ResourceType};
 use pulse_store::resources::{self, ResolveError};
-use serde::{Deserialize, Serialize};
 
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::constraints::{MAX_REFERENCE_CHARS, ResourceRef};
 use crate::{ApiError, AppState};
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListQuery {
-    #[serde(rename = "type")]
-    #[schemars(with = "Option<ResourceType>")]
-    pub resource_type: Option<String>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct ResourceList {
-    pub resources: Vec<Resource>,
-}
 
 pub async fn list(
     State(state): State<AppState>,

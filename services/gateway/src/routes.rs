@@ -40,12 +40,11 @@ use std::time::Instant;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::routing::{MethodRouter, delete, get, patch, post, put};
 use axum::{Json, Router, middleware};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category, HealthReport};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use schemars::{JsonSchema, Schema, SchemaGenerator};
-use serde::Serialize;
 
-use crate::fleet::HealthReport;
 use crate::{
     ApiError, AppState, actions, agent_context, agent_events, alerts, assistant, audit, auth,
     body_limit, declared_errors, findings, forecast, manifest, observe, openapi, patrol,
@@ -122,134 +121,6 @@ impl Body {
         Self {
             schema,
             required: false,
-        }
-    }
-}
-
-/// The group a capability is listed under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Category {
-    System,
-    Context,
-    Inventory,
-    Patrol,
-    Assistant,
-    Findings,
-    Actions,
-    Settings,
-    Tokens,
-    Audit,
-    /// The platform operator's API (not a tenant capability; not in [`Category::ALL`], which
-    /// lists the manifest's categories).
-    Platform,
-}
-
-impl Category {
-    pub const ALL: [Category; 10] = [
-        Category::System,
-        Category::Context,
-        Category::Inventory,
-        Category::Patrol,
-        Category::Assistant,
-        Category::Findings,
-        Category::Actions,
-        Category::Settings,
-        Category::Tokens,
-        Category::Audit,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Category::System => "system",
-            Category::Context => "context",
-            Category::Inventory => "inventory",
-            Category::Patrol => "patrol",
-            Category::Assistant => "assistant",
-            Category::Findings => "findings",
-            Category::Actions => "actions",
-            Category::Settings => "settings",
-            Category::Tokens => "tokens",
-            Category::Audit => "audit",
-            Category::Platform => "platform",
-        }
-    }
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Category::System => "System",
-            Category::Context => "Agent context",
-            Category::Inventory => "Inventory",
-            Category::Patrol => "Patrol",
-            Category::Assistant => "Pulse Assistant",
-            Category::Findings => "Findings",
-            Category::Actions => "Governed actions",
-            Category::Settings => "Settings",
-            Category::Tokens => "API tokens",
-            Category::Audit => "Audit",
-            Category::Platform => "Platform operator",
-        }
-    }
-
-    pub fn description(self) -> &'static str {
-        match self {
-            Category::System => "Service health and the API's own descriptions.",
-            Category::Context => {
-                "Read-only context for external agents: the fleet, one resource, what can be done to it, and Patrol's counts."
-            }
-            Category::Inventory => "Resources, their alerts and capacity forecasts.",
-            Category::Patrol => "Patrol runs, status, preflight and the run event stream.",
-            Category::Assistant => {
-                "Chat with Pulse Assistant over the governed tools, and its sessions."
-            }
-            Category::Findings => "Patrol findings and the operator actions on them.",
-            Category::Actions => {
-                "Governed actions: plan, decide, execute, and their audit; remediation locks."
-            }
-            Category::Settings => "The tenant's AI settings.",
-            Category::Tokens => "API tokens of the tenant.",
-            Category::Audit => "The tenant's hash-chained audit log.",
-            Category::Platform => {
-                "Tenants of a hosted installation: create, suspend, resume, delete, users and \
-                 quotas (platform-operator token only)."
-            }
-        }
-    }
-}
-
-/// Whether a capability reads or changes state (upstream `actionMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ActionMode {
-    Read,
-    Mixed,
-    Write,
-}
-
-impl ActionMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionMode::Read => "read",
-            ActionMode::Mixed => "mixed",
-            ActionMode::Write => "write",
-        }
-    }
-}
-
-/// What authorizes a capability (upstream `approvalPolicy`): its scope alone, or a governed
-/// action plan (plan, then a decision where policy requires one, then execution).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalPolicy {
-    ScopeOnly,
-    ActionPlan,
-}
-
-impl ApprovalPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalPolicy::ScopeOnly => "scope_only",
-            ApprovalPolicy::ActionPlan => "action_plan",
         }
     }
 }
@@ -498,7 +369,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<manifest::Manifest>,
+            schema: schema::<pulse_api::system::Manifest>,
         },
         errors: &[],
         handler: || get(manifest::capabilities),
@@ -517,10 +388,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<tokens::CreateTokenRequest>)),
+        body: Some(Body::required(
+            schema::<pulse_api::tokens::CreateTokenRequest>,
+        )),
         response: Answer::Json {
             status: 201,
-            schema: schema::<tokens::CreatedToken>,
+            schema: schema::<pulse_api::tokens::CreatedToken>,
         },
         errors: &TOKEN_CREATE_ERRORS,
         handler: || post(tokens::create),
@@ -541,7 +414,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<tokens::TokenList>,
+            schema: schema::<pulse_api::tokens::TokenList>,
         },
         errors: &[],
         handler: || get(tokens::list),
@@ -577,11 +450,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<resources::ListQuery>),
+        query: Some(schema::<pulse_api::resources::ListQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<resources::ResourceList>,
+            schema: schema::<pulse_api::resources::ResourceList>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(resources::list),
@@ -597,7 +470,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -618,12 +491,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Inventory,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
-        query: Some(schema::<forecast::ForecastQuery>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: Some(schema::<pulse_api::forecast::ForecastQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<forecast::ForecastResponse>,
+            schema: schema::<pulse_api::forecast::ForecastResponse>,
         },
         errors: &RESOURCE_REF,
         handler: || get(forecast::get),
@@ -640,11 +513,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<alerts::AlertsQuery>),
+        query: Some(schema::<pulse_api::alerts::AlertsQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<alerts::AlertList>,
+            schema: schema::<pulse_api::alerts::AlertList>,
         },
         errors: &RESOURCE_REF,
         handler: || get(alerts::list),
@@ -668,7 +541,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         )),
         response: Answer::Json {
             status: 202,
-            schema: schema::<patrol::RunAccepted>,
+            schema: schema::<pulse_api::patrol::RunAccepted>,
         },
         errors: &[
             ErrorCode::InvalidJson,
@@ -698,7 +571,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<patrol::PreflightAnswer>,
+            schema: schema::<pulse_api::patrol::PreflightAnswer>,
         },
         errors: &[
             ErrorCode::PatrolNotReady,
@@ -718,11 +591,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<patrol::RunsQuery>),
+        query: Some(schema::<pulse_api::patrol::RunsQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<patrol::RunList>,
+            schema: schema::<pulse_api::patrol::RunList>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(patrol::list),
@@ -781,7 +654,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<crate::event_stream::StreamQuery>),
+        query: Some(schema::<pulse_api::events::StreamQuery>),
         body: None,
         response: Answer::EventStream {
             events: &patrol_stream::EVENT_NAMES,
@@ -807,7 +680,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<assistant::ChatBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::ChatBody>)),
         response: Answer::EventStream {
             events: &pulse_bus::assistant_api::ChatEventKind::NAMES,
         },
@@ -835,11 +708,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<assistant::SessionsQuery>),
+        query: Some(schema::<pulse_api::assistant::SessionsQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::SessionList>,
+            schema: schema::<pulse_api::assistant::SessionList>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(assistant::list),
@@ -857,10 +730,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<assistant::NewSessionBody>)),
+        body: Some(Body::required(
+            schema::<pulse_api::assistant::NewSessionBody>,
+        )),
         response: Answer::Json {
             status: 201,
-            schema: schema::<assistant::SessionView>,
+            schema: schema::<pulse_api::assistant::SessionView>,
         },
         errors: &[
             ErrorCode::InvalidJson,
@@ -883,11 +758,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
-        query: Some(schema::<assistant::MessagesQuery>),
+        query: Some(schema::<pulse_api::assistant::MessagesQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::MessageList>,
+            schema: schema::<pulse_api::assistant::MessageList>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -908,10 +783,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<assistant::RenameBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::RenameBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::SessionView>,
+            schema: schema::<pulse_api::assistant::SessionView>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -962,7 +837,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         response: Answer::JsonEither {
             status: 200,
             or: 202,
-            schema: schema::<assistant::AbortAnswer>,
+            schema: schema::<pulse_api::assistant::AbortAnswer>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -983,10 +858,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<assistant::ForkBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::ForkBody>)),
         response: Answer::Json {
             status: 201,
-            schema: schema::<assistant::SessionView>,
+            schema: schema::<pulse_api::assistant::SessionView>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1014,7 +889,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::SummarizeAnswer>,
+            schema: schema::<pulse_api::assistant::SummarizeAnswer>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1039,10 +914,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<assistant::UndoBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::UndoAnswer>,
+            schema: schema::<pulse_api::assistant::UndoAnswer>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1069,10 +944,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<assistant::UndoBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<assistant::UndoAnswer>,
+            schema: schema::<pulse_api::assistant::UndoAnswer>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1099,10 +974,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<assistant::SteerBody>)),
+        body: Some(Body::required(schema::<pulse_api::assistant::SteerBody>)),
         response: Answer::Json {
             status: 202,
-            schema: schema::<assistant::SteerAnswer>,
+            schema: schema::<pulse_api::assistant::SteerAnswer>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1128,11 +1003,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<findings::ListQuery>),
+        query: Some(schema::<pulse_api::findings::ListQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingList>,
+            schema: schema::<pulse_api::findings::FindingList>,
         },
         errors: &[
             ErrorCode::InvalidFindingRequest,
@@ -1156,7 +1031,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: &[
             ErrorCode::InvalidFindingRequest,
@@ -1178,10 +1053,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::FindingRef>)),
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::acknowledge),
@@ -1199,10 +1074,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::SnoozeBody>)),
+        body: Some(Body::required(schema::<pulse_api::findings::SnoozeBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::snooze),
@@ -1220,10 +1095,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::DismissBody>)),
+        body: Some(Body::required(schema::<pulse_api::findings::DismissBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::dismiss),
@@ -1241,10 +1116,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::FindingRef>)),
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::undo_dismiss),
@@ -1262,10 +1137,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::ResolveBody>)),
+        body: Some(Body::required(schema::<pulse_api::findings::ResolveBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::resolve),
@@ -1283,10 +1158,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::SuppressBody>)),
+        body: Some(Body::required(schema::<pulse_api::findings::SuppressBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::suppress),
@@ -1304,10 +1179,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::FindingRef>)),
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::undo_suppress),
@@ -1325,10 +1200,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<findings::NoteBody>)),
+        body: Some(Body::required(schema::<pulse_api::findings::NoteBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<findings::FindingAnswer>,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
         },
         errors: FINDING_ACTION,
         handler: || post(findings::note),
@@ -1350,7 +1225,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<settings::SettingsView>,
+            schema: schema::<pulse_api::settings::SettingsView>,
         },
         errors: &[],
         handler: || get(settings::get),
@@ -1373,7 +1248,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         )),
         response: Answer::Json {
             status: 200,
-            schema: schema::<settings::SettingsView>,
+            schema: schema::<pulse_api::settings::SettingsView>,
         },
         errors: &[
             ErrorCode::InvalidJson,
@@ -1400,10 +1275,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ActionPlan,
         id: None,
         query: None,
-        body: Some(Body::required(schema::<actions::PlanBody>)),
+        body: Some(Body::required(schema::<pulse_api::actions::PlanBody>)),
         response: Answer::Json {
             status: 201,
-            schema: schema::<actions::ActionView>,
+            schema: schema::<pulse_api::actions::ActionView>,
         },
         errors: &PLAN_ERRORS,
         handler: || post(actions::plan),
@@ -1420,11 +1295,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<actions::ListQuery>),
+        query: Some(schema::<pulse_api::actions::ListQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<Vec<actions::ActionView>>,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(actions::list),
@@ -1441,11 +1316,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<actions::ListQuery>),
+        query: Some(schema::<pulse_api::actions::ListQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<Vec<actions::ActionView>>,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(actions::pending),
@@ -1466,7 +1341,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<actions::ActionView>,
+            schema: schema::<pulse_api::actions::ActionView>,
         },
         errors: &[ErrorCode::ActionNotFound],
         handler: || get(actions::get),
@@ -1484,10 +1359,10 @@ pub const API_ROUTES: &[RouteSpec] = &[
         approval_policy: ApprovalPolicy::ActionPlan,
         id: Some(schema::<uuid::Uuid>),
         query: None,
-        body: Some(Body::required(schema::<actions::DecisionBody>)),
+        body: Some(Body::required(schema::<pulse_api::actions::DecisionBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<actions::ActionView>,
+            schema: schema::<pulse_api::actions::ActionView>,
         },
         errors: &DECIDE_ERRORS,
         handler: || post(actions::decision),
@@ -1508,7 +1383,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<actions::ActionView>,
+            schema: schema::<pulse_api::actions::ActionView>,
         },
         errors: &BROKER,
         handler: || post(actions::execute),
@@ -1529,7 +1404,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<Vec<pulse_store::audit::AuditRecord>>,
+            schema: schema::<Vec<pulse_api::actions::AuditRecord>>,
         },
         errors: &[ErrorCode::ActionNotFound],
         handler: || get(actions::audit),
@@ -1545,12 +1420,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<remediation_locks::LockView>,
+            schema: schema::<pulse_api::actions::LockView>,
         },
         errors: &RESOURCE_REF,
         handler: || get(remediation_locks::get),
@@ -1566,12 +1441,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
-        body: Some(Body::required(schema::<remediation_locks::LockBody>)),
+        body: Some(Body::required(schema::<pulse_api::actions::LockBody>)),
         response: Answer::Json {
             status: 200,
-            schema: schema::<remediation_locks::LockView>,
+            schema: schema::<pulse_api::actions::LockView>,
         },
         errors: &LOCK_PUT_ERRORS,
         handler: || put(remediation_locks::put),
@@ -1593,7 +1468,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<audit::VerifyView>,
+            schema: schema::<pulse_api::audit::VerifyView>,
         },
         errors: &[],
         handler: || get(audit::verify),
@@ -1611,11 +1486,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<agent_context::FleetQuery>),
+        query: Some(schema::<pulse_api::context::FleetQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<agent_context::FleetContext>,
+            schema: schema::<pulse_api::context::FleetContext>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(agent_context::fleet),
@@ -1631,12 +1506,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<agent_context::ResourceContext>,
+            schema: schema::<pulse_api::context::ResourceContext>,
         },
         errors: &RESOURCE_REF,
         handler: || get(agent_context::resource),
@@ -1652,12 +1527,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<agent_context::ResourceCapabilities>,
+            schema: schema::<pulse_api::context::ResourceCapabilities>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1683,7 +1558,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<agent_context::PatrolControlStatus>,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
         },
         errors: &[ErrorCode::PatrolUnavailable],
         handler: || get(agent_context::patrol_control_status),
@@ -1704,7 +1579,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<agent_context::PatrolControlStatus>,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
         },
         errors: &[ErrorCode::PatrolUnavailable],
         handler: || get(agent_context::patrol_control_status),
@@ -1723,7 +1598,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<crate::event_stream::StreamQuery>),
+        query: Some(schema::<pulse_api::events::StreamQuery>),
         body: None,
         response: Answer::EventStream {
             events: &agent_events::EVENT_NAMES,
@@ -1748,12 +1623,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<operator_state::OperatorStateView>,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1775,12 +1650,14 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
-        body: Some(Body::required(schema::<operator_state::OperatorStateBody>)),
+        body: Some(Body::required(
+            schema::<pulse_api::operator_state::OperatorStateBody>,
+        )),
         response: Answer::Json {
             status: 200,
-            schema: schema::<operator_state::OperatorStateView>,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
         },
         errors: &[
             ErrorCode::InvalidJson,
@@ -1804,12 +1681,12 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Context,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<crate::constraints::ResourceRef>),
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
         query: None,
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<operator_state::OperatorStateView>,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
         },
         errors: &[
             ErrorCode::InvalidParameter,
@@ -1832,11 +1709,11 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<cost::CostQuery>),
+        query: Some(schema::<pulse_api::cost::CostQuery>),
         body: None,
         response: Answer::Json {
             status: 200,
-            schema: schema::<cost::CostSummary>,
+            schema: schema::<pulse_api::cost::CostSummary>,
         },
         errors: &[ErrorCode::InvalidParameter],
         handler: || get(cost::summary),
@@ -1853,7 +1730,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
         id: None,
-        query: Some(schema::<cost::CostQuery>),
+        query: Some(schema::<pulse_api::cost::CostQuery>),
         body: None,
         response: Answer::Csv,
         errors: &[ErrorCode::InvalidParameter],

@@ -4,14 +4,15 @@
 //! tenant's stored document. Provider keys are write-only: a response says per provider whether
 //! a key is configured and where it came from, never the key.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
+use pulse_api::settings::{KeySource, PreflightView, ProviderView, SettingsView};
 use pulse_bus::{OutboxRow, Subjects, events};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::{
@@ -22,7 +23,6 @@ use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_store::audit::{self, AuditEntry};
 use pulse_store::settings::{self as store, ConfigLayer, MasterKey, SettingsStoreError};
 use pulse_store::{TenantTx, patrol_readiness};
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -55,81 +55,6 @@ impl SettingsContext {
             subjects,
             outbox_notify,
         })
-    }
-}
-
-/// Where a provider's key comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum KeySource {
-    Settings,
-    Environment,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct ProviderView {
-    pub configured: bool,
-    pub key_source: Option<KeySource>,
-    pub base_url: Option<String>,
-}
-
-/// The `/api/settings/ai` response. Holds no key by construction.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct SettingsView {
-    pub version: i64,
-    pub updated_at: Option<DateTime<Utc>>,
-    pub updated_by: Option<String>,
-    pub providers: BTreeMap<String, ProviderView>,
-    pub model: Option<String>,
-    pub chat_model: Option<String>,
-    pub patrol_model: Option<String>,
-    pub auto_fix_model: Option<String>,
-    /// Whether the Patrol route names the provider simulator (a `sim:` model): no real AI.
-    pub patrol_model_simulated: bool,
-    pub patrol_interval_minutes: u32,
-    pub autonomy_level: ai_settings::AutonomyLevel,
-    pub autopilot_acknowledgement: Option<ai_settings::Acknowledgement>,
-    /// The acknowledgement version `full` currently requires.
-    pub autopilot_acknowledgement_version: u32,
-    pub alert_triggers: ai_settings::AlertTriggers,
-    pub budgets: ai_settings::Budgets,
-    /// The tenant's Patrol switch: off, no run starts (scheduled, alert-triggered or requested).
-    pub patrol_enabled: bool,
-    /// The last Patrol preflight (safe fields only); `null` until one ran.
-    pub patrol_preflight: Option<PreflightView>,
-    /// `not_run`, `passed`, `warning`, `failed`, or `stale` when the last preflight checked
-    /// another route or address than the current one.
-    pub preflight_state: &'static str,
-}
-
-/// The safe fields of the last preflight: what failed, why and what to do; never a key or the
-/// provider's raw error. The base URL is shown once, with its provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct PreflightView {
-    pub route: String,
-    pub model: String,
-    pub ok: bool,
-    pub tool_call_observed: bool,
-    pub cause: Option<String>,
-    pub summary: String,
-    pub recommendation: Option<String>,
-    pub action: Option<String>,
-    pub checked_at: DateTime<Utc>,
-}
-
-impl From<&PreflightRecord> for PreflightView {
-    fn from(record: &PreflightRecord) -> Self {
-        Self {
-            route: record.route.clone(),
-            model: record.model.clone(),
-            ok: record.ok,
-            tool_call_observed: record.tool_call_observed,
-            cause: record.cause.clone(),
-            summary: record.summary.clone(),
-            recommendation: record.recommendation.clone(),
-            action: record.action.clone(),
-            checked_at: record.checked_at,
-        }
     }
 }
 
@@ -423,6 +348,7 @@ pub async fn put(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::DateTime;
 
     #[test]
     fn if_match_forms() {

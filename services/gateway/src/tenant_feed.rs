@@ -39,6 +39,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer, pull};
 use axum::response::sse::Event;
 use futures::{Stream, StreamExt};
+use pulse_api::events::Gap;
 use pulse_bus::Subjects;
 use pulse_domain::TenantId;
 use tokio::sync::{broadcast, mpsc};
@@ -47,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 use crate::ApiError;
 use crate::agent_events::AGENT_EVENT_KINDS;
 use crate::event_stream::{
-    CONSUMER_INACTIVE_THRESHOLD, Gap, KEEPALIVE_INTERVAL, StreamPermit, bus_unavailable,
-    event_data, event_name, gap_event,
+    CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamPermit, bus_unavailable, event_data,
+    event_name, gap_event,
 };
 
 /// Frames a tenant feed retains for resumes served from memory.

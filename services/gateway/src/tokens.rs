@@ -8,72 +8,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use pulse_api::constraints::TextError;
+use pulse_api::tokens::{
+    ApiToken, CreateTokenRequest, CreatedToken, RequestedScope, TokenList, TokenName,
+};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_store::audit::{self, AuditEntry};
-use pulse_store::tokens::{self, ApiToken, NewToken, RevokeOutcome};
-use serde::{Deserialize, Serialize};
+use pulse_store::tokens::{self, NewToken, RevokeOutcome};
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::auth::{AdminScope, Authorized};
-use crate::constraints::{Name, TextError};
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};
-
-pub const MAX_NAME_CHARS: usize = 200;
-
-/// A token's name.
-type TokenName = Name<MAX_NAME_CHARS>;
-
-/// A scope as requested: a tenant scope, or a platform one that is refused by name (platform
-/// authority is never a tenant token's; ADR 0010).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RequestedScope {
-    Tenant(Scope),
-    Platform(String),
-}
-
-impl<'de> Deserialize<'de> for RequestedScope {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(deserializer)?;
-        if pulse_domain::scope::is_platform_scope(&raw) {
-            return Ok(RequestedScope::Platform(raw));
-        }
-        raw.parse::<Scope>()
-            .map(RequestedScope::Tenant)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateTokenRequest {
-    #[schemars(with = "TokenName")]
-    pub name: String,
-    /// At least one.
-    #[schemars(with = "Vec<Scope>", length(min = 1))]
-    pub scopes: Vec<RequestedScope>,
-    /// When the token stops working; in the future.
-    #[serde(default)]
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-/// The one response that carries the secret.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct CreatedToken {
-    pub id: Uuid,
-    pub name: String,
-    pub scopes: BTreeSet<Scope>,
-    pub token: String,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-}
-
-#[derive(Debug, Serialize, schemars::JsonSchema)]
-pub struct TokenList {
-    pub tokens: Vec<ApiToken>,
-}
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
@@ -181,6 +129,20 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
+/// A stored token as the API lists it.
+fn listed(token: tokens::ApiToken) -> ApiToken {
+    ApiToken {
+        id: token.id,
+        name: token.name,
+        scopes: token.scopes,
+        created_by: token.created_by,
+        created_at: token.created_at,
+        expires_at: token.expires_at,
+        revoked_at: token.revoked_at,
+        last_used_at: token.last_used_at,
+    }
+}
+
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
@@ -188,7 +150,9 @@ pub async fn list(
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let tokens = tokens::list(&tx).await?;
     tx.commit().await?;
-    Ok(Json(TokenList { tokens }))
+    Ok(Json(TokenList {
+        tokens: tokens.into_iter().map(listed).collect(),
+    }))
 }
 
 pub fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {

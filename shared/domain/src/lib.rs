@@ -10,6 +10,7 @@ pub mod finding;
 pub mod fleet;
 pub mod forecast;
 pub mod ids;
+pub mod listing;
 pub mod patrol;
 pub mod resource;
 pub mod scope;

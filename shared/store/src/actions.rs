@@ -26,7 +26,7 @@ use crate::{Store, StoreError, TenantTx};
 
 /// Listing limits of [`list`] and [`pending`].
 pub const DEFAULT_LIST_LIMIT: i64 = 100;
-pub const MAX_LIST_LIMIT: i64 = 500;
+pub const MAX_LIST_LIMIT: i64 = pulse_domain::listing::MAX_ACTIONS;
 
 /// An action as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]

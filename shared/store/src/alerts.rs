@@ -32,7 +32,7 @@ pub const METRIC_STALE_AFTER_SECS: i64 = 600;
 
 /// Listing limits of [`list`].
 pub const DEFAULT_LIST_LIMIT: i64 = 100;
-pub const MAX_LIST_LIMIT: i64 = 1000;
+pub const MAX_LIST_LIMIT: i64 = pulse_domain::listing::MAX_ALERTS;
 
 fn invalid(e: impl std::fmt::Display) -> StoreError {
     StoreError::Invalid(e.to_string())

@@ -43,7 +43,7 @@ use crate::{StoreError, TenantTx};
 
 /// Listing limits of [`list`].
 pub const DEFAULT_LIST_LIMIT: i64 = 200;
-pub const MAX_LIST_LIMIT: i64 = 500;
+pub const MAX_LIST_LIMIT: i64 = pulse_domain::listing::MAX_FINDINGS;
 /// How often a writer re-reads and decides again after losing a compare-and-swap.
 pub const MAX_CAS_ATTEMPTS: usize = 8;
 

@@ -17,7 +17,7 @@ use crate::{StoreError, TenantTx, TxError};
 
 /// Listing limits of [`list`].
 pub const DEFAULT_LIST_LIMIT: i64 = 30;
-pub const MAX_LIST_LIMIT: i64 = 200;
+pub const MAX_LIST_LIMIT: i64 = pulse_domain::listing::MAX_PATROL_RUNS;
 
 /// Why [`apply`] did not move a run.
 #[derive(Debug, thiserror::Error)]

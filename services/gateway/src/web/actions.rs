@@ -4,13 +4,14 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
+use pulse_api::actions::{DecisionBody, ListQuery};
 use pulse_domain::Scope;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::actions::{self as api, ApproveScope, DecisionBody, ListQuery};
+use crate::actions::{self as api, ApproveScope};
 use crate::auth::{AdminScope, MonitoringReadScope};
 use crate::json::ApiJson;
 use crate::{ApiError, AppState};

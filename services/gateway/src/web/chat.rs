@@ -11,6 +11,7 @@
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
+use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionsQuery};
 use pulse_capabilities::{ControlLevel, ErrorCode, ToolName};
 use pulse_domain::Scope;
 use serde::Deserialize;
@@ -19,7 +20,7 @@ use uuid::Uuid;
 
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, WebUser};
-use crate::assistant::{self, ChatBody, ChatScope, ControlLevelBody, SessionsQuery};
+use crate::assistant::{self, ChatScope};
 use crate::{ApiError, AppState};
 
 /// What the control-level selector says the level governs.
@@ -122,7 +123,7 @@ fn composer(user: &WebUser, session: Option<&Value>) -> Markup {
             input type="hidden" name="session_id" value=(session.map(|s| text(&s["id"])).unwrap_or_default());
             p {
                 label for="chat-prompt" { "Message" }
-                textarea id="chat-prompt" name="prompt" rows="3" required maxlength=(assistant::MAX_PROMPT_CHARS) {}
+                textarea id="chat-prompt" name="prompt" rows="3" required maxlength=(pulse_api::assistant::MAX_PROMPT_CHARS) {}
             }
             p {
                 label for="chat-control" { "Control level (scope: " (CONTROL_SCOPE) ")" }
@@ -205,7 +206,7 @@ pub async fn resume(
                 State(state.clone()),
                 auth,
                 Ok(Path(id.clone())),
-                Ok(Query(assistant::MessagesQuery::default())),
+                Ok(Query(pulse_api::assistant::MessagesQuery::default())),
             )
             .await,
         )?;

@@ -7,6 +7,7 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use chrono::NaiveDate;
 use maud::{Markup, html};
+use pulse_api::cost::CostQuery;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -15,7 +16,6 @@ use super::session::WebUser;
 use super::svg;
 use crate::AppState;
 use crate::auth::MonitoringReadScope;
-use crate::cost::CostQuery;
 
 /// The windows offered, in days.
 const WINDOWS: &[u32] = &[7, 30, 90];

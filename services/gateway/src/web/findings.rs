@@ -4,6 +4,9 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
+use pulse_api::findings::{
+    DismissBody, FindingRef, ListQuery, NoteBody, ResolveBody, SnoozeBody, SuppressBody,
+};
 use pulse_domain::finding::DismissedReason;
 use serde::Deserialize;
 use serde_json::Value;
@@ -11,10 +14,7 @@ use serde_json::Value;
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::auth::MonitoringReadScope;
-use crate::findings::{
-    self as api, DismissBody, FindingBody, FindingRef, FindingScope, ListQuery, NoteBody,
-    ResolveBody, SnoozeBody, SuppressBody,
-};
+use crate::findings::{self as api, FindingBody, FindingScope};
 use crate::{ApiError, AppState};
 
 const SEVERITIES: &[&str] = &["critical", "warning", "watch", "info"];
@@ -266,7 +266,7 @@ async fn fixes(state: &AppState, user: &WebUser, finding_id: &str) -> Vec<Value>
     let Ok(auth) = user.authorized::<MonitoringReadScope>() else {
         return Vec::new();
     };
-    let query = crate::actions::ListQuery { limit: Some(200) };
+    let query = pulse_api::actions::ListQuery { limit: Some(200) };
     let Ok(list) =
         layout::value(crate::actions::list(State(state.clone()), auth, Ok(Query(query))).await)
     else {

@@ -232,7 +232,7 @@ async fn resources(state: &AppState, user: &WebUser) -> Vec<Value> {
     let Ok(auth) = user.authorized::<MonitoringReadScope>() else {
         return Vec::new();
     };
-    let query = crate::resources::ListQuery {
+    let query = pulse_api::resources::ListQuery {
         resource_type: None,
     };
     layout::value(

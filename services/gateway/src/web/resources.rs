@@ -5,16 +5,17 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use chrono::Utc;
 use maud::html;
+use pulse_api::alerts::AlertsQuery;
+use pulse_api::forecast::{DEFAULT_WINDOW_HOURS, ForecastQuery};
+use pulse_api::resources::ListQuery;
 use pulse_domain::resource::ResourceId;
 use serde_json::Value;
 
 use super::layout::{self, Nav, badge, raw, seg, text, time};
 use super::session::WebUser;
 use super::svg;
-use crate::alerts::AlertsQuery;
 use crate::auth::MonitoringReadScope;
-use crate::forecast::{DEFAULT_WINDOW_HOURS, ForecastQuery, MAX_SAMPLES, default_metric};
-use crate::resources::ListQuery;
+use crate::forecast::{MAX_SAMPLES, default_metric};
 use crate::{ApiError, AppState};
 
 pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {

@@ -3,13 +3,13 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::html;
+use pulse_api::patrol::RunsQuery;
 use serde_json::Value;
 
 use super::layout::{self, Nav, badge, text, time, usd};
 use super::session::WebUser;
 use crate::AppState;
 use crate::auth::MonitoringReadScope;
-use crate::patrol::RunsQuery;
 
 fn scope(run: &Value) -> String {
     match run["effective_scope_resource_ids"].as_array() {

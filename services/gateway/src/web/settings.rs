@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use axum::extract::{Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
+use pulse_api::patrol::RunsQuery;
 use pulse_domain::Scope;
 use serde_json::{Map, Value, json};
 
@@ -14,7 +15,7 @@ use super::layout::{self, Nav, badge, csrf, text, time};
 use super::patrol::{save_settings, status};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::auth::{AdminScope, MonitoringReadScope};
-use crate::patrol::{PatrolExecuteScope, RunsQuery};
+use crate::patrol::PatrolExecuteScope;
 use crate::{ApiError, AppState};
 
 /// Cadences the cost preview is shown for, in minutes.

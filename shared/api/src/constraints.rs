@@ -65,9 +65,14 @@ impl<const MIN: i64, const MAX: i64> IntegerIn<MIN, MAX> {
         (MIN..=MAX).contains(&n)
     }
 
+    /// `"must be an integer from MIN to MAX"`.
+    pub fn requirement() -> String {
+        format!("must be an integer from {MIN} to {MAX}")
+    }
+
     /// `"<name>: must be an integer from MIN to MAX"`, for the refusal.
     pub fn refusal(name: &str) -> String {
-        format!("{name}: must be an integer from {MIN} to {MAX}")
+        format!("{name}: {}", Self::requirement())
     }
 }
 

@@ -1,0 +1,84 @@
+//! The tenant's AI settings: `GET /api/settings/ai` and `PUT /api/settings/ai` (the body is
+//! the domain's [`pulse_domain::ai_settings::SettingsPatchSchema`]).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use pulse_domain::ai_settings;
+use pulse_domain::patrol::readiness::PreflightRecord;
+use serde::Serialize;
+
+/// Where a provider's key comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    Settings,
+    Environment,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct ProviderView {
+    pub configured: bool,
+    pub key_source: Option<KeySource>,
+    pub base_url: Option<String>,
+}
+
+/// The `/api/settings/ai` response. Holds no key by construction.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+pub struct SettingsView {
+    pub version: i64,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub updated_by: Option<String>,
+    pub providers: BTreeMap<String, ProviderView>,
+    pub model: Option<String>,
+    pub chat_model: Option<String>,
+    pub patrol_model: Option<String>,
+    pub auto_fix_model: Option<String>,
+    /// Whether the Patrol route names the provider simulator (a `sim:` model): no real AI.
+    pub patrol_model_simulated: bool,
+    pub patrol_interval_minutes: u32,
+    pub autonomy_level: ai_settings::AutonomyLevel,
+    pub autopilot_acknowledgement: Option<ai_settings::Acknowledgement>,
+    /// The acknowledgement version `full` currently requires.
+    pub autopilot_acknowledgement_version: u32,
+    pub alert_triggers: ai_settings::AlertTriggers,
+    pub budgets: ai_settings::Budgets,
+    /// The tenant's Patrol switch: off, no run starts (scheduled, alert-triggered or requested).
+    pub patrol_enabled: bool,
+    /// The last Patrol preflight (safe fields only); `null` until one ran.
+    pub patrol_preflight: Option<PreflightView>,
+    /// `not_run`, `passed`, `warning`, `failed`, or `stale` when the last preflight checked
+    /// another route or address than the current one.
+    pub preflight_state: &'static str,
+}
+
+/// The safe fields of the last preflight: what failed, why and what to do; never a key or the
+/// provider's raw error. The base URL is shown once, with its provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+pub struct PreflightView {
+    pub route: String,
+    pub model: String,
+    pub ok: bool,
+    pub tool_call_observed: bool,
+    pub cause: Option<String>,
+    pub summary: String,
+    pub recommendation: Option<String>,
+    pub action: Option<String>,
+    pub checked_at: DateTime<Utc>,
+}
+
+impl From<&PreflightRecord> for PreflightView {
+    fn from(record: &PreflightRecord) -> Self {
+        Self {
+            route: record.route.clone(),
+            model: record.model.clone(),
+            ok: record.ok,
+            tool_call_observed: record.tool_call_observed,
+            cause: record.cause.clone(),
+            summary: record.summary.clone(),
+            recommendation: record.recommendation.clone(),
+            action: record.action.clone(),
+            checked_at: record.checked_at,
+        }
+    }
+}
