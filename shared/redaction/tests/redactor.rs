@@ -2,8 +2,8 @@
 //! harmless lookalikes survive, sanitizing is idempotent and total.
 
 use proptest::prelude::*;
-use pulse_model_runner::provider::{ChatRequest, Message, Tool, ToolCall, ToolResult};
-use pulse_model_runner::redaction::{
+use pulse_providers::{ChatRequest, Message, Tool, ToolCall, ToolResult};
+use pulse_redaction::{
     Destination, LocalOnlyResource, RedactionConfig, RedactionConfigError, RedactionKind,
     RedactionReport, Redactor,
 };

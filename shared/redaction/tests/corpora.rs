@@ -1,4 +1,4 @@
-//! The sanitizer against corpora of real-looking text (`tests/redaction_corpus/`).
+//! The sanitizer against corpora of real-looking text (`tests/corpus/`).
 //!
 //! - Every secret of every secret-bearing case is gone from the HTTP body each of the four
 //!   protocols would send, wherever the case sits in the request: the system prompt, the seed
@@ -8,16 +8,15 @@
 //! - Ordinary lines come back unchanged in every position; the false-positive rate (ordinary
 //!   lines changed anywhere) is printed and bounded by [`MAX_FALSE_POSITIVE_RATE`].
 
-#[path = "redaction_corpus/corpus.rs"]
+#[path = "corpus/corpus.rs"]
 mod corpus;
 
 use std::collections::BTreeMap;
 
-use pulse_model_runner::provider::{
-    ChatRequest, Message, Protocol, Provider, ProviderConfig, Tool, ToolCall, ToolChoice,
-    ToolResult,
+use pulse_providers::{
+    ChatRequest, Message, Protocol, ProviderConfig, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use pulse_model_runner::redaction::{Destination, RedactionConfig, RedactionReport, Redactor};
+use pulse_redaction::{Destination, RedactionConfig, RedactionReport, Redactor};
 use pulse_test_support::json_text::decoded_strings;
 use serde_json::{Value, json};
 
@@ -102,7 +101,9 @@ fn request(position: Position, text: &str) -> ChatRequest {
     }
 }
 
-fn providers() -> Vec<(&'static str, Provider)> {
+/// The route configuration of each protocol; its wire request is built by the same code the
+/// model runner's transport sends.
+fn providers() -> Vec<(&'static str, ProviderConfig)> {
     [
         ("openai", Protocol::OpenAiCompatible),
         ("anthropic", Protocol::Anthropic),
@@ -112,7 +113,7 @@ fn providers() -> Vec<(&'static str, Provider)> {
     .into_iter()
     .map(|(name, protocol)| {
         let config = ProviderConfig::new(protocol, "http://127.0.0.1:9").with_api_key("sk-x");
-        (name, Provider::new(config).expect("provider builds"))
+        (name, config)
     })
     .collect()
 }
@@ -190,7 +191,7 @@ fn no_secret_of_the_corpus_reaches_any_provider_body_in_any_position() {
             }
             let report_json = serde_json::to_string(&report).expect("report serializes");
             for (name, provider) in &providers {
-                let wire = provider.build(&req).expect("request builds");
+                let wire = pulse_providers::build(provider, &req).expect("request builds");
                 let headers: String = wire.headers.iter().map(|(_, v)| v.as_str()).collect();
                 for secret in case.secrets.iter().map(String::as_str) {
                     if leaks(&wire.body, secret)
