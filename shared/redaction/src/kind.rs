@@ -32,6 +32,7 @@ pub enum RedactionKind {
     VendorToken,
     CommandLineSecret,
     Cookie,
+    PasswordHash,
 }
 
 impl RedactionKind {
@@ -62,6 +63,7 @@ impl RedactionKind {
         Self::VendorToken,
         Self::CommandLineSecret,
         Self::Cookie,
+        Self::PasswordHash,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -92,6 +94,7 @@ impl RedactionKind {
             Self::VendorToken => "vendor_token",
             Self::CommandLineSecret => "command_line_secret",
             Self::Cookie => "cookie",
+            Self::PasswordHash => "password_hash",
         }
     }
 

@@ -29,11 +29,13 @@
 //!   those run. Strings too short to hold a credential skip the rules.
 
 mod kind;
+mod read;
 mod redactor;
 mod rules;
 mod secret_words;
 
 pub use kind::RedactionKind;
+pub use read::redact_read;
 pub use redactor::{
     Destination, LocalOnlyResource, MEMO_MIN_BYTES, MIN_CONFIGURED_LEN, RedactionConfig,
     RedactionConfigError, RedactionReport, Redactor, TrustBoundary,

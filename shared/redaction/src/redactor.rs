@@ -194,6 +194,16 @@ impl Redactor {
         })
     }
 
+    /// The built-in words and rules alone: no configured secret, no local-only identifier.
+    pub(crate) fn built_in() -> Self {
+        Self {
+            destination: Destination::local(String::new()),
+            secrets: Vec::new(),
+            local_only: Vec::new(),
+            memo: Arc::default(),
+        }
+    }
+
     pub fn destination(&self) -> &Destination {
         &self.destination
     }
@@ -394,7 +404,7 @@ impl Redactor {
 
     /// The sanitized text, or `None` when nothing changed. A JSON document is decoded and
     /// sanitized value by value (`depth` counts the documents around it).
-    fn sanitize_text(
+    pub(crate) fn sanitize_text(
         &self,
         text: &str,
         depth: usize,
@@ -626,6 +636,11 @@ mod tests {
             "password: <redacted>",
             "spring.datasource.password=${DB_PASSWORD}",
             "pam_unix(passwd:chauthtok): password changed",
+            // A secret word inside a longer word: only a credential-looking value goes.
+            "the author: Jane wrote max_tokens=4096",
+            "git log --author=jane",
+            "authorized: user=app",
+            "tokenizer=cl100k_base author=jdoe42",
         ] {
             let mut text = kept.to_owned();
             let mut report = empty_report();
@@ -638,6 +653,9 @@ mod tests {
             ("signature=3045022100ab8f9c", "3045022100ab8f9c"),
             ("pass=hunter22", "hunter22"),
             ("SMTP_PASS=mailpass", "mailpass"),
+            ("AUTHKEY=abc123xyz", "abc123xyz"),
+            ("basicauth=u53r:p4ss", "u53r:p4ss"),
+            ("DB_PASSWORDS=Xk9-mq2Lp7", "Xk9-mq2Lp7"),
         ] {
             let mut text = text.to_owned();
             redactor.sanitize_string(&mut text, &mut empty_report());

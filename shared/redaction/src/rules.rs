@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::kind::{MARKER_PREFIX, RedactionKind, is_marker};
 use crate::redactor::RedactionReport;
 use crate::secret_words::{
-    KeyClass, eq_any, field_replacement, has_digit, is_path, is_placeholder, key_class,
-    looks_random,
+    AUTH_SCHEMES, KeyClass, eq_any, field_replacement, has_digit, is_path, is_placeholder,
+    key_class, looks_encoded, looks_random,
 };
 
 /// Strings shorter than this cannot hold a credential the built-in rules recognise (`pwd=x`).
@@ -98,7 +98,7 @@ pub(crate) static RULES: &[Rule] = {
             action: group(K::AwsSecretKey, 1, looks_random),
         },
         Rule {
-            regex: r"(?-u:\b)(gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+            regex: r"(?-u:\b)(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
             triggers: &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
             action: group(K::GithubToken, 1, any),
         },
@@ -261,6 +261,20 @@ pub(crate) static RULES: &[Rule] = {
             triggers: &["basic"],
             action: group(K::BasicAuth, 1, any),
         },
+        // `Basic <base64>` outside an Authorization header (a curl trace, a proxy log).
+        Rule {
+            regex: r"(?i)(?:^|[^/A-Za-z0-9_.-])basic\s+([A-Za-z0-9+/]{8,}={0,2})(?:[^A-Za-z0-9+/=]|$)",
+            triggers: &["basic"],
+            action: group(K::BasicAuth, 1, looks_encoded),
+        },
+        // crypt(3) password hashes (shadow files, htpasswd): `$id$[params$]salt$hash`.
+        Rule {
+            regex: r"(\$(?:1|2[aby]?|5|6|7|y|gy)\$[A-Za-z0-9./=,+-]*\$[A-Za-z0-9./$+=-]{8,})",
+            triggers: &[
+                "$1$", "$2$", "$2a$", "$2b$", "$2y$", "$5$", "$6$", "$7$", "$y$", "$gy$",
+            ],
+            action: group(K::PasswordHash, 1, not_marker),
+        },
         // RFC 6750 b64token after the scheme word; `POST /oauth/token HTTP/1.1` is no header.
         Rule {
             regex: r"(?i)(?:^|[^/A-Za-z0-9_.-])bearer\s+([A-Za-z0-9._~+/-]{8,}=*)",
@@ -352,8 +366,12 @@ const KEY: &str = r"(?:[A-Za-z_][A-Za-z0-9_.-]*)?(?i:pass|pwd|secret|token|key|a
 /// `key=value&`), and config lines (`KEY=value with spaces`, `key: value`) whose value runs to
 /// the end of the line.
 static ASSIGNMENT: LazyLock<String> = LazyLock::new(|| {
+    // `Authorization: Bearer <token>` inline: the scheme word and the credential after it are
+    // one value.
+    let schemes: Vec<String> = AUTH_SCHEMES.iter().map(|s| regex::escape(s)).collect();
+    let schemes = schemes.join("|");
     format!(
-        r#"(?m)^(?P<lead>[ \t]*(?:export[ \t]+|-[ \t]+)?)(?P<lkey>{KEY})(?P<lsep>[ \t]*[:=][ \t]*)(?P<lval>[^\s"'\[{{|>\\][^\r\n]*?)[ \t]*\r?$|(?P<open>\\*["']?)(?P<key>{KEY})(?P<sep>\\*["']?[ \t]*[:=][ \t]*)(?P<val>\\+"[^"\n]*?\\+"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|\$\{{[^}}\n]*\}}|[^\s,;&"'<>{{}}\[\]()\\]+)"#
+        r#"(?m)^(?P<lead>[ \t]*(?:export[ \t]+|-[ \t]+)?)(?P<lkey>{KEY})(?P<lsep>[ \t]*[:=][ \t]*)(?P<lval>[^\s"'\[{{|>\\][^\r\n]*?)[ \t]*\r?$|(?P<open>\\*["']?)(?P<key>{KEY})(?P<sep>\\*["']?[ \t]*[:=][ \t]*)(?P<val>\\+"[^"\n]*?\\+"|"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|\$\{{[^}}\n]*\}}|(?i:{schemes})[ \t]+[^\s,;&"'<>{{}}\[\]()\\]+|[^\s,;&"'<>{{}}\[\]()\\]+)"#
     )
 });
 
@@ -512,7 +530,9 @@ pub(crate) fn redact_assignments(text: &str, report: &mut RedactionReport) -> Op
         // `passwd:chauthtok`, `map[authorization:..]`: a bare `key:value` is a label unless the
         // value looks like a credential.
         let class = match key_class(key) {
-            Some(_) if sep == ":" && open_q.is_empty() && lead.is_empty() => {
+            Some(KeyClass::Strong | KeyClass::NotPath)
+                if sep == ":" && open_q.is_empty() && lead.is_empty() =>
+            {
                 Some(KeyClass::NeedsRandom)
             }
             class => class,

@@ -14,6 +14,9 @@ pub(crate) enum KeyClass {
     NeedsRandom,
     /// Any value is (`MYSQL_PWD`); not a secret name by itself (`PWD=/srv/app` is a directory).
     NotPath,
+    /// A secret word inside a longer word (`AUTHKEY`, `basicauth`, `DB_PASSWORDS`, but also
+    /// `author`, `max_tokens`): only a single value that looks random and like a credential is.
+    Embedded,
 }
 
 /// Words (and two-word compounds, `api` `key`) that make a key secret.
@@ -146,6 +149,9 @@ const QUALIFIERS: &[&str] = &[
     "response",
 ];
 const RANDOM_WORDS: &[&str] = &["sig", "signature", "jsessionid", "phpsessid"];
+/// Words that hold a secret word and mean something else (`author`, `authenticated`,
+/// `tokenizer`, `secretary`), by how they begin.
+const LOOKALIKE_PREFIXES: &[&str] = &["author", "authent", "tokeniz", "secretar"];
 
 /// The words of a key: split at non-alphanumerics and lower-to-upper camelCase boundaries, as
 /// byte ranges (no allocation).
@@ -184,6 +190,20 @@ fn ends_with_ci(word: &str, suffix: &str) -> bool {
             .is_some_and(|tail| tail.eq_ignore_ascii_case(suffix))
 }
 
+fn starts_with_ci(word: &str, prefix: &str) -> bool {
+    word.get(..prefix.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+}
+
+/// Whether `word` holds `part` (ASCII case-insensitive).
+fn contains_ci(word: &str, part: &str) -> bool {
+    word.len() > part.len()
+        && word
+            .as_bytes()
+            .windows(part.len())
+            .any(|w| w.eq_ignore_ascii_case(part.as_bytes()))
+}
+
 /// Whether `a` followed by `b` spells one of `list` (`api` + `key`).
 fn pair_in(a: &str, b: &str, list: &[&str]) -> bool {
     list.iter().any(|w| {
@@ -197,6 +217,7 @@ pub(crate) fn key_class(key: &str) -> Option<KeyClass> {
     let mut strong = false;
     let mut random = false;
     let mut not_path = false;
+    let mut embedded = false;
     let mut count = 0usize;
     let mut last_is_pass = false;
     let mut last_qualifies = false;
@@ -211,6 +232,10 @@ pub(crate) fn key_class(key: &str) -> Option<KeyClass> {
             random = true;
         } else if word.eq_ignore_ascii_case("pwd") || ends_with_ci(word, "pwd") {
             not_path = true;
+        } else if STRONG_WORDS.iter().any(|w| contains_ci(word, w))
+            && !LOOKALIKE_PREFIXES.iter().any(|p| starts_with_ci(word, p))
+        {
+            embedded = true;
         }
         if let Some(p) = prev {
             if pair_in(p, word, STRONG_WORDS) {
@@ -229,6 +254,8 @@ pub(crate) fn key_class(key: &str) -> Option<KeyClass> {
         Some(KeyClass::NotPath)
     } else if random {
         Some(KeyClass::NeedsRandom)
+    } else if embedded {
+        Some(KeyClass::Embedded)
     } else {
         None
     }
@@ -242,7 +269,7 @@ pub fn is_secret_key(key: &str) -> bool {
     key_class(key) == Some(KeyClass::Strong)
 }
 
-const AUTH_SCHEMES: &[&str] = &[
+pub(crate) const AUTH_SCHEMES: &[&str] = &[
     "aws4-hmac-sha256",
     "bearer",
     "basic",
@@ -365,6 +392,15 @@ pub(crate) fn looks_random(s: &str) -> bool {
         || (s.bytes().any(|b| b.is_ascii_uppercase()) && s.bytes().any(|b| b.is_ascii_lowercase()))
 }
 
+/// Base64 or hex rather than a capitalised word: digits, symbols of the encoding, or an
+/// uppercase letter past the first (`dXNlcjpwYXNz`, not `Authentication`).
+pub(crate) fn looks_encoded(s: &str) -> bool {
+    has_digit(s)
+        || s.bytes().any(|b| matches!(b, b'+' | b'/'))
+        || (s.bytes().skip(1).any(|b| b.is_ascii_uppercase())
+            && s.bytes().any(|b| b.is_ascii_lowercase()))
+}
+
 /// A credential-like value: long enough, and mixing letters with digits or symbols
 /// (`TestTokenBucketRefill` and `chauthtok` are names).
 fn looks_like_credential(s: &str) -> bool {
@@ -385,6 +421,10 @@ pub(crate) fn secret_value(class: KeyClass, value: &str) -> bool {
         KeyClass::NeedsRandom => {
             let v = value.trim();
             !v.contains(char::is_whitespace) && looks_like_credential(v)
+        }
+        KeyClass::Embedded => {
+            let v = value.trim();
+            !v.contains(char::is_whitespace) && looks_random(v) && looks_like_credential(v)
         }
     }
 }

@@ -4,9 +4,11 @@
 //!   protocols would send, wherever the case sits in the request: the system prompt, the seed
 //!   message, a `pulse_read` `logs` result (the shape the Watch tool serializes), the arguments
 //!   of an earlier tool call, and a structured log line (JSON inside a JSON string inside the
-//!   tool result). The words around the secrets survive.
-//! - Ordinary lines come back unchanged in every position; the false-positive rate (ordinary
-//!   lines changed anywhere) is printed and bounded by [`MAX_FALSE_POSITIVE_RATE`].
+//!   tool result). The words around the secrets survive. Read-time redaction of the case's
+//!   text ([`redact_read`], what the agent applies to a host read) removes every secret too.
+//! - Ordinary lines come back unchanged in every position and from read-time redaction; the
+//!   false-positive rate (ordinary lines changed anywhere) is printed and bounded by
+//!   [`MAX_FALSE_POSITIVE_RATE`].
 
 #[path = "corpus/corpus.rs"]
 mod corpus;
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 use pulse_providers::{
     ChatRequest, Message, Protocol, ProviderConfig, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use pulse_redaction::{Destination, RedactionConfig, RedactionReport, Redactor};
+use pulse_redaction::{Destination, RedactionConfig, RedactionReport, Redactor, redact_read};
 use pulse_test_support::json_text::decoded_strings;
 use serde_json::{Value, json};
 
@@ -180,6 +182,15 @@ fn no_secret_of_the_corpus_reaches_any_provider_body_in_any_position() {
     let mut failures: Vec<String> = Vec::new();
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
     for case in &cases {
+        let read = redact_read(&case.text);
+        for secret in &case.secrets {
+            if read.contains(secret.as_str()) {
+                failures.push(format!(
+                    "{} at read time: {secret:?} survived in {read}",
+                    case.source
+                ));
+            }
+        }
         for position in POSITIONS {
             let mut req = request(position, &case.text);
             let report: RedactionReport = redactor.sanitize(&mut req);
@@ -241,6 +252,10 @@ fn ordinary_lines_survive_every_position_within_the_false_positive_bound() {
     let mut changed: Vec<String> = Vec::new();
     for line in &lines {
         let mut hits = Vec::new();
+        let read = redact_read(line);
+        if read != *line {
+            hits.push(format!("read time {read}"));
+        }
         for position in POSITIONS {
             let original = request(position, line);
             let mut req = original.clone();
