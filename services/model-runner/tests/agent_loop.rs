@@ -19,9 +19,9 @@ use pulse_model_runner::provider::{
     FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
     Usage, repair_orphan_tool_calls,
 };
-use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_test_support::provider_sim::Script;
 use pulse_test_support::provider_sim::{
     Delivery, ProviderSim, RecordedRequest, SimError, Step, Turn,

@@ -15,11 +15,9 @@ use pulse_model_runner::agent_loop::{
 };
 use pulse_model_runner::export_audit::{AuditedExports, EXPORT_ACTOR, EXPORT_KIND};
 use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult};
-use pulse_model_runner::redaction::{
-    Destination, LocalOnlyResource, RedactionConfig, RedactionKind, Redactor,
-};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, LocalOnlyResource, RedactionConfig, RedactionKind, Redactor};
 use pulse_store::{audit, tenants};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};

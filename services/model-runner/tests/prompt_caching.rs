@@ -12,9 +12,9 @@ use pulse_model_runner::agent_loop::{
 };
 use pulse_model_runner::cost::{LedgerUsageSink, Usd, pricing};
 use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult, Usage};
-use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::tenants;
 use pulse_test_support::db::TestDb;
 use pulse_test_support::provider_sim::{ProviderSim, Script, SimUsage, Turn};

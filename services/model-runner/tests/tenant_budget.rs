@@ -17,9 +17,9 @@ use pulse_model_runner::agent_loop::{
 };
 use pulse_model_runner::cost::LedgerUsageSink;
 use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult};
-use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::{settings, tenants};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};

@@ -16,9 +16,9 @@ use pulse_model_runner::agent_loop::{
 };
 use pulse_model_runner::cost::{BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd};
 use pulse_model_runner::provider::{FailureCause, Message, Protocol, ToolCall, ToolResult, Usage};
-use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::{cost_ledger, tenants};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::provider_sim::{ProviderSim, Script, SimError, Step, Turn};

@@ -11,16 +11,16 @@ use pulse_model_runner::agent_loop::{
 use pulse_model_runner::provider::{
     Message, Protocol, Provider, ProviderConfig, Timeouts, ToolCall, ToolResult,
 };
-use pulse_model_runner::redaction::{Destination, RedactionConfig, Redactor};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
 use serde_json::json;
 
 use crate::{BenchArgs, figure, quantile};
 
-/// The redaction corpora of the model-runner tests: the bench redacts requests built from them.
-#[path = "../../../services/model-runner/tests/redaction_corpus/corpus.rs"]
+/// The redaction corpora of the pulse-redaction tests: the bench redacts requests built from them.
+#[path = "../../../shared/redaction/tests/corpus/corpus.rs"]
 mod corpus;
 
 const BENCH: &str = "loop";

@@ -2,8 +2,9 @@
 //! the sanitizer ran and before the request goes out. The export audit
 //! ([`crate::export_audit::AuditedExports`]) records it.
 
+use pulse_redaction::RedactionReport;
+
 use super::{BoxFuture, RecordError};
-use crate::redaction::RedactionReport;
 
 /// One provider-bound request, as the audit may see it: where it goes and what was redacted
 /// (counts per kind, never a value, never the prompt).

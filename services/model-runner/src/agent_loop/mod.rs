@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pulse_capabilities::{CallRef, DenialCode, GateError, RunGate, TerminalDenial};
+use pulse_redaction::{RedactionReport, Redactor, TrustBoundary};
 use serde::Serialize;
 
 use crate::provider::types::{
@@ -24,7 +25,6 @@ use crate::provider::types::{
     ToolChoice, ToolResult, Usage,
 };
 use crate::provider::{FailureCause, Provider, ProviderFailure};
-use crate::redaction::{RedactionReport, Redactor, TrustBoundary};
 use crate::registry::RouteClass;
 use crate::route::Route;
 

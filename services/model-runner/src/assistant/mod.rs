@@ -33,6 +33,7 @@ use pulse_bus::assistant_api::{
 use pulse_bus::{ActionBrokerClient, Bus, ErrorCode, ErrorReply, Responder};
 use pulse_capabilities::{ControlLevel, ExecutionProfile, ToolPolicy};
 use pulse_domain::TenantId;
+use pulse_redaction::{RedactionReport, Redactor};
 use pulse_runtime::{CancellationToken, ServiceContext};
 use pulse_store::chat::{self, ChatMessage, MessageBody, NewMessage, Role, RowState, ToolRow};
 use pulse_store::settings::{ConfigLayer, MasterKey};
@@ -52,8 +53,7 @@ use crate::export_audit::AuditedExports;
 use crate::patrol_connection::{RoutePurpose, route_connection};
 use crate::preflight::PreflightSettings;
 use crate::provider::{Message, Provider, StreamEvent, ToolCall};
-use crate::redaction::{RedactionReport, Redactor};
-use crate::watch::executor::redactor;
+use crate::redaction::redactor;
 use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 use filter::ClientSafeText;

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 /// Whether a param of this name may carry a secret: the redactor's rule for secret field
 /// names (one owner).
 pub fn is_sensitive(name: &str) -> bool {
-    crate::redaction::is_secret_key(name)
+    pulse_redaction::is_secret_key(name)
 }
 
 /// A proposal that passed validation, under canonical ids.

@@ -30,7 +30,8 @@ use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
 use crate::preflight::{PreflightSettings, RouteConnection};
 use crate::provider::{Message, Provider};
-use crate::watch::executor::{display_summary, redactor};
+use crate::redaction::redactor;
+use crate::watch::executor::display_summary;
 use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 /// Model turns of the evidence phase.

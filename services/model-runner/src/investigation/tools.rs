@@ -13,12 +13,12 @@ use pulse_bus::{ActionBrokerClient, Bus, ClientError};
 use pulse_capabilities::{AdmittedCall, ExecutionProfile, PolicyError, ToolName, ToolPolicy};
 use pulse_domain::TenantId;
 use pulse_domain::resource::truncate_chars;
+use pulse_redaction::Redactor;
 use serde_json::{Value, json};
 
 use super::capture::{ProposalCapture, fingerprint, validate};
 use crate::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
 use crate::provider::{ToolCall, ToolResult, Usage};
-use crate::redaction::Redactor;
 use crate::watch::executor::display_summary;
 use crate::watch::tools::{WatchTools, canonical_reads_and};
 
@@ -323,7 +323,7 @@ mod tests {
             crate::route::Route::parse("openai:gpt-4o-mini").unwrap(),
         );
         let redactor =
-            crate::watch::executor::redactor(&connection, crate::registry::RouteClass::MeteredApi)
+            crate::redaction::redactor(&connection, crate::registry::RouteClass::MeteredApi)
                 .unwrap();
         let ledger = EvidenceLedger::default();
         let token = format!("ghp_{}", "A1b2C3d4E5".repeat(4));

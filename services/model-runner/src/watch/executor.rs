@@ -3,7 +3,7 @@
 //! [`WatchExecutor`] is the seam: the worker owns the lease, the run record and the events; an
 //! executor only turns a run, its route and its inventory into a [`WatchOutcome`]. The real one
 //! is [`super::runtime::WatchRuntime`]; this module keeps what every executor shares (the run's
-//! usage sink, the sanitizer, the record of tool calls).
+//! usage sink, the display summary, the record of tool calls).
 
 use std::sync::{Arc, Mutex};
 
@@ -12,6 +12,7 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::outcome::RunAccounting;
 use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, PatrolRun, ToolCallRecord};
 use pulse_domain::resource::{Resource, truncate_chars};
+use pulse_redaction::{RedactionReport, Redactor};
 
 use crate::agent_loop::{
     self, BoxFuture, CallOutcome, CallStatus, ProviderCallUsage, RecordError, UsageSink,
@@ -19,9 +20,6 @@ use crate::agent_loop::{
 use crate::cost::{LedgerUsageSink, Usd, cost_for_class};
 use crate::preflight::RouteConnection;
 use crate::provider::{FailureCause, Usage};
-use crate::redaction::{
-    Destination, MIN_CONFIGURED_LEN, RedactionConfig, RedactionReport, Redactor,
-};
 use crate::registry::RouteClass;
 
 /// Tool call records kept on a run; the count covers all of them.
@@ -203,28 +201,6 @@ impl UsageSink for RunUsage<'_> {
     }
 }
 
-pub fn redactor(connection: &RouteConnection, class: RouteClass) -> Result<Redactor, String> {
-    let route = connection.route.to_string();
-    let destination = match class {
-        RouteClass::LocalModelServer => Destination::local(route),
-        RouteClass::MeteredApi | RouteClass::CodingPlanAllowance => Destination::external(route),
-    };
-    let secrets = connection
-        .api_key
-        .iter()
-        .filter(|k| k.chars().count() >= MIN_CONFIGURED_LEN)
-        .cloned()
-        .collect();
-    Redactor::new(
-        destination,
-        &RedactionConfig {
-            secrets,
-            local_only: Vec::new(),
-        },
-    )
-    .map_err(|e| e.to_string())
-}
-
 /// The model's answer made safe to show and store: sanitized like provider-bound text and
 /// bounded.
 pub fn display_summary(redactor: &Redactor, text: &str) -> String {
@@ -317,7 +293,7 @@ mod tests {
         let connection =
             RouteConnection::new(crate::route::Route::parse("openai:gpt-4o-mini").unwrap())
                 .with_api_key("sk-canary-0123456789abcdef");
-        let redactor = redactor(&connection, RouteClass::MeteredApi).unwrap();
+        let redactor = crate::redaction::redactor(&connection, RouteClass::MeteredApi).unwrap();
         let text = format!(
             "all fine \u{1b}[31m; key sk-canary-0123456789abcdef {}",
             "x".repeat(MAX_SUMMARY_CHARS)

@@ -38,13 +38,14 @@ use crate::cost::{LedgerUsageSink, Usd};
 use crate::export_audit::AuditedExports;
 use crate::preflight::PreflightSettings;
 use crate::provider::{Message, Provider, Usage};
+use crate::redaction::redactor;
 
 use super::budget::{
     AllowanceStop, DecliningAllowance, FULL_TURNS, SCOPED_TURNS, STRUCTURED_TURN_OUTPUT_TOKENS,
 };
 use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
-    display_summary, error_cause, redactor, tool_call_records,
+    display_summary, error_cause, tool_call_records,
 };
 use super::offer;
 use super::seed::{

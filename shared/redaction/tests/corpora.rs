@@ -1,23 +1,24 @@
-//! The sanitizer against corpora of real-looking text (`tests/redaction_corpus/`).
+//! The sanitizer against corpora of real-looking text (`tests/corpus/`).
 //!
 //! - Every secret of every secret-bearing case is gone from the HTTP body each of the four
 //!   protocols would send, wherever the case sits in the request: the system prompt, the seed
 //!   message, a `pulse_read` `logs` result (the shape the Watch tool serializes), the arguments
 //!   of an earlier tool call, and a structured log line (JSON inside a JSON string inside the
-//!   tool result). The words around the secrets survive.
-//! - Ordinary lines come back unchanged in every position; the false-positive rate (ordinary
-//!   lines changed anywhere) is printed and bounded by [`MAX_FALSE_POSITIVE_RATE`].
+//!   tool result). The words around the secrets survive. Read-time redaction of the case's
+//!   text ([`redact_read`], what the agent applies to a host read) removes every secret too.
+//! - Ordinary lines come back unchanged in every position and from read-time redaction; the
+//!   false-positive rate (ordinary lines changed anywhere) is printed and bounded by
+//!   [`MAX_FALSE_POSITIVE_RATE`].
 
-#[path = "redaction_corpus/corpus.rs"]
+#[path = "corpus/corpus.rs"]
 mod corpus;
 
 use std::collections::BTreeMap;
 
-use pulse_model_runner::provider::{
-    ChatRequest, Message, Protocol, Provider, ProviderConfig, Tool, ToolCall, ToolChoice,
-    ToolResult,
+use pulse_providers::{
+    ChatRequest, Message, Protocol, ProviderConfig, Tool, ToolCall, ToolChoice, ToolResult,
 };
-use pulse_model_runner::redaction::{Destination, RedactionConfig, RedactionReport, Redactor};
+use pulse_redaction::{Destination, RedactionConfig, RedactionReport, Redactor, redact_read};
 use pulse_test_support::json_text::decoded_strings;
 use serde_json::{Value, json};
 
@@ -102,7 +103,9 @@ fn request(position: Position, text: &str) -> ChatRequest {
     }
 }
 
-fn providers() -> Vec<(&'static str, Provider)> {
+/// The route configuration of each protocol; its wire request is built by the same code the
+/// model runner's transport sends.
+fn providers() -> Vec<(&'static str, ProviderConfig)> {
     [
         ("openai", Protocol::OpenAiCompatible),
         ("anthropic", Protocol::Anthropic),
@@ -112,7 +115,7 @@ fn providers() -> Vec<(&'static str, Provider)> {
     .into_iter()
     .map(|(name, protocol)| {
         let config = ProviderConfig::new(protocol, "http://127.0.0.1:9").with_api_key("sk-x");
-        (name, Provider::new(config).expect("provider builds"))
+        (name, config)
     })
     .collect()
 }
@@ -179,6 +182,15 @@ fn no_secret_of_the_corpus_reaches_any_provider_body_in_any_position() {
     let mut failures: Vec<String> = Vec::new();
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
     for case in &cases {
+        let read = redact_read(&case.text);
+        for secret in &case.secrets {
+            if read.contains(secret.as_str()) {
+                failures.push(format!(
+                    "{} at read time: {secret:?} survived in {read}",
+                    case.source
+                ));
+            }
+        }
         for position in POSITIONS {
             let mut req = request(position, &case.text);
             let report: RedactionReport = redactor.sanitize(&mut req);
@@ -190,7 +202,7 @@ fn no_secret_of_the_corpus_reaches_any_provider_body_in_any_position() {
             }
             let report_json = serde_json::to_string(&report).expect("report serializes");
             for (name, provider) in &providers {
-                let wire = provider.build(&req).expect("request builds");
+                let wire = pulse_providers::build(provider, &req).expect("request builds");
                 let headers: String = wire.headers.iter().map(|(_, v)| v.as_str()).collect();
                 for secret in case.secrets.iter().map(String::as_str) {
                     if leaks(&wire.body, secret)
@@ -240,6 +252,10 @@ fn ordinary_lines_survive_every_position_within_the_false_positive_bound() {
     let mut changed: Vec<String> = Vec::new();
     for line in &lines {
         let mut hits = Vec::new();
+        let read = redact_read(line);
+        if read != *line {
+            hits.push(format!("read time {read}"));
+        }
         for position in POSITIONS {
             let original = request(position, line);
             let mut req = original.clone();

@@ -2,8 +2,8 @@
 //! harmless lookalikes survive, sanitizing is idempotent and total.
 
 use proptest::prelude::*;
-use pulse_model_runner::provider::{ChatRequest, Message, Tool, ToolCall, ToolResult};
-use pulse_model_runner::redaction::{
+use pulse_providers::{ChatRequest, Message, Tool, ToolCall, ToolResult};
+use pulse_redaction::{
     Destination, LocalOnlyResource, RedactionConfig, RedactionConfigError, RedactionKind,
     RedactionReport, Redactor,
 };
@@ -41,6 +41,7 @@ const VENDOR_TOKEN: &str =
     "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const CLI_PASSWORD: &str = "cli-canary-pass";
 const COOKIE: &str = "cookie-canary-value";
+const PASSWORD_HASH: &str = "$6$canarysalt$Qm9vYmFyY2FuYXJ5aGFzaDEyMw";
 const LOCAL_ID: &str = "vm-payroll-01";
 const LOCAL_NAME: &str = "payroll-db.internal";
 
@@ -74,6 +75,7 @@ const CANARIES: &[&str] = &[
     VENDOR_TOKEN,
     CLI_PASSWORD,
     COOKIE,
+    PASSWORD_HASH,
     LOCAL_ID,
     LOCAL_NAME,
 ];
@@ -122,7 +124,8 @@ fn poisoned_request() -> ChatRequest {
          sendgrid {SENDGRID_KEY} digitalocean {VENDOR_TOKEN}\n\
          DefaultEndpointsProtocol=https;AccountName=canary;AccountKey={AZURE_KEY};\n\
          + influx setup --username admin --password {CLI_PASSWORD} --force\n\
-         > Cookie: sid={COOKIE}"
+         > Cookie: sid={COOKIE}\n\
+         deploy:{PASSWORD_HASH}:19000:0:99999:7:::"
     );
     let tool_result = format!(
         r#"{{"container": "{LOCAL_ID}", "env": {{"API_TOKEN": "{JSON_TOKEN}", "PORT": "8080"}}, "note": "{}"}}"#,
