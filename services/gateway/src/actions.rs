@@ -24,12 +24,12 @@
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pulse_api::actions::{
-    ActionView, AuditRecord, DecisionBody, DecisionOutcome, ListLimit, ListQuery, PlanBody,
+    ActionId, ActionView, AuditRecord, DecisionBody, DecisionOutcome, ListQuery, PlanBody,
 };
 use pulse_bus::actions_api::{
     self, ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply,
@@ -44,7 +44,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
-use crate::json::ApiJson;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
 use crate::{ApiError, AppState};
 
 pub struct PlanScope;
@@ -135,9 +135,15 @@ fn not_found(id: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::ActionNotFound, format!("no action {id}"))
 }
 
-fn action_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|_| not_found("with this id"))?;
-    Uuid::parse_str(&raw).map_err(|_| not_found(format!("{raw:?}")))
+/// An id that is not a UUID names no action.
+impl PathParam for ActionId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| not_found(format!("{raw:?}")))
+    }
+
+    fn unreadable(_: &PathRejection) -> ApiError {
+        not_found("with this id")
+    }
 }
 
 fn broker(state: &AppState) -> ActionBrokerClient {
@@ -164,7 +170,7 @@ async fn answered(
 pub async fn plan(
     State(state): State<AppState>,
     auth: Authorized<PlanScope>,
-    ApiJson(body): ApiJson<PlanBody>,
+    ApiJson(body, _): ApiJson<PlanBody>,
 ) -> Result<Response, ApiError> {
     let request = ActionPlanRequest {
         resource_id: body.resource_id,
@@ -186,10 +192,9 @@ pub async fn plan(
 pub async fn decision(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<DecisionBody>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
+    ApiJson(body, _): ApiJson<DecisionBody>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     if auth.principal.user_id.is_none() {
         return Err(ApiError::new(
             ErrorCode::ActionDecisionRequiresHuman,
@@ -214,9 +219,8 @@ pub async fn decision(
 pub async fn execute(
     State(state): State<AppState>,
     auth: Authorized<ExecuteScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     let request = ActionExecuteRequest {
         action_id: id,
         requested_by: actor(&auth.principal),
@@ -227,26 +231,12 @@ pub async fn execute(
     Ok(Json(answered(&state, &auth.principal, reply).await?))
 }
 
-fn limit(
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Option<i64>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    match query.limit {
-        Some(l) if !ListLimit::contains(l) => Err(ApiError::new(
-            ErrorCode::InvalidParameter,
-            ListLimit::refusal("limit"),
-        )),
-        other => Ok(other),
-    }
-}
-
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
-    let limit = limit(query)?;
+    let limit = query.limit;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let list = views(&tx, actions::list(&tx, limit).await?).await?;
     tx.rollback().await?;
@@ -256,9 +246,9 @@ pub async fn list(
 pub async fn pending(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
-    let limit = limit(query)?;
+    let limit = query.limit;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let list = views(&tx, actions::pending(&tx, limit).await?).await?;
     tx.rollback().await?;
@@ -268,9 +258,8 @@ pub async fn pending(
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let action = actions::get(&tx, id).await?.ok_or_else(|| not_found(id))?;
     let view = view(&tx, action).await?;
@@ -295,9 +284,8 @@ fn audit_record(row: pulse_store::audit::AuditRecord) -> AuditRecord {
 pub async fn audit(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<Vec<AuditRecord>>, ApiError> {
-    let id = action_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     if actions::get(&tx, id).await?.is_none() {
         return Err(not_found(id));

@@ -16,15 +16,15 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::rejection::PathRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use pulse_api::assistant::{
     AbortAnswer, ChatBody, ControlLevelBody, ForkBody, MAX_PROMPT_CHARS, MessageList, MessageView,
-    MessagesQuery, NewSessionBody, PromptText, RenameBody, SessionList, SessionView, SessionsQuery,
-    SteerAnswer, SteerBody, SummarizeAnswer, UndoAnswer, UndoBody,
+    MessagesQuery, NewSessionBody, PromptText, RenameBody, SessionId, SessionList, SessionView,
+    SessionsQuery, SteerAnswer, SteerBody, SummarizeAnswer, UndoAnswer, UndoBody,
 };
 use pulse_bus::AssistantClient;
 use pulse_bus::assistant_api::{
@@ -43,7 +43,7 @@ use uuid::Uuid;
 
 use crate::auth::{Authorized, RequiredScopes};
 use crate::event_stream::KEEPALIVE_INTERVAL;
-use crate::json::ApiJson;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
 use crate::{ApiError, AppState};
 
 /// `ai:chat`.
@@ -121,19 +121,22 @@ fn store_error(error: ChatStoreError) -> ApiError {
     }
 }
 
-fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|_| {
+impl PathParam for SessionId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("{raw:?} is not a session id (a UUID)"),
+            )
+        })
+    }
+
+    fn unreadable(_: &PathRejection) -> ApiError {
         ApiError::new(
             ErrorCode::InvalidParameter,
             "the session id in the path is not readable (a UUID is expected)",
         )
-    })?;
-    Uuid::parse_str(&raw).map_err(|_| {
-        ApiError::new(
-            ErrorCode::InvalidParameter,
-            format!("{raw:?} is not a session id (a UUID)"),
-        )
-    })
+    }
 }
 
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
@@ -205,7 +208,7 @@ fn title_from(prompt: &str) -> String {
 pub async fn chat(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    ApiJson(body): ApiJson<ChatBody>,
+    ApiJson(body, _): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     open_chat(&state, auth.principal, body).await
 }
@@ -408,10 +411,8 @@ async fn end_turn_quietly(
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    query: Result<Query<SessionsQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<SessionsQuery>,
 ) -> Result<axum::Json<SessionList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let me = actor(&principal);
@@ -435,7 +436,7 @@ pub async fn list(
 pub async fn create(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    ApiJson(body): ApiJson<NewSessionBody>,
+    ApiJson(body, _): ApiJson<NewSessionBody>,
 ) -> Result<(StatusCode, axum::Json<SessionView>), ApiError> {
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -461,12 +462,9 @@ pub async fn create(
 pub async fn messages(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<MessagesQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<MessagesQuery>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<axum::Json<MessageList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -504,10 +502,9 @@ pub async fn messages(
 pub async fn rename(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<RenameBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<RenameBody>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
-    let id = session_id(path)?;
     check_text("title", &body.title)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -523,9 +520,8 @@ pub async fn rename(
 pub async fn delete(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<StatusCode, ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -538,9 +534,8 @@ pub async fn delete(
 pub async fn abort(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<(StatusCode, axum::Json<AbortAnswer>), ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -586,10 +581,9 @@ pub async fn abort(
 pub async fn fork(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<ForkBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<ForkBody>,
 ) -> Result<(StatusCode, axum::Json<SessionView>), ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -610,9 +604,8 @@ pub async fn fork(
 pub async fn summarize(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<axum::Json<SummarizeAnswer>, ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -664,20 +657,20 @@ async fn undo_or_redo(
 pub async fn undo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<UndoBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, true).await
+    undo_or_redo(&state, &auth.principal, id, &body, true).await
 }
 
 /// `POST /api/ai/sessions/{id}/redo`.
 pub async fn redo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<UndoBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, false).await
+    undo_or_redo(&state, &auth.principal, id, &body, false).await
 }
 
 /// `POST /api/ai/sessions/{id}/steer`: operator steering for the running turn, applied at its
@@ -685,10 +678,9 @@ pub async fn redo(
 pub async fn steer(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<SteerBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<SteerBody>,
 ) -> Result<(StatusCode, axum::Json<SteerAnswer>), ApiError> {
-    let id = session_id(path)?;
     check_text("text", &body.text)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;

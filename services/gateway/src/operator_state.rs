@@ -18,9 +18,9 @@
 //! of another tenant answers `404 not_found`, like an unknown one.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use chrono::{DateTime, Utc};
+use pulse_api::constraints::ResourceRef;
 use pulse_api::operator_state::{OperatorStateBody, OperatorStateView};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::finding::operator_state::{
@@ -31,8 +31,9 @@ use pulse_store::operator_state::{self as store, OperatorState, OperatorStateInp
 
 use crate::actions::{ApproveScope, actor};
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::json::ApiJson;
-use crate::resources::{check_reference, resolve};
+use crate::extract::ApiJson;
+use crate::extract::ApiPath;
+use crate::resources::resolve;
 use crate::{ApiError, AppState};
 
 fn invalid(message: impl Into<String>) -> ApiError {
@@ -113,13 +114,6 @@ fn view(
     }
 }
 
-fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
-    Ok(reference)
-}
-
 fn findings_error(error: FindingsError) -> ApiError {
     match error {
         FindingsError::Store(e) => e.into(),
@@ -140,9 +134,8 @@ fn findings_error(error: FindingsError) -> ApiError {
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();
@@ -154,10 +147,9 @@ pub async fn get(
 pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<OperatorStateBody>,
+    ApiPath(reference): ApiPath<ResourceRef>,
+    ApiJson(body, _): ApiJson<OperatorStateBody>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let now = Utc::now();
     let input = validate(body, now)?;
     let actor = actor(&auth.principal);
@@ -186,9 +178,8 @@ pub async fn put(
 pub async fn delete(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let actor = actor(&auth.principal);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;

@@ -20,14 +20,12 @@ use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use pulse_api::patrol::{
-    PatrolRunAccepted, PreflightAnswer, RunAccepted, RunList, RunsLimit, RunsQuery,
-};
+use pulse_api::patrol::{PatrolRunAccepted, PreflightAnswer, RunAccepted, RunList, RunsQuery};
 use pulse_api::settings::PreflightView;
 use pulse_bus::PatrolClient;
 use pulse_bus::patrol_api::{PatrolPreflightRequest, PatrolRunRequest};
@@ -44,6 +42,7 @@ use pulse_store::patrol_readiness;
 use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 
 use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::extract::{ApiPath, ApiQuery, PathParam, bytes_rejection};
 use crate::{ApiError, AppState};
 
 /// `POST /api/ai/patrol/run` needs both scopes.
@@ -92,13 +91,7 @@ pub async fn run(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
-        } else {
-            ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
-        }
-    })?;
+    let body = body.map_err(|e| bytes_rejection(&e, ErrorCode::InvalidJson))?;
     check_content_type(&headers, &body)?;
     let scope = match RunRequest::parse(&body).map_err(request_error)? {
         RunRequest::Full => None,
@@ -146,37 +139,30 @@ pub async fn preflight(
     }))
 }
 
-fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
-    match raw {
-        None => Ok(DEFAULT_LIST_LIMIT),
-        Some(raw) => RunsLimit::parse(raw)
-            .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, RunsLimit::refusal("limit"))),
-    }
-}
-
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<RunsQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<RunsQuery>,
 ) -> Result<Json<RunList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let limit = parse_limit(query.limit.as_deref())?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let runs = patrol_runs::list(&tx, limit).await?;
     tx.commit().await?;
     Ok(Json(RunList { runs }))
 }
 
+impl PathParam for RunId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse()
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+    }
+}
+
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> Result<Json<PatrolRun>, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let id: RunId = raw
-        .parse()
-        .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let run = patrol_runs::get(&tx, id).await?;
     tx.commit().await?;
@@ -272,12 +258,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn limit_defaults_to_30_and_is_bounded() {
-        assert_eq!(parse_limit(None), Ok(30));
-        assert_eq!(parse_limit(Some("200")), Ok(200));
+    fn limit_is_bounded() {
+        let read = |query: &str| ApiQuery::<RunsQuery>::parse(query).map(|q| q.0.limit);
+        assert_eq!(read("").expect("no limit"), None);
+        assert_eq!(read("limit=200").expect("valid"), Some(200));
         for bad in ["0", "201", "-1", "ten", ""] {
-            let err = parse_limit(Some(bad)).expect_err(bad);
+            let err = read(&format!("limit={bad}")).expect_err(bad);
             assert_eq!(err.code, ErrorCode::InvalidParameter);
+            assert_eq!(err.message, "limit: must be an integer from 1 to 200");
         }
     }
 

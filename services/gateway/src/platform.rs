@@ -12,8 +12,7 @@
 //! them from the catalogue) and then purges its subjects from every JetStream stream.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -35,7 +34,7 @@ use pulse_store::users::{self, UserRole};
 use pulse_store::{StoreError, quotas};
 use serde_json::json;
 
-use crate::json::ApiJson;
+use crate::extract::{ApiJson, ApiPath, PathParam};
 
 use crate::routes::{Answer, Body, RouteSpec, schema};
 use crate::{ApiError, AppState};
@@ -69,9 +68,11 @@ impl<S: Send + Sync> FromRequestParts<S> for PlatformAuth {
     }
 }
 
-fn tenant_id(path: Result<Path<String>, PathRejection>) -> Result<TenantId, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    TenantId::new(raw).map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+impl PathParam for TenantId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        TenantId::new(raw)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+    }
 }
 
 fn no_tenant(id: &TenantId) -> ApiError {
@@ -114,7 +115,7 @@ fn check_quotas(quotas: &TenantQuotas) -> Result<(), ApiError> {
 pub async fn create(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    ApiJson(request): ApiJson<CreateTenantRequest>,
+    ApiJson(request, _): ApiJson<CreateTenantRequest>,
 ) -> Result<Response, ApiError> {
     let id = TenantId::new(request.id.trim()).map_err(|e| invalid(format!("id: {e}")))?;
     let quotas = request.quotas.unwrap_or_default();
@@ -175,9 +176,8 @@ pub async fn list(
 pub async fn show(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantView>, ApiError> {
-    let id = tenant_id(path)?;
     let tenant = record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let quotas = quotas::get(&tx).await?;
@@ -219,10 +219,9 @@ async fn set_suspension(
 pub async fn suspend(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(request): ApiJson<SuspendRequest>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(request, _): ApiJson<SuspendRequest>,
 ) -> Result<Json<TenantRecord>, ApiError> {
-    let id = tenant_id(path)?;
     let reason = request.reason.trim();
     if reason.is_empty() || reason.chars().count() > MAX_SUSPENSION_REASON_CHARS {
         return Err(invalid(format!(
@@ -240,18 +239,16 @@ pub async fn suspend(
 pub async fn resume(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantRecord>, ApiError> {
-    let id = tenant_id(path)?;
     Ok(Json(set_suspension(&state, &operator, &id, None).await?))
 }
 
 pub async fn remove(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantErasure>, ApiError> {
-    let id = tenant_id(path)?;
     let erasure: Erasure = tenants::erase(&state.store, &id).await?;
     // After the rows: nothing can enqueue for the tenant any more (its row is gone), so what is
     // purged now stays purged. A tenant already erased is purged again, so a deletion whose purge
@@ -286,9 +283,8 @@ pub async fn remove(
 pub async fn list_users(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<PlatformUserList>, ApiError> {
-    let id = tenant_id(path)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let users = users::list(&tx).await?;
@@ -309,10 +305,9 @@ pub async fn list_users(
 pub async fn create_user(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(request): ApiJson<CreateUserRequest>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(request, _): ApiJson<CreateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let id = tenant_id(path)?;
     let role = match request.role.as_deref().unwrap_or("operator") {
         "admin" => UserRole::Admin,
         "operator" => UserRole::Operator,
@@ -362,9 +357,8 @@ pub async fn create_user(
 pub async fn get_quotas(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantQuotas>, ApiError> {
-    let id = tenant_id(path)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let quotas = quotas::get(&tx).await?;
@@ -375,10 +369,9 @@ pub async fn get_quotas(
 pub async fn put_quotas(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(quotas): ApiJson<TenantQuotas>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(quotas, _): ApiJson<TenantQuotas>,
 ) -> Result<Json<TenantQuotas>, ApiError> {
-    let id = tenant_id(path)?;
     check_quotas(&quotas)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;

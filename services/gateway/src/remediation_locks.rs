@@ -15,32 +15,24 @@
 //! (`pulse_store::operator_state`); this route reads and writes only that signal.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use pulse_api::actions::{LockBody, LockView};
-use pulse_capabilities::ErrorCode;
+use pulse_api::constraints::ResourceRef;
 use pulse_domain::action::LockState;
 use pulse_store::actions;
 
 use crate::actions::{ApproveScope, actor};
 use crate::auth::{Authorized, MonitoringReadScope};
-use crate::json::ApiJson;
-use crate::resources::{check_reference, resolve};
+use crate::extract::ApiJson;
+use crate::extract::ApiPath;
+use crate::resources::resolve;
 use crate::{ApiError, AppState};
-
-fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
-    Ok(reference)
-}
 
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<LockView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();
@@ -55,10 +47,9 @@ pub async fn get(
 pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<LockBody>,
+    ApiPath(reference): ApiPath<ResourceRef>,
+    ApiJson(body, _): ApiJson<LockBody>,
 ) -> Result<Json<LockView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();

@@ -232,7 +232,7 @@ pub fn is_public_path(path: &str) -> bool {
     API_ROUTES.iter().any(|r| r.public && r.path == path)
 }
 
-/// Body codes of a route that parses its JSON body with [`crate::json::ApiJson`].
+/// Body codes of a route that parses its JSON body with [`crate::extract::ApiJson`].
 const JSON_BODY: [ErrorCode; 3] = [
     ErrorCode::InvalidJson,
     ErrorCode::UnsupportedMediaType,
@@ -430,7 +430,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Tokens,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::tokens::TokenId>),
         query: None,
         body: None,
         response: Answer::Empty { status: 204 },
@@ -757,7 +757,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: Some(schema::<pulse_api::assistant::MessagesQuery>),
         body: None,
         response: Answer::Json {
@@ -781,7 +781,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::assistant::RenameBody>)),
         response: Answer::Json {
@@ -809,7 +809,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: None,
         response: Answer::Empty { status: 204 },
@@ -831,7 +831,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: None,
         response: Answer::JsonEither {
@@ -856,7 +856,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::assistant::ForkBody>)),
         response: Answer::Json {
@@ -884,7 +884,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -912,7 +912,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
         response: Answer::Json {
@@ -942,7 +942,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
         response: Answer::Json {
@@ -972,7 +972,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Assistant,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::assistant::SessionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::assistant::SteerBody>)),
         response: Answer::Json {
@@ -1336,7 +1336,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::actions::ActionId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1357,7 +1357,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ActionPlan,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::actions::ActionId>),
         query: None,
         body: Some(Body::required(schema::<pulse_api::actions::DecisionBody>)),
         response: Answer::Json {
@@ -1378,7 +1378,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Write,
         approval_policy: ApprovalPolicy::ActionPlan,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::actions::ActionId>),
         query: None,
         body: None,
         response: Answer::Json {
@@ -1399,7 +1399,7 @@ pub const API_ROUTES: &[RouteSpec] = &[
         category: Category::Actions,
         action_mode: ActionMode::Read,
         approval_policy: ApprovalPolicy::ScopeOnly,
-        id: Some(schema::<uuid::Uuid>),
+        id: Some(schema::<pulse_api::actions::ActionId>),
         query: None,
         body: None,
         response: Answer::Json {

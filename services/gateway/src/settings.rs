@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 
 use crate::auth::{AdminScope, Authorized};
-use crate::json::ApiJson;
+use crate::extract::ApiJson;
 use crate::{ApiError, AppState};
 
 /// What the settings routes need besides the store.
@@ -253,7 +253,7 @@ pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
     headers: HeaderMap,
-    ApiJson(mut body): ApiJson<Value>,
+    ApiJson(mut body, _): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let expected = expected_version(&headers)?;
     bind_acknowledgement(&mut body, &auth.principal)?;

@@ -3,24 +3,22 @@
 use std::collections::BTreeSet;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use pulse_api::constraints::TextError;
 use pulse_api::tokens::{
-    ApiToken, CreateTokenRequest, CreatedToken, RequestedScope, TokenList, TokenName,
+    ApiToken, CreateTokenRequest, CreatedToken, RequestedScope, TokenId, TokenList, TokenName,
 };
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_store::audit::{self, AuditEntry};
 use pulse_store::tokens::{self, NewToken, RevokeOutcome};
 use serde_json::json;
-use uuid::Uuid;
 
 use crate::auth::{AdminScope, Authorized};
-use crate::json::ApiJson;
+use crate::extract::{ApiJson, ApiPath, PathParam};
 use crate::{ApiError, AppState};
 
 fn invalid(message: impl Into<String>) -> ApiError {
@@ -102,7 +100,7 @@ fn validate(
 pub async fn create(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
-    ApiJson(request): ApiJson<CreateTokenRequest>,
+    ApiJson(request, _): ApiJson<CreateTokenRequest>,
 ) -> Result<Response, ApiError> {
     let new = validate(request, &auth.principal, Utc::now())?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
@@ -155,22 +153,22 @@ pub async fn list(
     }))
 }
 
-pub fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    Uuid::parse_str(&raw).map_err(|_| {
-        ApiError::new(
-            ErrorCode::InvalidParameter,
-            "id: expected a token id (UUID)",
-        )
-    })
+impl PathParam for TokenId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                "id: expected a token id (UUID)",
+            )
+        })
+    }
 }
 
 pub async fn revoke(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(TokenId(id)): ApiPath<TokenId>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     match tokens::revoke(&tx, id).await? {
         RevokeOutcome::NotFound => {
@@ -202,6 +200,7 @@ pub async fn revoke(
 mod tests {
     use super::*;
     use pulse_domain::TenantId;
+    use uuid::Uuid;
 
     fn caller(scopes: &[Scope]) -> pulse_store::tokens::Principal {
         pulse_store::tokens::Principal {

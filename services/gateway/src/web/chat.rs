@@ -8,7 +8,7 @@
 //! [`assistant::open_chat`]), and `POST /chat/{id}/stop` is the API's abort. Approval cards
 //! decide through `/actions/{id}/decision`, the Approvals page's form.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionsQuery};
@@ -21,6 +21,7 @@ use uuid::Uuid;
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, WebUser};
 use crate::assistant::{self, ChatScope};
+use crate::extract::{ApiPath, ApiQuery};
 use crate::{ApiError, AppState};
 
 /// What the control-level selector says the level governs.
@@ -77,7 +78,7 @@ async fn sessions(state: &AppState, user: &WebUser) -> Result<Vec<Value>, ApiErr
         assistant::list(
             State(state.clone()),
             auth,
-            Ok(Query(SessionsQuery::default())),
+            ApiQuery::new(SessionsQuery::default()),
         )
         .await,
     )?;
@@ -205,8 +206,8 @@ pub async fn resume(
             assistant::messages(
                 State(state.clone()),
                 auth,
-                Ok(Path(id.clone())),
-                Ok(Query(pulse_api::assistant::MessagesQuery::default())),
+                ApiQuery::new(pulse_api::assistant::MessagesQuery::default()),
+                ApiPath::parse(id.clone())?,
             )
             .await,
         )?;
@@ -290,7 +291,7 @@ pub async fn stop(
 ) -> Response {
     let stopped = async {
         let auth = form.user.authorized::<ChatScope>()?;
-        assistant::abort(State(state), auth, Ok(Path(id))).await
+        assistant::abort(State(state), auth, ApiPath::parse(id)?).await
     }
     .await;
     match stopped {

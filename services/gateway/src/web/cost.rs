@@ -16,6 +16,7 @@ use super::session::WebUser;
 use super::svg;
 use crate::AppState;
 use crate::auth::MonitoringReadScope;
+use crate::extract::ApiQuery;
 
 /// The windows offered, in days.
 const WINDOWS: &[u32] = &[7, 30, 90];
@@ -79,9 +80,7 @@ pub async fn page(
             crate::cost::summary(
                 State(state),
                 auth,
-                Ok(Query(CostQuery {
-                    days: Some(days.to_string()),
-                })),
+                ApiQuery::new(CostQuery { days: Some(days) }),
             )
             .await,
         ),
