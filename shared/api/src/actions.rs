@@ -12,7 +12,7 @@ use pulse_domain::listing::MAX_ACTIONS;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::constraints::{IntegerIn, NotBlank, Printable};
+use crate::constraints::{IntegerIn, NotBlank, Printable, refuse};
 
 uuid_id! {
     /// An action's id (`/api/actions/{id}/...`).
@@ -114,7 +114,7 @@ fn list_limit<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Optio
     if ListLimit::contains(limit) {
         Ok(Some(limit))
     } else {
-        Err(crate::query::refuse(&ListLimit::requirement()))
+        Err(refuse(&ListLimit::requirement()))
     }
 }
 

@@ -11,7 +11,23 @@ use std::borrow::Cow;
 
 use pulse_domain::text::{self, BLANK, CONTROL, WHITE_SPACE};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{self, Unexpected};
 use serde::{Deserialize, Serialize};
+
+/// Why a parameter's value is refused, as serde's `invalid_value`: `message` is for people and
+/// does not name the parameter (whoever reads the query does).
+pub fn refuse<E: de::Error>(message: &str) -> E {
+    E::invalid_value(Unexpected::Other(message), &Accepted)
+}
+
+/// What a refused value was expected to be, for a reader that shows it.
+struct Accepted;
+
+impl de::Expected for Accepted {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a value this parameter accepts")
+    }
+}
 
 /// Whether `c` carries no content (white space or a control character).
 pub fn is_blank(c: char) -> bool {
@@ -345,7 +361,7 @@ impl std::fmt::Display for ResourceRef {
 impl<'de> Deserialize<'de> for ResourceRef {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        Self::parse(text).map_err(|_| crate::query::refuse(&Self::requirement()))
+        Self::parse(text).map_err(|_| refuse(&Self::requirement()))
     }
 }
 

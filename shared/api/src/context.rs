@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::actions::ActionView;
 use crate::alerts::Alert;
+use crate::constraints::refuse;
 
 #[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -52,7 +53,7 @@ fn status_filter<'de, D: serde::Deserializer<'de>>(
     .find(|s| s.as_str() == raw)
     .map(Some)
     .ok_or_else(|| {
-        crate::query::refuse(&format!(
+        refuse(&format!(
             "{raw:?} is not one of running, exited, stopped, unknown"
         ))
     })

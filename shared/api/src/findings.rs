@@ -11,7 +11,9 @@ use pulse_domain::listing::MAX_FINDINGS;
 use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
-use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text};
+use crate::constraints::{
+    IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text, refuse,
+};
 use crate::query;
 
 #[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -69,14 +71,14 @@ pub struct ListQuery {
 
 fn include_resolved<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     let raw = String::deserialize(deserializer)?;
-    Flag::parse(&raw).ok_or_else(|| query::refuse(&format!("expected 1 or 0, not {raw:?}")))
+    Flag::parse(&raw).ok_or_else(|| refuse(&format!("expected 1 or 0, not {raw:?}")))
 }
 
 /// Any positive count; the handler answers at most [`MAX_FINDINGS`].
 fn list_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
     let raw = String::deserialize(deserializer)?;
     ListLimit::parse(&raw).map(Some).ok_or_else(|| {
-        query::refuse(&format!(
+        refuse(&format!(
             "must be a positive integer (at most {MAX_FINDINGS} are returned), not {raw:?}"
         ))
     })

@@ -5,7 +5,7 @@ use pulse_domain::forecast::ForecastOutcome;
 use pulse_domain::resource::ResourceId;
 use serde::{Deserialize, Serialize};
 
-use crate::constraints::IntegerIn;
+use crate::constraints::{IntegerIn, refuse};
 
 /// Default history window: one week.
 pub const DEFAULT_WINDOW_HOURS: i64 = 168;
@@ -45,7 +45,7 @@ fn metric_name<'de, D: serde::Deserializer<'de>>(
     if MetricName::check(&metric) {
         Ok(Some(metric))
     } else {
-        Err(crate::query::refuse(&MetricName::requirement()))
+        Err(refuse(&MetricName::requirement()))
     }
 }
 

@@ -3,31 +3,16 @@
 //! refusal the API states for it.
 //!
 //! A refusal is serde's `invalid_value` whose unexpected part is the refusal itself (see
-//! [`refuse`]); the gateway's query reader answers it as `<parameter>: <refusal>`. Anything else
+//! [`crate::constraints::refuse`]); the gateway's query reader answers it as `<parameter>: <refusal>`. Anything else
 //! a query can get wrong (an unknown parameter, a value that is not a number at all where
 //! serde reads one) is a malformed query, answered as such.
 
 use std::fmt;
 use std::str::FromStr;
 
-use serde::de::{self, Deserialize, Deserializer, Unexpected};
+use serde::de::{Deserialize, Deserializer};
 
-use crate::constraints::IntegerIn;
-
-/// Why a parameter's value is refused, as serde's `invalid_value`: `message` is for people and
-/// does not name the parameter (whoever reads the query does).
-pub fn refuse<E: de::Error>(message: &str) -> E {
-    E::invalid_value(Unexpected::Other(message), &Accepted)
-}
-
-/// What a refused value was expected to be, for a reader that shows it.
-struct Accepted;
-
-impl de::Expected for Accepted {
-    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        formatter.write_str("a value this parameter accepts")
-    }
-}
+use crate::constraints::{IntegerIn, refuse};
 
 /// A present parameter's text.
 fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
