@@ -21,6 +21,8 @@
 //!
 //! Another tenant's action id answers `action_not_found`, like an unknown one.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::time::Duration;
 
 use axum::Json;
@@ -43,9 +45,11 @@ use pulse_store::{TenantTx, users};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 pub struct PlanScope;
 impl RequiredScopes for PlanScope {
@@ -294,3 +298,178 @@ pub async fn audit(
     tx.rollback().await?;
     Ok(Json(trail.into_iter().map(audit_record).collect()))
 }
+
+/// What the action-broker can answer to a plan, decision or execution, and its absence.
+const BROKER: [ErrorCode; 17] = [
+    ErrorCode::ActionExecutorUnavailable,
+    ErrorCode::ActionNotFound,
+    ErrorCode::NotFound,
+    ErrorCode::AmbiguousResource,
+    ErrorCode::InvalidActionRequest,
+    ErrorCode::Conflict,
+    ErrorCode::ActionDecisionNotAllowed,
+    ErrorCode::ActionNotApproved,
+    ErrorCode::ActionAlreadyExecuting,
+    ErrorCode::ActionExecutionFinal,
+    ErrorCode::ActionStepUpUnavailable,
+    ErrorCode::ActionSelfApprovalForbidden,
+    ErrorCode::ActionDecisionRequiresHuman,
+    ErrorCode::ActionPlanExpired,
+    ErrorCode::ActionPlanDrift,
+    ErrorCode::ResourceRemediationLocked,
+    ErrorCode::ActionRefused,
+];
+
+const PLAN_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+const DECIDE_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/plan",
+        scopes: &[Scope::ActionsPlan],
+        public: false,
+        name: "plan_action",
+        title: "Plan an action",
+        description: "Plans one typed capability on a resource (see list_resource_capabilities). Nothing runs: policy either authorizes it or it waits for a human decision.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::PlanBody>)),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &PLAN_ERRORS,
+        handler: || routing::post(plan),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_actions",
+        title: "List actions",
+        description: "The tenant's actions, newest first.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/pending",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_pending_approvals",
+        title: "List pending approvals",
+        description: "Actions waiting for a decision, by expiry, risk and age.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(pending),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_action",
+        title: "Get an action",
+        description: "One action: its plan, state, decision, execution result and verification.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/decision",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "decide_action",
+        title: "Approve or reject an action",
+        description: "A human's decision on a pending action; an approval starts its execution.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::DecisionBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &DECIDE_ERRORS,
+        handler: || routing::post(decision),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/execute",
+        scopes: &[Scope::ActionsExecute],
+        public: false,
+        name: "execute_action",
+        title: "Execute an approved action",
+        description: "Runs an approved action that is not running yet; never runs one twice.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &BROKER,
+        handler: || routing::post(execute),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}/audit",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_action_audit",
+        title: "Action audit trail",
+        description: "The audit records of one action, in order.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::AuditRecord>>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || routing::get(audit),
+    },
+];

@@ -19,6 +19,10 @@
 //! context among the newest `findings::MAX_LIST_LIMIT`, pending approvals among the first `actions::MAX_LIST_LIMIT`, and
 //! recent actions of a resource among the newest `actions::MAX_LIST_LIMIT` of the tenant.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -39,10 +43,12 @@ use pulse_store::findings::{self as finding_store, ListFilter, MAX_LIST_LIMIT};
 use pulse_store::{TenantTx, actions as action_store, metrics, resources as resource_store};
 
 use crate::actions::ACTION_REQUEST_TIMEOUT;
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::resources::resolve;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// Recent actions shown in a resource context, at most.
 pub const RECENT_ACTIONS: usize = 10;
@@ -269,11 +275,151 @@ pub async fn patrol_control_status(
     }))
 }
 
+/// The routes of this module, in the order the API lists them (with the event stream, whose
+/// handler is `agent_events`).
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/fleet-context",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_fleet_context",
+        title: "Fleet context",
+        description: "Every resource with its health, open finding counts and firing alerts, plus the pending approvals count; optionally of one type or status.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::context::FleetQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::FleetContext>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(fleet),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-context/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_resource_context",
+        title: "Resource context",
+        description: "One resource with a summary of its recent metrics, its open findings, its recent actions and its remediation lock.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::ResourceContext>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(resource),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-capabilities/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_resource_capabilities",
+        title: "Resource action capabilities",
+        description: "The typed action capabilities a resource advertises, each with its params schema and approval floor: the inputs plan_action needs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::ResourceCapabilities>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::ActionExecutorUnavailable,
+        ],
+        handler: || routing::get(capabilities),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/patrol-control/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_control_status",
+        title: "Patrol control status",
+        description: "Counts only: Patrol enabled, mode and readiness, active findings by severity, pending approvals and running runs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || routing::get(patrol_control_status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/operations-loop/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operations_loop_status",
+        title: "Patrol control status (legacy alias)",
+        description: "The same answer as get_patrol_control_status, under its older path for older clients.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || routing::get(patrol_control_status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/events",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "subscribe_events",
+        title: "Agent event stream",
+        description: "The tenant's finding, approval and action events as Server-Sent Events \
+            (stream.connected, heartbeat, finding.created|updated|resolved, approval.pending, \
+            action.completed), resumable with Last-Event-ID.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::events::StreamQuery>),
+        body: None,
+        response: Answer::EventStream {
+            events: &crate::agent_events::EVENT_NAMES,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || routing::get(crate::agent_events::stream),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
-    use pulse_capabilities::ErrorCode;
     use pulse_domain::resource::{ResourceStatus, ResourceType};
 
     #[test]

@@ -56,12 +56,13 @@ use pulse_domain::TenantId;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::event_stream::{
     CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamPermit, bus_unavailable, event_data,
     event_name, gap_event, resume_point, start_for,
 };
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// The event kinds a subscriber receives, as `(domain, event)` subject tokens.
 pub const AGENT_EVENT_KINDS: [(&str, &str); 5] = [

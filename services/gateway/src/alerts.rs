@@ -4,15 +4,20 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use pulse_api::alerts::{Alert, AlertList, AlertStatus, AlertsQuery, StateFilter};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::resource::ResourceType;
 use pulse_store::alerts::{self, AlertFilter, StoredAlert};
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::ApiQuery;
 use crate::resources::resolve;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// A canonical id (`<type>:...`) names a resource even after it is gone.
 fn is_canonical_id(reference: &str) -> bool {
@@ -83,6 +88,29 @@ pub async fn list(
         alerts: listed.into_iter().map(alert).collect(),
     }))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[RouteSpec {
+    method: "GET",
+    path: "/api/alerts",
+    scopes: &[Scope::MonitoringRead],
+    public: false,
+    name: "list_alerts",
+    title: "List alerts",
+    description: "The alerts of the deterministic floor: firing by default, or cleared or all, optionally of one resource.",
+    category: Category::Inventory,
+    action_mode: ActionMode::Read,
+    approval_policy: ApprovalPolicy::ScopeOnly,
+    id: None,
+    query: Some(schema::<pulse_api::alerts::AlertsQuery>),
+    body: None,
+    response: Answer::Json {
+        status: 200,
+        schema: schema::<pulse_api::alerts::AlertList>,
+    },
+    errors: &RESOURCE_REF,
+    handler: || routing::get(list),
+}];
 
 #[cfg(test)]
 mod tests {

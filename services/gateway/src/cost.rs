@@ -13,6 +13,10 @@
 //! as RFC 4180 asks, and a cell a spreadsheet would read as a formula (starting with `=`, `+`,
 //! `-`, `@`, tab or carriage return) is prefixed with `'`.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use std::collections::BTreeMap;
 
 use axum::Json;
@@ -25,9 +29,11 @@ use pulse_api::cost::{
 };
 use pulse_store::cost_ledger::{self, CostLine, CostTotals, RouteCost};
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::ApiQuery;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, RouteSpec, schema};
+use crate::state::AppState;
 
 /// `[from, to)`: the `days` UTC days ending with today's.
 fn window(days: u32, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
@@ -234,13 +240,56 @@ pub async fn export(
         .into_response())
 }
 
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/summary",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_cost_summary",
+        title: "AI cost summary",
+        description: "Tokens and dollars of the last `days` UTC days (1-365, default 30): totals, \
+            by route, by day and by run; an unknown price stays unknown (null), never 0.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::cost::CostQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::cost::CostSummary>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(summary),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/export",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "export_cost_ledger",
+        title: "Export the AI cost ledger",
+        description: "The same window as CSV (text/csv): one row per day, run, surface and route.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::cost::CostQuery>),
+        body: None,
+        response: Answer::Csv,
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(export),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;
     use pulse_store::cost_ledger::CostRoute;
 
     use super::*;
-    use pulse_capabilities::ErrorCode;
     use pulse_domain::usd::Usd;
 
     fn line(day: u32, run: Option<&str>, model: &str, usd: Option<&str>) -> CostLine {

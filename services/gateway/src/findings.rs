@@ -18,6 +18,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::extract::rejection::PathRejection;
+use axum::routing;
 use chrono::Utc;
 use pulse_api::constraints::MAX_REFERENCE_CHARS;
 use pulse_api::findings::{
@@ -26,6 +27,7 @@ use pulse_api::findings::{
     ListQuery, NoteBody, ProposalSummary, ResolveBody, SnoozeBody, SnoozeHours, SuppressBody,
     SuppressResource,
 };
+use pulse_api::system::{self, ActionMode, ApprovalPolicy};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::finding::{
@@ -36,9 +38,11 @@ use pulse_store::findings::{self, FindingsError, ListFilter, MAX_LIST_LIMIT, Sto
 use pulse_store::investigations;
 use pulse_store::{StoreError, TenantTx};
 
-use crate::auth::{Authorized, RequiredScopes};
+use crate::authorized::{Authorized, RequiredScopes};
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, FindingRequest, PathParam};
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// The finding routes need `ai:execute`.
 pub struct FindingScope;
@@ -535,6 +539,237 @@ async fn anchor(
             )
         })
 }
+
+/// What a finding operator action can answer.
+const FINDING_ACTION: &[ErrorCode] = &[
+    ErrorCode::InvalidFindingRequest,
+    ErrorCode::UnsupportedMediaType,
+    ErrorCode::FindingNotFound,
+    ErrorCode::FindingActionNotAllowed,
+    ErrorCode::Conflict,
+    ErrorCode::PatrolUnavailable,
+];
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/findings",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "list_findings",
+        title: "List findings",
+        description: "Active Patrol findings (every finding with include_resolved=1), most recently seen first.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::findings::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingList>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/findings/{id}",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "get_finding",
+        title: "Get a finding",
+        description: "One finding with its lifecycle, the actions its status accepts and its newest investigation record.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::finding::FindingId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::FindingNotFound,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/acknowledge",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "acknowledge_finding",
+        title: "Acknowledge a finding",
+        description: "Marks an active finding as seen by an operator.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(acknowledge),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/snooze",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "snooze_finding",
+        title: "Snooze a finding",
+        description: "Hides a finding for 1 to 2160 hours; it returns if still present afterwards.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::SnoozeBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(snooze),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "dismiss_finding",
+        title: "Dismiss a finding",
+        description: "Dismisses a finding with a reason (not_an_issue, expected_behavior, will_fix_later) and an optional note.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::DismissBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(dismiss),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "undo_dismiss_finding",
+        title: "Undo a dismissal",
+        description: "Reopens a dismissed finding.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(undo_dismiss),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/resolve",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "resolve_finding",
+        title: "Resolve a finding",
+        description: "Marks a finding resolved by an operator, with an optional note.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::ResolveBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(resolve),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "suppress_finding",
+        title: "Suppress findings",
+        description: "Creates a suppression rule from a finding (or the newest open one matching resource_id and category); * on one side needs allow_broad_scope.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::SuppressBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(suppress),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "undo_suppress_finding",
+        title: "Undo a suppression",
+        description: "Removes the suppression a finding was suppressed by and reopens it.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(undo_suppress),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/findings/note",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "note_finding",
+        title: "Add a note to a finding",
+        description: "Appends an operator note to a finding's lifecycle.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::NoteBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(note),
+    },
+];
 
 #[cfg(test)]
 mod tests {

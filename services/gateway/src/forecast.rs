@@ -7,19 +7,24 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use chrono::Utc;
 use pulse_api::constraints::ResourceRef;
 use pulse_api::forecast::{DEFAULT_WINDOW_HOURS, ForecastQuery, ForecastResponse};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::forecast::{MetricSample, forecast_capacity};
 use pulse_domain::resource::ResourceType;
 use pulse_store::alerts::{MEMORY_PERCENT, USED_PERCENT};
 use pulse_store::metrics;
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::resources::resolve;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// Newest samples fitted at most.
 pub const MAX_SAMPLES: i64 = 10_000;
@@ -77,6 +82,29 @@ pub async fn get(
         outcome: forecast_capacity(&metric, &samples),
     }))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[RouteSpec {
+    method: "GET",
+    path: "/api/resources/{id}/forecast",
+    scopes: &[Scope::MonitoringRead],
+    public: false,
+    name: "get_resource_forecast",
+    title: "Capacity forecast",
+    description: "The capacity forecast of one percent-used metric of a resource from its recent history.",
+    category: Category::Inventory,
+    action_mode: ActionMode::Read,
+    approval_policy: ApprovalPolicy::ScopeOnly,
+    id: Some(schema::<pulse_api::constraints::ResourceRef>),
+    query: Some(schema::<pulse_api::forecast::ForecastQuery>),
+    body: None,
+    response: Answer::Json {
+        status: 200,
+        schema: schema::<pulse_api::forecast::ForecastResponse>,
+    },
+    errors: &RESOURCE_REF,
+    handler: || routing::get(get),
+}];
 
 #[cfg(test)]
 mod tests {

@@ -19,10 +19,13 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use chrono::{DateTime, Utc};
 use pulse_api::constraints::ResourceRef;
 use pulse_api::operator_state::{OperatorStateBody, OperatorStateView};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::finding::operator_state::{
     MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow, OperatorStateProjection,
 };
@@ -30,11 +33,13 @@ use pulse_store::findings::{self, FindingsError};
 use pulse_store::operator_state::{self as store, OperatorState, OperatorStateInput};
 
 use crate::actions::{ApproveScope, actor};
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::ApiPath;
 use crate::resources::resolve;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
@@ -189,6 +194,96 @@ pub async fn delete(
     tracing::info!(resource_id, actor, cleared, "operator state cleared");
     Ok(Json(view(resource_id, None, Utc::now())))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operator_state",
+        title: "Get a resource's operator state",
+        description: "What the operator says about a resource: maintenance window, intentionally \
+            offline, never auto-remediate, criticality and note, with whether it silences \
+            findings now.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+        ],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "set_operator_state",
+        title: "Set a resource's operator state",
+        description: "Replaces the resource's operator state. A maintenance window or \
+            intentionally offline dismisses its open findings (expected_behavior) until it \
+            lifts; never_auto_remediate is the remediation lock every dispatch checks.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_api::operator_state::OperatorStateBody>,
+        )),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || routing::put(put),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "clear_operator_state",
+        title: "Clear a resource's operator state",
+        description: "Removes the resource's operator state: maintenance ends, the lock lifts.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || routing::delete(delete),
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,8 @@
 //!   `pulse.<tenant>.patrol.preflight.request` to run a fresh preflight of the Patrol route and
 //!   answers its stored outcome (safe fields only).
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -41,9 +43,11 @@ use pulse_domain::patrol::status::{
 use pulse_store::patrol_readiness;
 use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 
-use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, PathParam, bytes_rejection};
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// `POST /api/ai/patrol/run` needs both scopes.
 pub struct PatrolExecuteScope;
@@ -252,6 +256,154 @@ pub(crate) async fn status_projection(
     };
     Ok((project(&inputs), settings))
 }
+
+/// The routes of this module, in the order the API lists them (with the event stream, whose
+/// handler is `patrol_stream`).
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/run",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        name: "run_patrol",
+        title: "Request a Patrol run",
+        description: "Queues a full run (no body or {}) or a run scoped to resources; answers the run id once the scheduler accepted it.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::optional(
+            schema::<pulse_domain::patrol::scope::RawRunRequest>,
+        )),
+        response: Answer::Json {
+            status: 202,
+            schema: schema::<pulse_api::patrol::RunAccepted>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnprocessableScope,
+            ErrorCode::PatrolRunInProgress,
+            ErrorCode::PatrolQueueFull,
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolSchedulerUnavailable,
+        ],
+        handler: || routing::post(run),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/preflight",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        name: "run_patrol_preflight",
+        title: "Run a Patrol preflight",
+        description: "Checks the Patrol provider and model with one bounded model turn and answers the stored outcome.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::patrol::PreflightAnswer>,
+        },
+        errors: &[
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolRunnerUnavailable,
+        ],
+        handler: || routing::post(preflight),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_patrol_runs",
+        title: "List Patrol runs",
+        description: "The tenant's Patrol run records, newest first.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::patrol::RunsQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::patrol::RunList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_run",
+        title: "Get a Patrol run",
+        description: "One Patrol run record.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::patrol::run::RunId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::run::PatrolRun>,
+        },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_status",
+        title: "Patrol status",
+        description: "Patrol's runtime state, last and next runs, health verdict and readiness checks.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::status::PatrolStatus>,
+        },
+        errors: &[],
+        handler: || routing::get(status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/stream",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "stream_patrol_events",
+        title: "Patrol run event stream",
+        description: "The tenant's Patrol run events as Server-Sent Events, resumable with Last-Event-ID.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::events::StreamQuery>),
+        body: None,
+        response: Answer::EventStream {
+            events: &crate::patrol_stream::EVENT_NAMES,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || routing::get(crate::patrol_stream::stream),
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -39,12 +39,13 @@ use pulse_api::events::StreamQuery;
 use pulse_capabilities::ErrorCode;
 use tokio::sync::mpsc;
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::event_stream::{
     CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, bus_unavailable, gap_event, render,
     resume_point, start_for,
 };
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// Events rendered but not yet written to a slow client.
 const BUFFERED_EVENTS: usize = 64;

@@ -4,7 +4,7 @@
 //! Authority: a platform token (`pulse_store::platform`), checked by the authentication layer
 //! for every path under `/api/platform/` before routing; no tenant token and no web session
 //! reaches these handlers, and a platform token reaches no tenant route (its secret is refused
-//! there as malformed). The routes are their own table ([`PLATFORM_ROUTES`]), in the OpenAPI
+//! there as malformed). The routes are their own table ([`ROUTES`]), in the OpenAPI
 //! document and the declared-errors check like every other route, but not in the agent
 //! capabilities manifest or MCP: they are not a tenant's capabilities.
 //!
@@ -16,7 +16,7 @@ use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing;
 use pulse_api::platform::{
     CreateTenantRequest, CreateUserRequest, CreatedTenant, CreatedUser, PlatformUser,
     PlatformUserList, ProvisionedAdmin, ProvisionedToken, Standing, SuspendRequest, TenantErasure,
@@ -36,16 +36,9 @@ use serde_json::json;
 
 use crate::extract::{ApiJson, ApiPath, PathParam};
 
-use crate::routes::{Answer, Body, RouteSpec, schema};
-use crate::{ApiError, AppState};
-
-/// Path prefix of the platform API.
-pub const PLATFORM_PREFIX: &str = "/api/platform/";
-
-/// Whether a request path belongs to the platform API.
-pub fn is_platform_path(path: &str) -> bool {
-    path.starts_with(PLATFORM_PREFIX) || path == "/api/platform"
-}
+use crate::error::ApiError;
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// The platform operator, proven by the authentication layer.
 pub struct PlatformAuth(pub PlatformPrincipal);
@@ -409,7 +402,7 @@ const ONE_BODY: [ErrorCode; 6] = [
 
 /// Every `/api/platform/` route. `scopes` is empty (no tenant scope grants them) and `public`
 /// false: the authentication layer demands a platform token instead.
-pub const PLATFORM_ROUTES: &[RouteSpec] = &[
+pub(crate) const ROUTES: &[RouteSpec] = &[
     RouteSpec {
         method: "POST",
         path: "/api/platform/tenants",
@@ -436,7 +429,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             ErrorCode::InvalidRequest,
             ErrorCode::TenantExists,
         ],
-        handler: || post(create),
+        handler: || routing::post(create),
     },
     RouteSpec {
         method: "GET",
@@ -457,7 +450,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantList>,
         },
         errors: &PLATFORM,
-        handler: || get(list),
+        handler: || routing::get(list),
     },
     RouteSpec {
         method: "GET",
@@ -478,7 +471,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantView>,
         },
         errors: &ONE,
-        handler: || get(show),
+        handler: || routing::get(show),
     },
     RouteSpec {
         method: "DELETE",
@@ -500,7 +493,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantErasure>,
         },
         errors: &ONE,
-        handler: || delete(remove),
+        handler: || routing::delete(remove),
     },
     RouteSpec {
         method: "POST",
@@ -522,7 +515,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantRecord>,
         },
         errors: &ONE_BODY,
-        handler: || post(suspend),
+        handler: || routing::post(suspend),
     },
     RouteSpec {
         method: "POST",
@@ -543,7 +536,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantRecord>,
         },
         errors: &ONE,
-        handler: || post(resume),
+        handler: || routing::post(resume),
     },
     RouteSpec {
         method: "GET",
@@ -564,7 +557,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<PlatformUserList>,
         },
         errors: &ONE,
-        handler: || get(list_users),
+        handler: || routing::get(list_users),
     },
     RouteSpec {
         method: "POST",
@@ -594,7 +587,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             ErrorCode::InvalidRequest,
             ErrorCode::Conflict,
         ],
-        handler: || post(create_user),
+        handler: || routing::post(create_user),
     },
     RouteSpec {
         method: "GET",
@@ -615,7 +608,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantQuotas>,
         },
         errors: &ONE,
-        handler: || get(get_quotas),
+        handler: || routing::get(get_quotas),
     },
     RouteSpec {
         method: "PUT",
@@ -636,17 +629,18 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantQuotas>,
         },
         errors: &ONE_BODY,
-        handler: || put(put_quotas),
+        handler: || routing::put(put_quotas),
     },
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::is_platform_path;
 
     #[test]
     fn platform_routes_live_under_the_prefix_and_need_no_tenant_scope() {
-        for spec in PLATFORM_ROUTES {
+        for spec in ROUTES {
             assert!(is_platform_path(spec.path), "{}", spec.path);
             assert!(spec.scopes.is_empty() && !spec.public, "{}", spec.name);
             assert!(spec.name.starts_with("platform_"), "{}", spec.name);

@@ -16,17 +16,23 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use pulse_api::actions::{LockBody, LockView};
 use pulse_api::constraints::ResourceRef;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::action::LockState;
 use pulse_store::actions;
 
 use crate::actions::{ApproveScope, actor};
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::extract::ApiPath;
 use crate::resources::resolve;
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, JSON_BODY, RESOURCE_REF, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 pub async fn get(
     State(state): State<AppState>,
@@ -72,6 +78,54 @@ pub async fn put(
         never_auto_remediate: body.never_auto_remediate,
     }))
 }
+
+const PUT_ERRORS: [ErrorCode; 6] = concat(RESOURCE_REF, JSON_BODY);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_remediation_lock",
+        title: "Get a remediation lock",
+        description: "Whether a resource is marked never_auto_remediate.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::LockView>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "set_remediation_lock",
+        title: "Set a remediation lock",
+        description: "Marks a resource never_auto_remediate (no action runs on it, approved or not) or clears the mark; audited.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::LockBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::LockView>,
+        },
+        errors: &PUT_ERRORS,
+        handler: || routing::put(put),
+    },
+];
 
 #[cfg(test)]
 mod tests {

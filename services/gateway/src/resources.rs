@@ -3,15 +3,20 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use pulse_api::constraints::ResourceRef;
 use pulse_api::resources::{ListQuery, ResourceList};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::resource::Resource;
 use pulse_store::resources::{self, ResolveError};
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, PathParam};
-use crate::{ApiError, AppState};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 pub async fn list(
     State(state): State<AppState>,
@@ -66,3 +71,49 @@ pub(crate) async fn resolve(
         Err(ResolveError::Store(error)) => Err(error.into()),
     }
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_resources",
+        title: "List resources",
+        description: "The tenant's resources as the agents last reported them, optionally of one type.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::resources::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::resources::ResourceList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_resource",
+        title: "Get a resource",
+        description: "One resource by canonical id, source id, name or alias.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::resource::Resource>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(get),
+    },
+];

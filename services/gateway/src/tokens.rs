@@ -1,5 +1,7 @@
 //! `POST /api/tokens`, `GET /api/tokens`, `DELETE /api/tokens/{id}` (scope `admin`).
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::collections::BTreeSet;
 
 use axum::Json;
@@ -17,9 +19,11 @@ use pulse_store::audit::{self, AuditEntry};
 use pulse_store::tokens::{self, NewToken, RevokeOutcome};
 use serde_json::json;
 
-use crate::auth::{AdminScope, Authorized};
+use crate::authorized::{AdminScope, Authorized};
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, PathParam};
-use crate::{ApiError, AppState};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
@@ -195,6 +199,75 @@ pub async fn revoke(
         }
     }
 }
+
+/// What creating a token can answer beyond the body codes.
+const CREATE_ERRORS: [ErrorCode; 4] = concat(JSON_BODY, [ErrorCode::PlatformScopeRefused]);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "create_token",
+        title: "Create an API token",
+        description: "Issues a token of the caller's tenant with the given scopes (never more than the caller holds); the secret is in this answer only.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_api::tokens::CreateTokenRequest>,
+        )),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::tokens::CreatedToken>,
+        },
+        errors: &CREATE_ERRORS,
+        handler: || routing::post(create),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "list_tokens",
+        title: "List API tokens",
+        description: "The tenant's tokens, revoked and expired ones included; never a secret.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::tokens::TokenList>,
+        },
+        errors: &[],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/tokens/{id}",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "revoke_token",
+        title: "Revoke an API token",
+        description: "Revokes one token of the tenant; revoking a revoked token is a no-op.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::tokens::TokenId>),
+        query: None,
+        body: None,
+        response: Answer::Empty { status: 204 },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || routing::delete(revoke),
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use pulse_capabilities::ErrorCode;
 use serde::de::DeserializeOwned;
 
 use super::{Refusals, Standard};
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// The request's JSON body as `T`, refused with `R`'s codes.
 pub struct ApiJson<T, R = Standard>(pub T, pub PhantomData<R>);

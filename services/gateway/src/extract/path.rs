@@ -5,7 +5,7 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use pulse_capabilities::ErrorCode;
 
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// A type a route takes as its `{id}` path parameter.
 pub trait PathParam: Sized {

@@ -19,7 +19,7 @@ use serde::de::value::{MapDeserializer, StringDeserializer};
 use serde::de::{self, DeserializeOwned, Deserializer, IntoDeserializer, Unexpected, Visitor};
 
 use super::{Refusals, Standard};
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// The request's query string as `T`, refused with `R`'s code.
 pub struct ApiQuery<T, R = Standard>(pub T, pub PhantomData<R>);

@@ -12,9 +12,10 @@ use serde_json::Value;
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::actions::{self as api, ApproveScope};
-use crate::auth::{AdminScope, MonitoringReadScope};
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 fn table(actions: &[Value], empty: &str) -> Markup {
     html! {

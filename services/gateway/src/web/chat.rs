@@ -21,8 +21,9 @@ use uuid::Uuid;
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, WebUser};
 use crate::assistant::{self, ChatScope};
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// What the control-level selector says the level governs.
 const CONTROL_SCOPE: &str = "Assistant chat only";

@@ -14,9 +14,9 @@ use serde_json::Value;
 use super::layout::{self, Nav, raw, text, usd};
 use super::session::WebUser;
 use super::svg;
-use crate::AppState;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
 use crate::extract::ApiQuery;
+use crate::state::AppState;
 
 /// The windows offered, in days.
 const WINDOWS: &[u32] = &[7, 30, 90];

@@ -13,10 +13,11 @@ use serde_json::Value;
 
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, FindingRequest};
 use crate::findings::{self as api, FindingScope};
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 const SEVERITIES: &[&str] = &["critical", "warning", "watch", "info"];
 const CATEGORIES: &[&str] = &[

@@ -12,10 +12,11 @@ use serde_json::{Value, json};
 
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::{AdminScope, MonitoringReadScope};
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::patrol::PatrolExecuteScope;
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// The four modes with the words operators know them by.
 pub const MODES: &[(&str, &str, &str)] = &[

@@ -15,10 +15,11 @@ use serde_json::Value;
 use super::layout::{self, Nav, badge, raw, seg, text, time};
 use super::session::WebUser;
 use super::svg;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
+use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::forecast::{MAX_SAMPLES, default_metric};
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
     let loaded = async {

@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::layout::{self, Nav, badge, text, time, usd};
 use super::session::WebUser;
-use crate::AppState;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
 use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
 
 fn scope(run: &Value) -> String {
     match run["effective_scope_resource_ids"].as_array() {

@@ -14,10 +14,11 @@ use serde_json::{Map, Value, json};
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::patrol::{save_settings, status};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::{AdminScope, MonitoringReadScope};
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::extract::ApiQuery;
 use crate::patrol::PatrolExecuteScope;
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// Cadences the cost preview is shown for, in minutes.
 const PREVIEW_CADENCES: &[u32] = &[15, 60, 360, 1440];
