@@ -111,7 +111,11 @@ pub async fn authenticate(State(gate): State<Gate>, mut req: Request, next: Next
 
 /// The tenant's `api_requests_per_sec` quota: 429 `quota_exceeded` with Retry-After.
 async fn admit_request_rate(state: &AppState, principal: &Principal) -> Result<(), Response> {
-    match crate::quota_rate::admit(&state.store, &principal.tenant).await {
+    match state
+        .quota_rate
+        .admit(&state.store, &principal.tenant)
+        .await
+    {
         Ok(Ok(())) => Ok(()),
         Ok(Err(refused)) => {
             let seconds = refused.retry_after.as_secs_f64().ceil().max(1.0) as u64;

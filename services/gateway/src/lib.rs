@@ -116,6 +116,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             format!("http://{own}"),
             serde_json::to_value(&manifest)?,
         )?),
+        quota_rate: Arc::default(),
         documents: Arc::new(ApiDocuments {
             openapi: serde_json::to_vec(&routes::openapi_document())?.into(),
             manifest: serde_json::to_vec(&manifest)?.into(),

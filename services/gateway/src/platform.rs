@@ -380,7 +380,7 @@ pub async fn put_quotas(
     )
     .await?;
     tx.commit().await?;
-    crate::quota_rate::forget(&id);
+    state.quota_rate.forget(&id);
     Ok(Json(quotas))
 }
 

@@ -1,7 +1,7 @@
 //! What every handler shares: [`AppState`], the gateway's per-process state.
 //!
 //! Its parts are defined in leaf modules (the fleet view, the HTTP metrics, the settings
-//! context, the stream bounds, the MCP endpoint), so the handlers that read the state and the
+//! context, the stream bounds, the request-rate windows, the MCP endpoint), so the handlers that read the state and the
 //! state itself do not import each other. Two parts are still defined beside the handlers that
 //! read them: the web UI's sign-in limiter (`web`) and the agent event hub (`agent_events`).
 
@@ -14,6 +14,7 @@ use crate::event_stream::StreamLimits;
 use crate::fleet::Fleet;
 use crate::mcp_endpoint::McpEndpoint;
 use crate::observe::HttpMetrics;
+use crate::quota_rate::QuotaRate;
 use crate::settings_context::SettingsContext;
 use crate::web::WebState;
 
@@ -38,6 +39,8 @@ pub struct AppState {
     pub agent_events: Arc<AgentEvents>,
     /// `POST /mcp`: the MCP server over this gateway's manifest and API.
     pub mcp: Arc<McpEndpoint>,
+    /// The tenants' request-rate windows (`api_requests_per_sec`), counted in this process.
+    pub quota_rate: Arc<QuotaRate>,
     /// This API's OpenAPI document and capabilities manifest, serialized once at start.
     pub documents: Arc<ApiDocuments>,
 }
