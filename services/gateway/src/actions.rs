@@ -21,15 +21,17 @@
 //!
 //! Another tenant's action id answers `action_not_found`, like an unknown one.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::State;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use pulse_api::actions::{
-    ActionView, AuditRecord, DecisionBody, DecisionOutcome, ListLimit, ListQuery, PlanBody,
+    ActionId, ActionView, AuditRecord, DecisionBody, DecisionOutcome, ListQuery, PlanBody,
 };
 use pulse_bus::actions_api::{
     self, ActionDecisionRequest, ActionExecuteRequest, ActionPlanRequest, ActionReply,
@@ -43,9 +45,11 @@ use pulse_store::{TenantTx, users};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
-use crate::json::ApiJson;
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 pub struct PlanScope;
 impl RequiredScopes for PlanScope {
@@ -135,9 +139,15 @@ fn not_found(id: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::ActionNotFound, format!("no action {id}"))
 }
 
-fn action_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|_| not_found("with this id"))?;
-    Uuid::parse_str(&raw).map_err(|_| not_found(format!("{raw:?}")))
+/// An id that is not a UUID names no action.
+impl PathParam for ActionId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| not_found(format!("{raw:?}")))
+    }
+
+    fn unreadable(_: &PathRejection) -> ApiError {
+        not_found("with this id")
+    }
 }
 
 fn broker(state: &AppState) -> ActionBrokerClient {
@@ -164,7 +174,7 @@ async fn answered(
 pub async fn plan(
     State(state): State<AppState>,
     auth: Authorized<PlanScope>,
-    ApiJson(body): ApiJson<PlanBody>,
+    ApiJson(body, _): ApiJson<PlanBody>,
 ) -> Result<Response, ApiError> {
     let request = ActionPlanRequest {
         resource_id: body.resource_id,
@@ -186,10 +196,9 @@ pub async fn plan(
 pub async fn decision(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<DecisionBody>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
+    ApiJson(body, _): ApiJson<DecisionBody>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     if auth.principal.user_id.is_none() {
         return Err(ApiError::new(
             ErrorCode::ActionDecisionRequiresHuman,
@@ -214,9 +223,8 @@ pub async fn decision(
 pub async fn execute(
     State(state): State<AppState>,
     auth: Authorized<ExecuteScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     let request = ActionExecuteRequest {
         action_id: id,
         requested_by: actor(&auth.principal),
@@ -227,26 +235,12 @@ pub async fn execute(
     Ok(Json(answered(&state, &auth.principal, reply).await?))
 }
 
-fn limit(
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Option<i64>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    match query.limit {
-        Some(l) if !ListLimit::contains(l) => Err(ApiError::new(
-            ErrorCode::InvalidParameter,
-            ListLimit::refusal("limit"),
-        )),
-        other => Ok(other),
-    }
-}
-
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
-    let limit = limit(query)?;
+    let limit = query.limit;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let list = views(&tx, actions::list(&tx, limit).await?).await?;
     tx.rollback().await?;
@@ -256,9 +250,9 @@ pub async fn list(
 pub async fn pending(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery>,
 ) -> Result<Json<Vec<ActionView>>, ApiError> {
-    let limit = limit(query)?;
+    let limit = query.limit;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let list = views(&tx, actions::pending(&tx, limit).await?).await?;
     tx.rollback().await?;
@@ -268,9 +262,8 @@ pub async fn pending(
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<ActionView>, ApiError> {
-    let id = action_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let action = actions::get(&tx, id).await?.ok_or_else(|| not_found(id))?;
     let view = view(&tx, action).await?;
@@ -295,9 +288,8 @@ fn audit_record(row: pulse_store::audit::AuditRecord) -> AuditRecord {
 pub async fn audit(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(ActionId(id)): ApiPath<ActionId>,
 ) -> Result<Json<Vec<AuditRecord>>, ApiError> {
-    let id = action_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     if actions::get(&tx, id).await?.is_none() {
         return Err(not_found(id));
@@ -306,3 +298,178 @@ pub async fn audit(
     tx.rollback().await?;
     Ok(Json(trail.into_iter().map(audit_record).collect()))
 }
+
+/// What the action-broker can answer to a plan, decision or execution, and its absence.
+const BROKER: [ErrorCode; 17] = [
+    ErrorCode::ActionExecutorUnavailable,
+    ErrorCode::ActionNotFound,
+    ErrorCode::NotFound,
+    ErrorCode::AmbiguousResource,
+    ErrorCode::InvalidActionRequest,
+    ErrorCode::Conflict,
+    ErrorCode::ActionDecisionNotAllowed,
+    ErrorCode::ActionNotApproved,
+    ErrorCode::ActionAlreadyExecuting,
+    ErrorCode::ActionExecutionFinal,
+    ErrorCode::ActionStepUpUnavailable,
+    ErrorCode::ActionSelfApprovalForbidden,
+    ErrorCode::ActionDecisionRequiresHuman,
+    ErrorCode::ActionPlanExpired,
+    ErrorCode::ActionPlanDrift,
+    ErrorCode::ResourceRemediationLocked,
+    ErrorCode::ActionRefused,
+];
+
+const PLAN_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+const DECIDE_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/plan",
+        scopes: &[Scope::ActionsPlan],
+        public: false,
+        name: "plan_action",
+        title: "Plan an action",
+        description: "Plans one typed capability on a resource (see list_resource_capabilities). Nothing runs: policy either authorizes it or it waits for a human decision.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::PlanBody>)),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &PLAN_ERRORS,
+        handler: || routing::post(plan),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_actions",
+        title: "List actions",
+        description: "The tenant's actions, newest first.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/pending",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_pending_approvals",
+        title: "List pending approvals",
+        description: "Actions waiting for a decision, by expiry, risk and age.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::actions::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::ActionView>>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(pending),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_action",
+        title: "Get an action",
+        description: "One action: its plan, state, decision, execution result and verification.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/decision",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "decide_action",
+        title: "Approve or reject an action",
+        description: "A human's decision on a pending action; an approval starts its execution.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::DecisionBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &DECIDE_ERRORS,
+        handler: || routing::post(decision),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/actions/{id}/execute",
+        scopes: &[Scope::ActionsExecute],
+        public: false,
+        name: "execute_action",
+        title: "Execute an approved action",
+        description: "Runs an approved action that is not running yet; never runs one twice.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ActionPlan,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::ActionView>,
+        },
+        errors: &BROKER,
+        handler: || routing::post(execute),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/actions/{id}/audit",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_action_audit",
+        title: "Action audit trail",
+        description: "The audit records of one action, in order.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::actions::ActionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<Vec<pulse_api::actions::AuditRecord>>,
+        },
+        errors: &[ErrorCode::ActionNotFound],
+        handler: || routing::get(audit),
+    },
+];

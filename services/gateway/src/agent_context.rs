@@ -19,31 +19,36 @@
 //! context among the newest `findings::MAX_LIST_LIMIT`, pending approvals among the first `actions::MAX_LIST_LIMIT`, and
 //! recent actions of a resource among the newest `actions::MAX_LIST_LIMIT` of the tenant.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use chrono::{DateTime, Utc};
+use pulse_api::constraints::ResourceRef;
 use pulse_api::context::{
     ActionCapabilityEntry, FleetContext, FleetQuery, FleetResource, MetricSummary, PatrolControl,
     PatrolControlStatus, ResourceCapabilities, ResourceContext,
 };
 use pulse_bus::ActionBrokerClient;
 use pulse_bus::actions_api::{self, ActionCapabilitiesRequest};
-use pulse_capabilities::ErrorCode;
 use pulse_domain::finding::{Finding, SeverityCounts};
 use pulse_domain::patrol::run::RunStatus;
 use pulse_domain::patrol::status::CheckStatus;
-use pulse_domain::resource::{ResourceStatus, ResourceType};
 use pulse_store::alerts::{self, AlertFilter, StateFilter, StoredAlert};
 use pulse_store::findings::{self as finding_store, ListFilter, MAX_LIST_LIMIT};
 use pulse_store::{TenantTx, actions as action_store, metrics, resources as resource_store};
 
 use crate::actions::ACTION_REQUEST_TIMEOUT;
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::resources::{check_reference, resolve};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::resources::resolve;
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// Recent actions shown in a resource context, at most.
 pub const RECENT_ACTIONS: usize = 10;
@@ -57,26 +62,6 @@ const SUMMARIZED_METRICS: [&str; 3] = [
     alerts::USED_PERCENT,
     alerts::INODES_PERCENT,
 ];
-
-fn invalid(message: String) -> ApiError {
-    ApiError::new(ErrorCode::InvalidParameter, message)
-}
-
-fn parse_status(raw: &str) -> Result<ResourceStatus, ApiError> {
-    [
-        ResourceStatus::Running,
-        ResourceStatus::Exited,
-        ResourceStatus::Stopped,
-        ResourceStatus::Unknown,
-    ]
-    .into_iter()
-    .find(|s| s.as_str() == raw)
-    .ok_or_else(|| {
-        invalid(format!(
-            "status: {raw:?} is not one of running, exited, stopped, unknown"
-        ))
-    })
-}
 
 /// Active findings of the tenant (the newest [`MAX_LIST_LIMIT`]), as the finding routes list
 /// them.
@@ -102,17 +87,10 @@ async fn firing_alerts(tx: &TenantTx) -> Result<Vec<StoredAlert>, ApiError> {
 pub async fn fleet(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<FleetQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<FleetQuery>,
 ) -> Result<Json<FleetContext>, ApiError> {
-    let Query(query) = query.map_err(|e| invalid(e.body_text()))?;
-    let resource_type = query
-        .resource_type
-        .map(|t| t.parse::<ResourceType>())
-        .transpose()
-        .map_err(|e| invalid(format!("type: {e}")))?;
-    let status = query.status.as_deref().map(parse_status).transpose()?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let listed = resource_store::list(&tx, resource_type).await?;
+    let listed = resource_store::list(&tx, query.resource_type).await?;
     let findings = open_findings(&tx).await?;
     let alerts = firing_alerts(&tx).await?;
     let pending = action_store::pending(&tx, Some(action_store::MAX_LIST_LIMIT)).await?;
@@ -130,7 +108,7 @@ pub async fn fleet(
     }
     let resources: Vec<FleetResource> = listed
         .into_iter()
-        .filter(|r| status.is_none_or(|s| r.status == s))
+        .filter(|r| query.status.is_none_or(|s| r.status == s))
         .map(|r| {
             let id = r.id.as_str();
             FleetResource {
@@ -177,18 +155,11 @@ fn metric_summary(metric: &str, samples: &[(DateTime<Utc>, f64)]) -> Option<Metr
     })
 }
 
-fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(reference) = path.map_err(|e| invalid(e.body_text()))?;
-    check_reference("id", &reference)?;
-    Ok(reference)
-}
-
 pub async fn resource(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<ResourceContext>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let id = resource.id.as_str().to_owned();
@@ -248,9 +219,8 @@ fn capability(entry: actions_api::ActionCapabilityEntry) -> ActionCapabilityEntr
 pub async fn capabilities(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<ResourceCapabilities>, ApiError> {
-    let reference = reference(path)?;
     // Resolved here first: an unknown or other tenant's reference is a 404 without a broker.
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
@@ -305,10 +275,152 @@ pub async fn patrol_control_status(
     }))
 }
 
+/// The routes of this module, in the order the API lists them (with the event stream, whose
+/// handler is `agent_events`).
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/fleet-context",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_fleet_context",
+        title: "Fleet context",
+        description: "Every resource with its health, open finding counts and firing alerts, plus the pending approvals count; optionally of one type or status.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::context::FleetQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::FleetContext>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(fleet),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-context/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_resource_context",
+        title: "Resource context",
+        description: "One resource with a summary of its recent metrics, its open findings, its recent actions and its remediation lock.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::ResourceContext>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(resource),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/resource-capabilities/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_resource_capabilities",
+        title: "Resource action capabilities",
+        description: "The typed action capabilities a resource advertises, each with its params schema and approval floor: the inputs plan_action needs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::ResourceCapabilities>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::ActionExecutorUnavailable,
+        ],
+        handler: || routing::get(capabilities),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/patrol-control/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_control_status",
+        title: "Patrol control status",
+        description: "Counts only: Patrol enabled, mode and readiness, active findings by severity, pending approvals and running runs.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || routing::get(patrol_control_status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/operations-loop/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operations_loop_status",
+        title: "Patrol control status (legacy alias)",
+        description: "The same answer as get_patrol_control_status, under its older path for older clients.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::context::PatrolControlStatus>,
+        },
+        errors: &[ErrorCode::PatrolUnavailable],
+        handler: || routing::get(patrol_control_status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/agent/events",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "subscribe_events",
+        title: "Agent event stream",
+        description: "The tenant's finding, approval and action events as Server-Sent Events \
+            (stream.connected, heartbeat, finding.created|updated|resolved, approval.pending, \
+            action.completed), resumable with Last-Event-ID.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::events::StreamQuery>),
+        body: None,
+        response: Answer::EventStream {
+            events: &crate::agent_events::EVENT_NAMES,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || routing::get(crate::agent_events::stream),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use pulse_domain::resource::{ResourceStatus, ResourceType};
 
     #[test]
     fn metric_summary_of_a_window() {
@@ -330,10 +442,18 @@ mod tests {
     }
 
     #[test]
-    fn status_filter() {
-        assert_eq!(parse_status("running").ok(), Some(ResourceStatus::Running));
-        let err = parse_status("up").expect_err("unknown status");
+    fn fleet_filters() {
+        let read = |query: &str| ApiQuery::<FleetQuery>::parse(query).map(|q| q.0);
+        let running = read("status=running&type=host").expect("valid");
+        assert_eq!(running.status, Some(ResourceStatus::Running));
+        assert_eq!(running.resource_type, Some(ResourceType::Host));
+        let err = read("status=up").expect_err("unknown status");
         assert_eq!(err.code, ErrorCode::InvalidParameter);
-        assert!(err.message.starts_with("status:"), "{}", err.message);
+        assert_eq!(
+            err.message,
+            "status: \"up\" is not one of running, exited, stopped, unknown"
+        );
+        let err = read("type=vm").expect_err("unknown type");
+        assert!(err.message.starts_with("type: "), "{}", err.message);
     }
 }

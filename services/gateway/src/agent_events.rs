@@ -24,24 +24,13 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use pulse_api::events::StreamQuery;
-use pulse_bus::events::{
-    ACTION_COMPLETED, APPROVAL_PENDING, FINDING_CREATED, FINDING_RESOLVED, FINDING_UPDATED,
-};
 use pulse_capabilities::ErrorCode;
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::event_stream::{KEEPALIVE_INTERVAL, resume_after, resume_point};
-use crate::tenant_feed::{Delivery, Topic};
-use crate::{ApiError, AppState};
-
-/// The event kinds a subscriber receives, as `(domain, event)` subject tokens.
-pub const AGENT_EVENT_KINDS: [(&str, &str); 5] = [
-    FINDING_CREATED,
-    FINDING_UPDATED,
-    FINDING_RESOLVED,
-    APPROVAL_PENDING,
-    ACTION_COMPLETED,
-];
+use crate::state::AppState;
+use crate::tenant_feed::{AGENT_EVENT_KINDS, Delivery, Topic};
 
 /// The frame names of [`AGENT_EVENT_KINDS`], in order.
 const KIND_NAMES: [&str; 5] = [

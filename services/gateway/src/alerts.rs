@@ -3,35 +3,21 @@
 //! a canonical id of a resource that no longer exists still finds its history), `?limit=`.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
-use pulse_api::alerts::{Alert, AlertList, AlertStatus, AlertsQuery, Limit, StateFilter};
+use axum::extract::State;
+use axum::routing;
+use pulse_api::alerts::{Alert, AlertList, AlertStatus, AlertsQuery, StateFilter};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::resource::ResourceType;
 use pulse_store::alerts::{self, AlertFilter, StoredAlert};
 
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::resources::{check_reference, resolve};
-use crate::{ApiError, AppState};
-
-/// Checks the query values; the resource reference is resolved later, in the tenant.
-fn parse(query: &AlertsQuery) -> Result<(StateFilter, i64), ApiError> {
-    let state = match query.state.as_deref() {
-        None => StateFilter::Firing,
-        Some(s) => s
-            .parse()
-            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("state: {e}")))?,
-    };
-    let limit = match query.limit.as_deref() {
-        None => alerts::DEFAULT_LIST_LIMIT,
-        Some(raw) => Limit::parse(raw)
-            .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, Limit::refusal("limit")))?,
-    };
-    if let Some(reference) = &query.resource_id {
-        check_reference("resource_id", reference)?;
-    }
-    Ok((state, limit))
-}
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::ApiQuery;
+use crate::resources::resolve;
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// A canonical id (`<type>:...`) names a resource even after it is gone.
 fn is_canonical_id(reference: &str) -> bool {
@@ -75,18 +61,15 @@ pub(crate) fn alert(stored: StoredAlert) -> Alert {
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<AlertsQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<AlertsQuery>,
 ) -> Result<Json<AlertList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let (state_filter, limit) = parse(&query)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource_id = match &query.resource_id {
         None => None,
         Some(reference) => match resolve(&tx, reference).await {
             Ok(resource) => Some(resource.id.as_str().to_owned()),
-            Err(e) if e.code == ErrorCode::NotFound && is_canonical_id(reference) => {
-                Some(reference.clone())
+            Err(e) if e.code == ErrorCode::NotFound && is_canonical_id(reference.as_str()) => {
+                Some(reference.to_string())
             }
             Err(e) => return Err(e),
         },
@@ -94,9 +77,9 @@ pub async fn list(
     let listed = alerts::list(
         &tx,
         &AlertFilter {
-            state: self::state_filter(state_filter),
+            state: state_filter(query.state.unwrap_or_default()),
             resource_id,
-            limit,
+            limit: query.limit.unwrap_or(alerts::DEFAULT_LIST_LIMIT),
         },
     )
     .await?;
@@ -106,6 +89,29 @@ pub async fn list(
     }))
 }
 
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[RouteSpec {
+    method: "GET",
+    path: "/api/alerts",
+    scopes: &[Scope::MonitoringRead],
+    public: false,
+    name: "list_alerts",
+    title: "List alerts",
+    description: "The alerts of the deterministic floor: firing by default, or cleared or all, optionally of one resource.",
+    category: Category::Inventory,
+    action_mode: ActionMode::Read,
+    approval_policy: ApprovalPolicy::ScopeOnly,
+    id: None,
+    query: Some(schema::<pulse_api::alerts::AlertsQuery>),
+    body: None,
+    response: Answer::Json {
+        status: 200,
+        schema: schema::<pulse_api::alerts::AlertList>,
+    },
+    errors: &RESOURCE_REF,
+    handler: || routing::get(list),
+}];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,39 +119,46 @@ mod tests {
     use pulse_domain::alert_rules::{AlertKey, AlertLevel, AlertRule};
     use pulse_store::alerts::AlertStatus;
 
-    fn query(state: Option<&str>, limit: Option<&str>, resource: Option<&str>) -> AlertsQuery {
-        AlertsQuery {
-            state: state.map(str::to_owned),
-            resource_id: resource.map(str::to_owned),
-            limit: limit.map(str::to_owned),
-        }
+    fn read(query: &str) -> Result<AlertsQuery, ApiError> {
+        ApiQuery::<AlertsQuery>::parse(query).map(|q| q.0)
     }
 
     #[test]
     fn defaults_to_firing_and_the_default_limit() {
+        let defaults = read("").expect("no parameters");
+        assert_eq!(defaults.state.unwrap_or_default(), StateFilter::Firing);
+        assert_eq!(defaults.limit, None);
+        let all = read("state=all&limit=1000&resource_id=web").expect("valid");
+        assert_eq!(all.state, Some(StateFilter::All));
+        assert_eq!(all.limit, Some(1000));
         assert_eq!(
-            parse(&AlertsQuery::default()),
-            Ok((StateFilter::Firing, alerts::DEFAULT_LIST_LIMIT))
-        );
-        assert_eq!(
-            parse(&query(Some("all"), Some("1000"), Some("web"))),
-            Ok((StateFilter::All, 1000))
+            all.resource_id.map(|r| r.to_string()).as_deref(),
+            Some("web")
         );
     }
 
     #[test]
     fn bad_values_are_invalid_parameters_naming_the_field() {
-        for (q, field) in [
-            (query(Some("open"), None, None), "state:"),
-            (query(None, Some("0"), None), "limit:"),
-            (query(None, Some("1001"), None), "limit:"),
-            (query(None, Some("ten"), None), "limit:"),
-            (query(None, None, Some("")), "resource_id:"),
-            (query(None, None, Some("a\u{7}b")), "resource_id:"),
+        for (query, message) in [
+            (
+                "state=open",
+                "state: unknown alert state \"open\" (expected firing, cleared or all)",
+            ),
+            ("limit=0", "limit: must be an integer from 1 to 1000"),
+            ("limit=1001", "limit: must be an integer from 1 to 1000"),
+            ("limit=ten", "limit: must be an integer from 1 to 1000"),
+            (
+                "resource_id=",
+                "resource_id: must be 1 to 1024 characters, none of them control characters",
+            ),
+            (
+                "resource_id=a%07b",
+                "resource_id: must be 1 to 1024 characters, none of them control characters",
+            ),
         ] {
-            let err = parse(&q).expect_err("refused");
+            let err = read(query).expect_err(query);
             assert_eq!(err.code, ErrorCode::InvalidParameter);
-            assert!(err.message.starts_with(field), "{}", err.message);
+            assert_eq!(err.message, message);
         }
     }
 

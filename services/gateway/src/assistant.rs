@@ -13,18 +13,20 @@
 //! their creator (and to `admin`); Patrol and investigation transcripts are system sessions,
 //! listed only on request and never resumed.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::rejection::PathRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use pulse_api::assistant::{
     AbortAnswer, ChatBody, ControlLevelBody, ForkBody, MAX_PROMPT_CHARS, MessageList, MessageView,
-    MessagesQuery, NewSessionBody, PromptText, RenameBody, SessionList, SessionView, SessionsQuery,
-    SteerAnswer, SteerBody, SummarizeAnswer, UndoAnswer, UndoBody,
+    MessagesQuery, NewSessionBody, PromptText, RenameBody, SessionId, SessionList, SessionView,
+    SessionsQuery, SteerAnswer, SteerBody, SummarizeAnswer, UndoAnswer, UndoBody,
 };
 use pulse_bus::AssistantClient;
 use pulse_bus::assistant_api::{
@@ -41,10 +43,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::auth::{Authorized, RequiredScopes};
+use crate::authorized::{Authorized, RequiredScopes};
+use crate::error::ApiError;
 use crate::event_stream::KEEPALIVE_INTERVAL;
-use crate::json::ApiJson;
-use crate::{ApiError, AppState};
+use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// `ai:chat`.
 pub struct ChatScope;
@@ -121,19 +125,22 @@ fn store_error(error: ChatStoreError) -> ApiError {
     }
 }
 
-fn session_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|_| {
+impl PathParam for SessionId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("{raw:?} is not a session id (a UUID)"),
+            )
+        })
+    }
+
+    fn unreadable(_: &PathRejection) -> ApiError {
         ApiError::new(
             ErrorCode::InvalidParameter,
             "the session id in the path is not readable (a UUID is expected)",
         )
-    })?;
-    Uuid::parse_str(&raw).map_err(|_| {
-        ApiError::new(
-            ErrorCode::InvalidParameter,
-            format!("{raw:?} is not a session id (a UUID)"),
-        )
-    })
+    }
 }
 
 fn check_text(field: &str, text: &str) -> Result<(), ApiError> {
@@ -205,7 +212,7 @@ fn title_from(prompt: &str) -> String {
 pub async fn chat(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    ApiJson(body): ApiJson<ChatBody>,
+    ApiJson(body, _): ApiJson<ChatBody>,
 ) -> Result<Response, ApiError> {
     open_chat(&state, auth.principal, body).await
 }
@@ -408,10 +415,8 @@ async fn end_turn_quietly(
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    query: Result<Query<SessionsQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<SessionsQuery>,
 ) -> Result<axum::Json<SessionList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let me = actor(&principal);
@@ -435,7 +440,7 @@ pub async fn list(
 pub async fn create(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    ApiJson(body): ApiJson<NewSessionBody>,
+    ApiJson(body, _): ApiJson<NewSessionBody>,
 ) -> Result<(StatusCode, axum::Json<SessionView>), ApiError> {
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -461,12 +466,9 @@ pub async fn create(
 pub async fn messages(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<MessagesQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<MessagesQuery>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<axum::Json<MessageList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -504,10 +506,9 @@ pub async fn messages(
 pub async fn rename(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<RenameBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<RenameBody>,
 ) -> Result<axum::Json<SessionView>, ApiError> {
-    let id = session_id(path)?;
     check_text("title", &body.title)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -523,9 +524,8 @@ pub async fn rename(
 pub async fn delete(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<StatusCode, ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -538,9 +538,8 @@ pub async fn delete(
 pub async fn abort(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<(StatusCode, axum::Json<AbortAnswer>), ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -586,10 +585,9 @@ pub async fn abort(
 pub async fn fork(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<ForkBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<ForkBody>,
 ) -> Result<(StatusCode, axum::Json<SessionView>), ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     visible_session(&state, &tx, &principal, id).await?;
@@ -610,9 +608,8 @@ pub async fn fork(
 pub async fn summarize(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
 ) -> Result<axum::Json<SummarizeAnswer>, ApiError> {
-    let id = session_id(path)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
     let session = visible_session(&state, &tx, &principal, id).await?;
@@ -664,20 +661,20 @@ async fn undo_or_redo(
 pub async fn undo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<UndoBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, true).await
+    undo_or_redo(&state, &auth.principal, id, &body, true).await
 }
 
 /// `POST /api/ai/sessions/{id}/redo`.
 pub async fn redo(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<UndoBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<UndoBody>,
 ) -> Result<axum::Json<UndoAnswer>, ApiError> {
-    undo_or_redo(&state, &auth.principal, session_id(path)?, &body, false).await
+    undo_or_redo(&state, &auth.principal, id, &body, false).await
 }
 
 /// `POST /api/ai/sessions/{id}/steer`: operator steering for the running turn, applied at its
@@ -685,10 +682,9 @@ pub async fn redo(
 pub async fn steer(
     State(state): State<AppState>,
     auth: Authorized<ChatScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<SteerBody>,
+    ApiPath(SessionId(id)): ApiPath<SessionId>,
+    ApiJson(body, _): ApiJson<SteerBody>,
 ) -> Result<(StatusCode, axum::Json<SteerAnswer>), ApiError> {
-    let id = session_id(path)?;
     check_text("text", &body.text)?;
     let principal = auth.principal;
     let tx = state.store.tenant_tx(&principal.tenant).await?;
@@ -719,3 +715,330 @@ pub async fn steer(
         }),
     ))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/chat",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "assistant_chat",
+        title: "Chat with Pulse Assistant",
+        description: "One Assistant turn as Server-Sent Events: session first, then workflow_state, content, tool rows, approval and question cards, and exactly one done or error. Changes are only planned (approval cards), never run.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Mixed,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::ChatBody>)),
+        response: Answer::EventStream {
+            events: &pulse_bus::assistant_api::ChatEventKind::NAMES,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidChatRequest,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::AssistantSessionBusy,
+            ErrorCode::AssistantSystemSession,
+            ErrorCode::FindingNotFound,
+        ],
+        handler: || routing::post(chat),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/sessions",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "list_assistant_sessions",
+        title: "List Assistant sessions",
+        description: "The caller's chat sessions, most recent first; Patrol and investigation transcripts only with include_system.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::assistant::SessionsQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::SessionList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "create_assistant_session",
+        title: "Create an Assistant session",
+        description: "An empty chat session, optionally from a finding (approval-required) and at a control level.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_api::assistant::NewSessionBody>,
+        )),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::assistant::SessionView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidChatRequest,
+            ErrorCode::FindingNotFound,
+        ],
+        handler: || routing::post(create),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/sessions/{id}/messages",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "get_assistant_messages",
+        title: "Read an Assistant transcript",
+        description: "The session's transcript for restoring a view: prompts, answers, tool rows, cards and outcome notes. Provider reasoning is never stored.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: Some(schema::<pulse_api::assistant::MessagesQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::MessageList>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+        ],
+        handler: || routing::get(messages),
+    },
+    RouteSpec {
+        method: "PATCH",
+        path: "/api/ai/sessions/{id}",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "rename_assistant_session",
+        title: "Rename an Assistant session",
+        description: "Sets the session's title.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::RenameBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::SessionView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidChatRequest,
+        ],
+        handler: || routing::patch(rename),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/ai/sessions/{id}",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "delete_assistant_session",
+        title: "Delete an Assistant session",
+        description: "Deletes an idle session and its transcript.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: None,
+        response: Answer::Empty { status: 204 },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::AssistantSessionBusy,
+        ],
+        handler: || routing::delete(delete),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/abort",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "abort_assistant_turn",
+        title: "Stop an Assistant turn",
+        description: "Stops the running turn: the provider call is cancelled and open tool rows are closed as cancelled. 202 when a turn was asked to stop (aborted: true), 200 when the session was idle (aborted: false).",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: None,
+        response: Answer::JsonEither {
+            status: 200,
+            or: 202,
+            schema: schema::<pulse_api::assistant::AbortAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+        ],
+        handler: || routing::post(abort),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/fork",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "fork_assistant_session",
+        title: "Fork an Assistant session",
+        description: "Copies the live transcript (up to through_seq) into a new session.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::ForkBody>)),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::assistant::SessionView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::AssistantSystemSession,
+        ],
+        handler: || routing::post(fork),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/summarize",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "summarize_assistant_session",
+        title: "Compact an Assistant session",
+        description: "Summarizes the older rows of an idle session with the chat model (bounded, redacted input); the summary replaces them in the model's context.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::SummarizeAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::AssistantSessionBusy,
+            ErrorCode::AssistantSystemSession,
+            ErrorCode::AssistantNotConfigured,
+            ErrorCode::AssistantUnavailable,
+        ],
+        handler: || routing::post(summarize),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/undo",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "undo_assistant_turn",
+        title: "Undo the last Assistant turn",
+        description: "Takes the last turn out of the transcript when its prompt is expected_prompt.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::UndoAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::AssistantSessionBusy,
+            ErrorCode::AssistantSystemSession,
+            ErrorCode::AssistantUndoConflict,
+        ],
+        handler: || routing::post(undo),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/redo",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "redo_assistant_turn",
+        title: "Redo an undone Assistant turn",
+        description: "Restores the undone turn when its prompt is expected_prompt.",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::UndoBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::assistant::UndoAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::AssistantSessionBusy,
+            ErrorCode::AssistantSystemSession,
+            ErrorCode::AssistantUndoConflict,
+        ],
+        handler: || routing::post(redo),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/sessions/{id}/steer",
+        scopes: &[Scope::AiChat],
+        public: false,
+        name: "steer_assistant_turn",
+        title: "Steer a running Assistant turn",
+        description: "Adds operator guidance to the running turn, applied at its next turn boundary (steer_applied).",
+        category: Category::Assistant,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::assistant::SessionId>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::assistant::SteerBody>)),
+        response: Answer::Json {
+            status: 202,
+            schema: schema::<pulse_api::assistant::SteerAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::AssistantSessionNotFound,
+            ErrorCode::InvalidJson,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidChatRequest,
+            ErrorCode::Conflict,
+        ],
+        handler: || routing::post(steer),
+    },
+];

@@ -6,11 +6,16 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::routing;
 use pulse_api::audit::{ChainBreak, VerifyView};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_domain::Scope;
 use pulse_store::audit::{self, VerifyReport};
 
-use crate::auth::{AdminScope, Authorized};
-use crate::{ApiError, AppState};
+use crate::authorized::{AdminScope, Authorized};
+use crate::error::ApiError;
+use crate::route::{Answer, RouteSpec, schema};
+use crate::state::AppState;
 
 /// The verification report as the API shows it.
 fn view(report: VerifyReport) -> VerifyView {
@@ -48,6 +53,29 @@ pub async fn verify(
     }
     Ok(Json(view(report)))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[RouteSpec {
+    method: "GET",
+    path: "/api/audit/verify",
+    scopes: &[Scope::Admin],
+    public: false,
+    name: "verify_audit_chain",
+    title: "Verify the audit chain",
+    description: "Recomputes the tenant's hash-chained audit log; a broken chain is a normal answer (ok: false).",
+    category: Category::Audit,
+    action_mode: ActionMode::Read,
+    approval_policy: ApprovalPolicy::ScopeOnly,
+    id: None,
+    query: None,
+    body: None,
+    response: Answer::Json {
+        status: 200,
+        schema: schema::<pulse_api::audit::VerifyView>,
+    },
+    errors: &[],
+    handler: || routing::get(verify),
+}];
 
 #[cfg(test)]
 mod tests {

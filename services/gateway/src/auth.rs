@@ -3,21 +3,19 @@
 //! Every `/api/` request except the public paths must carry a live token; otherwise it gets 401
 //! whatever the path (so unknown routes do not reveal which exist). A `GET` or `HEAD` without a
 //! token may instead carry the session cookie of a signed-in web UI user, with that user's
-//! role's scopes. Handlers then state the scopes they need with [`Authorized`].
+//! role's scopes. Handlers then state the scopes they need with
+//! [`crate::authorized::Authorized`].
 
-use std::marker::PhantomData;
-
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{Request, State};
 use axum::http::Method;
-use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use pulse_capabilities::ErrorCode;
-use pulse_domain::Scope;
 use pulse_store::tokens::{self, AuthFailure, Principal};
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::state::AppState;
 
 pub(crate) fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
     if let Some(value) = parts.get(axum::http::header::AUTHORIZATION) {
@@ -29,15 +27,31 @@ pub(crate) fn presented_token(parts: &axum::http::HeaderMap) -> Option<&str> {
     parts.get("x-api-token")?.to_str().ok().map(str::trim)
 }
 
-pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Path prefix of the platform API.
+pub const PLATFORM_PREFIX: &str = "/api/platform/";
+
+/// Whether a request path belongs to the platform API.
+pub fn is_platform_path(path: &str) -> bool {
+    path.starts_with(PLATFORM_PREFIX) || path == "/api/platform"
+}
+
+/// What authentication needs: the app, and which paths the route table makes public.
+#[derive(Clone)]
+pub struct Gate {
+    pub state: AppState,
+    /// Whether a concrete request path is a public route (answered without a token).
+    pub is_public: fn(&str) -> bool,
+}
+
+pub async fn authenticate(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
+    let state = gate.state;
     let path = req.uri().path();
     let is_api = path == "/api" || path.starts_with("/api/");
-    // Public routes are those the registry marks public.
-    if !is_api || crate::routes::is_public_path(path) {
+    if !is_api || (gate.is_public)(path) {
         return next.run(req).await;
     }
     // The platform API answers platform tokens only: no tenant token, no web session.
-    if crate::platform::is_platform_path(path) {
+    if is_platform_path(path) {
         return authenticate_platform(&state, req, next).await;
     }
     let unauthorized = || {
@@ -97,7 +111,11 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
 
 /// The tenant's `api_requests_per_sec` quota: 429 `quota_exceeded` with Retry-After.
 async fn admit_request_rate(state: &AppState, principal: &Principal) -> Result<(), Response> {
-    match crate::quota_rate::admit(&state.store, &principal.tenant).await {
+    match state
+        .quota_rate
+        .admit(&state.store, &principal.tenant)
+        .await
+    {
         Ok(Ok(())) => Ok(()),
         Ok(Err(refused)) => {
             let seconds = refused.retry_after.as_secs_f64().ceil().max(1.0) as u64;
@@ -141,65 +159,6 @@ async fn authenticate_platform(state: &AppState, mut req: Request, next: Next) -
                  platform API",
             )
         }
-    }
-}
-
-/// The scopes a route requires, all of them.
-pub trait RequiredScopes {
-    const SCOPES: &'static [Scope];
-}
-
-pub struct AdminScope;
-impl RequiredScopes for AdminScope {
-    const SCOPES: &'static [Scope] = &[Scope::Admin];
-}
-
-pub struct MonitoringReadScope;
-impl RequiredScopes for MonitoringReadScope {
-    const SCOPES: &'static [Scope] = &[Scope::MonitoringRead];
-}
-
-/// The authenticated caller, proven to hold `R::SCOPES`.
-pub struct Authorized<R: RequiredScopes> {
-    pub principal: Principal,
-    _scopes: PhantomData<R>,
-}
-
-impl<S, R> FromRequestParts<S> for Authorized<R>
-where
-    S: Send + Sync,
-    R: RequiredScopes,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let principal = parts
-            .extensions
-            .get::<Principal>()
-            .cloned()
-            .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "a valid token is required"))?;
-        Self::check(principal)
-    }
-}
-
-impl<R: RequiredScopes> Authorized<R> {
-    /// `principal`, if it holds every scope of `R`; else `missing_scope` naming them.
-    pub fn check(principal: Principal) -> Result<Self, ApiError> {
-        let missing: Vec<&str> = R::SCOPES
-            .iter()
-            .filter(|scope| !principal.has(**scope))
-            .map(|scope| scope.as_str())
-            .collect();
-        if !missing.is_empty() {
-            return Err(ApiError::new(
-                ErrorCode::MissingScope,
-                format!("this request requires scope(s): {}", missing.join(", ")),
-            ));
-        }
-        Ok(Self {
-            principal,
-            _scopes: PhantomData,
-        })
     }
 }
 

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt as _;
 use pulse_capabilities::ErrorCode;
 
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// Drain at most this many times the limit before giving up on politeness.
 const DRAIN_FACTOR: usize = 16;

@@ -13,32 +13,27 @@
 //! as RFC 4180 asks, and a cell a spreadsheet would read as a formula (starting with `=`, `+`,
 //! `-`, `@`, tab or carriage return) is prefixed with `'`.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use std::collections::BTreeMap;
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Days, NaiveDate, Utc};
 use pulse_api::cost::{
-    CostQuery, CostSummary, DEFAULT_DAYS, DayCount, DayView, MAX_RUNS, RouteView, RunView,
-    TotalsView,
+    CostQuery, CostSummary, DEFAULT_DAYS, DayView, MAX_RUNS, RouteView, RunView, TotalsView,
 };
-use pulse_capabilities::ErrorCode;
 use pulse_store::cost_ledger::{self, CostLine, CostTotals, RouteCost};
 
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::{ApiError, AppState};
-
-fn parse_days(raw: Option<&str>) -> Result<u32, ApiError> {
-    let Some(raw) = raw else {
-        return Ok(DEFAULT_DAYS);
-    };
-    DayCount::parse(raw)
-        .and_then(|d| u32::try_from(d).ok())
-        .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, DayCount::refusal("days")))
-}
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::ApiQuery;
+use crate::route::{Answer, RouteSpec, schema};
+use crate::state::AppState;
 
 /// `[from, to)`: the `days` UTC days ending with today's.
 fn window(days: u32, now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
@@ -139,11 +134,9 @@ pub fn summarize(
 async fn load(
     state: &AppState,
     auth: &Authorized<MonitoringReadScope>,
-    query: Result<Query<CostQuery>, QueryRejection>,
+    query: CostQuery,
 ) -> Result<(u32, DateTime<Utc>, DateTime<Utc>, Vec<CostLine>), ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let days = parse_days(query.days.as_deref())?;
+    let days = query.days.unwrap_or(DEFAULT_DAYS);
     let (from, to) = window(days, Utc::now());
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let lines = cost_ledger::lines(&tx, from, to).await?;
@@ -154,7 +147,7 @@ async fn load(
 pub async fn summary(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<CostQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<CostQuery>,
 ) -> Result<Json<CostSummary>, ApiError> {
     let (days, from, to, lines) = load(&state, &auth, query).await?;
     Ok(Json(summarize(days, from, to, &lines)))
@@ -232,7 +225,7 @@ pub fn to_csv(lines: &[CostLine]) -> String {
 pub async fn export(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<CostQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<CostQuery>,
 ) -> Result<Response, ApiError> {
     let (days, _, to, lines) = load(&state, &auth, query).await?;
     let last = to.date_naive() - Days::new(1);
@@ -246,6 +239,50 @@ pub async fn export(
     )
         .into_response())
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/summary",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_cost_summary",
+        title: "AI cost summary",
+        description: "Tokens and dollars of the last `days` UTC days (1-365, default 30): totals, \
+            by route, by day and by run; an unknown price stays unknown (null), never 0.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::cost::CostQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::cost::CostSummary>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(summary),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/cost/export",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "export_cost_ledger",
+        title: "Export the AI cost ledger",
+        description: "The same window as CSV (text/csv): one row per day, run, surface and route.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::cost::CostQuery>),
+        body: None,
+        response: Answer::Csv,
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(export),
+    },
+];
 
 #[cfg(test)]
 mod tests {
@@ -277,16 +314,15 @@ mod tests {
     }
 
     #[test]
-    fn days_default_to_30_and_are_bounded() {
-        assert_eq!(parse_days(None).unwrap(), 30);
-        assert_eq!(parse_days(Some("1")).unwrap(), 1);
-        assert_eq!(parse_days(Some("365")).unwrap(), 365);
+    fn days_are_bounded() {
+        let read = |query: &str| ApiQuery::<CostQuery>::parse(query).map(|q| q.0.days);
+        assert_eq!(read("").unwrap(), None);
+        assert_eq!(read("days=1").unwrap(), Some(1));
+        assert_eq!(read("days=365").unwrap(), Some(365));
         for bad in ["0", "366", "-1", "7.5", "week", ""] {
-            assert_eq!(
-                parse_days(Some(bad)).unwrap_err().code,
-                ErrorCode::InvalidParameter,
-                "{bad}"
-            );
+            let err = read(&format!("days={bad}")).unwrap_err();
+            assert_eq!(err.code, ErrorCode::InvalidParameter, "{bad}");
+            assert_eq!(err.message, "days: must be an integer from 1 to 365");
         }
     }
 

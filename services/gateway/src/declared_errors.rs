@@ -2,9 +2,9 @@
 //!
 //! Every error answer carries its [`ErrorCode`] as a response extension (set by
 //! [`crate::ApiError`]). This layer, outermost in the router, looks the request's method and
-//! matched route template up in the registry ([`crate::routes::find`]) and checks the code is one
-//! the entry declares ([`crate::routes::RouteSpec::declares`]); a request that matched no entry
-//! may answer only [`crate::routes::UNROUTED`] codes. An error answer without a code (something
+//! matched route template up in the route table ([`crate::routes::find`]) and checks the code is
+//! one the entry declares ([`RouteSpec::declares`]); a request that matched no entry may answer
+//! only [`UNROUTED`] codes. An error answer without a code (something
 //! other than `ApiError` answered) counts as undeclared too.
 //!
 //! Routes of the web UI (outside `/api/`) answer HTML pages and are not checked.
@@ -17,34 +17,42 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
-use prometheus_client::encoding::EncodeLabelSet;
 use pulse_capabilities::ErrorCode;
 
-use crate::observe::HttpMetrics;
-use crate::routes;
+use crate::observe::{HttpMetrics, UndeclaredLabels};
+use crate::route::{RouteSpec, UNROUTED};
 
 /// Names the undeclared code of an answer (debug builds only).
 pub const UNDECLARED_HEADER: &str = "x-pulse-undeclared-error";
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UndeclaredLabels {
-    pub method: String,
-    pub route: String,
-    pub code: String,
+/// The route table's entry for a method and a matched route template.
+pub type FindRoute = fn(&str, &str) -> Option<&'static RouteSpec>;
+
+/// What the check needs: the metrics it counts in, and the route table to look entries up in.
+#[derive(Clone)]
+pub struct DeclaredErrors {
+    pub metrics: HttpMetrics,
+    pub find: FindRoute,
 }
 
 /// Whether an error answer with `code` is declared for `method` on the route template `route`.
-pub fn is_declared(method: &str, route: Option<&str>, code: Option<ErrorCode>) -> bool {
+pub fn is_declared(
+    find: FindRoute,
+    method: &str,
+    route: Option<&str>,
+    code: Option<ErrorCode>,
+) -> bool {
     let Some(code) = code else {
         return false;
     };
-    match route.and_then(|route| routes::find(method, route)) {
+    match route.and_then(|route| find(method, route)) {
         Some(spec) => spec.declares(code),
-        None => routes::UNROUTED.contains(&code),
+        None => UNROUTED.contains(&code),
     }
 }
 
-pub async fn check(State(metrics): State<HttpMetrics>, req: Request, next: Next) -> Response {
+pub async fn check(State(declared): State<DeclaredErrors>, req: Request, next: Next) -> Response {
+    let metrics = declared.metrics;
     let method = req.method().as_str().to_owned();
     let route = req
         .extensions()
@@ -60,7 +68,7 @@ pub async fn check(State(metrics): State<HttpMetrics>, req: Request, next: Next)
         return response;
     }
     let code = response.extensions().get::<ErrorCode>().copied();
-    if is_declared(&method, route.as_deref(), code) {
+    if is_declared(declared.find, &method, route.as_deref(), code) {
         return response;
     }
     let code_name = code.map_or("none", ErrorCode::code);
@@ -95,23 +103,41 @@ mod tests {
     #[test]
     fn codes_are_checked_against_the_matched_entry() {
         assert!(is_declared(
+            crate::routes::find,
             "POST",
             Some("/api/tokens"),
             Some(ErrorCode::InvalidJson)
         ));
         assert!(!is_declared(
+            crate::routes::find,
             "POST",
             Some("/api/tokens"),
             Some(ErrorCode::FindingNotFound)
         ));
-        assert!(!is_declared("POST", Some("/api/tokens"), None));
+        assert!(!is_declared(
+            crate::routes::find,
+            "POST",
+            Some("/api/tokens"),
+            None
+        ));
         // A method the path does not take: only the router's own codes.
         assert!(is_declared(
+            crate::routes::find,
             "PATCH",
             Some("/api/tokens"),
             Some(ErrorCode::MethodNotAllowed)
         ));
-        assert!(is_declared("GET", None, Some(ErrorCode::NotFound)));
-        assert!(!is_declared("GET", None, Some(ErrorCode::ActionNotFound)));
+        assert!(is_declared(
+            crate::routes::find,
+            "GET",
+            None,
+            Some(ErrorCode::NotFound)
+        ));
+        assert!(!is_declared(
+            crate::routes::find,
+            "GET",
+            None,
+            Some(ErrorCode::ActionNotFound)
+        ));
     }
 }

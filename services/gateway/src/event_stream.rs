@@ -17,7 +17,7 @@ use pulse_capabilities::ErrorCode;
 use pulse_domain::TenantId;
 use tokio_util::sync::CancellationToken;
 
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// How often an idle stream shows it is alive.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);

@@ -16,16 +16,18 @@
 //! the state machine refuses is `409 finding_action_not_allowed` with the actions it accepts.
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{FromRequest, Path, Query, Request, State};
+use axum::extract::State;
+use axum::extract::rejection::PathRejection;
+use axum::routing;
 use chrono::Utc;
 use pulse_api::constraints::MAX_REFERENCE_CHARS;
 use pulse_api::findings::{
-    ActionReference, DismissBody, FindingAnswer, FindingList, FindingRef, Flag,
-    InvestigationEvidence, InvestigationRecord, InvestigationStatus, InvestigationSubject,
-    InvestigationTrigger, ListLimit, ListQuery, NoteBody, ProposalSummary, ResolveBody, SnoozeBody,
-    SnoozeHours, SuppressBody, SuppressResource,
+    ActionReference, DismissBody, FindingAnswer, FindingList, FindingRef, InvestigationEvidence,
+    InvestigationRecord, InvestigationStatus, InvestigationSubject, InvestigationTrigger,
+    ListQuery, NoteBody, ProposalSummary, ResolveBody, SnoozeBody, SnoozeHours, SuppressBody,
+    SuppressResource,
 };
+use pulse_api::system::{self, ActionMode, ApprovalPolicy};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::finding::{
@@ -35,10 +37,12 @@ use pulse_domain::finding::{
 use pulse_store::findings::{self, FindingsError, ListFilter, MAX_LIST_LIMIT, StoredFinding};
 use pulse_store::investigations;
 use pulse_store::{StoreError, TenantTx};
-use serde::de::DeserializeOwned;
 
-use crate::auth::{Authorized, RequiredScopes};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, RequiredScopes};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, FindingRequest, PathParam};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// The finding routes need `ai:execute`.
 pub struct FindingScope;
@@ -139,112 +143,35 @@ fn parse_id(raw: &str, field: &str) -> Result<FindingId, ApiError> {
         .map_err(|e| invalid(format!("{field}: {e}: {raw:?}")))
 }
 
-/// A JSON body whose every rejection is `invalid_finding_request` naming the field (a body that
-/// is not declared JSON is `unsupported_media_type`, an oversized one `payload_too_large`).
-pub struct FindingBody<T>(pub T);
+impl PathParam for FindingId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        parse_id(&raw, "id")
+    }
 
-impl<S, T> FromRequest<S> for FindingBody<T>
-where
-    T: DeserializeOwned,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match crate::json::object_body::<S, T>(req, state).await {
-            Ok((value, None)) => Ok(FindingBody(value)),
-            Ok((_, Some(refusal))) => Err(invalid(refusal)),
-            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::new(
-                ErrorCode::UnsupportedMediaType,
-                "expected Content-Type: application/json",
-            )),
-            Err(JsonRejection::BytesRejection(e))
-                if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
-            {
-                Err(ApiError::new(
-                    ErrorCode::PayloadTooLarge,
-                    "request body is too large",
-                ))
-            }
-            Err(JsonRejection::JsonDataError(e)) => Err(invalid(e.body_text())),
-            Err(other) => Err(invalid(other.body_text())),
-        }
+    fn unreadable(rejection: &PathRejection) -> ApiError {
+        invalid(rejection.body_text())
     }
 }
 
-/// An enum-valued filter, checked against the domain type's wire names.
-fn enum_filter<T: DeserializeOwned>(
-    raw: Option<&str>,
-    field: &str,
-    valid: &str,
-) -> Result<Option<String>, ApiError> {
-    match raw.map(str::trim).filter(|s| !s.is_empty()) {
-        None => Ok(None),
-        Some(value) => serde_json::from_value::<T>(serde_json::Value::String(value.to_owned()))
-            .map(|_| Some(value.to_owned()))
-            .map_err(|_| invalid(format!("{field}: {value:?} is not one of {valid}"))),
-    }
-}
-
-fn narrowing(query: &ListQuery) -> Result<findings::Narrowing, ApiError> {
-    Ok(findings::Narrowing {
-        severity: enum_filter::<pulse_domain::finding::Severity>(
-            query.severity.as_deref(),
-            "severity",
-            "info, watch, warning, critical",
-        )?,
-        category: enum_filter::<Category>(
-            query.category.as_deref(),
-            "category",
-            "performance, capacity, reliability, backup, security, general",
-        )?,
-        status: enum_filter::<FindingStatus>(
-            query.status.as_deref(),
-            "status",
-            "active, resolved, snoozed, dismissed, suppressed",
-        )?,
-        resource_id: query
-            .resource_id
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned),
-    })
-}
-
-fn parse_flag(raw: Option<&str>) -> Result<bool, ApiError> {
-    match raw.map(Flag::parse) {
-        None => Ok(false),
-        Some(Some(flag)) => Ok(flag),
-        Some(None) => Err(invalid(format!(
-            "include_resolved: expected 1 or 0, not {:?}",
-            raw.unwrap_or_default()
-        ))),
-    }
-}
-
-/// `None` for the store's default (200); values above the cap are capped at 500.
-fn parse_limit(raw: Option<&str>) -> Result<Option<i64>, ApiError> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    match ListLimit::parse(raw) {
-        Some(n) => Ok(Some(n.min(MAX_LIST_LIMIT))),
-        None => Err(invalid(format!(
-            "limit: must be a positive integer (at most {MAX_LIST_LIMIT} are returned), not {raw:?}"
-        ))),
+/// The store's narrowing of the list, by the filters' wire names.
+fn narrowing(query: &ListQuery) -> findings::Narrowing {
+    findings::Narrowing {
+        severity: query.severity.map(|s| s.as_str().to_owned()),
+        category: query.category.map(|c| c.as_str().to_owned()),
+        status: query.status.map(|s| s.as_str().to_owned()),
+        resource_id: query.resource_id.clone(),
     }
 }
 
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery, FindingRequest>,
 ) -> Result<Json<FindingList>, ApiError> {
-    let Query(query) = query.map_err(|e| invalid(e.body_text()))?;
-    let include_resolved = parse_flag(query.include_resolved.as_deref())?;
-    let limit = parse_limit(query.limit.as_deref())?;
-    let narrowing = narrowing(&query)?;
+    let include_resolved = query.include_resolved;
+    // Any positive count is accepted; more than the cap answer the cap.
+    let limit = query.limit.map(|n| n.min(MAX_LIST_LIMIT));
+    let narrowing = narrowing(&query);
     let filter = if include_resolved {
         ListFilter::IncludeResolved
     } else {
@@ -349,10 +276,8 @@ async fn tenant_tx(
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<FindingId>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
-    let Path(raw) = path.map_err(|e| invalid(e.body_text()))?;
-    let id = parse_id(&raw, "id")?;
     let tx = tenant_tx(&state, &auth).await?;
     let stored = findings::get(&tx, id).await.map_err(store_error)?;
     let record = match stored {
@@ -389,7 +314,7 @@ async fn act(
 pub async fn acknowledge(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<FindingRef>,
+    ApiJson(body, _): ApiJson<FindingRef, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     act(&state, &auth, id, OperatorAction::Acknowledge).await
@@ -398,7 +323,7 @@ pub async fn acknowledge(
 pub async fn snooze(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<SnoozeBody>,
+    ApiJson(body, _): ApiJson<SnoozeBody, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     if !SnoozeHours::contains(body.duration_hours) {
@@ -417,7 +342,7 @@ pub async fn snooze(
 pub async fn dismiss(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<DismissBody>,
+    ApiJson(body, _): ApiJson<DismissBody, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     let reason = DismissedReason::parse(&body.reason).ok_or_else(|| {
@@ -438,7 +363,7 @@ pub async fn dismiss(
 pub async fn resolve(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<ResolveBody>,
+    ApiJson(body, _): ApiJson<ResolveBody, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     act(
@@ -453,7 +378,7 @@ pub async fn resolve(
 pub async fn note(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<NoteBody>,
+    ApiJson(body, _): ApiJson<NoteBody, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     act(&state, &auth, id, OperatorAction::Note { text: body.note }).await
@@ -462,7 +387,7 @@ pub async fn note(
 pub async fn undo_dismiss(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<FindingRef>,
+    ApiJson(body, _): ApiJson<FindingRef, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     act(&state, &auth, id, OperatorAction::UndoDismiss).await
@@ -471,7 +396,7 @@ pub async fn undo_dismiss(
 pub async fn undo_suppress(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<FindingRef>,
+    ApiJson(body, _): ApiJson<FindingRef, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let id = parse_id(&body.finding_id, "finding_id")?;
     act(&state, &auth, id, OperatorAction::UndoSuppress).await
@@ -546,7 +471,7 @@ impl SuppressScope {
 pub async fn suppress(
     State(state): State<AppState>,
     auth: Authorized<FindingScope>,
-    FindingBody(body): FindingBody<SuppressBody>,
+    ApiJson(body, _): ApiJson<SuppressBody, FindingRequest>,
 ) -> Result<Json<FindingAnswer>, ApiError> {
     let scope = suppress_scope(&body)?;
     let id = match &body.finding_id {
@@ -614,6 +539,237 @@ async fn anchor(
             )
         })
 }
+
+/// What a finding operator action can answer.
+const FINDING_ACTION: &[ErrorCode] = &[
+    ErrorCode::InvalidFindingRequest,
+    ErrorCode::UnsupportedMediaType,
+    ErrorCode::FindingNotFound,
+    ErrorCode::FindingActionNotAllowed,
+    ErrorCode::Conflict,
+    ErrorCode::PatrolUnavailable,
+];
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/findings",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "list_findings",
+        title: "List findings",
+        description: "Active Patrol findings (every finding with include_resolved=1), most recently seen first.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::findings::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingList>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/findings/{id}",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "get_finding",
+        title: "Get a finding",
+        description: "One finding with its lifecycle, the actions its status accepts and its newest investigation record.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::finding::FindingId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: &[
+            ErrorCode::InvalidFindingRequest,
+            ErrorCode::FindingNotFound,
+            ErrorCode::PatrolUnavailable,
+        ],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/acknowledge",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "acknowledge_finding",
+        title: "Acknowledge a finding",
+        description: "Marks an active finding as seen by an operator.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(acknowledge),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/snooze",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "snooze_finding",
+        title: "Snooze a finding",
+        description: "Hides a finding for 1 to 2160 hours; it returns if still present afterwards.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::SnoozeBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(snooze),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "dismiss_finding",
+        title: "Dismiss a finding",
+        description: "Dismisses a finding with a reason (not_an_issue, expected_behavior, will_fix_later) and an optional note.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::DismissBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(dismiss),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/dismiss/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "undo_dismiss_finding",
+        title: "Undo a dismissal",
+        description: "Reopens a dismissed finding.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(undo_dismiss),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/resolve",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "resolve_finding",
+        title: "Resolve a finding",
+        description: "Marks a finding resolved by an operator, with an optional note.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::ResolveBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(resolve),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "suppress_finding",
+        title: "Suppress findings",
+        description: "Creates a suppression rule from a finding (or the newest open one matching resource_id and category); * on one side needs allow_broad_scope.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::SuppressBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(suppress),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/suppress/undo",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "undo_suppress_finding",
+        title: "Undo a suppression",
+        description: "Removes the suppression a finding was suppressed by and reopens it.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::FindingRef>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(undo_suppress),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/findings/note",
+        scopes: &[Scope::AiExecute],
+        public: false,
+        name: "note_finding",
+        title: "Add a note to a finding",
+        description: "Appends an operator note to a finding's lifecycle.",
+        category: system::Category::Findings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::findings::NoteBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::findings::FindingAnswer>,
+        },
+        errors: FINDING_ACTION,
+        handler: || routing::post(note),
+    },
+];
 
 #[cfg(test)]
 mod tests {
@@ -694,17 +850,49 @@ mod tests {
     }
 
     #[test]
-    fn list_limits_default_and_cap() {
-        assert_eq!(parse_limit(None), Ok(None));
-        assert_eq!(parse_limit(Some("20")), Ok(Some(20)));
-        assert_eq!(parse_limit(Some("9000")), Ok(Some(MAX_LIST_LIMIT)));
-        for bad in ["0", "-1", "ten", ""] {
-            assert_eq!(
-                parse_limit(Some(bad)).expect_err(bad).code,
-                ErrorCode::InvalidFindingRequest
-            );
+    fn list_filters_are_typed_and_refused_as_finding_requests() {
+        let read = |query: &str| ApiQuery::<ListQuery, FindingRequest>::parse(query).map(|q| q.0);
+        let query =
+            read("include_resolved=1&limit=9000&severity=+warning+&category=&status=active")
+                .expect("valid");
+        assert!(query.include_resolved);
+        assert_eq!(query.limit, Some(9000));
+        assert_eq!(
+            query.severity,
+            Some(pulse_domain::finding::Severity::Warning)
+        );
+        assert_eq!(query.category, None);
+        assert_eq!(narrowing(&query).status.as_deref(), Some("active"));
+        assert!(
+            !read("include_resolved=false")
+                .expect("valid")
+                .include_resolved
+        );
+        for (query, message) in [
+            (
+                "limit=0",
+                "limit: must be a positive integer (at most 500 are returned), not \"0\"",
+            ),
+            (
+                "limit=ten",
+                "limit: must be a positive integer (at most 500 are returned), not \"ten\"",
+            ),
+            (
+                "include_resolved=yes",
+                "include_resolved: expected 1 or 0, not \"yes\"",
+            ),
+            (
+                "severity=high",
+                "severity: \"high\" is not one of info, watch, warning, critical",
+            ),
+            (
+                "status=open",
+                "status: \"open\" is not one of active, resolved, snoozed, dismissed, suppressed",
+            ),
+        ] {
+            let err = read(query).expect_err(query);
+            assert_eq!(err.code, ErrorCode::InvalidFindingRequest, "{query}");
+            assert_eq!(err.message, message);
         }
-        assert_eq!(parse_flag(Some("1")), Ok(true));
-        assert!(parse_flag(Some("yes")).is_err());
     }
 }

@@ -6,21 +6,25 @@
 //! history, of which the newest [`MAX_SAMPLES`] samples are used.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::routing;
 use chrono::Utc;
-use pulse_api::forecast::{
-    DEFAULT_WINDOW_HOURS, ForecastQuery, ForecastResponse, MetricName, WindowHours,
-};
+use pulse_api::constraints::ResourceRef;
+use pulse_api::forecast::{DEFAULT_WINDOW_HOURS, ForecastQuery, ForecastResponse};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::forecast::{MetricSample, forecast_capacity};
 use pulse_domain::resource::ResourceType;
 use pulse_store::alerts::{MEMORY_PERCENT, USED_PERCENT};
 use pulse_store::metrics;
 
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::resources::{check_reference, resolve};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::resources::resolve;
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 /// Newest samples fitted at most.
 pub const MAX_SAMPLES: i64 = 10_000;
@@ -34,44 +38,13 @@ pub(crate) fn default_metric(kind: ResourceType) -> Option<&'static str> {
     }
 }
 
-fn parse_window(raw: Option<&str>) -> Result<i64, ApiError> {
-    match raw {
-        None => Ok(DEFAULT_WINDOW_HOURS),
-        Some(raw) => WindowHours::parse(raw).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidParameter,
-                WindowHours::refusal("window_hours"),
-            )
-        }),
-    }
-}
-
-fn check_metric(metric: &str) -> Result<(), ApiError> {
-    if MetricName::check(metric) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            ErrorCode::InvalidParameter,
-            format!("metric: {}", MetricName::requirement()),
-        ))
-    }
-}
-
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
-    query: Result<Query<ForecastQuery>, QueryRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
+    ApiQuery(query, _): ApiQuery<ForecastQuery>,
 ) -> Result<Json<ForecastResponse>, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
-    let window_hours = parse_window(query.window_hours.as_deref())?;
-    if let Some(metric) = &query.metric {
-        check_metric(metric)?;
-    }
+    let window_hours = query.window_hours.unwrap_or(DEFAULT_WINDOW_HOURS);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = match resolve(&tx, &reference).await {
         Ok(resource) => resource,
@@ -110,6 +83,29 @@ pub async fn get(
     }))
 }
 
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[RouteSpec {
+    method: "GET",
+    path: "/api/resources/{id}/forecast",
+    scopes: &[Scope::MonitoringRead],
+    public: false,
+    name: "get_resource_forecast",
+    title: "Capacity forecast",
+    description: "The capacity forecast of one percent-used metric of a resource from its recent history.",
+    category: Category::Inventory,
+    action_mode: ActionMode::Read,
+    approval_policy: ApprovalPolicy::ScopeOnly,
+    id: Some(schema::<pulse_api::constraints::ResourceRef>),
+    query: Some(schema::<pulse_api::forecast::ForecastQuery>),
+    body: None,
+    response: Answer::Json {
+        status: 200,
+        schema: schema::<pulse_api::forecast::ForecastResponse>,
+    },
+    errors: &RESOURCE_REF,
+    handler: || routing::get(get),
+}];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,17 +122,27 @@ mod tests {
 
     #[test]
     fn window_and_metric_are_checked() {
-        assert_eq!(parse_window(None), Ok(DEFAULT_WINDOW_HOURS));
-        assert_eq!(parse_window(Some("24")), Ok(24));
+        let read = |query: &str| ApiQuery::<ForecastQuery>::parse(query).map(|q| q.0);
+        assert_eq!(read("").expect("defaults").window_hours, None);
+        assert_eq!(
+            read("window_hours=24").expect("valid").window_hours,
+            Some(24)
+        );
         for bad in ["0", "-1", "2161", "week", ""] {
-            let err = parse_window(Some(bad)).expect_err(bad);
+            let err = read(&format!("window_hours={bad}")).expect_err(bad);
             assert_eq!(err.code, ErrorCode::InvalidParameter);
-            assert!(err.message.starts_with("window_hours:"));
+            assert_eq!(
+                err.message,
+                "window_hours: must be an integer from 1 to 2160"
+            );
         }
-        assert!(check_metric("used_percent").is_ok());
-        for bad in ["", "used percent", "a/b", &"x".repeat(129)] {
-            let err = check_metric(bad).expect_err(bad);
-            assert!(err.message.starts_with("metric:"));
+        assert!(read("metric=used_percent").is_ok());
+        for bad in ["", "used+percent", "a/b", &"x".repeat(129)] {
+            let err = read(&format!("metric={bad}")).expect_err(bad);
+            assert_eq!(
+                err.message,
+                "metric: must be 1 to 128 characters of letters, digits, '_', '.' or '-'"
+            );
         }
     }
 

@@ -7,18 +7,20 @@ mod alerts;
 mod assistant;
 mod audit;
 mod auth;
+mod authorized;
 mod body_limit;
 mod bootstrap;
 mod cost;
 pub mod declared_errors;
 mod error;
 mod event_stream;
+pub mod extract;
 mod findings;
 mod fleet;
 mod forecast;
-pub mod json;
 pub mod manifest;
 mod mcp;
+mod mcp_endpoint;
 mod observe;
 pub mod openapi;
 mod operator_state;
@@ -28,8 +30,12 @@ pub mod platform;
 mod quota_rate;
 mod remediation_locks;
 mod resources;
+mod route;
 pub mod routes;
 mod settings;
+mod settings_context;
+mod state;
+mod system;
 mod tenant_feed;
 mod tokens;
 mod web;
@@ -40,37 +46,15 @@ use pulse_runtime::{ServiceContext, ServiceSpec};
 
 pub use error::ApiError;
 pub use fleet::{EXPECTED_SERVICES, Fleet};
-pub use routes::{API_ROUTES, Answer, RouteSpec, router};
+pub use route::{Answer, RouteSpec};
+pub use routes::{API_ROUTES, router};
+pub use state::{ApiDocuments, AppState};
 pub use web::FORM_ROUTES;
 
 pub const SPEC: ServiceSpec = ServiceSpec {
     name: "gateway",
     health_port: None,
 };
-
-/// Shared by every handler.
-#[derive(Clone)]
-pub struct AppState {
-    pub store: pulse_store::Store,
-    pub fleet: Arc<Fleet>,
-    pub max_body_bytes: usize,
-    pub http_metrics: observe::HttpMetrics,
-    pub settings: Arc<settings::SettingsContext>,
-    /// Run requests go to the patrol-scheduler over this bus.
-    pub bus: pulse_bus::Bus,
-    pub patrol_request_timeout: std::time::Duration,
-    /// Open event streams per tenant, bounded by `gateway.max_streams_per_tenant`.
-    pub streams: Arc<event_stream::StreamLimits>,
-    /// The `[patrol]` cadence settings, for the status's next due time.
-    pub patrol: pulse_config::PatrolConfig,
-    /// The web UI's sign-in limiter.
-    pub web: Arc<web::WebState>,
-    /// The per-tenant live feeds of the event streams (`GET /api/agent/events`,
-    /// `GET /api/ai/patrol/stream`).
-    pub event_feeds: Arc<tenant_feed::TenantFeeds>,
-    /// `POST /mcp`: the MCP server over this gateway's manifest and API.
-    pub mcp: Arc<mcp::McpEndpoint>,
-}
 
 /// Serves the API until shutdown.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
@@ -90,7 +74,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     .await??;
     // Publishes the events handlers enqueue (settings changes) after their commit.
     let outbox_notify = ctx.outbox_relay();
-    let settings = settings::SettingsContext::new(
+    let settings = settings_context::SettingsContext::new(
         &ctx.config.ai,
         master_key,
         ctx.bus.subjects().clone(),
@@ -108,6 +92,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     if own.ip().is_unspecified() {
         own.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
     }
+    let manifest = routes::manifest();
     let state = AppState {
         store: ctx.store.clone(),
         fleet,
@@ -128,7 +113,15 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             &ctx.bus,
             ctx.shutdown.clone(),
         )),
-        mcp: Arc::new(mcp::McpEndpoint::new(format!("http://{own}"))?),
+        mcp: Arc::new(mcp_endpoint::McpEndpoint::new(
+            format!("http://{own}"),
+            serde_json::to_value(&manifest)?,
+        )?),
+        quota_rate: Arc::default(),
+        documents: Arc::new(ApiDocuments {
+            openapi: serde_json::to_vec(&routes::openapi_document())?.into(),
+            manifest: serde_json::to_vec(&manifest)?.into(),
+        }),
     };
     let app = router(state).merge(pulse_runtime::health_router(
         ctx.readiness.clone(),

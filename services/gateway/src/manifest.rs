@@ -1,5 +1,5 @@
 //! `GET /api/agent/capabilities` (public): the agent capabilities manifest, projected from the
-//! route registry ([`crate::routes::API_ROUTES`]) like the OpenAPI document.
+//! route table ([`crate::routes::API_ROUTES`], handed to [`build`]) like the OpenAPI document.
 //!
 //! `{version, surfaceContract, surfaceToolContracts, mcpAdapter, requiredScopes, categories,
 //! workflowPrompts, capabilities[]}`:
@@ -17,13 +17,10 @@
 //!   capability it needs is in the registry and in the MCP allowlist.
 //! - `requiredScopes`: every scope the MCP tools need, for one token covering the surface.
 //!
-//! Built once, on first request; the output is stable (registry order, scope table order).
+//! Built once per process, at start; the output is stable (registry order, scope table order).
 
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
-use axum::Json;
-use axum::response::IntoResponse;
 use pulse_api::system::{
     Affordances, Capability, Category, CategoryEntry, Manifest, McpAdapter, PromptArgument,
     Surface, SurfaceContract, SurfaceToolContract, WorkflowPrompt,
@@ -35,7 +32,7 @@ use serde_json::{Map, Value, json};
 
 use crate::openapi::resolve;
 
-use crate::routes::{API_ROUTES, Answer, RouteSpec};
+use crate::route::{Answer, RouteSpec};
 
 /// The manifest format version; bumped on an incompatible change of its shape.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -268,8 +265,8 @@ fn capability(spec: &RouteSpec) -> Capability {
     }
 }
 
-fn spec_named(name: &str) -> Option<&'static RouteSpec> {
-    API_ROUTES.iter().find(|r| r.name == name)
+fn spec_named<'a>(routes: &'a [RouteSpec], name: &str) -> Option<&'a RouteSpec> {
+    routes.iter().find(|r| r.name == name)
 }
 
 const MCP_AFFORDANCES: Affordances = Affordances {
@@ -325,15 +322,15 @@ fn surface_contract() -> SurfaceContract {
     }
 }
 
-/// Builds the manifest from the registry.
-pub fn build() -> Manifest {
-    let capabilities: Vec<Capability> = API_ROUTES.iter().map(capability).collect();
+/// Builds the manifest from the tenant API's routes.
+pub fn build(routes: &[RouteSpec]) -> Manifest {
+    let capabilities: Vec<Capability> = routes.iter().map(capability).collect();
     let tools: Vec<&RouteSpec> = PULSE_MCP_TOOLS
         .iter()
-        .filter_map(|name| spec_named(name))
+        .filter_map(|name| spec_named(routes, name))
         .filter(|spec| !matches!(spec.response, Answer::EventStream { .. }))
         .collect();
-    let excluded_streaming: Vec<String> = API_ROUTES
+    let excluded_streaming: Vec<String> = routes
         .iter()
         .filter(|r| matches!(r.response, Answer::EventStream { .. }))
         .map(|r| r.name.to_owned())
@@ -397,16 +394,9 @@ pub fn build() -> Manifest {
     }
 }
 
-/// The manifest, built once.
-pub fn cached() -> &'static Manifest {
-    static MANIFEST: OnceLock<Manifest> = OnceLock::new();
-    MANIFEST.get_or_init(build)
-}
-
 /// `docs/mcp.md`: how to connect an MCP client, generated from the manifest (a test keeps the
 /// published file in step).
-pub fn mcp_setup_markdown() -> String {
-    let manifest = cached();
+pub fn mcp_setup_markdown(manifest: &Manifest) -> String {
     let adapter = &manifest.mcp_adapter;
     let tools = manifest
         .surface_tool_contracts
@@ -504,20 +494,24 @@ pub fn mcp_setup_markdown() -> String {
     out
 }
 
-pub async fn capabilities() -> impl IntoResponse {
-    Json(cached())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::API_ROUTES;
+
+    fn build() -> Manifest {
+        super::build(&API_ROUTES)
+    }
 
     #[test]
     fn every_route_is_a_capability_and_every_tool_exists() {
         let manifest = build();
         assert_eq!(manifest.capabilities.len(), API_ROUTES.len());
         for name in PULSE_MCP_TOOLS {
-            assert!(spec_named(name).is_some(), "allowlisted {name} is no route");
+            assert!(
+                spec_named(&API_ROUTES, name).is_some(),
+                "allowlisted {name} is no route"
+            );
         }
         let contract = &manifest.surface_tool_contracts[0];
         assert_eq!(contract.tools.len(), PULSE_MCP_TOOLS.len());
@@ -646,12 +640,12 @@ mod tests {
     fn mcp_setup_doc_is_generated_from_the_manifest() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/mcp.md");
         if std::env::var_os("PULSE_UPDATE_DOCS").is_some() {
-            std::fs::write(path, mcp_setup_markdown()).unwrap();
+            std::fs::write(path, mcp_setup_markdown(&build())).unwrap();
         }
         let published = std::fs::read_to_string(path).unwrap_or_default();
         assert_eq!(
             published,
-            mcp_setup_markdown(),
+            mcp_setup_markdown(&build()),
             "docs/mcp.md is stale; regenerate it with `PULSE_UPDATE_DOCS=1 cargo test -p pulse-gateway mcp_setup_doc`"
         );
     }

@@ -10,40 +10,17 @@
 //! - `GET` (a server-initiated event stream) and `DELETE` (ending a session) are 405: the server
 //!   keeps no session and pushes nothing.
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use pulse_capabilities::ErrorCode;
-use pulse_mcp::McpServer;
 use serde_json::{Value, json};
 
 use crate::auth::presented_token;
-use crate::{ApiError, AppState};
-
-/// What every `/mcp` request shares: the manifest as JSON, the client for calls back into the
-/// API, and where this gateway listens.
-#[derive(Debug)]
-pub struct McpEndpoint {
-    manifest: Arc<Value>,
-    http: reqwest::Client,
-    base_url: String,
-}
-
-impl McpEndpoint {
-    pub fn new(base_url: String) -> anyhow::Result<Self> {
-        Ok(Self {
-            manifest: Arc::new(serde_json::to_value(crate::manifest::cached())?),
-            http: reqwest::Client::builder()
-                .timeout(std::time::Duration::from_secs(120))
-                .build()?,
-            base_url,
-        })
-    }
-}
+use crate::error::ApiError;
+use crate::state::AppState;
 
 fn parse_error(message: &str) -> Response {
     (
@@ -78,13 +55,7 @@ pub async fn post(State(state): State<AppState>, headers: HeaderMap, body: Bytes
         Ok(message) => message,
         Err(error) => return parse_error(&format!("parse error: {error}")),
     };
-    let endpoint = &state.mcp;
-    let server = McpServer::with_manifest(
-        endpoint.base_url.clone(),
-        Some(token),
-        endpoint.http.clone(),
-        endpoint.manifest.clone(),
-    );
+    let server = state.mcp.server(token);
     let answer = match message {
         Value::Array(batch) => {
             let mut answers = Vec::new();

@@ -18,13 +18,21 @@ pub struct RequestLabels {
     pub status: u16,
 }
 
+/// An error answer whose code its route does not declare (see `declared_errors`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UndeclaredLabels {
+    pub method: String,
+    pub route: String,
+    pub code: String,
+}
+
 /// `pulse_http_requests_total{service="gateway",method,route,status}`.
 #[derive(Clone, Default)]
 pub struct HttpMetrics {
     pub requests: Family<RequestLabels, Counter>,
     /// `pulse_http_undeclared_errors_total{method,route,code}`: error answers whose code the
     /// route does not declare (see `declared_errors`); always zero in a correct build.
-    pub undeclared_errors: Family<crate::declared_errors::UndeclaredLabels, Counter>,
+    pub undeclared_errors: Family<UndeclaredLabels, Counter>,
 }
 
 impl HttpMetrics {

@@ -1,5 +1,5 @@
 //! `GET /api/openapi.json` (public): the API as an OpenAPI 3.1 document, projected from the
-//! route registry ([`crate::routes::API_ROUTES`]).
+//! route table ([`crate::routes::all_routes`], handed to [`build`]).
 //!
 //! - One operation per entry; `operationId` is the capability name, the tag its category.
 //! - Security: the bearer scheme (and the upstream `X-API-Token` header) with the required
@@ -8,23 +8,20 @@
 //!   request body and the success answer from the handler's own types (JSON Schema 2020-12,
 //!   derived with `schemars`; request types with the deserialize contract, answers with the
 //!   serialize one).
-//! - Every declared error code ([`crate::routes::RouteSpec::error_codes`]) under its HTTP status,
+//! - Every declared error code ([`RouteSpec::error_codes`]) under its HTTP status,
 //!   each status answering the error envelope with `error` restricted to that status's codes.
 //!
-//! The document is built once, on first request.
+//! The document is built once per process, at start ([`crate::state::ApiDocuments`]).
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
-use axum::Json;
-use axum::response::IntoResponse;
 use pulse_api::system::{Category, ErrorEnvelope};
 use pulse_capabilities::ErrorCode;
 use schemars::SchemaGenerator;
 use schemars::generate::{Contract, SchemaSettings};
 use serde_json::{Map, Value, json};
 
-use crate::routes::{Answer, RouteSpec, all_routes};
+use crate::route::{Answer, RouteSpec};
 
 const COMPONENTS: &str = "/components/schemas";
 
@@ -219,13 +216,13 @@ fn operation(
     op
 }
 
-/// Builds the document from the registry.
-pub fn build() -> Value {
+/// Builds the document from every route the gateway serves.
+pub fn build<'a>(routes: impl IntoIterator<Item = &'a RouteSpec>) -> Value {
     let mut requests = generator(COMPONENTS, Contract::Deserialize);
     let mut answers = generator(COMPONENTS, Contract::Serialize);
     let envelope = answers.subschema_for::<ErrorEnvelope>().to_value();
     let mut paths = Map::new();
-    for spec in all_routes() {
+    for spec in routes {
         let op = operation(spec, &mut requests, &mut answers, &envelope);
         let item = paths
             .entry(spec.path.to_owned())
@@ -326,19 +323,14 @@ fn rename_refs(value: &mut Value, renames: &BTreeMap<String, String>) {
     }
 }
 
-/// The document, built once.
-pub fn cached() -> &'static Value {
-    static DOCUMENT: OnceLock<Value> = OnceLock::new();
-    DOCUMENT.get_or_init(build)
-}
-
-pub async fn document() -> impl IntoResponse {
-    Json(cached())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::routes::all_routes;
+
+    fn build() -> Value {
+        super::build(all_routes())
+    }
 
     /// `docs/api/openapi.json` and `docs/api/capabilities.json` are the published API reference
     /// and the record every change of the wire contract shows up in: a refactoring must leave
@@ -350,7 +342,7 @@ mod tests {
             ("openapi.json", serde_json::to_string_pretty(&build())),
             (
                 "capabilities.json",
-                serde_json::to_string_pretty(&crate::manifest::build()),
+                serde_json::to_string_pretty(&crate::manifest::build(&crate::routes::API_ROUTES)),
             ),
         ];
         for (name, text) in generated {
@@ -397,7 +389,7 @@ mod tests {
         }
         assert_eq!(
             operations,
-            crate::routes::API_ROUTES.len() + crate::platform::PLATFORM_ROUTES.len()
+            crate::routes::API_ROUTES.len() + crate::platform::ROUTES.len()
         );
         let schemas = doc["components"]["schemas"].as_object().expect("schemas");
         // Every $ref resolves within the document.

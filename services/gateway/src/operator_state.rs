@@ -18,12 +18,14 @@
 //! of another tenant answers `404 not_found`, like an unknown one.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::routing;
 use chrono::{DateTime, Utc};
-use pulse_api::constraints::Note;
+use pulse_api::constraints::{Note, ResourceRef};
 use pulse_api::operator_state::{OperatorStateBody, OperatorStateView};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::finding::operator_state::{
     MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow, OperatorStateProjection,
 };
@@ -31,10 +33,13 @@ use pulse_store::findings::{self, FindingsError};
 use pulse_store::operator_state::{self as store, OperatorState, OperatorStateInput};
 
 use crate::actions::{ApproveScope, actor};
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::json::ApiJson;
-use crate::resources::{check_reference, resolve};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::extract::ApiPath;
+use crate::resources::resolve;
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
@@ -104,13 +109,6 @@ fn view(
     }
 }
 
-fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
-    Ok(reference)
-}
-
 fn findings_error(error: FindingsError) -> ApiError {
     match error {
         FindingsError::Store(e) => e.into(),
@@ -131,9 +129,8 @@ fn findings_error(error: FindingsError) -> ApiError {
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();
@@ -145,10 +142,9 @@ pub async fn get(
 pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<OperatorStateBody>,
+    ApiPath(reference): ApiPath<ResourceRef>,
+    ApiJson(body, _): ApiJson<OperatorStateBody>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let now = Utc::now();
     let input = validate(body, now)?;
     let actor = actor(&auth.principal);
@@ -177,9 +173,8 @@ pub async fn put(
 pub async fn delete(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<OperatorStateView>, ApiError> {
-    let reference = reference(path)?;
     let actor = actor(&auth.principal);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
@@ -189,6 +184,96 @@ pub async fn delete(
     tracing::info!(resource_id, actor, cleared, "operator state cleared");
     Ok(Json(view(resource_id, None, Utc::now())))
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_operator_state",
+        title: "Get a resource's operator state",
+        description: "What the operator says about a resource: maintenance window, intentionally \
+            offline, never auto-remediate, criticality and note, with whether it silences \
+            findings now.",
+        category: Category::Context,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+        ],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "set_operator_state",
+        title: "Set a resource's operator state",
+        description: "Replaces the resource's operator state. A maintenance window or \
+            intentionally offline dismisses its open findings (expected_behavior) until it \
+            lifts; never_auto_remediate is the remediation lock every dispatch checks.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_api::operator_state::OperatorStateBody>,
+        )),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || routing::put(put),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/resources/{id}/operator-state",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "clear_operator_state",
+        title: "Clear a resource's operator state",
+        description: "Removes the resource's operator state: maintenance ends, the lock lifts.",
+        category: Category::Context,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::operator_state::OperatorStateView>,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+            ErrorCode::AmbiguousResource,
+            ErrorCode::Conflict,
+        ],
+        handler: || routing::delete(delete),
+    },
+];
 
 #[cfg(test)]
 mod tests {

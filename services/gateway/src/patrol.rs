@@ -16,18 +16,18 @@
 //!   `pulse.<tenant>.patrol.preflight.request` to run a fresh preflight of the Patrol route and
 //!   answers its stored outcome (safe fields only).
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use pulse_api::patrol::{
-    PatrolRunAccepted, PreflightAnswer, RunAccepted, RunList, RunsLimit, RunsQuery,
-};
+use pulse_api::patrol::{PatrolRunAccepted, PreflightAnswer, RunAccepted, RunList, RunsQuery};
 use pulse_api::settings::PreflightView;
 use pulse_bus::PatrolClient;
 use pulse_bus::patrol_api::{PatrolPreflightRequest, PatrolRunRequest};
@@ -43,8 +43,11 @@ use pulse_domain::patrol::status::{
 use pulse_store::patrol_readiness;
 use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 
-use crate::auth::{Authorized, MonitoringReadScope, RequiredScopes};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery, PathParam, bytes_rejection};
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// `POST /api/ai/patrol/run` needs both scopes.
 pub struct PatrolExecuteScope;
@@ -92,13 +95,7 @@ pub async fn run(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
-        } else {
-            ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
-        }
-    })?;
+    let body = body.map_err(|e| bytes_rejection(&e, ErrorCode::InvalidJson))?;
     check_content_type(&headers, &body)?;
     let scope = match RunRequest::parse(&body).map_err(request_error)? {
         RunRequest::Full => None,
@@ -146,37 +143,30 @@ pub async fn preflight(
     }))
 }
 
-fn parse_limit(raw: Option<&str>) -> Result<i64, ApiError> {
-    match raw {
-        None => Ok(DEFAULT_LIST_LIMIT),
-        Some(raw) => RunsLimit::parse(raw)
-            .ok_or_else(|| ApiError::new(ErrorCode::InvalidParameter, RunsLimit::refusal("limit"))),
-    }
-}
-
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<RunsQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<RunsQuery>,
 ) -> Result<Json<RunList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let limit = parse_limit(query.limit.as_deref())?;
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let runs = patrol_runs::list(&tx, limit).await?;
     tx.commit().await?;
     Ok(Json(RunList { runs }))
 }
 
+impl PathParam for RunId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse()
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+    }
+}
+
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<RunId>,
 ) -> Result<Json<PatrolRun>, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let id: RunId = raw
-        .parse()
-        .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let run = patrol_runs::get(&tx, id).await?;
     tx.commit().await?;
@@ -267,17 +257,167 @@ pub(crate) async fn status_projection(
     Ok((project(&inputs), settings))
 }
 
+/// The routes of this module, in the order the API lists them (with the event stream, whose
+/// handler is `patrol_stream`).
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/run",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        name: "run_patrol",
+        title: "Request a Patrol run",
+        description: "Queues a full run (no body or {}) or a run scoped to resources; answers the run id once the scheduler accepted it.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::optional(
+            schema::<pulse_domain::patrol::scope::RawRunRequest>,
+        )),
+        response: Answer::Json {
+            status: 202,
+            schema: schema::<pulse_api::patrol::RunAccepted>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::UnprocessableScope,
+            ErrorCode::PatrolRunInProgress,
+            ErrorCode::PatrolQueueFull,
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolSchedulerUnavailable,
+        ],
+        handler: || routing::post(run),
+    },
+    RouteSpec {
+        method: "POST",
+        path: "/api/ai/patrol/preflight",
+        scopes: &[Scope::Admin, Scope::AiExecute],
+        public: false,
+        name: "run_patrol_preflight",
+        title: "Run a Patrol preflight",
+        description: "Checks the Patrol provider and model with one bounded model turn and answers the stored outcome.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::patrol::PreflightAnswer>,
+        },
+        errors: &[
+            ErrorCode::PatrolNotReady,
+            ErrorCode::PatrolRunnerUnavailable,
+        ],
+        handler: || routing::post(preflight),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_patrol_runs",
+        title: "List Patrol runs",
+        description: "The tenant's Patrol run records, newest first.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::patrol::RunsQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::patrol::RunList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/runs/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_run",
+        title: "Get a Patrol run",
+        description: "One Patrol run record.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_domain::patrol::run::RunId>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::run::PatrolRun>,
+        },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/status",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_patrol_status",
+        title: "Patrol status",
+        description: "Patrol's runtime state, last and next runs, health verdict and readiness checks.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::patrol::status::PatrolStatus>,
+        },
+        errors: &[],
+        handler: || routing::get(status),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/ai/patrol/stream",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "stream_patrol_events",
+        title: "Patrol run event stream",
+        description: "The tenant's Patrol run events as Server-Sent Events, resumable with Last-Event-ID.",
+        category: Category::Patrol,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::events::StreamQuery>),
+        body: None,
+        response: Answer::EventStream {
+            events: &crate::patrol_stream::EVENT_NAMES,
+        },
+        errors: &[
+            ErrorCode::InvalidParameter,
+            ErrorCode::InvalidLastEventId,
+            ErrorCode::TooManyStreams,
+        ],
+        handler: || routing::get(crate::patrol_stream::stream),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn limit_defaults_to_30_and_is_bounded() {
-        assert_eq!(parse_limit(None), Ok(30));
-        assert_eq!(parse_limit(Some("200")), Ok(200));
+    fn limit_is_bounded() {
+        let read = |query: &str| ApiQuery::<RunsQuery>::parse(query).map(|q| q.0.limit);
+        assert_eq!(read("").expect("no limit"), None);
+        assert_eq!(read("limit=200").expect("valid"), Some(200));
         for bad in ["0", "201", "-1", "ten", ""] {
-            let err = parse_limit(Some(bad)).expect_err(bad);
+            let err = read(&format!("limit={bad}")).expect_err(bad);
             assert_eq!(err.code, ErrorCode::InvalidParameter);
+            assert_eq!(err.message, "limit: must be an integer from 1 to 200");
         }
     }
 

@@ -40,10 +40,11 @@ use axum::response::{IntoResponse, Response};
 use pulse_api::events::StreamQuery;
 use pulse_capabilities::ErrorCode;
 
-use crate::auth::{Authorized, MonitoringReadScope};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
 use crate::event_stream::{KEEPALIVE_INTERVAL, Resume, resume_after, resume_point};
+use crate::state::AppState;
 use crate::tenant_feed::{Delivery, Topic};
-use crate::{ApiError, AppState};
 
 /// Every event name the stream sends: the run events (`run.<verb>` of the bus's run events)
 /// and the gap notice.

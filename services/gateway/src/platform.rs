@@ -4,7 +4,7 @@
 //! Authority: a platform token (`pulse_store::platform`), checked by the authentication layer
 //! for every path under `/api/platform/` before routing; no tenant token and no web session
 //! reaches these handlers, and a platform token reaches no tenant route (its secret is refused
-//! there as malformed). The routes are their own table ([`PLATFORM_ROUTES`]), in the OpenAPI
+//! there as malformed). The routes are their own table ([`ROUTES`]), in the OpenAPI
 //! document and the declared-errors check like every other route, but not in the agent
 //! capabilities manifest or MCP: they are not a tenant's capabilities.
 //!
@@ -12,12 +12,11 @@
 //! them from the catalogue) and then purges its subjects from every JetStream stream.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{FromRequestParts, Path, State};
+use axum::extract::{FromRequestParts, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing;
 use pulse_api::platform::{
     CreateTenantRequest, CreateUserRequest, CreatedTenant, CreatedUser, PlatformUser,
     PlatformUserList, ProvisionedAdmin, ProvisionedToken, Standing, SuspendRequest, TenantErasure,
@@ -35,18 +34,11 @@ use pulse_store::users::{self, UserRole};
 use pulse_store::{StoreError, quotas};
 use serde_json::json;
 
-use crate::json::ApiJson;
+use crate::extract::{ApiJson, ApiPath, PathParam};
 
-use crate::routes::{Answer, Body, RouteSpec, schema};
-use crate::{ApiError, AppState};
-
-/// Path prefix of the platform API.
-pub const PLATFORM_PREFIX: &str = "/api/platform/";
-
-/// Whether a request path belongs to the platform API.
-pub fn is_platform_path(path: &str) -> bool {
-    path.starts_with(PLATFORM_PREFIX) || path == "/api/platform"
-}
+use crate::error::ApiError;
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::state::AppState;
 
 /// The platform operator, proven by the authentication layer.
 pub struct PlatformAuth(pub PlatformPrincipal);
@@ -69,9 +61,11 @@ impl<S: Send + Sync> FromRequestParts<S> for PlatformAuth {
     }
 }
 
-fn tenant_id(path: Result<Path<String>, PathRejection>) -> Result<TenantId, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    TenantId::new(raw).map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+impl PathParam for TenantId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        TenantId::new(raw)
+            .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("id: {e}")))
+    }
 }
 
 fn no_tenant(id: &TenantId) -> ApiError {
@@ -114,7 +108,7 @@ fn check_quotas(quotas: &TenantQuotas) -> Result<(), ApiError> {
 pub async fn create(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    ApiJson(request): ApiJson<CreateTenantRequest>,
+    ApiJson(request, _): ApiJson<CreateTenantRequest>,
 ) -> Result<Response, ApiError> {
     let id = TenantId::new(request.id.trim()).map_err(|e| invalid(format!("id: {e}")))?;
     let quotas = request.quotas.unwrap_or_default();
@@ -175,9 +169,8 @@ pub async fn list(
 pub async fn show(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantView>, ApiError> {
-    let id = tenant_id(path)?;
     let tenant = record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let quotas = quotas::get(&tx).await?;
@@ -219,10 +212,9 @@ async fn set_suspension(
 pub async fn suspend(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(request): ApiJson<SuspendRequest>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(request, _): ApiJson<SuspendRequest>,
 ) -> Result<Json<TenantRecord>, ApiError> {
-    let id = tenant_id(path)?;
     let reason = request.reason.trim();
     if reason.is_empty() || reason.chars().count() > MAX_SUSPENSION_REASON_CHARS {
         return Err(invalid(format!(
@@ -240,18 +232,16 @@ pub async fn suspend(
 pub async fn resume(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantRecord>, ApiError> {
-    let id = tenant_id(path)?;
     Ok(Json(set_suspension(&state, &operator, &id, None).await?))
 }
 
 pub async fn remove(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantErasure>, ApiError> {
-    let id = tenant_id(path)?;
     let erasure: Erasure = tenants::erase(&state.store, &id).await?;
     // After the rows: nothing can enqueue for the tenant any more (its row is gone), so what is
     // purged now stays purged. A tenant already erased is purged again, so a deletion whose purge
@@ -286,9 +276,8 @@ pub async fn remove(
 pub async fn list_users(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<PlatformUserList>, ApiError> {
-    let id = tenant_id(path)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let users = users::list(&tx).await?;
@@ -309,10 +298,9 @@ pub async fn list_users(
 pub async fn create_user(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(request): ApiJson<CreateUserRequest>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(request, _): ApiJson<CreateUserRequest>,
 ) -> Result<Response, ApiError> {
-    let id = tenant_id(path)?;
     let role = match request.role.as_deref().unwrap_or("operator") {
         "admin" => UserRole::Admin,
         "operator" => UserRole::Operator,
@@ -362,9 +350,8 @@ pub async fn create_user(
 pub async fn get_quotas(
     State(state): State<AppState>,
     _operator: PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(id): ApiPath<TenantId>,
 ) -> Result<Json<TenantQuotas>, ApiError> {
-    let id = tenant_id(path)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
     let quotas = quotas::get(&tx).await?;
@@ -375,10 +362,9 @@ pub async fn get_quotas(
 pub async fn put_quotas(
     State(state): State<AppState>,
     PlatformAuth(operator): PlatformAuth,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(quotas): ApiJson<TenantQuotas>,
+    ApiPath(id): ApiPath<TenantId>,
+    ApiJson(quotas, _): ApiJson<TenantQuotas>,
 ) -> Result<Json<TenantQuotas>, ApiError> {
-    let id = tenant_id(path)?;
     check_quotas(&quotas)?;
     record(&state, &id).await?;
     let tx = state.store.tenant_tx(&id).await?;
@@ -394,7 +380,7 @@ pub async fn put_quotas(
     )
     .await?;
     tx.commit().await?;
-    crate::quota_rate::forget(&id);
+    state.quota_rate.forget(&id);
     Ok(Json(quotas))
 }
 
@@ -416,7 +402,7 @@ const ONE_BODY: [ErrorCode; 6] = [
 
 /// Every `/api/platform/` route. `scopes` is empty (no tenant scope grants them) and `public`
 /// false: the authentication layer demands a platform token instead.
-pub const PLATFORM_ROUTES: &[RouteSpec] = &[
+pub(crate) const ROUTES: &[RouteSpec] = &[
     RouteSpec {
         method: "POST",
         path: "/api/platform/tenants",
@@ -443,7 +429,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             ErrorCode::InvalidRequest,
             ErrorCode::TenantExists,
         ],
-        handler: || post(create),
+        handler: || routing::post(create),
     },
     RouteSpec {
         method: "GET",
@@ -464,7 +450,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantList>,
         },
         errors: &PLATFORM,
-        handler: || get(list),
+        handler: || routing::get(list),
     },
     RouteSpec {
         method: "GET",
@@ -485,7 +471,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantView>,
         },
         errors: &ONE,
-        handler: || get(show),
+        handler: || routing::get(show),
     },
     RouteSpec {
         method: "DELETE",
@@ -507,7 +493,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantErasure>,
         },
         errors: &ONE,
-        handler: || delete(remove),
+        handler: || routing::delete(remove),
     },
     RouteSpec {
         method: "POST",
@@ -529,7 +515,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantRecord>,
         },
         errors: &ONE_BODY,
-        handler: || post(suspend),
+        handler: || routing::post(suspend),
     },
     RouteSpec {
         method: "POST",
@@ -550,7 +536,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantRecord>,
         },
         errors: &ONE,
-        handler: || post(resume),
+        handler: || routing::post(resume),
     },
     RouteSpec {
         method: "GET",
@@ -571,7 +557,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<PlatformUserList>,
         },
         errors: &ONE,
-        handler: || get(list_users),
+        handler: || routing::get(list_users),
     },
     RouteSpec {
         method: "POST",
@@ -601,7 +587,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             ErrorCode::InvalidRequest,
             ErrorCode::Conflict,
         ],
-        handler: || post(create_user),
+        handler: || routing::post(create_user),
     },
     RouteSpec {
         method: "GET",
@@ -622,7 +608,7 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantQuotas>,
         },
         errors: &ONE,
-        handler: || get(get_quotas),
+        handler: || routing::get(get_quotas),
     },
     RouteSpec {
         method: "PUT",
@@ -643,17 +629,18 @@ pub const PLATFORM_ROUTES: &[RouteSpec] = &[
             schema: schema::<TenantQuotas>,
         },
         errors: &ONE_BODY,
-        handler: || put(put_quotas),
+        handler: || routing::put(put_quotas),
     },
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::is_platform_path;
 
     #[test]
     fn platform_routes_live_under_the_prefix_and_need_no_tenant_scope() {
-        for spec in PLATFORM_ROUTES {
+        for spec in ROUTES {
             assert!(is_platform_path(spec.path), "{}", spec.path);
             assert!(spec.scopes.is_empty() && !spec.public, "{}", spec.name);
             assert!(spec.name.starts_with("platform_"), "{}", spec.name);

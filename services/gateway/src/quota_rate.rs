@@ -3,10 +3,11 @@
 //!
 //! The limit is read from the tenant's quotas at most every [`LIMIT_TTL`], so a request costs
 //! no database read; setting quotas through the platform API forgets the cached limit at once on
-//! the gateway that served it.
+//! the gateway that served it. The windows are this process's ([`QuotaRate`], held by the
+//! gateway's state), so two gateways in one process (as tests run them) count apart.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pulse_domain::TenantId;
@@ -27,9 +28,10 @@ struct Entry {
     count: u32,
 }
 
-fn entries() -> &'static Mutex<HashMap<TenantId, Entry>> {
-    static ENTRIES: OnceLock<Mutex<HashMap<TenantId, Entry>>> = OnceLock::new();
-    ENTRIES.get_or_init(Default::default)
+/// This process's request-rate windows, per tenant.
+#[derive(Debug, Default)]
+pub struct QuotaRate {
+    entries: Mutex<HashMap<TenantId, Entry>>,
 }
 
 /// A refusal: the quota and how long until the window frees.
@@ -62,50 +64,53 @@ fn count(entry: &mut Entry, now: Instant) -> Result<(), RateRefusal> {
     Ok(())
 }
 
-/// Admits one API request of `tenant`, or refuses it by the tenant's request-rate quota.
-pub async fn admit(
-    store: &Store,
-    tenant: &TenantId,
-) -> Result<Result<(), RateRefusal>, StoreError> {
-    let now = Instant::now();
-    let cached = {
-        let map = entries().lock().unwrap_or_else(|p| p.into_inner());
-        map.get(tenant)
-            .filter(|e| now.saturating_duration_since(e.read_at) < LIMIT_TTL)
-            .copied()
-    };
-    let limit = match cached {
-        Some(entry) => entry.limit,
-        None => {
-            let tx = store.tenant_tx(tenant).await?;
-            let limit = quotas::get(&tx).await?.api_requests_per_sec;
-            tx.rollback().await?;
-            limit
+impl QuotaRate {
+    /// Admits one API request of `tenant`, or refuses it by the tenant's request-rate quota.
+    pub async fn admit(
+        &self,
+        store: &Store,
+        tenant: &TenantId,
+    ) -> Result<Result<(), RateRefusal>, StoreError> {
+        let now = Instant::now();
+        let cached = {
+            let map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            map.get(tenant)
+                .filter(|e| now.saturating_duration_since(e.read_at) < LIMIT_TTL)
+                .copied()
+        };
+        let limit = match cached {
+            Some(entry) => entry.limit,
+            None => {
+                let tx = store.tenant_tx(tenant).await?;
+                let limit = quotas::get(&tx).await?.api_requests_per_sec;
+                tx.rollback().await?;
+                limit
+            }
+        };
+        let mut map = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= KEPT {
+            map.retain(|_, e| now.saturating_duration_since(e.window_start) < WINDOW);
         }
-    };
-    let mut map = entries().lock().unwrap_or_else(|p| p.into_inner());
-    if map.len() >= KEPT {
-        map.retain(|_, e| now.saturating_duration_since(e.window_start) < WINDOW);
+        let entry = map.entry(tenant.clone()).or_insert(Entry {
+            limit,
+            read_at: now,
+            window_start: now,
+            count: 0,
+        });
+        if cached.is_none() {
+            entry.limit = limit;
+            entry.read_at = now;
+        }
+        Ok(count(entry, now))
     }
-    let entry = map.entry(tenant.clone()).or_insert(Entry {
-        limit,
-        read_at: now,
-        window_start: now,
-        count: 0,
-    });
-    if cached.is_none() {
-        entry.limit = limit;
-        entry.read_at = now;
-    }
-    Ok(count(entry, now))
-}
 
-/// Drops the cached limit of `tenant` (after its quotas changed).
-pub fn forget(tenant: &TenantId) {
-    entries()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(tenant);
+    /// Drops the cached limit of `tenant` (after its quotas changed).
+    pub fn forget(&self, tenant: &TenantId) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(tenant);
+    }
 }
 
 #[cfg(test)]

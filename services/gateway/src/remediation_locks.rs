@@ -15,32 +15,30 @@
 //! (`pulse_store::operator_state`); this route reads and writes only that signal.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
+use axum::routing;
 use pulse_api::actions::{LockBody, LockView};
+use pulse_api::constraints::ResourceRef;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::action::LockState;
 use pulse_store::actions;
 
 use crate::actions::{ApproveScope, actor};
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::json::ApiJson;
-use crate::resources::{check_reference, resolve};
-use crate::{ApiError, AppState};
-
-fn reference(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
-    Ok(reference)
-}
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::extract::ApiPath;
+use crate::resources::resolve;
+use crate::route::{Answer, Body, JSON_BODY, RESOURCE_REF, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<LockView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();
@@ -55,10 +53,9 @@ pub async fn get(
 pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<ApproveScope>,
-    path: Result<Path<String>, PathRejection>,
-    ApiJson(body): ApiJson<LockBody>,
+    ApiPath(reference): ApiPath<ResourceRef>,
+    ApiJson(body, _): ApiJson<LockBody>,
 ) -> Result<Json<LockView>, ApiError> {
-    let reference = reference(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resource = resolve(&tx, &reference).await?;
     let resource_id = resource.id.as_str().to_owned();
@@ -81,6 +78,54 @@ pub async fn put(
         never_auto_remediate: body.never_auto_remediate,
     }))
 }
+
+const PUT_ERRORS: [ErrorCode; 6] = concat(RESOURCE_REF, JSON_BODY);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_remediation_lock",
+        title: "Get a remediation lock",
+        description: "Whether a resource is marked never_auto_remediate.",
+        category: Category::Actions,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::LockView>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/resources/{id}/remediation-lock",
+        scopes: &[Scope::ActionsApprove],
+        public: false,
+        name: "set_remediation_lock",
+        title: "Set a remediation lock",
+        description: "Marks a resource never_auto_remediate (no action runs on it, approved or not) or clears the mark; audited.",
+        category: Category::Actions,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: Some(Body::required(schema::<pulse_api::actions::LockBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::actions::LockView>,
+        },
+        errors: &PUT_ERRORS,
+        handler: || routing::put(put),
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -2,31 +2,29 @@
 //! anything the store's resolver accepts: canonical id, source id, name or alias.
 
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use pulse_api::constraints::{MAX_REFERENCE_CHARS, ResourceRef};
+use axum::extract::State;
+use axum::routing;
+use pulse_api::constraints::ResourceRef;
 use pulse_api::resources::{ListQuery, ResourceList};
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
-use pulse_domain::resource::{Resource, ResourceType};
+use pulse_domain::Scope;
+use pulse_domain::resource::Resource;
 use pulse_store::resources::{self, ResolveError};
 
-use crate::auth::{Authorized, MonitoringReadScope};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery, PathParam};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::state::AppState;
 
 pub async fn list(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<ListQuery>,
 ) -> Result<Json<ResourceList>, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    let resource_type = query
-        .resource_type
-        .map(|t| t.parse::<ResourceType>())
-        .transpose()
-        .map_err(|e| ApiError::new(ErrorCode::InvalidParameter, format!("type: {e}")))?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
-    let resources = resources::list(&tx, resource_type).await?;
+    let resources = resources::list(&tx, query.resource_type).await?;
     tx.commit().await?;
     Ok(Json(ResourceList { resources }))
 }
@@ -34,37 +32,33 @@ pub async fn list(
 pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(reference): ApiPath<ResourceRef>,
 ) -> Result<Json<Resource>, ApiError> {
-    let Path(reference) =
-        path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    check_reference("id", &reference)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let resolved = resolve(&tx, &reference).await;
     tx.commit().await?;
     resolved.map(Json)
 }
 
-/// Refuses a reference no resource can have (`name` is the parameter, for the message).
-pub(crate) fn check_reference(name: &str, reference: &str) -> Result<(), ApiError> {
-    if ResourceRef::check(reference).is_err() {
-        return Err(ApiError::new(
-            ErrorCode::InvalidParameter,
-            format!(
-                "{name}: must be 1 to {MAX_REFERENCE_CHARS} characters, none of them control characters"
-            ),
-        ));
+/// Every resource route's `{id}`: a reference no resource can have is refused before any read.
+impl PathParam for ResourceRef {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        ResourceRef::parse(raw).map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("id: {}", ResourceRef::requirement()),
+            )
+        })
     }
-    Ok(())
 }
 
 /// Resolves a reference as every resource route does: the typed `not_found` and
 /// `ambiguous_resource` errors.
 pub(crate) async fn resolve(
     tx: &pulse_store::TenantTx,
-    reference: &str,
+    reference: &ResourceRef,
 ) -> Result<Resource, ApiError> {
-    match resources::resolve(tx, reference).await {
+    match resources::resolve(tx, reference.as_str()).await {
         Ok(resource) => Ok(resource),
         Err(ResolveError::NotFound { .. }) => Err(ApiError::new(
             ErrorCode::NotFound,
@@ -77,3 +71,49 @@ pub(crate) async fn resolve(
         Err(ResolveError::Store(error)) => Err(error.into()),
     }
 }
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "list_resources",
+        title: "List resources",
+        description: "The tenant's resources as the agents last reported them, optionally of one type.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: Some(schema::<pulse_api::resources::ListQuery>),
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::resources::ResourceList>,
+        },
+        errors: &[ErrorCode::InvalidParameter],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/resources/{id}",
+        scopes: &[Scope::MonitoringRead],
+        public: false,
+        name: "get_resource",
+        title: "Get a resource",
+        description: "One resource by canonical id, source id, name or alias.",
+        category: Category::Inventory,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::constraints::ResourceRef>),
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_domain::resource::Resource>,
+        },
+        errors: &RESOURCE_REF,
+        handler: || routing::get(get),
+    },
+];

@@ -4,8 +4,10 @@
 //! tenant's stored document. Provider keys are write-only: a response says per provider whether
 //! a key is configured and where it came from, never the key.
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
+use pulse_domain::Scope;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::State;
@@ -13,7 +15,7 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use pulse_api::settings::{KeySource, PreflightView, ProviderView, SettingsView};
-use pulse_bus::{OutboxRow, Subjects, events};
+use pulse_bus::{OutboxRow, events};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::{
     self, AUTOPILOT_ACK_VERSION, AiSettings, KeyChange, PROVIDER_IDS, SettingsChanged,
@@ -21,42 +23,16 @@ use pulse_domain::ai_settings::{
 };
 use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_store::audit::{self, AuditEntry};
-use pulse_store::settings::{self as store, ConfigLayer, MasterKey, SettingsStoreError};
+use pulse_store::settings::{self as store, SettingsStoreError};
 use pulse_store::{TenantTx, patrol_readiness};
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-use crate::auth::{AdminScope, Authorized};
-use crate::json::ApiJson;
-use crate::{ApiError, AppState};
-
-/// What the settings routes need besides the store.
-#[derive(Debug, Clone)]
-pub struct SettingsContext {
-    pub master_key: MasterKey,
-    /// The `ai.*` config as a sparse settings layer (keys removed) and the providers whose key
-    /// comes from config or the environment; built by the one shared constructor.
-    pub config: ConfigLayer,
-    pub subjects: Subjects,
-    pub outbox_notify: Arc<Notify>,
-}
-
-impl SettingsContext {
-    /// Builds the config layer and checks it with the same rules as a stored document.
-    pub fn new(
-        config: &pulse_config::AiConfig,
-        master_key: MasterKey,
-        subjects: Subjects,
-        outbox_notify: Arc<Notify>,
-    ) -> Result<Self, SettingsError> {
-        Ok(Self {
-            master_key,
-            config: ConfigLayer::from_config(config)?,
-            subjects,
-            outbox_notify,
-        })
-    }
-}
+use crate::authorized::{AdminScope, Authorized};
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::settings_context::SettingsContext;
+use crate::state::AppState;
 
 fn preflight_state(settings: &AiSettings, record: Option<&PreflightRecord>) -> &'static str {
     let Some(record) = record else {
@@ -253,7 +229,7 @@ pub async fn put(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
     headers: HeaderMap,
-    ApiJson(mut body): ApiJson<Value>,
+    ApiJson(mut body, _): ApiJson<Value>,
 ) -> Result<Response, ApiError> {
     let expected = expected_version(&headers)?;
     bind_acknowledgement(&mut body, &auth.principal)?;
@@ -345,10 +321,70 @@ pub async fn put(
     Ok(with_etag(view))
 }
 
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "GET",
+        path: "/api/settings/ai",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "get_ai_settings",
+        title: "Get the AI settings",
+        description: "The effective AI settings (defaults, config, then the tenant's document) with per-provider key presence; never a key. The ETag is the version.",
+        category: Category::Settings,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::settings::SettingsView>,
+        },
+        errors: &[],
+        handler: || routing::get(get),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/settings/ai",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "update_ai_settings",
+        title: "Update the AI settings",
+        description: "Applies a partial settings document (provider keys are write-only); If-Match with the version refuses a stale write.",
+        category: Category::Settings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_domain::ai_settings::SettingsPatchSchema>,
+        )),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::settings::SettingsView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::SettingsVersionConflict,
+            ErrorCode::AutopilotNotAcknowledged,
+            ErrorCode::AcknowledgementRequiresHuman,
+        ],
+        handler: || routing::put(put),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
     use chrono::DateTime;
+    use pulse_bus::Subjects;
+    use pulse_store::settings::MasterKey;
 
     #[test]
     fn if_match_forms() {

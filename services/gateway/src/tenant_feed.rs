@@ -41,16 +41,27 @@ use axum::response::sse::Event;
 use futures::{Stream, StreamExt};
 use pulse_api::events::Gap;
 use pulse_bus::Subjects;
+use pulse_bus::events::{
+    ACTION_COMPLETED, APPROVAL_PENDING, FINDING_CREATED, FINDING_RESOLVED, FINDING_UPDATED,
+};
 use pulse_domain::TenantId;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::ApiError;
-use crate::agent_events::AGENT_EVENT_KINDS;
+use crate::error::ApiError;
 use crate::event_stream::{
     CONSUMER_INACTIVE_THRESHOLD, KEEPALIVE_INTERVAL, StreamPermit, bus_unavailable, event_data,
     event_name, gap_event,
 };
+
+/// The event kinds a subscriber receives, as `(domain, event)` subject tokens.
+pub const AGENT_EVENT_KINDS: [(&str, &str); 5] = [
+    FINDING_CREATED,
+    FINDING_UPDATED,
+    FINDING_RESOLVED,
+    APPROVAL_PENDING,
+    ACTION_COMPLETED,
+];
 
 /// Frames a tenant feed retains for resumes served from memory.
 pub const RETAINED_FRAMES: usize = 4096;

@@ -1,27 +1,29 @@
 //! `POST /api/tokens`, `GET /api/tokens`, `DELETE /api/tokens/{id}` (scope `admin`).
 
+use axum::routing;
+use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use std::collections::BTreeSet;
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use pulse_api::constraints::TextError;
 use pulse_api::tokens::{
-    ApiToken, CreateTokenRequest, CreatedToken, RequestedScope, TokenList, TokenName,
+    ApiToken, CreateTokenRequest, CreatedToken, RequestedScope, TokenId, TokenList, TokenName,
 };
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_store::audit::{self, AuditEntry};
 use pulse_store::tokens::{self, NewToken, RevokeOutcome};
 use serde_json::json;
-use uuid::Uuid;
 
-use crate::auth::{AdminScope, Authorized};
-use crate::json::ApiJson;
-use crate::{ApiError, AppState};
+use crate::authorized::{AdminScope, Authorized};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, PathParam};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, concat, schema};
+use crate::state::AppState;
 
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::new(ErrorCode::InvalidRequest, message)
@@ -102,7 +104,7 @@ fn validate(
 pub async fn create(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
-    ApiJson(request): ApiJson<CreateTokenRequest>,
+    ApiJson(request, _): ApiJson<CreateTokenRequest>,
 ) -> Result<Response, ApiError> {
     let new = validate(request, &auth.principal, Utc::now())?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
@@ -155,22 +157,22 @@ pub async fn list(
     }))
 }
 
-pub fn parse_id(path: Result<Path<String>, PathRejection>) -> Result<Uuid, ApiError> {
-    let Path(raw) = path.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
-    Uuid::parse_str(&raw).map_err(|_| {
-        ApiError::new(
-            ErrorCode::InvalidParameter,
-            "id: expected a token id (UUID)",
-        )
-    })
+impl PathParam for TokenId {
+    fn from_segment(raw: String) -> Result<Self, ApiError> {
+        raw.parse().map_err(|_| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                "id: expected a token id (UUID)",
+            )
+        })
+    }
 }
 
 pub async fn revoke(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
-    path: Result<Path<String>, PathRejection>,
+    ApiPath(TokenId(id)): ApiPath<TokenId>,
 ) -> Result<StatusCode, ApiError> {
-    let id = parse_id(path)?;
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     match tokens::revoke(&tx, id).await? {
         RevokeOutcome::NotFound => {
@@ -198,10 +200,80 @@ pub async fn revoke(
     }
 }
 
+/// What creating a token can answer beyond the body codes.
+const CREATE_ERRORS: [ErrorCode; 4] = concat(JSON_BODY, [ErrorCode::PlatformScopeRefused]);
+
+/// The routes of this module, in the order the API lists them.
+pub(crate) const ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: "POST",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "create_token",
+        title: "Create an API token",
+        description: "Issues a token of the caller's tenant with the given scopes (never more than the caller holds); the secret is in this answer only.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: Some(Body::required(
+            schema::<pulse_api::tokens::CreateTokenRequest>,
+        )),
+        response: Answer::Json {
+            status: 201,
+            schema: schema::<pulse_api::tokens::CreatedToken>,
+        },
+        errors: &CREATE_ERRORS,
+        handler: || routing::post(create),
+    },
+    RouteSpec {
+        method: "GET",
+        path: "/api/tokens",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "list_tokens",
+        title: "List API tokens",
+        description: "The tenant's tokens, revoked and expired ones included; never a secret.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Read,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: None,
+        query: None,
+        body: None,
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<pulse_api::tokens::TokenList>,
+        },
+        errors: &[],
+        handler: || routing::get(list),
+    },
+    RouteSpec {
+        method: "DELETE",
+        path: "/api/tokens/{id}",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "revoke_token",
+        title: "Revoke an API token",
+        description: "Revokes one token of the tenant; revoking a revoked token is a no-op.",
+        category: Category::Tokens,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<pulse_api::tokens::TokenId>),
+        query: None,
+        body: None,
+        response: Answer::Empty { status: 204 },
+        errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
+        handler: || routing::delete(revoke),
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use pulse_domain::TenantId;
+    use uuid::Uuid;
 
     fn caller(scopes: &[Scope]) -> pulse_store::tokens::Principal {
         pulse_store::tokens::Principal {

@@ -12,7 +12,12 @@ use pulse_domain::listing::MAX_ACTIONS;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::constraints::{IntegerIn, NotBlank, Printable};
+use crate::constraints::{IntegerIn, NotBlank, Printable, refuse};
+
+uuid_id! {
+    /// An action's id (`/api/actions/{id}/...`).
+    ActionId
+}
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -92,10 +97,25 @@ impl schemars::JsonSchema for PlanParams {
     }
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "list_limit"
+    )]
     #[schemars(with = "Option<ListLimit>")]
     pub limit: Option<i64>,
+}
+
+/// A number (anything else is a malformed query), then one in range.
+fn list_limit<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let limit = i64::deserialize(deserializer)?;
+    if ListLimit::contains(limit) {
+        Ok(Some(limit))
+    } else {
+        Err(refuse(&ListLimit::requirement()))
+    }
 }
 
 /// How many actions a list answers.

@@ -8,27 +8,34 @@ use uuid::Uuid;
 
 use crate::constraints::{IntegerIn, ResourceRef};
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsQuery {
     /// `firing` (default), `cleared` or `all`.
-    #[schemars(with = "Option<StateFilter>")]
-    pub state: Option<String>,
-    #[schemars(with = "Option<ResourceRef>")]
-    pub resource_id: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::parsed"
+    )]
+    pub state: Option<StateFilter>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<ResourceRef>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::integer_in::<_, 1, MAX_ALERTS>"
+    )]
     #[schemars(with = "Option<Limit>")]
-    pub limit: Option<String>,
+    pub limit: Option<i64>,
 }
 
 /// How many alerts a list answers.
 pub type Limit = IntegerIn<1, MAX_ALERTS>;
 
 /// Which alerts a list answers, by state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, schemars::JsonSchema)]
-#[schemars(
-    rename_all = "lowercase",
-    description = "Which alerts [`list`] returns."
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(description = "Which alerts [`list`] returns.")]
 pub enum StateFilter {
     #[default]
     Firing,

@@ -14,6 +14,11 @@ use crate::constraints::Text;
 /// Characters of a prompt or a steer.
 pub const MAX_PROMPT_CHARS: usize = 16_000;
 
+uuid_id! {
+    /// An Assistant session's id (`/api/ai/sessions/{id}/...`).
+    SessionId
+}
+
 /// A prompt, a steer or a title: text with content, at most [`MAX_PROMPT_CHARS`] characters.
 pub type PromptText = Text<MAX_PROMPT_CHARS>;
 

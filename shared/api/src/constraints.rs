@@ -2,15 +2,32 @@
 //! handler runs and the JSON Schema the OpenAPI document shows for it, so the document cannot
 //! promise a value the handler refuses (or refuse one it takes).
 //!
-//! Query and body types keep the raw value (`Option<String>` for a query parameter) and name
-//! the constraint in `#[schemars(with = "...")]`; the handler checks the raw value with the same
-//! type's `parse`/`check`.
+//! A query field holds its typed value and reads it with the constraint's `parse`
+//! ([`crate::query`]); a body field that keeps its raw value names the constraint in
+//! `#[schemars(with = "...")]`, and the handler checks the raw value with the same type's
+//! `check`.
 
 use std::borrow::Cow;
 
 use pulse_domain::text::{self, BLANK, CONTROL, WHITE_SPACE};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::Deserialize;
+use serde::de::{self, Unexpected};
+use serde::{Deserialize, Serialize};
+
+/// Why a parameter's value is refused, as serde's `invalid_value`: `message` is for people and
+/// does not name the parameter (whoever reads the query does).
+pub fn refuse<E: de::Error>(message: &str) -> E {
+    E::invalid_value(Unexpected::Other(message), &Accepted)
+}
+
+/// What a refused value was expected to be, for a reader that shows it.
+struct Accepted;
+
+impl de::Expected for Accepted {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("a value this parameter accepts")
+    }
+}
 
 /// Whether `c` carries no content (white space or a control character).
 pub fn is_blank(c: char) -> bool {
@@ -340,7 +357,64 @@ impl<T: JsonSchema> JsonSchema for OrEvery<T> {
 
 /// A resource reference: a canonical id, source id, name or alias (1 to 1,024 characters, no
 /// control characters), in a path or a query.
-pub type ResourceRef = Printable<1, MAX_REFERENCE_CHARS>;
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ResourceRef(String);
+
+/// What a resource reference is written as.
+type ReferenceText = Printable<1, MAX_REFERENCE_CHARS>;
+
+impl ResourceRef {
+    /// Whether `text` can be a reference.
+    pub fn check(text: &str) -> Result<(), TextError> {
+        ReferenceText::check(text)
+    }
+
+    /// `text` as a reference, when it can be one.
+    pub fn parse(text: String) -> Result<Self, TextError> {
+        Self::check(&text).map(|()| ResourceRef(text))
+    }
+
+    /// What a reference must be, for a refusal.
+    pub fn requirement() -> String {
+        format!("must be 1 to {MAX_REFERENCE_CHARS} characters, none of them control characters")
+    }
+
+    pub fn pattern() -> String {
+        ReferenceText::pattern()
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ResourceRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ResourceRef {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Self::parse(text).map_err(|_| refuse(&Self::requirement()))
+    }
+}
+
+impl JsonSchema for ResourceRef {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        ReferenceText::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        ReferenceText::json_schema(generator)
+    }
+}
 
 /// Longest resource reference accepted.
 pub const MAX_REFERENCE_CHARS: usize = 1024;

@@ -14,17 +14,49 @@ use serde_json::Value;
 
 use crate::actions::ActionView;
 use crate::alerts::Alert;
+use crate::constraints::refuse;
 
-#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FleetQuery {
     /// Only resources of this type (`host`, `service`, `app-container`, `storage`).
-    #[serde(rename = "type")]
+    #[serde(
+        rename = "type",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::parsed"
+    )]
     #[schemars(with = "Option<ResourceType>")]
-    pub resource_type: Option<String>,
+    pub resource_type: Option<ResourceType>,
     /// Only resources in this status (`running`, `exited`, `stopped`, `unknown`).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "status_filter"
+    )]
     #[schemars(with = "Option<ResourceStatus>")]
-    pub status: Option<String>,
+    pub status: Option<ResourceStatus>,
+}
+
+/// A resource status by its name.
+fn status_filter<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ResourceStatus>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    [
+        ResourceStatus::Running,
+        ResourceStatus::Exited,
+        ResourceStatus::Stopped,
+        ResourceStatus::Unknown,
+    ]
+    .into_iter()
+    .find(|s| s.as_str() == raw)
+    .map(Some)
+    .ok_or_else(|| {
+        refuse(&format!(
+            "{raw:?} is not one of running, exited, stopped, unknown"
+        ))
+    })
 }
 
 /// One resource in the fleet context.

@@ -12,12 +12,22 @@ pub const MAX_DAYS: u32 = 365;
 /// Runs listed in a summary, newest first; older ones still count in the totals.
 pub const MAX_RUNS: usize = 1_000;
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostQuery {
     /// UTC days, today's included (default 30).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "day_count"
+    )]
     #[schemars(with = "Option<DayCount>")]
-    pub days: Option<String>,
+    pub days: Option<u32>,
+}
+
+fn day_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    let days = crate::query::integer_in::<D, 1, { MAX_DAYS as i64 }>(deserializer)?;
+    Ok(days.and_then(|d| u32::try_from(d).ok()))
 }
 
 /// The window a query may ask for, in UTC days.

@@ -5,38 +5,110 @@
 use chrono::{DateTime, Utc};
 use pulse_domain::finding::{
     Category, DismissedReason, Finding, FindingId, FindingStatus, InvestigationOutcome,
-    MAX_NOTE_CHARS,
+    MAX_NOTE_CHARS, Severity,
 };
-use serde::{Deserialize, Serialize};
+use pulse_domain::listing::MAX_FINDINGS;
+use serde::{Deserialize, Deserializer, Serialize};
 use uuid::Uuid;
 
-use crate::constraints::{IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text};
+use crate::constraints::{
+    IntegerIn, MAX_REFERENCE_CHARS, NotBlank, OrEmpty, OrEvery, Text, refuse,
+};
+use crate::query;
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// `1` (or `true`) for every finding, not only active ones.
+    #[serde(
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "include_resolved"
+    )]
     #[schemars(with = "Option<Flag>")]
-    pub include_resolved: Option<String>,
+    pub include_resolved: bool,
     /// How many findings to answer; more than 500 answer 500.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "list_limit"
+    )]
     #[schemars(with = "Option<ListLimit>")]
-    pub limit: Option<String>,
+    pub limit: Option<i64>,
     /// Only findings of this severity (`info`, `watch`, `warning`, `critical`); empty for any.
-    #[schemars(with = "Option<OrEmpty<pulse_domain::finding::Severity>>")]
-    pub severity: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "severity_filter"
+    )]
+    #[schemars(with = "Option<OrEmpty<Severity>>")]
+    pub severity: Option<Severity>,
     /// Only findings of this category; empty for any.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "category_filter"
+    )]
     #[schemars(with = "Option<OrEmpty<Category>>")]
-    pub category: Option<String>,
+    pub category: Option<Category>,
     /// Only findings in this status; a status other than active needs `include_resolved=1`;
     /// empty for any.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "status_filter"
+    )]
     #[schemars(with = "Option<OrEmpty<FindingStatus>>")]
-    pub status: Option<String>,
+    pub status: Option<FindingStatus>,
     /// Only findings of this resource.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::trimmed_or_empty"
+    )]
     pub resource_id: Option<String>,
 }
 
-/// A limit is any positive count; the answer holds at most
-/// [`pulse_domain::listing::MAX_FINDINGS`].
+fn include_resolved<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    Flag::parse(&raw).ok_or_else(|| refuse(&format!("expected 1 or 0, not {raw:?}")))
+}
+
+/// Any positive count; the handler answers at most [`MAX_FINDINGS`].
+fn list_limit<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let raw = String::deserialize(deserializer)?;
+    ListLimit::parse(&raw).map(Some).ok_or_else(|| {
+        refuse(&format!(
+            "must be a positive integer (at most {MAX_FINDINGS} are returned), not {raw:?}"
+        ))
+    })
+}
+
+fn severity_filter<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Severity>, D::Error> {
+    query::wire_name_or_empty(deserializer, "info, watch, warning, critical")
+}
+
+fn category_filter<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Category>, D::Error> {
+    query::wire_name_or_empty(
+        deserializer,
+        "performance, capacity, reliability, backup, security, general",
+    )
+}
+
+fn status_filter<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<FindingStatus>, D::Error> {
+    query::wire_name_or_empty(
+        deserializer,
+        "active, resolved, snoozed, dismissed, suppressed",
+    )
+}
+
+/// A limit is any positive count; the answer holds at most [`MAX_FINDINGS`].
 pub type ListLimit = IntegerIn<1, { i64::MAX }>;
 
 /// The spellings [`Flag::parse`] accepts: the first three are false, the last two true.

@@ -5,7 +5,7 @@ use pulse_domain::forecast::ForecastOutcome;
 use pulse_domain::resource::ResourceId;
 use serde::{Deserialize, Serialize};
 
-use crate::constraints::IntegerIn;
+use crate::constraints::{IntegerIn, refuse};
 
 /// Default history window: one week.
 pub const DEFAULT_WINDOW_HOURS: i64 = 168;
@@ -17,15 +17,36 @@ pub const MAX_METRIC_CHARS: usize = 128;
 /// The history window a query may ask for, in hours.
 pub type WindowHours = IntegerIn<1, MAX_WINDOW_HOURS>;
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForecastQuery {
     /// The metric to forecast; storage and hosts have a default, other types must name one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "metric_name"
+    )]
     #[schemars(with = "Option<MetricName>")]
     pub metric: Option<String>,
     /// Hours of history (default 168).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::integer_in::<_, 1, MAX_WINDOW_HOURS>"
+    )]
     #[schemars(with = "Option<WindowHours>")]
-    pub window_hours: Option<String>,
+    pub window_hours: Option<i64>,
+}
+
+fn metric_name<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    let metric = String::deserialize(deserializer)?;
+    if MetricName::check(&metric) {
+        Ok(Some(metric))
+    } else {
+        Err(refuse(&MetricName::requirement()))
+    }
 }
 
 /// A metric name as [`MetricName::check`] accepts it.

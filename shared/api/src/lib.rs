@@ -6,6 +6,9 @@
 //! renamed field breaks its build, not its users. No transport lives here (no axum, no store):
 //! how a value is refused on the wire (status, error code) is the gateway's.
 
+#[macro_use]
+mod ids;
+
 pub mod actions;
 pub mod alerts;
 pub mod assistant;
@@ -19,6 +22,7 @@ pub mod forecast;
 pub mod operator_state;
 pub mod patrol;
 pub mod platform;
+pub mod query;
 pub mod resources;
 pub mod settings;
 pub mod system;

@@ -39,11 +39,16 @@ pub struct PreflightAnswer {
     pub patrol_preflight: PreflightView,
 }
 
-#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunsQuery {
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::integer_in::<_, 1, MAX_PATROL_RUNS>"
+    )]
     #[schemars(with = "Option<RunsLimit>")]
-    pub limit: Option<String>,
+    pub limit: Option<i64>,
 }
 
 /// How many runs a list answers.

@@ -4,12 +4,17 @@
 use pulse_domain::resource::{Resource, ResourceType};
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
-    #[serde(rename = "type")]
+    #[serde(
+        rename = "type",
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::query::parsed"
+    )]
     #[schemars(with = "Option<ResourceType>")]
-    pub resource_type: Option<String>,
+    pub resource_type: Option<ResourceType>,
 }
 
 #[derive(Debug, Serialize, schemars::JsonSchema)]

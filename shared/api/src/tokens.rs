@@ -11,6 +11,11 @@ use crate::constraints::Name;
 
 pub const MAX_NAME_CHARS: usize = 200;
 
+uuid_id! {
+    /// A token's id (`DELETE /api/tokens/{id}`).
+    TokenId
+}
+
 /// A token's name.
 pub type TokenName = Name<MAX_NAME_CHARS>;
 

@@ -1,7 +1,7 @@
 //! Approvals and Actions: the pending queue, each action's plan, decision, receipt,
 //! verification and audit trail, and the audit chain check.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{Markup, html};
 use pulse_api::actions::{DecisionBody, ListQuery};
@@ -12,9 +12,10 @@ use serde_json::Value;
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::actions::{self as api, ApproveScope};
-use crate::auth::{AdminScope, MonitoringReadScope};
-use crate::json::ApiJson;
-use crate::{ApiError, AppState};
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::state::AppState;
 
 fn table(actions: &[Value], empty: &str) -> Markup {
     html! {
@@ -50,7 +51,7 @@ fn table(actions: &[Value], empty: &str) -> Markup {
 
 async fn listing(state: &AppState, user: &WebUser, pending: bool) -> Result<Vec<Value>, ApiError> {
     let auth = user.authorized::<MonitoringReadScope>()?;
-    let query = Ok(Query(ListQuery { limit: Some(200) }));
+    let query = ApiQuery::new(ListQuery { limit: Some(200) });
     let answer = if pending {
         layout::value(api::pending(State(state.clone()), auth, query).await)?
     } else {
@@ -138,10 +139,11 @@ pub async fn detail(
     let loaded = async {
         let auth = user.authorized::<MonitoringReadScope>()?;
         let action =
-            layout::value(api::get(State(state.clone()), auth, Ok(Path(id.clone()))).await)?;
+            layout::value(api::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await)?;
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let trail =
-            layout::value(api::audit(State(state.clone()), auth, Ok(Path(id.clone()))).await)?;
+        let trail = layout::value(
+            api::audit(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
+        )?;
         Ok::<_, ApiError>((action, trail))
     }
     .await;
@@ -263,8 +265,8 @@ pub async fn decide(
             api::decision(
                 State(state.clone()),
                 auth,
-                Ok(Path(id.clone())),
-                ApiJson(body),
+                ApiPath::parse(id.clone())?,
+                ApiJson::new(body),
             )
             .await,
         )

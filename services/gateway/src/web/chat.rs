@@ -8,7 +8,7 @@
 //! [`assistant::open_chat`]), and `POST /chat/{id}/stop` is the API's abort. Approval cards
 //! decide through `/actions/{id}/decision`, the Approvals page's form.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
 use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionsQuery};
@@ -21,7 +21,9 @@ use uuid::Uuid;
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, WebUser};
 use crate::assistant::{self, ChatScope};
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
 
 /// What the control-level selector says the level governs.
 const CONTROL_SCOPE: &str = "Assistant chat only";
@@ -77,7 +79,7 @@ async fn sessions(state: &AppState, user: &WebUser) -> Result<Vec<Value>, ApiErr
         assistant::list(
             State(state.clone()),
             auth,
-            Ok(Query(SessionsQuery::default())),
+            ApiQuery::new(SessionsQuery::default()),
         )
         .await,
     )?;
@@ -205,8 +207,8 @@ pub async fn resume(
             assistant::messages(
                 State(state.clone()),
                 auth,
-                Ok(Path(id.clone())),
-                Ok(Query(pulse_api::assistant::MessagesQuery::default())),
+                ApiQuery::new(pulse_api::assistant::MessagesQuery::default()),
+                ApiPath::parse(id.clone())?,
             )
             .await,
         )?;
@@ -290,7 +292,7 @@ pub async fn stop(
 ) -> Response {
     let stopped = async {
         let auth = form.user.authorized::<ChatScope>()?;
-        assistant::abort(State(state), auth, Ok(Path(id))).await
+        assistant::abort(State(state), auth, ApiPath::parse(id)?).await
     }
     .await;
     match stopped {

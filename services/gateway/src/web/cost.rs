@@ -14,8 +14,9 @@ use serde_json::Value;
 use super::layout::{self, Nav, raw, text, usd};
 use super::session::WebUser;
 use super::svg;
-use crate::AppState;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
+use crate::extract::ApiQuery;
+use crate::state::AppState;
 
 /// The windows offered, in days.
 const WINDOWS: &[u32] = &[7, 30, 90];
@@ -79,9 +80,7 @@ pub async fn page(
             crate::cost::summary(
                 State(state),
                 auth,
-                Ok(Query(CostQuery {
-                    days: Some(days.to_string()),
-                })),
+                ApiQuery::new(CostQuery { days: Some(days) }),
             )
             .await,
         ),

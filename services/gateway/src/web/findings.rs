@@ -13,9 +13,11 @@ use serde_json::Value;
 
 use super::layout::{self, Nav, badge, csrf, seg, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::MonitoringReadScope;
-use crate::findings::{self as api, FindingBody, FindingScope};
-use crate::{ApiError, AppState};
+use crate::authorized::MonitoringReadScope;
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiPath, ApiQuery, FindingRequest};
+use crate::findings::{self as api, FindingScope};
+use crate::state::AppState;
 
 const SEVERITIES: &[&str] = &["critical", "warning", "watch", "info"];
 const CATEGORIES: &[&str] = &[
@@ -71,16 +73,28 @@ pub async fn list(
     let status = non_empty(&filters.status);
     // Any status but active is among the resolved-inclusive list.
     let include_resolved = status.as_deref().is_some_and(|s| s != "active");
-    let query = ListQuery {
-        include_resolved: include_resolved.then(|| "1".to_owned()),
-        limit: Some("200".to_owned()),
-        severity: non_empty(&filters.severity),
-        category: non_empty(&filters.category),
-        status: status.clone(),
-        resource_id: non_empty(&filters.resource_id),
-    };
+    // The filters as the API reads a query, so a bad one is refused as the API refuses it.
+    let pairs = [
+        ("include_resolved", include_resolved.then(|| "1".to_owned())),
+        ("limit", Some("200".to_owned())),
+        ("severity", non_empty(&filters.severity)),
+        ("category", non_empty(&filters.category)),
+        ("status", status.clone()),
+        ("resource_id", non_empty(&filters.resource_id)),
+    ];
+    let pairs: Vec<(&str, String)> = pairs
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .collect();
+    let query = serde_urlencoded::to_string(pairs).unwrap_or_default();
     let answer = match user.authorized::<FindingScope>() {
-        Ok(auth) => layout::value(api::list(State(state), auth, Ok(Query(query))).await),
+        Ok(auth) => {
+            async {
+                let query = ApiQuery::<ListQuery, FindingRequest>::parse(&query)?;
+                layout::value(api::list(State(state), auth, query).await)
+            }
+            .await
+        }
         Err(error) => Err(error),
     };
     let found = match answer {
@@ -268,7 +282,7 @@ async fn fixes(state: &AppState, user: &WebUser, finding_id: &str) -> Vec<Value>
     };
     let query = pulse_api::actions::ListQuery { limit: Some(200) };
     let Ok(list) =
-        layout::value(crate::actions::list(State(state.clone()), auth, Ok(Query(query))).await)
+        layout::value(crate::actions::list(State(state.clone()), auth, ApiQuery::new(query)).await)
     else {
         return Vec::new();
     };
@@ -286,7 +300,14 @@ pub async fn detail(
     Path(id): Path<String>,
 ) -> Response {
     let answer = match user.authorized::<FindingScope>() {
-        Ok(auth) => layout::value(api::get(State(state.clone()), auth, Ok(Path(id.clone()))).await),
+        Ok(auth) => {
+            async {
+                layout::value(
+                    api::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
+                )
+            }
+            .await
+        }
         Err(error) => Err(error),
     };
     let answer = match answer {
@@ -424,7 +445,7 @@ async fn perform(
     let state = State(state.clone());
     let finding_id = id.to_owned();
     let reference = || {
-        FindingBody(FindingRef {
+        ApiJson::new(FindingRef {
             finding_id: finding_id.clone(),
         })
     };
@@ -448,7 +469,7 @@ async fn perform(
             api::snooze(
                 state,
                 auth,
-                FindingBody(SnoozeBody {
+                ApiJson::new(SnoozeBody {
                     finding_id,
                     duration_hours: hours,
                 }),
@@ -459,7 +480,7 @@ async fn perform(
             api::dismiss(
                 state,
                 auth,
-                FindingBody(DismissBody {
+                ApiJson::new(DismissBody {
                     finding_id,
                     reason: form.reason.unwrap_or_default(),
                     note: form.note.unwrap_or_default(),
@@ -471,7 +492,7 @@ async fn perform(
             api::resolve(
                 state,
                 auth,
-                FindingBody(ResolveBody {
+                ApiJson::new(ResolveBody {
                     finding_id,
                     note: form.note.unwrap_or_default(),
                 }),
@@ -482,7 +503,7 @@ async fn perform(
             api::note(
                 state,
                 auth,
-                FindingBody(NoteBody {
+                ApiJson::new(NoteBody {
                     finding_id,
                     note: form.note.unwrap_or_default(),
                 }),
@@ -494,7 +515,7 @@ async fn perform(
             let current = api::get(
                 state.clone(),
                 user.authorized::<FindingScope>()?,
-                Ok(Path(finding_id.clone())),
+                ApiPath::parse(finding_id.clone())?,
             )
             .await?;
             let resource_id = current.0.finding.resource_id.clone();
@@ -502,7 +523,7 @@ async fn perform(
             api::suppress(
                 state,
                 auth,
-                FindingBody(SuppressBody {
+                ApiJson::new(SuppressBody {
                     finding_id: Some(finding_id),
                     resource_id,
                     category,

@@ -6,7 +6,7 @@ use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value;
 
 use super::session::{CSRF_FIELD, WebUser, clear_flash};
-use crate::ApiError;
+use crate::error::ApiError;
 
 /// The sections of the navigation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,8 @@ use axum::response::Redirect;
 use axum::routing::{get, post};
 use pulse_store::tokens::Principal;
 
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::state::AppState;
 
 pub use signin::AddressLimiter;
 

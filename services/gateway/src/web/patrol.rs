@@ -12,10 +12,11 @@ use serde_json::{Value, json};
 
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::{AdminScope, MonitoringReadScope};
-use crate::json::ApiJson;
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::{ApiJson, ApiQuery};
 use crate::patrol::PatrolExecuteScope;
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// The four modes with the words operators know them by.
 pub const MODES: &[(&str, &str, &str)] = &[
@@ -235,16 +236,14 @@ async fn resources(state: &AppState, user: &WebUser) -> Vec<Value> {
     let query = pulse_api::resources::ListQuery {
         resource_type: None,
     };
-    layout::value(
-        crate::resources::list(State(state.clone()), auth, Ok(axum::extract::Query(query))).await,
-    )
-    .ok()
-    .and_then(|list| list["resources"].as_array().cloned())
-    .map(|mut list| {
-        list.truncate(MAX_RUN_CHOICES);
-        list
-    })
-    .unwrap_or_default()
+    layout::value(crate::resources::list(State(state.clone()), auth, ApiQuery::new(query)).await)
+        .ok()
+        .and_then(|list| list["resources"].as_array().cloned())
+        .map(|mut list| {
+            list.truncate(MAX_RUN_CHOICES);
+            list
+        })
+        .unwrap_or_default()
 }
 
 /// Resources offered as checkboxes; more are named in the text field.
@@ -306,7 +305,13 @@ pub async fn save_settings(
 ) -> Result<Value, ApiError> {
     let auth = user.authorized::<AdminScope>()?;
     layout::response_value(
-        crate::settings::put(State(state.clone()), auth, HeaderMap::new(), ApiJson(patch)).await,
+        crate::settings::put(
+            State(state.clone()),
+            auth,
+            HeaderMap::new(),
+            ApiJson::new(patch),
+        )
+        .await,
     )
     .await
 }

@@ -1,11 +1,12 @@
 //! Resources and alerts: every resource with its health; one resource with its metric history
 //! and capacity forecast, its alerts, its open findings and its operator state.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use chrono::Utc;
 use maud::html;
 use pulse_api::alerts::AlertsQuery;
+use pulse_api::constraints::ResourceRef;
 use pulse_api::forecast::{DEFAULT_WINDOW_HOURS, ForecastQuery};
 use pulse_api::resources::ListQuery;
 use pulse_domain::resource::ResourceId;
@@ -14,9 +15,11 @@ use serde_json::Value;
 use super::layout::{self, Nav, badge, raw, seg, text, time};
 use super::session::WebUser;
 use super::svg;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
+use crate::error::ApiError;
+use crate::extract::{ApiPath, ApiQuery};
 use crate::forecast::{MAX_SAMPLES, default_metric};
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
     let loaded = async {
@@ -25,9 +28,9 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
             crate::resources::list(
                 State(state.clone()),
                 auth,
-                Ok(Query(ListQuery {
+                ApiQuery::new(ListQuery {
                     resource_type: None,
-                })),
+                }),
             )
             .await,
         )?;
@@ -36,7 +39,7 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
             crate::alerts::list(
                 State(state.clone()),
                 auth,
-                Ok(Query(AlertsQuery::default())),
+                ApiQuery::new(AlertsQuery::default()),
             )
             .await,
         )?;
@@ -118,8 +121,8 @@ async fn chart(state: &AppState, user: &WebUser, resource: &Value) -> Option<Str
         crate::forecast::get(
             State(state.clone()),
             auth,
-            Ok(Path(id.to_owned())),
-            Ok(Query(ForecastQuery::default())),
+            ApiPath::parse(id).ok()?,
+            ApiQuery::new(ForecastQuery::default()),
         )
         .await,
     )
@@ -170,17 +173,26 @@ pub async fn detail(
     let loaded = async {
         let auth = user.authorized::<MonitoringReadScope>()?;
         let resource = layout::value(
-            crate::resources::get(State(state.clone()), auth, Ok(Path(id.clone()))).await,
+            crate::resources::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
         )?;
         let auth = user.authorized::<MonitoringReadScope>()?;
         let alerts = layout::value(
             crate::alerts::list(
                 State(state.clone()),
                 auth,
-                Ok(Query(AlertsQuery {
-                    resource_id: resource["id"].as_str().map(str::to_owned),
+                ApiQuery::new(AlertsQuery {
+                    resource_id: resource["id"]
+                        .as_str()
+                        .map(|id| ResourceRef::parse(id.to_owned()))
+                        .transpose()
+                        .map_err(|_| {
+                            ApiError::new(
+                                pulse_capabilities::ErrorCode::InvalidParameter,
+                                format!("resource_id: {}", ResourceRef::requirement()),
+                            )
+                        })?,
                     ..AlertsQuery::default()
-                })),
+                }),
             )
             .await,
         )?;
@@ -237,7 +249,10 @@ pub async fn detail(
 async fn operator_state(state: &AppState, user: &WebUser, resource: &Value) -> Option<Value> {
     let id = resource["id"].as_str()?.to_owned();
     let auth = user.authorized::<MonitoringReadScope>().ok()?;
-    layout::value(crate::operator_state::get(State(state.clone()), auth, Ok(Path(id))).await).ok()
+    layout::value(
+        crate::operator_state::get(State(state.clone()), auth, ApiPath::parse(id).ok()?).await,
+    )
+    .ok()
 }
 
 /// `YYYY-MM-DDTHH:MM` (a `datetime-local` input's value, read as UTC) of an RFC 3339 time.
@@ -372,8 +387,8 @@ pub async fn set_operator_state(
             crate::operator_state::put(
                 State(state.clone()),
                 auth,
-                Ok(Path(id.clone())),
-                crate::json::ApiJson(body),
+                ApiPath::parse(id.clone())?,
+                crate::extract::ApiJson::new(body),
             )
             .await,
         )
@@ -406,7 +421,8 @@ pub async fn clear_operator_state(
     let cleared = async {
         let auth = user.authorized::<crate::actions::ApproveScope>()?;
         layout::value(
-            crate::operator_state::delete(State(state.clone()), auth, Ok(Path(id.clone()))).await,
+            crate::operator_state::delete(State(state.clone()), auth, ApiPath::parse(id.clone())?)
+                .await,
         )
     }
     .await;

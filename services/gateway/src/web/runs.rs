@@ -1,6 +1,6 @@
 //! Runs: history with trigger, scope, verdicts, tool calls, tokens and cost; one run in full.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::html;
 use pulse_api::patrol::RunsQuery;
@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::layout::{self, Nav, badge, text, time, usd};
 use super::session::WebUser;
-use crate::AppState;
-use crate::auth::MonitoringReadScope;
+use crate::authorized::MonitoringReadScope;
+use crate::extract::{ApiPath, ApiQuery};
+use crate::state::AppState;
 
 fn scope(run: &Value) -> String {
     match run["effective_scope_resource_ids"].as_array() {
@@ -24,9 +25,7 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
             crate::patrol::list(
                 State(state),
                 auth,
-                Ok(Query(RunsQuery {
-                    limit: Some("100".to_owned()),
-                })),
+                ApiQuery::new(RunsQuery { limit: Some(100) }),
             )
             .await,
         ),
@@ -83,7 +82,12 @@ pub async fn detail(
     Path(id): Path<String>,
 ) -> Response {
     let answer = match user.authorized::<MonitoringReadScope>() {
-        Ok(auth) => layout::value(crate::patrol::get(State(state), auth, Ok(Path(id))).await),
+        Ok(auth) => {
+            async {
+                layout::value(crate::patrol::get(State(state), auth, ApiPath::parse(id)?).await)
+            }
+            .await
+        }
         Err(error) => Err(error),
     };
     let run = match answer {

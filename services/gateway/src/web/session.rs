@@ -19,8 +19,9 @@ use pulse_store::web_sessions::{self, WebSession};
 use serde::de::DeserializeOwned;
 
 use super::layout;
-use crate::auth::{Authorized, RequiredScopes};
-use crate::{ApiError, AppState};
+use crate::authorized::{Authorized, RequiredScopes};
+use crate::error::ApiError;
+use crate::state::AppState;
 
 pub const SESSION_COOKIE: &str = "pulse_session";
 /// The double-submit token of the sign-in form.

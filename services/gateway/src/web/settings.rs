@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::Response;
 use maud::{Markup, html};
 use pulse_api::patrol::RunsQuery;
@@ -14,9 +14,11 @@ use serde_json::{Map, Value, json};
 use super::layout::{self, Nav, badge, csrf, text, time};
 use super::patrol::{save_settings, status};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
-use crate::auth::{AdminScope, MonitoringReadScope};
+use crate::authorized::{AdminScope, MonitoringReadScope};
+use crate::error::ApiError;
+use crate::extract::ApiQuery;
 use crate::patrol::PatrolExecuteScope;
-use crate::{ApiError, AppState};
+use crate::state::AppState;
 
 /// Cadences the cost preview is shown for, in minutes.
 const PREVIEW_CADENCES: &[u32] = &[15, 60, 360, 1440];
@@ -105,9 +107,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
             crate::patrol::list(
                 State(state.clone()),
                 auth,
-                Ok(Query(RunsQuery {
-                    limit: Some("50".to_owned()),
-                })),
+                ApiQuery::new(RunsQuery { limit: Some(50) }),
             )
             .await,
         )?;

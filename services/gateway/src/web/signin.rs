@@ -31,7 +31,8 @@ use super::layout;
 use super::session::{
     CsrfForm, SESSION_COOKIE, SIGNIN_CSRF_COOKIE, cookie, same_secret, set_cookie,
 };
-use crate::{ApiError, AppState};
+use crate::error::ApiError;
+use crate::state::AppState;
 
 /// Failed sign-ins one address may make within [`ADDRESS_WINDOW`].
 pub const MAX_FAILURES_PER_ADDRESS: usize = 20;

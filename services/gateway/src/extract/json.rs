@@ -1,4 +1,6 @@
-//! A JSON body extractor whose every rejection is an [`ApiError`] with a stable code.
+//! The JSON body extractor: every rejection is an [`ApiError`] with a stable code of the
+//! route family ([`Refusals`]), except what no family decides: a body not declared JSON is
+//! `unsupported_media_type`, an oversized one `payload_too_large`.
 //!
 //! Every JSON body of the API is an object. serde reads a struct from an array as well (its
 //! fields by position, so `[null, null]` would be a body with two absent fields); a body whose
@@ -6,22 +8,33 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::{BytesRejection, JsonRejection};
+use std::marker::PhantomData;
+
 use axum::extract::{FromRequest, Request};
 use pulse_capabilities::ErrorCode;
 use serde::de::DeserializeOwned;
 
-use crate::ApiError;
+use super::{Refusals, Standard};
+use crate::error::ApiError;
 
-pub struct ApiJson<T>(pub T);
+/// The request's JSON body as `T`, refused with `R`'s codes.
+pub struct ApiJson<T, R = Standard>(pub T, pub PhantomData<R>);
+
+impl<T, R> ApiJson<T, R> {
+    /// A body already read (what a web form hands the API's handler).
+    pub fn new(body: T) -> Self {
+        Self(body, PhantomData)
+    }
+}
 
 /// The refusal of a JSON body that is not an object.
-pub const NOT_AN_OBJECT: &str = "the request body must be a JSON object";
+const NOT_AN_OBJECT: &str = "the request body must be a JSON object";
 
 /// The refusal of a body with U+0000 in a string (no stored text can hold it).
-pub const HAS_NUL: &str = "strings in the request body must not contain U+0000";
+const HAS_NUL: &str = "strings in the request body must not contain U+0000";
 
 /// Whether the JSON text has a `\u0000` escape (raw control characters are not valid JSON).
-pub fn has_nul(body: &[u8]) -> bool {
+fn has_nul(body: &[u8]) -> bool {
     let mut i = 0;
     while i < body.len() {
         if body[i] == b'\\' {
@@ -38,7 +51,7 @@ pub fn has_nul(body: &[u8]) -> bool {
 }
 
 /// Why a body that parsed is still refused: not an object, or U+0000 in a string.
-pub fn refusal(body: &[u8]) -> Option<&'static str> {
+fn refusal(body: &[u8]) -> Option<&'static str> {
     if !is_object(body) {
         Some(NOT_AN_OBJECT)
     } else if has_nul(body) {
@@ -49,13 +62,13 @@ pub fn refusal(body: &[u8]) -> Option<&'static str> {
 }
 
 /// Whether a body that parsed as JSON is an object (its first character is `{`).
-pub fn is_object(body: &[u8]) -> bool {
+fn is_object(body: &[u8]) -> bool {
     body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 /// Reads the body as axum's `Json` does (content type, size limit, syntax, data), with the
 /// [`refusal`] of a body that parsed, if any.
-pub async fn object_body<S, T>(
+async fn object_body<S, T>(
     req: Request,
     state: &S,
 ) -> Result<(T, Option<&'static str>), JsonRejection>
@@ -75,41 +88,42 @@ where
     Ok((value, refused))
 }
 
-impl<S, T> FromRequest<S> for ApiJson<T>
+impl<S, T, R> FromRequest<S> for ApiJson<T, R>
 where
     T: DeserializeOwned,
     S: Send + Sync,
+    R: Refusals,
 {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         match object_body::<S, T>(req, state).await {
-            Ok((value, None)) => Ok(ApiJson(value)),
-            Ok((_, Some(refusal))) => Err(ApiError::new(ErrorCode::InvalidRequest, refusal)),
-            Err(rejection) => Err(map_rejection(rejection)),
+            Ok((value, None)) => Ok(Self::new(value)),
+            Ok((_, Some(refusal))) => Err(ApiError::new(R::INVALID_BODY, refusal)),
+            Err(rejection) => Err(map_rejection::<R>(rejection)),
         }
     }
 }
 
-/// The answer to a body that could not be read at all.
-pub fn bytes_rejection(e: &BytesRejection) -> ApiError {
+/// The answer to a body that could not be read at all: too large, or not read (`unreadable`).
+pub fn bytes_rejection(e: &BytesRejection, unreadable: ErrorCode) -> ApiError {
     if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::new(ErrorCode::PayloadTooLarge, "request body is too large")
     } else {
-        ApiError::new(ErrorCode::InvalidJson, "request body could not be read")
+        ApiError::new(unreadable, "request body could not be read")
     }
 }
 
-fn map_rejection(rejection: JsonRejection) -> ApiError {
+fn map_rejection<R: Refusals>(rejection: JsonRejection) -> ApiError {
     match rejection {
-        JsonRejection::JsonDataError(e) => ApiError::new(ErrorCode::InvalidRequest, e.body_text()),
-        JsonRejection::JsonSyntaxError(e) => ApiError::new(ErrorCode::InvalidJson, e.body_text()),
+        JsonRejection::JsonDataError(e) => ApiError::new(R::INVALID_BODY, e.body_text()),
+        JsonRejection::JsonSyntaxError(e) => ApiError::new(R::UNREADABLE_BODY, e.body_text()),
         JsonRejection::MissingJsonContentType(_) => ApiError::new(
             ErrorCode::UnsupportedMediaType,
             "expected Content-Type: application/json",
         ),
-        JsonRejection::BytesRejection(e) => bytes_rejection(&e),
-        other => ApiError::new(ErrorCode::InvalidJson, other.body_text()),
+        JsonRejection::BytesRejection(e) => bytes_rejection(&e, R::UNREADABLE_BODY),
+        other => ApiError::new(R::UNREADABLE_BODY, other.body_text()),
     }
 }
 
