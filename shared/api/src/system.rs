@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use pulse_capabilities::ErrorCode;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The error envelope every error answers with.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorEnvelope {
     /// The stable error code (see `docs/api/errors.md`).
     pub error: ErrorCode,
