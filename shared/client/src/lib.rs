@@ -14,7 +14,7 @@ use pulse_capabilities::ErrorCode;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::patrol::status::PatrolStatus;
-use reqwest::{Method, StatusCode, Url};
+pub use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -154,6 +154,20 @@ impl Client {
     /// [`Client::patrol_run`] for an id the API gave.
     pub async fn patrol_run_by_id(&self, id: RunId) -> Result<PatrolRun, Error> {
         self.patrol_run(&id.to_string()).await
+    }
+
+    /// Sends `body` to the operation at `segments` with `query` and answers the success body as
+    /// it came.
+    /// For callers that dispatch operations by name (an operation listed in the capabilities
+    /// manifest) and so cannot name its types; a fixed operation has its own typed method.
+    pub async fn send_untyped(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, Error> {
+        self.send(method, segments, query, body).await
     }
 
     async fn call<B: Serialize, T: DeserializeOwned>(
