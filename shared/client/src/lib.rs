@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use pulse_api::patrol::{RunAccepted, RunList};
-use pulse_api::system::ErrorEnvelope;
+use pulse_api::system::{ErrorEnvelope, Manifest};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
@@ -66,7 +66,8 @@ impl Error {
 #[derive(Debug, Clone)]
 pub struct Client {
     base: Url,
-    token: String,
+    /// `None` for the public operations only (the capabilities manifest).
+    token: Option<String>,
     http: reqwest::Client,
 }
 
@@ -88,24 +89,21 @@ impl Client {
                 url: base.to_owned(),
                 source,
             })?;
-        Self::with_http(base, token, http)
+        Self::with_http(base, Some(token.into()), http)
     }
 
-    /// A client that sends through `http` (its own timeouts, proxies, TLS roots).
+    /// A client that sends through `http` (its own timeouts, default headers, TLS roots), with
+    /// no token for the public operations only.
     pub fn with_http(
         base: &str,
-        token: impl Into<String>,
+        token: Option<String>,
         http: reqwest::Client,
     ) -> Result<Self, Error> {
         let base = Url::parse(base)
             .ok()
             .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
             .ok_or_else(|| Error::BaseUrl(base.to_owned()))?;
-        Ok(Self {
-            base,
-            token: token.into(),
-            http,
-        })
+        Ok(Self { base, token, http })
     }
 
     /// The base URL requests are sent under.
@@ -121,6 +119,12 @@ impl Client {
             path.pop_if_empty().extend(segments);
         }
         url
+    }
+
+    /// `GET /api/agent/capabilities`: the capabilities manifest (public).
+    pub async fn capabilities(&self) -> Result<Manifest, Error> {
+        self.call::<(), _>(Method::GET, &["api", "agent", "capabilities"], &[], None)
+            .await
     }
 
     /// `POST /api/ai/patrol/run`: a full run for the default request, else a scoped one.
@@ -196,10 +200,10 @@ impl Client {
         if !query.is_empty() {
             url.query_pairs_mut().extend_pairs(query);
         }
-        let mut request = self
-            .http
-            .request(method, url.clone())
-            .bearer_auth(&self.token);
+        let mut request = self.http.request(method, url.clone());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
         if let Some(body) = body {
             request = request.json(body);
         }

@@ -250,3 +250,39 @@ fn urls_are_joined_and_encoded_and_bad_bases_refused() {
         );
     }
 }
+
+/// The published manifest, read as `Manifest` and written again, is the same document: the
+/// typed read loses nothing an adapter that dispatches from the manifest relies on.
+#[test]
+fn the_published_manifest_reads_as_the_manifest_type_without_loss() {
+    let published: Value =
+        serde_json::from_str(include_str!("../../../docs/api/capabilities.json")).unwrap();
+    let manifest: pulse_api::system::Manifest = serde_json::from_value(published.clone()).unwrap();
+    assert!(!manifest.capabilities.is_empty());
+    assert_eq!(serde_json::to_value(&manifest).unwrap(), published);
+}
+
+#[tokio::test]
+async fn the_manifest_is_fetched_without_a_token() {
+    let published = include_str!("../../../docs/api/capabilities.json");
+    let app = Router::new().route(
+        "/api/agent/capabilities",
+        get(move |headers: HeaderMap| async move {
+            assert!(headers.get("authorization").is_none());
+            ([("content-type", "application/json")], published)
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client =
+        Client::with_http(&format!("http://{addr}"), None, reqwest::Client::new()).unwrap();
+    let manifest = client.capabilities().await.unwrap();
+    assert!(
+        manifest
+            .capabilities
+            .iter()
+            .any(|c| c.path == "/api/ai/patrol/status")
+    );
+}
