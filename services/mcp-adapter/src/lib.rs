@@ -54,26 +54,26 @@ impl McpServer {
     /// Reads the manifest from `base_url` (it needs no token).
     pub async fn connect(base_url: &str, token: Option<String>) -> Result<Self, ManifestError> {
         let base_url = base_url.trim_end_matches('/').to_owned();
+        let mut surface = reqwest::header::HeaderMap::new();
+        surface.insert(
+            SURFACE_HEADER,
+            reqwest::header::HeaderValue::from_static(SURFACE),
+        );
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(120))
+            .default_headers(surface)
             .build()
             .map_err(|e| ManifestError::Fetch(e.to_string()))?;
-        let response = http
-            .get(format!("{base_url}/api/agent/capabilities"))
-            .header(SURFACE_HEADER, SURFACE)
-            .send()
+        let manifest = pulse_client::Client::with_http(&base_url, None, http.clone())
+            .map_err(|e| ManifestError::Fetch(e.to_string()))?
+            .capabilities()
             .await
             .map_err(|e| ManifestError::Fetch(format!("{base_url}: {e}")))?;
-        if !response.status().is_success() {
-            return Err(ManifestError::Fetch(format!(
-                "{base_url} answered {}",
-                response.status()
-            )));
-        }
-        let manifest: Value = response
-            .json()
-            .await
-            .map_err(|e| ManifestError::Fetch(e.to_string()))?;
+        // Tools are dispatched generically from the manifest's JSON (the gateway's own `/mcp`
+        // endpoint hands it over as such); reading it typed first makes a changed manifest
+        // shape break this build.
+        let manifest =
+            serde_json::to_value(manifest).map_err(|e| ManifestError::Fetch(e.to_string()))?;
         Ok(Self::with_manifest(
             base_url,
             token,

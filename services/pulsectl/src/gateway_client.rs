@@ -1,11 +1,9 @@
-//! HTTP client for the gateway's API: bearer authentication and the `{"error", "message"}`
-//! error shape.
+//! pulsectl's side of the gateway's API: the typed client (`pulse-client`), the token to use, and
+//! its errors as pulsectl reports them (exit codes, the hint to start the stack).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use reqwest::{Method, StatusCode, Url};
-use serde::Deserialize;
+use pulse_client::{Method, StatusCode, Url};
 use serde::de::DeserializeOwned;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,11 +54,43 @@ impl ApiError {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct ErrorBody {
-    error: String,
-    #[serde(default)]
-    message: String,
+impl From<pulse_client::Error> for ApiError {
+    fn from(err: pulse_client::Error) -> Self {
+        match err {
+            pulse_client::Error::Api {
+                status,
+                code,
+                message,
+            } => ApiError::Api {
+                status,
+                code: code.code().to_owned(),
+                message,
+            },
+            pulse_client::Error::Status { status, body } => {
+                let message = if body.is_empty() {
+                    StatusCode::from_u16(status)
+                        .ok()
+                        .and_then(|s| s.canonical_reason())
+                        .unwrap_or("no explanation")
+                        .to_lowercase()
+                } else {
+                    body
+                };
+                ApiError::Api {
+                    status,
+                    code: format!("http_{status}"),
+                    message,
+                }
+            }
+            pulse_client::Error::ConnectionRefused { url } => ApiError::NotRunning { url },
+            pulse_client::Error::Transport { url, source } => ApiError::Transport { url, source },
+            pulse_client::Error::Decode { url, source } => ApiError::Unexpected {
+                url,
+                reason: source.to_string(),
+            },
+            pulse_client::Error::BaseUrl(url) => ApiError::GatewayUrl(url),
+        }
+    }
 }
 
 /// The token to use: the explicit one, else the admin token pulsectl's stack wrote.
@@ -77,67 +107,29 @@ pub fn resolve_token(explicit: Option<&str>, state_dir: &Path) -> Result<String,
     }
 }
 
+/// The typed API client, and the calls of commands that have no typed operation yet.
 #[derive(Debug, Clone)]
 pub struct GatewayClient {
-    base: Url,
-    token: String,
-    http: reqwest::Client,
+    api: pulse_client::Client,
 }
 
 impl GatewayClient {
     pub fn new(gateway: &str, token: String) -> Result<Self, ApiError> {
-        let base = Url::parse(gateway)
-            .ok()
-            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
-            .ok_or_else(|| ApiError::GatewayUrl(gateway.to_owned()))?;
-        // reqwest is built without a TLS back-end of its own; make sure ring is installed
-        // whoever constructs the client (main does it too; this covers library callers).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .map_err(|source| ApiError::Transport {
-                url: gateway.to_owned(),
-                source,
-            })?;
-        Ok(Self { base, token, http })
+        Ok(Self {
+            api: pulse_client::Client::new(gateway, token)?,
+        })
     }
 
-    /// `segments` appended to the base URL, each percent-encoded.
+    /// The typed operations.
+    pub fn api(&self) -> &pulse_client::Client {
+        &self.api
+    }
+
+    /// `segments` appended to the base URL, each percent-encoded, with the base's query.
     pub fn url(&self, segments: &[&str]) -> Url {
-        let mut url = self.base.clone();
-        if let Ok(mut path) = url.path_segments_mut() {
-            path.pop_if_empty().extend(segments);
-        }
+        let mut url = self.api.url(segments);
+        url.set_query(self.api.base().query());
         url
-    }
-
-    /// Sends a request; a success status yields the response, anything else an `ApiError`.
-    async fn send(
-        &self,
-        method: Method,
-        segments: &[&str],
-        body: Option<&serde_json::Value>,
-    ) -> Result<(Url, reqwest::Response), ApiError> {
-        let url = self.url(segments);
-        let mut request = self
-            .http
-            .request(method, url.clone())
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|source| transport_error(&self.base, &url, source))?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok((url, response));
-        }
-        let text = response.text().await.unwrap_or_default();
-        Err(api_error(status, &text))
     }
 
     pub async fn json<T: DeserializeOwned>(
@@ -146,14 +138,11 @@ impl GatewayClient {
         segments: &[&str],
         body: Option<&serde_json::Value>,
     ) -> Result<T, ApiError> {
-        let (url, response) = self.send(method, segments, body).await?;
-        response
-            .json::<T>()
-            .await
-            .map_err(|err| ApiError::Unexpected {
-                url: url.to_string(),
-                reason: err.to_string(),
-            })
+        let bytes = self.send(method, segments, body).await?;
+        serde_json::from_slice(&bytes).map_err(|err| ApiError::Unexpected {
+            url: self.url(segments).to_string(),
+            reason: err.to_string(),
+        })
     }
 
     /// The answer as `T`, or, with `raw` (`--json`), printed as pretty JSON and `None`.
@@ -166,10 +155,7 @@ impl GatewayClient {
     ) -> Result<Option<T>, ApiError> {
         let value: serde_json::Value = self.json(method, segments, body).await?;
         if raw {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-            );
+            print_json(&value);
             return Ok(None);
         }
         serde_json::from_value(value)
@@ -183,59 +169,39 @@ impl GatewayClient {
     pub async fn no_content(&self, method: Method, segments: &[&str]) -> Result<(), ApiError> {
         self.send(method, segments, None).await.map(drop)
     }
+
+    /// The base URL's query travels with these calls (commands that carry a list's filters
+    /// there).
+    async fn send(
+        &self,
+        method: Method,
+        segments: &[&str],
+        body: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, ApiError> {
+        let pairs: Vec<(String, String)> = self.api.base().query_pairs().into_owned().collect();
+        let query: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Ok(self
+            .api
+            .send_untyped(method, segments, &query, body)
+            .await?)
+    }
 }
 
-fn transport_error(base: &Url, url: &Url, source: reqwest::Error) -> ApiError {
-    if is_connection_refused(&source) {
-        let mut base = base.to_string();
-        if base.ends_with('/') {
-            base.pop();
-        }
-        return ApiError::NotRunning { url: base };
-    }
-    ApiError::Transport {
-        url: url.to_string(),
-        source,
+/// An answer printed for `--json`: pretty JSON.
+pub fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(err) => eprintln!("cannot print the answer as JSON: {err}"),
     }
 }
 
-fn is_connection_refused(err: &reqwest::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = source {
-        let refused = current
-            .downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
-        if refused {
-            return true;
-        }
-        source = current.source();
-    }
-    false
-}
-
-/// The API's `{"error", "message"}` body, or a stand-in built from the status.
+/// The error of an answer with `status` and `body`, as the client decodes it.
+#[cfg(test)]
 pub fn api_error(status: StatusCode, body: &str) -> ApiError {
-    match serde_json::from_str::<ErrorBody>(body) {
-        Ok(parsed) => ApiError::Api {
-            status: status.as_u16(),
-            code: parsed.error,
-            message: parsed.message,
-        },
-        Err(_) => {
-            let mut message: String = body.trim().chars().take(200).collect();
-            if message.is_empty() {
-                message = status
-                    .canonical_reason()
-                    .unwrap_or("no explanation")
-                    .to_lowercase();
-            }
-            ApiError::Api {
-                status: status.as_u16(),
-                code: format!("http_{}", status.as_u16()),
-                message,
-            }
-        }
-    }
+    pulse_client::error_answer(status, body.as_bytes()).into()
 }
 
 #[cfg(test)]
@@ -246,9 +212,9 @@ mod tests {
     fn api_errors_keep_code_and_message() {
         let err = api_error(
             StatusCode::FORBIDDEN,
-            r#"{"error": "insufficient_scope", "message": "admin scope required"}"#,
+            r#"{"error": "missing_scope", "message": "admin scope required"}"#,
         );
-        assert_eq!(err.to_string(), "insufficient_scope: admin scope required");
+        assert_eq!(err.to_string(), "missing_scope: admin scope required");
         assert_eq!(err.exit_code(), 2);
 
         let err = api_error(StatusCode::BAD_GATEWAY, "");

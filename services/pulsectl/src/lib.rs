@@ -96,16 +96,11 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Patrol(command) => {
             let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
             let result = match command {
-                PatrolCommand::Run(args) => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    patrol::run(&client, &args).await
-                }
-                PatrolCommand::Status { json } => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    patrol::status(&client, json).await
-                }
-                PatrolCommand::Runs(args) => patrol::runs(&cli.gateway, token, &args).await,
+                PatrolCommand::Run(args) => patrol::run(&client, &args).await,
+                PatrolCommand::Status { json } => patrol::status(&client, json).await,
+                PatrolCommand::Runs(args) => patrol::runs(&client, &args).await,
             };
             result.map_err(Error::Patrol)?;
         }

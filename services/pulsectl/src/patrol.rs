@@ -2,17 +2,19 @@
 //! `POST /api/ai/patrol/run`, `GET /api/ai/patrol/status`, `GET /api/ai/patrol/runs?limit=` and
 //! `GET /api/ai/patrol/runs/{id}`.
 //!
-//! Human text by default; `--json` prints the API's answer as it came. The answers are read
-//! leniently (unknown fields ignored, missing ones shown as `-`) so an older or newer gateway
-//! still gets readable output.
+//! Human text by default; `--json` prints the answer as JSON. Answers are the API's own types
+//! (`pulse-api`, `pulse-domain`), read through the typed client: a changed answer breaks this
+//! build rather than its output.
 
-use pulse_domain::finding::SeverityCounts;
-use reqwest::Method;
-use serde::Deserialize;
+use chrono::{DateTime, Utc};
+use pulse_api::patrol::RunAccepted;
+use pulse_domain::patrol::run::{PatrolRun, RunType};
+use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::patrol::status::{HealthBasis, PatrolStatus};
 
 use crate::cli::{PatrolRunArgs, PatrolRunsArgs};
-use crate::gateway_client::{ApiError, GatewayClient};
-use crate::text::{display_time, render_table};
+use crate::gateway_client::{ApiError, GatewayClient, print_json};
+use crate::text::{display_time, render_table, wire_name};
 
 /// 2 when the API refused the input (a 4xx answer), 1 for everything else: an unavailable
 /// scheduler (503), a failing gateway, a transport error.
@@ -23,128 +25,35 @@ pub fn exit_code(err: &ApiError) -> u8 {
     }
 }
 
-/// The answer to an accepted run request (`202`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Accepted {
-    pub run_id: String,
-    #[serde(default)]
-    pub status: Option<String>,
-    #[serde(rename = "type", default)]
-    pub run_type: Option<String>,
-    #[serde(default)]
-    pub scope_resource_ids: Vec<String>,
-    #[serde(default)]
-    pub effective_scope_resource_ids: Vec<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Status {
-    pub runtime_state: String,
-    #[serde(default)]
-    pub running: bool,
-    #[serde(default)]
-    pub current_run_id: Option<String>,
-    #[serde(default)]
-    pub current_run_type: Option<String>,
-    #[serde(default)]
-    pub last_patrol_at: Option<String>,
-    #[serde(default)]
-    pub next_patrol_at: Option<String>,
-    #[serde(default)]
-    pub interval_ms: u64,
-    #[serde(default)]
-    pub queued_scoped_runs: u32,
-    #[serde(default)]
-    pub blocked_reason: Option<String>,
-    #[serde(default)]
-    pub healthy: Option<bool>,
-    #[serde(default)]
-    pub health_basis: Option<String>,
-    #[serde(default)]
-    pub findings_count: Option<u32>,
-    #[serde(default)]
-    pub active_findings: Option<SeverityCounts>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Run {
-    pub id: String,
-    #[serde(default)]
-    pub trigger_reason: Option<String>,
-    #[serde(rename = "type", default)]
-    pub run_type: Option<String>,
-    #[serde(default)]
-    pub status: Option<String>,
-    #[serde(default)]
-    pub queued_at: Option<String>,
-    #[serde(default)]
-    pub started_at: Option<String>,
-    #[serde(default)]
-    pub completed_at: Option<String>,
-    #[serde(default)]
-    pub duration_ms: Option<u64>,
-    #[serde(default)]
-    pub scope_resource_ids: Vec<String>,
-    #[serde(default)]
-    pub effective_scope_resource_ids: Vec<String>,
-    #[serde(default)]
-    pub scope_resource_types: Vec<String>,
-    #[serde(default)]
-    pub scope_context: Option<String>,
-    #[serde(default)]
-    pub resources_checked: u32,
-    #[serde(default)]
-    pub new_findings: u32,
-    #[serde(default)]
-    pub error_count: u32,
-    #[serde(default)]
-    pub error_summary: Option<String>,
-    #[serde(default)]
-    pub error_recommendation: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RunList {
-    runs: Vec<Run>,
-}
-
-/// The body of `POST /api/ai/patrol/run`: `None` (no body) for a full run.
-pub fn run_body(args: &PatrolRunArgs) -> Option<serde_json::Value> {
+/// The body of `POST /api/ai/patrol/run`: the default (sent as no body) for a full run.
+pub fn run_body(args: &PatrolRunArgs) -> RawRunRequest {
     if args.resources.is_empty() && args.types.is_empty() {
-        return None;
+        return RawRunRequest::default();
     }
-    let mut body = serde_json::Map::new();
-    if !args.resources.is_empty() {
-        body.insert("resource_ids".into(), serde_json::json!(args.resources));
+    let non_empty = |items: Vec<String>| (!items.is_empty()).then_some(items);
+    RawRunRequest {
+        resource_ids: non_empty(args.resources.clone()),
+        resource_types: non_empty(args.types.iter().map(|t| t.as_str().to_owned()).collect()),
+        context: args.context.clone(),
+        ..RawRunRequest::default()
     }
-    if !args.types.is_empty() {
-        let types: Vec<&str> = args.types.iter().map(|t| t.as_str()).collect();
-        body.insert("resource_types".into(), serde_json::json!(types));
-    }
-    if let Some(context) = &args.context {
-        body.insert("context".into(), serde_json::json!(context));
-    }
-    Some(serde_json::Value::Object(body))
 }
 
 pub async fn run(client: &GatewayClient, args: &PatrolRunArgs) -> Result<(), ApiError> {
-    let body = run_body(args);
-    let segments = ["api", "ai", "patrol", "run"];
-    if let Some(accepted) = client
-        .fetch::<Accepted>(Method::POST, &segments, body.as_ref(), args.json)
-        .await?
-    {
+    let accepted = client.api().run_patrol(&run_body(args)).await?;
+    if args.json {
+        print_json(&accepted);
+    } else {
         print!("{}", describe_accepted(&accepted));
     }
     Ok(())
 }
 
 pub async fn status(client: &GatewayClient, json: bool) -> Result<(), ApiError> {
-    let segments = ["api", "ai", "patrol", "status"];
-    if let Some(status) = client
-        .fetch::<Status>(Method::GET, &segments, None, json)
-        .await?
-    {
+    let status = client.api().patrol_status().await?;
+    if json {
+        print_json(&status);
+    } else {
         print!("{}", describe_status(&status));
     }
     Ok(())
@@ -171,35 +80,24 @@ pub fn client_with_query(
     }
 }
 
-/// `patrol runs [--limit N]` or `patrol runs <ID>`. Takes the gateway and token rather than a
-/// client: the list's limit is a query parameter, carried by the client's base URL.
-pub async fn runs(gateway: &str, token: String, args: &PatrolRunsArgs) -> Result<(), ApiError> {
+/// `patrol runs [--limit N]` or `patrol runs <ID>`.
+pub async fn runs(client: &GatewayClient, args: &PatrolRunsArgs) -> Result<(), ApiError> {
     if let Some(id) = &args.id {
-        let client = GatewayClient::new(gateway, token)?;
-        let segments = ["api", "ai", "patrol", "runs", id.as_str()];
-        if let Some(run) = client
-            .fetch::<Run>(Method::GET, &segments, None, args.json)
-            .await?
-        {
+        let run = client.api().patrol_run(id).await?;
+        if args.json {
+            print_json(&run);
+        } else {
             print!("{}", describe_run(&run));
         }
         return Ok(());
     }
-    let client = client_with_query(
-        gateway,
-        token,
-        args.limit.map(|limit| format!("limit={limit}")),
-    )?;
-    let segments = ["api", "ai", "patrol", "runs"];
-    if let Some(list) = client
-        .fetch::<RunList>(Method::GET, &segments, None, args.json)
-        .await?
-    {
-        if list.runs.is_empty() {
-            println!("no patrol runs");
-        } else {
-            print!("{}", render_runs(&list.runs));
-        }
+    let list = client.api().patrol_runs(args.limit.map(u32::from)).await?;
+    if args.json {
+        print_json(&list);
+    } else if list.runs.is_empty() {
+        println!("no patrol runs");
+    } else {
+        print!("{}", render_runs(&list.runs));
     }
     Ok(())
 }
@@ -247,14 +145,19 @@ fn key_values(rows: &[(&str, String)]) -> String {
         .collect()
 }
 
-pub fn describe_accepted(accepted: &Accepted) -> String {
-    let run_type = or_dash(accepted.run_type.as_deref());
+fn time(at: Option<DateTime<Utc>>, absent: &str) -> String {
+    display_time(at.map(|t| t.to_rfc3339()).as_deref(), absent)
+}
+
+pub fn describe_accepted(answer: &RunAccepted) -> String {
+    let accepted = &answer.accepted;
+    let run_type = accepted.run_type;
     let mut rows = vec![
-        ("run", accepted.run_id.clone()),
-        ("status", or_dash(accepted.status.as_deref()).to_owned()),
-        ("type", run_type.to_owned()),
+        ("run", accepted.run_id.to_string()),
+        ("status", answer.status.to_string()),
+        ("type", run_type.as_str().to_owned()),
     ];
-    if run_type == "full" && accepted.scope_resource_ids.is_empty() {
+    if run_type == RunType::Full && accepted.scope_resource_ids.is_empty() {
         rows.push(("scope", "all resources".to_owned()));
     } else {
         rows.push(("requested", display_ids(&accepted.scope_resource_ids)));
@@ -270,47 +173,38 @@ pub fn describe_accepted(accepted: &Accepted) -> String {
     )
 }
 
-pub fn describe_status(status: &Status) -> String {
+pub fn describe_status(status: &PatrolStatus) -> String {
     let running = match (&status.current_run_id, status.running) {
         (Some(id), _) => format!(
             "yes: run {id} ({})",
-            or_dash(status.current_run_type.as_deref())
+            or_dash(status.current_run_type.map(RunType::as_str))
         ),
         (None, true) => "yes".to_owned(),
         (None, false) => "no".to_owned(),
     };
-    let health = match (status.healthy, status.health_basis.as_deref()) {
+    let health = match (status.healthy, status.health_basis) {
         (Some(true), _) => "healthy".to_owned(),
-        (Some(false), Some("active_findings")) => {
+        (Some(false), HealthBasis::ActiveFindings) => {
             "unhealthy: warning or critical findings are active".to_owned()
         }
         (Some(false), _) => "unhealthy".to_owned(),
-        (None, Some("recent_full_run_errored")) => {
+        (None, HealthBasis::RecentFullRunErrored) => {
             "not known: the last full run ended in error".to_owned()
         }
         (None, _) => "not known: no recent full run".to_owned(),
     };
-    let findings = match (&status.active_findings, status.findings_count) {
-        (Some(c), _) => format!(
-            "{} ({} critical, {} warning, {} watch, {} info)",
-            c.total, c.critical, c.warning, c.watch, c.info
-        ),
-        (None, Some(n)) => n.to_string(),
-        (None, None) => "-".to_owned(),
-    };
+    let c = &status.active_findings;
+    let findings = format!(
+        "{} ({} critical, {} warning, {} watch, {} info)",
+        c.total, c.critical, c.warning, c.watch, c.info
+    );
     let mut rows = vec![
-        ("state", status.runtime_state.clone()),
+        ("state", wire_name(&status.runtime_state)),
         ("health", health),
         ("active findings", findings),
         ("running", running),
-        (
-            "last patrol",
-            display_time(status.last_patrol_at.as_deref(), "never"),
-        ),
-        (
-            "next patrol",
-            display_time(status.next_patrol_at.as_deref(), "not scheduled"),
-        ),
+        ("last patrol", time(status.last_patrol_at, "never")),
+        ("next patrol", time(status.next_patrol_at, "not scheduled")),
         ("interval", display_interval(status.interval_ms)),
         ("queued scoped runs", status.queued_scoped_runs.to_string()),
     ];
@@ -320,15 +214,15 @@ pub fn describe_status(status: &Status) -> String {
     key_values(&rows)
 }
 
-pub fn describe_run(run: &Run) -> String {
+pub fn describe_run(run: &PatrolRun) -> String {
     let mut rows = vec![
-        ("run", run.id.clone()),
-        ("trigger", or_dash(run.trigger_reason.as_deref()).to_owned()),
-        ("type", or_dash(run.run_type.as_deref()).to_owned()),
-        ("status", or_dash(run.status.as_deref()).to_owned()),
-        ("queued", display_time(run.queued_at.as_deref(), "-")),
-        ("started", display_time(run.started_at.as_deref(), "-")),
-        ("finished", display_time(run.completed_at.as_deref(), "-")),
+        ("run", run.id.to_string()),
+        ("trigger", run.trigger_reason.to_string()),
+        ("type", run.run_type.as_str().to_owned()),
+        ("status", run.status.to_string()),
+        ("queued", time(Some(run.queued_at), "-")),
+        ("started", time(run.started_at, "-")),
+        ("finished", time(run.completed_at, "-")),
         (
             "duration",
             run.duration_ms
@@ -339,12 +233,17 @@ pub fn describe_run(run: &Run) -> String {
         ("effective", display_ids(&run.effective_scope_resource_ids)),
     ];
     if !run.scope_resource_types.is_empty() {
-        rows.push(("types", run.scope_resource_types.join(", ")));
+        let types: Vec<&str> = run
+            .scope_resource_types
+            .iter()
+            .map(|t| t.as_str())
+            .collect();
+        rows.push(("types", types.join(", ")));
     }
     if let Some(context) = &run.scope_context {
         rows.push(("context", context.clone()));
     }
-    rows.push(("checked", run.resources_checked.to_string()));
+    rows.push(("checked", run.counts.resources_checked.to_string()));
     rows.push(("new findings", run.new_findings.to_string()));
     rows.push(("errors", run.error_count.to_string()));
     if let Some(summary) = &run.error_summary {
@@ -357,7 +256,7 @@ pub fn describe_run(run: &Run) -> String {
 }
 
 /// One run per line, newest first as the API lists them, columns padded to their widest cell.
-pub fn render_runs(runs: &[Run]) -> String {
+pub fn render_runs(runs: &[PatrolRun]) -> String {
     let header = [
         "ID", "TRIGGER", "TYPE", "STATUS", "QUEUED", "STARTED", "FINISHED", "CHECKED", "NEW",
         "ERRORS",
@@ -366,14 +265,14 @@ pub fn render_runs(runs: &[Run]) -> String {
     let mut rows = vec![header.to_vec()];
     for run in runs {
         rows.push(vec![
-            run.id.clone(),
-            or_dash(run.trigger_reason.as_deref()).to_owned(),
-            or_dash(run.run_type.as_deref()).to_owned(),
-            or_dash(run.status.as_deref()).to_owned(),
-            display_time(run.queued_at.as_deref(), "-"),
-            display_time(run.started_at.as_deref(), "-"),
-            display_time(run.completed_at.as_deref(), "-"),
-            run.resources_checked.to_string(),
+            run.id.to_string(),
+            run.trigger_reason.to_string(),
+            run.run_type.as_str().to_owned(),
+            run.status.to_string(),
+            time(Some(run.queued_at), "-"),
+            time(run.started_at, "-"),
+            time(run.completed_at, "-"),
+            run.counts.resources_checked.to_string(),
             run.new_findings.to_string(),
             run.error_count.to_string(),
         ]);
@@ -386,8 +285,9 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command, PatrolCommand};
     use clap::Parser;
+    use pulse_client::StatusCode;
+    use pulse_domain::patrol::run::{RunStatus, TriggerReason};
     use pulse_domain::resource::ResourceType;
-    use reqwest::StatusCode;
 
     fn parse(args: &[&str]) -> Result<PatrolCommand, clap::Error> {
         let cli = Cli::try_parse_from(std::iter::once("pulsectl").chain(args.iter().copied()))?;
@@ -408,7 +308,7 @@ mod tests {
     fn run_without_scope_is_a_full_run_with_no_body() {
         let args = run_args(&["patrol", "run"]);
         assert!(!args.json);
-        assert_eq!(run_body(&args), None);
+        assert_eq!(run_body(&args), RawRunRequest::default());
     }
 
     #[test]
@@ -429,17 +329,17 @@ mod tests {
         assert!(args.json);
         assert_eq!(args.types, vec![ResourceType::AppContainer]);
         assert_eq!(
-            run_body(&args),
-            Some(serde_json::json!({
+            serde_json::to_value(run_body(&args)).unwrap(),
+            serde_json::json!({
                 "resource_ids": ["service:web-1:nginx", "web-1"],
                 "resource_types": ["app-container"],
                 "context": "after the deploy",
-            }))
+            })
         );
         let types_only = run_args(&["patrol", "run", "--type", "host"]);
         assert_eq!(
-            run_body(&types_only),
-            Some(serde_json::json!({"resource_types": ["host"]}))
+            serde_json::to_value(run_body(&types_only)).unwrap(),
+            serde_json::json!({"resource_types": ["host"]})
         );
     }
 
@@ -530,7 +430,7 @@ mod tests {
 
     #[test]
     fn accepted_runs_say_what_was_scoped() {
-        let full: Accepted = serde_json::from_value(serde_json::json!({
+        let full: RunAccepted = serde_json::from_value(serde_json::json!({
             "run_id": "0193a1b2-0000-7000-8000-000000000001",
             "status": "queued",
             "type": "full",
@@ -550,10 +450,12 @@ type    full
 scope   all resources
 "
         );
-        let scoped: Accepted = serde_json::from_value(serde_json::json!({
-            "run_id": "r2",
+        let scoped: RunAccepted = serde_json::from_value(serde_json::json!({
+            "run_id": "0193a1b2-0000-7000-8000-000000000002",
             "status": "queued",
             "type": "scoped",
+            "trigger_reason": "manual",
+            "queued_at": "2026-11-29T12:00:00Z",
             "scope_resource_ids": ["web-1"],
             "effective_scope_resource_ids": ["host:web-1"],
         }))
@@ -561,8 +463,8 @@ scope   all resources
         assert_eq!(
             describe_accepted(&scoped),
             "\
-accepted patrol run r2
-run        r2
+accepted patrol run 0193a1b2-0000-7000-8000-000000000002
+run        0193a1b2-0000-7000-8000-000000000002
 status     queued
 type       scoped
 requested  web-1
@@ -571,53 +473,64 @@ effective  host:web-1
         );
     }
 
+    fn status(fields: serde_json::Value) -> PatrolStatus {
+        let mut status = serde_json::json!({
+            "runtime_state": "active", "enabled": true, "running": false,
+            "current_run_id": null, "current_run_type": null, "last_patrol_at": null,
+            "last_activity_at": null, "next_patrol_at": null, "interval_ms": 0,
+            "last_duration_ms": null, "resources_checked": null, "findings_count": 0,
+            "active_findings": {"critical": 0, "warning": 0, "watch": 0, "info": 0, "total": 0},
+            "error_count": null, "queued_scoped_runs": 0, "healthy": null,
+            "health_basis": "no_recent_full_run", "blocked_reason": null, "blocked_cause": null,
+            "blocked_until": null, "readiness_checks": [],
+        });
+        for (key, value) in fields.as_object().unwrap() {
+            status[key] = value.clone();
+        }
+        serde_json::from_value(status).unwrap()
+    }
+
     #[test]
     fn status_shows_the_current_run_and_a_blocked_reason() {
-        let status: Status = serde_json::from_value(serde_json::json!({
+        let running = status(serde_json::json!({
             "runtime_state": "running",
-            "enabled": true,
             "running": true,
-            "current_run_id": "r1",
+            "current_run_id": "0193a1b2-0000-7000-8000-000000000001",
             "current_run_type": "full",
-            "last_patrol_at": null,
-            "next_patrol_at": null,
             "interval_ms": 1_800_000,
             "queued_scoped_runs": 2,
-            "blocked_reason": null,
-            "readiness_checks": [],
             "healthy": false,
             "health_basis": "active_findings",
             "findings_count": 3,
             "active_findings": {"critical": 1, "warning": 1, "watch": 0, "info": 1, "total": 3},
-        }))
-        .unwrap();
+        }));
         assert_eq!(
-            describe_status(&status),
+            describe_status(&running),
             "\
 state               running
 health              unhealthy: warning or critical findings are active
 active findings     3 (1 critical, 1 warning, 0 watch, 1 info)
-running             yes: run r1 (full)
+running             yes: run 0193a1b2-0000-7000-8000-000000000001 (full)
 last patrol         never
 next patrol         not scheduled
 interval            30m
 queued scoped runs  2
 "
         );
-        let blocked: Status = serde_json::from_value(serde_json::json!({
+        let blocked = status(serde_json::json!({
             "runtime_state": "blocked",
-            "running": false,
             "last_patrol_at": "2026-11-29T11:00:05.123Z",
-            "interval_ms": 0,
             "blocked_reason": "no model provider is configured",
-        }))
-        .unwrap();
+        }));
         let text = describe_status(&blocked);
         assert!(
             text.contains("health              not known: no recent full run\n"),
             "{text}"
         );
-        assert!(text.contains("active findings     -\n"), "{text}");
+        assert!(
+            text.contains("active findings     0 (0 critical, 0 warning, 0 watch, 0 info)\n"),
+            "{text}"
+        );
         assert!(text.contains("running             no\n"), "{text}");
         assert!(
             text.contains("last patrol         2026-11-29 11:00:05\n"),
@@ -630,25 +543,35 @@ queued scoped runs  2
         );
     }
 
-    fn sample_runs() -> Vec<Run> {
-        serde_json::from_value(serde_json::json!([
-            {
-                "id": "r2", "trigger_reason": "manual", "type": "scoped", "status": "queued",
-                "queued_at": "2026-11-29T12:00:01Z", "started_at": null, "completed_at": null,
-                "scope_resource_ids": ["web-1"],
-                "effective_scope_resource_ids": ["host:web-1"],
-                "scope_resource_types": [], "scope_context": "after the deploy",
-                "resources_checked": 0, "new_findings": 0, "error_count": 0,
-            },
-            {
-                "id": "run-1", "trigger_reason": "scheduled", "type": "full",
-                "status": "completed", "queued_at": "2026-11-29T11:00:00Z",
-                "started_at": "2026-11-29T11:00:02Z", "completed_at": "2026-11-29T11:01:32Z",
-                "duration_ms": 90_000, "resources_checked": 12, "new_findings": 3,
-                "error_count": 1, "error_summary": "one host did not answer",
-            },
-        ]))
-        .unwrap()
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn sample_runs() -> Vec<PatrolRun> {
+        let mut scoped = PatrolRun::queued(
+            "0193a1b2-0000-7000-8000-000000000002".parse().unwrap(),
+            TriggerReason::Manual,
+            RunType::Scoped,
+            at("2026-11-29T12:00:01Z"),
+        );
+        scoped.scope_resource_ids = vec!["web-1".into()];
+        scoped.effective_scope_resource_ids = vec!["host:web-1".into()];
+        scoped.scope_context = Some("after the deploy".into());
+        let mut full = PatrolRun::queued(
+            "0193a1b2-0000-7000-8000-000000000001".parse().unwrap(),
+            TriggerReason::Scheduled,
+            RunType::Full,
+            at("2026-11-29T11:00:00Z"),
+        );
+        full.status = RunStatus::IssuesFound;
+        full.started_at = Some(at("2026-11-29T11:00:02Z"));
+        full.completed_at = Some(at("2026-11-29T11:01:32Z"));
+        full.duration_ms = Some(90_000);
+        full.counts.resources_checked = 12;
+        full.new_findings = 3;
+        full.error_count = 1;
+        full.error_summary = Some("one host did not answer".into());
+        vec![scoped, full]
     }
 
     #[test]
@@ -656,9 +579,9 @@ queued scoped runs  2
         assert_eq!(
             render_runs(&sample_runs()),
             "\
-ID     TRIGGER    TYPE    STATUS     QUEUED               STARTED              FINISHED             CHECKED  NEW  ERRORS
-r2     manual     scoped  queued     2026-11-29 12:00:01  -                    -                    0        0    0
-run-1  scheduled  full    completed  2026-11-29 11:00:00  2026-11-29 11:00:02  2026-11-29 11:01:32  12       3    1
+ID                                    TRIGGER    TYPE    STATUS        QUEUED               STARTED              FINISHED             CHECKED  NEW  ERRORS
+0193a1b2-0000-7000-8000-000000000002  manual     scoped  queued        2026-11-29 12:00:01  -                    -                    0        0    0
+0193a1b2-0000-7000-8000-000000000001  scheduled  full    issues_found  2026-11-29 11:00:00  2026-11-29 11:00:02  2026-11-29 11:01:32  12       3    1
 "
         );
     }
@@ -669,10 +592,10 @@ run-1  scheduled  full    completed  2026-11-29 11:00:00  2026-11-29 11:00:02  2
         assert_eq!(
             describe_run(&runs[1]),
             "\
-run           run-1
+run           0193a1b2-0000-7000-8000-000000000001
 trigger       scheduled
 type          full
-status        completed
+status        issues_found
 queued        2026-11-29 11:00:00
 started       2026-11-29 11:00:02
 finished      2026-11-29 11:01:32

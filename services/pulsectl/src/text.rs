@@ -19,6 +19,15 @@ pub fn display_time(text: Option<&str>, absent: &str) -> String {
     }
 }
 
+/// A value's name on the wire (a unit enum's serde name), as the API's JSON shows it.
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => "-".to_owned(),
+    }
+}
+
 /// Rows (the first is the header) with columns padded to their widest cell, two spaces apart,
 /// one line each, without trailing blanks.
 pub fn render_table(rows: &[Vec<String>]) -> String {

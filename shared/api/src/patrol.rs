@@ -12,7 +12,7 @@ use crate::constraints::IntegerIn;
 use crate::settings::PreflightView;
 
 /// The answer to an accepted run request.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunAccepted {
     pub status: RunStatus,
     #[serde(flatten)]
@@ -20,7 +20,7 @@ pub struct RunAccepted {
 }
 
 /// The run the scheduler accepted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PatrolRunAccepted {
     pub run_id: RunId,
     pub trigger_reason: TriggerReason,
@@ -54,7 +54,7 @@ pub struct RunsQuery {
 /// How many runs a list answers.
 pub type RunsLimit = IntegerIn<1, MAX_PATROL_RUNS>;
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunList {
     pub runs: Vec<PatrolRun>,
 }

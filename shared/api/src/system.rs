@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use pulse_capabilities::ErrorCode;
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The error envelope every error answers with.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorEnvelope {
     /// The stable error code (see `docs/api/errors.md`).
     pub error: ErrorCode,
@@ -31,7 +31,9 @@ pub struct HealthReport {
 }
 
 /// The group a capability is listed under.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, JsonSchema)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
     System,
@@ -122,7 +124,7 @@ impl Category {
 }
 
 /// Whether a capability reads or changes state (upstream `actionMode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionMode {
     Read,
@@ -142,7 +144,7 @@ impl ActionMode {
 
 /// What authorizes a capability (upstream `approvalPolicy`): its scope alone, or a governed
 /// action plan (plan, then a decision where policy requires one, then execution).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ApprovalPolicy {
     ScopeOnly,
@@ -158,7 +160,7 @@ impl ApprovalPolicy {
     }
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
     pub version: u32,
@@ -173,14 +175,14 @@ pub struct Manifest {
 }
 
 /// How Pulse's surfaces relate, and what each may offer.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SurfaceContract {
     pub summary: String,
     pub surfaces: Vec<Surface>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Surface {
     pub id: String,
@@ -190,7 +192,7 @@ pub struct Surface {
 }
 
 /// What a surface may offer its client.
-#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Affordances {
     pub tools: bool,
@@ -199,7 +201,7 @@ pub struct Affordances {
     pub capability_metadata: bool,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SurfaceToolContract {
     pub surface_id: String,
@@ -211,7 +213,7 @@ pub struct SurfaceToolContract {
 }
 
 /// How to run the MCP adapter.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct McpAdapter {
     pub server_name: String,
@@ -227,7 +229,7 @@ pub struct McpAdapter {
     pub resource_uri_template: String,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CategoryEntry {
     pub id: String,
@@ -235,7 +237,7 @@ pub struct CategoryEntry {
     pub description: String,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowPrompt {
     pub name: String,
@@ -246,7 +248,7 @@ pub struct WorkflowPrompt {
     pub capabilities: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromptArgument {
     pub name: String,
@@ -254,7 +256,7 @@ pub struct PromptArgument {
     pub required: bool,
 }
 
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Capability {
     pub name: String,

@@ -2,13 +2,10 @@
 //! run, its record and findings, investigations, and governed-action decisions. Everything goes
 //! through the public HTTP API with the operator's token, like any other client.
 
-use std::time::Duration;
-
-use reqwest::{Method, StatusCode};
+use pulse_client::{Method, StatusCode};
+use pulse_domain::patrol::run::{PatrolRun, RunId};
+use pulse_domain::patrol::scope::RawRunRequest;
 use serde_json::{Value, json};
-
-/// Every call's bound.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -41,27 +38,62 @@ impl ClientError {
     }
 }
 
+impl ClientError {
+    fn from_api(method: &Method, path: &str, err: pulse_client::Error) -> Self {
+        let (method, path) = (method.to_string(), path.to_owned());
+        match err {
+            pulse_client::Error::Api {
+                status,
+                code,
+                message,
+            } => Self::Refused {
+                method,
+                path,
+                status,
+                code: code.code().to_owned(),
+                message,
+            },
+            pulse_client::Error::Status { status, body } => Self::Refused {
+                method,
+                path,
+                status,
+                code: "unknown".to_owned(),
+                message: body,
+            },
+            pulse_client::Error::Decode { source, .. } => Self::Decode {
+                method,
+                path,
+                reason: source.to_string(),
+            },
+            pulse_client::Error::ConnectionRefused { url } => Self::Unreachable {
+                url,
+                reason: "connection refused".to_owned(),
+            },
+            pulse_client::Error::Transport { url, source } => Self::Unreachable {
+                url,
+                reason: source.to_string(),
+            },
+            pulse_client::Error::BaseUrl(url) => Self::Unreachable {
+                reason: "not an http(s) URL".to_owned(),
+                url,
+            },
+        }
+    }
+}
+
+/// The typed API client, plus the calls the harness reads as JSON documents.
 #[derive(Clone)]
 pub struct PulseClient {
-    http: reqwest::Client,
+    api: pulse_client::Client,
     base: String,
-    token: String,
 }
 
 impl PulseClient {
     pub fn new(base_url: &str, token: &str) -> Result<Self, ClientError> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| ClientError::Unreachable {
-                url: base_url.to_owned(),
-                reason: e.to_string(),
-            })?;
-        Ok(Self {
-            http,
-            base: base_url.trim_end_matches('/').to_owned(),
-            token: token.to_owned(),
-        })
+        let base = base_url.trim_end_matches('/').to_owned();
+        let api = pulse_client::Client::new(&base, token)
+            .map_err(|e| ClientError::from_api(&Method::GET, "/", e))?;
+        Ok(Self { api, base })
     }
 
     pub fn base_url(&self) -> &str {
@@ -75,43 +107,20 @@ impl PulseClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ClientError> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self
-            .http
-            .request(method.clone(), &url)
-            .bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(body);
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let bytes = self
+            .api
+            .send_untyped(method.clone(), &segments, &[], body)
+            .await
+            .map_err(|e| ClientError::from_api(&method, path, e))?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
         }
-        let response = request.send().await.map_err(|e| ClientError::Unreachable {
-            url: self.base.clone(),
-            reason: e.to_string(),
-        })?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| ClientError::Decode {
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
             method: method.to_string(),
             path: path.to_owned(),
             reason: e.to_string(),
-        })?;
-        let value: Value = if text.trim().is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).map_err(|e| ClientError::Decode {
-                method: method.to_string(),
-                path: path.to_owned(),
-                reason: format!("{e} (status {status})"),
-            })?
-        };
-        if !status.is_success() {
-            return Err(ClientError::Refused {
-                method: method.to_string(),
-                path: path.to_owned(),
-                status: status.as_u16(),
-                code: value["error"].as_str().unwrap_or("unknown").to_owned(),
-                message: value["message"].as_str().unwrap_or(&text).to_owned(),
-            });
-        }
-        Ok(value)
+        })
     }
 
     pub async fn get(&self, path: &str) -> Result<Value, ClientError> {
@@ -191,19 +200,16 @@ impl PulseClient {
     }
 
     /// Requests a scoped Patrol run; the accepted run id.
-    pub async fn request_scoped_run(&self, resource_ids: &[String]) -> Result<String, ClientError> {
-        let accepted = self
-            .call(
-                Method::POST,
-                "/api/ai/patrol/run",
-                Some(&json!({"resource_ids": resource_ids})),
-            )
-            .await?;
-        Ok(accepted["run_id"]
-            .as_str()
-            .or_else(|| accepted["id"].as_str())
-            .unwrap_or_default()
-            .to_owned())
+    pub async fn request_scoped_run(&self, resource_ids: &[String]) -> Result<RunId, ClientError> {
+        let request = RawRunRequest {
+            resource_ids: Some(resource_ids.to_vec()),
+            ..RawRunRequest::default()
+        };
+        self.api
+            .run_patrol(&request)
+            .await
+            .map(|accepted| accepted.accepted.run_id)
+            .map_err(|e| ClientError::from_api(&Method::POST, "/api/ai/patrol/run", e))
     }
 
     /// Asks for a fresh Patrol preflight of the tenant's route now; the stored outcome.
@@ -212,12 +218,10 @@ impl PulseClient {
             .await
     }
 
-    pub async fn patrol_run(&self, run_id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/api/ai/patrol/runs/{run_id}")).await
-    }
-
-    pub async fn patrol_status(&self) -> Result<Value, ClientError> {
-        self.get("/api/ai/patrol/status").await
+    pub async fn patrol_run(&self, run_id: RunId) -> Result<PatrolRun, ClientError> {
+        self.api.patrol_run_by_id(run_id).await.map_err(|e| {
+            ClientError::from_api(&Method::GET, &format!("/api/ai/patrol/runs/{run_id}"), e)
+        })
     }
 
     pub async fn finding(&self, id: &str) -> Result<Value, ClientError> {

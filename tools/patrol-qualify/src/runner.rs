@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use pulse_domain::patrol::run::{PatrolRun, RunId};
+
 use crate::catalogue::{self, Entry};
 use crate::children::{self, Supervised};
 use crate::cli::{LiveArgs, LiveCommon, Outcome, Refusal, SuiteArgs};
@@ -654,14 +656,14 @@ async fn execute(
     // must then explicitly reconfirm.
     if manifest.patrol.require_existing_reconfirmation {
         let warm = request_run(client, &ids).await?;
-        let run = await_run(client, &warm, run_timeout(manifest)).await?;
-        if run["finding_ids"].as_array().is_none_or(Vec::is_empty) {
+        let run = await_run(client, warm, run_timeout(manifest)).await?;
+        if run.finding_ids.is_empty() {
             // Nothing to reconfirm: the model missed the fault in the first run already. The
             // scored run goes ahead; the scorer reports the missing reconfirmation.
             for oracle in &mut obs.faults {
                 oracle.notes.push(format!(
                     "the first run ({warm}, status {}) recorded no finding to reconfirm",
-                    run["status"].as_str().unwrap_or("unknown")
+                    run.status
                 ));
             }
         }
@@ -669,8 +671,8 @@ async fn execute(
 
     let patrol_start = Instant::now();
     let run_id = request_run(client, &ids).await?;
-    obs.patrol_run_id = Some(run_id.clone());
-    let run = await_run(client, &run_id, run_timeout(manifest)).await?;
+    obs.patrol_run_id = Some(run_id.to_string());
+    let run = await_run(client, run_id, run_timeout(manifest)).await?;
     obs.timings.patrol_ms = patrol_start.elapsed().as_millis() as u64;
     read_run(client, &run, obs).await?;
 
@@ -811,13 +813,12 @@ async fn await_fault_visible(
 /// Requests a scoped run, waiting while Patrol is busy or not ready yet. A route that is not
 /// ready gets one fresh preflight (a cold local model may have failed the last one), as an
 /// operator would ask for.
-async fn request_run(client: &PulseClient, ids: &[String]) -> Result<String, String> {
+async fn request_run(client: &PulseClient, ids: &[String]) -> Result<RunId, String> {
     let deadline = Instant::now() + ACCEPT_DEADLINE;
     let mut preflight_asked = false;
     loop {
         match client.request_scoped_run(ids).await {
-            Ok(id) if !id.is_empty() => return Ok(id),
-            Ok(_) => return Err("the run request was accepted without a run id".to_owned()),
+            Ok(id) => return Ok(id),
             Err(e) => {
                 let not_ready = e.code() == Some("patrol_not_ready");
                 let busy = e.code() == Some("patrol_run_in_progress");
@@ -836,14 +837,15 @@ async fn request_run(client: &PulseClient, ids: &[String]) -> Result<String, Str
     }
 }
 
-async fn await_run(client: &PulseClient, run_id: &str, within: Duration) -> Result<Value, String> {
+async fn await_run(
+    client: &PulseClient,
+    run_id: RunId,
+    within: Duration,
+) -> Result<PatrolRun, String> {
     let deadline = Instant::now() + within;
     loop {
         if let Ok(run) = client.patrol_run(run_id).await {
-            if matches!(
-                run["status"].as_str(),
-                Some("healthy" | "issues_found" | "error")
-            ) {
+            if run.status.is_terminal() {
                 return Ok(run);
             }
         }
@@ -861,46 +863,33 @@ async fn await_run(client: &PulseClient, run_id: &str, within: Duration) -> Resu
 /// ordered tool exchanges, tokens and cost.
 async fn read_run(
     client: &PulseClient,
-    run: &Value,
+    run: &PatrolRun,
     obs: &mut RunObservation,
 ) -> Result<(), String> {
-    obs.patrol_run_status = run["status"].as_str().map(str::to_owned);
-    obs.ai_analysis = run["ai_analysis"].as_str().map(str::to_owned);
-    obs.input_tokens = run["input_tokens"].as_u64().unwrap_or(0);
-    obs.output_tokens = run["output_tokens"].as_u64().unwrap_or(0);
-    obs.cost_usd = run["cost_usd"].as_f64();
-    for (i, call) in run["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        let input = call["input"].as_str().unwrap_or_default();
+    obs.patrol_run_status = Some(run.status.to_string());
+    obs.ai_analysis = run.ai_analysis.clone();
+    obs.input_tokens = run.input_tokens;
+    obs.output_tokens = run.output_tokens;
+    obs.cost_usd = run.cost_usd;
+    for (i, call) in run.tool_calls.iter().enumerate() {
         obs.tool_exchanges.push(ToolExchange {
             sequence: i as u32 + 1,
-            tool_call_id: call["id"].as_str().unwrap_or_default().to_owned(),
-            tool_name: call["tool_name"].as_str().unwrap_or_default().to_owned(),
-            canonical_input: serde_json::from_str(input).unwrap_or_else(|_| json!(input)),
-            output: call["output"].as_str().unwrap_or_default().to_owned(),
-            success: call["success"].as_bool().unwrap_or(false),
+            tool_call_id: call.id.clone(),
+            tool_name: call.tool_name.clone(),
+            canonical_input: serde_json::from_str(&call.input)
+                .unwrap_or_else(|_| json!(call.input)),
+            output: call.output.clone(),
+            success: call.success,
         });
     }
-    let mut outcomes: Vec<(String, String)> = Vec::new();
-    for a in run["finding_assessments"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        if let (Some(id), Some(verdict)) = (a["finding_id"].as_str(), a["verdict"].as_str()) {
-            outcomes.push((id.to_owned(), verdict.to_owned()));
-        }
-    }
-    for id in run["finding_ids"].as_array().cloned().unwrap_or_default() {
-        if let Some(id) = id.as_str() {
-            if !outcomes.iter().any(|(o, _)| o == id) {
-                outcomes.push((id.to_owned(), "new".to_owned()));
-            }
+    let mut outcomes: Vec<(String, String)> = run
+        .finding_assessments
+        .iter()
+        .map(|a| (a.finding_id.clone(), a.verdict.clone()))
+        .collect();
+    for id in &run.finding_ids {
+        if !outcomes.iter().any(|(o, _)| o == id) {
+            outcomes.push((id.clone(), "new".to_owned()));
         }
     }
     for (id, outcome) in outcomes {

@@ -116,19 +116,20 @@ impl RunRequestError {
 
 /// The body of a run request as sent: no body, `{}` or no field is a full run; otherwise a
 /// scope of `resource_ids` and/or `resource_types` with optional alert identity and context.
-#[derive(Deserialize)]
+/// Clients build and send it as is (absent fields are left out), so the one shape serves both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRunRequest {
-    #[serde(default)]
-    resource_ids: Option<Vec<String>>,
-    #[serde(default)]
-    resource_types: Option<Vec<String>>,
-    #[serde(default)]
-    alert_identifier: Option<String>,
-    #[serde(default)]
-    alert_type: Option<String>,
-    #[serde(default)]
-    context: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_ids: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_types: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_identifier: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 /// The JSON Schema of a run request: what [`RunRequest::parse`] accepts. Either nothing is named

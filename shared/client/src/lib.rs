@@ -1,0 +1,269 @@
+//! The typed client of the HTTP API: one method per operation, taking the request types and
+//! answering the answer types of `pulse-api`, so a client built on it stops compiling when a
+//! field it reads changes, instead of failing at run time.
+//!
+//! Every request carries the bearer token; every error answer is decoded from the API's error
+//! envelope into [`Error::Api`] with its stable code. Answers that are not the envelope (a proxy's
+//! page, an empty body) are [`Error::Status`], and failures below HTTP are [`Error::Transport`].
+
+use std::time::Duration;
+
+use pulse_api::patrol::{RunAccepted, RunList};
+use pulse_api::system::{ErrorEnvelope, Manifest};
+use pulse_capabilities::ErrorCode;
+use pulse_domain::patrol::run::{PatrolRun, RunId};
+use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::patrol::status::PatrolStatus;
+pub use reqwest::{Method, StatusCode, Url};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API refused the request with a code from the error-code table.
+    #[error("{code}: {message}")]
+    Api {
+        status: u16,
+        code: ErrorCode,
+        message: String,
+    },
+    /// An error status whose body is not the API's error envelope (a proxy in front of the
+    /// gateway, or a code this client does not know).
+    #[error("http {status}: {body}")]
+    Status { status: u16, body: String },
+    /// Nothing listens at the base URL.
+    #[error("connection to {url} refused")]
+    ConnectionRefused { url: String },
+    #[error("request to {url} failed: {source}")]
+    Transport {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A success answer that is not the documented shape.
+    #[error("unexpected answer from {url}: {source}")]
+    Decode {
+        url: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("invalid base URL '{0}' (expected http:// or https:// and a host)")]
+    BaseUrl(String),
+}
+
+impl Error {
+    /// The HTTP status of an error answer; `None` when no answer came.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } | Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A client of one gateway, authenticated by one token.
+#[derive(Debug, Clone)]
+pub struct Client {
+    base: Url,
+    /// `None` for the public operations only (the capabilities manifest).
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Client {
+    /// Requests time out after `REQUEST_TIMEOUT`; connecting after `CONNECT_TIMEOUT`.
+    pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+    /// A client of the gateway at `base` (`http(s)://host[:port][/prefix]`).
+    pub fn new(base: &str, token: impl Into<String>) -> Result<Self, Error> {
+        // reqwest is built without a TLS back-end of its own: install ring for whoever
+        // constructs a client (a binary's main may already have done it).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .timeout(Self::REQUEST_TIMEOUT)
+            .connect_timeout(Self::CONNECT_TIMEOUT)
+            .build()
+            .map_err(|source| Error::Transport {
+                url: base.to_owned(),
+                source,
+            })?;
+        Self::with_http(base, Some(token.into()), http)
+    }
+
+    /// A client that sends through `http` (its own timeouts, default headers, TLS roots), with
+    /// no token for the public operations only.
+    pub fn with_http(
+        base: &str,
+        token: Option<String>,
+        http: reqwest::Client,
+    ) -> Result<Self, Error> {
+        let base = Url::parse(base)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+            .ok_or_else(|| Error::BaseUrl(base.to_owned()))?;
+        Ok(Self { base, token, http })
+    }
+
+    /// The base URL requests are sent under.
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// `segments` appended to the base URL's path, each percent-encoded.
+    pub fn url(&self, segments: &[&str]) -> Url {
+        let mut url = self.base.clone();
+        url.set_query(None);
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    /// `GET /api/agent/capabilities`: the capabilities manifest (public).
+    pub async fn capabilities(&self) -> Result<Manifest, Error> {
+        self.call::<(), _>(Method::GET, &["api", "agent", "capabilities"], &[], None)
+            .await
+    }
+
+    /// `POST /api/ai/patrol/run`: a full run for the default request, else a scoped one.
+    pub async fn run_patrol(&self, request: &RawRunRequest) -> Result<RunAccepted, Error> {
+        let body = (request != &RawRunRequest::default()).then_some(request);
+        self.call(Method::POST, &["api", "ai", "patrol", "run"], &[], body)
+            .await
+    }
+
+    /// `GET /api/ai/patrol/status`.
+    pub async fn patrol_status(&self) -> Result<PatrolStatus, Error> {
+        self.call::<(), _>(Method::GET, &["api", "ai", "patrol", "status"], &[], None)
+            .await
+    }
+
+    /// `GET /api/ai/patrol/runs[?limit=]`, newest first.
+    pub async fn patrol_runs(&self, limit: Option<u32>) -> Result<RunList, Error> {
+        let limit = limit.map(|limit| limit.to_string());
+        let query: Vec<(&str, &str)> = limit.iter().map(|l| ("limit", l.as_str())).collect();
+        self.call::<(), _>(Method::GET, &["api", "ai", "patrol", "runs"], &query, None)
+            .await
+    }
+
+    /// `GET /api/ai/patrol/runs/{id}`. The id is a text so that a malformed one reaches the API
+    /// and is refused with its code, as any other caller's would be.
+    pub async fn patrol_run(&self, id: &str) -> Result<PatrolRun, Error> {
+        self.call::<(), _>(Method::GET, &["api", "ai", "patrol", "runs", id], &[], None)
+            .await
+    }
+
+    /// [`Client::patrol_run`] for an id the API gave.
+    pub async fn patrol_run_by_id(&self, id: RunId) -> Result<PatrolRun, Error> {
+        self.patrol_run(&id.to_string()).await
+    }
+
+    /// Sends `body` to the operation at `segments` with `query` and answers the success body as
+    /// it came.
+    /// For callers that dispatch operations by name (an operation listed in the capabilities
+    /// manifest) and so cannot name its types; a fixed operation has its own typed method.
+    pub async fn send_untyped(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&serde_json::Value>,
+    ) -> Result<Vec<u8>, Error> {
+        self.send(method, segments, query, body).await
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<T, Error> {
+        let bytes = self.send(method, segments, query, body).await?;
+        serde_json::from_slice(&bytes).map_err(|source| Error::Decode {
+            url: self.url(segments).to_string(),
+            source,
+        })
+    }
+
+    /// Sends a request; a success status yields the body, anything else an [`Error`].
+    async fn send<B: Serialize>(
+        &self,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+        body: Option<&B>,
+    ) -> Result<Vec<u8>, Error> {
+        let mut url = self.url(segments);
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        let mut request = self.http.request(method, url.clone());
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let transport = |source: reqwest::Error| transport_error(&self.base, &url, source);
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport)?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        Err(error_answer(status, &bytes))
+    }
+}
+
+fn transport_error(base: &Url, url: &Url, source: reqwest::Error) -> Error {
+    if is_connection_refused(&source) {
+        let mut base = base.to_string();
+        if base.ends_with('/') {
+            base.pop();
+        }
+        return Error::ConnectionRefused { url: base };
+    }
+    Error::Transport {
+        url: url.to_string(),
+        source,
+    }
+}
+
+fn is_connection_refused(err: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        let refused = current
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+        if refused {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// The error envelope of an error answer, or the status and (the start of) its body.
+pub fn error_answer(status: StatusCode, body: &[u8]) -> Error {
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) => Error::Api {
+            status: status.as_u16(),
+            code: envelope.error,
+            message: envelope.message,
+        },
+        Err(_) => Error::Status {
+            status: status.as_u16(),
+            body: String::from_utf8_lossy(body)
+                .trim()
+                .chars()
+                .take(200)
+                .collect(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
