@@ -18,6 +18,7 @@ pub mod provider;
 pub mod readiness_service;
 pub mod redaction;
 pub mod route;
+pub mod tools;
 
 /// The provider table, owned by `pulse-providers` so settings and readiness read the same one.
 pub use pulse_providers::registry;

@@ -54,7 +54,7 @@ use crate::patrol_connection::{RoutePurpose, route_connection};
 use crate::preflight::PreflightSettings;
 use crate::provider::{Message, Provider, StreamEvent, ToolCall};
 use crate::redaction::redactor;
-use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
+use crate::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 use filter::ClientSafeText;
 use tools::{AssistantTools, Caller, Card, CardSink, assistant_policy};

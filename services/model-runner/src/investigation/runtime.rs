@@ -30,9 +30,9 @@ use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
 use crate::preflight::{PreflightSettings, RouteConnection};
 use crate::provider::{Message, Provider};
+use crate::redaction::display_summary;
 use crate::redaction::redactor;
-use crate::watch::executor::display_summary;
-use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
+use crate::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 /// Model turns of the evidence phase.
 pub const EVIDENCE_TURNS: u32 = 15;

@@ -25,8 +25,6 @@ pub mod lease;
 pub mod offer;
 pub mod runtime;
 pub mod seed;
-pub mod signals;
-pub mod tools;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;

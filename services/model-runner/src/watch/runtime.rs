@@ -9,7 +9,7 @@
 //! 4. When the allowance or the turn budget runs out: one final decision turn offering only
 //!    `patrol_report_finding` and `patrol_assess_finding`, never refused for prior usage.
 //! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
-//!    problem signal unaddressed ([`super::signals`]), naming what is left.
+//!    problem signal unaddressed ([`crate::tools::signals`]), naming what is left.
 //! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
 //!    active finding shown to the run without a verdict, an empty answer and unaddressed signals
 //!    are the model's analysis failures, then [`pulse_domain::patrol::outcome::conclude`] decides
@@ -45,14 +45,15 @@ use super::budget::{
 };
 use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
-    display_summary, error_cause, tool_call_records,
+    error_cause, tool_call_records,
 };
 use super::offer;
 use super::seed::{
     FiringAlerts, REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
 };
-use super::signals::{SignalBook, Unaddressed, nudge_instruction};
-use super::tools::{
+use crate::redaction::display_summary;
+use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
+use crate::tools::{
     BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
 };
 
