@@ -14,6 +14,7 @@ pub mod investigation;
 pub mod metrics;
 pub mod patrol_connection;
 pub mod preflight;
+pub mod pricing;
 pub mod provider;
 pub mod readiness_service;
 pub mod redaction;

@@ -21,8 +21,8 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
 use pulse_domain::resource::{Health, ObservedResource, Resource};
 use pulse_model_runner::agent_loop::BoxFuture;
-use pulse_model_runner::cost::pricing::{self, PriceRow};
 use pulse_model_runner::preflight::RouteConnection;
+use pulse_model_runner::pricing::{self, PriceRow};
 use pulse_model_runner::provider::Usage;
 use pulse_model_runner::route::Route;
 use pulse_model_runner::watch::executor::{
