@@ -25,6 +25,8 @@ pub mod tools;
 pub use pulse_providers::registry;
 pub mod watch;
 
+use std::sync::Arc;
+
 use pulse_runtime::{ServiceContext, ServiceSpec};
 
 pub const SPEC: ServiceSpec = ServiceSpec {
@@ -35,10 +37,12 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     metrics::ModelMetrics::register(&ctx.metrics);
-    let watch = watch::WatchService::start(&ctx).await?;
-    let readiness = readiness_service::ReadinessService::start(&ctx).await?;
-    let investigations = investigation::InvestigationHandle::start(&ctx).await?;
-    let assistant = assistant::AssistantHandle::start(&ctx).await?;
+    // One set of provider HTTP clients for every surface of this process.
+    let providers = Arc::new(provider::pool::ProviderPool::new());
+    let watch = watch::WatchService::start(&ctx, providers.clone()).await?;
+    let readiness = readiness_service::ReadinessService::start(&ctx, providers.clone()).await?;
+    let investigations = investigation::InvestigationHandle::start(&ctx, providers.clone()).await?;
+    let assistant = assistant::AssistantHandle::start(&ctx, providers).await?;
     ctx.shutdown.cancelled().await;
     assistant.stop().await;
     investigations.stop().await;

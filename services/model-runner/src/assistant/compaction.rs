@@ -99,6 +99,7 @@ impl AssistantService {
             .provider_config(self.timeouts.timeouts(class))
             .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))?;
         let provider = self
+            .providers
             .provider(config)
             .map_err(|f| ErrorReply::new(ErrorCode::AssistantNotConfigured, f.summary()))?;
         let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), COMPACTION_SURFACE)

@@ -22,9 +22,8 @@
 //! This module wires the service (the `assistant.turn` and `assistant.summarize` endpoints and
 //! the aborts); [`turn`] runs a turn, [`events`] publishes its events and rows, [`history`] and
 //! [`outcomes`] build what the model reads, [`idle`] reports provider silence, [`compaction`]
-//! summarizes an idle session and [`clients`] shares the provider HTTP clients.
+//! summarizes an idle session.
 
-mod clients;
 mod compaction;
 mod events;
 pub mod filter;
@@ -36,7 +35,6 @@ mod turn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use pulse_bus::assistant_api::{
     AssistantAbort, AssistantSummarizeRequest, AssistantTurnAccepted, AssistantTurnRequest,
@@ -51,6 +49,7 @@ use uuid::Uuid;
 
 use crate::patrol_connection::{RoutePurpose, route_connection};
 use crate::preflight::PreflightSettings;
+use crate::provider::pool::ProviderPool;
 
 pub use compaction::COMPACTION_SURFACE;
 pub use idle::IDLE_AFTER;
@@ -67,7 +66,7 @@ pub struct AssistantHandle {
 }
 
 impl AssistantHandle {
-    pub async fn start(ctx: &ServiceContext) -> anyhow::Result<Self> {
+    pub async fn start(ctx: &ServiceContext, providers: Arc<ProviderPool>) -> anyhow::Result<Self> {
         let path = ctx.config.master_key_path();
         let master_key =
             tokio::task::spawn_blocking(move || MasterKey::load_or_create(&path)).await??;
@@ -79,7 +78,7 @@ impl AssistantHandle {
             master_key,
             timeouts: PreflightSettings::default(),
             running: Mutex::new(HashMap::new()),
-            clients: Mutex::new(HashMap::new()),
+            providers,
             shutdown: ctx.shutdown.clone(),
         });
         service.start().await
@@ -107,9 +106,8 @@ pub struct AssistantService {
     pub timeouts: PreflightSettings,
     /// Turns running here: turn id -> (tenant, its cancellation).
     running: Mutex<HashMap<Uuid, (TenantId, CancellationToken)>>,
-    /// Provider HTTP clients by connect timeout: turns share their connection pools and TLS
-    /// set-up instead of building a client each.
-    clients: Mutex<HashMap<Duration, reqwest::Client>>,
+    /// The provider HTTP clients of this process.
+    providers: Arc<ProviderPool>,
     shutdown: CancellationToken,
 }
 

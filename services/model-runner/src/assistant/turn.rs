@@ -306,7 +306,7 @@ impl AssistantService {
                 };
             }
         };
-        let provider = match self.provider(config) {
+        let provider = match self.providers.provider(config) {
             Ok(p) => p,
             Err(failure) => {
                 return TurnEnd::Error {

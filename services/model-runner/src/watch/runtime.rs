@@ -37,7 +37,8 @@ use crate::agent_loop::{
 use crate::cost::{LedgerUsageSink, Usd};
 use crate::export_audit::AuditedExports;
 use crate::preflight::PreflightSettings;
-use crate::provider::{Message, Provider, Usage};
+use crate::provider::pool::ProviderPool;
+use crate::provider::{Message, Usage};
 use crate::redaction::redactor;
 
 use super::budget::{
@@ -93,6 +94,7 @@ pub struct WatchRuntime {
     bus: Option<Bus>,
     timeouts: PreflightSettings,
     backend_timeout: Duration,
+    providers: Arc<ProviderPool>,
 }
 
 impl std::fmt::Debug for WatchRuntime {
@@ -104,13 +106,15 @@ impl std::fmt::Debug for WatchRuntime {
 }
 
 impl WatchRuntime {
-    /// An executor whose relay reads and verifier checks go over `bus`.
-    pub fn new(store: Store, bus: Option<Bus>) -> Self {
+    /// An executor whose relay reads and verifier checks go over `bus` and whose provider
+    /// calls use the clients of `providers`.
+    pub fn new(store: Store, bus: Option<Bus>, providers: Arc<ProviderPool>) -> Self {
         Self {
             store,
             bus,
             timeouts: PreflightSettings::default(),
             backend_timeout: BACKEND_TIMEOUT,
+            providers,
         }
     }
 }
@@ -452,7 +456,7 @@ impl WatchExecutor for WatchRuntime {
                     );
                 }
             };
-            let provider = match Provider::new(config) {
+            let provider = match self.providers.provider(config) {
                 Ok(provider) => provider,
                 Err(failure) => {
                     tracing::warn!(run_id, cause = %failure.cause, detail = %failure.message, "provider transport could not be built");
