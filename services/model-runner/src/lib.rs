@@ -14,14 +14,18 @@ pub mod investigation;
 pub mod metrics;
 pub mod patrol_connection;
 pub mod preflight;
+pub mod pricing;
 pub mod provider;
 pub mod readiness_service;
 pub mod redaction;
 pub mod route;
+pub mod tools;
 
 /// The provider table, owned by `pulse-providers` so settings and readiness read the same one.
 pub use pulse_providers::registry;
 pub mod watch;
+
+use std::sync::Arc;
 
 use pulse_runtime::{ServiceContext, ServiceSpec};
 
@@ -33,10 +37,12 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 /// Runs until shutdown is requested.
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     metrics::ModelMetrics::register(&ctx.metrics);
-    let watch = watch::WatchService::start(&ctx).await?;
-    let readiness = readiness_service::ReadinessService::start(&ctx).await?;
-    let investigations = investigation::InvestigationHandle::start(&ctx).await?;
-    let assistant = assistant::AssistantHandle::start(&ctx).await?;
+    // One set of provider HTTP clients for every surface of this process.
+    let providers = Arc::new(provider::pool::ProviderPool::new());
+    let watch = watch::WatchService::start(&ctx, providers.clone()).await?;
+    let readiness = readiness_service::ReadinessService::start(&ctx, providers.clone()).await?;
+    let investigations = investigation::InvestigationHandle::start(&ctx, providers.clone()).await?;
+    let assistant = assistant::AssistantHandle::start(&ctx, providers).await?;
     ctx.shutdown.cancelled().await;
     assistant.stop().await;
     investigations.stop().await;

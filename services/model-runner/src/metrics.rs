@@ -22,7 +22,7 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::readiness::PreflightRecord;
 
 use crate::agent_loop::{CallOutcome, ProviderCallUsage};
-use crate::cost::{Cost, cost_for_class};
+use crate::pricing::{Cost, cost_for_class};
 use crate::provider::FailureCause;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

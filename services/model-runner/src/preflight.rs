@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
+use crate::provider::pool::ProviderPool;
 use crate::provider::{
-    ChatRequest, FailureCause, Message, PATROL_STALL, Provider, ProviderConfig, ProviderFailure,
-    Timeouts, Tool, ToolChoice, Usage,
+    ChatRequest, FailureCause, Message, PATROL_STALL, ProviderConfig, ProviderFailure, Timeouts,
+    Tool, ToolChoice, Usage,
 };
 use crate::registry::{ApiKey, RouteClass};
 use crate::route::Route;
@@ -349,11 +350,20 @@ impl PreflightCache {
 pub struct Preflight {
     settings: PreflightSettings,
     cache: PreflightCache,
+    providers: Arc<ProviderPool>,
 }
 
 impl Preflight {
-    pub fn new(settings: PreflightSettings, cache: PreflightCache) -> Self {
-        Self { settings, cache }
+    pub fn new(
+        settings: PreflightSettings,
+        cache: PreflightCache,
+        providers: Arc<ProviderPool>,
+    ) -> Self {
+        Self {
+            settings,
+            cache,
+            providers,
+        }
     }
 
     pub fn cache(&self) -> &PreflightCache {
@@ -405,7 +415,7 @@ impl Preflight {
                 };
             }
         };
-        let result = match Provider::new(config) {
+        let result = match self.providers.provider(config) {
             Ok(provider) => provider.chat(&request(route), &mut |_| {}).await,
             Err(failure) => Err(failure),
         };

@@ -44,6 +44,7 @@ use crate::patrol_connection::{ConnectionError, patrol_connection};
 use crate::preflight::{
     Preflight, PreflightCache, PreflightOutcome, PreflightSettings, RouteConnection, SystemClock,
 };
+use crate::provider::pool::ProviderPool;
 
 /// The durable consumer of settings changes on the EVENTS stream.
 pub const SETTINGS_CONSUMER: &str = "model-runner-preflight";
@@ -149,6 +150,7 @@ impl PreflightRunner {
         store: Store,
         ai: &pulse_config::AiConfig,
         master_key: MasterKey,
+        providers: Arc<ProviderPool>,
     ) -> anyhow::Result<Self> {
         let config = ConfigLayer::from_config(ai)
             .map_err(|e| anyhow::anyhow!("invalid ai configuration: {e}"))?;
@@ -160,7 +162,7 @@ impl PreflightRunner {
             config,
             environment_keys,
             master_key,
-            preflight: Preflight::new(settings, cache),
+            preflight: Preflight::new(settings, cache, providers),
             tested: std::sync::Mutex::new(HashMap::new()),
         })
     }
@@ -342,11 +344,12 @@ pub struct ReadinessService {
 impl ReadinessService {
     /// Loads the master key and starts the request responder, the settings consumer and the
     /// boot preflight.
-    pub async fn start(ctx: &ServiceContext) -> anyhow::Result<Self> {
+    pub async fn start(ctx: &ServiceContext, providers: Arc<ProviderPool>) -> anyhow::Result<Self> {
         let path = ctx.config.master_key_path();
         let master_key =
             tokio::task::spawn_blocking(move || MasterKey::load_or_create(&path)).await??;
-        let runner = PreflightRunner::new(ctx.store.clone(), &ctx.config.ai, master_key)?;
+        let runner =
+            PreflightRunner::new(ctx.store.clone(), &ctx.config.ai, master_key, providers)?;
         Self::start_with(&ctx.bus, Arc::new(runner)).await
     }
 

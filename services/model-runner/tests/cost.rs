@@ -3,8 +3,9 @@
 use chrono::{TimeZone as _, Utc};
 use pulse_domain::TenantId;
 use pulse_model_runner::cost::{
-    self, BudgetDecision, Cost, DollarBudget, LedgerEntry, RefusalReason, Spend, Usd, pricing,
+    self, BudgetDecision, Cost, DollarBudget, LedgerEntry, RefusalReason, Spend, Usd,
 };
+use pulse_model_runner::pricing;
 use pulse_model_runner::provider::Usage;
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;

@@ -16,6 +16,7 @@ use pulse_model_runner::agent_loop::BoxFuture;
 use pulse_model_runner::investigation::runtime::{CHECKPOINT, Investigator, RunEnd, RunInput};
 use pulse_model_runner::investigation::tools::{CapabilityCatalogue, EVIDENCE_BUDGET};
 use pulse_model_runner::preflight::RouteConnection;
+use pulse_model_runner::provider::pool::ProviderPool;
 use pulse_model_runner::route::Route;
 use pulse_store::{findings, tenants};
 use pulse_test_support::db::TestDb;
@@ -102,7 +103,12 @@ async fn evidence_stops_at_the_budget_and_the_checkpoint_removes_the_evidence_to
     // A model that only ever reads.
     let sim =
         ProviderSim::start(Script::looping("pulse_query", json!({"action": "health"}))).await?;
-    let investigator = Investigator::new(db.store().clone(), None, Arc::new(NoCatalogue));
+    let investigator = Investigator::new(
+        db.store().clone(),
+        None,
+        Arc::new(NoCatalogue),
+        Arc::new(ProviderPool::new()),
+    );
     let result = investigator
         .run(RunInput {
             tenant: &tenant,
@@ -161,7 +167,12 @@ async fn a_fabricated_lifecycle_tool_is_denied_before_dispatch() -> anyhow::Resu
         Step::reply(Turn::text("Nothing to propose. Confidence: low")),
     ]))
     .await?;
-    let investigator = Investigator::new(db.store().clone(), None, Arc::new(NoCatalogue));
+    let investigator = Investigator::new(
+        db.store().clone(),
+        None,
+        Arc::new(NoCatalogue),
+        Arc::new(ProviderPool::new()),
+    );
     let result = investigator
         .run(RunInput {
             tenant: &tenant,

@@ -10,6 +10,7 @@ use pulse_model_runner::preflight::{
     Readiness, RouteConnection,
 };
 use pulse_model_runner::provider::FailureCause;
+use pulse_model_runner::provider::pool::ProviderPool;
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;
 use pulse_test_support::provider_sim::{Delivery, ProviderSim, Script, SimError, Step, Turn};
@@ -32,7 +33,10 @@ fn preflight(settings: PreflightSettings) -> (Preflight, Arc<ManualClock>) {
         .unwrap_or_else(Utc::now);
     let clock = Arc::new(ManualClock::new(start));
     let cache = PreflightCache::new(TTL, clock.clone());
-    (Preflight::new(settings, cache), clock)
+    (
+        Preflight::new(settings, cache, Arc::new(ProviderPool::new())),
+        clock,
+    )
 }
 
 fn route(text: &str) -> Route {

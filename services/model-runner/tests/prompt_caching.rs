@@ -10,7 +10,8 @@ use pulse_domain::TenantId;
 use pulse_model_runner::agent_loop::{
     AgentLoop, ExportsNotAudited, LoopInput, LoopLimits, LoopStop, ToolHandler,
 };
-use pulse_model_runner::cost::{LedgerUsageSink, Usd, pricing};
+use pulse_model_runner::cost::{LedgerUsageSink, Usd};
+use pulse_model_runner::pricing;
 use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult, Usage};
 use pulse_model_runner::registry::RouteClass;
 use pulse_model_runner::route::Route;

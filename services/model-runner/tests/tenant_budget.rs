@@ -211,8 +211,12 @@ async fn an_investigation_crossing_its_tenants_budget_stops_after_the_turn() -> 
     let connection = RouteConnection::new(Route::parse("openai:gpt-4o-mini").expect("route"))
         .with_base_url(sim.openai_base_url())
         .with_api_key("sk-test-key");
-    let investigator =
-        Investigator::new(db.store().clone(), None, std::sync::Arc::new(NoCatalogue));
+    let investigator = Investigator::new(
+        db.store().clone(),
+        None,
+        std::sync::Arc::new(NoCatalogue),
+        std::sync::Arc::new(pulse_model_runner::provider::pool::ProviderPool::new()),
+    );
     let result = investigator
         .run(RunInput {
             tenant: &tenant,

@@ -17,7 +17,7 @@ use pulse_domain::agent_protocol::{ReadOutput, ReadRequest, ReadResult};
 use pulse_domain::patrol::run::RunId;
 use pulse_domain::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
 use pulse_model_runner::provider::ToolCall;
-use pulse_model_runner::watch::tools::{RunLedger, ToolContext, read};
+use pulse_model_runner::tools::{RunLedger, ToolContext, read};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::TestNats;
 use serde_json::{Value, json};

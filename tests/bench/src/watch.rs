@@ -14,6 +14,7 @@
 //!   and their store reads, finding writes, accounting), p50/p95 over healthy runs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
@@ -21,9 +22,10 @@ use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
 use pulse_domain::resource::{Health, ObservedResource, Resource};
 use pulse_model_runner::agent_loop::BoxFuture;
-use pulse_model_runner::cost::pricing::{self, PriceRow};
 use pulse_model_runner::preflight::RouteConnection;
+use pulse_model_runner::pricing::{self, PriceRow};
 use pulse_model_runner::provider::Usage;
+use pulse_model_runner::provider::pool::ProviderPool;
 use pulse_model_runner::route::Route;
 use pulse_model_runner::watch::executor::{
     Ending, ProgressSink, WatchExecutor, WatchInput, WatchOutcome,
@@ -323,7 +325,11 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
                 let bench = Bench {
                     store: db.store().clone(),
                     tenant: tenant.clone(),
-                    runtime: WatchRuntime::new(db.store().clone(), None),
+                    runtime: WatchRuntime::new(
+                        db.store().clone(),
+                        None,
+                        Arc::new(ProviderPool::new()),
+                    ),
                     connection: RouteConnection {
                         route: Route::parse(&format!("{}:{MODEL}", wire.provider))?,
                         base_url: Some(base_url),
@@ -433,7 +439,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
     let bench = Bench {
         store: db.store().clone(),
         tenant,
-        runtime: WatchRuntime::new(db.store().clone(), None),
+        runtime: WatchRuntime::new(db.store().clone(), None, Arc::new(ProviderPool::new())),
         sim,
         connection,
     };

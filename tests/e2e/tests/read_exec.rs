@@ -16,7 +16,7 @@ use pulse_domain::agent_protocol::{ReadOutput, ReadRequest as ReadSpec, Resource
 use pulse_domain::patrol::run::RunId;
 use pulse_domain::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
 use pulse_model_runner::provider::ToolCall;
-use pulse_model_runner::watch::tools::{RunLedger, ToolContext, read};
+use pulse_model_runner::tools::{RunLedger, ToolContext, read};
 use pulse_store::read_exec_audit::{self, ExecOutcome};
 use pulse_test_support::agent::{AgentStack, host_id};
 use pulse_test_support::nats::bus_on;

@@ -2,13 +2,24 @@
 //! the provider reported, and how the call ended. The cost ledger records them
 //! ([`crate::cost::LedgerUsageSink`]).
 
+use pulse_domain::patrol::budget::BudgetExceeded;
 use serde::Serialize;
 
 use super::{BoxFuture, RecordError};
-pub use crate::cost::tenant_budget::BudgetCheckError;
 use crate::provider::{FailureCause, Usage};
 use crate::registry::RouteClass;
 use crate::route::Route;
+
+/// Why a call was not admitted (the tenant spend budgets, [`crate::cost::tenant_budget`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BudgetCheckError {
+    /// A budget is used up, or cannot be shown to hold (unknown price).
+    #[error(transparent)]
+    Exceeded(#[from] BudgetExceeded),
+    /// The budgets or the ledger could not be read; the call is not made.
+    #[error("the spend budgets could not be checked: {0}")]
+    Unchecked(String),
+}
 
 /// How one provider call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -20,9 +20,9 @@ use serde_json::{Value, json};
 
 use crate::agent_loop::{BoxFuture, ToolHandler};
 use crate::provider::{ToolCall, ToolResult};
-use crate::watch::tools::findings::finding_row;
-use crate::watch::tools::query::compact_row;
-use crate::watch::tools::{
+use crate::tools::findings::finding_row;
+use crate::tools::query::compact_row;
+use crate::tools::{
     ASSISTANT_READ, CANONICAL_READS, Narrowing, ToolContext, WatchTools, count_arg, json_result,
     text_arg,
 };

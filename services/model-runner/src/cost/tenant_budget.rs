@@ -15,6 +15,7 @@ use pulse_domain::patrol::budget::{self, BudgetExceeded, TenantBudgets, TenantSp
 use pulse_store::{Store, StoreError, cost_ledger};
 
 use super::DollarBudget;
+use crate::agent_loop::usage::BudgetCheckError;
 use crate::provider::Usage;
 use crate::registry::RouteClass;
 use crate::route::Route;
@@ -27,17 +28,6 @@ const NEXT_CALL: Usage = Usage {
     cached_input_tokens: 0,
     cache_write_input_tokens: 0,
 };
-
-/// Why a call was not admitted.
-#[derive(Debug, thiserror::Error)]
-pub enum BudgetCheckError {
-    /// A budget is used up, or cannot be shown to hold (unknown price).
-    #[error(transparent)]
-    Exceeded(#[from] BudgetExceeded),
-    /// The budgets or the ledger could not be read; the call is not made.
-    #[error("the spend budgets could not be checked: {0}")]
-    Unchecked(String),
-}
 
 /// Whether a call on `route` (class `class`) may start, by the budgets and the period spend.
 pub fn decide_call(

@@ -7,7 +7,8 @@ use pulse_domain::TenantId;
 use pulse_store::Store;
 
 use super::ledger::{LedgerEntry, record};
-use super::tenant_budget::{BudgetCheckError, TenantBudgetCheck};
+use super::tenant_budget::TenantBudgetCheck;
+use crate::agent_loop::usage::BudgetCheckError;
 use crate::agent_loop::{BoxFuture, CallOutcome, ProviderCallUsage, RecordError, UsageSink};
 use crate::registry::RouteClass;
 use crate::route::Route;

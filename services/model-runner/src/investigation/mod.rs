@@ -56,6 +56,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::patrol_connection::{ConnectionError, patrol_connection};
+use crate::provider::pool::ProviderPool;
 use capture::Proposal;
 use gate::{Decision, GateInput};
 use runtime::{Investigator, RunEnd, RunInput, RunResult, confidence};
@@ -112,7 +113,11 @@ fn action_severity(severity: Severity) -> ActionSeverity {
 }
 
 impl InvestigationService {
-    pub fn new(ctx: &ServiceContext, master_key: MasterKey) -> anyhow::Result<Self> {
+    pub fn new(
+        ctx: &ServiceContext,
+        master_key: MasterKey,
+        providers: Arc<ProviderPool>,
+    ) -> anyhow::Result<Self> {
         let config_layer = ConfigLayer::from_config(&ctx.config.ai)?;
         let environment_keys = crate::patrol_connection::environment_keys(&ctx.config.ai);
         let catalogue = Arc::new(BrokerCatalogue {
@@ -125,7 +130,12 @@ impl InvestigationService {
             config_layer,
             environment_keys,
             master_key,
-            investigator: Investigator::new(ctx.store.clone(), Some(ctx.bus.clone()), catalogue),
+            investigator: Investigator::new(
+                ctx.store.clone(),
+                Some(ctx.bus.clone()),
+                catalogue,
+                providers,
+            ),
         })
     }
 
@@ -556,11 +566,13 @@ pub struct InvestigationHandle {
 
 impl InvestigationHandle {
     /// Starts the dispatcher of this process (the master key as the Watch worker loads it).
-    pub async fn start(ctx: &ServiceContext) -> anyhow::Result<Self> {
+    pub async fn start(ctx: &ServiceContext, providers: Arc<ProviderPool>) -> anyhow::Result<Self> {
         let path = ctx.config.master_key_path();
         let master_key =
             tokio::task::spawn_blocking(move || MasterKey::load_or_create(&path)).await??;
-        Ok(InvestigationService::new(ctx, master_key)?.start().await?)
+        Ok(InvestigationService::new(ctx, master_key, providers)?
+            .start()
+            .await?)
     }
 
     pub async fn stop(self) {

@@ -29,10 +29,11 @@ use crate::agent_loop::{AgentLoop, LoopInput, LoopLimits, LoopOutcome, LoopStop,
 use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
 use crate::preflight::{PreflightSettings, RouteConnection};
-use crate::provider::{Message, Provider};
+use crate::provider::Message;
+use crate::provider::pool::ProviderPool;
+use crate::redaction::display_summary;
 use crate::redaction::redactor;
-use crate::watch::executor::display_summary;
-use crate::watch::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
+use crate::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
 
 /// Model turns of the evidence phase.
 pub const EVIDENCE_TURNS: u32 = 15;
@@ -134,16 +135,23 @@ pub struct Investigator {
     pub catalogue: Arc<dyn CapabilityCatalogue>,
     pub timeouts: PreflightSettings,
     pub backend_timeout: Duration,
+    pub providers: Arc<ProviderPool>,
 }
 
 impl Investigator {
-    pub fn new(store: Store, bus: Option<Bus>, catalogue: Arc<dyn CapabilityCatalogue>) -> Self {
+    pub fn new(
+        store: Store,
+        bus: Option<Bus>,
+        catalogue: Arc<dyn CapabilityCatalogue>,
+        providers: Arc<ProviderPool>,
+    ) -> Self {
         Self {
             store,
             bus,
             catalogue,
             timeouts: PreflightSettings::default(),
             backend_timeout: BACKEND_TIMEOUT,
+            providers,
         }
     }
 
@@ -166,7 +174,7 @@ impl Investigator {
             Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
             Err(missing) => return Self::failed(missing.to_string()),
         };
-        let provider = match Provider::new(config) {
+        let provider = match self.providers.provider(config) {
             Ok(provider) => provider,
             Err(failure) => return Self::failed(failure.summary()),
         };

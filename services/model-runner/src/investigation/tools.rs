@@ -19,8 +19,8 @@ use serde_json::{Value, json};
 use super::capture::{ProposalCapture, fingerprint, validate};
 use crate::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
 use crate::provider::{ToolCall, ToolResult, Usage};
-use crate::watch::executor::display_summary;
-use crate::watch::tools::{WatchTools, canonical_reads_and};
+use crate::redaction::display_summary;
+use crate::tools::{WatchTools, canonical_reads_and};
 
 /// Evidence-tool calls of one investigation.
 pub const EVIDENCE_BUDGET: u32 = 15;

@@ -7,6 +7,8 @@
 #[cfg(test)]
 mod wire_shapes_tests;
 
+pub mod pool;
+
 use std::time::Duration;
 
 use futures::StreamExt as _;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::agent_loop::{AllowanceDecision, TokenAllowance};
 use crate::provider::Usage;
 
-use super::tools::RunLedger;
+use crate::tools::RunLedger;
 
 pub const RUN_ALLOWANCE_TOKENS: u64 = 7_000;
 pub const STRUCTURED_TURN_OUTPUT_TOKENS: u32 = 2_048;

@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::patrol::outcome::RunAccounting;
 use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, PatrolRun, ToolCallRecord};
-use pulse_domain::resource::{Resource, truncate_chars};
-use pulse_redaction::{RedactionReport, Redactor};
+use pulse_domain::resource::Resource;
 
 use crate::agent_loop::{
     self, BoxFuture, CallOutcome, CallStatus, ProviderCallUsage, RecordError, UsageSink,
@@ -24,8 +23,6 @@ use crate::registry::RouteClass;
 
 /// Tool call records kept on a run; the count covers all of them.
 pub const MAX_RECORDED_TOOL_CALLS: usize = 64;
-/// Characters of the display summary kept on a run.
-pub const MAX_SUMMARY_CHARS: usize = 4_000;
 /// The cost-ledger surface of Patrol calls.
 pub const PATROL_SURFACE: &str = "patrol";
 
@@ -201,26 +198,6 @@ impl UsageSink for RunUsage<'_> {
     }
 }
 
-/// The model's answer made safe to show and store: sanitized like provider-bound text and
-/// bounded.
-pub fn display_summary(redactor: &Redactor, text: &str) -> String {
-    let destination = redactor.destination();
-    let mut scratch = RedactionReport {
-        route: destination.route.clone(),
-        boundary: destination.boundary,
-        local_only_withheld: false,
-        counts: Default::default(),
-        total: 0,
-    };
-    let mut summary: String = text
-        .trim()
-        .chars()
-        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-        .collect();
-    redactor.sanitize_string(&mut summary, &mut scratch);
-    truncate_chars(&summary, MAX_SUMMARY_CHARS)
-}
-
 /// The run's record of the loop's calls; the loop knows durations, not wall times, so each call
 /// is placed to end when the loop ended.
 pub(super) fn tool_call_records(
@@ -286,21 +263,5 @@ mod tests {
         }
         assert_eq!(error_cause(FailureCause::Auth), ErrorCause::ProviderAuth);
         assert_eq!(error_cause(FailureCause::Timeout), ErrorCause::Timeout);
-    }
-
-    #[test]
-    fn summaries_are_sanitized_and_bounded() {
-        let connection =
-            RouteConnection::new(crate::route::Route::parse("openai:gpt-4o-mini").unwrap())
-                .with_api_key("sk-canary-0123456789abcdef");
-        let redactor = crate::redaction::redactor(&connection, RouteClass::MeteredApi).unwrap();
-        let text = format!(
-            "all fine \u{1b}[31m; key sk-canary-0123456789abcdef {}",
-            "x".repeat(MAX_SUMMARY_CHARS)
-        );
-        let summary = display_summary(&redactor, &text);
-        assert!(!summary.contains("sk-canary-0123456789abcdef"), "{summary}");
-        assert!(!summary.contains('\u{1b}'));
-        assert_eq!(summary.chars().count(), MAX_SUMMARY_CHARS);
     }
 }

@@ -25,8 +25,6 @@ pub mod lease;
 pub mod offer;
 pub mod runtime;
 pub mod seed;
-pub mod signals;
-pub mod tools;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -65,6 +63,8 @@ use crate::provider::Usage;
 use executor::{Ending, ProgressSink, SharedExecutor, WatchInput};
 use lease::{Heartbeat, LeaseHold};
 use runtime::WatchRuntime;
+
+use crate::provider::pool::ProviderPool;
 
 /// How the worker runs.
 #[derive(Debug, Clone)]
@@ -150,6 +150,7 @@ impl WatchRunner {
         ctx: &ServiceContext,
         master_key: MasterKey,
         outbox_notify: Arc<Notify>,
+        providers: Arc<ProviderPool>,
     ) -> anyhow::Result<Self> {
         let config_layer = ConfigLayer::from_config(&ctx.config.ai)?;
         let environment_keys = crate::patrol_connection::environment_keys(&ctx.config.ai);
@@ -161,7 +162,11 @@ impl WatchRunner {
             master_key,
             runner_id: ctx.instance_id.clone(),
             settings: WatchSettings::from_config(&ctx.config.runner),
-            executor: Arc::new(WatchRuntime::new(ctx.store.clone(), Some(ctx.bus.clone()))),
+            executor: Arc::new(WatchRuntime::new(
+                ctx.store.clone(),
+                Some(ctx.bus.clone()),
+                providers,
+            )),
             outbox_notify,
         })
     }
@@ -763,11 +768,11 @@ pub struct WatchService {
 
 impl WatchService {
     /// Loads the master key, creates the `jobs.watch` consumer and starts consuming.
-    pub async fn start(ctx: &ServiceContext) -> anyhow::Result<Self> {
+    pub async fn start(ctx: &ServiceContext, providers: Arc<ProviderPool>) -> anyhow::Result<Self> {
         let path = ctx.config.master_key_path();
         let master_key =
             tokio::task::spawn_blocking(move || MasterKey::load_or_create(&path)).await??;
-        let runner = WatchRunner::new(ctx, master_key, ctx.outbox_relay())?;
+        let runner = WatchRunner::new(ctx, master_key, ctx.outbox_relay(), providers)?;
         Self::start_with(&ctx.bus, Arc::new(runner)).await
     }
 

@@ -9,7 +9,7 @@
 //! 4. When the allowance or the turn budget runs out: one final decision turn offering only
 //!    `patrol_report_finding` and `patrol_assess_finding`, never refused for prior usage.
 //! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
-//!    problem signal unaddressed ([`super::signals`]), naming what is left.
+//!    problem signal unaddressed ([`crate::tools::signals`]), naming what is left.
 //! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
 //!    active finding shown to the run without a verdict, an empty answer and unaddressed signals
 //!    are the model's analysis failures, then [`pulse_domain::patrol::outcome::conclude`] decides
@@ -37,7 +37,8 @@ use crate::agent_loop::{
 use crate::cost::{LedgerUsageSink, Usd};
 use crate::export_audit::AuditedExports;
 use crate::preflight::PreflightSettings;
-use crate::provider::{Message, Provider, Usage};
+use crate::provider::pool::ProviderPool;
+use crate::provider::{Message, Usage};
 use crate::redaction::redactor;
 
 use super::budget::{
@@ -45,14 +46,15 @@ use super::budget::{
 };
 use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
-    display_summary, error_cause, tool_call_records,
+    error_cause, tool_call_records,
 };
 use super::offer;
 use super::seed::{
     FiringAlerts, REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
 };
-use super::signals::{SignalBook, Unaddressed, nudge_instruction};
-use super::tools::{
+use crate::redaction::display_summary;
+use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
+use crate::tools::{
     BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
 };
 
@@ -92,6 +94,7 @@ pub struct WatchRuntime {
     bus: Option<Bus>,
     timeouts: PreflightSettings,
     backend_timeout: Duration,
+    providers: Arc<ProviderPool>,
 }
 
 impl std::fmt::Debug for WatchRuntime {
@@ -103,13 +106,15 @@ impl std::fmt::Debug for WatchRuntime {
 }
 
 impl WatchRuntime {
-    /// An executor whose relay reads and verifier checks go over `bus`.
-    pub fn new(store: Store, bus: Option<Bus>) -> Self {
+    /// An executor whose relay reads and verifier checks go over `bus` and whose provider
+    /// calls use the clients of `providers`.
+    pub fn new(store: Store, bus: Option<Bus>, providers: Arc<ProviderPool>) -> Self {
         Self {
             store,
             bus,
             timeouts: PreflightSettings::default(),
             backend_timeout: BACKEND_TIMEOUT,
+            providers,
         }
     }
 }
@@ -451,7 +456,7 @@ impl WatchExecutor for WatchRuntime {
                     );
                 }
             };
-            let provider = match Provider::new(config) {
+            let provider = match self.providers.provider(config) {
                 Ok(provider) => provider,
                 Err(failure) => {
                     tracing::warn!(run_id, cause = %failure.cause, detail = %failure.message, "provider transport could not be built");

@@ -8,7 +8,7 @@
 //! any of them with the read-only tools (`pulse_query` list, search or get). Every resource that
 //! carries a triage flag or a firing alert is listed in full, and every active finding on the
 //! run's resources is listed for its verdict, so no evidence the all-clear rules depend on is
-//! summarised away ([`super::signals`], [`super::runtime`]).
+//! summarised away ([`crate::tools::signals`], [`super::runtime`]).
 //!
 //! Prompt caching: the seed opens with its fixed wording and ends with what is particular to
 //! the run (its id, trigger and context note), so the request prefix a provider can cache
@@ -24,7 +24,9 @@ use chrono::SecondsFormat;
 use pulse_capabilities::ToolName;
 use pulse_domain::finding::Finding;
 use pulse_domain::patrol::run::PatrolRun;
-use pulse_domain::resource::{Health, Resource, ResourceStatus, truncate_chars};
+use pulse_domain::resource::{Resource, truncate_chars};
+
+use crate::tools::signals::triage_flags;
 use serde_json::{Value, json};
 
 /// Flagged resources listed in the seed; the rest are counted, not shown.
@@ -253,35 +255,10 @@ then the active findings (ref = finding id), each needing a verdict.\n",
     text
 }
 
-/// Restart count from which repeated exits are flagged.
-pub const RESTARTS_FLAGGED: u32 = 3;
-
-/// The deterministic triage flags of one resource: evidence seeds computed from its typed
-/// fields, not conclusions.
-pub fn triage_flags(resource: &Resource) -> Vec<&'static str> {
-    let mut flags = Vec::new();
-    match resource.health {
-        Health::Unhealthy => flags.push("health_check_failing"),
-        Health::Unknown => flags.push("health_unknown"),
-        Health::Healthy => {}
-    }
-    match resource.status {
-        ResourceStatus::Exited | ResourceStatus::Stopped => flags.push("not_running"),
-        ResourceStatus::Unknown => flags.push("status_unknown"),
-        ResourceStatus::Running => {}
-    }
-    if resource
-        .restart_count
-        .is_some_and(|n| n >= RESTARTS_FLAGGED)
-    {
-        flags.push("repeated_restarts");
-    }
-    flags
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::signals::RESTARTS_FLAGGED;
     use std::collections::BTreeMap;
 
     use chrono::{TimeZone, Utc};

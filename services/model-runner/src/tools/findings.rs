@@ -36,7 +36,7 @@ use super::{
     text_arg,
 };
 use crate::provider::{ToolCall, ToolResult};
-use crate::watch::signals::ALERT_PREFIX;
+use crate::tools::signals::ALERT_PREFIX;
 
 /// Findings in one snapshot.
 pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;
@@ -150,7 +150,7 @@ fn resolution_problem(ctx: &ToolContext, reported: &ReportedFinding) -> Option<S
 }
 
 /// The deterministic signals that hold for `resource_id` in this run, as the run read them at
-/// its start (the run's [`SignalBook`](crate::watch::signals::SignalBook), the one owner): its
+/// its start (the run's [`SignalBook`](crate::tools::signals::SignalBook), the one owner): its
 /// problem triage flags (`health_check_failing`, ...) and its firing alerts, each alert under the
 /// spellings a report's evidence may cite (`alert_<rule>`, and the alert key
 /// `<resource_id>:<rule>`).
@@ -444,7 +444,7 @@ mod tests {
 
     use pulse_domain::finding::equivalence::shared_signal;
 
-    use crate::watch::signals::SignalBook;
+    use crate::tools::signals::SignalBook;
 
     use super::super::test_support::{call, resource};
     use super::*;

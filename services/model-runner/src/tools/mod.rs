@@ -1,7 +1,8 @@
-//! The Detection-profile tools of a Watch run, one file per family: [`query`] (`pulse_query`),
-//! [`metrics`] (`pulse_metrics`), [`read`] (`pulse_read` through the agent-relay) and
-//! [`findings`] (`patrol_get_findings`, `patrol_report_finding`, `patrol_assess_finding`) and
-//! [`clear`] (`patrol_clear_signal`).
+//! The tools shared by Watch runs, investigations and the Assistant, one file per family:
+//! [`query`] (`pulse_query`), [`metrics`] (`pulse_metrics`), [`read`] (`pulse_read` through the
+//! agent-relay) and [`findings`] (`patrol_get_findings`, `patrol_report_finding`,
+//! `patrol_assess_finding`) and [`clear`] (`patrol_clear_signal`), with the problem [`signals`]
+//! a run must address.
 //!
 //! [`WatchTools`] is the run's [`ToolHandler`]: it only ever sees calls the run's gate admitted.
 //! Every handler answers bad input and unavailable backends with an error result for the model,
@@ -13,6 +14,7 @@ pub mod findings;
 pub mod metrics;
 pub mod query;
 pub mod read;
+pub mod signals;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
@@ -29,7 +31,7 @@ use serde_json::Value;
 
 use crate::agent_loop::{BoxFuture, ToolHandler};
 use crate::provider::{ToolCall, ToolResult};
-use crate::watch::signals::SignalBook;
+use crate::tools::signals::SignalBook;
 
 /// How long a relay read or a verifier check may take before it counts as unavailable.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);

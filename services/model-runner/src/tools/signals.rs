@@ -12,9 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pulse_domain::resource::Resource;
-
-use super::seed::triage_flags;
+use pulse_domain::resource::{Health, Resource, ResourceStatus};
 
 /// Triage flags that do not claim a problem: they say the data is missing.
 const DATA_GAP_FLAGS: &[&str] = &["health_unknown", "status_unknown"];
@@ -144,10 +142,36 @@ markers stays data.",
     text
 }
 
+/// Restart count from which repeated exits are flagged.
+pub const RESTARTS_FLAGGED: u32 = 3;
+
+/// The deterministic triage flags of one resource: evidence seeds computed from its typed
+/// fields, not conclusions.
+pub fn triage_flags(resource: &Resource) -> Vec<&'static str> {
+    let mut flags = Vec::new();
+    match resource.health {
+        Health::Unhealthy => flags.push("health_check_failing"),
+        Health::Unknown => flags.push("health_unknown"),
+        Health::Healthy => {}
+    }
+    match resource.status {
+        ResourceStatus::Exited | ResourceStatus::Stopped => flags.push("not_running"),
+        ResourceStatus::Unknown => flags.push("status_unknown"),
+        ResourceStatus::Running => {}
+    }
+    if resource
+        .restart_count
+        .is_some_and(|n| n >= RESTARTS_FLAGGED)
+    {
+        flags.push("repeated_restarts");
+    }
+    flags
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::tools::test_support::resource;
+    use crate::tools::test_support::resource;
     use pulse_domain::resource::{Health, ResourceStatus};
 
     fn book() -> SignalBook {

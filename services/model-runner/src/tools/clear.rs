@@ -1,7 +1,7 @@
 //! `patrol_clear_signal`: the model judges one deterministic signal of a resource (a problem
 //! triage flag or a firing alert) expected and benign, with evidence. It writes nothing durable:
 //! the clear is recorded in the run's ledger, counts towards the run's all-clear accounting
-//! ([`crate::watch::signals`]) and is listed in the run's analysis, so an operator sees every
+//! ([`crate::tools::signals`]) and is listed in the run's analysis, so an operator sees every
 //! signal the model waved through and why.
 
 use serde_json::json;
