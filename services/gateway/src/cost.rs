@@ -64,7 +64,7 @@ fn route_view(r: RouteCost) -> RouteView {
         route: r.route.route,
         provider: r.route.provider,
         model: r.route.model,
-        route_class: r.route.route_class,
+        route_class: r.route.route_class.to_owned(),
     }
 }
 

@@ -194,7 +194,10 @@ pub async fn list(
 /// A stored finding as the API answers it (without its investigation record).
 fn answer(stored: StoredFinding) -> FindingAnswer {
     FindingAnswer {
-        allowed_actions: allowed_actions(stored.finding.status),
+        allowed_actions: allowed_actions(stored.finding.status)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
         finding: stored.finding,
         version: stored.version,
         investigation_record: None,

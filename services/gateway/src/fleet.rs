@@ -69,7 +69,7 @@ impl Fleet {
             .collect();
         let all_ready = services.values().all(|s| s.ready);
         HealthReport {
-            status: if all_ready { "ok" } else { "degraded" },
+            status: if all_ready { "ok" } else { "degraded" }.to_owned(),
             services,
         }
     }

@@ -102,7 +102,7 @@ fn view(
         never_auto_remediate: projection.never_auto_remediate,
         criticality: projection.criticality,
         note,
-        suppression_cause: projection.suppression_cause(now).map(|c| c.as_str()),
+        suppression_cause: projection.suppression_cause(now).map(Into::into),
         set_by,
         set_at,
         dismissed_finding_ids: None,
@@ -280,6 +280,7 @@ mod tests {
     use chrono::{Duration, TimeZone};
 
     use super::*;
+    use pulse_api::operator_state::SuppressionCause;
     use pulse_domain::finding::operator_state::Criticality;
 
     fn now() -> DateTime<Utc> {
@@ -343,7 +344,10 @@ mod tests {
             set_at: now(),
         };
         let shown = view("service:h1:web".to_owned(), Some(stored), now());
-        assert_eq!(shown.suppression_cause, Some("maintenance_window"));
+        assert_eq!(
+            shown.suppression_cause,
+            Some(SuppressionCause::MaintenanceWindow)
+        );
         insta::assert_json_snapshot!("operator_state_view", shown);
         let unset = view("service:h1:web".to_owned(), None, now());
         assert_eq!(unset.suppression_cause, None);

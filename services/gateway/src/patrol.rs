@@ -138,7 +138,7 @@ pub async fn preflight(
         .preflight(tenant, &request, PREFLIGHT_REQUEST_TIMEOUT)
         .await?;
     Ok(Json(PreflightAnswer {
-        preflight_state: record.state().as_str(),
+        preflight_state: record.state(),
         patrol_preflight: PreflightView::from(&record),
     }))
 }

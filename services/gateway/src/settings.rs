@@ -14,7 +14,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use pulse_api::settings::{KeySource, PreflightView, ProviderView, SettingsView};
+use pulse_api::settings::{
+    KeySource, PreflightView, ProviderView, SettingsPreflightState, SettingsView,
+};
 use pulse_bus::{OutboxRow, events};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::{
@@ -34,17 +36,20 @@ use crate::route::{Answer, Body, RouteSpec, schema};
 use crate::settings_context::SettingsContext;
 use crate::state::AppState;
 
-fn preflight_state(settings: &AiSettings, record: Option<&PreflightRecord>) -> &'static str {
+fn preflight_state(
+    settings: &AiSettings,
+    record: Option<&PreflightRecord>,
+) -> SettingsPreflightState {
     let Some(record) = record else {
-        return "not_run";
+        return SettingsPreflightState::NotRun;
     };
     let current = settings
         .patrol_route()
         .is_some_and(|route| record.is_for(&route, settings.base_url(route.provider)));
     if current {
-        record.state().as_str()
+        record.state().into()
     } else {
-        "stale"
+        SettingsPreflightState::Stale
     }
 }
 
@@ -512,18 +517,18 @@ mod tests {
         };
         let empty = BTreeSet::new();
         let shown = view(settings.clone(), &stored, 3, &empty, &empty, Some(&record));
-        assert_eq!(shown.preflight_state, "failed");
+        assert_eq!(shown.preflight_state, SettingsPreflightState::Failed);
         insta::assert_json_snapshot!("ai_settings_view_preflight", shown.patrol_preflight);
         // The address is shown once, with its provider.
         let text = serde_json::to_string(&shown.patrol_preflight).unwrap();
         assert!(!text.contains("llm.internal"), "{text}");
         record.route = "openai:gpt-4.1".to_owned();
         let other = view(settings.clone(), &stored, 3, &empty, &empty, Some(&record));
-        assert_eq!(other.preflight_state, "stale");
+        assert_eq!(other.preflight_state, SettingsPreflightState::Stale);
         let none = view(settings, &stored, 3, &empty, &empty, None);
         assert_eq!(
             (none.preflight_state, none.patrol_preflight),
-            ("not_run", None)
+            (SettingsPreflightState::NotRun, None)
         );
     }
 }

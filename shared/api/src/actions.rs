@@ -47,7 +47,7 @@ pub enum DecisionOutcome {
     Rejected,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionBody {
     pub outcome: DecisionOutcome,
@@ -147,8 +147,78 @@ pub struct ActionView {
     pub verified_at: Option<DateTime<Utc>>,
 }
 
+/// The view's own fields: the plan is flattened into the same object and refuses fields it does
+/// not know, so the view is read as these fields first and the rest as the plan.
+#[derive(Deserialize)]
+struct ActionViewFields {
+    state: ActionState,
+    version: i64,
+    decided_by: Option<String>,
+    decided_by_name: Option<String>,
+    decision_reason: Option<String>,
+    human_approved: bool,
+    lease_id: Option<String>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    result: Option<Value>,
+    updated_at: DateTime<Utc>,
+    finding_id: Option<FindingId>,
+    verification: Option<Verification>,
+    verification_reason: Option<String>,
+    verified_at: Option<DateTime<Utc>>,
+}
+
+impl ActionViewFields {
+    const NAMES: [&str; 14] = [
+        "state",
+        "version",
+        "decided_by",
+        "decided_by_name",
+        "decision_reason",
+        "human_approved",
+        "lease_id",
+        "lease_expires_at",
+        "result",
+        "updated_at",
+        "finding_id",
+        "verification",
+        "verification_reason",
+        "verified_at",
+    ];
+}
+
+impl<'de> Deserialize<'de> for ActionView {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut object = serde_json::Map::<String, Value>::deserialize(deserializer)?;
+        let own: ActionViewFields =
+            serde_json::from_value(Value::Object(object.clone())).map_err(D::Error::custom)?;
+        for name in ActionViewFields::NAMES {
+            object.remove(name);
+        }
+        let plan: ActionPlan =
+            serde_json::from_value(Value::Object(object)).map_err(D::Error::custom)?;
+        Ok(ActionView {
+            plan,
+            state: own.state,
+            version: own.version,
+            decided_by: own.decided_by,
+            decided_by_name: own.decided_by_name,
+            decision_reason: own.decision_reason,
+            human_approved: own.human_approved,
+            lease_id: own.lease_id,
+            lease_expires_at: own.lease_expires_at,
+            result: own.result,
+            updated_at: own.updated_at,
+            finding_id: own.finding_id,
+            verification: own.verification,
+            verification_reason: own.verification_reason,
+            verified_at: own.verified_at,
+        })
+    }
+}
+
 /// A stored audit row.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AuditRecord {
     pub seq: i64,
     pub occurred_at: DateTime<Utc>,
@@ -169,9 +239,54 @@ pub struct LockBody {
 }
 
 /// The lock as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LockView {
     /// The canonical id the lock is kept on.
     pub resource_id: String,
     pub never_auto_remediate: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every field the view writes is read back: the plan's and the view's own.
+    #[test]
+    fn an_action_view_reads_back_as_written() {
+        let written = serde_json::json!({
+            "action_id": "0193a1b2-0000-7000-8000-000000000001",
+            "resource_id": "service:h1:nginx",
+            "agent_id": "h1",
+            "capability": "service.restart",
+            "params": {"target": "nginx"},
+            "reason": "nginx is down",
+            "severity": "warning",
+            "approval_floor": "none",
+            "requested_by": "user:alice",
+            "planned_at": "2026-11-29T11:00:00Z",
+            "expires_at": "2026-11-29T12:00:00Z",
+            "resource_version": "v1",
+            "policy_decision": {"outcome": "needs_approval", "reason_codes": []},
+            "plan_hash": "5d41402abc4b2a76b9719d911017c592",
+            "state": "pending_approval",
+            "version": 2,
+            "decided_by": null,
+            "decided_by_name": null,
+            "decision_reason": null,
+            "human_approved": false,
+            "lease_id": null,
+            "lease_expires_at": null,
+            "result": {"exit_code": 0},
+            "updated_at": "2026-11-29T11:00:01Z",
+            "finding_id": null,
+            "verification": null,
+            "verification_reason": "not yet run",
+            "verified_at": null,
+        });
+        let view: ActionView = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&view).unwrap(), written);
+        let mut unknown = written;
+        unknown["surprise"] = Value::Bool(true);
+        assert!(serde_json::from_value::<ActionView>(unknown).is_err());
+    }
 }

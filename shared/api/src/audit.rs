@@ -1,9 +1,9 @@
 //! `GET /api/audit/verify`: the verification of the tenant's hash-chained audit log.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a row breaks the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChainBreak {
     /// A sequence number is missing (a row was deleted).
@@ -17,7 +17,7 @@ pub enum ChainBreak {
 }
 
 /// The verification report as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VerifyView {
     pub ok: bool,
     /// Rows verified, in sequence order, before the first broken one (if any).

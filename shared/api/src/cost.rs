@@ -34,7 +34,7 @@ fn day_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option
 pub type DayCount = IntegerIn<1, { MAX_DAYS as i64 }>;
 
 /// Totals as the API shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TotalsView {
     pub calls: u64,
     pub input_tokens: u64,
@@ -47,17 +47,17 @@ pub struct TotalsView {
     pub unknown_price_calls: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RouteView {
     pub route: String,
     pub provider: String,
     pub model: String,
-    pub route_class: &'static str,
+    pub route_class: String,
     #[serde(flatten)]
     pub totals: TotalsView,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DayView {
     pub date: NaiveDate,
     #[serde(flatten)]
@@ -65,7 +65,7 @@ pub struct DayView {
     pub routes: Vec<RouteView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunView {
     pub run_id: String,
     /// The first UTC day the run made a call.
@@ -76,7 +76,7 @@ pub struct RunView {
 }
 
 /// `GET /api/ai/cost/summary`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CostSummary {
     pub days: u32,
     pub from: DateTime<Utc>,

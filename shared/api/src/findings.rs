@@ -139,7 +139,7 @@ impl schemars::JsonSchema for Flag {
 }
 
 /// The answer of the list route.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FindingList {
     pub findings: Vec<Finding>,
     pub count: usize,
@@ -149,25 +149,25 @@ pub struct FindingList {
 
 /// One finding as stored: the record (lifecycle included), its version and the actions its
 /// status accepts.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FindingAnswer {
     pub finding: Finding,
     pub version: i64,
-    pub allowed_actions: Vec<&'static str>,
+    pub allowed_actions: Vec<String>,
     /// The newest investigation record of the finding (`GET /findings/{id}` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub investigation_record: Option<InvestigationRecord>,
 }
 
 /// `acknowledge`, `dismiss/undo`, `suppress/undo`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FindingRef {
     #[schemars(with = "FindingId")]
     pub finding_id: String,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SnoozeBody {
     #[schemars(with = "FindingId")]
@@ -184,7 +184,7 @@ pub type SuppressResource = Text<MAX_REFERENCE_CHARS>;
 /// How long a snooze may last, in hours (up to [`pulse_domain::finding::MAX_SNOOZE`]).
 pub type SnoozeHours = IntegerIn<1, { pulse_domain::finding::MAX_SNOOZE_HOURS }>;
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DismissBody {
     #[schemars(with = "FindingId")]
@@ -196,7 +196,7 @@ pub struct DismissBody {
     pub note: String,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResolveBody {
     #[schemars(with = "FindingId")]
@@ -206,7 +206,7 @@ pub struct ResolveBody {
     pub note: String,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoteBody {
     #[schemars(with = "FindingId")]
@@ -220,7 +220,7 @@ pub struct NoteBody {
 /// needs `allow_broad_scope`. Without `finding_id` the rule is anchored on the most recently
 /// seen open (or dismissed) finding it matches.
 /// `*` on both sides is never accepted; `*` on one side needs `allow_broad_scope: true`.
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(extend("allOf" = [
     {"not": {
@@ -250,7 +250,7 @@ pub struct SuppressBody {
 }
 
 /// Where an attempt stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InvestigationStatus {
     Running,
@@ -260,7 +260,7 @@ pub enum InvestigationStatus {
 }
 
 /// The resource the investigation was about.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InvestigationSubject {
     pub resource_id: String,
     pub resource_name: String,
@@ -270,7 +270,7 @@ pub struct InvestigationSubject {
 }
 
 /// The finding that triggered it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InvestigationTrigger {
     pub finding_key: String,
     pub source: String,
@@ -284,7 +284,7 @@ pub struct InvestigationTrigger {
 }
 
 /// One piece of evidence the investigation read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InvestigationEvidence {
     /// The tool call id.
     pub id: String,
@@ -295,7 +295,7 @@ pub struct InvestigationEvidence {
 
 /// The typed proposal the investigation captured, without its params (their durable home is
 /// the canonical action and its audit).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProposalSummary {
     pub resource_id: String,
     pub causal_resource_id: String,
@@ -304,7 +304,7 @@ pub struct ProposalSummary {
 }
 
 /// The canonical action a proposal became.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ActionReference {
     pub action_id: Uuid,
     /// The action's state when it was submitted (`pending_approval`, `refused`, ...).
@@ -312,7 +312,7 @@ pub struct ActionReference {
 }
 
 /// The durable, operator-facing record of one investigation attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InvestigationRecord {
     pub id: Uuid,
     pub finding_id: String,

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use pulse_domain::finding::FindingId;
 use pulse_domain::finding::operator_state::{
-    Criticality, MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow,
+    self, Criticality, MAX_OPERATOR_NOTE_CHARS, MaintenanceWindow,
 };
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +33,7 @@ pub struct OperatorStateBody {
 }
 
 /// The state as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OperatorStateView {
     /// The canonical id the state is kept on.
     pub resource_id: String,
@@ -44,12 +44,28 @@ pub struct OperatorStateView {
     pub never_auto_remediate: bool,
     pub criticality: Option<Criticality>,
     pub note: String,
-    /// What silences the resource's findings now: `maintenance_window`,
-    /// `intentionally_offline` or null.
-    pub suppression_cause: Option<&'static str>,
+    /// What silences the resource's findings now; null when nothing does.
+    pub suppression_cause: Option<SuppressionCause>,
     pub set_by: Option<String>,
     pub set_at: Option<DateTime<Utc>>,
     /// Open findings this change auto-dismissed (PUT only).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dismissed_finding_ids: Option<Vec<FindingId>>,
+}
+
+/// What silences a resource's findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SuppressionCause {
+    MaintenanceWindow,
+    IntentionallyOffline,
+}
+
+impl From<operator_state::SuppressionCause> for SuppressionCause {
+    fn from(cause: operator_state::SuppressionCause) -> Self {
+        match cause {
+            operator_state::SuppressionCause::MaintenanceWindow { .. } => Self::MaintenanceWindow,
+            operator_state::SuppressionCause::IntentionallyOffline => Self::IntentionallyOffline,
+        }
+    }
 }

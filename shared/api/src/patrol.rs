@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use pulse_domain::listing::MAX_PATROL_RUNS;
+use pulse_domain::patrol::readiness::PreflightState;
 use pulse_domain::patrol::run::{PatrolRun, RunId, RunStatus, RunType, TriggerReason};
 use serde::{Deserialize, Serialize};
 
@@ -32,10 +33,9 @@ pub struct PatrolRunAccepted {
 }
 
 /// The answer to `POST /api/ai/patrol/preflight`.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreflightAnswer {
-    /// `passed`, `warning` or `failed`.
-    pub preflight_state: &'static str,
+    pub preflight_state: PreflightState,
     pub patrol_preflight: PreflightView,
 }
 

@@ -7,7 +7,7 @@ use pulse_domain::tenant::TenantQuotas;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTenantRequest {
     /// `[a-z0-9][a-z0-9_-]{0,62}`; the id in every subject and path of the tenant.
@@ -21,7 +21,7 @@ pub struct CreateTenantRequest {
     pub quotas: Option<TenantQuotas>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProvisionedAdmin {
     pub id: Uuid,
     pub username: String,
@@ -29,7 +29,7 @@ pub struct ProvisionedAdmin {
     pub password: String,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProvisionedToken {
     pub id: Uuid,
     pub name: String,
@@ -38,7 +38,7 @@ pub struct ProvisionedToken {
 }
 
 /// The one answer that carries the new tenant's secrets.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CreatedTenant {
     pub tenant: TenantRecord,
     pub admin: ProvisionedAdmin,
@@ -46,25 +46,25 @@ pub struct CreatedTenant {
     pub quotas: TenantQuotas,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TenantList {
     pub tenants: Vec<TenantRecord>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TenantView {
     pub tenant: TenantRecord,
     pub quotas: TenantQuotas,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SuspendRequest {
     /// Why, shown to the tenant's callers and agents (1-500 characters).
     pub reason: String,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TenantErasure {
     pub id: String,
     /// Rows removed per table (`tenants` is the tenant itself).
@@ -73,7 +73,7 @@ pub struct TenantErasure {
     pub stream_messages: u64,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlatformUser {
     pub id: Uuid,
     pub username: String,
@@ -82,12 +82,12 @@ pub struct PlatformUser {
     pub created_at: DateTime<Utc>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PlatformUserList {
     pub users: Vec<PlatformUser>,
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUserRequest {
     pub username: String,
@@ -96,7 +96,7 @@ pub struct CreateUserRequest {
     pub role: Option<String>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CreatedUser {
     pub user: PlatformUser,
     /// The web UI password, shown only in this answer.
@@ -104,7 +104,7 @@ pub struct CreatedUser {
 }
 
 /// Whether a tenant may act: active, or suspended by the platform operator with a reason.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Standing {
     Active,
@@ -115,7 +115,7 @@ pub enum Standing {
 }
 
 /// A tenant as the platform operator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TenantRecord {
     #[schemars(with = "String")]
     pub id: TenantId,

@@ -17,7 +17,7 @@ pub struct ListQuery {
     pub resource_type: Option<ResourceType>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ResourceList {
     pub resources: Vec<Resource>,
 }

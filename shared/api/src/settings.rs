@@ -5,18 +5,18 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use pulse_domain::ai_settings;
-use pulse_domain::patrol::readiness::PreflightRecord;
-use serde::Serialize;
+use pulse_domain::patrol::readiness::{PreflightRecord, PreflightState};
+use serde::{Deserialize, Serialize};
 
 /// Where a provider's key comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KeySource {
     Settings,
     Environment,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProviderView {
     pub configured: bool,
     pub key_source: Option<KeySource>,
@@ -24,7 +24,7 @@ pub struct ProviderView {
 }
 
 /// The `/api/settings/ai` response. Holds no key by construction.
-#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SettingsView {
     pub version: i64,
     pub updated_at: Option<DateTime<Utc>>,
@@ -47,14 +47,35 @@ pub struct SettingsView {
     pub patrol_enabled: bool,
     /// The last Patrol preflight (safe fields only); `null` until one ran.
     pub patrol_preflight: Option<PreflightView>,
-    /// `not_run`, `passed`, `warning`, `failed`, or `stale` when the last preflight checked
-    /// another route or address than the current one.
-    pub preflight_state: &'static str,
+    pub preflight_state: SettingsPreflightState,
+}
+
+/// Where the tenant's Patrol preflight stands for its current route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingsPreflightState {
+    /// No preflight ran.
+    NotRun,
+    Passed,
+    Warning,
+    Failed,
+    /// The last preflight checked another route or address than the current one.
+    Stale,
+}
+
+impl From<PreflightState> for SettingsPreflightState {
+    fn from(state: PreflightState) -> Self {
+        match state {
+            PreflightState::Passed => Self::Passed,
+            PreflightState::Warning => Self::Warning,
+            PreflightState::Failed => Self::Failed,
+        }
+    }
 }
 
 /// The safe fields of the last preflight: what failed, why and what to do; never a key or the
 /// provider's raw error. The base URL is shown once, with its provider.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PreflightView {
     pub route: String,
     pub model: String,

@@ -18,15 +18,15 @@ pub struct ErrorEnvelope {
     pub message: String,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 pub struct ServiceHealth {
     pub ready: bool,
     pub instances: usize,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 pub struct HealthReport {
-    pub status: &'static str,
+    pub status: String,
     pub services: BTreeMap<String, ServiceHealth>,
 }
 

@@ -27,6 +27,15 @@ pub enum RequestedScope {
     Platform(String),
 }
 
+impl Serialize for RequestedScope {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequestedScope::Tenant(scope) => scope.serialize(serializer),
+            RequestedScope::Platform(raw) => serializer.serialize_str(raw),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for RequestedScope {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(deserializer)?;
@@ -39,7 +48,7 @@ impl<'de> Deserialize<'de> for RequestedScope {
     }
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTokenRequest {
     #[schemars(with = "TokenName")]
@@ -53,7 +62,7 @@ pub struct CreateTokenRequest {
 }
 
 /// The one response that carries the secret.
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CreatedToken {
     pub id: Uuid,
     pub name: String,
@@ -64,7 +73,7 @@ pub struct CreatedToken {
 }
 
 // A token as listed: never its secret.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApiToken {
     pub id: Uuid,
     pub name: String,
@@ -76,7 +85,7 @@ pub struct ApiToken {
     pub last_used_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TokenList {
     pub tokens: Vec<ApiToken>,
 }

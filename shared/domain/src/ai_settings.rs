@@ -109,7 +109,7 @@ pub struct Acknowledgement {
 }
 
 /// Whether firing alerts start a Patrol investigation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AlertTriggers {
     pub enabled: bool,
@@ -119,7 +119,7 @@ pub struct AlertTriggers {
 }
 
 /// Spending limits; `None` is unlimited. Dollars are decimal text so no float rounding applies.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Budgets {
     pub daily_usd: Option<String>,
