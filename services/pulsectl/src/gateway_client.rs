@@ -30,6 +30,8 @@ pub enum ApiError {
     Unexpected { url: String, reason: String },
     #[error("invalid gateway URL '{0}'")]
     GatewayUrl(String),
+    #[error("cannot build the request: {0}")]
+    Request(String),
     #[error(
         "no API token: pass --token or set PULSE_TOKEN, or start the stack with `pulsectl up` \
          (its gateway writes the admin token to {})",
@@ -89,6 +91,7 @@ impl From<pulse_client::Error> for ApiError {
                 reason: source.to_string(),
             },
             pulse_client::Error::BaseUrl(url) => ApiError::GatewayUrl(url),
+            pulse_client::Error::Query(reason) => ApiError::Request(reason),
         }
     }
 }

@@ -8,12 +8,27 @@
 
 use std::time::Duration;
 
-use pulse_api::patrol::{RunAccepted, RunList};
-use pulse_api::system::{ErrorEnvelope, Manifest};
+use pulse_api::actions::{ActionView, DecisionBody};
+use pulse_api::audit::VerifyView;
+use pulse_api::findings::{
+    DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
+    ResolveBody, SnoozeBody, SuppressBody,
+};
+use pulse_api::patrol::{PreflightAnswer, RunAccepted, RunList};
+use pulse_api::platform::{
+    CreateTenantRequest, CreateUserRequest, CreatedTenant, CreatedUser, PlatformUserList,
+    SuspendRequest, TenantErasure, TenantList, TenantRecord, TenantView,
+};
+use pulse_api::resources::{ListQuery as ResourcesQuery, ResourceList};
+use pulse_api::settings::SettingsView;
+use pulse_api::system::{ErrorEnvelope, HealthReport, Manifest};
+use pulse_api::tokens::{CreateTokenRequest, CreatedToken, TokenList};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::patrol::status::PatrolStatus;
+use pulse_domain::resource::Resource;
+use pulse_domain::tenant::TenantQuotas;
 pub use reqwest::{Method, StatusCode, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -50,6 +65,9 @@ pub enum Error {
     },
     #[error("invalid base URL '{0}' (expected http:// or https:// and a host)")]
     BaseUrl(String),
+    /// A query value that has no query-string form (a bug of the caller's type).
+    #[error("cannot write the query: {0}")]
+    Query(String),
 }
 
 impl Error {
@@ -127,6 +145,221 @@ impl Client {
             .await
     }
 
+    /// `GET /api/health`: the fleet's readiness (public).
+    pub async fn health(&self) -> Result<HealthReport, Error> {
+        self.get(&["api", "health"]).await
+    }
+
+    /// `GET /api/audit/verify`: the verification of the tenant's audit chain.
+    pub async fn verify_audit(&self) -> Result<VerifyView, Error> {
+        self.get(&["api", "audit", "verify"]).await
+    }
+
+    /// `GET /api/settings/ai`.
+    pub async fn ai_settings(&self) -> Result<SettingsView, Error> {
+        self.get(&["api", "settings", "ai"]).await
+    }
+
+    /// `PUT /api/settings/ai` with a merge patch (RFC 7396: `null` resets a field).
+    pub async fn update_ai_settings(
+        &self,
+        patch: &serde_json::Value,
+    ) -> Result<SettingsView, Error> {
+        self.call(Method::PUT, &["api", "settings", "ai"], &[], Some(patch))
+            .await
+    }
+
+    /// `GET /api/resources`.
+    pub async fn resources(&self, query: &ResourcesQuery) -> Result<ResourceList, Error> {
+        let query = query_pairs(query)?;
+        self.call::<(), _>(Method::GET, &["api", "resources"], &pairs(&query), None)
+            .await
+    }
+
+    /// `GET /api/resources/{id}`: any reference the resolver accepts.
+    pub async fn resource(&self, reference: &str) -> Result<Resource, Error> {
+        self.get(&["api", "resources", reference]).await
+    }
+
+    /// `POST /api/tokens`: the one answer that carries the secret.
+    pub async fn create_token(&self, request: &CreateTokenRequest) -> Result<CreatedToken, Error> {
+        self.post(&["api", "tokens"], request).await
+    }
+
+    /// `GET /api/tokens`.
+    pub async fn tokens(&self) -> Result<TokenList, Error> {
+        self.get(&["api", "tokens"]).await
+    }
+
+    /// `DELETE /api/tokens/{id}`.
+    pub async fn revoke_token(&self, id: &str) -> Result<(), Error> {
+        self.send::<()>(Method::DELETE, &["api", "tokens", id], &[], None)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /api/ai/patrol/findings`.
+    pub async fn findings(&self, query: &FindingsQuery) -> Result<FindingList, Error> {
+        let query = query_pairs(query)?;
+        let segments = ["api", "ai", "patrol", "findings"];
+        self.call::<(), _>(Method::GET, &segments, &pairs(&query), None)
+            .await
+    }
+
+    /// `GET /api/ai/patrol/findings/{id}`, with its newest investigation record.
+    pub async fn finding(&self, id: &str) -> Result<FindingAnswer, Error> {
+        self.get(&["api", "ai", "patrol", "findings", id]).await
+    }
+
+    /// `POST /api/ai/patrol/acknowledge`.
+    pub async fn acknowledge_finding(&self, body: &FindingRef) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "acknowledge"], body)
+            .await
+    }
+
+    /// `POST /api/ai/patrol/snooze`.
+    pub async fn snooze_finding(&self, body: &SnoozeBody) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "snooze"], body).await
+    }
+
+    /// `POST /api/ai/patrol/dismiss`.
+    pub async fn dismiss_finding(&self, body: &DismissBody) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "dismiss"], body).await
+    }
+
+    /// `POST /api/ai/patrol/dismiss/undo`.
+    pub async fn undo_dismiss_finding(&self, body: &FindingRef) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "dismiss", "undo"], body)
+            .await
+    }
+
+    /// `POST /api/ai/patrol/resolve`.
+    pub async fn resolve_finding(&self, body: &ResolveBody) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "resolve"], body).await
+    }
+
+    /// `POST /api/ai/patrol/suppress`.
+    pub async fn suppress_finding(&self, body: &SuppressBody) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "suppress"], body).await
+    }
+
+    /// `POST /api/ai/patrol/suppress/undo`.
+    pub async fn undo_suppress_finding(&self, body: &FindingRef) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "suppress", "undo"], body)
+            .await
+    }
+
+    /// `POST /api/ai/patrol/findings/note`.
+    pub async fn note_finding(&self, body: &NoteBody) -> Result<FindingAnswer, Error> {
+        self.post(&["api", "ai", "patrol", "findings", "note"], body)
+            .await
+    }
+
+    /// `GET /api/actions/{id}`.
+    pub async fn action(&self, id: &str) -> Result<ActionView, Error> {
+        self.get(&["api", "actions", id]).await
+    }
+
+    /// `GET /api/actions[?limit=]` or, with `pending`, `GET /api/actions/pending[?limit=]`.
+    pub async fn actions(
+        &self,
+        pending: bool,
+        limit: Option<i64>,
+    ) -> Result<Vec<ActionView>, Error> {
+        let limit = limit.map(|limit| limit.to_string());
+        let query: Vec<(&str, &str)> = limit.iter().map(|l| ("limit", l.as_str())).collect();
+        let segments: &[&str] = if pending {
+            &["api", "actions", "pending"]
+        } else {
+            &["api", "actions"]
+        };
+        self.call::<(), _>(Method::GET, segments, &query, None)
+            .await
+    }
+
+    /// `POST /api/actions/{id}/decision`.
+    pub async fn decide_action(&self, id: &str, body: &DecisionBody) -> Result<ActionView, Error> {
+        self.post(&["api", "actions", id, "decision"], body).await
+    }
+
+    /// `POST /api/platform/tenants`: the one answer that carries the new tenant's secrets.
+    pub async fn create_tenant(
+        &self,
+        request: &CreateTenantRequest,
+    ) -> Result<CreatedTenant, Error> {
+        self.post(&["api", "platform", "tenants"], request).await
+    }
+
+    /// `GET /api/platform/tenants`.
+    pub async fn tenants(&self) -> Result<TenantList, Error> {
+        self.get(&["api", "platform", "tenants"]).await
+    }
+
+    /// `GET /api/platform/tenants/{id}`.
+    pub async fn tenant(&self, id: &str) -> Result<TenantView, Error> {
+        self.get(&["api", "platform", "tenants", id]).await
+    }
+
+    /// `POST /api/platform/tenants/{id}/suspend`.
+    pub async fn suspend_tenant(
+        &self,
+        id: &str,
+        request: &SuspendRequest,
+    ) -> Result<TenantRecord, Error> {
+        self.post(&["api", "platform", "tenants", id, "suspend"], request)
+            .await
+    }
+
+    /// `POST /api/platform/tenants/{id}/resume`.
+    pub async fn resume_tenant(&self, id: &str) -> Result<TenantRecord, Error> {
+        let segments = ["api", "platform", "tenants", id, "resume"];
+        self.call::<(), _>(Method::POST, &segments, &[], None).await
+    }
+
+    /// `DELETE /api/platform/tenants/{id}`: erases the tenant and everything it holds.
+    pub async fn erase_tenant(&self, id: &str) -> Result<TenantErasure, Error> {
+        let segments = ["api", "platform", "tenants", id];
+        self.call::<(), _>(Method::DELETE, &segments, &[], None)
+            .await
+    }
+
+    /// `GET /api/platform/tenants/{id}/quotas`.
+    pub async fn tenant_quotas(&self, id: &str) -> Result<TenantQuotas, Error> {
+        self.get(&["api", "platform", "tenants", id, "quotas"])
+            .await
+    }
+
+    /// `PUT /api/platform/tenants/{id}/quotas`.
+    pub async fn set_tenant_quotas(
+        &self,
+        id: &str,
+        quotas: &TenantQuotas,
+    ) -> Result<TenantQuotas, Error> {
+        let segments = ["api", "platform", "tenants", id, "quotas"];
+        self.call(Method::PUT, &segments, &[], Some(quotas)).await
+    }
+
+    /// `GET /api/platform/tenants/{id}/users`.
+    pub async fn tenant_users(&self, id: &str) -> Result<PlatformUserList, Error> {
+        self.get(&["api", "platform", "tenants", id, "users"]).await
+    }
+
+    /// `POST /api/platform/tenants/{id}/users`: the one answer that carries the password.
+    pub async fn create_tenant_user(
+        &self,
+        id: &str,
+        request: &CreateUserRequest,
+    ) -> Result<CreatedUser, Error> {
+        self.post(&["api", "platform", "tenants", id, "users"], request)
+            .await
+    }
+
+    /// `POST /api/ai/patrol/preflight`: a fresh preflight of the tenant's Patrol route.
+    pub async fn patrol_preflight(&self) -> Result<PreflightAnswer, Error> {
+        let segments = ["api", "ai", "patrol", "preflight"];
+        self.call::<(), _>(Method::POST, &segments, &[], None).await
+    }
+
     /// `POST /api/ai/patrol/run`: a full run for the default request, else a scoped one.
     pub async fn run_patrol(&self, request: &RawRunRequest) -> Result<RunAccepted, Error> {
         let body = (request != &RawRunRequest::default()).then_some(request);
@@ -174,6 +407,18 @@ impl Client {
         self.send(method, segments, query, body).await
     }
 
+    async fn get<T: DeserializeOwned>(&self, segments: &[&str]) -> Result<T, Error> {
+        self.call::<(), _>(Method::GET, segments, &[], None).await
+    }
+
+    async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        segments: &[&str],
+        body: &B,
+    ) -> Result<T, Error> {
+        self.call(Method::POST, segments, &[], Some(body)).await
+    }
+
     async fn call<B: Serialize, T: DeserializeOwned>(
         &self,
         method: Method,
@@ -216,6 +461,19 @@ impl Client {
         }
         Err(error_answer(status, &bytes))
     }
+}
+
+/// A query type as `name=value` pairs (what it serializes to as a query string).
+fn query_pairs<Q: Serialize>(query: &Q) -> Result<Vec<(String, String)>, Error> {
+    let text = serde_urlencoded::to_string(query).map_err(|err| Error::Query(err.to_string()))?;
+    Ok(serde_urlencoded::from_str(&text).unwrap_or_default())
+}
+
+fn pairs(owned: &[(String, String)]) -> Vec<(&str, &str)> {
+    owned
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
 }
 
 fn transport_error(base: &Url, url: &Url, source: reqwest::Error) -> Error {

@@ -77,6 +77,11 @@ impl ClientError {
                 reason: "not an http(s) URL".to_owned(),
                 url,
             },
+            pulse_client::Error::Query(reason) => Self::Decode {
+                method,
+                path,
+                reason,
+            },
         }
     }
 }
