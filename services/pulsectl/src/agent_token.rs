@@ -7,10 +7,10 @@ use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use reqwest::Method;
-use serde_json::json;
+use pulse_api::tokens::{CreateTokenRequest, RequestedScope};
+use pulse_domain::Scope;
 
-use crate::gateway_client::{GatewayClient, resolve_token};
+use crate::gateway_client::{ApiError, GatewayClient, resolve_token};
 
 /// `<state-dir>/agent`: the agent's state directory under a pulsectl stack.
 pub fn agent_dir(state_dir: &Path) -> PathBuf {
@@ -53,7 +53,7 @@ pub async fn ensure(state_dir: &Path, gateway_url: &str) -> Result<PathBuf, Stri
         gateway_url,
         &path,
         "pulsectl host agent",
-        &["agent:report"],
+        &[Scope::AgentReport],
     )
     .await?;
     Ok(path)
@@ -66,18 +66,21 @@ pub async fn issue(
     gateway_url: &str,
     path: &Path,
     name: &str,
-    scopes: &[&str],
+    scopes: &[Scope],
 ) -> Result<(), String> {
     let admin = resolve_token(None, state_dir).map_err(|e| e.to_string())?;
     let client = GatewayClient::new(gateway_url, admin).map_err(|e| e.to_string())?;
-    let body = json!({"name": name, "scopes": scopes});
-    let created: serde_json::Value = client
-        .json(Method::POST, &["api", "tokens"], Some(&body))
+    let request = CreateTokenRequest {
+        name: name.to_owned(),
+        scopes: scopes.iter().copied().map(RequestedScope::Tenant).collect(),
+        expires_at: None,
+    };
+    let created = client
+        .api()
+        .create_token(&request)
         .await
-        .map_err(|e| format!("cannot create the agent token: {e}"))?;
-    let token = created["token"]
-        .as_str()
-        .ok_or("the gateway answered without a token")?;
+        .map_err(|e| format!("cannot create the agent token: {}", ApiError::from(e)))?;
+    let token = created.token.as_str();
     // Written to a temporary name and renamed, so the agent never reads half a token.
     let partial = path.with_extension("partial");
     let write = || -> std::io::Result<()> {

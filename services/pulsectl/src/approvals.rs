@@ -5,93 +5,58 @@
 //! leniently (unknown fields ignored, missing ones shown as `-`). A refused decision prints one
 //! line naming the code and what to do about it.
 
+use pulse_api::actions::{ActionView, DecisionBody, DecisionOutcome};
 use pulse_capabilities::ErrorCode;
-use reqwest::Method;
-use serde::Deserialize;
-use serde_json::json;
 
 use crate::cli::{ApprovalsListArgs, DecisionArgs};
-use crate::gateway_client::{ApiError, GatewayClient};
-use crate::patrol::client_with_query;
-use crate::text::{display_time, render_table};
+use crate::gateway_client::{ApiError, GatewayClient, print_json};
+use crate::text::{render_table, show_time, wire_name};
 
-/// An action as the API shows it (only what is printed).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Action {
-    pub action_id: String,
-    #[serde(default)]
-    pub resource_id: String,
-    #[serde(default)]
-    pub capability: String,
-    #[serde(default)]
-    pub params: serde_json::Value,
-    #[serde(default)]
-    pub severity: String,
-    #[serde(default)]
-    pub approval_floor: String,
-    #[serde(default)]
-    pub requested_by: String,
-    #[serde(default)]
-    pub expires_at: Option<String>,
-    #[serde(default)]
-    pub state: String,
-    /// The decider's stable actor id (`user:<id>`).
-    #[serde(default)]
-    pub decided_by: Option<String>,
-    /// The decider's username, when the gateway knows it.
-    #[serde(default)]
-    pub decided_by_name: Option<String>,
-    #[serde(default)]
-    pub decision_reason: Option<String>,
+/// Who decided, for people: the username, else the actor id, else `-`.
+pub fn decider(action: &ActionView) -> &str {
+    action
+        .decided_by_name
+        .as_deref()
+        .filter(|name| !name.trim().is_empty())
+        .or(action.decided_by.as_deref())
+        .unwrap_or("-")
 }
 
-impl Action {
-    /// Who decided, for people: the username, else the actor id, else `-`.
-    pub fn decider(&self) -> &str {
-        self.decided_by_name
-            .as_deref()
-            .filter(|name| !name.trim().is_empty())
-            .or(self.decided_by.as_deref())
-            .unwrap_or("-")
-    }
-}
-
-/// `approvals list [--limit N]`. Takes the gateway and token: the limit is carried by the
-/// client's base URL.
-pub async fn list(gateway: &str, token: String, args: &ApprovalsListArgs) -> Result<(), ApiError> {
-    let client = client_with_query(
-        gateway,
-        token,
-        args.limit.map(|limit| format!("limit={limit}")),
-    )?;
-    let segments = ["api", "actions", "pending"];
-    if let Some(pending) = client
-        .fetch::<Vec<Action>>(Method::GET, &segments, None, args.json)
-        .await?
-    {
-        if pending.is_empty() {
-            println!("no actions waiting for a decision");
-        } else {
-            print!("{}", render_pending(&pending));
-        }
+/// `approvals list [--limit N]`.
+pub async fn list(client: &GatewayClient, args: &ApprovalsListArgs) -> Result<(), ApiError> {
+    let pending = client
+        .api()
+        .actions(true, args.limit.map(i64::from))
+        .await?;
+    if args.json {
+        print_json(&pending);
+    } else if pending.is_empty() {
+        println!("no actions waiting for a decision");
+    } else {
+        print!("{}", render_pending(&pending));
     }
     Ok(())
 }
 
 /// `approvals approve|reject <id> --reason ..`: prints the state the decision left the action
-/// in. `outcome` is the API's `approved` or `rejected`.
+/// in.
 pub async fn decide(
     client: &GatewayClient,
-    outcome: &str,
+    outcome: DecisionOutcome,
     args: &DecisionArgs,
 ) -> Result<(), ApiError> {
-    let segments = ["api", "actions", args.id.as_str(), "decision"];
-    let body = json!({"outcome": outcome, "reason": args.reason});
-    let answer = client
-        .fetch::<Action>(Method::POST, &segments, Some(&body), args.json)
+    let body = DecisionBody {
+        outcome,
+        reason: args.reason.clone(),
+    };
+    let action = client
+        .api()
+        .decide_action(&args.id, &body)
         .await
-        .map_err(|err| explain(err, &args.id))?;
-    if let Some(action) = answer {
+        .map_err(|err| explain(err.into(), &args.id))?;
+    if args.json {
+        print_json(&action);
+    } else {
         println!("{}", describe_decision(&action, outcome));
     }
     Ok(())
@@ -99,12 +64,13 @@ pub async fn decide(
 
 /// `action <id> approved by <username>: now approved`; the state may already have moved on when
 /// the approval started the execution. The stable actor id stays in `--json` and the audit.
-pub fn describe_decision(action: &Action, outcome: &str) -> String {
+pub fn describe_decision(action: &ActionView, outcome: DecisionOutcome) -> String {
     format!(
-        "action {} {outcome} by {}: now {}",
-        action.action_id,
-        action.decider(),
-        or_dash(&action.state)
+        "action {} {} by {}: now {}",
+        action.plan.action_id,
+        wire_name(&outcome),
+        decider(action),
+        wire_name(&action.state)
     )
 }
 
@@ -168,17 +134,16 @@ fn or_dash(text: &str) -> String {
 }
 
 /// The capability with its target: `service.restart nginx`.
-fn capability(action: &Action) -> String {
-    match action.params.get("target").and_then(|t| t.as_str()) {
-        Some(target) if !action.capability.is_empty() => {
-            format!("{} {target}", action.capability)
-        }
-        _ => or_dash(&action.capability),
+fn capability(action: &ActionView) -> String {
+    let capability = action.plan.capability.as_str();
+    match action.plan.params.get("target").and_then(|t| t.as_str()) {
+        Some(target) => format!("{capability} {target}"),
+        None => capability.to_owned(),
     }
 }
 
 /// One action per line, in the API's order (soonest expiry first).
-pub fn render_pending(actions: &[Action]) -> String {
+pub fn render_pending(actions: &[ActionView]) -> String {
     let mut rows = vec![
         [
             "ID",
@@ -193,14 +158,15 @@ pub fn render_pending(actions: &[Action]) -> String {
         .to_vec(),
     ];
     for a in actions {
+        let plan = &a.plan;
         rows.push(vec![
-            a.action_id.clone(),
-            or_dash(&a.resource_id),
+            plan.action_id.to_string(),
+            or_dash(&plan.resource_id),
             capability(a),
-            or_dash(&a.severity),
-            or_dash(&a.approval_floor),
-            display_time(a.expires_at.as_deref(), "-"),
-            or_dash(&a.requested_by),
+            wire_name(&plan.severity),
+            wire_name(&plan.approval_floor),
+            show_time(Some(plan.expires_at), "-"),
+            or_dash(&plan.requested_by),
         ]);
     }
     render_table(&rows)
@@ -208,26 +174,43 @@ pub fn render_pending(actions: &[Action]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
-    fn action(state: &str) -> Action {
+    fn action(state: &str) -> ActionView {
         serde_json::from_value(json!({
             "action_id": "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000",
             "resource_id": "service:h1:web",
+            "agent_id": "h1",
             "capability": "service.restart",
             "params": {"target": "web"},
+            "reason": "web is down",
             "severity": "critical",
             "approval_floor": "admin",
             "requested_by": "user:alice",
+            "planned_at": "2026-11-29T18:02:03Z",
             "expires_at": "2026-11-29T18:32:03.123456Z",
+            "resource_version": "v1",
+            "policy_decision": {"outcome": "needs_approval", "reason_codes": []},
+            "plan_hash": "5d41402abc4b2a76b9719d911017c592",
             "state": state,
+            "version": 1,
             "decided_by": (state != "pending_approval")
                 .then_some("user:0190aaaa-0000-7000-8000-000000000b0b"),
             "decided_by_name": (state != "pending_approval").then_some("bob"),
-            "policy_decision": {"outcome": "needs_approval", "reason_codes": []},
-            "unknown_future_field": 1
+            "decision_reason": null,
+            "human_approved": state != "pending_approval",
+            "lease_id": null,
+            "lease_expires_at": null,
+            "result": null,
+            "updated_at": "2026-11-29T18:02:03Z",
+            "finding_id": null,
+            "verification": null,
+            "verification_reason": null,
+            "verified_at": null,
         }))
-        .expect("lenient")
+        .expect("an action")
     }
 
     #[test]
@@ -254,18 +237,18 @@ mod tests {
     #[test]
     fn decisions_print_the_decider_by_name_and_the_resulting_state() {
         assert_eq!(
-            describe_decision(&action("executing"), "approved"),
+            describe_decision(&action("executing"), DecisionOutcome::Approved),
             "action 0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000 approved by bob: now executing"
         );
         assert!(
-            describe_decision(&action("rejected"), "rejected")
+            describe_decision(&action("rejected"), DecisionOutcome::Rejected)
                 .ends_with("rejected by bob: now rejected")
         );
         // A gateway that does not know the name (or an older one): the actor id.
         let mut unnamed = action("executing");
         unnamed.decided_by_name = None;
         assert!(
-            describe_decision(&unnamed, "approved")
+            describe_decision(&unnamed, DecisionOutcome::Approved)
                 .contains("approved by user:0190aaaa-0000-7000-8000-000000000b0b:")
         );
     }

@@ -1,22 +1,10 @@
 //! `pulsectl audit verify` over `GET /api/audit/verify`: the gateway recomputes the tenant's
 //! hash-chained audit log; a break is printed and makes the command fail (exit 1).
 
-use reqwest::Method;
-use serde::Deserialize;
+use pulse_api::audit::{ChainBreak, VerifyView};
 
-use crate::gateway_client::{ApiError, GatewayClient};
-
-/// The gateway's verification report.
-#[derive(Debug, Clone, Deserialize)]
-pub struct VerifyReport {
-    pub ok: bool,
-    #[serde(default)]
-    pub entries: u64,
-    #[serde(default)]
-    pub first_broken_seq: Option<i64>,
-    #[serde(default)]
-    pub reason: Option<String>,
-}
+use crate::gateway_client::{ApiError, GatewayClient, print_json};
+use crate::text::wire_name;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -38,48 +26,43 @@ impl AuditError {
 }
 
 /// What a break reason means, for the one-line report.
-fn explain_reason(reason: &str) -> &'static str {
+fn explain_reason(reason: Option<ChainBreak>) -> &'static str {
     match reason {
-        "missing_row" => "a row is missing (deleted)",
-        "prev_hash_mismatch" => "the row does not chain from the previous row",
-        "row_hash_mismatch" => "the row was altered after it was written",
-        "head_mismatch" => "rows were removed from the end or the head was rewritten",
-        _ => "the chain does not verify there",
+        Some(ChainBreak::MissingRow) => "a row is missing (deleted)",
+        Some(ChainBreak::PrevHashMismatch) => "the row does not chain from the previous row",
+        Some(ChainBreak::RowHashMismatch) => "the row was altered after it was written",
+        Some(ChainBreak::HeadMismatch) => {
+            "rows were removed from the end or the head was rewritten"
+        }
+        None => "the chain does not verify there",
     }
 }
 
 /// The report as one line.
-pub fn describe(report: &VerifyReport) -> String {
+pub fn describe(report: &VerifyView) -> String {
     if report.ok {
         return format!("audit chain intact: {} entries", report.entries);
     }
     let at = report
         .first_broken_seq
         .map_or_else(|| "-".to_owned(), |seq| seq.to_string());
-    let reason = report.reason.as_deref().unwrap_or("unknown");
+    let reason = report
+        .reason
+        .as_ref()
+        .map_or_else(|| "unknown".to_owned(), wire_name);
     format!(
         "audit chain BROKEN at entry {at}: {reason} ({}); {} entries before it verify",
-        explain_reason(reason),
+        explain_reason(report.reason),
         report.entries
     )
 }
 
-/// `audit verify [--json]`; with `--json` the answer is printed as it came and the exit status
+/// `audit verify [--json]`; with `--json` the answer is printed as JSON and the exit status
 /// still tells a break.
 pub async fn verify(client: &GatewayClient, json: bool) -> Result<(), AuditError> {
-    let segments = ["api", "audit", "verify"];
-    let value: serde_json::Value = client.json(Method::GET, &segments, None).await?;
-    let report = serde_json::from_value::<VerifyReport>(value.clone()).map_err(|err| {
-        ApiError::Unexpected {
-            url: client.url(&segments).to_string(),
-            reason: err.to_string(),
-        }
-    })?;
+    let report = client.api().verify_audit().await.map_err(ApiError::from)?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
-        );
+        print_json(&report);
     } else {
         println!("{}", describe(&report));
     }
@@ -94,8 +77,8 @@ pub async fn verify(client: &GatewayClient, json: bool) -> Result<(), AuditError
 mod tests {
     use super::*;
 
-    fn report(value: serde_json::Value) -> VerifyReport {
-        serde_json::from_value(value).expect("lenient")
+    fn report(value: serde_json::Value) -> VerifyView {
+        serde_json::from_value(value).expect("a report")
     }
 
     #[test]

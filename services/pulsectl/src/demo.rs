@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use pulse_capabilities::ErrorCode;
+use pulse_domain::Scope;
 use pulse_domain::ai_settings::ModelRoute;
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -362,7 +363,7 @@ async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, D
             &gateway_url,
             &token_path(state_dir),
             "pulsectl demo agent",
-            &["agent:report", "agent:exec"],
+            &[Scope::AgentReport, Scope::AgentExec],
         )
         .await
         .map_err(DemoError::Token)?;

@@ -1,25 +1,11 @@
 //! The gateway's fleet view (`GET /api/health`) and how pulsectl summarises it.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::Deserialize;
+use pulse_api::system::HealthReport;
+use pulse_client::StatusCode;
 
 use crate::service::FLEET;
-
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct HealthReport {
-    pub status: String,
-    #[serde(default)]
-    pub services: BTreeMap<String, ServiceHealth>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub struct ServiceHealth {
-    pub ready: bool,
-    #[serde(default)]
-    pub instances: u32,
-}
 
 /// What one poll of the gateway saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,41 +17,56 @@ pub enum Observation {
 
 #[derive(Debug, Clone)]
 pub struct HealthProbe {
-    http: reqwest::Client,
-    url: String,
+    api: pulse_client::Client,
+}
+
+/// Why the probe could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    #[error(transparent)]
+    Client(#[from] pulse_client::Error),
 }
 
 impl HealthProbe {
-    pub fn new(gateway: &str) -> Result<Self, reqwest::Error> {
+    pub fn new(gateway: &str) -> Result<Self, ProbeError> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_millis(1_500))
             .connect_timeout(Duration::from_millis(500))
             // The stack is local: an HTTP proxy from the environment must not be asked.
             .no_proxy()
             .build()?;
-        Ok(Self {
-            http,
-            url: format!("{}/api/health", gateway.trim_end_matches('/')),
-        })
+        let api = pulse_client::Client::with_http(gateway, None, http)?;
+        Ok(Self { api })
     }
 
-    /// `degraded` answers may come with a non-2xx status; the body is read either way.
     pub async fn observe(&self) -> Observation {
-        let response = match self.http.get(&self.url).send().await {
-            Ok(response) => response,
-            Err(err) if err.is_connect() => {
-                return Observation::Unreachable("gateway not listening".to_owned());
-            }
-            Err(err) if err.is_timeout() => {
-                return Observation::Unreachable("gateway did not answer in time".to_owned());
-            }
-            Err(err) => return Observation::Unreachable(err.to_string()),
-        };
-        let status = response.status();
-        match response.json::<HealthReport>().await {
+        match self.api.health().await {
             Ok(report) => Observation::Report(report),
-            Err(_) => Observation::Unreachable(format!("unexpected answer ({status})")),
+            Err(err) => Observation::Unreachable(unreachable(err)),
         }
+    }
+}
+
+/// Why a poll saw no report, in a few words.
+fn unreachable(err: pulse_client::Error) -> String {
+    match err {
+        pulse_client::Error::ConnectionRefused { .. } => "gateway not listening".to_owned(),
+        pulse_client::Error::Transport { source, .. } if source.is_connect() => {
+            "gateway not listening".to_owned()
+        }
+        pulse_client::Error::Transport { source, .. } if source.is_timeout() => {
+            "gateway did not answer in time".to_owned()
+        }
+        pulse_client::Error::Transport { source, .. } => source.to_string(),
+        pulse_client::Error::Api { status, .. } | pulse_client::Error::Status { status, .. } => {
+            let status = StatusCode::from_u16(status)
+                .map_or_else(|_| status.to_string(), |status| status.to_string());
+            format!("unexpected answer ({status})")
+        }
+        other => format!("unexpected answer ({other})"),
     }
 }
 
@@ -89,7 +90,7 @@ impl Observation {
                 report
                     .services
                     .get(name)
-                    .is_some_and(|s| s.instances >= u32::from(replicas))
+                    .is_some_and(|s| s.instances >= usize::from(replicas))
             }),
         }
     }

@@ -32,6 +32,8 @@ pub mod text;
 pub mod token;
 pub mod up;
 
+use pulse_api::actions::DecisionOutcome;
+
 use cli::{
     AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand,
     TokenCommand, UserCommand,
@@ -106,38 +108,26 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
         }
         Command::Findings(command) => {
             let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
             let result = match command {
-                FindingsCommand::List(args) => findings::list(&cli.gateway, token, &args).await,
-                FindingsCommand::Show { id, json } => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    findings::show(&client, &id, json).await
-                }
-                FindingsCommand::Ack { id, json } => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    findings::ack(&client, &id, json).await
-                }
-                FindingsCommand::Dismiss(args) => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    findings::dismiss(&client, &args).await
-                }
-                FindingsCommand::Suppress(args) => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    findings::suppress(&client, &args).await
-                }
+                FindingsCommand::List(args) => findings::list(&client, &args).await,
+                FindingsCommand::Show { id, json } => findings::show(&client, &id, json).await,
+                FindingsCommand::Ack { id, json } => findings::ack(&client, &id, json).await,
+                FindingsCommand::Dismiss(args) => findings::dismiss(&client, &args).await,
+                FindingsCommand::Suppress(args) => findings::suppress(&client, &args).await,
             };
             result.map_err(Error::Findings)?;
         }
         Command::Approvals(command) => {
             let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
             let result = match command {
-                ApprovalsCommand::List(args) => approvals::list(&cli.gateway, token, &args).await,
+                ApprovalsCommand::List(args) => approvals::list(&client, &args).await,
                 ApprovalsCommand::Approve(args) => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    approvals::decide(&client, "approved", &args).await
+                    approvals::decide(&client, DecisionOutcome::Approved, &args).await
                 }
                 ApprovalsCommand::Reject(args) => {
-                    let client = GatewayClient::new(&cli.gateway, token)?;
-                    approvals::decide(&client, "rejected", &args).await
+                    approvals::decide(&client, DecisionOutcome::Rejected, &args).await
                 }
             };
             result.map_err(Error::Approvals)?;

@@ -59,27 +59,6 @@ pub async fn status(client: &GatewayClient, json: bool) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// `gateway` with `query` as its query string. `GatewayClient::url` replaces only the path, so a
-/// client built on this base sends the query with every request.
-pub fn gateway_with_query(gateway: &str, query: &str) -> Result<String, ApiError> {
-    let mut url =
-        reqwest::Url::parse(gateway).map_err(|_| ApiError::GatewayUrl(gateway.to_owned()))?;
-    url.set_query(Some(query));
-    Ok(url.to_string())
-}
-
-/// A client on `gateway` that sends `query` (if any) with every request.
-pub fn client_with_query(
-    gateway: &str,
-    token: String,
-    query: Option<String>,
-) -> Result<GatewayClient, ApiError> {
-    match query {
-        Some(query) => GatewayClient::new(&gateway_with_query(gateway, &query)?, token),
-        None => GatewayClient::new(gateway, token),
-    }
-}
-
 /// `patrol runs [--limit N]` or `patrol runs <ID>`.
 pub async fn runs(client: &GatewayClient, args: &PatrolRunsArgs) -> Result<(), ApiError> {
     if let Some(id) = &args.id {
@@ -371,17 +350,6 @@ mod tests {
             panic!("not status");
         };
         assert!(json);
-    }
-
-    #[test]
-    fn the_limit_travels_as_a_query_on_the_gateway_base() {
-        let base = gateway_with_query("http://127.0.0.1:7655", "limit=5").unwrap();
-        let client = GatewayClient::new(&base, "t".into()).unwrap();
-        assert_eq!(
-            client.url(&["api", "ai", "patrol", "runs"]).as_str(),
-            "http://127.0.0.1:7655/api/ai/patrol/runs?limit=5"
-        );
-        assert!(gateway_with_query("not a url", "limit=5").is_err());
     }
 
     #[test]

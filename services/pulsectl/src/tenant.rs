@@ -3,11 +3,13 @@
 //! by `pulsectl admin platform-token`; the admin token of <state-dir> is a tenant token and is
 //! refused there).
 
-use clap::{Args, Subcommand};
-use reqwest::Method;
-use serde_json::{Value, json};
+use std::str::FromStr;
 
-use crate::gateway_client::{ApiError, GatewayClient};
+use clap::{Args, Subcommand};
+use pulse_api::platform::{CreateTenantRequest, CreateUserRequest, Standing, SuspendRequest};
+use pulse_domain::tenant::TenantQuotas;
+
+use crate::gateway_client::{ApiError, GatewayClient, print_json};
 
 #[derive(Debug, Subcommand)]
 pub enum TenantCommand {
@@ -109,12 +111,12 @@ fn invalid(message: String) -> ApiError {
     }
 }
 
-/// One flag's value: a whole number, or `none` (null: no quota).
-fn whole(flag: &str, raw: &str) -> Result<Value, ApiError> {
+/// One flag's value: a whole number, or `none` (no quota).
+fn whole<T: FromStr>(flag: &str, raw: &str) -> Result<Option<T>, ApiError> {
     if raw.eq_ignore_ascii_case("none") {
-        return Ok(Value::Null);
+        return Ok(None);
     }
-    raw.trim().parse::<u64>().map(Value::from).map_err(|_| {
+    raw.trim().parse::<T>().map(Some).map_err(|_| {
         invalid(format!(
             "--{flag}: expected a whole number or none, got '{raw}'"
         ))
@@ -122,9 +124,9 @@ fn whole(flag: &str, raw: &str) -> Result<Value, ApiError> {
 }
 
 /// Dollars to whole micro-dollars, exactly (at most six decimals).
-fn micros(raw: &str) -> Result<Value, ApiError> {
+fn micros(raw: &str) -> Result<Option<u64>, ApiError> {
     if raw.eq_ignore_ascii_case("none") {
-        return Ok(Value::Null);
+        return Ok(None);
     }
     let bad = || {
         invalid(format!(
@@ -140,133 +142,106 @@ fn micros(raw: &str) -> Result<Value, ApiError> {
     dollars
         .checked_mul(1_000_000)
         .and_then(|m| m.checked_add(fraction))
-        .map(Value::from)
+        .map(Some)
         .ok_or_else(bad)
 }
 
-/// The quota fields the flags set, over `base`.
-fn apply_flags(
-    base: &mut serde_json::Map<String, Value>,
-    flags: &QuotaFlags,
+/// Sets `field` to the value of `flag` when it was given; whether it was.
+fn set<T: FromStr>(
+    field: &mut Option<T>,
+    flag: &str,
+    raw: &Option<String>,
 ) -> Result<bool, ApiError> {
+    let Some(raw) = raw else {
+        return Ok(false);
+    };
+    *field = whole(flag, raw)?;
+    Ok(true)
+}
+
+/// The quotas the flags set, over `base`; whether any flag was given.
+fn apply_flags(base: &mut TenantQuotas, flags: &QuotaFlags) -> Result<bool, ApiError> {
     let mut changed = false;
-    let whole_flags = [
-        ("patrol_runs_per_hour", &flags.patrol_runs_per_hour),
-        ("tokens_per_day", &flags.tokens_per_day),
-        ("agents", &flags.agents),
-        ("resources", &flags.resources),
-        ("findings", &flags.findings),
-        ("api_requests_per_sec", &flags.api_requests_per_sec),
-    ];
-    for (field, value) in whole_flags {
-        if let Some(raw) = value {
-            base.insert(field.to_owned(), whole(&field.replace('_', "-"), raw)?);
-            changed = true;
-        }
-    }
+    changed |= set(
+        &mut base.patrol_runs_per_hour,
+        "patrol-runs-per-hour",
+        &flags.patrol_runs_per_hour,
+    )?;
+    changed |= set(
+        &mut base.tokens_per_day,
+        "tokens-per-day",
+        &flags.tokens_per_day,
+    )?;
+    changed |= set(&mut base.agents, "agents", &flags.agents)?;
+    changed |= set(&mut base.resources, "resources", &flags.resources)?;
+    changed |= set(&mut base.findings, "findings", &flags.findings)?;
+    changed |= set(
+        &mut base.api_requests_per_sec,
+        "api-requests-per-sec",
+        &flags.api_requests_per_sec,
+    )?;
     if let Some(raw) = &flags.usd_per_day {
-        base.insert("usd_micros_per_day".to_owned(), micros(raw)?);
+        base.usd_micros_per_day = micros(raw)?;
         changed = true;
     }
     Ok(changed)
 }
 
-fn print_json(value: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
-    );
-}
-
-fn standing_text(tenant: &Value) -> String {
-    match tenant["standing"]["state"].as_str() {
-        Some("suspended") => format!(
-            "suspended ({})",
-            tenant["standing"]["reason"].as_str().unwrap_or_default()
-        ),
-        Some(state) => state.to_owned(),
-        None => "?".to_owned(),
+fn standing_text(standing: &Standing) -> String {
+    match standing {
+        Standing::Suspended { reason, .. } => format!("suspended ({reason})"),
+        Standing::Active => "active".to_owned(),
     }
 }
 
 pub async fn run(client: &GatewayClient, command: TenantCommand) -> Result<(), ApiError> {
+    let api = client.api();
     match command {
         TenantCommand::Create(args) => {
-            let mut quotas = serde_json::Map::new();
+            let mut quotas = TenantQuotas::default();
             let with_quotas = apply_flags(&mut quotas, &args.quotas)?;
-            let mut body = json!({
-                "id": args.id,
-                "name": args.name,
-                "admin_username": args.admin_username,
-            });
-            if with_quotas {
-                body["quotas"] = Value::Object(quotas);
-            }
-            let created: Value = client
-                .json(Method::POST, &["api", "platform", "tenants"], Some(&body))
-                .await?;
+            let request = CreateTenantRequest {
+                id: args.id,
+                name: args.name,
+                admin_username: Some(args.admin_username),
+                quotas: with_quotas.then_some(quotas),
+            };
+            let created = api.create_tenant(&request).await?;
             if args.json {
                 print_json(&created);
                 return Ok(());
             }
             eprintln!(
                 "created tenant '{}' ({}) with admin user '{}'",
-                created["tenant"]["id"].as_str().unwrap_or_default(),
-                created["tenant"]["name"].as_str().unwrap_or_default(),
-                created["admin"]["username"].as_str().unwrap_or_default(),
+                created.tenant.id, created.tenant.name, created.admin.username,
             );
-            println!(
-                "admin_password: {}",
-                created["admin"]["password"].as_str().unwrap_or_default()
-            );
-            println!(
-                "admin_token: {}",
-                created["admin_token"]["token"].as_str().unwrap_or_default()
-            );
+            println!("admin_password: {}", created.admin.password);
+            println!("admin_token: {}", created.admin_token.token);
             eprintln!("warning: the password and the token are shown only once");
         }
         TenantCommand::List { json } => {
-            let listed: Value = client
-                .json(Method::GET, &["api", "platform", "tenants"], None)
-                .await?;
+            let listed = api.tenants().await?;
             if json {
                 print_json(&listed);
                 return Ok(());
             }
-            for tenant in listed["tenants"].as_array().into_iter().flatten() {
+            for tenant in &listed.tenants {
                 println!(
                     "{}\t{}\t{}",
-                    tenant["id"].as_str().unwrap_or_default(),
-                    standing_text(tenant),
-                    tenant["name"].as_str().unwrap_or_default(),
+                    tenant.id,
+                    standing_text(&tenant.standing),
+                    tenant.name,
                 );
             }
         }
-        TenantCommand::Show { id } => {
-            let shown: Value = client
-                .json(Method::GET, &["api", "platform", "tenants", &id], None)
-                .await?;
-            print_json(&shown);
-        }
+        TenantCommand::Show { id } => print_json(&api.tenant(&id).await?),
         TenantCommand::Suspend { id, reason } => {
-            let tenant: Value = client
-                .json(
-                    Method::POST,
-                    &["api", "platform", "tenants", &id, "suspend"],
-                    Some(&json!({"reason": reason})),
-                )
-                .await?;
-            eprintln!("tenant '{id}' is {}", standing_text(&tenant));
+            let tenant = api.suspend_tenant(&id, &SuspendRequest { reason }).await?;
+            eprintln!("tenant '{id}' is {}", standing_text(&tenant.standing));
         }
         TenantCommand::Resume { id } => {
-            let tenant: Value = client
-                .json(
-                    Method::POST,
-                    &["api", "platform", "tenants", &id, "resume"],
-                    None,
-                )
-                .await?;
-            eprintln!("tenant '{id}' is {}", standing_text(&tenant));
+            let tenant = api.resume_tenant(&id).await?;
+            eprintln!("tenant '{id}' is {}", standing_text(&tenant.standing));
         }
         TenantCommand::Delete { id, yes } => {
             if !yes {
@@ -274,57 +249,34 @@ pub async fn run(client: &GatewayClient, command: TenantCommand) -> Result<(), A
                     "deleting tenant '{id}' erases all its data; pass --yes to confirm"
                 )));
             }
-            let erased: Value = client
-                .json(Method::DELETE, &["api", "platform", "tenants", &id], None)
-                .await?;
-            let rows: u64 = erased["rows"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter_map(|(_, n)| n.as_u64())
-                .sum();
+            let erased = api.erase_tenant(&id).await?;
+            let rows: u64 = erased.rows.values().sum();
             eprintln!(
                 "deleted tenant '{id}': {rows} row(s), {} stream message(s)",
-                erased["stream_messages"].as_u64().unwrap_or(0)
+                erased.stream_messages
             );
         }
         TenantCommand::Quota(args) => {
-            let path = ["api", "platform", "tenants", args.id.as_str(), "quotas"];
-            let current: Value = client.json(Method::GET, &path, None).await?;
-            let mut quotas = current.as_object().cloned().unwrap_or_default();
+            let mut quotas = api.tenant_quotas(&args.id).await?;
             if apply_flags(&mut quotas, &args.quotas)? {
-                let set: Value = client
-                    .json(Method::PUT, &path, Some(&Value::Object(quotas)))
-                    .await?;
-                print_json(&set);
+                print_json(&api.set_tenant_quotas(&args.id, &quotas).await?);
             } else {
-                print_json(&current);
+                print_json(&quotas);
             }
         }
         TenantCommand::UserCreate { id, username, role } => {
-            let created: Value = client
-                .json(
-                    Method::POST,
-                    &["api", "platform", "tenants", &id, "users"],
-                    Some(&json!({"username": username, "role": role})),
-                )
-                .await?;
+            let request = CreateUserRequest {
+                username,
+                role: Some(role.clone()),
+            };
+            let created = api.create_tenant_user(&id, &request).await?;
             eprintln!(
                 "created {role} user '{}' in tenant '{id}'",
-                created["user"]["username"].as_str().unwrap_or_default()
+                created.user.username
             );
-            println!("{}", created["password"].as_str().unwrap_or_default());
+            println!("{}", created.password);
         }
-        TenantCommand::Users { id } => {
-            let users: Value = client
-                .json(
-                    Method::GET,
-                    &["api", "platform", "tenants", &id, "users"],
-                    None,
-                )
-                .await?;
-            print_json(&users);
-        }
+        TenantCommand::Users { id } => print_json(&api.tenant_users(&id).await?),
     }
     Ok(())
 }
@@ -335,20 +287,32 @@ mod tests {
 
     #[test]
     fn dollars_become_exact_micros_and_none_clears() {
-        assert_eq!(micros("2.5").unwrap(), json!(2_500_000));
-        assert_eq!(micros("0.000001").unwrap(), json!(1));
-        assert_eq!(micros("3").unwrap(), json!(3_000_000));
-        assert_eq!(micros("none").unwrap(), Value::Null);
+        assert_eq!(micros("2.5").unwrap(), Some(2_500_000));
+        assert_eq!(micros("0.000001").unwrap(), Some(1));
+        assert_eq!(micros("3").unwrap(), Some(3_000_000));
+        assert_eq!(micros("none").unwrap(), None);
         assert!(micros("1.0000001").is_err());
         assert!(micros("-1").is_err());
-        assert!(whole("agents", "x").is_err());
-        let mut base = serde_json::Map::new();
+        assert!(whole::<u32>("agents", "x").is_err());
+        let mut base = TenantQuotas {
+            findings: Some(10),
+            resources: Some(5),
+            ..TenantQuotas::default()
+        };
         let flags = QuotaFlags {
             agents: Some("3".to_owned()),
             findings: Some("none".to_owned()),
             ..QuotaFlags::default()
         };
         assert!(apply_flags(&mut base, &flags).unwrap());
-        assert_eq!(Value::Object(base), json!({"agents": 3, "findings": null}));
+        assert_eq!(
+            base,
+            TenantQuotas {
+                agents: Some(3),
+                resources: Some(5),
+                ..TenantQuotas::default()
+            }
+        );
+        assert!(!apply_flags(&mut base, &QuotaFlags::default()).unwrap());
     }
 }

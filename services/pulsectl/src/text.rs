@@ -14,9 +14,17 @@ pub fn display_time(text: Option<&str>, absent: &str) -> String {
     match text {
         None => absent.to_owned(),
         Some(text) => parse_time(text)
-            .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+            .map(|t| show_time(Some(t), absent))
             .unwrap_or_else(|| text.to_owned()),
     }
+}
+
+/// `2026-11-29 18:02:03` (UTC); `absent` for none.
+pub fn show_time(time: Option<DateTime<Utc>>, absent: &str) -> String {
+    time.map_or_else(
+        || absent.to_owned(),
+        |t| t.format("%Y-%m-%d %H:%M:%S").to_string(),
+    )
 }
 
 /// A value's name on the wire (a unit enum's serde name), as the API's JSON shows it.

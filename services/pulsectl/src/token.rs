@@ -2,53 +2,28 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use reqwest::Method;
-use serde::Deserialize;
+use chrono::{DateTime, SubsecRound, Utc};
+use pulse_api::tokens::{ApiToken, CreateTokenRequest, CreatedToken, RequestedScope};
+use pulse_domain::Scope;
 
 use crate::cli::TokenCreateArgs;
 use crate::gateway_client::{ApiError, GatewayClient};
-use crate::text::{self, display_time, parse_time};
-
-/// `POST /api/tokens` answer; `token` is the secret and is never shown again.
-#[derive(Debug, Clone, Deserialize)]
-pub struct CreatedToken {
-    pub id: String,
-    pub name: String,
-    pub scopes: Vec<String>,
-    pub token: String,
-    pub created_at: String,
-    pub expires_at: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct TokenSummary {
-    pub id: String,
-    pub name: String,
-    pub scopes: Vec<String>,
-    pub created_at: String,
-    pub expires_at: Option<String>,
-    pub revoked_at: Option<String>,
-    pub last_used_at: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct TokenList {
-    tokens: Vec<TokenSummary>,
-}
+use crate::text::{self, show_time};
 
 /// The request body of `POST /api/tokens`.
-pub fn create_body(args: &TokenCreateArgs, now: DateTime<Utc>) -> serde_json::Value {
-    let mut body = serde_json::json!({
-        "name": args.name,
-        "scopes": args.scopes.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
-    });
-    if let Some(expires_at) = args.expires_in.and_then(|lifetime| expiry(now, lifetime)) {
-        body["expires_at"] = serde_json::Value::String(
-            expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        );
+pub fn create_body(args: &TokenCreateArgs, now: DateTime<Utc>) -> CreateTokenRequest {
+    CreateTokenRequest {
+        name: args.name.clone(),
+        scopes: args
+            .scopes
+            .iter()
+            .map(|scope| RequestedScope::Tenant(*scope))
+            .collect(),
+        expires_at: args
+            .expires_in
+            .and_then(|lifetime| expiry(now, lifetime))
+            .map(|at| at.trunc_subsecs(0)),
     }
-    body
 }
 
 fn expiry(now: DateTime<Utc>, lifetime: Duration) -> Option<DateTime<Utc>> {
@@ -57,9 +32,7 @@ fn expiry(now: DateTime<Utc>, lifetime: Duration) -> Option<DateTime<Utc>> {
 
 pub async fn create(client: &GatewayClient, args: &TokenCreateArgs) -> Result<(), ApiError> {
     let body = create_body(args, Utc::now());
-    let created: CreatedToken = client
-        .json(Method::POST, &["api", "tokens"], Some(&body))
-        .await?;
+    let created = client.api().create_token(&body).await?;
     // Details go to stderr and the bare secret to stdout, so `$(pulsectl token create ...)`
     // captures just the secret while the warning still reaches the terminal.
     eprintln!("{}", describe_created(&created));
@@ -73,14 +46,14 @@ pub fn describe_created(created: &CreatedToken) -> String {
         "created token '{}' (id {})\n  scopes   {}\n  created  {}\n  expires  {}",
         created.name,
         created.id,
-        created.scopes.join(", "),
-        display_time(Some(&created.created_at), "-"),
-        display_time(created.expires_at.as_deref(), "never"),
+        scope_list(&created.scopes, ", "),
+        show_time(Some(created.created_at), "-"),
+        show_time(created.expires_at, "never"),
     )
 }
 
 pub async fn list(client: &GatewayClient) -> Result<(), ApiError> {
-    let list: TokenList = client.json(Method::GET, &["api", "tokens"], None).await?;
+    let list = client.api().tokens().await?;
     if list.tokens.is_empty() {
         println!("no tokens");
     } else {
@@ -90,22 +63,24 @@ pub async fn list(client: &GatewayClient) -> Result<(), ApiError> {
 }
 
 pub async fn revoke(client: &GatewayClient, id: &str) -> Result<(), ApiError> {
-    client
-        .no_content(Method::DELETE, &["api", "tokens", id])
-        .await?;
+    client.api().revoke_token(id).await?;
     println!("revoked token {id}");
     Ok(())
 }
 
-pub fn status(token: &TokenSummary, now: DateTime<Utc>) -> &'static str {
+/// The scopes' names, `separator` apart.
+fn scope_list<'a>(scopes: impl IntoIterator<Item = &'a Scope>, separator: &str) -> String {
+    scopes
+        .into_iter()
+        .map(|scope| scope.as_str())
+        .collect::<Vec<_>>()
+        .join(separator)
+}
+
+pub fn status(token: &ApiToken, now: DateTime<Utc>) -> &'static str {
     if token.revoked_at.is_some() {
         "revoked"
-    } else if token
-        .expires_at
-        .as_deref()
-        .and_then(parse_time)
-        .is_some_and(|expires| expires <= now)
-    {
+    } else if token.expires_at.is_some_and(|expires| expires <= now) {
         "expired"
     } else {
         "active"
@@ -113,7 +88,7 @@ pub fn status(token: &TokenSummary, now: DateTime<Utc>) -> &'static str {
 }
 
 /// A plain-text table, one token per line, columns padded to their widest cell.
-pub fn render_table(tokens: &[TokenSummary], now: DateTime<Utc>) -> String {
+pub fn render_table(tokens: &[ApiToken], now: DateTime<Utc>) -> String {
     // Scopes last: the list can be long and would push every other column aside.
     let header = [
         "ID",
@@ -128,13 +103,13 @@ pub fn render_table(tokens: &[TokenSummary], now: DateTime<Utc>) -> String {
     let mut rows = vec![header.to_vec()];
     for token in tokens {
         rows.push(vec![
-            token.id.clone(),
+            token.id.to_string(),
             token.name.clone(),
             status(token, now).to_owned(),
-            display_time(Some(&token.created_at), "-"),
-            display_time(token.expires_at.as_deref(), "never"),
-            display_time(token.last_used_at.as_deref(), "never"),
-            token.scopes.join(","),
+            show_time(Some(token.created_at), "-"),
+            show_time(token.expires_at, "never"),
+            show_time(token.last_used_at, "never"),
+            scope_list(&token.scopes, ","),
         ]);
     }
     text::render_table(&rows)
@@ -142,21 +117,24 @@ pub fn render_table(tokens: &[TokenSummary], now: DateTime<Utc>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use uuid::Uuid;
+
     use super::*;
-    use pulse_domain::Scope;
+    use crate::text::parse_time;
 
     fn now() -> DateTime<Utc> {
         parse_time("2026-11-29T12:00:00Z").unwrap()
     }
 
-    fn summary(id: &str, expires: Option<&str>, revoked: Option<&str>) -> TokenSummary {
-        TokenSummary {
-            id: id.to_owned(),
+    fn summary(id: u128, expires: Option<&str>, revoked: Option<&str>) -> ApiToken {
+        ApiToken {
+            id: Uuid::from_u128(id),
             name: format!("name-{id}"),
-            scopes: vec!["monitoring:read".into(), "ai:chat".into()],
-            created_at: "2026-11-01T08:30:00Z".into(),
-            expires_at: expires.map(str::to_owned),
-            revoked_at: revoked.map(str::to_owned),
+            scopes: [Scope::MonitoringRead, Scope::AiChat].into(),
+            created_by: None,
+            created_at: parse_time("2026-11-01T08:30:00Z").unwrap(),
+            expires_at: expires.and_then(parse_time),
+            revoked_at: revoked.and_then(parse_time),
             last_used_at: None,
         }
     }
@@ -168,8 +146,9 @@ mod tests {
             scopes: vec![Scope::MonitoringRead, Scope::Admin],
             expires_in: Some(Duration::from_secs(30 * 86_400)),
         };
+        let body = |args: &TokenCreateArgs| serde_json::to_value(create_body(args, now())).unwrap();
         assert_eq!(
-            create_body(&args, now()),
+            body(&args),
             serde_json::json!({
                 "name": "ci",
                 "scopes": ["monitoring:read", "admin"],
@@ -180,22 +159,22 @@ mod tests {
             expires_in: None,
             ..args
         };
-        assert!(create_body(&forever, now()).get("expires_at").is_none());
+        assert_eq!(body(&forever)["expires_at"], serde_json::Value::Null);
     }
 
     #[test]
     fn status_reflects_revocation_and_expiry() {
-        assert_eq!(status(&summary("a", None, None), now()), "active");
+        assert_eq!(status(&summary(1, None, None), now()), "active");
         assert_eq!(
-            status(&summary("b", Some("2026-11-29T11:59:59Z"), None), now()),
+            status(&summary(2, Some("2026-11-29T11:59:59Z"), None), now()),
             "expired"
         );
         assert_eq!(
-            status(&summary("c", Some("2027-01-01T00:00:00Z"), None), now()),
+            status(&summary(3, Some("2027-01-01T00:00:00Z"), None), now()),
             "active"
         );
         assert_eq!(
-            status(&summary("d", None, Some("2026-11-02T00:00:00Z")), now()),
+            status(&summary(4, None, Some("2026-11-02T00:00:00Z")), now()),
             "revoked"
         );
     }
@@ -204,15 +183,15 @@ mod tests {
     fn table_aligns_columns() {
         let table = render_table(
             &[
-                summary("tok_1", None, None),
-                summary("tok_22", Some("2026-11-29T11:00:00Z"), None),
+                summary(1, None, None),
+                summary(22, Some("2026-11-29T11:00:00Z"), None),
             ],
             now(),
         );
         let expected = "\
-ID      NAME         STATUS   CREATED              EXPIRES              LAST USED  SCOPES
-tok_1   name-tok_1   active   2026-11-01 08:30:00  never                never      monitoring:read,ai:chat
-tok_22  name-tok_22  expired  2026-11-01 08:30:00  2026-11-29 11:00:00  never      monitoring:read,ai:chat
+ID                                    NAME     STATUS   CREATED              EXPIRES              LAST USED  SCOPES
+00000000-0000-0000-0000-000000000001  name-1   active   2026-11-01 08:30:00  never                never      monitoring:read,ai:chat
+00000000-0000-0000-0000-000000000016  name-22  expired  2026-11-01 08:30:00  2026-11-29 11:00:00  never      monitoring:read,ai:chat
 ";
         assert_eq!(table, expected);
     }
@@ -220,11 +199,11 @@ tok_22  name-tok_22  expired  2026-11-01 08:30:00  2026-11-29 11:00:00  never   
     #[test]
     fn created_token_description_has_no_secret() {
         let created = CreatedToken {
-            id: "tok_1".into(),
+            id: Uuid::from_u128(1),
             name: "ci".into(),
-            scopes: vec!["admin".into()],
+            scopes: [Scope::Admin].into(),
             token: "pulse_secret_value".into(),
-            created_at: "2026-11-29T12:00:00Z".into(),
+            created_at: now(),
             expires_at: None,
         };
         let text = describe_created(&created);

@@ -53,7 +53,7 @@ pub enum UpError {
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
     #[error("cannot build the HTTP client: {0}")]
-    Http(#[source] reqwest::Error),
+    Http(#[source] crate::health::ProbeError),
     #[error("{0}")]
     NotReady(String),
     #[error("{0}")]
