@@ -22,10 +22,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use pulse_api::settings::SettingsView;
 use pulse_capabilities::ErrorCode;
 use pulse_domain::Scope;
 use pulse_domain::ai_settings::ModelRoute;
-use reqwest::Method;
+use pulse_domain::patrol::run::{PatrolRun, RunStatus, RunType};
+use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::resource::Health;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -36,6 +39,7 @@ use crate::cli::UpArgs;
 use crate::gateway_client::{ApiError, GatewayClient, resolve_token};
 use crate::service::{HealthListener, Service};
 use crate::stack_config::{StackConfig, StackConfigError};
+use crate::text::wire_name;
 
 /// Process name of the demo agent (log file, messages).
 pub const DEMO_AGENT: &str = "demo-agent";
@@ -298,17 +302,19 @@ pub enum ModelChoice {
 /// The `PUT /api/settings/ai` body for the current settings view: mode `approval`, and the
 /// simulator as the model unless a real route is configured (a route that is not simulated,
 /// whose provider has a key or an address).
-pub fn settings_patch(current: &Value, simulator_base_url: &str) -> (Value, ModelChoice) {
-    let route = ["patrol_model", "model"]
-        .iter()
-        .find_map(|field| {
-            let text = current.get(*field)?.as_str()?;
-            ModelRoute::parse(field, text).ok()
-        })
-        .filter(|route| !route.is_simulated());
+pub fn settings_patch(current: &SettingsView, simulator_base_url: &str) -> (Value, ModelChoice) {
+    let route = [
+        ("patrol_model", &current.patrol_model),
+        ("model", &current.model),
+    ]
+    .into_iter()
+    .find_map(|(field, text)| ModelRoute::parse(field, text.as_deref()?).ok())
+    .filter(|route| !route.is_simulated());
     if let Some(route) = route {
-        let provider = &current["providers"][route.provider];
-        let usable = provider["configured"] == true || provider["base_url"].is_string();
+        let usable = current
+            .providers
+            .get(route.provider)
+            .is_some_and(|provider| provider.configured || provider.base_url.is_some());
         if usable {
             return (
                 json!({"autonomy_level": "approval"}),
@@ -319,7 +325,11 @@ pub fn settings_patch(current: &Value, simulator_base_url: &str) -> (Value, Mode
     let simulated = format!("{SIMULATOR_PROVIDER}:{SIMULATED_MODEL}");
     let mut provider = json!({"base_url": simulator_base_url});
     // An operator's own key for the provider stays; the simulator accepts any.
-    if current["providers"][SIMULATOR_PROVIDER]["configured"] != true {
+    let configured = current
+        .providers
+        .get(SIMULATOR_PROVIDER)
+        .is_some_and(|provider| provider.configured);
+    if !configured {
         provider["api_key"] = json!(SIMULATOR_KEY);
     }
     (
@@ -375,13 +385,12 @@ async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, D
     let admin = resolve_token(None, state_dir)?;
     let client = GatewayClient::new(&gateway_url, admin)?;
 
-    let current: Value = client
-        .json(Method::GET, &["api", "settings", "ai"], None)
-        .await?;
+    let api = client.api();
+    let current = api.ai_settings().await.map_err(ApiError::from)?;
     let (patch, model) = settings_patch(&current, &simulator_base_url(args.provider_sim_listen));
-    let _: Value = client
-        .json(Method::PUT, &["api", "settings", "ai"], Some(&patch))
-        .await?;
+    api.update_ai_settings(&patch)
+        .await
+        .map_err(ApiError::from)?;
     match &model {
         ModelChoice::Simulator => {
             println!("demo: {SIMULATED_BANNER}");
@@ -397,17 +406,12 @@ async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, D
     }
     println!("demo: Patrol mode set to approval (every fix waits for a human)");
 
-    let preflight: Value = client
-        .json(Method::POST, &["api", "ai", "patrol", "preflight"], None)
-        .await?;
-    let preflight_state = preflight["preflight_state"]
-        .as_str()
-        .unwrap_or("unknown")
-        .to_owned();
+    let preflight = api.patrol_preflight().await.map_err(ApiError::from)?;
+    let preflight_state = wire_name(&preflight.preflight_state);
     println!("demo: provider preflight {preflight_state}");
 
     let resource = service_resource_id(FAULTY_SERVICE);
-    wait_for_health(&client, &resource, "healthy").await?;
+    wait_for_health(&client, &resource, Health::Healthy).await?;
     let marker = fault_marker(state_dir, FAULTY_SERVICE);
     std::fs::write(&marker, "injected by pulsectl up --demo\n").map_err(|source| {
         DemoError::Fault {
@@ -419,7 +423,7 @@ async fn run_setup(config: &StackConfig, args: &UpArgs) -> Result<DemoStarted, D
         "demo: injected a fault: {FAULTY_SERVICE} is wedged (marker {})",
         marker.display()
     );
-    wait_for_health(&client, &resource, "unhealthy").await?;
+    wait_for_health(&client, &resource, Health::Unhealthy).await?;
 
     let run_id = start_run(&client).await?;
     Ok(DemoStarted {
@@ -439,23 +443,19 @@ pub struct InFlightRun {
 }
 
 /// The oldest full run of `GET /api/ai/patrol/runs` that is `queued` or `running`.
-pub fn in_flight_full_run(list: &Value) -> Option<InFlightRun> {
-    let runs = list["runs"].as_array()?;
+pub fn in_flight_full_run(runs: &[PatrolRun]) -> Option<InFlightRun> {
     runs.iter()
         .rev()
-        .filter(|run| run["type"] == "full")
+        .filter(|run| run.run_type == RunType::Full)
         .find_map(|run| {
-            let running = match run["status"].as_str()? {
-                "queued" => false,
-                "running" => true,
+            let running = match run.status {
+                RunStatus::Queued => false,
+                RunStatus::Running => true,
                 _ => return None,
             };
             Some(InFlightRun {
-                id: run["id"].as_str()?.to_owned(),
-                trigger: run["trigger_reason"]
-                    .as_str()
-                    .unwrap_or("unknown")
-                    .to_owned(),
+                id: run.id.to_string(),
+                trigger: wire_name(&run.trigger_reason),
                 running,
             })
         })
@@ -472,14 +472,12 @@ pub enum Followed {
     EndedUnstarted(String),
 }
 
-pub fn followed(run: &Value) -> Followed {
-    let status = run["status"].as_str().unwrap_or("unknown");
-    if status == "queued" {
-        Followed::Queued
-    } else if status == "running" || run["started_at"].is_string() {
-        Followed::Started
-    } else {
-        Followed::EndedUnstarted(status.to_owned())
+pub fn followed(run: &PatrolRun) -> Followed {
+    match run.status {
+        RunStatus::Queued => Followed::Queued,
+        RunStatus::Running => Followed::Started,
+        _ if run.started_at.is_some() => Followed::Started,
+        status => Followed::EndedUnstarted(wire_name(&status)),
     }
 }
 
@@ -490,11 +488,13 @@ async fn start_run(client: &GatewayClient) -> Result<String, DemoError> {
     let deadline = Instant::now() + IN_FLIGHT_WAIT;
     loop {
         match client
-            .json::<Value>(Method::POST, &["api", "ai", "patrol", "run"], None)
+            .api()
+            .run_patrol(&RawRunRequest::default())
             .await
+            .map_err(ApiError::from)
         {
             Ok(accepted) => {
-                let run_id = accepted["run_id"].as_str().unwrap_or("unknown").to_owned();
+                let run_id = accepted.accepted.run_id.to_string();
                 println!("demo: Patrol run {run_id} requested");
                 return Ok(run_id);
             }
@@ -502,10 +502,12 @@ async fn start_run(client: &GatewayClient) -> Result<String, DemoError> {
                 if ErrorCode::from_code(&code) == Some(ErrorCode::PatrolRunInProgress) => {}
             Err(error) => return Err(error.into()),
         }
-        let list: Value = client
-            .json(Method::GET, &["api", "ai", "patrol", "runs"], None)
-            .await?;
-        match in_flight_full_run(&list) {
+        let list = client
+            .api()
+            .patrol_runs(None)
+            .await
+            .map_err(ApiError::from)?;
+        match in_flight_full_run(&list.runs) {
             // It ended between the refusal and the list: ask again.
             None => {}
             Some(run) if !run.running => {
@@ -558,10 +560,7 @@ async fn follow(
     done: impl Fn(&Followed) -> bool,
 ) -> Result<Followed, DemoError> {
     loop {
-        let run: Result<Value, ApiError> = client
-            .json(Method::GET, &["api", "ai", "patrol", "runs", id], None)
-            .await;
-        if let Ok(run) = run {
+        if let Ok(run) = client.api().patrol_run(id).await {
             let at = followed(&run);
             if done(&at) {
                 return Ok(at);
@@ -584,10 +583,8 @@ async fn wait_for_end(
     deadline: Instant,
 ) -> Result<(), DemoError> {
     loop {
-        let run: Result<Value, ApiError> = client
-            .json(Method::GET, &["api", "ai", "patrol", "runs", id], None)
-            .await;
-        if run.is_ok_and(|run| !matches!(run["status"].as_str(), Some("queued" | "running"))) {
+        let run = client.api().patrol_run(id).await;
+        if run.is_ok_and(|run| !matches!(run.status, RunStatus::Queued | RunStatus::Running)) {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -604,19 +601,17 @@ async fn wait_for_end(
 async fn wait_for_health(
     client: &GatewayClient,
     resource: &str,
-    health: &str,
+    health: Health,
 ) -> Result<(), DemoError> {
     let deadline = Instant::now() + SETUP_STEP_TIMEOUT;
     loop {
-        let seen: Result<Value, ApiError> = client
-            .json(Method::GET, &["api", "resources", resource], None)
-            .await;
-        if seen.is_ok_and(|r| r["health"] == health) {
+        let seen = client.api().resource(resource).await;
+        if seen.is_ok_and(|r| r.health == health) {
             return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(DemoError::Timeout {
-                what: format!("{resource} to report {health}"),
+                what: format!("{resource} to report {}", health.as_str()),
                 after: SETUP_STEP_TIMEOUT,
             });
         }
@@ -657,14 +652,48 @@ fn print_next_steps(config: &StackConfig, started: &DemoStarted) {
 
 #[cfg(test)]
 mod tests {
+    use chrono::{DateTime, Utc};
+    use pulse_domain::patrol::run::{RunId, TriggerReason};
+
     use super::*;
 
-    fn view(patrol_model: Option<&str>, openai: Value) -> Value {
-        json!({
-            "patrol_model": patrol_model,
+    /// The settings view with `patrol_model` and the openai provider as `openai`.
+    fn view(patrol_model: Option<&str>, openai: Value) -> SettingsView {
+        let mut openai = openai;
+        for field in ["configured", "key_source", "base_url"] {
+            if openai.get(field).is_none() {
+                openai[field] = if field == "configured" {
+                    json!(false)
+                } else {
+                    Value::Null
+                };
+            }
+        }
+        serde_json::from_value(json!({
+            "version": 1,
+            "updated_at": null,
+            "updated_by": null,
+            "providers": {
+                "openai": openai,
+                "anthropic": {"configured": true, "key_source": "settings", "base_url": null},
+            },
             "model": null,
-            "providers": {"openai": openai, "anthropic": {"configured": true, "base_url": null}},
-        })
+            "chat_model": null,
+            "patrol_model": patrol_model,
+            "auto_fix_model": null,
+            "patrol_model_simulated": false,
+            "patrol_interval_minutes": 15,
+            "autonomy_level": "monitor",
+            "autopilot_acknowledgement": null,
+            "autopilot_acknowledgement_version": 1,
+            "alert_triggers": {"enabled": false, "min_severity": "warning", "alert_types": []},
+            "budgets": {"daily_usd": null, "monthly_usd": null, "daily_tokens": null,
+                        "monthly_tokens": null},
+            "patrol_enabled": true,
+            "patrol_preflight": null,
+            "preflight_state": "not_run",
+        }))
+        .expect("a settings view")
     }
 
     #[test]
@@ -684,7 +713,7 @@ mod tests {
             ),
         ] {
             let (patch, choice) = settings_patch(&current, sim);
-            assert_eq!(choice, ModelChoice::Simulator, "{current}");
+            assert_eq!(choice, ModelChoice::Simulator, "{current:?}");
             assert_eq!(patch["autonomy_level"], "approval");
             assert_eq!(patch["patrol_model"], "openai:sim:diligent");
             assert_eq!(patch["providers"]["openai"]["base_url"], sim);
@@ -743,55 +772,80 @@ mod tests {
         assert_eq!(parsed["restart"]["policy"].as_str(), Some("always"));
     }
 
+    fn at(text: &str) -> DateTime<Utc> {
+        text.parse().unwrap()
+    }
+
+    fn id(n: u8) -> RunId {
+        format!("0193a1b2-0000-7000-8000-00000000000{n}")
+            .parse()
+            .unwrap()
+    }
+
+    fn run(n: u8, run_type: RunType, status: RunStatus, trigger: TriggerReason) -> PatrolRun {
+        let mut run = PatrolRun::queued(id(n), trigger, run_type, at("2026-11-29T12:00:00Z"));
+        run.status = status;
+        run
+    }
+
     #[test]
     fn the_oldest_full_run_in_flight_is_the_one_to_follow_or_wait_for() {
+        use RunStatus::*;
+        use RunType::*;
+        use TriggerReason::*;
         // Newest first, as the API lists them.
-        let list = json!({"runs": [
-            {"id": "r4", "type": "scoped", "status": "queued", "trigger_reason": "alert_fired"},
-            {"id": "r3", "type": "full", "status": "queued", "trigger_reason": "manual"},
-            {"id": "r2", "type": "full", "status": "running", "trigger_reason": "startup"},
-            {"id": "r1", "type": "full", "status": "error", "trigger_reason": "startup"},
-        ]});
+        let list = [
+            run(4, Scoped, Queued, AlertFired),
+            run(3, Full, Queued, Manual),
+            run(2, Full, Running, Startup),
+            run(1, Full, Error, Startup),
+        ];
         assert_eq!(
             in_flight_full_run(&list),
             Some(InFlightRun {
-                id: "r2".to_owned(),
+                id: id(2).to_string(),
                 trigger: "startup".to_owned(),
                 running: true
             })
         );
-        let list = json!({"runs": [
-            {"id": "r2", "type": "full", "status": "queued", "trigger_reason": "startup"},
-            {"id": "r1", "type": "full", "status": "healthy", "trigger_reason": "scheduled"},
-        ]});
+        let list = [
+            run(2, Full, Queued, Startup),
+            run(1, Full, Healthy, Scheduled),
+        ];
         assert_eq!(
             in_flight_full_run(&list),
             Some(InFlightRun {
-                id: "r2".to_owned(),
+                id: id(2).to_string(),
                 trigger: "startup".to_owned(),
                 running: false
             })
         );
         // Only a scoped run, or nothing in flight: ask again.
         assert_eq!(
-            in_flight_full_run(&json!({"runs": [
-                {"id": "r4", "type": "scoped", "status": "running", "trigger_reason": "alert_fired"},
-                {"id": "r1", "type": "full", "status": "issues_found", "trigger_reason": "startup"},
-            ]})),
+            in_flight_full_run(&[
+                run(4, Scoped, Running, AlertFired),
+                run(1, Full, IssuesFound, Startup),
+            ]),
             None
         );
-        assert_eq!(in_flight_full_run(&json!({"error": "x"})), None);
+        assert_eq!(in_flight_full_run(&[]), None);
     }
 
     #[test]
     fn a_followed_run_counts_once_it_started_even_if_it_ended_between_polls() {
-        let run =
-            |status: &str, started: Option<&str>| json!({"status": status, "started_at": started});
-        assert_eq!(followed(&run("queued", None)), Followed::Queued);
-        assert_eq!(followed(&run("running", Some("t"))), Followed::Started);
-        assert_eq!(followed(&run("issues_found", Some("t"))), Followed::Started);
+        let run = |status: RunStatus, started: bool| {
+            let mut run = run(1, RunType::Full, status, TriggerReason::Manual);
+            run.started_at = started.then(|| at("2026-11-29T12:00:01Z"));
+            run
+        };
+        assert_eq!(followed(&run(RunStatus::Queued, false)), Followed::Queued);
+        assert_eq!(followed(&run(RunStatus::Running, true)), Followed::Started);
         assert_eq!(
-            followed(&run("error", None)),
+            followed(&run(RunStatus::IssuesFound, true)),
+            Followed::Started
+        );
+        assert_eq!(
+            followed(&run(RunStatus::Error, false)),
             Followed::EndedUnstarted("error".to_owned())
         );
     }

@@ -3,8 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pulse_client::{Method, StatusCode, Url};
-use serde::de::DeserializeOwned;
+use pulse_client::StatusCode;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -110,7 +109,7 @@ pub fn resolve_token(explicit: Option<&str>, state_dir: &Path) -> Result<String,
     }
 }
 
-/// The typed API client, and the calls of commands that have no typed operation yet.
+/// The typed API client of one gateway and token.
 #[derive(Debug, Clone)]
 pub struct GatewayClient {
     api: pulse_client::Client,
@@ -126,70 +125,6 @@ impl GatewayClient {
     /// The typed operations.
     pub fn api(&self) -> &pulse_client::Client {
         &self.api
-    }
-
-    /// `segments` appended to the base URL, each percent-encoded, with the base's query.
-    pub fn url(&self, segments: &[&str]) -> Url {
-        let mut url = self.api.url(segments);
-        url.set_query(self.api.base().query());
-        url
-    }
-
-    pub async fn json<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        segments: &[&str],
-        body: Option<&serde_json::Value>,
-    ) -> Result<T, ApiError> {
-        let bytes = self.send(method, segments, body).await?;
-        serde_json::from_slice(&bytes).map_err(|err| ApiError::Unexpected {
-            url: self.url(segments).to_string(),
-            reason: err.to_string(),
-        })
-    }
-
-    /// The answer as `T`, or, with `raw` (`--json`), printed as pretty JSON and `None`.
-    pub async fn fetch<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        segments: &[&str],
-        body: Option<&serde_json::Value>,
-        raw: bool,
-    ) -> Result<Option<T>, ApiError> {
-        let value: serde_json::Value = self.json(method, segments, body).await?;
-        if raw {
-            print_json(&value);
-            return Ok(None);
-        }
-        serde_json::from_value(value)
-            .map(Some)
-            .map_err(|err| ApiError::Unexpected {
-                url: self.url(segments).to_string(),
-                reason: err.to_string(),
-            })
-    }
-
-    pub async fn no_content(&self, method: Method, segments: &[&str]) -> Result<(), ApiError> {
-        self.send(method, segments, None).await.map(drop)
-    }
-
-    /// The base URL's query travels with these calls (commands that carry a list's filters
-    /// there).
-    async fn send(
-        &self,
-        method: Method,
-        segments: &[&str],
-        body: Option<&serde_json::Value>,
-    ) -> Result<Vec<u8>, ApiError> {
-        let pairs: Vec<(String, String)> = self.api.base().query_pairs().into_owned().collect();
-        let query: Vec<(&str, &str)> = pairs
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        Ok(self
-            .api
-            .send_untyped(method, segments, &query, body)
-            .await?)
     }
 }
 
@@ -230,12 +165,12 @@ mod tests {
     fn urls_are_joined_and_encoded() {
         let client = GatewayClient::new("http://127.0.0.1:7655/", "t".into()).unwrap();
         assert_eq!(
-            client.url(&["api", "tokens", "a b/c"]).as_str(),
+            client.api().url(&["api", "tokens", "a b/c"]).as_str(),
             "http://127.0.0.1:7655/api/tokens/a%20b%2Fc"
         );
         let prefixed = GatewayClient::new("https://pulse.example/base", "t".into()).unwrap();
         assert_eq!(
-            prefixed.url(&["api", "tokens"]).as_str(),
+            prefixed.api().url(&["api", "tokens"]).as_str(),
             "https://pulse.example/base/api/tokens"
         );
         assert!(GatewayClient::new("127.0.0.1:7655", "t".into()).is_err());
@@ -264,10 +199,7 @@ mod tests {
             .port();
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = GatewayClient::new(&format!("http://127.0.0.1:{port}"), "t".into()).unwrap();
-        let err = client
-            .json::<serde_json::Value>(Method::GET, &["api", "tokens"], None)
-            .await
-            .unwrap_err();
+        let err = ApiError::from(client.api().tokens().await.unwrap_err());
         assert!(matches!(err, ApiError::NotRunning { .. }), "{err:?}");
         assert!(err.to_string().contains("pulsectl up"), "{err}");
         assert_eq!(err.exit_code(), 1);
