@@ -259,6 +259,18 @@ pub enum InvestigationStatus {
     TimedOut,
 }
 
+impl InvestigationStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::TimedOut => "timed_out",
+        }
+    }
+}
+
 /// The resource the investigation was about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct InvestigationSubject {

@@ -2,10 +2,18 @@
 //! run, its record and findings, investigations, and governed-action decisions. Everything goes
 //! through the public HTTP API with the operator's token, like any other client.
 
+use pulse_api::actions::{ActionView, DecisionBody, DecisionOutcome};
+use pulse_api::findings::FindingAnswer;
+use pulse_api::patrol::PreflightAnswer;
+use pulse_api::resources::ListQuery as ResourcesQuery;
+use pulse_api::settings::SettingsView;
+use pulse_api::tokens::{CreateTokenRequest, RequestedScope};
 use pulse_client::{Method, StatusCode};
+use pulse_domain::Scope;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
-use serde_json::{Value, json};
+use pulse_domain::resource::Resource;
+use serde_json::Value;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -86,18 +94,22 @@ impl ClientError {
     }
 }
 
-/// The typed API client, plus the calls the harness reads as JSON documents.
+/// The typed API client, with errors that name the call.
 #[derive(Clone)]
 pub struct PulseClient {
     api: pulse_client::Client,
     base: String,
 }
 
+/// What an error of `method path` becomes.
+fn refused(method: Method, path: &str) -> impl FnOnce(pulse_client::Error) -> ClientError + '_ {
+    move |e| ClientError::from_api(&method, path, e)
+}
+
 impl PulseClient {
     pub fn new(base_url: &str, token: &str) -> Result<Self, ClientError> {
         let base = base_url.trim_end_matches('/').to_owned();
-        let api = pulse_client::Client::new(&base, token)
-            .map_err(|e| ClientError::from_api(&Method::GET, "/", e))?;
+        let api = pulse_client::Client::new(&base, token).map_err(refused(Method::GET, "/"))?;
         Ok(Self { api, base })
     }
 
@@ -105,36 +117,20 @@ impl PulseClient {
         &self.base
     }
 
-    /// One JSON call; a non-2xx answer is [`ClientError::Refused`] with the API's code.
-    pub async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Value, ClientError> {
-        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    /// The version identity the running Pulse reports (its API document's `info.version`).
+    /// The document is JSON Schema text of its own, read as a JSON document.
+    pub async fn version(&self) -> Result<String, ClientError> {
+        let path = "/api/openapi.json";
         let bytes = self
             .api
-            .send_untyped(method.clone(), &segments, &[], body)
+            .send_untyped(Method::GET, &["api", "openapi.json"], &[], None)
             .await
-            .map_err(|e| ClientError::from_api(&method, path, e))?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
-            method: method.to_string(),
+            .map_err(refused(Method::GET, path))?;
+        let doc: Value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            method: Method::GET.to_string(),
             path: path.to_owned(),
             reason: e.to_string(),
-        })
-    }
-
-    pub async fn get(&self, path: &str) -> Result<Value, ClientError> {
-        self.call(Method::GET, path, None).await
-    }
-
-    /// The version identity the running Pulse reports (its API document's `info.version`).
-    pub async fn version(&self) -> Result<String, ClientError> {
-        let doc = self.get("/api/openapi.json").await?;
+        })?;
         Ok(doc["info"]["version"]
             .as_str()
             .unwrap_or("unknown")
@@ -143,49 +139,56 @@ impl PulseClient {
 
     /// `GET /api/health`: whether every service is ready.
     pub async fn ready(&self) -> Result<bool, ClientError> {
-        let health = self.get("/api/health").await?;
-        Ok(health["status"] == "ok" || health["status"] == "ready")
+        let health = self
+            .api
+            .health()
+            .await
+            .map_err(refused(Method::GET, "/api/health"))?;
+        Ok(health.status == "ok")
     }
 
     /// Every resource Pulse collected, as the API lists them.
-    pub async fn resources(&self) -> Result<Vec<Value>, ClientError> {
-        let listed = self.get("/api/resources").await?;
-        Ok(listed["resources"]
-            .as_array()
-            .or_else(|| listed.as_array())
-            .cloned()
-            .unwrap_or_default())
+    pub async fn resources(&self) -> Result<Vec<Resource>, ClientError> {
+        self.api
+            .resources(&ResourcesQuery::default())
+            .await
+            .map(|listed| listed.resources)
+            .map_err(refused(Method::GET, "/api/resources"))
     }
 
-    /// A token for the lab's collecting agent (shown once).
+    /// A token for the lab's collecting agent (shown once): its id and secret.
     pub async fn create_agent_token(
         &self,
         name: &str,
         exec: bool,
     ) -> Result<(String, String), ClientError> {
-        let mut scopes = vec!["agent:report"];
+        let mut scopes = vec![RequestedScope::Tenant(Scope::AgentReport)];
         if exec {
-            scopes.push("agent:exec");
+            scopes.push(RequestedScope::Tenant(Scope::AgentExec));
         }
+        let request = CreateTokenRequest {
+            name: name.to_owned(),
+            scopes,
+            expires_at: None,
+        };
         let created = self
-            .call(
-                Method::POST,
-                "/api/tokens",
-                Some(&json!({"name": name, "scopes": scopes})),
-            )
-            .await?;
-        let id = created["id"].as_str().unwrap_or_default().to_owned();
-        let token = created["token"].as_str().unwrap_or_default().to_owned();
-        Ok((id, token))
+            .api
+            .create_token(&request)
+            .await
+            .map_err(refused(Method::POST, "/api/tokens"))?;
+        Ok((created.id.to_string(), created.token))
     }
 
     /// Revokes a token; a token already gone is fine.
     pub async fn revoke_token(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/api/tokens/{id}");
         match self
-            .call(Method::DELETE, &format!("/api/tokens/{id}"), None)
+            .api
+            .revoke_token(id)
             .await
+            .map_err(refused(Method::DELETE, &path))
         {
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(ClientError::Refused { status, .. })
                 if status == StatusCode::NOT_FOUND.as_u16() =>
             {
@@ -195,13 +198,19 @@ impl PulseClient {
         }
     }
 
-    pub async fn ai_settings(&self) -> Result<Value, ClientError> {
-        self.get("/api/settings/ai").await
+    pub async fn ai_settings(&self) -> Result<SettingsView, ClientError> {
+        self.api
+            .ai_settings()
+            .await
+            .map_err(refused(Method::GET, "/api/settings/ai"))
     }
 
-    pub async fn update_ai_settings(&self, patch: &Value) -> Result<Value, ClientError> {
-        self.call(Method::PUT, "/api/settings/ai", Some(patch))
+    /// Applies a merge patch to the AI settings.
+    pub async fn update_ai_settings(&self, patch: &Value) -> Result<SettingsView, ClientError> {
+        self.api
+            .update_ai_settings(patch)
             .await
+            .map_err(refused(Method::PUT, "/api/settings/ai"))
     }
 
     /// Requests a scoped Patrol run; the accepted run id.
@@ -214,41 +223,56 @@ impl PulseClient {
             .run_patrol(&request)
             .await
             .map(|accepted| accepted.accepted.run_id)
-            .map_err(|e| ClientError::from_api(&Method::POST, "/api/ai/patrol/run", e))
+            .map_err(refused(Method::POST, "/api/ai/patrol/run"))
     }
 
     /// Asks for a fresh Patrol preflight of the tenant's route now; the stored outcome.
-    pub async fn preflight(&self) -> Result<Value, ClientError> {
-        self.call(Method::POST, "/api/ai/patrol/preflight", None)
+    pub async fn preflight(&self) -> Result<PreflightAnswer, ClientError> {
+        self.api
+            .patrol_preflight()
             .await
+            .map_err(refused(Method::POST, "/api/ai/patrol/preflight"))
     }
 
     pub async fn patrol_run(&self, run_id: RunId) -> Result<PatrolRun, ClientError> {
-        self.api.patrol_run_by_id(run_id).await.map_err(|e| {
-            ClientError::from_api(&Method::GET, &format!("/api/ai/patrol/runs/{run_id}"), e)
-        })
+        let path = format!("/api/ai/patrol/runs/{run_id}");
+        self.api
+            .patrol_run_by_id(run_id)
+            .await
+            .map_err(refused(Method::GET, &path))
     }
 
-    pub async fn finding(&self, id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/api/ai/patrol/findings/{id}")).await
+    pub async fn finding(&self, id: &str) -> Result<FindingAnswer, ClientError> {
+        let path = format!("/api/ai/patrol/findings/{id}");
+        self.api
+            .finding(id)
+            .await
+            .map_err(refused(Method::GET, &path))
     }
 
-    pub async fn action(&self, id: &str) -> Result<Value, ClientError> {
-        self.get(&format!("/api/actions/{id}")).await
+    pub async fn action(&self, id: &str) -> Result<ActionView, ClientError> {
+        let path = format!("/api/actions/{id}");
+        self.api
+            .action(id)
+            .await
+            .map_err(refused(Method::GET, &path))
     }
 
-    /// Records a human decision (`approved` or `rejected`) on an action.
+    /// Records a human decision on an action.
     pub async fn decide(
         &self,
         id: &str,
-        outcome: &str,
+        outcome: DecisionOutcome,
         reason: &str,
-    ) -> Result<Value, ClientError> {
-        self.call(
-            Method::POST,
-            &format!("/api/actions/{id}/decision"),
-            Some(&json!({"outcome": outcome, "reason": reason})),
-        )
-        .await
+    ) -> Result<ActionView, ClientError> {
+        let path = format!("/api/actions/{id}/decision");
+        let body = DecisionBody {
+            outcome,
+            reason: reason.to_owned(),
+        };
+        self.api
+            .decide_action(id, &body)
+            .await
+            .map_err(refused(Method::POST, &path))
     }
 }

@@ -9,13 +9,18 @@
 //! inventory again; score. Every wait has a deadline; a failure anywhere becomes the run's
 //! `run_error` (a hard failure) and teardown still runs.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use pulse_api::actions::DecisionOutcome;
+use pulse_api::findings::{InvestigationRecord, InvestigationStatus};
+use pulse_api::settings::{ProviderView, SettingsView};
 use pulse_domain::patrol::run::{PatrolRun, RunId};
+use pulse_domain::resource::{Health, ResourceStatus};
 
 use crate::catalogue::{self, Entry};
 use crate::children::{self, Supervised};
@@ -168,7 +173,7 @@ fn harness_revision() -> (String, bool) {
 
 /// How a route is paid for: the simulator; a local model (Ollama, or an OpenAI-compatible
 /// server the tenant's settings put on this machine or a private address); else a metered API.
-fn route_class(route: &str, settings: &Value) -> RouteClass {
+fn route_class(route: &str, providers: &BTreeMap<String, ProviderView>) -> RouteClass {
     if route.starts_with("sim:") || route.contains(":sim:") {
         return RouteClass::Simulator;
     }
@@ -176,8 +181,9 @@ fn route_class(route: &str, settings: &Value) -> RouteClass {
     if provider == "ollama" {
         return RouteClass::Local;
     }
-    let base = settings["providers"][provider]["base_url"]
-        .as_str()
+    let base = providers
+        .get(provider)
+        .and_then(|p| p.base_url.as_deref())
         .unwrap_or_default();
     let host = base
         .split("://")
@@ -252,12 +258,12 @@ impl Session {
     }
 
     /// Points the tenant's Patrol at the requested route for the suite.
-    async fn configure_route(&mut self, current: &Value) -> Result<(), Refusal> {
-        let configured = current["patrol_model"]
-            .as_str()
-            .or_else(|| current["model"].as_str())
-            .unwrap_or_default()
-            .to_owned();
+    async fn configure_route(&mut self, current: &SettingsView) -> Result<(), Refusal> {
+        let configured = current
+            .patrol_model
+            .clone()
+            .or_else(|| current.model.clone())
+            .unwrap_or_default();
         let Some(model) = self.common.model.clone() else {
             if configured.is_empty() {
                 return Err(Refusal::new(
@@ -267,16 +273,17 @@ impl Session {
                 ));
             }
             self.model = ModelIdentity {
-                route_class: route_class(&configured, current),
+                route_class: route_class(&configured, &current.providers),
                 route: configured,
             };
             return Ok(());
         };
         let mut restore = json!({
-            "patrol_model": current["patrol_model"].clone(),
-            "model": current["model"].clone(),
-            "autonomy_level": current["autonomy_level"].clone(),
+            "patrol_model": current.patrol_model,
+            "model": current.model,
+            "autonomy_level": current.autonomy_level,
         });
+        let simulator_provider = current.providers.get(SIMULATOR_PROVIDER);
         let patch = if let Some(behaviour) = model.strip_prefix("sim:") {
             let binary = self
                 .common
@@ -289,10 +296,10 @@ impl Session {
             self.simulator = Some(sim);
             let route = format!("{SIMULATOR_PROVIDER}:sim:{behaviour}");
             restore["providers"] = json!({SIMULATOR_PROVIDER: {
-                "base_url": current["providers"][SIMULATOR_PROVIDER]["base_url"].clone()
+                "base_url": simulator_provider.and_then(|p| p.base_url.clone())
             }});
             let mut provider = json!({"base_url": format!("{base}/v1")});
-            if current["providers"][SIMULATOR_PROVIDER]["configured"] != true {
+            if !simulator_provider.is_some_and(|p| p.configured) {
                 provider["api_key"] = json!(SIMULATOR_KEY);
             }
             self.model = ModelIdentity {
@@ -302,7 +309,7 @@ impl Session {
             json!({"model": route, "patrol_model": route, "providers": {SIMULATOR_PROVIDER: provider}})
         } else {
             self.model = ModelIdentity {
-                route_class: route_class(&model, current),
+                route_class: route_class(&model, &current.providers),
                 route: model.clone(),
             };
             json!({"patrol_model": model})
@@ -736,23 +743,17 @@ async fn await_collection(
             // Present, and showing the baseline the oracle saw (running, not unhealthy): a
             // stale start-up reading would otherwise look like a fault to Patrol.
             let found = listed.iter().find(|r| {
-                r["name"].as_str() == Some(p.name.as_str())
-                    && r["id"]
-                        .as_str()
-                        .is_some_and(|id| id.starts_with(&id_prefix))
-                    && r["status"] == "running"
-                    && r["health"] != "unhealthy"
+                r.name == p.name
+                    && r.id.as_str().starts_with(&id_prefix)
+                    && r.status == ResourceStatus::Running
+                    && r.health != Health::Unhealthy
             });
             if let Some(r) = found {
                 bound.push(ResourceBinding {
                     alias: p.alias.clone(),
                     name: p.name.clone(),
-                    resource_id: r["id"].as_str().unwrap_or_default().to_owned(),
-                    resource_type: r["type"]
-                        .as_str()
-                        .or_else(|| r["resource_type"].as_str())
-                        .unwrap_or(p.resource_type)
-                        .to_owned(),
+                    resource_id: r.id.to_string(),
+                    resource_type: r.resource_type.as_str().to_owned(),
                 });
             }
         }
@@ -787,14 +788,11 @@ async fn await_fault_visible(
     let mut first_restarts: Option<u64> = None;
     loop {
         let listed = client.resources().await.unwrap_or_default();
-        if let Some(r) = listed
-            .iter()
-            .find(|r| r["id"].as_str() == Some(resource_id))
-        {
-            let restarts = r["restart_count"].as_u64().unwrap_or(0);
+        if let Some(r) = listed.iter().find(|r| r.id.as_str() == resource_id) {
+            let restarts = u64::from(r.restart_count.unwrap_or(0));
             let baseline = *first_restarts.get_or_insert(restarts);
-            let faulty = r["health"] == "unhealthy"
-                || (r["status"] != "running" && r["status"] != "unknown")
+            let faulty = r.health == Health::Unhealthy
+                || !matches!(r.status, ResourceStatus::Running | ResourceStatus::Unknown)
                 || restarts > baseline;
             if faulty {
                 return Ok(());
@@ -897,19 +895,18 @@ async fn read_run(
             .finding(&id)
             .await
             .map_err(|e| format!("reading finding {id}: {e}"))?;
-        let f = &answer["finding"];
-        let text = |k: &str| f[k].as_str().unwrap_or_default().to_owned();
+        let f = answer.finding;
         obs.findings.push(ObservedFinding {
             id: id.clone(),
-            resource_id: text("resource_id"),
-            resource_type: f["resource_type"].as_str().map(str::to_owned),
-            category: text("category"),
-            severity: text("severity"),
-            title: text("title"),
-            description: text("description"),
-            evidence: text("evidence"),
-            recommendation: text("recommendation"),
-            status: text("status"),
+            resource_id: f.resource_id,
+            resource_type: Some(f.resource_type),
+            category: f.category.as_str().to_owned(),
+            severity: f.severity.as_str().to_owned(),
+            title: f.title,
+            description: f.description,
+            evidence: f.evidence,
+            recommendation: f.recommendation,
+            status: f.status.as_str().to_owned(),
             run_outcome: outcome,
         });
     }
@@ -956,8 +953,10 @@ async fn follow_investigation(
             .finding(&finding.id)
             .await
             .map_err(|e| format!("reading finding {}: {e}", finding.id))?;
-        let record = answer["investigation_record"].clone();
-        if record.is_object() && record["status"] != "running" {
+        if let Some(record) = answer
+            .investigation_record
+            .filter(|record| record.status != InvestigationStatus::Running)
+        {
             break record;
         }
         if Instant::now() >= deadline {
@@ -969,35 +968,24 @@ async fn follow_investigation(
         }
         tokio::time::sleep(POLL).await;
     };
-    let tools: Vec<String> = record["tools_used"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|t| t.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let evidence_ids: Vec<String> = record["evidence"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|e| e["id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    let summary = ["conclusion", "impact", "recommended_action"]
+    let tools = record.tools_used.clone();
+    let evidence_ids: Vec<String> = record.evidence.iter().map(|e| e.id.clone()).collect();
+    let summary = [
+        &record.conclusion,
+        &record.impact,
+        &record.recommended_action,
+    ]
+    .map(String::as_str)
+    .join("\n");
+    let root: Vec<String> = record
+        .proposal
         .iter()
-        .filter_map(|k| record[*k].as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut root = Vec::new();
-    if let Some(c) = record["proposal"]["causal_resource_id"].as_str() {
-        root.push(c.to_owned());
-    }
+        .map(|p| p.causal_resource_id.clone())
+        .collect();
     obs.investigation = Some(InvestigationObservation {
-        investigation_id: record["id"].as_str().map(str::to_owned),
+        investigation_id: Some(record.id.to_string()),
         finding_id: finding.id.clone(),
-        status: record["status"].as_str().unwrap_or_default().to_owned(),
+        status: record.status.as_str().to_owned(),
         summary,
         tools_used: tools.len() as u32,
         evidence_calls: evidence_ids.len() as u32,
@@ -1024,15 +1012,15 @@ async fn follow_action(
     remediation: &crate::manifest::RemediationSpec,
     live: &mut Live,
     obs: &mut RunObservation,
-    record: &Value,
+    record: &InvestigationRecord,
     finding: &ObservedFinding,
 ) -> Result<(), String> {
     let client = &session.client;
     let mut seen = RemediationObservation {
-        action_id: record["action"]["action_id"].as_str().map(str::to_owned),
+        action_id: record.action.as_ref().map(|a| a.action_id.to_string()),
         plan_hash: None,
         finding_id: Some(finding.id.clone()),
-        investigation_id: record["id"].as_str().map(str::to_owned),
+        investigation_id: Some(record.id.to_string()),
         resource_id: None,
         capability: None,
         identity_bound: false,
@@ -1052,21 +1040,23 @@ async fn follow_action(
         .action(&action_id)
         .await
         .map_err(|e| format!("reading action {action_id}: {e}"))?;
-    seen.plan_hash = action["plan_hash"].as_str().map(str::to_owned);
-    seen.resource_id = action["resource_id"].as_str().map(str::to_owned);
-    seen.capability = action["capability"].as_str().map(str::to_owned);
+    seen.plan_hash = Some(action.plan.plan_hash.clone());
+    seen.resource_id = Some(action.plan.resource_id.clone());
+    seen.capability = Some(action.plan.capability.as_str().to_owned());
     let target = obs
         .resources
         .iter()
         .find(|r| r.alias == remediation.action_target)
         .map(|r| r.resource_id.clone());
     // The plan hash the broker stored must be the hash of the plan as it stands now.
-    let recomputed = recompute_plan_hash(&action);
+    let recomputed = action.plan.recompute_hash().ok();
     let mut reasons = Vec::new();
-    if action["finding_id"].as_str() != Some(finding.id.as_str()) {
+    let action_finding = action.finding_id.map(|id| id.to_string());
+    if action_finding.as_deref() != Some(finding.id.as_str()) {
         reasons.push(format!(
             "finding {} is not {}",
-            action["finding_id"], finding.id
+            action_finding.as_deref().unwrap_or("null"),
+            finding.id
         ));
     }
     if seen.resource_id != target {
@@ -1085,15 +1075,15 @@ async fn follow_action(
     if recomputed.is_none() || recomputed != seen.plan_hash {
         reasons.push("the plan hash does not match the plan".to_owned());
     }
-    if remediation.require_exact_origin && action["requested_by"] != "patrol:investigation" {
-        reasons.push(format!("requested by {}", action["requested_by"]));
+    if remediation.require_exact_origin && action.plan.requested_by != "patrol:investigation" {
+        reasons.push(format!("requested by {}", action.plan.requested_by));
     }
     seen.identity_bound = reasons.is_empty();
     seen.notes.extend(reasons);
     // (what the observation records, the API's decision outcome)
     let decision = match remediation.decision {
-        Decision::ApproveExecute => Some(("approve", "approved")),
-        Decision::Reject => Some(("reject", "rejected")),
+        Decision::ApproveExecute => Some(("approve", DecisionOutcome::Approved)),
+        Decision::Reject => Some(("reject", DecisionOutcome::Rejected)),
         Decision::Observe | Decision::AwaitAutonomous => None,
     };
     if let Some((recorded, outcome)) = decision {
@@ -1104,10 +1094,13 @@ async fn follow_action(
             seen.notes
                 .push("no decision recorded: the action's identity did not bind".to_owned());
         } else {
-            let reason = remediation
-                .decision_reason
-                .clone()
-                .unwrap_or_else(|| format!("qualification decision: {outcome}"));
+            let reason = remediation.decision_reason.clone().unwrap_or_else(|| {
+                let outcome = match outcome {
+                    DecisionOutcome::Approved => "approved",
+                    DecisionOutcome::Rejected => "rejected",
+                };
+                format!("qualification decision: {outcome}")
+            });
             client
                 .decide(&action_id, outcome, &reason)
                 .await
@@ -1124,17 +1117,17 @@ async fn follow_action(
                 .action(&action_id)
                 .await
                 .map_err(|e| format!("reading action {action_id}: {e}"))?;
-            let state = action["state"].as_str().unwrap_or_default().to_owned();
+            let state = action.state.as_str().to_owned();
             let terminal = matches!(
                 state.as_str(),
                 "rejected" | "failed" | "expired" | "cancelled" | "completed" | "verified"
             );
-            let judged = action["verification"].is_string()
+            let judged = action.verification.is_some()
                 || !remediation.require_lifecycle_verification
                 || state != "completed";
             if terminal && judged {
                 seen.terminal_state = Some(state);
-                seen.verification_status = action["verification"].as_str().map(str::to_owned);
+                seen.verification_status = action.verification.map(|v| v.as_str().to_owned());
                 break;
             }
             if Instant::now() >= deadline {
@@ -1159,25 +1152,6 @@ async fn follow_action(
     let _ = manifest;
     obs.remediation = Some(seen);
     Ok(())
-}
-
-/// The plan hash of the action as the API shows it now, by the domain's one plan-hash function.
-fn recompute_plan_hash(action: &Value) -> Option<String> {
-    use pulse_domain::action::plan::{PlanIdentity, plan_hash};
-    fn parse<T: serde::de::DeserializeOwned>(action: &Value, field: &str) -> Option<T> {
-        serde_json::from_value(action[field].clone()).ok()
-    }
-    let identity = PlanIdentity {
-        action_id: action["action_id"].as_str()?.parse().ok()?,
-        resource_id: action["resource_id"].as_str()?,
-        agent_id: action["agent_id"].as_str()?,
-        capability: parse(action, "capability")?,
-        params: &action["params"],
-        floor: parse(action, "approval_floor")?,
-        expires_at: parse(action, "expires_at")?,
-        resource_version: action["resource_version"].as_str()?,
-    };
-    plan_hash(&identity).ok()
 }
 
 async fn teardown(
@@ -1447,10 +1421,18 @@ mod tests {
 
     #[test]
     fn routes_are_classed_by_how_they_are_paid_for() {
-        let settings = json!({"providers": {
-            "openai": {"base_url": "http://127.0.0.1:8088/v1"},
-            "anthropic": {"base_url": null},
-        }});
+        let provider = |base_url: Option<&str>| ProviderView {
+            configured: false,
+            key_source: None,
+            base_url: base_url.map(str::to_owned),
+        };
+        let settings = BTreeMap::from([
+            (
+                "openai".to_owned(),
+                provider(Some("http://127.0.0.1:8088/v1")),
+            ),
+            ("anthropic".to_owned(), provider(None)),
+        ]);
         assert_eq!(
             route_class("openai:sim:diligent", &settings),
             RouteClass::Simulator
@@ -1464,7 +1446,10 @@ mod tests {
             route_class("anthropic:claude", &settings),
             RouteClass::HostedApi
         );
-        let hosted = json!({"providers": {"openai": {"base_url": "https://api.openai.com/v1"}}});
+        let hosted = BTreeMap::from([(
+            "openai".to_owned(),
+            provider(Some("https://api.openai.com/v1")),
+        )]);
         assert_eq!(route_class("openai:gpt-5", &hosted), RouteClass::HostedApi);
     }
 }
