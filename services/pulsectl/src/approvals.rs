@@ -1,9 +1,9 @@
 //! `pulsectl approvals list | approve | reject` over the gateway's action API:
 //! `GET /api/actions/pending[?limit=N]` and `POST /api/actions/{id}/decision`.
 //!
-//! Human text by default; `--json` prints the API's answer as it came. Answers are read
-//! leniently (unknown fields ignored, missing ones shown as `-`). A refused decision prints one
-//! line naming the code and what to do about it.
+//! Human text by default; `--json` prints the answer as JSON. Answers are the API's own types
+//! (`pulse-api`), read through the typed client; enum values print as their wire names. A refused
+//! decision prints one line naming the code and what to do about it.
 
 use pulse_api::actions::{ActionView, DecisionBody, DecisionOutcome};
 use pulse_capabilities::ErrorCode;

@@ -1,9 +1,10 @@
 //! `pulsectl findings list | show | ack | dismiss | suppress` over the gateway's finding API:
-//! `GET /api/ai/patrol/findings[?include_resolved=1&limit=N]`, `GET .../findings/{id}`,
+//! `GET /api/ai/patrol/findings[?include_resolved=true&limit=N]`, `GET .../findings/{id}`,
 //! `POST /api/ai/patrol/acknowledge`, `.../dismiss` and `.../suppress`.
 //!
-//! Human text by default; `--json` prints the API's answer as it came. Answers are read
-//! leniently (unknown fields ignored, missing ones shown as `-`). `show` also prints the latest
+//! Human text by default; `--json` prints the answer as JSON. Answers are the API's own types
+//! (`pulse-api`), read through the typed client; enum values print as their wire names, empty
+//! texts as `-`. `show` also prints the latest
 //! investigation record (conclusion, evidence, proposal, the action it entered) and the fix
 //! outcome the action wrote back (`fix_verified`, `fix_rejected`, ...) with its message.
 
