@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use pulse_domain::patrol::run::{RunStatus, RunType};
 use pulse_domain::patrol::status::{HealthBasis, RuntimeState};
 use serde_json::{Value, json};
@@ -114,6 +114,42 @@ async fn serve(seen: Seen) -> String {
                 }
             }),
         )
+        .route(
+            "/base/api/ai/patrol/findings",
+            get(
+                |State(seen): State<Seen>, RawQuery(query): RawQuery, headers: HeaderMap| async move {
+                    remember(&seen, "/api/ai/patrol/findings".into(), query, &headers, String::new());
+                    axum::Json(json!({
+                        "findings": [], "count": 0, "limit": 20, "include_resolved": true,
+                    }))
+                },
+            ),
+        )
+        .route(
+            "/base/api/tokens",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: String| async move {
+                    remember(&seen, "/api/tokens".into(), None, &headers, body);
+                    (
+                        StatusCode::CREATED,
+                        axum::Json(json!({
+                            "id": RUN_ID, "name": "ci", "scopes": ["agent:report"],
+                            "token": "pulse_new_secret", "created_at": "2026-11-29T12:00:00Z",
+                            "expires_at": null,
+                        })),
+                    )
+                },
+            ),
+        )
+        .route(
+            "/base/api/tokens/{id}",
+            delete(
+                |State(seen): State<Seen>, Path(id): Path<String>, headers: HeaderMap| async move {
+                    remember(&seen, format!("/api/tokens/{id}"), None, &headers, String::new());
+                    StatusCode::NO_CONTENT
+                },
+            ),
+        )
         .with_state(seen);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -185,6 +221,54 @@ async fn a_full_run_sends_no_body_and_a_scoped_run_only_what_it_names() {
         [
             "",
             r#"{"resource_ids":["web-1"],"context":"after the deploy"}"#
+        ]
+    );
+}
+
+#[tokio::test]
+async fn queries_and_bodies_are_sent_as_their_types_write_them() {
+    use pulse_api::findings::ListQuery;
+    use pulse_api::tokens::{CreateTokenRequest, RequestedScope};
+    use pulse_domain::Scope;
+
+    let seen = Seen::default();
+    let client = Client::new(&serve(seen.clone()).await, "t").unwrap();
+
+    let everything = ListQuery {
+        include_resolved: true,
+        limit: Some(20),
+        ..ListQuery::default()
+    };
+    let list = client.findings(&everything).await.unwrap();
+    assert!(list.include_resolved && list.findings.is_empty());
+    client.findings(&ListQuery::default()).await.unwrap();
+
+    let request = CreateTokenRequest {
+        name: "ci".into(),
+        scopes: vec![RequestedScope::Tenant(Scope::AgentReport)],
+        expires_at: None,
+    };
+    let created = client.create_token(&request).await.unwrap();
+    assert_eq!(created.token, "pulse_new_secret");
+    assert_eq!(created.scopes, [Scope::AgentReport].into());
+    // An answer without a body is fine where none is documented.
+    client.revoke_token("a b").await.unwrap();
+
+    let seen = seen.lock().unwrap();
+    let sent: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(target, _, body)| (target.as_str(), body.as_str()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("/api/ai/patrol/findings?include_resolved=true&limit=20", ""),
+            ("/api/ai/patrol/findings", ""),
+            (
+                "/api/tokens",
+                r#"{"name":"ci","scopes":["agent:report"],"expires_at":null}"#
+            ),
+            ("/api/tokens/a b", ""),
         ]
     );
 }
