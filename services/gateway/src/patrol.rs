@@ -46,7 +46,7 @@ use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, PathParam, bytes_rejection};
-use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, endpoint_errors, route_errors, schema};
 use crate::state::AppState;
 
 /// `POST /api/ai/patrol/run` needs both scopes.
@@ -280,16 +280,10 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 202,
             schema: schema::<pulse_api::patrol::RunAccepted>,
         },
-        errors: &[
-            ErrorCode::InvalidJson,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::InvalidRequest,
-            ErrorCode::UnprocessableScope,
-            ErrorCode::PatrolRunInProgress,
-            ErrorCode::PatrolQueueFull,
-            ErrorCode::PatrolNotReady,
-            ErrorCode::PatrolSchedulerUnavailable,
-        ],
+        errors: route_errors!(
+            &JSON_BODY,
+            endpoint_errors!(pulse_bus::patrol_api::PatrolRunRequest)
+        ),
         handler: || routing::post(run),
     },
     RouteSpec {
@@ -310,10 +304,7 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::patrol::PreflightAnswer>,
         },
-        errors: &[
-            ErrorCode::PatrolNotReady,
-            ErrorCode::PatrolRunnerUnavailable,
-        ],
+        errors: endpoint_errors!(pulse_bus::patrol_api::PatrolPreflightRequest),
         handler: || routing::post(preflight),
     },
     RouteSpec {

@@ -532,4 +532,18 @@ mod tests {
         ));
         assert_eq!(reply.code, ErrorCode::PatrolNotReady);
     }
+
+    #[test]
+    fn every_preflight_error_code_is_declared_by_the_endpoint() {
+        use pulse_bus::Endpoint;
+        use pulse_bus::patrol_api::PatrolPreflightRequest;
+        for error in [
+            PreflightError::NoRoute("none".to_owned()),
+            PreflightError::Store(StoreError::Unavailable("down".to_owned())),
+            PreflightError::Store(StoreError::InvalidUrl("x".to_owned())),
+        ] {
+            let code = ErrorReply::from(error).code;
+            assert!(PatrolPreflightRequest::ERRORS.contains(&code), "{code}");
+        }
+    }
 }
