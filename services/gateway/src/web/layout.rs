@@ -158,6 +158,39 @@ pub fn csrf(user: &WebUser) -> Markup {
     html! { input type="hidden" name=(CSRF_FIELD) value=(user.session.csrf_token); }
 }
 
+/// A handler's typed answer, for rendering.
+pub fn answer<T>(answer: Result<axum::Json<T>, ApiError>) -> Result<T, ApiError> {
+    answer.map(|axum::Json(body)| body)
+}
+
+/// A text, or an em dash when there is none or it is empty.
+pub fn shown(value: Option<&str>) -> String {
+    match value {
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => "—".to_owned(),
+    }
+}
+
+/// A time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
+pub fn at(value: &chrono::DateTime<chrono::Utc>) -> Markup {
+    let raw = value.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    let shown = value.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    html! { time datetime=(raw) { (shown) } }
+}
+
+/// A time if there is one, or an em dash.
+pub fn at_opt(value: Option<&chrono::DateTime<chrono::Utc>>) -> Markup {
+    match value {
+        Some(value) => at(value),
+        None => html! { "—" },
+    }
+}
+
+/// A text as one path segment or query value (resource ids hold `/`).
+pub fn segment(value: &str) -> String {
+    pulse_mcp::encode(value)
+}
+
 /// A JSON string field, or an em dash.
 pub fn text(value: &Value) -> String {
     match value {
