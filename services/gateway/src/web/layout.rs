@@ -234,8 +234,24 @@ pub fn usd(value: &Value) -> String {
         .as_f64()
         .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
     match amount {
-        Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
-        Some(v) => format!("${v:.2}"),
+        Some(v) => dollars(v),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Dollars with up to four decimals (two unless the amount is below a cent).
+pub fn dollars(amount: f64) -> String {
+    if amount < 0.01 && amount > 0.0 {
+        format!("${amount:.4}")
+    } else {
+        format!("${amount:.2}")
+    }
+}
+
+/// An amount of dollars, or "unknown" when there is no price.
+pub fn usd_of(amount: Option<pulse_domain::usd::Usd>) -> String {
+    match amount {
+        Some(amount) => dollars(amount.as_f64()),
         None => "unknown".to_owned(),
     }
 }
