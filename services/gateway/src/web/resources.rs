@@ -438,3 +438,57 @@ pub async fn clear_operator_state(
     };
     super::session::redirect_with(&user.headers, &back, flash)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(until: &str, criticality: &str, note: &str) -> OperatorForm {
+        OperatorForm {
+            maintenance_until: until.to_owned(),
+            intentionally_offline: Some("yes".to_owned()),
+            never_auto_remediate: None,
+            criticality: criticality.to_owned(),
+            note: note.to_owned(),
+        }
+    }
+
+    #[test]
+    fn the_operator_form_builds_the_typed_body() {
+        let body = operator_body(&form("2030-01-02T03:04", "high", "  disk swap  ")).unwrap();
+        let window = body.maintenance_window.expect("a window");
+        assert_eq!(window.starts_at, None);
+        assert_eq!(
+            window.ends_at,
+            chrono::NaiveDate::from_ymd_opt(2030, 1, 2)
+                .and_then(|d| d.and_hms_opt(3, 4, 0))
+                .unwrap()
+                .and_utc()
+        );
+        assert!(body.intentionally_offline);
+        assert!(!body.never_auto_remediate);
+        assert_eq!(body.criticality, Some(Criticality::High));
+        assert_eq!(body.note.as_deref(), Some("disk swap"));
+
+        let empty = operator_body(&form("", "", "   ")).unwrap();
+        assert!(empty.maintenance_window.is_none());
+        assert_eq!(empty.criticality, None);
+        assert_eq!(empty.note, None);
+    }
+
+    #[test]
+    fn a_bad_field_is_refused_by_name() {
+        let error = operator_body(&form("tomorrow", "", "")).unwrap_err();
+        assert!(
+            error.message.starts_with("maintenance until"),
+            "{}",
+            error.message
+        );
+        let error = operator_body(&form("", "vital", "")).unwrap_err();
+        assert!(
+            error.message.starts_with("criticality"),
+            "{}",
+            error.message
+        );
+    }
+}

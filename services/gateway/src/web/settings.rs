@@ -530,6 +530,44 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_cost_preview_measures_full_runs_that_ended_with_a_verdict() {
+        use pulse_domain::patrol::run::{RunId, RunStatus, RunType, TriggerReason};
+        let run = |status: RunStatus, scoped: bool, tokens: u64, cost: Option<f64>| {
+            let mut run = PatrolRun::queued(
+                RunId::from_uuid(uuid::Uuid::new_v4()),
+                TriggerReason::Scheduled,
+                RunType::Full,
+                chrono::Utc::now(),
+            );
+            run.status = status;
+            if scoped {
+                run.effective_scope_resource_ids = vec!["host:h1".to_owned()];
+            }
+            run.input_tokens = tokens;
+            run.output_tokens = tokens;
+            run.cost_usd = cost;
+            run
+        };
+        let runs = [
+            run(RunStatus::Healthy, false, 100, Some(0.02)),
+            run(RunStatus::IssuesFound, false, 300, Some(0.04)),
+            run(RunStatus::Error, false, 5_000, Some(1.0)),
+            run(RunStatus::Running, false, 5_000, Some(1.0)),
+            run(RunStatus::Healthy, true, 5_000, Some(1.0)),
+        ];
+        let (count, tokens, dollars) = measured(&runs);
+        assert_eq!(count, 2);
+        assert!((tokens - 400.0).abs() < 1e-9, "{tokens}");
+        assert!(
+            dollars.is_some_and(|d| (d - 0.03).abs() < 1e-9),
+            "{dollars:?}"
+        );
+        let unpriced = [run(RunStatus::Healthy, false, 100, None)];
+        assert_eq!(measured(&unpriced).2, None);
+        assert_eq!(measured(&[]).0, 0);
+    }
+
     fn patch_err(pairs: &[(&str, &str)]) -> ApiError {
         patch(&form(pairs)).expect_err("refused")
     }
