@@ -8,11 +8,11 @@
 //! [`assistant::open_chat`]), and `POST /chat/{id}/stop` is the API's abort. Approval cards
 //! decide through `/actions/{id}/decision`, the Approvals page's form.
 
+use std::collections::BTreeMap;
+
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use std::collections::BTreeMap;
-
 use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionView, SessionsQuery};
 use pulse_capabilities::{ControlLevel, ErrorCode, ToolName};
 use pulse_domain::Scope;
