@@ -158,6 +158,39 @@ pub fn csrf(user: &WebUser) -> Markup {
     html! { input type="hidden" name=(CSRF_FIELD) value=(user.session.csrf_token); }
 }
 
+/// A handler's typed answer, for rendering.
+pub fn answer<T>(answer: Result<axum::Json<T>, ApiError>) -> Result<T, ApiError> {
+    answer.map(|axum::Json(body)| body)
+}
+
+/// A text, or an em dash when there is none or it is empty.
+pub fn shown(value: Option<&str>) -> String {
+    match value {
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => "—".to_owned(),
+    }
+}
+
+/// A time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
+pub fn at(value: &chrono::DateTime<chrono::Utc>) -> Markup {
+    let raw = value.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    let shown = value.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    html! { time datetime=(raw) { (shown) } }
+}
+
+/// A time if there is one, or an em dash.
+pub fn at_opt(value: Option<&chrono::DateTime<chrono::Utc>>) -> Markup {
+    match value {
+        Some(value) => at(value),
+        None => html! { "—" },
+    }
+}
+
+/// A text as one path segment or query value (resource ids hold `/`).
+pub fn segment(value: &str) -> String {
+    pulse_mcp::encode(value)
+}
+
 /// A JSON string field, or an em dash.
 pub fn text(value: &Value) -> String {
     match value {
@@ -201,8 +234,24 @@ pub fn usd(value: &Value) -> String {
         .as_f64()
         .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
     match amount {
-        Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
-        Some(v) => format!("${v:.2}"),
+        Some(v) => dollars(v),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// Dollars with up to four decimals (two unless the amount is below a cent).
+pub fn dollars(amount: f64) -> String {
+    if amount < 0.01 && amount > 0.0 {
+        format!("${amount:.4}")
+    } else {
+        format!("${amount:.2}")
+    }
+}
+
+/// An amount of dollars, or "unknown" when there is no price.
+pub fn usd_of(amount: Option<pulse_domain::usd::Usd>) -> String {
+    match amount {
+        Some(amount) => dollars(amount.as_f64()),
         None => "unknown".to_owned(),
     }
 }
