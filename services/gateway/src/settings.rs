@@ -188,6 +188,14 @@ pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
 ) -> Result<Response, ApiError> {
+    current(&state, &auth).await.map(with_etag)
+}
+
+/// The tenant's effective settings, as `GET` answers them (the web page reads them here).
+pub(crate) async fn current(
+    state: &AppState,
+    auth: &Authorized<AdminScope>,
+) -> Result<SettingsView, ApiError> {
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let stored = store::get(&tx, false).await?;
     let view = current_view(
@@ -199,7 +207,7 @@ pub async fn get(
     )
     .await?;
     tx.commit().await?;
-    Ok(with_etag(view))
+    Ok(view)
 }
 
 /// The Autopilot acknowledgement is the caller's: whatever a body says, `acknowledged_by` becomes
