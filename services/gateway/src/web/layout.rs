@@ -234,9 +234,17 @@ pub fn usd(value: &Value) -> String {
         .as_f64()
         .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
     match amount {
-        Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
-        Some(v) => format!("${v:.2}"),
+        Some(v) => dollars(v),
         None => "unknown".to_owned(),
+    }
+}
+
+/// Dollars with up to four decimals (two unless the amount is below a cent).
+pub fn dollars(amount: f64) -> String {
+    if amount < 0.01 && amount > 0.0 {
+        format!("${amount:.4}")
+    } else {
+        format!("${amount:.2}")
     }
 }
 
@@ -280,5 +288,14 @@ pub fn seg(value: &Value) -> String {
     match value {
         Value::String(s) => pulse_mcp::encode(s),
         other => pulse_mcp::encode(&other.to_string()),
+    }
+}
+
+/// The word a unit enum answers on the wire (its serde name), for enums with no `as_str`.
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => "—".to_owned(),
     }
 }
