@@ -375,3 +375,63 @@ pub async fn set_enabled(State(state): State<AppState>, form: CsrfForm<EnabledFo
     };
     redirect_with(&user.headers, "/patrol", flash)
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::finding::SeverityCounts;
+    use pulse_domain::patrol::status::{
+        BlockedCause, CheckStatus, ReadinessCheck, ReadinessCheckId, StatusInputs, project,
+    };
+
+    use super::*;
+
+    #[test]
+    fn a_blocked_patrol_shows_its_cause_its_checks_and_the_findings_by_severity() {
+        let status = project(&StatusInputs {
+            now: Utc::now(),
+            enabled: true,
+            runner_available: true,
+            readiness: vec![ReadinessCheck {
+                id: ReadinessCheckId::Provider,
+                status: CheckStatus::Fail,
+                message: "no provider key is configured".to_owned(),
+                cause: Some(BlockedCause::ProviderNotConfigured),
+                resets_at: None,
+            }],
+            current_run: None,
+            last_full_run: None,
+            last_successful_full_at: None,
+            last_activity_at: None,
+            next_patrol_at: None,
+            interval_ms: 3_600_000,
+            active_findings: SeverityCounts {
+                critical: 1,
+                warning: 2,
+                watch: 0,
+                info: 3,
+                total: 6,
+            },
+            queued_scoped_runs: 0,
+            health_window_ms: 7_200_000,
+        });
+        let panel = status_panel(&status).into_string();
+        for shown in [
+            r#"class="badge b-blocked""#,
+            "<code>provider_not_configured</code>",
+            "<td>provider</td>",
+            r#"class="badge b-fail""#,
+            "no provider key is configured",
+            "6 (1 critical, 2 warning, 0 watch, 3 info)",
+            "warning or critical findings are active",
+        ] {
+            assert!(panel.contains(shown), "{shown:?} missing from {panel}");
+        }
+    }
+
+    #[test]
+    fn the_mode_choices_are_the_settings_wire_words() {
+        let words: Vec<String> = MODES.iter().map(|(level, _, _)| wire_name(level)).collect();
+        assert_eq!(words, ["monitor", "approval", "assisted", "full"]);
+    }
+}

@@ -2,7 +2,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use maud::html;
+use maud::{Markup, html};
 use pulse_api::patrol::RunsQuery;
 use pulse_domain::patrol::run::{PatrolRun, RunStatus};
 
@@ -103,9 +103,14 @@ pub async fn detail(
         Ok(run) => run,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let body = html! {
+    layout::page(&user, "Run", Nav::Runs, run_body(&run))
+}
+
+/// One run in full.
+fn run_body(run: &PatrolRun) -> Markup {
+    html! {
         p { a href="/runs" { "← All runs" } }
-        div id="run" data-live data-pending[in_flight(&run)] {
+        div id="run" data-live data-pending[in_flight(run)] {
             h1 { "Run " code { (run.id) } }
             p { (badge(run.status.as_str())) }
             div class="grid" {
@@ -113,14 +118,14 @@ pub async fn detail(
                     dl class="facts" {
                         dt { "Trigger" } dd { (run.trigger_reason) }
                         dt { "Type" } dd { (run.run_type.as_str()) }
-                        dt { "Scope" } dd { (scope(&run)) }
+                        dt { "Scope" } dd { (scope(run)) }
                         dt { "Queued" } dd { (at(&run.queued_at)) }
                         dt { "Started" } dd { (at_opt(run.started_at.as_ref())) }
                         dt { "Completed" } dd { (at_opt(run.completed_at.as_ref())) }
                         dt { "Resources checked" } dd { (run.counts.resources_checked) }
                         dt { "Model turns" } dd { (run.turns) }
                         dt { "Tokens" } dd { (run.input_tokens) " in / " (run.output_tokens) " out" }
-                        dt { "Cost" } dd { (cost(&run)) }
+                        dt { "Cost" } dd { (cost(run)) }
                     }
                 }
                 @if let Some(summary) = &run.error_summary {
@@ -175,6 +180,54 @@ pub async fn detail(
                 }
             }
         }
-    };
-    layout::page(&user, "Run", Nav::Runs, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::patrol::run::{RunId, RunType, TriggerReason};
+
+    use super::*;
+
+    #[test]
+    fn a_failed_run_says_what_went_wrong_and_what_to_do() {
+        let mut run = PatrolRun::queued(
+            RunId::from_uuid(uuid::Uuid::nil()),
+            TriggerReason::Manual,
+            RunType::Full,
+            Utc::now(),
+        );
+        run.status = RunStatus::Error;
+        run.error_summary = Some("the provider refused the key".to_owned());
+        run.error_recommendation = Some("set a valid key in the AI settings".to_owned());
+        let page = run_body(&run).into_string();
+        assert!(
+            page.contains("the provider refused the key"),
+            "no error summary: {page}"
+        );
+        assert!(
+            page.contains("What to do: </strong>set a valid key in the AI settings"),
+            "no remedy: {page}"
+        );
+        assert!(page.contains("data-live"), "{page}");
+        assert!(
+            !page.contains("data-pending"),
+            "a failed run is not pending: {page}"
+        );
+    }
+
+    #[test]
+    fn a_queued_run_is_polled_and_costs_unknown_without_a_price() {
+        let run = PatrolRun::queued(
+            RunId::from_uuid(uuid::Uuid::nil()),
+            TriggerReason::Scheduled,
+            RunType::Full,
+            Utc::now(),
+        );
+        let page = run_body(&run).into_string();
+        assert!(page.contains("data-pending"), "{page}");
+        assert!(page.contains("<dd>unknown</dd>"), "{page}");
+        assert!(page.contains("<dd>full</dd>"), "a full run's scope: {page}");
+    }
 }
