@@ -138,8 +138,8 @@ fn decision_form(user: &WebUser, id: &str) -> Markup {
                 input id="decision-reason" name="reason" required size="50";
             }
             div class="actions-row" {
-                button type="submit" name="outcome" value="approved" { "Approve" }
-                button type="submit" name="outcome" value="rejected" class="danger" { "Reject" }
+                button type="submit" name="outcome" value=(wire_name(&DecisionOutcome::Approved)) { "Approve" }
+                button type="submit" name="outcome" value=(wire_name(&DecisionOutcome::Rejected)) class="danger" { "Reject" }
             }
         }
     }
