@@ -286,6 +286,28 @@ async fn fixes(state: &AppState, user: &WebUser, finding: &Finding) -> Vec<Actio
         .collect()
 }
 
+/// The actions planned to fix a finding, each with its state and verification.
+fn fix_list(fixes: &[ActionView]) -> Markup {
+    html! {
+        @if fixes.is_empty() {
+            p { "No fix has been planned for this finding." }
+        } @else {
+            ul {
+                @for action in fixes {
+                    li {
+                        a href={"/actions/" (action.plan.action_id)} { code { (action.plan.capability.as_str()) } }
+                        " · " (badge(action.state.as_str()))
+                        @if let Some(v) = action.verification { " · " (badge(v.as_str())) }
+                        @if awaiting_verification(action) {
+                            " · awaiting verification"
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 pub async fn detail(
     State(state): State<AppState>,
     user: WebUser,
@@ -365,22 +387,7 @@ pub async fn detail(
             }
             section class="panel" id="fix" {
                 h2 { "Fix" }
-                @if fixes.is_empty() {
-                    p { "No fix has been planned for this finding." }
-                } @else {
-                    ul {
-                        @for action in &fixes {
-                            li {
-                                a href={"/actions/" (action.plan.action_id)} { code { (action.plan.capability.as_str()) } }
-                                " · " (badge(action.state.as_str()))
-                                @if let Some(v) = action.verification { " · " (badge(v.as_str())) }
-                                @if awaiting_verification(action) {
-                                    " · awaiting verification"
-                                }
-                            }
-                        }
-                    }
-                }
+                (fix_list(&fixes))
             }
             section class="panel" {
                 h2 { "Act on this finding" }
@@ -534,4 +541,94 @@ async fn perform(
         "{}: done; the finding is now {status}.",
         action.replace('-', " ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::action::{
+        ActionPlan, ApprovalFloor, Capability, PolicyDecision, PolicyOutcome, Severity,
+        Verification,
+    };
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn fix(state: ActionState, verification: Option<Verification>) -> ActionView {
+        let now = Utc::now();
+        ActionView {
+            plan: ActionPlan {
+                action_id: Uuid::from_u128(7),
+                resource_id: "service:host-1:web".to_owned(),
+                agent_id: "host-1".to_owned(),
+                capability: Capability::ServiceRestart,
+                params: serde_json::json!({"target": "web"}),
+                reason: "the health check fails".to_owned(),
+                severity: Severity::Warning,
+                approval_floor: ApprovalFloor::None,
+                requested_by: "patrol:investigation".to_owned(),
+                planned_at: now,
+                expires_at: now,
+                resource_version: "v1".to_owned(),
+                policy_decision: PolicyDecision {
+                    outcome: PolicyOutcome::NeedsApproval,
+                    reason_codes: Vec::new(),
+                },
+                plan_hash: "hash".to_owned(),
+            },
+            state,
+            version: 1,
+            decided_by: None,
+            decided_by_name: None,
+            decision_reason: None,
+            human_approved: false,
+            lease_id: None,
+            lease_expires_at: None,
+            result: None,
+            updated_at: now,
+            finding_id: None,
+            verification,
+            verification_reason: None,
+            verified_at: None,
+        }
+    }
+
+    #[test]
+    fn a_fix_links_its_action_and_says_whether_it_was_verified() {
+        let action = format!("/actions/{}", Uuid::from_u128(7));
+        let ran = fix_list(&[fix(ActionState::Completed, None)]).into_string();
+        assert!(ran.contains(&format!(r#"href="{action}""#)), "{ran}");
+        assert!(ran.contains("service.restart"), "{ran}");
+        assert!(ran.contains("awaiting verification"), "{ran}");
+        let verified =
+            fix_list(&[fix(ActionState::Completed, Some(Verification::Verified))]).into_string();
+        assert!(
+            verified.contains(r#"class="badge b-verified""#),
+            "{verified}"
+        );
+        assert!(!verified.contains("awaiting verification"), "{verified}");
+        let none = fix_list(&[]).into_string();
+        assert!(none.contains("No fix has been planned"), "{none}");
+    }
+
+    #[test]
+    fn the_filters_offer_every_value_the_api_accepts() {
+        let form = select(
+            "status",
+            "Status",
+            FindingStatus::ALL.map(FindingStatus::as_str),
+            Some("dismissed"),
+        )
+        .into_string();
+        for status in FindingStatus::ALL {
+            assert!(
+                form.contains(&format!(r#"value="{}""#, status.as_str())),
+                "{status} missing from {form}"
+            );
+        }
+        assert!(
+            form.contains(r#"<option value="dismissed" selected>"#),
+            "{form}"
+        );
+    }
 }
