@@ -58,7 +58,7 @@ impl RequiredScopes for PatrolExecuteScope {
 /// How old the last full run may be for a health verdict, in intervals.
 const HEALTH_WINDOW_INTERVALS: u64 = 2;
 
-fn request_error(err: RunRequestError) -> ApiError {
+pub(crate) fn request_error(err: RunRequestError) -> ApiError {
     let code = ErrorCode::from_code(err.code())
         .filter(|c| *c == ErrorCode::InvalidJson)
         .unwrap_or(ErrorCode::InvalidRequest);
@@ -97,7 +97,19 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| bytes_rejection(&e, ErrorCode::InvalidJson))?;
     check_content_type(&headers, &body)?;
-    let scope = match RunRequest::parse(&body).map_err(request_error)? {
+    let request = RunRequest::parse(&body).map_err(request_error)?;
+    let accepted = start(&state, &auth, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+/// Asks the scheduler for a run as the caller (the web page's Run now calls it too) and answers
+/// the run it queued.
+pub(crate) async fn start(
+    state: &AppState,
+    auth: &Authorized<PatrolExecuteScope>,
+    request: RunRequest,
+) -> Result<RunAccepted, ApiError> {
+    let scope = match request {
         RunRequest::Full => None,
         RunRequest::Scoped(scoped) => Some(scoped),
     };
@@ -109,7 +121,7 @@ pub async fn run(
     let accepted = PatrolClient::new(state.bus.clone())
         .run(tenant, &request, state.patrol_request_timeout)
         .await?;
-    let body = RunAccepted {
+    Ok(RunAccepted {
         status: RunStatus::Queued,
         accepted: PatrolRunAccepted {
             run_id: accepted.run_id,
@@ -119,8 +131,7 @@ pub async fn run(
             scope_resource_ids: accepted.scope_resource_ids,
             effective_scope_resource_ids: accepted.effective_scope_resource_ids,
         },
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    })
 }
 
 /// How long the gateway waits for a preflight: one bounded model turn plus its one retry.

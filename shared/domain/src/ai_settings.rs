@@ -364,6 +364,10 @@ pub struct PatchBody {
     pub budgets: Option<BudgetsPatch>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patrol_enabled: Option<Option<bool>>,
+    /// The Autopilot acknowledgement, already bound to the person who gave it (the web UI binds
+    /// it to the signed-in user; the JSON route binds a body's to the caller before parsing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autopilot_acknowledgement: Option<Acknowledgement>,
 }
 
 impl PatchBody {
@@ -1060,6 +1064,7 @@ mod tests {
                 monthly_tokens: Some(None),
             }),
             patrol_enabled: Some(Some(false)),
+            autopilot_acknowledgement: None,
         };
         let patch = body.parse().expect("every typed field is a known one");
         assert_eq!(

@@ -3,7 +3,6 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use serde_json::Value;
 
 use super::session::{CSRF_FIELD, WebUser, clear_flash};
 use crate::error::ApiError;
@@ -191,33 +190,6 @@ pub fn segment(value: &str) -> String {
     pulse_mcp::encode(value)
 }
 
-/// A JSON string field, or an em dash.
-pub fn text(value: &Value) -> String {
-    match value {
-        Value::Null => "—".to_owned(),
-        Value::String(s) if s.is_empty() => "—".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// An RFC 3339 time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
-pub fn time(value: &Value) -> Markup {
-    match value.as_str() {
-        Some(raw) => {
-            let shown = chrono::DateTime::parse_from_rfc3339(raw)
-                .map(|t| {
-                    t.with_timezone(&chrono::Utc)
-                        .format("%Y-%m-%d %H:%M:%S UTC")
-                        .to_string()
-                })
-                .unwrap_or_else(|_| raw.to_owned());
-            html! { time datetime=(raw) { (shown) } }
-        }
-        None => html! { "—" },
-    }
-}
-
 /// A status word as a badge (its class names the state, never the only signal: the word shows).
 pub fn badge(word: &str) -> Markup {
     let class = format!(
@@ -225,18 +197,6 @@ pub fn badge(word: &str) -> Markup {
         word.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
     );
     html! { span class=(class) { (word.replace('_', " ")) } }
-}
-
-/// Dollars with up to four decimals (from a number or the exact decimal string the cost API
-/// answers); unknown (no price) says so.
-pub fn usd(value: &Value) -> String {
-    let amount = value
-        .as_f64()
-        .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
-    match amount {
-        Some(v) => dollars(v),
-        None => "unknown".to_owned(),
-    }
 }
 
 /// Dollars with up to four decimals (two unless the amount is below a cent).
@@ -261,40 +221,17 @@ pub fn raw(markup: String) -> PreEscaped<String> {
     PreEscaped(markup)
 }
 
-/// A handler's JSON answer as a value for rendering.
-pub fn value<T: serde::Serialize>(
-    answer: Result<axum::Json<T>, ApiError>,
-) -> Result<Value, ApiError> {
-    let axum::Json(body) = answer?;
-    serde_json::to_value(body)
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))
-}
-
-/// A handler's answer that is a full response (with an ETag, say) read back as JSON.
-pub async fn response_value(
-    answer: Result<axum::response::Response, ApiError>,
-) -> Result<Value, ApiError> {
-    let response = answer?;
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
-    let body: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
-    if status.is_success() {
-        return Ok(body);
-    }
-    let code = body["error"]
-        .as_str()
-        .and_then(pulse_capabilities::ErrorCode::from_code)
-        .unwrap_or(pulse_capabilities::ErrorCode::InternalError);
-    Err(ApiError::new(code, text(&body["message"])))
-}
-
-/// A value as one path segment or query value (resource ids hold `/`).
-pub fn seg(value: &Value) -> String {
-    match value {
-        Value::String(s) => pulse_mcp::encode(s),
-        other => pulse_mcp::encode(&other.to_string()),
+/// The word a unit enum answers on the wire (its serde name), for enums with no `as_str`.
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    let Ok(json) = serde_json::to_string(value) else {
+        return "—".to_owned();
+    };
+    // A unit variant is one JSON string; its name holds no character JSON escapes.
+    match json
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(name) => name.to_owned(),
+        None => json,
     }
 }
