@@ -2,7 +2,7 @@
 //!
 //! The comparison over a window's spend is the domain's one dollar rule
 //! ([`pulse_domain::patrol::budget::dollar_fits`], which the readiness gate applies too); this
-//! type prices the call first, which only the model-runner can.
+//! type prices the call first, by the one price table ([`crate::pricing`]).
 
 use serde::Serialize;
 

@@ -1,6 +1,6 @@
 //! The export hook: called with the sanitizer's report for every provider-bound request, after
-//! the sanitizer ran and before the request goes out. The export audit
-//! ([`crate::export_audit::AuditedExports`]) records it.
+//! the sanitizer ran and before the request goes out. The service running the loop records it
+//! in its audit chain (the model-runner's `export_audit::AuditedExports`).
 
 use pulse_redaction::RedactionReport;
 

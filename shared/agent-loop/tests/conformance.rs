@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use pulse_model_runner::provider::{
+use pulse_agent_loop::provider::{
     ChatRequest, ChatResponse, FailureCause, Protocol, Provider, ProviderFailure, StopReason,
     StreamEvent, Timeouts, Usage,
 };
@@ -217,7 +217,7 @@ fn tool_events(protocol: Protocol, stream: bool, calls: &[Call], delivery: &Deli
 
 fn provider_with(sim: &ProviderSim, protocol: Protocol, stall: Duration) -> Provider {
     pulse_test_support::install_crypto_provider();
-    let config = common::config(sim, protocol).with_timeouts(Timeouts {
+    let config = sim.route_config(protocol).with_timeouts(Timeouts {
         request: Duration::from_secs(15),
         response_header: Duration::from_secs(5),
         stall,

@@ -8,16 +8,18 @@ use std::sync::Mutex;
 
 use chrono::Utc;
 use futures::future::BoxFuture;
-use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
-use pulse_domain::TenantId;
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AgentLoop, CallOutcome, ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop,
     ProviderCallUsage, RecordError, ToolHandler, UsageSink,
 };
-use pulse_model_runner::cost::{BudgetDecision, DollarBudget, LedgerUsageSink, RefusalReason, Usd};
-use pulse_model_runner::provider::{FailureCause, Message, Protocol, ToolCall, ToolResult, Usage};
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
+use pulse_agent_loop::cost::{
+    BudgetDecision, CallMetrics, CallsNotCounted, DollarBudget, LedgerUsageSink, RefusalReason, Usd,
+};
+use pulse_agent_loop::provider::{FailureCause, Message, Protocol, ToolCall, ToolResult, Usage};
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+use pulse_domain::TenantId;
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::{cost_ledger, tenants};
 use pulse_test_support::db::TestDb;
@@ -138,7 +140,8 @@ async fn a_three_turn_run_writes_one_ledger_row_per_call_for_its_tenant_only() -
     let a = tenant(&db, "tenant-a").await?;
     let b = tenant(&db, "tenant-b").await?;
     let sim = ProviderSim::start(three_turns()).await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), a.clone(), "patrol").with_run_id("run-7");
+    let sink = LedgerUsageSink::new(db.store().clone(), a.clone(), "patrol", &CallsNotCounted)
+        .with_run_id("run-7");
 
     let outcome = run(
         &sim,
@@ -243,11 +246,25 @@ async fn a_three_turn_run_writes_one_ledger_row_per_call_for_its_tenant_only() -
     Ok(())
 }
 
+/// The service's call metrics as the ledger sink feeds them: surface and outcome of each call.
+struct CountedCalls(Mutex<Vec<(String, CallOutcome)>>);
+
+impl CallMetrics for CountedCalls {
+    fn call(&self, surface: &str, call: &ProviderCallUsage<'_>) {
+        if let Ok(mut calls) = self.0.lock() {
+            calls.push((surface.to_owned(), call.outcome));
+        }
+    }
+}
+
+static COUNTED: CountedCalls = CountedCalls(Mutex::new(Vec::new()));
+
 #[tokio::test]
-async fn local_route_calls_are_a_true_zero_and_failed_calls_write_no_row() -> anyhow::Result<()> {
+async fn local_route_calls_are_a_true_zero_and_failed_calls_write_no_row_but_are_counted()
+-> anyhow::Result<()> {
     let db = TestDb::create().await?;
     let a = tenant(&db, "tenant-a").await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), a.clone(), "chat");
+    let sink = LedgerUsageSink::new(db.store().clone(), a.clone(), "chat", &COUNTED);
 
     let sim = ProviderSim::start(Script::turns([Turn::text("all fine")])).await?;
     let outcome = run(
@@ -292,6 +309,15 @@ async fn local_route_calls_are_a_true_zero_and_failed_calls_write_no_row() -> an
         }
     ));
     assert_eq!(rows(&db, &a).await?.len(), 1);
+    // The metrics saw both calls, the one without a row included.
+    let counted = COUNTED.0.lock().expect("counted calls").clone();
+    assert_eq!(
+        counted,
+        vec![
+            ("chat".to_owned(), CallOutcome::Completed),
+            ("chat".to_owned(), CallOutcome::Failed(FailureCause::Auth)),
+        ]
+    );
     db.cleanup().await?;
     Ok(())
 }

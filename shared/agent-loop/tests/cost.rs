@@ -1,14 +1,14 @@
 //! Pricing, dollar budgets and the Postgres cost ledger (real database, row-level security).
 
 use chrono::{TimeZone as _, Utc};
-use pulse_domain::TenantId;
-use pulse_model_runner::cost::{
+use pulse_agent_loop::cost::{
     self, BudgetDecision, Cost, DollarBudget, LedgerEntry, RefusalReason, Spend, Usd,
 };
-use pulse_model_runner::pricing;
-use pulse_model_runner::provider::Usage;
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
+use pulse_agent_loop::pricing;
+use pulse_agent_loop::provider::Usage;
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
+use pulse_domain::TenantId;
 use pulse_store::{cost_ledger, tenants};
 use pulse_test_support::db::TestDb;
 

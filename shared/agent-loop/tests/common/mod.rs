@@ -1,11 +1,9 @@
 //! Shared helpers for the transport tests against the provider simulator.
 #![allow(dead_code)]
 
-use std::time::Duration;
-
-use pulse_model_runner::provider::{
-    ChatRequest, ChatResponse, Message, Protocol, Provider, ProviderConfig, ProviderFailure,
-    StreamEvent, Timeouts, Tool, ToolChoice,
+use pulse_agent_loop::provider::{
+    ChatRequest, ChatResponse, Message, Protocol, Provider, ProviderFailure, StreamEvent, Tool,
+    ToolChoice,
 };
 use pulse_test_support::provider_sim::ProviderSim;
 use serde_json::json;
@@ -17,25 +15,9 @@ pub const ALL: [Protocol; 4] = [
     Protocol::Ollama,
 ];
 
-pub fn config(sim: &ProviderSim, protocol: Protocol) -> ProviderConfig {
-    let base = match protocol {
-        Protocol::OpenAiCompatible => sim.openai_base_url(),
-        Protocol::Gemini => sim.gemini_base_url(),
-        Protocol::Anthropic | Protocol::Ollama => sim.base_url(),
-    };
-    ProviderConfig::new(protocol, base)
-        .with_api_key("sk-test-key")
-        .with_retry_backoff(Duration::from_millis(50))
-        .with_timeouts(Timeouts {
-            request: Duration::from_secs(20),
-            response_header: Duration::from_secs(10),
-            stall: Duration::from_secs(10),
-        })
-}
-
 pub fn provider(sim: &ProviderSim, protocol: Protocol) -> Provider {
     pulse_test_support::install_crypto_provider();
-    Provider::new(config(sim, protocol)).expect("provider")
+    Provider::new(sim.route_config(protocol)).expect("provider")
 }
 
 pub fn status_tool() -> Tool {

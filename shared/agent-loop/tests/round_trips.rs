@@ -3,7 +3,7 @@
 mod common;
 
 use common::{ALL, dones, errors, provider, request, run};
-use pulse_model_runner::provider::{
+use pulse_agent_loop::provider::{
     Message, Protocol, StreamEvent, ToolChoice, Usage, gemini::strip_additional_properties,
 };
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn, thought_signature};
@@ -353,10 +353,10 @@ async fn deepseek_reasoning_content_carried_to_next_turn() {
 async fn ollama_sends_keep_alive_and_num_ctx() {
     let sim = ProviderSim::start(Script::lazy("fine")).await.expect("sim");
     pulse_test_support::install_crypto_provider();
-    let mut cfg = common::config(&sim, Protocol::Ollama);
+    let mut cfg = sim.route_config(Protocol::Ollama);
     cfg.ollama_keep_alive = Some("10m".into());
     cfg.ollama_num_ctx = Some(16384);
-    let p = pulse_model_runner::provider::Provider::new(cfg).expect("provider");
+    let p = pulse_agent_loop::provider::Provider::new(cfg).expect("provider");
     run(&p, &request(true)).await.1.expect("call");
     let body = &sim.requests()[0].body;
     assert_eq!(body["keep_alive"], json!("10m"));
@@ -392,9 +392,9 @@ async fn openai_compatible_without_api_key_sends_no_authorization() {
         .await
         .expect("sim");
     pulse_test_support::install_crypto_provider();
-    let mut cfg = common::config(&sim, Protocol::OpenAiCompatible);
+    let mut cfg = sim.route_config(Protocol::OpenAiCompatible);
     cfg.api_key = None;
-    let p = pulse_model_runner::provider::Provider::new(cfg).expect("provider");
+    let p = pulse_agent_loop::provider::Provider::new(cfg).expect("provider");
     let r = run(&p, &request(true)).await.1.expect("call");
     assert_eq!(r.content, "local answer");
     assert!(!sim.requests()[0].headers.contains_key("authorization"));
@@ -405,7 +405,7 @@ async fn tool_results_name_their_own_call_when_ids_repeat_across_turns() {
     // Ollama (and Gemini without ids) calls are numbered per turn: both turns have a `call_1`.
     let turn = |name: &str| Message::Assistant {
         content: String::new(),
-        tool_calls: vec![pulse_model_runner::provider::ToolCall::new(
+        tool_calls: vec![pulse_agent_loop::provider::ToolCall::new(
             "call_1",
             name,
             json!({"host": "db1"}),

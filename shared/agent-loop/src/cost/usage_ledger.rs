@@ -1,6 +1,8 @@
 //! The loop's usage sink over the cost ledger: one ledger row per completed provider call, in its
 //! own tenant transaction, and the tenant spend budgets checked from that ledger before each call
-//! ([`super::tenant_budget`]).
+//! ([`super::tenant_budget`]). Every call it is told of, failed ones included, is counted first by
+//! the service's [`CallMetrics`] (the model-runner's `/metrics` series), which come in as a
+//! parameter: this crate does not know the service's registry.
 
 use chrono::Utc;
 use pulse_domain::TenantId;
@@ -13,6 +15,21 @@ use crate::agent_loop::{BoxFuture, CallOutcome, ProviderCallUsage, RecordError, 
 use crate::registry::RouteClass;
 use crate::route::Route;
 
+/// Counts provider calls for a service's metrics. The ledger sink tells it every call, before the
+/// ledger write, so a call whose row could not be written is still counted.
+pub trait CallMetrics: Send + Sync {
+    /// `surface` is the sink's use case (`chat`, `patrol`, ...).
+    fn call(&self, surface: &str, call: &ProviderCallUsage<'_>);
+}
+
+/// Counts nothing (tests of the ledger itself, and tools that keep no metrics).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CallsNotCounted;
+
+impl CallMetrics for CallsNotCounted {
+    fn call(&self, _surface: &str, _call: &ProviderCallUsage<'_>) {}
+}
+
 /// Writes each completed call of a run to the tenant's cost ledger.
 ///
 /// A failed call gets no row: the provider reported no usage for it, and a row of zero tokens
@@ -23,6 +40,7 @@ pub struct LedgerUsageSink {
     tenant: TenantId,
     surface: String,
     run_id: Option<String>,
+    metrics: &'static dyn CallMetrics,
 }
 
 impl std::fmt::Debug for LedgerUsageSink {
@@ -36,13 +54,20 @@ impl std::fmt::Debug for LedgerUsageSink {
 }
 
 impl LedgerUsageSink {
-    /// `surface` is the use case making the calls (`chat`, `patrol`, ...).
-    pub fn new(store: Store, tenant: TenantId, surface: impl Into<String>) -> Self {
+    /// `surface` is the use case making the calls (`chat`, `patrol`, ...); `metrics` counts every
+    /// call (the process's series, hence `'static`).
+    pub fn new(
+        store: Store,
+        tenant: TenantId,
+        surface: impl Into<String>,
+        metrics: &'static dyn CallMetrics,
+    ) -> Self {
         Self {
             store,
             tenant,
             surface: surface.into(),
             run_id: None,
+            metrics,
         }
     }
 
@@ -71,7 +96,7 @@ impl UsageSink for LedgerUsageSink {
         call: &'a ProviderCallUsage<'a>,
     ) -> BoxFuture<'a, Result<(), RecordError>> {
         Box::pin(async move {
-            crate::metrics::ModelMetrics::shared().call(&self.surface, call);
+            self.metrics.call(&self.surface, call);
             if let CallOutcome::Failed(cause) = call.outcome {
                 tracing::debug!(route = %call.route, %cause, "failed provider call has no usage to record");
                 return Ok(());

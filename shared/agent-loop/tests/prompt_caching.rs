@@ -5,16 +5,16 @@
 mod common;
 
 use futures::future::BoxFuture;
-use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
-use pulse_domain::TenantId;
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AgentLoop, ExportsNotAudited, LoopInput, LoopLimits, LoopStop, ToolHandler,
 };
-use pulse_model_runner::cost::{LedgerUsageSink, Usd};
-use pulse_model_runner::pricing;
-use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult, Usage};
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
+use pulse_agent_loop::cost::{CallsNotCounted, LedgerUsageSink, Usd};
+use pulse_agent_loop::pricing;
+use pulse_agent_loop::provider::{Message, Protocol, ToolCall, ToolResult, Usage};
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+use pulse_domain::TenantId;
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::tenants;
 use pulse_test_support::db::TestDb;
@@ -91,11 +91,16 @@ async fn three_turns(
     .await?;
     let tenant = TenantId::new(format!(
         "cache-{}-{}",
-        pulse_model_runner::registry::protocol_name(protocol),
+        pulse_agent_loop::registry::protocol_name(protocol),
         if stream { "s" } else { "n" }
     ))?;
     tenants::create(db.store(), &tenant, tenant.as_str()).await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), tenant.clone(), "patrol");
+    let sink = LedgerUsageSink::new(
+        db.store().clone(),
+        tenant.clone(),
+        "patrol",
+        &CallsNotCounted,
+    );
     let provider = common::provider(&sim, protocol);
     let redactor = Redactor::new(Destination::external(route), &RedactionConfig::default())?;
     let outcome = AgentLoop::run(LoopInput {

@@ -1,5 +1,5 @@
 //! What goes in the cost ledger for one provider call: the call priced by the one price table
-//! ([`super::pricing`]), written in the caller's tenant transaction by the store, which owns the
+//! ([`crate::pricing`]), written in the caller's tenant transaction by the store, which owns the
 //! ledger ([`pulse_store::cost_ledger`]: the row, and every sum read back from it).
 
 use chrono::{DateTime, Utc};

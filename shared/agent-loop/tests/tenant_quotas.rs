@@ -2,12 +2,12 @@
 //! the same check as its own spend budgets (real Postgres), and never the other tenant's.
 
 use chrono::Utc;
+use pulse_agent_loop::cost::{self, LedgerEntry, TenantBudgetCheck};
+use pulse_agent_loop::provider::Usage;
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
 use pulse_domain::TenantId;
 use pulse_domain::tenant::TenantQuotas;
-use pulse_model_runner::cost::{self, LedgerEntry, TenantBudgetCheck};
-use pulse_model_runner::provider::Usage;
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
 use pulse_store::{quotas, tenants};
 use pulse_test_support::db::TestDb;
 

@@ -9,18 +9,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use pulse_capabilities::{AdmittedCall, DenialCode, ExecutionProfile, ToolPolicy};
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
     ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, STUB_MARKER, TokenAllowance,
     ToolHandler, UsageNotRecorded,
 };
-use pulse_model_runner::provider::{
+use pulse_agent_loop::provider::{
     FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
     Usage, repair_orphan_tool_calls,
 };
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, DenialCode, ExecutionProfile, ToolPolicy};
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_test_support::provider_sim::Script;
 use pulse_test_support::provider_sim::{

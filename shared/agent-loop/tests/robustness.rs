@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{ALL, dones, errors, provider, request, retries, run};
-use pulse_model_runner::provider::{
+use pulse_agent_loop::provider::{
     FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, StreamEvent, Timeouts,
 };
 use pulse_test_support::provider_sim::{Delivery, ProviderSim, Script, SimError, Step, Turn};
@@ -176,7 +176,7 @@ async fn stall_timeout_is_one_timeout_error_without_retry_after_output() {
         .await
         .expect("sim");
         pulse_test_support::install_crypto_provider();
-        let cfg = common::config(&sim, protocol).with_timeouts(Timeouts {
+        let cfg = sim.route_config(protocol).with_timeouts(Timeouts {
             request: Duration::from_secs(10),
             response_header: Duration::from_secs(5),
             stall: Duration::from_millis(400),
@@ -212,7 +212,8 @@ async fn stall_is_capped_by_request_timeout() {
     .await
     .expect("sim");
     pulse_test_support::install_crypto_provider();
-    let cfg = common::config(&sim, Protocol::OpenAiCompatible)
+    let cfg = sim
+        .route_config(Protocol::OpenAiCompatible)
         .with_timeouts(Timeouts::patrol(Duration::from_millis(700)));
     let p = Provider::new(cfg).expect("provider");
     let started = Instant::now();
@@ -290,7 +291,7 @@ async fn slow_cold_start_within_header_timeout_succeeds_and_beyond_it_times_out(
         .await
         .expect("sim");
     pulse_test_support::install_crypto_provider();
-    let cfg = common::config(&sim, Protocol::Ollama).with_timeouts(Timeouts {
+    let cfg = sim.route_config(Protocol::Ollama).with_timeouts(Timeouts {
         request: Duration::from_secs(10),
         response_header: Duration::from_secs(1),
         stall: Duration::from_secs(1),
@@ -353,7 +354,7 @@ async fn error_statuses_are_classified() {
 async fn connection_refused_is_connectivity_after_one_retry() {
     let sim = ProviderSim::start(Script::lazy("x")).await.expect("sim");
     pulse_test_support::install_crypto_provider();
-    let mut cfg = common::config(&sim, Protocol::OpenAiCompatible);
+    let mut cfg = sim.route_config(Protocol::OpenAiCompatible);
     drop(sim);
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -385,11 +386,13 @@ async fn stall_before_output_is_retried_once_on_the_same_route() {
     .await
     .expect("sim");
     pulse_test_support::install_crypto_provider();
-    let cfg = common::config(&sim, Protocol::Anthropic).with_timeouts(Timeouts {
-        request: Duration::from_secs(10),
-        response_header: Duration::from_secs(5),
-        stall: Duration::from_millis(300),
-    });
+    let cfg = sim
+        .route_config(Protocol::Anthropic)
+        .with_timeouts(Timeouts {
+            request: Duration::from_secs(10),
+            response_header: Duration::from_secs(5),
+            stall: Duration::from_millis(300),
+        });
     let p = Provider::new(cfg).expect("provider");
     let (events, result) = run(&p, &request(true)).await;
     assert_eq!(result.expect("retried").content, "second try");

@@ -1,7 +1,7 @@
 //! `provider:model` routes and per-surface route chains.
 
-use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::{
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::{
     ResolveError, Route, RouteError, RouteSetting, RouteSettings, Surface,
 };
 

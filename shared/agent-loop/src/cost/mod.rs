@@ -14,6 +14,6 @@ pub use crate::pricing::{Cost, cost_for, cost_for_class};
 pub use budget::{BudgetDecision, DollarBudget, RefusalReason, Spend};
 pub use ledger::{LedgerEntry, record};
 pub use tenant_budget::TenantBudgetCheck;
-pub use usage_ledger::LedgerUsageSink;
+pub use usage_ledger::{CallMetrics, CallsNotCounted, LedgerUsageSink};
 // Dollar amounts and the period spend are domain values: the readiness gate reads them too.
 pub use pulse_domain::usd::{ParseUsdError, Usd};
