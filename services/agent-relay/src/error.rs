@@ -38,20 +38,6 @@ pub enum RelayError {
 }
 
 impl RelayError {
-    /// Every code the relay's own causes answer with (a forwarded error keeps the code another
-    /// replica gave it, which is one of these).
-    pub const CODES: &'static [ErrorCode] = &[
-        ErrorCode::InvalidRequest,
-        ErrorCode::MissingScope,
-        ErrorCode::AgentNotConnected,
-        ErrorCode::AgentTimeout,
-        ErrorCode::AgentRefused,
-        ErrorCode::RateLimited,
-        ErrorCode::AgentResponseTooLarge,
-        ErrorCode::InternalError,
-        ErrorCode::ServiceUnavailable,
-    ];
-
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::InvalidRequest(_) => ErrorCode::InvalidRequest,
@@ -103,7 +89,7 @@ mod tests {
             RelayError::Bus(m()),
         ] {
             assert!(
-                RelayError::CODES.contains(&error.code()),
+                pulse_bus::relay_api::RELAY_ERRORS.contains(&error.code()),
                 "{}",
                 error.code()
             );

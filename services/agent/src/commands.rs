@@ -408,15 +408,25 @@ impl Executor for HostExecutor {
     }
 }
 
+/// Reads the wall time a receipt carries.
+type WallClock = Box<dyn Fn() -> DateTime<Utc> + Send + Sync>;
+
 /// The command channel of one agent.
 pub struct Commands<E> {
     enabled: bool,
     /// `None` when commands are disabled (the log is never opened then).
     log: Option<Mutex<IdempotencyLog>>,
     executor: E,
+    /// [`Utc::now`]; a test on paused time gives one that moves with tokio's clock.
+    clock: WallClock,
 }
 
-fn receipt(command: &Command, status: ReceiptStatus, reason: Option<String>) -> Receipt {
+fn receipt(
+    command: &Command,
+    status: ReceiptStatus,
+    reason: Option<String>,
+    at: DateTime<Utc>,
+) -> Receipt {
     Receipt {
         request_id: command.request_id.clone(),
         action_id: command.action_id.clone(),
@@ -426,13 +436,9 @@ fn receipt(command: &Command, status: ReceiptStatus, reason: Option<String>) -> 
         output_truncated: false,
         exit_status: None,
         accepted_at: None,
-        at: Utc::now(),
+        at,
         replayed: false,
     }
-}
-
-fn rejected(command: &Command, reason: impl Into<String>) -> Receipt {
-    receipt(command, ReceiptStatus::Rejected, Some(reason.into()))
 }
 
 fn valid_target(target: &str) -> bool {
@@ -450,6 +456,7 @@ impl<E: Executor> Commands<E> {
             enabled: false,
             log: None,
             executor,
+            clock: Box::new(Utc::now),
         }
     }
 
@@ -461,25 +468,44 @@ impl<E: Executor> Commands<E> {
             enabled: true,
             log: Some(Mutex::new(log)),
             executor,
+            clock: Box::new(Utc::now),
         })
+    }
+
+    /// The same channel reading the wall time from `clock`.
+    #[cfg(test)]
+    fn with_clock(self, clock: impl Fn() -> DateTime<Utc> + Send + Sync + 'static) -> Self {
+        Self {
+            clock: Box::new(clock),
+            ..self
+        }
     }
 
     pub fn is_enabled(&self) -> bool {
         self.enabled
     }
 
+    fn rejected(&self, command: &Command, reason: impl Into<String>) -> Receipt {
+        receipt(
+            command,
+            ReceiptStatus::Rejected,
+            Some(reason.into()),
+            (self.clock)(),
+        )
+    }
+
     /// Handles one command and returns its receipt. Never panics on bad input.
     pub async fn handle(&self, command: &Command) -> Receipt {
-        self.handle_at(command, Utc::now()).await
+        self.handle_at(command, (self.clock)()).await
     }
 
     /// [`Commands::handle`] with the agent's clock reading `now` (for lease checks).
     pub async fn handle_at(&self, command: &Command, now: DateTime<Utc>) -> Receipt {
         let (true, Some(log)) = (self.enabled, &self.log) else {
-            return rejected(command, DISABLED_REASON);
+            return self.rejected(command, DISABLED_REASON);
         };
         if command.action_id.is_empty() || command.action_id.len() > MAX_ID_BYTES {
-            return rejected(
+            return self.rejected(
                 command,
                 format!("action_id must be 1 to {MAX_ID_BYTES} bytes"),
             );
@@ -496,7 +522,7 @@ impl<E: Executor> Commands<E> {
                 };
             }
             Some(Recorded::Unfinished { at }) => {
-                return rejected(
+                return self.rejected(
                     command,
                     format!(
                         "action {} was accepted at {} but never completed (the agent stopped while running it); it is not executed again",
@@ -509,7 +535,7 @@ impl<E: Executor> Commands<E> {
         }
         let Some(capability) = Capability::parse(&command.capability) else {
             let known: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
-            return rejected(
+            return self.rejected(
                 command,
                 format!(
                     "unknown capability {:?}; this agent supports {}",
@@ -519,13 +545,13 @@ impl<E: Executor> Commands<E> {
             );
         };
         if !valid_target(&command.target) {
-            return rejected(
+            return self.rejected(
                 command,
                 "target must be 1 to 256 of A-Z a-z 0-9 . _ -".to_owned(),
             );
         }
         if command.lease_expires_at <= now {
-            return rejected(
+            return self.rejected(
                 command,
                 format!(
                     "lease {} expired at {} (agent clock {})",
@@ -537,10 +563,10 @@ impl<E: Executor> Commands<E> {
         }
         // Read after the wait for the lock, so it is when this command starts, not when it
         // arrived behind another one; the log and the receipt carry the same time.
-        let accepted_at = Utc::now();
+        let accepted_at = (self.clock)();
         if let Err(error) = log.accept(command, accepted_at) {
             tracing::error!(%error, "command log not writable; command not run");
-            return rejected(
+            return self.rejected(
                 command,
                 format!("the agent cannot record the command in its log ({error}); not run"),
             );
@@ -565,7 +591,7 @@ impl<E: Executor> Commands<E> {
                 )
                 .0
             }),
-            ..receipt(command, status, None)
+            ..receipt(command, status, None, (self.clock)())
         };
         if let Err(error) = log.finish(&done) {
             // The action ran; the `accepted` line keeps it from running again.
@@ -848,11 +874,20 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    /// A wall clock that starts at the real time and then moves with tokio's clock, so a test
+    /// on paused time sees `Slow::RUN` pass without waiting for it.
+    fn paused_wall_clock() -> impl Fn() -> DateTime<Utc> + Send + Sync + 'static {
+        let (start, wall) = (tokio::time::Instant::now(), Utc::now());
+        move || wall + chrono::Duration::from_std(start.elapsed()).unwrap_or_default()
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_receipt_carries_when_the_command_started_and_a_replay_keeps_it() {
         let dir = dir("accepted-at");
         let first = {
-            let commands = Commands::enabled(&dir, Slow).unwrap();
+            let commands = Commands::enabled(&dir, Slow)
+                .unwrap()
+                .with_clock(paused_wall_clock());
             let first = commands
                 .handle(&command("act-s", "service.restart", 60))
                 .await;
@@ -867,7 +902,9 @@ mod tests {
             first
         };
         // A new process replays the recorded receipt with the original times.
-        let commands = Commands::enabled(&dir, Slow).unwrap();
+        let commands = Commands::enabled(&dir, Slow)
+            .unwrap()
+            .with_clock(paused_wall_clock());
         let replay = commands
             .handle(&command("act-s", "service.restart", 60))
             .await;
@@ -883,10 +920,12 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_command_queued_behind_another_is_accepted_when_it_starts_not_when_it_arrived() {
         let dir = dir("accepted-queued");
-        let commands = Commands::enabled(&dir, Slow).unwrap();
+        let commands = Commands::enabled(&dir, Slow)
+            .unwrap()
+            .with_clock(paused_wall_clock());
         let (q1, q2) = (
             command("act-q1", "service.restart", 60),
             command("act-q2", "service.restart", 60),

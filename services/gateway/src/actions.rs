@@ -48,7 +48,7 @@ use uuid::Uuid;
 use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
-use crate::route::{Answer, Body, JSON_BODY, RouteSpec, concat, schema};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, endpoint_errors, route_errors, schema};
 use crate::state::AppState;
 
 pub struct PlanScope;
@@ -299,29 +299,10 @@ pub async fn audit(
     Ok(Json(trail.into_iter().map(audit_record).collect()))
 }
 
-/// What the action-broker can answer to a plan, decision or execution, and its absence.
-const BROKER: [ErrorCode; 17] = [
-    ErrorCode::ActionExecutorUnavailable,
-    ErrorCode::ActionNotFound,
-    ErrorCode::NotFound,
-    ErrorCode::AmbiguousResource,
-    ErrorCode::InvalidActionRequest,
-    ErrorCode::Conflict,
-    ErrorCode::ActionDecisionNotAllowed,
-    ErrorCode::ActionNotApproved,
-    ErrorCode::ActionAlreadyExecuting,
-    ErrorCode::ActionExecutionFinal,
-    ErrorCode::ActionStepUpUnavailable,
-    ErrorCode::ActionSelfApprovalForbidden,
-    ErrorCode::ActionDecisionRequiresHuman,
-    ErrorCode::ActionPlanExpired,
-    ErrorCode::ActionPlanDrift,
-    ErrorCode::ResourceRemediationLocked,
-    ErrorCode::ActionRefused,
-];
-
-const PLAN_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
-const DECIDE_ERRORS: [ErrorCode; 20] = concat(JSON_BODY, BROKER);
+/// Planning and deciding parse a body, then ask the action-broker.
+const PLAN_ERRORS: &[ErrorCode] = route_errors!(&JSON_BODY, endpoint_errors!(ActionPlanRequest));
+const DECIDE_ERRORS: &[ErrorCode] =
+    route_errors!(&JSON_BODY, endpoint_errors!(ActionDecisionRequest));
 
 /// The routes of this module, in the order the API lists them.
 pub(crate) const ROUTES: &[RouteSpec] = &[
@@ -343,7 +324,7 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 201,
             schema: schema::<pulse_api::actions::ActionView>,
         },
-        errors: &PLAN_ERRORS,
+        errors: PLAN_ERRORS,
         handler: || routing::post(plan),
     },
     RouteSpec {
@@ -427,7 +408,7 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::actions::ActionView>,
         },
-        errors: &DECIDE_ERRORS,
+        errors: DECIDE_ERRORS,
         handler: || routing::post(decision),
     },
     RouteSpec {
@@ -448,7 +429,7 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::actions::ActionView>,
         },
-        errors: &BROKER,
+        errors: endpoint_errors!(ActionExecuteRequest),
         handler: || routing::post(execute),
     },
     RouteSpec {

@@ -47,7 +47,7 @@ use crate::authorized::{Authorized, MonitoringReadScope};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::resources::resolve;
-use crate::route::{Answer, RESOURCE_REF, RouteSpec, schema};
+use crate::route::{Answer, RESOURCE_REF, RouteSpec, endpoint_errors, route_errors, schema};
 use crate::state::AppState;
 
 /// Recent actions shown in a resource context, at most.
@@ -338,12 +338,10 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::context::ResourceCapabilities>,
         },
-        errors: &[
-            ErrorCode::InvalidParameter,
-            ErrorCode::NotFound,
-            ErrorCode::AmbiguousResource,
-            ErrorCode::ActionExecutorUnavailable,
-        ],
+        errors: route_errors!(
+            &RESOURCE_REF,
+            endpoint_errors!(pulse_bus::actions_api::ActionCapabilitiesRequest)
+        ),
         handler: || routing::get(capabilities),
     },
     RouteSpec {

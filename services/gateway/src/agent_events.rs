@@ -18,17 +18,16 @@
 //! is ended and resumes by id. Streams count against `gateway.max_streams_per_tenant` with the
 //! Patrol run stream (429 `too_many_streams`); at shutdown every stream ends.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use pulse_api::events::StreamQuery;
-use pulse_capabilities::ErrorCode;
 
 use crate::authorized::{Authorized, MonitoringReadScope};
 use crate::error::ApiError;
 use crate::event_stream::{KEEPALIVE_INTERVAL, resume_after, resume_point};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 use crate::tenant_feed::{AGENT_EVENT_KINDS, Delivery, Topic};
 
@@ -58,10 +57,8 @@ pub async fn stream(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
     headers: HeaderMap,
-    query: Result<Query<StreamQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<StreamQuery>,
 ) -> Result<Response, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     let resume = resume_point(&headers, query.last_event_id.as_deref())?;
     let tenant = auth.principal.tenant;
     let permit = state.streams.acquire(&tenant)?;

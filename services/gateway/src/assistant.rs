@@ -47,7 +47,7 @@ use crate::authorized::{Authorized, RequiredScopes};
 use crate::error::ApiError;
 use crate::event_stream::KEEPALIVE_INTERVAL;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, PathParam};
-use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::route::{Answer, Body, RouteSpec, endpoint_errors, route_errors, schema};
 use crate::state::AppState;
 
 /// `ai:chat`.
@@ -942,14 +942,15 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::assistant::SummarizeAnswer>,
         },
-        errors: &[
-            ErrorCode::InvalidParameter,
-            ErrorCode::AssistantSessionNotFound,
-            ErrorCode::AssistantSessionBusy,
-            ErrorCode::AssistantSystemSession,
-            ErrorCode::AssistantNotConfigured,
-            ErrorCode::AssistantUnavailable,
-        ],
+        errors: route_errors!(
+            &[
+                ErrorCode::InvalidParameter,
+                ErrorCode::AssistantSessionNotFound,
+                ErrorCode::AssistantSessionBusy,
+                ErrorCode::AssistantSystemSession,
+            ],
+            endpoint_errors!(pulse_bus::assistant_api::AssistantSummarizeRequest)
+        ),
         handler: || routing::post(summarize),
     },
     RouteSpec {

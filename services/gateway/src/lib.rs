@@ -34,6 +34,7 @@ mod route;
 pub mod routes;
 mod settings;
 mod settings_context;
+mod signin_limit;
 mod state;
 mod system;
 mod tenant_feed;
@@ -108,7 +109,7 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             ctx.shutdown.clone(),
         )),
         patrol: ctx.config.patrol.clone(),
-        web: Arc::new(web::WebState::default()),
+        web: Arc::new(signin_limit::WebState::default()),
         event_feeds: Arc::new(tenant_feed::TenantFeeds::new(
             &ctx.bus,
             ctx.shutdown.clone(),

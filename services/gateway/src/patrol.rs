@@ -46,7 +46,7 @@ use pulse_store::patrol_runs::{self, DEFAULT_LIST_LIMIT};
 use crate::authorized::{Authorized, MonitoringReadScope, RequiredScopes};
 use crate::error::ApiError;
 use crate::extract::{ApiPath, ApiQuery, PathParam, bytes_rejection};
-use crate::route::{Answer, Body, RouteSpec, schema};
+use crate::route::{Answer, Body, JSON_BODY, RouteSpec, endpoint_errors, route_errors, schema};
 use crate::state::AppState;
 
 /// `POST /api/ai/patrol/run` needs both scopes.
@@ -58,7 +58,7 @@ impl RequiredScopes for PatrolExecuteScope {
 /// How old the last full run may be for a health verdict, in intervals.
 const HEALTH_WINDOW_INTERVALS: u64 = 2;
 
-fn request_error(err: RunRequestError) -> ApiError {
+pub(crate) fn request_error(err: RunRequestError) -> ApiError {
     let code = ErrorCode::from_code(err.code())
         .filter(|c| *c == ErrorCode::InvalidJson)
         .unwrap_or(ErrorCode::InvalidRequest);
@@ -97,7 +97,19 @@ pub async fn run(
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|e| bytes_rejection(&e, ErrorCode::InvalidJson))?;
     check_content_type(&headers, &body)?;
-    let scope = match RunRequest::parse(&body).map_err(request_error)? {
+    let request = RunRequest::parse(&body).map_err(request_error)?;
+    let accepted = start(&state, &auth, request).await?;
+    Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+}
+
+/// Asks the scheduler for a run as the caller (the web page's Run now calls it too) and answers
+/// the run it queued.
+pub(crate) async fn start(
+    state: &AppState,
+    auth: &Authorized<PatrolExecuteScope>,
+    request: RunRequest,
+) -> Result<RunAccepted, ApiError> {
+    let scope = match request {
         RunRequest::Full => None,
         RunRequest::Scoped(scoped) => Some(scoped),
     };
@@ -109,7 +121,7 @@ pub async fn run(
     let accepted = PatrolClient::new(state.bus.clone())
         .run(tenant, &request, state.patrol_request_timeout)
         .await?;
-    let body = RunAccepted {
+    Ok(RunAccepted {
         status: RunStatus::Queued,
         accepted: PatrolRunAccepted {
             run_id: accepted.run_id,
@@ -119,8 +131,7 @@ pub async fn run(
             scope_resource_ids: accepted.scope_resource_ids,
             effective_scope_resource_ids: accepted.effective_scope_resource_ids,
         },
-    };
-    Ok((StatusCode::ACCEPTED, Json(body)).into_response())
+    })
 }
 
 /// How long the gateway waits for a preflight: one bounded model turn plus its one retry.
@@ -280,16 +291,10 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 202,
             schema: schema::<pulse_api::patrol::RunAccepted>,
         },
-        errors: &[
-            ErrorCode::InvalidJson,
-            ErrorCode::UnsupportedMediaType,
-            ErrorCode::InvalidRequest,
-            ErrorCode::UnprocessableScope,
-            ErrorCode::PatrolRunInProgress,
-            ErrorCode::PatrolQueueFull,
-            ErrorCode::PatrolNotReady,
-            ErrorCode::PatrolSchedulerUnavailable,
-        ],
+        errors: route_errors!(
+            &JSON_BODY,
+            endpoint_errors!(pulse_bus::patrol_api::PatrolRunRequest)
+        ),
         handler: || routing::post(run),
     },
     RouteSpec {
@@ -310,10 +315,7 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
             status: 200,
             schema: schema::<pulse_api::patrol::PreflightAnswer>,
         },
-        errors: &[
-            ErrorCode::PatrolNotReady,
-            ErrorCode::PatrolRunnerUnavailable,
-        ],
+        errors: endpoint_errors!(pulse_bus::patrol_api::PatrolPreflightRequest),
         handler: || routing::post(preflight),
     },
     RouteSpec {

@@ -32,17 +32,16 @@
 //! while the feed still holds them, and "only events published after the stream opened" means
 //! after the newest event at that moment, not after whatever the feed had seen.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use pulse_api::events::StreamQuery;
-use pulse_capabilities::ErrorCode;
 
 use crate::authorized::{Authorized, MonitoringReadScope};
 use crate::error::ApiError;
 use crate::event_stream::{KEEPALIVE_INTERVAL, Resume, resume_after, resume_point};
+use crate::extract::ApiQuery;
 use crate::state::AppState;
 use crate::tenant_feed::{Delivery, Topic};
 
@@ -61,10 +60,8 @@ pub async fn stream(
     State(state): State<AppState>,
     auth: Authorized<MonitoringReadScope>,
     headers: HeaderMap,
-    query: Result<Query<StreamQuery>, QueryRejection>,
+    ApiQuery(query, _): ApiQuery<StreamQuery>,
 ) -> Result<Response, ApiError> {
-    let Query(query) =
-        query.map_err(|e| ApiError::new(ErrorCode::InvalidParameter, e.body_text()))?;
     let resume = resume_point(&headers, query.last_event_id.as_deref())?;
     let tenant = auth.principal.tenant;
     let permit = state.streams.acquire(&tenant)?;

@@ -214,6 +214,57 @@ pub const RESOURCE_REF: [ErrorCode; 3] = [
     ErrorCode::AmbiguousResource,
 ];
 
+/// `parts` joined in order into one array of `N` codes (`N` is the sum of their lengths), at
+/// compile time. [`route_errors!`] computes `N`.
+pub const fn join<const N: usize>(parts: &[&[ErrorCode]]) -> [ErrorCode; N] {
+    let mut out = [ErrorCode::InternalError; N];
+    let mut at = 0;
+    let mut part = 0;
+    while part < parts.len() {
+        let mut i = 0;
+        while i < parts[part].len() {
+            out[at] = parts[part][i];
+            at += 1;
+            i += 1;
+        }
+        part += 1;
+    }
+    assert!(at == N);
+    out
+}
+
+/// A route's declared codes from its parts, for example its own codes and the codes of the bus
+/// endpoint it calls: `route_errors!(&JSON_BODY, endpoint_errors!(PatrolRunRequest))`.
+macro_rules! route_errors {
+    ($($part:expr),+ $(,)?) => {{
+        const PARTS: &[&[pulse_capabilities::ErrorCode]] = &[$($part),+];
+        const N: usize = {
+            let mut n = 0;
+            let mut i = 0;
+            while i < PARTS.len() {
+                n += PARTS[i].len();
+                i += 1;
+            }
+            n
+        };
+        const CODES: [pulse_capabilities::ErrorCode; N] = $crate::route::join(PARTS);
+        &CODES
+    }};
+}
+pub(crate) use route_errors;
+
+/// What a route answers for a bus endpoint it calls: every code the endpoint declares
+/// ([`pulse_bus::Endpoint::ERRORS`]) and the code for a service that did not answer.
+macro_rules! endpoint_errors {
+    ($endpoint:ty) => {
+        $crate::route::route_errors!(
+            <$endpoint as pulse_bus::Endpoint>::ERRORS,
+            &[<$endpoint as pulse_bus::Endpoint>::UNAVAILABLE]
+        )
+    };
+}
+pub(crate) use endpoint_errors;
+
 /// `a` then `b`, for a route's codes built from the shared groups.
 pub const fn concat<const A: usize, const B: usize, const N: usize>(
     a: [ErrorCode; A],

@@ -20,8 +20,8 @@ use pulse_api::settings::{
 use pulse_bus::{OutboxRow, events};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::ai_settings::{
-    self, AUTOPILOT_ACK_VERSION, AiSettings, KeyChange, PROVIDER_IDS, SettingsChanged,
-    SettingsError,
+    self, AUTOPILOT_ACK_VERSION, AiSettings, KeyChange, PROVIDER_IDS, PatchBody, SettingsChanged,
+    SettingsError, SettingsPatch,
 };
 use pulse_domain::patrol::readiness::PreflightRecord;
 use pulse_store::audit::{self, AuditEntry};
@@ -193,6 +193,14 @@ pub async fn get(
     State(state): State<AppState>,
     auth: Authorized<AdminScope>,
 ) -> Result<Response, ApiError> {
+    current(&state, &auth).await.map(with_etag)
+}
+
+/// The tenant's effective settings, as `GET` answers them (the web page reads them here).
+pub(crate) async fn current(
+    state: &AppState,
+    auth: &Authorized<AdminScope>,
+) -> Result<SettingsView, ApiError> {
     let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
     let stored = store::get(&tx, false).await?;
     let view = current_view(
@@ -204,7 +212,7 @@ pub async fn get(
     )
     .await?;
     tx.commit().await?;
-    Ok(with_etag(view))
+    Ok(view)
 }
 
 /// The Autopilot acknowledgement is the caller's: whatever a body says, `acknowledged_by` becomes
@@ -239,6 +247,22 @@ pub async fn put(
     let expected = expected_version(&headers)?;
     bind_acknowledgement(&mut body, &auth.principal)?;
     let patch = ai_settings::parse_patch(&body).map_err(settings_error)?;
+    save(&state, &auth, expected, patch).await.map(with_etag)
+}
+
+/// A typed body (a web form's) as the patch `PUT` would apply, refused as `PUT` refuses it.
+pub(crate) fn typed_patch(body: &PatchBody) -> Result<SettingsPatch, ApiError> {
+    body.parse().map_err(settings_error)
+}
+
+/// Applies a checked patch as `PUT` does (`expected`: the version `If-Match` names): keys,
+/// document, the settings event, the audit record; answers the saved settings.
+pub(crate) async fn save(
+    state: &AppState,
+    auth: &Authorized<AdminScope>,
+    expected: Option<i64>,
+    patch: SettingsPatch,
+) -> Result<SettingsView, ApiError> {
     let context = &state.settings;
     let tenant = auth.principal.tenant.clone();
     let actor = format!("token:{}", auth.principal.token_id);
@@ -323,7 +347,7 @@ pub async fn put(
     tx.commit().await?;
     context.outbox_notify.notify_one();
     tracing::info!(tenant = %tenant, version, patrol_route_changed, "ai settings saved");
-    Ok(with_etag(view))
+    Ok(view)
 }
 
 /// The routes of this module, in the order the API lists them.

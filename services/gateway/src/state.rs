@@ -15,8 +15,8 @@ use crate::mcp_endpoint::McpEndpoint;
 use crate::observe::HttpMetrics;
 use crate::quota_rate::QuotaRate;
 use crate::settings_context::SettingsContext;
+use crate::signin_limit::WebState;
 use crate::tenant_feed::TenantFeeds;
-use crate::web::WebState;
 
 /// Shared by every handler.
 #[derive(Clone)]

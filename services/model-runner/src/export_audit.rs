@@ -7,7 +7,7 @@ use pulse_store::Store;
 use pulse_store::audit::{self, AuditEntry};
 use serde_json::{Map, Value, json};
 
-use crate::agent_loop::{BoxFuture, ExportAudit, ProviderExport, RecordError};
+use pulse_agent_loop::agent_loop::{BoxFuture, ExportAudit, ProviderExport, RecordError};
 
 /// The audit kind of a provider-bound request.
 pub const EXPORT_KIND: &str = "model.export";

@@ -1,24 +1,21 @@
-//! pulse-model-runner: the agentic loop, provider transports and budgets, and the Watch and
-//! investigation runs built on them.
+//! pulse-model-runner: the Watch runs, investigations, preflights and Assistant turns, built on
+//! the agentic loop of `pulse-agent-loop`.
 //!
 //! The service harness connects to NATS and Postgres, migrates, reports health and heartbeats,
-//! and drains on shutdown. [`provider`] holds the provider-neutral types and the transports
-//! (OpenAI-compatible, Anthropic, Gemini, Ollama); [`agent_loop`] drives them under the tool policy,
-//! [`watch`] and [`investigation`] take their jobs from the bus.
+//! and drains on shutdown. The loop, the provider transports and their pool, routes, prices and
+//! the cost ledger sink are `pulse_agent_loop`'s; this crate gives the loop what it runs with:
+//! the tools ([`tools`]), the run's redactor ([`redaction`]), the export audit
+//! ([`export_audit`]) and the call metrics ([`metrics`]). [`watch`] and [`investigation`] take
+//! their jobs from the bus.
 
-pub mod agent_loop;
 pub mod assistant;
-pub mod cost;
 pub mod export_audit;
 pub mod investigation;
 pub mod metrics;
 pub mod patrol_connection;
 pub mod preflight;
-pub mod pricing;
-pub mod provider;
 pub mod readiness_service;
 pub mod redaction;
-pub mod route;
 pub mod tools;
 
 /// The provider table, owned by `pulse-providers` so settings and readiness read the same one.
@@ -38,7 +35,7 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     metrics::ModelMetrics::register(&ctx.metrics);
     // One set of provider HTTP clients for every surface of this process.
-    let providers = Arc::new(provider::pool::ProviderPool::new());
+    let providers = Arc::new(pulse_agent_loop::provider::pool::ProviderPool::new());
     let watch = watch::WatchService::start(&ctx, providers.clone()).await?;
     let readiness = readiness_service::ReadinessService::start(&ctx, providers.clone()).await?;
     let investigations = investigation::InvestigationHandle::start(&ctx, providers.clone()).await?;

@@ -1,6 +1,7 @@
 //! The model-runner's series for `/metrics`: every provider call (requests by outcome, input and
 //! output tokens, priced cost, calls whose price is unknown, failures by class), counted where
-//! the cost ledger takes the call ([`crate::cost::LedgerUsageSink`]), and the Patrol preflight
+//! the cost ledger takes the call ([`pulse_agent_loop::cost::LedgerUsageSink`], which is handed
+//! these series as its [`CallMetrics`]), and the Patrol preflight
 //! (checks by state and cause, and how many tenants this process last saw in each state).
 //! Patrol runs that end here count into [`pulse_runtime::metrics::PatrolRunMetrics`].
 //!
@@ -21,9 +22,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use pulse_domain::TenantId;
 use pulse_domain::patrol::readiness::PreflightRecord;
 
-use crate::agent_loop::{CallOutcome, ProviderCallUsage};
-use crate::pricing::{Cost, cost_for_class};
-use crate::provider::FailureCause;
+use pulse_agent_loop::agent_loop::{CallOutcome, ProviderCallUsage};
+use pulse_agent_loop::cost::CallMetrics;
+use pulse_agent_loop::pricing::{Cost, cost_for_class};
+use pulse_agent_loop::provider::FailureCause;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
@@ -163,9 +165,11 @@ impl ModelMetrics {
         });
         pulse_runtime::metrics::PatrolRunMetrics::register(metrics);
     }
+}
 
+impl CallMetrics for ModelMetrics {
     /// Counts one provider call of `surface`.
-    pub fn call(&self, surface: &str, call: &ProviderCallUsage<'_>) {
+    fn call(&self, surface: &str, call: &ProviderCallUsage<'_>) {
         let provider = call.route.provider_id();
         let route_class = call.route_class.as_str();
         let outcome = match call.outcome {
@@ -229,7 +233,9 @@ impl ModelMetrics {
             }
         }
     }
+}
 
+impl ModelMetrics {
     /// Counts a recorded preflight of `tenant`.
     pub fn preflight(&self, tenant: &TenantId, record: &PreflightRecord) {
         let state = match (record.ok, record.tool_call_observed) {

@@ -11,7 +11,7 @@ use pulse_store::settings::{self, ConfigLayer, MasterKey, SettingsStoreError};
 use pulse_store::{StoreError, TenantTx};
 
 use crate::preflight::RouteConnection;
-use crate::route::Route;
+use pulse_agent_loop::route::Route;
 
 /// A tenant's Patrol route, ready to call.
 #[derive(Debug, Clone)]

@@ -14,13 +14,13 @@ use serde::Serialize;
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
-use crate::provider::pool::ProviderPool;
-use crate::provider::{
+use crate::registry::{ApiKey, RouteClass};
+use pulse_agent_loop::provider::pool::ProviderPool;
+use pulse_agent_loop::provider::{
     ChatRequest, FailureCause, Message, PATROL_STALL, ProviderConfig, ProviderFailure, Timeouts,
     Tool, ToolChoice, Usage,
 };
-use crate::registry::{ApiKey, RouteClass};
-use crate::route::Route;
+use pulse_agent_loop::route::Route;
 
 /// The name of the preflight's one tool.
 pub const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";

@@ -44,7 +44,7 @@ use crate::patrol_connection::{ConnectionError, patrol_connection};
 use crate::preflight::{
     Preflight, PreflightCache, PreflightOutcome, PreflightSettings, RouteConnection, SystemClock,
 };
-use crate::provider::pool::ProviderPool;
+use pulse_agent_loop::provider::pool::ProviderPool;
 
 /// The durable consumer of settings changes on the EVENTS stream.
 pub const SETTINGS_CONSUMER: &str = "model-runner-preflight";
@@ -485,7 +485,7 @@ async fn consume(consumer: PullConsumer, runner: Arc<PreflightRunner>, stop: Can
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::Route;
+    use pulse_agent_loop::route::Route;
 
     #[test]
     fn an_outcome_keeps_only_safe_fields() {
@@ -496,7 +496,7 @@ mod tests {
             route_class: route.route_class(),
             ready: false,
             cause: Some(crate::preflight::PreflightCause::Provider(
-                crate::provider::FailureCause::Auth,
+                pulse_agent_loop::provider::FailureCause::Auth,
             )),
             summary: "the provider rejected the API key".to_owned(),
             recommendation: Some("check the API key".to_owned()),
@@ -531,5 +531,19 @@ mod tests {
             "no Patrol model is selected".to_owned(),
         ));
         assert_eq!(reply.code, ErrorCode::PatrolNotReady);
+    }
+
+    #[test]
+    fn every_preflight_error_code_is_declared_by_the_endpoint() {
+        use pulse_bus::Endpoint;
+        use pulse_bus::patrol_api::PatrolPreflightRequest;
+        for error in [
+            PreflightError::NoRoute("none".to_owned()),
+            PreflightError::Store(StoreError::Unavailable("down".to_owned())),
+            PreflightError::Store(StoreError::InvalidUrl("x".to_owned())),
+        ] {
+            let code = ErrorReply::from(error).code;
+            assert!(PatrolPreflightRequest::ERRORS.contains(&code), "{code}");
+        }
     }
 }

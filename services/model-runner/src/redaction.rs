@@ -62,9 +62,10 @@ mod tests {
 
     #[test]
     fn summaries_are_sanitized_and_bounded() {
-        let connection =
-            RouteConnection::new(crate::route::Route::parse("openai:gpt-4o-mini").unwrap())
-                .with_api_key("sk-canary-0123456789abcdef");
+        let connection = RouteConnection::new(
+            pulse_agent_loop::route::Route::parse("openai:gpt-4o-mini").unwrap(),
+        )
+        .with_api_key("sk-canary-0123456789abcdef");
         let redactor = crate::redaction::redactor(&connection, RouteClass::MeteredApi).unwrap();
         let text = format!(
             "all fine \u{1b}[31m; key sk-canary-0123456789abcdef {}",

@@ -2,21 +2,19 @@
 //! audit chain: canary secrets in labels, environment, logs and tool results never reach the
 //! simulator nor the audit rows; each request leaves one `model.export` record with counts only.
 
-mod common;
-
 use std::collections::BTreeMap;
 
 use futures::future::BoxFuture;
-use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
-use pulse_domain::TenantId;
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AgentLoop, ExportAudit, LoopInput, LoopLimits, LoopOutcome, LoopStop, ProviderExport,
     RecordError, ToolHandler, UsageNotRecorded,
 };
+use pulse_agent_loop::provider::{Message, Protocol, Provider, ToolCall, ToolResult};
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+use pulse_domain::TenantId;
 use pulse_model_runner::export_audit::{AuditedExports, EXPORT_ACTOR, EXPORT_KIND};
-use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult};
 use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
 use pulse_redaction::{Destination, LocalOnlyResource, RedactionConfig, RedactionKind, Redactor};
 use pulse_store::{audit, tenants};
 use pulse_test_support::db::TestDb;
@@ -103,7 +101,7 @@ fn redactor() -> Redactor {
 }
 
 async fn run(sim: &ProviderSim, exports: &dyn ExportAudit) -> LoopOutcome {
-    let provider = common::provider(sim, Protocol::OpenAiCompatible);
+    let provider = Provider::new(sim.route_config(Protocol::OpenAiCompatible)).expect("provider");
     let redactor = redactor();
     AgentLoop::run(LoopInput {
         transport: &provider,

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{TimeZone as _, Utc};
+use pulse_agent_loop::provider::FailureCause;
+use pulse_agent_loop::provider::pool::ProviderPool;
+use pulse_agent_loop::route::Route;
 use pulse_model_runner::preflight::{
     ManualClock, PREFLIGHT_TOOL, Preflight, PreflightCache, PreflightCause, PreflightSettings,
     Readiness, RouteConnection,
 };
-use pulse_model_runner::provider::FailureCause;
-use pulse_model_runner::provider::pool::ProviderPool;
 use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
 use pulse_test_support::provider_sim::{Delivery, ProviderSim, Script, SimError, Step, Turn};
 use serde_json::json;
 

@@ -4,21 +4,19 @@
 //! unknown price sends nothing; a tenant without a budget is not stopped by another tenant's
 //! spend.
 
-mod common;
-
 use chrono::Utc;
 use futures::future::BoxFuture;
-use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
-use pulse_domain::TenantId;
-use pulse_domain::patrol::budget::{BudgetKind, BudgetPeriod};
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AgentLoop, CallStatus, ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop,
     ToolHandler, UsageSink,
 };
-use pulse_model_runner::cost::LedgerUsageSink;
-use pulse_model_runner::provider::{Message, Protocol, ToolCall, ToolResult};
+use pulse_agent_loop::cost::{CallsNotCounted, LedgerUsageSink};
+use pulse_agent_loop::provider::{Message, Protocol, Provider, ToolCall, ToolResult};
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
+use pulse_domain::TenantId;
+use pulse_domain::patrol::budget::{BudgetKind, BudgetPeriod};
 use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_store::{settings, tenants};
 use pulse_test_support::db::TestDb;
@@ -47,7 +45,7 @@ fn three_turns() -> Script {
 }
 
 async fn run(sim: &ProviderSim, route: &str, usage: &dyn UsageSink) -> LoopOutcome {
-    let provider = common::provider(sim, Protocol::OpenAiCompatible);
+    let provider = Provider::new(sim.route_config(Protocol::OpenAiCompatible)).expect("provider");
     let redactor =
         Redactor::new(Destination::external(route), &RedactionConfig::default()).expect("redactor");
     AgentLoop::run(LoopInput {
@@ -99,7 +97,12 @@ async fn a_run_crossing_its_token_budget_finishes_the_turn_and_stops_before_the_
     let open = tenant(&db, "open", None).await?;
 
     let sim = ProviderSim::start(three_turns()).await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), small.clone(), "patrol");
+    let sink = LedgerUsageSink::new(
+        db.store().clone(),
+        small.clone(),
+        "patrol",
+        &CallsNotCounted,
+    );
     let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
     let LoopStop::BudgetExceeded {
         budget,
@@ -128,7 +131,7 @@ async fn a_run_crossing_its_token_budget_finishes_the_turn_and_stops_before_the_
 
     // Another tenant, no budget, the same simulator script from the start: all three turns.
     let sim = ProviderSim::start(three_turns()).await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), open.clone(), "patrol");
+    let sink = LedgerUsageSink::new(db.store().clone(), open.clone(), "patrol", &CallsNotCounted);
     let outcome = run(&sim, "openai:gpt-4o-mini", &sink).await;
     assert_eq!(outcome.stop, LoopStop::Completed);
     assert_eq!(outcome.provider_calls, 3);
@@ -141,7 +144,12 @@ async fn a_dollar_budget_on_a_model_of_unknown_price_sends_nothing() -> anyhow::
     let db = TestDb::create().await?;
     let priced_only = tenant(&db, "dollars", Some(json!({"monthly_usd": "50"}))).await?;
     let sim = ProviderSim::start(three_turns()).await?;
-    let sink = LedgerUsageSink::new(db.store().clone(), priced_only.clone(), "patrol");
+    let sink = LedgerUsageSink::new(
+        db.store().clone(),
+        priced_only.clone(),
+        "patrol",
+        &CallsNotCounted,
+    );
     // A metered route with no exact price row.
     let outcome = run(&sim, "openai:gpt-unpriced-preview", &sink).await;
     let LoopStop::BudgetExceeded {
@@ -215,7 +223,7 @@ async fn an_investigation_crossing_its_tenants_budget_stops_after_the_turn() -> 
         db.store().clone(),
         None,
         std::sync::Arc::new(NoCatalogue),
-        std::sync::Arc::new(pulse_model_runner::provider::pool::ProviderPool::new()),
+        std::sync::Arc::new(pulse_agent_loop::provider::pool::ProviderPool::new()),
     );
     let result = investigator
         .run(RunInput {

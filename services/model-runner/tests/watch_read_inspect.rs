@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use pulse_agent::docker::{DockerClient, DockerClientConfig, DockerEndpoint};
+use pulse_agent_loop::provider::ToolCall;
 use pulse_bus::relay_api::{RelayReadReply, RelayReadRequest};
 use pulse_bus::{ErrorCode, ErrorReply};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{ReadOutput, ReadRequest, ReadResult};
 use pulse_domain::patrol::run::RunId;
 use pulse_domain::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
-use pulse_model_runner::provider::ToolCall;
 use pulse_model_runner::tools::{RunLedger, ToolContext, read};
 use pulse_test_support::db::TestDb;
 use pulse_test_support::nats::TestNats;

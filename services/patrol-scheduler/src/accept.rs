@@ -400,6 +400,34 @@ async fn effective_scope(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pulse_bus::Endpoint;
+    use pulse_bus::patrol_api::PatrolRunRequest;
+
+    /// The run endpoint declares every code a refusal answers with (the gateway documents its
+    /// run route from that list). The quota and readiness refusals are checked where they are
+    /// produced, below.
+    #[test]
+    fn every_refusal_code_is_declared_by_the_run_endpoint() {
+        let refusals = [
+            AcceptError::Disabled,
+            AcceptError::Suspended {
+                reason: "unpaid".to_owned(),
+            },
+            AcceptError::Unprocessable("no such resource".to_owned()),
+            AcceptError::RunInProgress(RunId::from_uuid(uuid::Uuid::nil())),
+            AcceptError::QueueFull { limit: 20 },
+            AcceptError::Store(StoreError::Unavailable("down".to_owned())),
+            AcceptError::Store(StoreError::InvalidUrl("x".to_owned())),
+        ];
+        for refusal in refusals {
+            let code = refusal.code();
+            assert!(
+                PatrolRunRequest::ERRORS.contains(&code),
+                "{code} undeclared"
+            );
+            assert_eq!(ErrorReply::from(refusal).code, code);
+        }
+    }
 
     #[test]
     fn unresolved_message_names_every_failed_id() {
@@ -484,6 +512,7 @@ mod tests {
             (Quota::PatrolRunsPerHour, 1)
         );
         assert_eq!(err.code(), ErrorCode::QuotaExceeded);
+        assert!(PatrolRunRequest::ERRORS.contains(&err.code()));
         let tx = db.store().tenant_tx(&acme).await.unwrap();
         tenants::set_suspension(&tx, None).await.unwrap();
         tx.commit().await.unwrap();
@@ -517,6 +546,7 @@ mod tests {
             blocked.cause,
             pulse_domain::patrol::status::BlockedCause::ProviderNotConfigured
         );
+        assert!(PatrolRunRequest::ERRORS.contains(&err.code()));
         let reply = ErrorReply::from(err);
         let reply = serde_json::to_value(&reply).unwrap();
         assert_eq!(reply["code"], ErrorCode::PatrolNotReady.code());

@@ -307,6 +307,19 @@ mod tests {
         members
     }
 
+    /// Whether `pid` ignores SIGTERM: bit 15 of the `SigIgn` mask in its `/proc` status.
+    fn ignores_sigterm(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("SigIgn:"))
+                    .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            })
+            .is_some_and(|mask| mask & (1 << (15 - 1)) != 0)
+    }
+
     #[test]
     fn backoff_doubles_and_is_capped() {
         let delays: Vec<u64> = (1..=8)
@@ -359,8 +372,12 @@ mod tests {
         let polite = supervisor
             .start(spec("polite", "exec sleep 300", &dir))
             .unwrap();
-        // Give the shell time to install its trap before it is signalled.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Signal only once the shell has installed its trap (polled, not a fixed sleep).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !ignores_sigterm(pid) {
+            assert!(Instant::now() < deadline, "pid {pid} never trapped SIGTERM");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
 
         let report = supervisor.stop_all(Duration::from_millis(500)).await;
         let summary: Vec<(&str, bool)> = report

@@ -66,6 +66,16 @@ pub enum AlertStatus {
     Cleared,
 }
 
+impl AlertStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Firing => "firing",
+            Self::Cleared => "cleared",
+        }
+    }
+}
+
 /// One alert, as the API lists it (published as `StoredAlert`).
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[schemars(
@@ -91,4 +101,19 @@ pub struct Alert {
 #[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AlertList {
     pub alerts: Vec<Alert>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alert_status_names_are_the_wire_names() {
+        for status in [AlertStatus::Firing, AlertStatus::Cleared] {
+            assert_eq!(
+                serde_json::to_string(&status).unwrap(),
+                format!("\"{}\"", status.as_str())
+            );
+        }
+    }
 }

@@ -16,6 +16,16 @@ pub enum KeySource {
     Environment,
 }
 
+impl KeySource {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Settings => "settings",
+            Self::Environment => "environment",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProviderView {
     pub configured: bool,
@@ -100,6 +110,21 @@ impl From<&PreflightRecord> for PreflightView {
             recommendation: record.recommendation.clone(),
             action: record.action.clone(),
             checked_at: record.checked_at,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_source_names_are_the_wire_names() {
+        for source in [KeySource::Settings, KeySource::Environment] {
+            assert_eq!(
+                serde_json::to_string(&source).unwrap(),
+                format!("\"{}\"", source.as_str())
+            );
         }
     }
 }

@@ -10,6 +10,8 @@
 //!
 //! Callers use [`crate::clients::ActionBrokerClient`].
 
+use pulse_capabilities::ErrorCode;
+
 use crate::{Endpoint, Message};
 
 /// `pulse.<tenant>.actions.plan.request`: ask the action-broker to plan an action.
@@ -165,22 +167,60 @@ pub struct ActionCapabilityEntry {
     pub auto_approval_eligible: bool,
 }
 
+/// Every code the action-broker answers a plan, decision or execution with (one error type
+/// serves the three; the catalogue request declares its own few).
+pub const ACTION_BROKER_ERRORS: &[ErrorCode] = &[
+    ErrorCode::ServiceUnavailable,
+    ErrorCode::InternalError,
+    ErrorCode::ActionNotFound,
+    ErrorCode::NotFound,
+    ErrorCode::AmbiguousResource,
+    ErrorCode::InvalidActionRequest,
+    ErrorCode::Conflict,
+    ErrorCode::ActionDecisionNotAllowed,
+    ErrorCode::ActionNotApproved,
+    ErrorCode::ActionAlreadyExecuting,
+    ErrorCode::ActionExecutionFinal,
+    ErrorCode::ActionStepUpUnavailable,
+    ErrorCode::ActionSelfApprovalForbidden,
+    ErrorCode::ActionDecisionRequiresHuman,
+    ErrorCode::ActionPlanExpired,
+    ErrorCode::ActionPlanDrift,
+    ErrorCode::ResourceRemediationLocked,
+    ErrorCode::ActionRefused,
+];
+
 impl Endpoint for ActionPlanRequest {
     const SUBJECT: &'static str = ACTION_PLAN_REQUEST;
     const QUEUE_GROUP: &'static str = ACTIONS_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = ACTION_BROKER_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 impl Endpoint for ActionDecisionRequest {
     const SUBJECT: &'static str = ACTION_DECIDE_REQUEST;
     const QUEUE_GROUP: &'static str = ACTIONS_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = ACTION_BROKER_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 impl Endpoint for ActionExecuteRequest {
     const SUBJECT: &'static str = ACTION_EXECUTE_REQUEST;
     const QUEUE_GROUP: &'static str = ACTIONS_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = ACTION_BROKER_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 impl Endpoint for ActionCapabilitiesRequest {
     const SUBJECT: &'static str = ACTION_CAPABILITIES_REQUEST;
     const QUEUE_GROUP: &'static str = ACTIONS_QUEUE_GROUP;
+    /// The catalogue reads one resource: a bad reference, none, several, or no database.
+    const ERRORS: &'static [ErrorCode] = &[
+        ErrorCode::InvalidActionRequest,
+        ErrorCode::NotFound,
+        ErrorCode::AmbiguousResource,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::InternalError,
+    ];
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }

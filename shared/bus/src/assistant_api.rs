@@ -16,6 +16,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use pulse_capabilities::ErrorCode;
+
 use crate::subjects::Subjects;
 use crate::{Endpoint, Message, Request};
 use pulse_domain::TenantId;
@@ -57,6 +59,13 @@ impl Request for AssistantTurnRequest {
 impl Endpoint for AssistantTurnRequest {
     const SUBJECT: &'static str = "assistant.turn";
     const QUEUE_GROUP: &'static str = ASSISTANT_QUEUE_GROUP;
+    /// Refusals before the turn starts; what fails later is a turn event, not a reply.
+    const ERRORS: &'static [ErrorCode] = &[
+        ErrorCode::AssistantNotConfigured,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::InternalError,
+    ];
+    const UNAVAILABLE: ErrorCode = ErrorCode::AssistantUnavailable;
 }
 
 /// The runner took the turn; its events follow on the session subject.
@@ -90,6 +99,15 @@ impl Request for AssistantSummarizeRequest {
 impl Endpoint for AssistantSummarizeRequest {
     const SUBJECT: &'static str = "assistant.summarize";
     const QUEUE_GROUP: &'static str = ASSISTANT_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = &[
+        ErrorCode::AssistantSessionNotFound,
+        ErrorCode::AssistantSessionBusy,
+        ErrorCode::AssistantNotConfigured,
+        ErrorCode::AssistantUnavailable,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::InternalError,
+    ];
+    const UNAVAILABLE: ErrorCode = ErrorCode::AssistantUnavailable;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

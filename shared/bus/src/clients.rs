@@ -94,12 +94,11 @@ impl crate::CodedError for ClientError {
     }
 }
 
-/// One service's name, its unreachable code and a bus to reach it.
+/// One service's name and a bus to reach it.
 #[derive(Debug, Clone)]
 struct Target {
     bus: Bus,
     service: &'static str,
-    unavailable: ErrorCode,
 }
 
 impl Target {
@@ -112,18 +111,18 @@ impl Target {
         self.bus
             .call(tenant, request, timeout)
             .await
-            .map_err(|error| self.error(error, timeout))
+            .map_err(|error| self.error(error, timeout, E::UNAVAILABLE))
     }
 
-    fn error(&self, error: BusError, timeout: Duration) -> ClientError {
+    fn error(&self, error: BusError, timeout: Duration, unavailable: ErrorCode) -> ClientError {
         match error {
             BusError::NoResponders { .. } => ClientError::NoResponder {
                 service: self.service,
-                unavailable: self.unavailable,
+                unavailable,
             },
             BusError::Timeout { .. } => ClientError::Timeout {
                 service: self.service,
-                unavailable: self.unavailable,
+                unavailable,
                 timeout,
             },
             BusError::Remote { code, message } => ClientError::Remote { code, message },
@@ -150,12 +149,10 @@ impl PatrolClient {
             scheduler: Target {
                 bus: bus.clone(),
                 service: "patrol-scheduler",
-                unavailable: ErrorCode::PatrolSchedulerUnavailable,
             },
             runner: Target {
                 bus,
                 service: "model-runner",
-                unavailable: ErrorCode::PatrolRunnerUnavailable,
             },
         }
     }
@@ -193,7 +190,6 @@ impl AssistantClient {
             target: Target {
                 bus,
                 service: "model-runner",
-                unavailable: ErrorCode::AssistantUnavailable,
             },
         }
     }
@@ -231,7 +227,6 @@ impl ActionBrokerClient {
             target: Target {
                 bus,
                 service: "action-broker",
-                unavailable: ErrorCode::ActionExecutorUnavailable,
             },
         }
     }
@@ -285,7 +280,6 @@ impl VerifierClient {
             target: Target {
                 bus,
                 service: "verifier",
-                unavailable: ErrorCode::ServiceUnavailable,
             },
         }
     }
@@ -321,7 +315,6 @@ impl RelayClient {
             target: Target {
                 bus,
                 service: "agent-relay",
-                unavailable: ErrorCode::ActionExecutorUnavailable,
             },
         }
     }

@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use pulse_capabilities::ErrorCode;
 use pulse_domain::TenantId;
 
 use crate::bus::{Bus, Request};
@@ -21,6 +22,12 @@ pub trait Endpoint: Request {
     const SUBJECT: &'static str;
     /// The queue group the serving service's replicas share the requests in.
     const QUEUE_GROUP: &'static str;
+    /// Every code the serving service answers this request with. The service's error type is
+    /// tested against it, a reply with another code is logged when it is sent, and callers
+    /// (the gateway's route table) declare their codes from it: one owner per endpoint.
+    const ERRORS: &'static [ErrorCode];
+    /// The code a caller answers with when no replica of the serving service answered.
+    const UNAVAILABLE: ErrorCode;
 }
 
 impl Subjects {
@@ -56,7 +63,24 @@ impl Bus {
         Fut: Future<Output = Result<E::Reply, Err>> + Send + 'static,
     {
         let subject = self.subjects().endpoint_any_tenant::<E>();
-        self.serve::<E, Err, F, Fut>(&subject, Some(E::QUEUE_GROUP), handler)
+        let checked = move |context: RequestContext, request: E| {
+            let answer = handler(context, request);
+            async move {
+                let answer = answer.await;
+                if let Err(error) = &answer {
+                    let code = error.code();
+                    if !E::ERRORS.contains(&code) {
+                        tracing::error!(
+                            subject = E::SUBJECT,
+                            code = code.code(),
+                            "a reply's error code is not declared by its endpoint"
+                        );
+                    }
+                }
+                answer
+            }
+        };
+        self.serve::<E, Err, _, _>(&subject, Some(E::QUEUE_GROUP), checked)
             .await
     }
 }

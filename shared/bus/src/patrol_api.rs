@@ -8,6 +8,8 @@
 //!
 //! Callers use [`crate::clients::PatrolClient`].
 
+use pulse_capabilities::ErrorCode;
+
 use crate::{Endpoint, Message};
 
 /// `pulse.<tenant>.patrol.run.request`: ask the patrol-scheduler to accept a manual run.
@@ -93,9 +95,29 @@ impl Message for pulse_domain::patrol::readiness::PreflightRecord {
 impl Endpoint for PatrolRunRequest {
     const SUBJECT: &'static str = PATROL_RUN_REQUEST;
     const QUEUE_GROUP: &'static str = PATROL_RUN_QUEUE_GROUP;
+    /// The patrol-scheduler's refusals of a run (its `AcceptError`).
+    const ERRORS: &'static [ErrorCode] = &[
+        ErrorCode::PatrolDisabled,
+        ErrorCode::TenantSuspended,
+        ErrorCode::QuotaExceeded,
+        ErrorCode::PatrolNotReady,
+        ErrorCode::UnprocessableScope,
+        ErrorCode::PatrolRunInProgress,
+        ErrorCode::PatrolQueueFull,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::InternalError,
+    ];
+    const UNAVAILABLE: ErrorCode = ErrorCode::PatrolSchedulerUnavailable;
 }
 
 impl Endpoint for PatrolPreflightRequest {
     const SUBJECT: &'static str = PATROL_PREFLIGHT_REQUEST;
     const QUEUE_GROUP: &'static str = PATROL_PREFLIGHT_QUEUE_GROUP;
+    /// No Patrol route to check, or the store failed (the model-runner's `PreflightError`).
+    const ERRORS: &'static [ErrorCode] = &[
+        ErrorCode::PatrolNotReady,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::InternalError,
+    ];
+    const UNAVAILABLE: ErrorCode = ErrorCode::PatrolRunnerUnavailable;
 }

@@ -23,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use pulse_domain::TenantId;
 
+use pulse_capabilities::ErrorCode;
+
 use crate::{Endpoint, Message, Request, Subjects};
 
 /// Queue group every relay replica serves the request subjects in.
@@ -110,19 +112,39 @@ impl Request for RelayReadRequest {
     type Reply = RelayReadReply;
 }
 
+/// Every code the agent-relay answers a command, observation or read with (a reply forwarded
+/// from the replica holding the agent's session keeps its code, which is one of these).
+pub const RELAY_ERRORS: &[ErrorCode] = &[
+    ErrorCode::InvalidRequest,
+    ErrorCode::MissingScope,
+    ErrorCode::AgentNotConnected,
+    ErrorCode::AgentTimeout,
+    ErrorCode::AgentRefused,
+    ErrorCode::RateLimited,
+    ErrorCode::AgentResponseTooLarge,
+    ErrorCode::InternalError,
+    ErrorCode::ServiceUnavailable,
+];
+
 impl Endpoint for RelayCommandRequest {
     const SUBJECT: &'static str = "relay.command";
     const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = RELAY_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 impl Endpoint for RelayObserveRequest {
     const SUBJECT: &'static str = "relay.observe";
     const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = RELAY_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 impl Endpoint for RelayReadRequest {
     const SUBJECT: &'static str = "relay.read";
     const QUEUE_GROUP: &'static str = RELAY_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = RELAY_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ActionExecutorUnavailable;
 }
 
 /// `pulse.<tenant>.relay.<verb>.<agent>`: the subject the relay replica holding `agent_id`'s

@@ -8,6 +8,8 @@
 //!
 //! Callers use [`crate::clients::VerifierClient`].
 
+use pulse_capabilities::ErrorCode;
+
 use crate::{Endpoint, Message};
 
 /// `pulse.<tenant>.verify.resolution`: ask the verifier whether the fault behind a finding is
@@ -119,12 +121,21 @@ impl Message for PostconditionReply {
     const TYPE: &'static str = "pulse.verify.postcondition_reply";
 }
 
+/// Every code the verifier answers a check with: a malformed request, or an inventory it could
+/// not read (so no judgement was made).
+pub const VERIFIER_ERRORS: &[ErrorCode] =
+    &[ErrorCode::InvalidRequest, ErrorCode::ServiceUnavailable];
+
 impl Endpoint for ResolutionCheckRequest {
     const SUBJECT: &'static str = VERIFY_RESOLUTION;
     const QUEUE_GROUP: &'static str = VERIFIER_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = VERIFIER_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ServiceUnavailable;
 }
 
 impl Endpoint for PostconditionRequest {
     const SUBJECT: &'static str = VERIFY_POSTCONDITION;
     const QUEUE_GROUP: &'static str = VERIFIER_QUEUE_GROUP;
+    const ERRORS: &'static [ErrorCode] = VERIFIER_ERRORS;
+    const UNAVAILABLE: ErrorCode = ErrorCode::ServiceUnavailable;
 }

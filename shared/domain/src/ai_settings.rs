@@ -98,6 +98,22 @@ pub enum MinSeverity {
     Critical,
 }
 
+impl MinSeverity {
+    pub const ALL: [MinSeverity; 2] = [Self::Warning, Self::Critical];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Warning => "warning",
+            Self::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == s)
+    }
+}
+
 /// A human's acceptance of the Autopilot terms, versioned so a new text needs a new acceptance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
@@ -320,6 +336,93 @@ fn collect_paths(prefix: &str, map: &Map<String, Value>, out: &mut Vec<String>) 
             _ => out.push(path),
         }
     }
+}
+
+/// A `PUT /api/settings/ai` body built field by field (a form does), read by [`parse_patch`]
+/// like any JSON body: a field left `None` is unchanged, `Some(None)` resets it to the layer
+/// below. It holds no Autopilot acknowledgement: the gateway binds that to the calling user, from
+/// a JSON body.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PatchBody {
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderPatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_model: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patrol_model: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_fix_model: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patrol_interval_minutes: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autonomy_level: Option<Option<AutonomyLevel>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert_triggers: Option<AlertTriggersPatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budgets: Option<BudgetsPatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patrol_enabled: Option<Option<bool>>,
+    /// The Autopilot acknowledgement, already bound to the person who gave it (the web UI binds
+    /// it to the signed-in user; the JSON route binds a body's to the caller before parsing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autopilot_acknowledgement: Option<Acknowledgement>,
+}
+
+impl PatchBody {
+    /// The patch this body asks for, checked as a JSON body is.
+    pub fn parse(&self) -> Result<SettingsPatch, SettingsError> {
+        let body = serde_json::to_value(self).map_err(|e| invalid("body", e.to_string()))?;
+        parse_patch(&body)
+    }
+}
+
+/// One provider's part of a [`PatchBody`]; `api_key: Some(None)` clears the stored key.
+#[derive(Clone, Default, PartialEq, Serialize)]
+pub struct ProviderPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<Option<String>>,
+}
+
+impl std::fmt::Debug for ProviderPatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let api_key = match &self.api_key {
+            None => "unchanged",
+            Some(None) => "cleared",
+            Some(Some(_)) => "<redacted>",
+        };
+        f.debug_struct("ProviderPatch")
+            .field("api_key", &api_key)
+            .field("base_url", &self.base_url)
+            .finish()
+    }
+}
+
+/// The alert triggers' part of a [`PatchBody`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AlertTriggersPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<Option<bool>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_severity: Option<Option<MinSeverity>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alert_types: Option<Option<Vec<AlertRule>>>,
+}
+
+/// The budgets' part of a [`PatchBody`]; dollars are decimal text ([`is_dollar_amount`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BudgetsPatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_usd: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monthly_usd: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daily_tokens: Option<Option<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub monthly_tokens: Option<Option<u64>>,
 }
 
 const TOP_FIELDS: &[&str] = &[
@@ -931,6 +1034,80 @@ mod tests {
 
     fn patch_err(body: Value) -> SettingsError {
         parse_patch(&body).unwrap_err()
+    }
+
+    #[test]
+    fn a_typed_body_names_only_fields_the_parser_knows() {
+        let body = PatchBody {
+            providers: BTreeMap::from([(
+                "openai".to_owned(),
+                ProviderPatch {
+                    api_key: Some(Some("sk-test".to_owned())),
+                    base_url: Some(None),
+                },
+            )]),
+            model: Some(None),
+            chat_model: Some(None),
+            patrol_model: Some(Some("openai:gpt-4.1-mini".to_owned())),
+            auto_fix_model: Some(None),
+            patrol_interval_minutes: Some(Some(60)),
+            autonomy_level: Some(Some(AutonomyLevel::Approval)),
+            alert_triggers: Some(AlertTriggersPatch {
+                enabled: Some(Some(true)),
+                min_severity: Some(Some(MinSeverity::Critical)),
+                alert_types: Some(Some(vec![AlertRule::MemoryUsage])),
+            }),
+            budgets: Some(BudgetsPatch {
+                daily_usd: Some(Some("2.50".to_owned())),
+                monthly_usd: Some(None),
+                daily_tokens: Some(Some(1_000)),
+                monthly_tokens: Some(None),
+            }),
+            patrol_enabled: Some(Some(false)),
+            autopilot_acknowledgement: None,
+        };
+        let patch = body.parse().expect("every typed field is a known one");
+        assert_eq!(
+            patch.keys.get("openai"),
+            Some(&KeyChange::Set("sk-test".to_owned()))
+        );
+        let mut expected: Vec<String> = TOP_FIELDS
+            .iter()
+            .filter(|f| {
+                !matches!(
+                    **f,
+                    "providers" | "alert_triggers" | "budgets" | "autopilot_acknowledgement"
+                )
+            })
+            .map(|f| (*f).to_owned())
+            .chain(
+                ALERT_TRIGGER_FIELDS
+                    .iter()
+                    .map(|f| format!("alert_triggers.{f}")),
+            )
+            .chain(BUDGET_FIELDS.iter().map(|f| format!("budgets.{f}")))
+            .chain(
+                PROVIDER_FIELDS
+                    .iter()
+                    .map(|f| format!("providers.openai.{f}")),
+            )
+            .collect();
+        expected.sort();
+        assert_eq!(patch.changed_fields(), expected);
+        assert_eq!(
+            PatchBody::default().parse().unwrap().changed_fields(),
+            Vec::<String>::new()
+        );
+        assert!(format!("{body:?}").contains("<redacted>"));
+        assert!(!format!("{body:?}").contains("sk-test"));
+    }
+
+    #[test]
+    fn min_severity_names_are_the_wire_names() {
+        for level in MinSeverity::ALL {
+            assert_eq!(json!(level), json!(level.as_str()));
+            assert_eq!(MinSeverity::parse(level.as_str()), Some(level));
+        }
     }
 
     #[test]

@@ -164,7 +164,7 @@ pub enum AlertLevel {
 }
 
 impl AlertLevel {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Self::Warning => "warning",
             Self::Critical => "critical",
@@ -586,6 +586,16 @@ mod tests {
     use chrono::TimeZone;
 
     const ID: &str = "app-container:h1:abc";
+
+    #[test]
+    fn alert_level_names_are_the_wire_names() {
+        for level in [AlertLevel::Warning, AlertLevel::Critical] {
+            assert_eq!(
+                serde_json::to_string(&level).unwrap(),
+                format!("\"{}\"", level.as_str())
+            );
+        }
+    }
 
     fn t(secs: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 11, 1, 12, 0, 0)

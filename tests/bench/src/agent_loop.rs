@@ -4,15 +4,15 @@
 
 use std::time::{Duration, Instant};
 
-use pulse_model_runner::agent_loop::{
+use pulse_agent_loop::agent_loop::{
     AdmittedCall, AgentLoop, BoxFuture, Compaction, ExecutionProfile, ExportsNotAudited, LoopInput,
     LoopLimits, LoopStop, ToolHandler, ToolPolicy, UsageNotRecorded,
 };
-use pulse_model_runner::provider::{
+use pulse_agent_loop::provider::{
     Message, Protocol, Provider, ProviderConfig, Timeouts, ToolCall, ToolResult,
 };
+use pulse_agent_loop::route::Route;
 use pulse_model_runner::registry::RouteClass;
-use pulse_model_runner::route::Route;
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn};
 use serde_json::json;
@@ -170,8 +170,8 @@ fn corpus_request(
     reads: usize,
     lines_per_read: usize,
     offset: usize,
-) -> pulse_model_runner::provider::ChatRequest {
-    use pulse_model_runner::provider::ChatRequest;
+) -> pulse_agent_loop::provider::ChatRequest {
+    use pulse_agent_loop::provider::ChatRequest;
     let mut messages = vec![
         Message::system("You are Pulse Patrol. ".repeat(80)),
         Message::user(format!(

@@ -18,15 +18,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use pulse_agent_loop::agent_loop::BoxFuture;
+use pulse_agent_loop::pricing::{self, PriceRow};
+use pulse_agent_loop::provider::Usage;
+use pulse_agent_loop::provider::pool::ProviderPool;
+use pulse_agent_loop::route::Route;
 use pulse_domain::TenantId;
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
 use pulse_domain::resource::{Health, ObservedResource, Resource};
-use pulse_model_runner::agent_loop::BoxFuture;
 use pulse_model_runner::preflight::RouteConnection;
-use pulse_model_runner::pricing::{self, PriceRow};
-use pulse_model_runner::provider::Usage;
-use pulse_model_runner::provider::pool::ProviderPool;
-use pulse_model_runner::route::Route;
 use pulse_model_runner::watch::executor::{
     Ending, ProgressSink, WatchExecutor, WatchInput, WatchOutcome,
 };

@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use pulse_agent_loop::provider::ToolCall;
 use pulse_agent_relay::api::{ObserveRequest, ReadRequest};
 use pulse_bus::{Bus, BusError};
 use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{ReadOutput, ReadRequest as ReadSpec, ResourceTarget};
 use pulse_domain::patrol::run::RunId;
 use pulse_domain::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
-use pulse_model_runner::provider::ToolCall;
 use pulse_model_runner::tools::{RunLedger, ToolContext, read};
 use pulse_store::read_exec_audit::{self, ExecOutcome};
 use pulse_test_support::agent::{AgentStack, host_id};

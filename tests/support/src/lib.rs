@@ -7,6 +7,7 @@ pub mod agent;
 pub mod cli;
 pub mod db;
 pub mod json_text;
+pub mod module_graph;
 pub mod nats;
 pub mod patrol;
 pub mod provider_sim;

@@ -4,12 +4,13 @@
 use axum::extract::{Path, State};
 use axum::response::Response;
 use maud::{Markup, html};
-use pulse_api::actions::{DecisionBody, ListQuery};
+use pulse_api::actions::{ActionView, DecisionBody, DecisionOutcome, ListQuery};
 use pulse_domain::Scope;
+use pulse_domain::action::ActionState;
 use serde::Deserialize;
-use serde_json::Value;
+use serde::de::IntoDeserializer;
 
-use super::layout::{self, Nav, badge, csrf, seg, text, time};
+use super::layout::{self, Nav, at, at_opt, badge, csrf, segment, shown, wire_name};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::actions::{self as api, ApproveScope};
 use crate::authorized::{AdminScope, MonitoringReadScope};
@@ -17,7 +18,17 @@ use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::state::AppState;
 
-fn table(actions: &[Value], empty: &str) -> Markup {
+/// The verification word of an action, if it was judged.
+fn verification(action: &ActionView) -> Option<&'static str> {
+    action.verification.map(|v| v.as_str())
+}
+
+/// Ran but not judged by the verifier yet.
+pub(super) fn awaiting_verification(action: &ActionView) -> bool {
+    action.state == ActionState::Completed && action.verification.is_none()
+}
+
+fn table(actions: &[ActionView], empty: &str) -> Markup {
     html! {
         @if actions.is_empty() {
             p { (empty) }
@@ -31,15 +42,15 @@ fn table(actions: &[Value], empty: &str) -> Markup {
                     tbody {
                         @for action in actions {
                             tr {
-                                td { a href={"/actions/" (text(&action["action_id"]))} { code { (text(&action["capability"])) } } }
-                                td { code { (text(&action["resource_id"])) } }
+                                td { a href={"/actions/" (action.plan.action_id)} { code { (action.plan.capability.as_str()) } } }
+                                td { code { (shown(Some(&action.plan.resource_id))) } }
                                 td {
-                                    (badge(action["state"].as_str().unwrap_or("unknown")))
-                                    @if let Some(v) = action["verification"].as_str() { " " (badge(v)) }
+                                    (badge(action.state.as_str()))
+                                    @if let Some(v) = verification(action) { " " (badge(v)) }
                                 }
-                                td class="opt" { (text(&action["severity"])) }
-                                td class="opt" { (text(&action["requested_by"])) }
-                                td class="opt" { (time(&action["planned_at"])) }
+                                td class="opt" { (action.plan.severity.as_str()) }
+                                td class="opt" { (shown(Some(&action.plan.requested_by))) }
+                                td class="opt" { (at(&action.plan.planned_at)) }
                             }
                         }
                     }
@@ -49,15 +60,18 @@ fn table(actions: &[Value], empty: &str) -> Markup {
     }
 }
 
-async fn listing(state: &AppState, user: &WebUser, pending: bool) -> Result<Vec<Value>, ApiError> {
+async fn listing(
+    state: &AppState,
+    user: &WebUser,
+    pending: bool,
+) -> Result<Vec<ActionView>, ApiError> {
     let auth = user.authorized::<MonitoringReadScope>()?;
     let query = ApiQuery::new(ListQuery { limit: Some(200) });
-    let answer = if pending {
-        layout::value(api::pending(State(state.clone()), auth, query).await)?
+    if pending {
+        layout::answer(api::pending(State(state.clone()), auth, query).await)
     } else {
-        layout::value(api::list(State(state.clone()), auth, query).await)?
-    };
-    Ok(answer.as_array().cloned().unwrap_or_default())
+        layout::answer(api::list(State(state.clone()), auth, query).await)
+    }
 }
 
 pub async fn approvals(State(state): State<AppState>, user: WebUser) -> Response {
@@ -82,27 +96,27 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
     };
     let chain = if user.can(Scope::Admin) {
         match user.authorized::<AdminScope>() {
-            Ok(auth) => layout::value(crate::audit::verify(State(state.clone()), auth).await).ok(),
+            Ok(auth) => layout::answer(crate::audit::verify(State(state.clone()), auth).await).ok(),
             Err(_) => None,
         }
     } else {
         None
     };
     let in_flight = actions.iter().any(|a| {
-        matches!(a["state"].as_str(), Some("approved" | "executing"))
-            || (a["state"].as_str() == Some("completed") && a["verification"].is_null())
+        matches!(a.state, ActionState::Approved | ActionState::Executing)
+            || awaiting_verification(a)
     });
     let body = html! {
         h1 { "Actions" }
         @if let Some(chain) = &chain {
             div class="panel" id="audit-chain" {
                 h2 { "Audit chain" }
-                @if chain["ok"].as_bool() == Some(true) {
-                    p { (badge("verified")) " The tenant's audit log is intact: " (text(&chain["entries"])) " entries verified." }
+                @if chain.ok {
+                    p { (badge("verified")) " The tenant's audit log is intact: " (chain.entries) " entries verified." }
                 } @else {
                     p class="flash error" role="alert" {
-                        "The audit chain is broken at entry " (text(&chain["first_broken_seq"]))
-                        ": " (text(&chain["reason"])) "."
+                        "The audit chain is broken at entry " (shown(chain.first_broken_seq.map(|seq| seq.to_string()).as_deref()))
+                        ": " (shown(chain.reason.map(|reason| wire_name(&reason)).as_deref())) "."
                     }
                 }
             }
@@ -124,8 +138,8 @@ fn decision_form(user: &WebUser, id: &str) -> Markup {
                 input id="decision-reason" name="reason" required size="50";
             }
             div class="actions-row" {
-                button type="submit" name="outcome" value="approved" { "Approve" }
-                button type="submit" name="outcome" value="rejected" class="danger" { "Reject" }
+                button type="submit" name="outcome" value=(wire_name(&DecisionOutcome::Approved)) { "Approve" }
+                button type="submit" name="outcome" value=(wire_name(&DecisionOutcome::Rejected)) class="danger" { "Reject" }
             }
         }
     }
@@ -138,10 +152,11 @@ pub async fn detail(
 ) -> Response {
     let loaded = async {
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let action =
-            layout::value(api::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await)?;
+        let action = layout::answer(
+            api::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
+        )?;
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let trail = layout::value(
+        let trail = layout::answer(
             api::audit(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
         )?;
         Ok::<_, ApiError>((action, trail))
@@ -151,39 +166,41 @@ pub async fn detail(
         Ok(loaded) => loaded,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let state_word = action["state"].as_str().unwrap_or("unknown");
-    let awaiting = matches!(state_word, "approved" | "executing" | "planned")
-        || (state_word == "completed" && action["verification"].is_null());
-    let decidable = state_word == "pending_approval" && user.can(Scope::ActionsApprove);
-    let policy = &action["policy_decision"];
+    let plan = &action.plan;
+    let awaiting = matches!(
+        action.state,
+        ActionState::Approved | ActionState::Executing | ActionState::Planned
+    ) || awaiting_verification(&action);
+    let decidable = action.state == ActionState::PendingApproval && user.can(Scope::ActionsApprove);
+    let policy = &plan.policy_decision;
     let body = html! {
         p { a href="/approvals" { "← Approvals" } " · " a href="/actions" { "All actions" } }
         div id="action" data-live data-pending[awaiting] {
-            h1 { "Action " code { (text(&action["capability"])) } }
+            h1 { "Action " code { (plan.capability.as_str()) } }
             p {
-                (badge(state_word))
-                @if let Some(v) = action["verification"].as_str() { " " (badge(v)) }
-                @else if state_word == "completed" { " awaiting verification" }
+                (badge(action.state.as_str()))
+                @if let Some(v) = verification(&action) { " " (badge(v)) }
+                @else if action.state == ActionState::Completed { " awaiting verification" }
             }
             div class="grid" {
                 div class="panel" {
                     h2 { "Plan" }
                     dl class="facts" {
-                        dt { "Resource" } dd { a href={"/resources/" (seg(&action["resource_id"]))} { code { (text(&action["resource_id"])) } } }
-                        dt { "Parameters" } dd { code { (action["params"].to_string()) } }
-                        dt { "Why" } dd { (text(&action["reason"])) }
-                        dt { "Severity" } dd { (text(&action["severity"])) }
-                        dt { "Risk floor" } dd { (text(&action["approval_floor"])) }
+                        dt { "Resource" } dd { a href={"/resources/" (segment(&plan.resource_id))} { code { (shown(Some(&plan.resource_id))) } } }
+                        dt { "Parameters" } dd { code { (serde_json::to_string(&plan.params).unwrap_or_default()) } }
+                        dt { "Why" } dd { (shown(Some(&plan.reason))) }
+                        dt { "Severity" } dd { (plan.severity.as_str()) }
+                        dt { "Risk floor" } dd { (plan.approval_floor.as_str()) }
                         dt { "Policy" } dd {
-                            (text(&policy["outcome"]))
-                            @for code in policy["reason_codes"].as_array().into_iter().flatten() { " " code { (text(code)) } }
+                            (wire_name(&policy.outcome))
+                            @for code in &policy.reason_codes { " " code { (code.as_str()) } }
                         }
-                        dt { "Plan hash" } dd { code { (text(&action["plan_hash"])) } }
-                        dt { "Resource version" } dd { code { (text(&action["resource_version"])) } }
-                        dt { "Requested by" } dd { (text(&action["requested_by"])) }
-                        dt { "Planned" } dd { (time(&action["planned_at"])) }
-                        dt { "Expires" } dd { (time(&action["expires_at"])) }
-                        @if let Some(finding) = action["finding_id"].as_str() {
+                        dt { "Plan hash" } dd { code { (shown(Some(&plan.plan_hash))) } }
+                        dt { "Resource version" } dd { code { (shown(Some(&plan.resource_version))) } }
+                        dt { "Requested by" } dd { (shown(Some(&plan.requested_by))) }
+                        dt { "Planned" } dd { (at(&plan.planned_at)) }
+                        dt { "Expires" } dd { (at(&plan.expires_at)) }
+                        @if let Some(finding) = &action.finding_id {
                             dt { "Fixes finding" } dd { a href={"/findings/" (finding)} { (finding) } }
                         }
                     }
@@ -192,21 +209,24 @@ pub async fn detail(
                     h2 { "Outcome" }
                     dl class="facts" {
                         dt { "Decided by" } dd {
-                            (text(&action["decided_by_name"]))
-                            @if action["decided_by"].is_string() { " (" (text(&action["decided_by"])) ")" }
+                            (shown(action.decided_by_name.as_deref()))
+                            @if let Some(decider) = &action.decided_by { " (" (shown(Some(decider))) ")" }
                         }
-                        dt { "Decision reason" } dd { (text(&action["decision_reason"])) }
+                        dt { "Decision reason" } dd { (shown(action.decision_reason.as_deref())) }
                         dt { "Receipt" } dd {
-                            @if action["result"].is_null() { "—" } @else { pre { (serde_json::to_string_pretty(&action["result"]).unwrap_or_default()) } }
+                            @match &action.result {
+                                Some(result) if !result.is_null() => pre { (serde_json::to_string_pretty(result).unwrap_or_default()) },
+                                _ => "—",
+                            }
                         }
                         dt { "Verification" } dd {
-                            @match action["verification"].as_str() {
+                            @match verification(&action) {
                                 Some(v) => (badge(v)),
                                 None => "not judged yet",
                             }
                         }
-                        dt { "Why" } dd { (text(&action["verification_reason"])) }
-                        dt { "Verified at" } dd { (time(&action["verified_at"])) }
+                        dt { "Why" } dd { (shown(action.verification_reason.as_deref())) }
+                        dt { "Verified at" } dd { (at_opt(action.verified_at.as_ref())) }
                     }
                 }
             }
@@ -215,17 +235,17 @@ pub async fn detail(
             }
             section class="panel" {
                 h2 { "Audit trail" }
-                @if let Some(rows) = trail.as_array().filter(|r| !r.is_empty()) {
+                @if trail.is_empty() {
+                    p { "No audit rows." }
+                } @else {
                     ol class="timeline" {
-                        @for row in rows {
+                        @for row in &trail {
                             li {
-                                (time(&row["occurred_at"])) " · " strong { (text(&row["kind"])) } " by " (text(&row["actor"]))
-                                @if row["seq"].is_number() { " · seq " (text(&row["seq"])) }
+                                (at(&row.occurred_at)) " · " strong { (shown(Some(&row.kind))) } " by " (shown(Some(&row.actor)))
+                                " · seq " (row.seq)
                             }
                         }
                     }
-                } @else {
-                    p { "No audit rows." }
                 }
             }
         }
@@ -249,8 +269,9 @@ pub async fn decide(
     let CsrfForm { user, form } = form;
     let back = format!("/actions/{id}");
     let decided = async {
-        let outcome =
-            serde_json::from_value(Value::String(form.outcome.clone())).map_err(|_| {
+        // The outcome's wire words are the API's: read the button's value as the API reads it.
+        let outcome = DecisionOutcome::deserialize(form.outcome.as_str().into_deserializer())
+            .map_err(|_: serde::de::value::Error| {
                 ApiError::new(
                     pulse_capabilities::ErrorCode::InvalidParameter,
                     "choose Approve or Reject",
@@ -261,7 +282,7 @@ pub async fn decide(
             outcome,
             reason: form.reason.clone(),
         };
-        layout::value(
+        layout::answer(
             api::decision(
                 State(state.clone()),
                 auth,
@@ -276,7 +297,7 @@ pub async fn decide(
         Ok(action) => Flash::ok(format!(
             "Decision recorded: {} (plan hash {}).",
             form.outcome,
-            text(&action["plan_hash"])
+            shown(Some(&action.plan.plan_hash))
         )),
         Err(error) => Flash::error(&error),
     };

@@ -8,17 +8,19 @@
 //! [`assistant::open_chat`]), and `POST /chat/{id}/stop` is the API's abort. Approval cards
 //! decide through `/actions/{id}/decision`, the Approvals page's form.
 
+use std::collections::BTreeMap;
+
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use maud::{Markup, html};
-use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionsQuery};
+use pulse_api::assistant::{ChatBody, ControlLevelBody, SessionView, SessionsQuery};
 use pulse_capabilities::{ControlLevel, ErrorCode, ToolName};
 use pulse_domain::Scope;
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde::de::IntoDeserializer;
 use uuid::Uuid;
 
-use super::layout::{self, Nav, badge, csrf, text, time};
+use super::layout::{self, Nav, at, badge, csrf, shown};
 use super::session::{CsrfForm, WebUser};
 use crate::assistant::{self, ChatScope};
 use crate::error::ApiError;
@@ -66,16 +68,16 @@ fn tool_label(tool: ToolName) -> &'static str {
 
 /// Every tool's label by wire name, for the script that renders live tool rows.
 fn tool_labels() -> String {
-    let labels: Map<String, Value> = ToolName::ALL
+    let labels: BTreeMap<&str, &str> = ToolName::ALL
         .iter()
-        .map(|t| (t.wire_name().to_owned(), Value::from(tool_label(*t))))
+        .map(|t| (t.wire_name(), tool_label(*t)))
         .collect();
-    Value::Object(labels).to_string()
+    serde_json::to_string(&labels).unwrap_or_default()
 }
 
-async fn sessions(state: &AppState, user: &WebUser) -> Result<Vec<Value>, ApiError> {
+async fn sessions(state: &AppState, user: &WebUser) -> Result<Vec<SessionView>, ApiError> {
     let auth = user.authorized::<ChatScope>()?;
-    let answer = layout::value(
+    let answer = layout::answer(
         assistant::list(
             State(state.clone()),
             auth,
@@ -83,10 +85,10 @@ async fn sessions(state: &AppState, user: &WebUser) -> Result<Vec<Value>, ApiErr
         )
         .await,
     )?;
-    Ok(answer["sessions"].as_array().cloned().unwrap_or_default())
+    Ok(answer.sessions)
 }
 
-fn session_list(sessions: &[Value], current: Option<&str>) -> Markup {
+fn session_list(sessions: &[SessionView], current: Option<&str>) -> Markup {
     html! {
         nav class="sessions" aria-label="Chats" {
             h2 { "Chats" }
@@ -96,15 +98,15 @@ fn session_list(sessions: &[Value], current: Option<&str>) -> Markup {
             } @else {
                 ul {
                     @for session in sessions {
-                        @let id = text(&session["id"]);
+                        @let id = session.id.to_string();
                         li {
                             @if current == Some(id.as_str()) {
-                                a href={"/chat/" (id)} aria-current="page" { (text(&session["title"])) }
+                                a href={"/chat/" (id)} aria-current="page" { (shown(Some(&session.title))) }
                             } @else {
-                                a href={"/chat/" (id)} { (text(&session["title"])) }
+                                a href={"/chat/" (id)} { (shown(Some(&session.title))) }
                             }
                             span class="hint" {
-                                " " (text(&session["control_level"]).replace('_', " ")) " · " (time(&session["updated_at"]))
+                                " " (shown(Some(&session.control_level)).replace('_', " ")) " · " (at(&session.updated_at))
                             }
                         }
                     }
@@ -114,15 +116,15 @@ fn session_list(sessions: &[Value], current: Option<&str>) -> Markup {
     }
 }
 
-fn composer(user: &WebUser, session: Option<&Value>) -> Markup {
+fn composer(user: &WebUser, session: Option<&SessionView>) -> Markup {
     let level = session
-        .and_then(|s| s["control_level"].as_str())
+        .map(|s| s.control_level.as_str())
         .unwrap_or(ControlLevel::default().as_str());
     let resuming = session.is_some();
     html! {
         form id="chat-form" method="post" action="/chat/send" class="panel" {
             (csrf(user))
-            input type="hidden" name="session_id" value=(session.map(|s| text(&s["id"])).unwrap_or_default());
+            input type="hidden" name="session_id" value=(session.map(|s| s.id.to_string()).unwrap_or_default());
             p {
                 label for="chat-prompt" { "Message" }
                 textarea id="chat-prompt" name="prompt" rows="3" required maxlength=(pulse_api::assistant::MAX_PROMPT_CHARS) {}
@@ -147,8 +149,8 @@ fn composer(user: &WebUser, session: Option<&Value>) -> Markup {
     }
 }
 
-fn chat_page(user: &WebUser, sessions: &[Value], session: Option<&Value>) -> Markup {
-    let id = session.map(|s| text(&s["id"]));
+fn chat_page(user: &WebUser, sessions: &[SessionView], session: Option<&SessionView>) -> Markup {
+    let id = session.map(|s| s.id.to_string());
     let approvers = "someone whose role holds actions:approve (an admin or operator)";
     html! {
         h1 { "Pulse Assistant" }
@@ -163,14 +165,14 @@ fn chat_page(user: &WebUser, sessions: &[Value], session: Option<&Value>) -> Mar
                 data-tool-labels=(tool_labels()) {
                 h2 id="chat-title" {
                     @match session {
-                        Some(s) => (text(&s["title"])),
+                        Some(s) => (shown(Some(&s.title))),
                         None => "New chat",
                     }
                 }
                 @if let Some(s) = session {
                     p class="hint" {
-                        (badge(&text(&s["control_level"]))) " " (CONTROL_SCOPE)
-                        @if s["approval_required"].as_bool() == Some(true) { " · every plan waits for approval" }
+                        (badge(&shown(Some(&s.control_level)))) " " (CONTROL_SCOPE)
+                        @if s.approval_required { " · every plan waits for approval" }
                     }
                 }
                 ol id="transcript" class="transcript" aria-label="Transcript" {}
@@ -203,7 +205,7 @@ pub async fn resume(
     let page = async {
         let list = sessions(&state, &user).await?;
         let auth = user.authorized::<ChatScope>()?;
-        let restored = layout::value(
+        let restored = layout::answer(
             assistant::messages(
                 State(state.clone()),
                 auth,
@@ -212,7 +214,7 @@ pub async fn resume(
             )
             .await,
         )?;
-        Ok::<_, ApiError>(chat_page(&user, &list, Some(&restored["session"])))
+        Ok::<_, ApiError>(chat_page(&user, &list, Some(&restored.session)))
     }
     .await;
     match page {
@@ -246,17 +248,18 @@ impl SendForm {
         let control_level = match self.control_level.trim() {
             "" => None,
             raw => Some(
-                serde_json::from_value::<ControlLevelBody>(Value::String(raw.to_owned())).map_err(
-                    |_| {
-                        ApiError::new(
-                            ErrorCode::InvalidParameter,
-                            format!(
-                                "{raw:?} is not a control level; choose read_only, controlled \
+                ControlLevelBody::deserialize(
+                    IntoDeserializer::<serde::de::value::Error>::into_deserializer(raw),
+                )
+                .map_err(|_| {
+                    ApiError::new(
+                        ErrorCode::InvalidParameter,
+                        format!(
+                            "{raw:?} is not a control level; choose read_only, controlled \
                                  or autonomous"
-                            ),
-                        )
-                    },
-                )?,
+                        ),
+                    )
+                })?,
             ),
         };
         Ok(ChatBody {
@@ -349,9 +352,9 @@ mod tests {
 
     #[test]
     fn every_tool_has_a_label_without_its_raw_id() {
-        let labels: Value = serde_json::from_str(&tool_labels()).unwrap();
+        let labels: BTreeMap<String, String> = serde_json::from_str(&tool_labels()).unwrap();
         for tool in ToolName::ALL {
-            let label = labels[tool.wire_name()].as_str().unwrap();
+            let label = &labels[tool.wire_name()];
             assert!(!label.contains('_'), "{label}");
         }
     }

@@ -7,11 +7,10 @@ use axum::extract::{Query, State};
 use axum::response::Response;
 use chrono::NaiveDate;
 use maud::{Markup, html};
-use pulse_api::cost::CostQuery;
+use pulse_api::cost::{CostQuery, RouteView, TotalsView};
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::layout::{self, Nav, raw, text, usd};
+use super::layout::{self, Nav, raw, shown, usd_of};
 use super::session::WebUser;
 use super::svg;
 use crate::authorized::MonitoringReadScope;
@@ -27,24 +26,17 @@ pub struct CostPageQuery {
     days: Option<u32>,
 }
 
-/// A totals object's dollars: the amount, or "unknown" when a call had no price (with the known
-/// part as a lower bound).
-fn dollars(totals: &Value) -> String {
-    if totals["price_known"].as_bool() == Some(false) {
-        let known = usd(&totals["known_cost_usd"]);
+/// Totals' dollars: the amount, or "unknown" when a call had no price (with the known part as a
+/// lower bound).
+fn dollars(totals: &TotalsView) -> String {
+    if !totals.price_known {
+        let known = usd_of(Some(totals.known_cost_usd));
         return format!("unknown (at least {known})");
     }
-    usd(&totals["cost_usd"])
+    usd_of(totals.cost_usd)
 }
 
-fn amount(value: &Value) -> f64 {
-    value
-        .as_f64()
-        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
-        .unwrap_or(0.0)
-}
-
-fn routes_table(routes: &[Value]) -> Markup {
+fn routes_table(routes: &[RouteView]) -> Markup {
     html! {
         div class="table-wrap" {
             table {
@@ -52,11 +44,11 @@ fn routes_table(routes: &[Value]) -> Markup {
                 tbody {
                     @for r in routes {
                         tr {
-                            td { code { (text(&r["route"])) } }
-                            td { (text(&r["calls"])) }
-                            td { (text(&r["input_tokens"])) }
-                            td { (text(&r["output_tokens"])) }
-                            td { (dollars(r)) }
+                            td { code { (shown(Some(&r.route))) } }
+                            td { (r.totals.calls) }
+                            td { (r.totals.input_tokens) }
+                            td { (r.totals.output_tokens) }
+                            td { (dollars(&r.totals)) }
                         }
                     }
                 }
@@ -76,7 +68,7 @@ pub async fn page(
         .filter(|d| WINDOWS.contains(d))
         .unwrap_or(30);
     let answer = match user.authorized::<MonitoringReadScope>() {
-        Ok(auth) => layout::value(
+        Ok(auth) => layout::answer(
             crate::cost::summary(
                 State(state),
                 auth,
@@ -90,33 +82,23 @@ pub async fn page(
         Ok(summary) => summary,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let totals = &summary["totals"];
+    let totals = &summary.totals;
     // Every day of the window, with nothing spent on the days the ledger has no line for.
     let mut per_day: BTreeMap<NaiveDate, (f64, f64)> = BTreeMap::new();
-    if let (Some(from), Some(to)) = (
-        summary["from"]
-            .as_str()
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok()),
-        summary["to"]
-            .as_str()
-            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok()),
-    ) {
-        let mut day = from.date_naive();
-        while day < to.date_naive() {
-            per_day.insert(day, (0.0, 0.0));
-            day = day.succ_opt().unwrap_or(to.date_naive());
-        }
+    let (from, to) = (summary.from.date_naive(), summary.to.date_naive());
+    let mut day = from;
+    while day < to {
+        per_day.insert(day, (0.0, 0.0));
+        day = day.succ_opt().unwrap_or(to);
     }
-    for day in summary["by_day"].as_array().into_iter().flatten() {
-        if let Some(date) = day["date"]
-            .as_str()
-            .and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok())
-        {
-            per_day.insert(
-                date,
-                (amount(&day["known_cost_usd"]), amount(&day["total_tokens"])),
-            );
-        }
+    for day in &summary.by_day {
+        per_day.insert(
+            day.date,
+            (
+                day.totals.known_cost_usd.as_f64(),
+                day.totals.total_tokens as f64,
+            ),
+        );
     }
     let label = |d: &NaiveDate| d.format("%m-%d").to_string();
     let dollars_chart = svg::bars(
@@ -137,8 +119,8 @@ pub async fn page(
             .collect::<Vec<_>>(),
         "",
     );
-    let routes = summary["by_route"].as_array().cloned().unwrap_or_default();
-    let runs = summary["by_run"].as_array().cloned().unwrap_or_default();
+    let routes = &summary.by_route;
+    let runs = &summary.by_run;
     let body = html! {
         h1 { "Cost" }
         form method="get" action="/cost" class="filters" {
@@ -159,10 +141,10 @@ pub async fn page(
                     h2 { "Total" }
                     dl class="facts" {
                         dt { "Dollars" } dd { (dollars(totals)) }
-                        dt { "Tokens" } dd { (text(&totals["total_tokens"])) " (" (text(&totals["input_tokens"])) " in, " (text(&totals["output_tokens"])) " out)" }
-                        dt { "Model calls" } dd { (text(&totals["calls"])) }
-                        @if totals["unknown_price_calls"].as_u64().is_some_and(|n| n > 0) {
-                            dt { "Calls without a price" } dd { (text(&totals["unknown_price_calls"])) }
+                        dt { "Tokens" } dd { (totals.total_tokens) " (" (totals.input_tokens) " in, " (totals.output_tokens) " out)" }
+                        dt { "Model calls" } dd { (totals.calls) }
+                        @if totals.unknown_price_calls > 0 {
+                            dt { "Calls without a price" } dd { (totals.unknown_price_calls) }
                         }
                     }
                 }
@@ -171,7 +153,7 @@ pub async fn page(
             section class="panel" { h2 { "Tokens per day" } (raw(tokens_chart)) }
             section class="panel" {
                 h2 { "By route" }
-                @if routes.is_empty() { p { "Nothing spent in this window." } } @else { (routes_table(&routes)) }
+                @if routes.is_empty() { p { "Nothing spent in this window." } } @else { (routes_table(routes)) }
             }
             section class="panel" {
                 h2 { "By run" }
@@ -182,19 +164,19 @@ pub async fn page(
                         table {
                             thead { tr { th { "Run" } th { "Day" } th { "Calls" } th { "Tokens" } th { "Cost" } } }
                             tbody {
-                                @for run in &runs {
+                                @for run in runs {
                                     tr {
-                                        td { a href={"/runs/" (text(&run["run_id"]))} { code { (text(&run["run_id"])) } } }
-                                        td { (text(&run["date"])) }
-                                        td { (text(&run["calls"])) }
-                                        td { (text(&run["total_tokens"])) }
-                                        td { (dollars(run)) }
+                                        td { a href={"/runs/" (shown(Some(&run.run_id)))} { code { (shown(Some(&run.run_id))) } } }
+                                        td { (run.date) }
+                                        td { (run.totals.calls) }
+                                        td { (run.totals.total_tokens) }
+                                        td { (dollars(&run.totals)) }
                                     }
                                 }
                             }
                         }
                     }
-                    @if summary["runs_truncated"].as_bool() == Some(true) {
+                    @if summary.runs_truncated {
                         p class="hint" { "Only the newest runs are listed; the CSV has them all." }
                     }
                 }

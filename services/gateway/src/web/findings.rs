@@ -4,31 +4,23 @@
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
 use maud::{Markup, html};
+use pulse_api::actions::ActionView;
 use pulse_api::findings::{
-    DismissBody, FindingRef, ListQuery, NoteBody, ResolveBody, SnoozeBody, SuppressBody,
+    DismissBody, FindingRef, InvestigationRecord, ListQuery, NoteBody, ResolveBody, SnoozeBody,
+    SuppressBody,
 };
-use pulse_domain::finding::DismissedReason;
+use pulse_domain::action::ActionState;
+use pulse_domain::finding::{Category, DismissedReason, Finding, FindingStatus, Severity};
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::layout::{self, Nav, badge, csrf, seg, text, time};
+use super::actions::awaiting_verification;
+use super::layout::{self, Nav, at, badge, csrf, segment, shown, wire_name};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::authorized::MonitoringReadScope;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiPath, ApiQuery, FindingRequest};
 use crate::findings::{self as api, FindingScope};
 use crate::state::AppState;
-
-const SEVERITIES: &[&str] = &["critical", "warning", "watch", "info"];
-const CATEGORIES: &[&str] = &[
-    "reliability",
-    "performance",
-    "capacity",
-    "backup",
-    "security",
-    "general",
-];
-const STATUSES: &[&str] = &["active", "snoozed", "dismissed", "suppressed", "resolved"];
 
 #[derive(Debug, Default, Deserialize)]
 pub struct Filters {
@@ -42,14 +34,19 @@ pub struct Filters {
     resource_id: Option<String>,
 }
 
-fn select(name: &str, label: &str, options: &[&str], current: Option<&str>) -> Markup {
+fn select(
+    name: &str,
+    label: &str,
+    options: impl IntoIterator<Item = &'static str>,
+    current: Option<&str>,
+) -> Markup {
     html! {
         p {
             label for=(name) { (label) }
             select id=(name) name=(name) {
                 option value="" { "any" }
                 @for option in options {
-                    option value=(option) selected[current == Some(*option)] { (option) }
+                    option value=(option) selected[current == Some(option)] { (option) }
                 }
             }
         }
@@ -72,7 +69,9 @@ pub async fn list(
     let Query(filters) = filters.unwrap_or_default();
     let status = non_empty(&filters.status);
     // Any status but active is among the resolved-inclusive list.
-    let include_resolved = status.as_deref().is_some_and(|s| s != "active");
+    let include_resolved = status
+        .as_deref()
+        .is_some_and(|s| s != FindingStatus::Active.as_str());
     // The filters as the API reads a query, so a bad one is refused as the API refuses it.
     let pairs = [
         ("include_resolved", include_resolved.then(|| "1".to_owned())),
@@ -91,23 +90,23 @@ pub async fn list(
         Ok(auth) => {
             async {
                 let query = ApiQuery::<ListQuery, FindingRequest>::parse(&query)?;
-                layout::value(api::list(State(state), auth, query).await)
+                layout::answer(api::list(State(state), auth, query).await)
             }
             .await
         }
         Err(error) => Err(error),
     };
-    let found = match answer {
-        Ok(found) => found,
+    let findings = match answer {
+        Ok(found) => found.findings,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let findings = found["findings"].as_array().cloned().unwrap_or_default();
     let body = html! {
         h1 { "Findings" }
         form method="get" action="/findings" class="filters panel" role="search" {
-            (select("severity", "Severity", SEVERITIES, filters.severity.as_deref()))
-            (select("category", "Category", CATEGORIES, filters.category.as_deref()))
-            (select("status", "Status", STATUSES, status.as_deref()))
+            // Most severe first.
+            (select("severity", "Severity", Severity::ALL.iter().rev().map(|s| s.as_str()), filters.severity.as_deref()))
+            (select("category", "Category", Category::ALL.map(Category::as_str), filters.category.as_deref()))
+            (select("status", "Status", FindingStatus::ALL.map(FindingStatus::as_str), status.as_deref()))
             p {
                 label for="resource_id" { "Resource" }
                 input id="resource_id" name="resource_id" value=(filters.resource_id.as_deref().unwrap_or(""));
@@ -128,12 +127,12 @@ pub async fn list(
                         tbody {
                             @for finding in &findings {
                                 tr {
-                                    td { (badge(finding["severity"].as_str().unwrap_or("info"))) }
-                                    td { a href={"/findings/" (text(&finding["id"]))} { (text(&finding["title"])) } }
-                                    td { (text(&finding["resource_name"])) br; code { (text(&finding["resource_id"])) } }
-                                    td class="opt" { (text(&finding["category"])) }
-                                    td { (badge(finding["status"].as_str().unwrap_or("unknown"))) }
-                                    td class="opt" { (time(&finding["last_seen_at"])) }
+                                    td { (badge(finding.severity.as_str())) }
+                                    td { a href={"/findings/" (finding.id)} { (shown(Some(&finding.title))) } }
+                                    td { (shown(Some(&finding.resource_name))) br; code { (shown(Some(&finding.resource_id))) } }
+                                    td class="opt" { (finding.category.as_str()) }
+                                    td { (badge(finding.status.as_str())) }
+                                    td class="opt" { (at(&finding.last_seen_at)) }
                                 }
                             }
                         }
@@ -145,17 +144,14 @@ pub async fn list(
     layout::page(&user, "Findings", Nav::Findings, body)
 }
 
-fn lifecycle(finding: &Value) -> Markup {
-    let events = finding["lifecycle"].as_array().cloned().unwrap_or_default();
+fn lifecycle(finding: &Finding) -> Markup {
     html! {
         ol class="timeline" {
-            @for event in events.iter().rev() {
+            @for event in finding.lifecycle.iter().rev() {
                 li {
-                    (time(&event["at"])) " · " strong { (text(&event["type"]).replace('_', " ")) }
-                    @if let Some(actor) = event["actor"].as_str() { " by " (actor) }
-                    @if let Some(note) = event["note"].as_str().filter(|n| !n.is_empty()) { " · " (note) }
-                    @if let Some(meta) = event["metadata"].as_object().filter(|m| !m.is_empty()) {
-                        " · " code { (Value::Object(meta.clone()).to_string()) }
+                    (at(&event.at)) " · " strong { (event.event_type.as_str().replace('_', " ")) }
+                    @if !event.metadata.is_empty() {
+                        " · " code { (serde_json::to_string(&event.metadata).unwrap_or_default()) }
                     }
                 }
             }
@@ -163,52 +159,51 @@ fn lifecycle(finding: &Value) -> Markup {
     }
 }
 
-fn investigation(record: &Value) -> Markup {
-    if record.is_null() {
+fn investigation(record: Option<&InvestigationRecord>) -> Markup {
+    let Some(record) = record else {
         return html! { p { "Not investigated." } };
-    }
+    };
     html! {
         dl class="facts" {
-            dt { "Status" } dd { (badge(record["status"].as_str().unwrap_or("unknown"))) }
-            dt { "Outcome" } dd { (text(&record["outcome"])) }
-            dt { "Confidence" } dd { (text(&record["confidence"])) }
-            dt { "Conclusion" } dd { (text(&record["conclusion"])) }
-            dt { "Recommended" } dd { (text(&record["recommended_action"])) }
+            dt { "Status" } dd { (badge(&wire_name(&record.status))) }
+            dt { "Outcome" } dd { (shown(record.outcome.map(|o| wire_name(&o)).as_deref())) }
+            dt { "Confidence" } dd { (shown(Some(&record.confidence))) }
+            dt { "Conclusion" } dd { (shown(Some(&record.conclusion))) }
+            dt { "Recommended" } dd { (shown(Some(&record.recommended_action))) }
             dt { "Tools used" } dd {
-                @for tool in record["tools_used"].as_array().into_iter().flatten() { code { (text(tool)) } " " }
+                @for tool in &record.tools_used { code { (shown(Some(tool))) } " " }
             }
-            dt { "Started" } dd { (time(&record["started_at"])) }
+            dt { "Started" } dd { (at(&record.started_at)) }
         }
-        @if let Some(evidence) = record["evidence"].as_array().filter(|e| !e.is_empty()) {
+        @if !record.evidence.is_empty() {
             h3 { "Evidence gathered" }
             ul {
-                @for item in evidence {
+                @for item in &record.evidence {
                     li {
-                        @if let Some(obj) = item.as_object() {
-                            @for (key, value) in obj { strong { (key) } ": " (text(value)) " " }
-                        } @else { (text(item)) }
+                        strong { "id" } ": " (shown(Some(&item.id))) " "
+                        strong { "kind" } ": " (shown(Some(&item.kind))) " "
+                        strong { "summary" } ": " (shown(Some(&item.summary))) " "
                     }
                 }
             }
         }
-        @if let Some(proposal) = record["proposal"].as_object() {
+        @if let Some(proposal) = &record.proposal {
             h3 { "Proposed fix" }
             dl class="facts" {
-                @for (key, value) in proposal {
-                    dt { (key.replace('_', " ")) }
-                    dd {
-                        @if key == "action_id" {
-                            a href={"/actions/" (text(value))} { (text(value)) }
-                        } @else { (text(value)) }
-                    }
+                dt { "capability name" } dd { (shown(Some(&proposal.capability_name))) }
+                dt { "causal resource id" } dd { (shown(Some(&proposal.causal_resource_id))) }
+                dt { "reason" } dd { (shown(Some(&proposal.reason))) }
+                dt { "resource id" } dd { (shown(Some(&proposal.resource_id))) }
+                @if let Some(action) = &record.action {
+                    dt { "action id" } dd { a href={"/actions/" (action.action_id)} { (action.action_id) } }
                 }
             }
         }
     }
 }
 
-fn action_forms(user: &WebUser, id: &str, allowed: &[String]) -> Markup {
-    let allows = |name: &str| allowed.iter().any(|a| a == name);
+fn action_forms<A: AsRef<str>>(user: &WebUser, id: &str, allowed: &[A]) -> Markup {
+    let allows = |name: &str| allowed.iter().any(|a| a.as_ref() == name);
     html! {
         div class="actions-row" {
             @if allows("acknowledge") {
@@ -276,22 +271,41 @@ fn action_forms(user: &WebUser, id: &str, allowed: &[String]) -> Markup {
 }
 
 /// The actions recorded to fix `finding_id`, newest first.
-async fn fixes(state: &AppState, user: &WebUser, finding_id: &str) -> Vec<Value> {
+async fn fixes(state: &AppState, user: &WebUser, finding: &Finding) -> Vec<ActionView> {
     let Ok(auth) = user.authorized::<MonitoringReadScope>() else {
         return Vec::new();
     };
     let query = pulse_api::actions::ListQuery { limit: Some(200) };
-    let Ok(list) =
-        layout::value(crate::actions::list(State(state.clone()), auth, ApiQuery::new(query)).await)
-    else {
+    let Ok(list) = layout::answer(
+        crate::actions::list(State(state.clone()), auth, ApiQuery::new(query)).await,
+    ) else {
         return Vec::new();
     };
-    list.as_array()
-        .into_iter()
-        .flatten()
-        .filter(|a| a["finding_id"].as_str() == Some(finding_id))
-        .cloned()
+    list.into_iter()
+        .filter(|a| a.finding_id == Some(finding.id))
         .collect()
+}
+
+/// The actions planned to fix a finding, each with its state and verification.
+fn fix_list(fixes: &[ActionView]) -> Markup {
+    html! {
+        @if fixes.is_empty() {
+            p { "No fix has been planned for this finding." }
+        } @else {
+            ul {
+                @for action in fixes {
+                    li {
+                        a href={"/actions/" (action.plan.action_id)} { code { (action.plan.capability.as_str()) } }
+                        " · " (badge(action.state.as_str()))
+                        @if let Some(v) = action.verification { " · " (badge(v.as_str())) }
+                        @if awaiting_verification(action) {
+                            " · awaiting verification"
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub async fn detail(
@@ -302,7 +316,7 @@ pub async fn detail(
     let answer = match user.authorized::<FindingScope>() {
         Ok(auth) => {
             async {
-                layout::value(
+                layout::answer(
                     api::get(State(state.clone()), auth, ApiPath::parse(id.clone())?).await,
                 )
             }
@@ -314,90 +328,73 @@ pub async fn detail(
         Ok(answer) => answer,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let finding = &answer["finding"];
-    let allowed: Vec<String> = answer["allowed_actions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a.as_str().map(str::to_owned))
-        .collect();
-    let fixes = fixes(&state, &user, &id).await;
+    let finding = &answer.finding;
+    let allowed = &answer.allowed_actions;
+    let fixes = fixes(&state, &user, finding).await;
     // Polled while something no event announces is under way: an investigation not recorded
     // yet on an open finding, a fix not judged yet.
-    let investigating = answer["investigation_record"].is_null()
-        && matches!(finding["status"].as_str(), Some("active" | "acknowledged"));
+    let investigating =
+        answer.investigation_record.is_none() && finding.status == FindingStatus::Active;
     let in_flight = investigating
         || fixes.iter().any(|a| {
-            a["verification"].is_null()
-                && !matches!(a["state"].as_str(), Some("rejected" | "expired" | "failed"))
+            a.verification.is_none()
+                && !matches!(
+                    a.state,
+                    ActionState::Rejected | ActionState::Expired | ActionState::Failed
+                )
         });
-    let title = text(&finding["title"]);
+    let title = shown(Some(&finding.title));
     let body = html! {
         p { a href="/findings" { "← All findings" } }
         div id="finding" data-live data-pending[in_flight] {
             h1 { (title) }
             p {
-                (badge(finding["severity"].as_str().unwrap_or("info"))) " "
-                (badge(finding["status"].as_str().unwrap_or("unknown")))
+                (badge(finding.severity.as_str())) " "
+                (badge(finding.status.as_str()))
             }
             div class="grid" {
                 div class="panel" {
                     h2 { "What" }
                     dl class="facts" {
-                        dt { "Resource" } dd { a href={"/resources/" (seg(&finding["resource_id"]))} { (text(&finding["resource_name"])) } " " code { (text(&finding["resource_id"])) } }
-                        dt { "Category" } dd { (text(&finding["category"])) }
-                        dt { "Detected" } dd { (time(&finding["detected_at"])) }
-                        dt { "Last seen" } dd { (time(&finding["last_seen_at"])) }
-                        dt { "Times raised" } dd { (text(&finding["times_raised"])) }
-                        @if finding["dismissed_reason"].is_string() {
-                            dt { "Dismissed as" } dd { (text(&finding["dismissed_reason"])) }
+                        dt { "Resource" } dd { a href={"/resources/" (segment(&finding.resource_id))} { (shown(Some(&finding.resource_name))) } " " code { (shown(Some(&finding.resource_id))) } }
+                        dt { "Category" } dd { (finding.category.as_str()) }
+                        dt { "Detected" } dd { (at(&finding.detected_at)) }
+                        dt { "Last seen" } dd { (at(&finding.last_seen_at)) }
+                        dt { "Times raised" } dd { (finding.times_raised) }
+                        @if let Some(reason) = finding.dismissed_reason {
+                            dt { "Dismissed as" } dd { (reason.as_str()) }
                         }
-                        @if !text(&finding["user_note"]).starts_with('—') {
-                            dt { "Note" } dd { (text(&finding["user_note"])) }
+                        @if !finding.user_note.is_empty() {
+                            dt { "Note" } dd { (finding.user_note) }
                         }
                     }
-                    p { (text(&finding["description"])) }
-                    @if finding["impact"].as_str().is_some_and(|s| !s.is_empty()) {
-                        p { strong { "Impact: " } (text(&finding["impact"])) }
+                    p { (shown(Some(&finding.description))) }
+                    @if !finding.impact.is_empty() {
+                        p { strong { "Impact: " } (finding.impact) }
                     }
-                    @if finding["recommendation"].as_str().is_some_and(|s| !s.is_empty()) {
-                        p { strong { "Recommendation: " } (text(&finding["recommendation"])) }
+                    @if !finding.recommendation.is_empty() {
+                        p { strong { "Recommendation: " } (finding.recommendation) }
                     }
                 }
                 div class="panel" {
                     h2 { "Evidence" }
-                    pre { (text(&finding["evidence"])) }
+                    pre { (shown(Some(&finding.evidence))) }
                 }
             }
             section class="panel" id="investigation" {
                 h2 { "Investigation" }
-                (investigation(&answer["investigation_record"]))
+                (investigation(answer.investigation_record.as_ref()))
             }
             section class="panel" id="fix" {
                 h2 { "Fix" }
-                @if fixes.is_empty() {
-                    p { "No fix has been planned for this finding." }
-                } @else {
-                    ul {
-                        @for action in &fixes {
-                            li {
-                                a href={"/actions/" (text(&action["id"]))} { code { (text(&action["capability"])) } }
-                                " · " (badge(action["state"].as_str().unwrap_or("unknown")))
-                                @if let Some(v) = action["verification"].as_str() { " · " (badge(v)) }
-                                @if action["verification"].is_null() && action["state"].as_str() == Some("completed") {
-                                    " · awaiting verification"
-                                }
-                            }
-                        }
-                    }
-                }
+                (fix_list(&fixes))
             }
             section class="panel" {
                 h2 { "Act on this finding" }
                 @if allowed.is_empty() {
                     p { "No operator action applies in this status." }
                 } @else {
-                    (action_forms(&user, &id, &allowed))
+                    (action_forms(&user, &id, allowed))
                 }
             }
             section class="panel" {
@@ -539,12 +536,99 @@ async fn perform(
             ));
         }
     }?;
-    let status = serde_json::to_value(answer.0.finding.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let status = answer.0.finding.status;
     Ok(format!(
         "{}: done; the finding is now {status}.",
         action.replace('-', " ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::action::{
+        ActionPlan, ApprovalFloor, Capability, PolicyDecision, PolicyOutcome, Severity,
+        Verification,
+    };
+    use uuid::Uuid;
+
+    use super::*;
+
+    fn fix(state: ActionState, verification: Option<Verification>) -> ActionView {
+        let now = Utc::now();
+        ActionView {
+            plan: ActionPlan {
+                action_id: Uuid::from_u128(7),
+                resource_id: "service:host-1:web".to_owned(),
+                agent_id: "host-1".to_owned(),
+                capability: Capability::ServiceRestart,
+                params: serde_json::json!({"target": "web"}),
+                reason: "the health check fails".to_owned(),
+                severity: Severity::Warning,
+                approval_floor: ApprovalFloor::None,
+                requested_by: "patrol:investigation".to_owned(),
+                planned_at: now,
+                expires_at: now,
+                resource_version: "v1".to_owned(),
+                policy_decision: PolicyDecision {
+                    outcome: PolicyOutcome::NeedsApproval,
+                    reason_codes: Vec::new(),
+                },
+                plan_hash: "hash".to_owned(),
+            },
+            state,
+            version: 1,
+            decided_by: None,
+            decided_by_name: None,
+            decision_reason: None,
+            human_approved: false,
+            lease_id: None,
+            lease_expires_at: None,
+            result: None,
+            updated_at: now,
+            finding_id: None,
+            verification,
+            verification_reason: None,
+            verified_at: None,
+        }
+    }
+
+    #[test]
+    fn a_fix_links_its_action_and_says_whether_it_was_verified() {
+        let action = format!("/actions/{}", Uuid::from_u128(7));
+        let ran = fix_list(&[fix(ActionState::Completed, None)]).into_string();
+        assert!(ran.contains(&format!(r#"href="{action}""#)), "{ran}");
+        assert!(ran.contains("service.restart"), "{ran}");
+        assert!(ran.contains("awaiting verification"), "{ran}");
+        let verified =
+            fix_list(&[fix(ActionState::Completed, Some(Verification::Verified))]).into_string();
+        assert!(
+            verified.contains(r#"class="badge b-verified""#),
+            "{verified}"
+        );
+        assert!(!verified.contains("awaiting verification"), "{verified}");
+        let none = fix_list(&[]).into_string();
+        assert!(none.contains("No fix has been planned"), "{none}");
+    }
+
+    #[test]
+    fn the_filters_offer_every_value_the_api_accepts() {
+        let form = select(
+            "status",
+            "Status",
+            FindingStatus::ALL.map(FindingStatus::as_str),
+            Some("dismissed"),
+        )
+        .into_string();
+        for status in FindingStatus::ALL {
+            assert!(
+                form.contains(&format!(r#"value="{}""#, status.as_str())),
+                "{status} missing from {form}"
+            );
+        }
+        assert!(
+            form.contains(r#"<option value="dismissed" selected>"#),
+            "{form}"
+        );
+    }
 }

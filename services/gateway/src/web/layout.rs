@@ -3,7 +3,6 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use serde_json::Value;
 
 use super::session::{CSRF_FIELD, WebUser, clear_flash};
 use crate::error::ApiError;
@@ -158,31 +157,37 @@ pub fn csrf(user: &WebUser) -> Markup {
     html! { input type="hidden" name=(CSRF_FIELD) value=(user.session.csrf_token); }
 }
 
-/// A JSON string field, or an em dash.
-pub fn text(value: &Value) -> String {
+/// A handler's typed answer, for rendering.
+pub fn answer<T>(answer: Result<axum::Json<T>, ApiError>) -> Result<T, ApiError> {
+    answer.map(|axum::Json(body)| body)
+}
+
+/// A text, or an em dash when there is none or it is empty.
+pub fn shown(value: Option<&str>) -> String {
     match value {
-        Value::Null => "—".to_owned(),
-        Value::String(s) if s.is_empty() => "—".to_owned(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Some(s) if !s.is_empty() => s.to_owned(),
+        _ => "—".to_owned(),
     }
 }
 
-/// An RFC 3339 time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
-pub fn time(value: &Value) -> Markup {
-    match value.as_str() {
-        Some(raw) => {
-            let shown = chrono::DateTime::parse_from_rfc3339(raw)
-                .map(|t| {
-                    t.with_timezone(&chrono::Utc)
-                        .format("%Y-%m-%d %H:%M:%S UTC")
-                        .to_string()
-                })
-                .unwrap_or_else(|_| raw.to_owned());
-            html! { time datetime=(raw) { (shown) } }
-        }
+/// A time as `YYYY-MM-DD HH:MM:SS UTC` in a `<time>` element.
+pub fn at(value: &chrono::DateTime<chrono::Utc>) -> Markup {
+    let raw = value.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+    let shown = value.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    html! { time datetime=(raw) { (shown) } }
+}
+
+/// A time if there is one, or an em dash.
+pub fn at_opt(value: Option<&chrono::DateTime<chrono::Utc>>) -> Markup {
+    match value {
+        Some(value) => at(value),
         None => html! { "—" },
     }
+}
+
+/// A text as one path segment or query value (resource ids hold `/`).
+pub fn segment(value: &str) -> String {
+    pulse_mcp::encode(value)
 }
 
 /// A status word as a badge (its class names the state, never the only signal: the word shows).
@@ -194,15 +199,19 @@ pub fn badge(word: &str) -> Markup {
     html! { span class=(class) { (word.replace('_', " ")) } }
 }
 
-/// Dollars with up to four decimals (from a number or the exact decimal string the cost API
-/// answers); unknown (no price) says so.
-pub fn usd(value: &Value) -> String {
-    let amount = value
-        .as_f64()
-        .or_else(|| value.as_str().and_then(|s| s.parse::<f64>().ok()));
+/// Dollars with up to four decimals (two unless the amount is below a cent).
+pub fn dollars(amount: f64) -> String {
+    if amount < 0.01 && amount > 0.0 {
+        format!("${amount:.4}")
+    } else {
+        format!("${amount:.2}")
+    }
+}
+
+/// An amount of dollars, or "unknown" when there is no price.
+pub fn usd_of(amount: Option<pulse_domain::usd::Usd>) -> String {
     match amount {
-        Some(v) if v < 0.01 && v > 0.0 => format!("${v:.4}"),
-        Some(v) => format!("${v:.2}"),
+        Some(amount) => dollars(amount.as_f64()),
         None => "unknown".to_owned(),
     }
 }
@@ -212,40 +221,17 @@ pub fn raw(markup: String) -> PreEscaped<String> {
     PreEscaped(markup)
 }
 
-/// A handler's JSON answer as a value for rendering.
-pub fn value<T: serde::Serialize>(
-    answer: Result<axum::Json<T>, ApiError>,
-) -> Result<Value, ApiError> {
-    let axum::Json(body) = answer?;
-    serde_json::to_value(body)
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))
-}
-
-/// A handler's answer that is a full response (with an ETag, say) read back as JSON.
-pub async fn response_value(
-    answer: Result<axum::response::Response, ApiError>,
-) -> Result<Value, ApiError> {
-    let response = answer?;
-    let status = response.status();
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
-    let body: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(pulse_capabilities::ErrorCode::InternalError, e.to_string()))?;
-    if status.is_success() {
-        return Ok(body);
-    }
-    let code = body["error"]
-        .as_str()
-        .and_then(pulse_capabilities::ErrorCode::from_code)
-        .unwrap_or(pulse_capabilities::ErrorCode::InternalError);
-    Err(ApiError::new(code, text(&body["message"])))
-}
-
-/// A value as one path segment or query value (resource ids hold `/`).
-pub fn seg(value: &Value) -> String {
-    match value {
-        Value::String(s) => pulse_mcp::encode(s),
-        other => pulse_mcp::encode(&other.to_string()),
+/// The word a unit enum answers on the wire (its serde name), for enums with no `as_str`.
+pub fn wire_name<T: serde::Serialize>(value: &T) -> String {
+    let Ok(json) = serde_json::to_string(value) else {
+        return "—".to_owned();
+    };
+    // A unit variant is one JSON string; its name holds no character JSON escapes.
+    match json
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        Some(name) => name.to_owned(),
+        None => json,
     }
 }

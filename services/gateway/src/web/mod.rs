@@ -31,14 +31,6 @@ use pulse_store::tokens::Principal;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-pub use signin::AddressLimiter;
-
-/// What the web UI keeps between requests.
-#[derive(Debug, Default)]
-pub struct WebState {
-    pub limiter: AddressLimiter,
-}
-
 /// The principal of a signed-in browser, for the API's safe methods.
 pub async fn session_principal(
     state: &AppState,

@@ -1,42 +1,44 @@
 //! The Patrol page: status and readiness, the on/off switch, the mode, Run now, the live run.
 
-use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use chrono::Utc;
 use maud::{Markup, html};
+use pulse_api::settings::SettingsView;
 use pulse_domain::Scope;
+use pulse_domain::ai_settings::{Acknowledgement, AutonomyLevel, PatchBody};
+use pulse_domain::patrol::scope::{RawRunRequest, RunRequest};
+use pulse_domain::patrol::status::{HealthBasis, PatrolStatus};
+use pulse_domain::resource::Resource;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::layout::{self, Nav, badge, csrf, text, time};
+use super::layout::{self, Nav, at, at_opt, badge, csrf, shown, wire_name};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::authorized::{AdminScope, MonitoringReadScope};
 use crate::error::ApiError;
-use crate::extract::{ApiJson, ApiQuery};
+use crate::extract::ApiQuery;
 use crate::patrol::PatrolExecuteScope;
 use crate::state::AppState;
 
 /// The four modes with the words operators know them by.
-pub const MODES: &[(&str, &str, &str)] = &[
+pub const MODES: &[(AutonomyLevel, &str, &str)] = &[
     (
-        "monitor",
+        AutonomyLevel::Monitor,
         "Watch only",
         "Patrol records findings; it never proposes or runs a fix.",
     ),
     (
-        "approval",
+        AutonomyLevel::Approval,
         "Ask first",
         "Patrol may propose a fix; nothing runs until a human approves it.",
     ),
     (
-        "assisted",
+        AutonomyLevel::Assisted,
         "Safe auto-fix",
         "Low-risk fixes run on their own; everything else waits for approval.",
     ),
     (
-        "full",
+        AutonomyLevel::Full,
         "Autopilot",
         "Every fix the policy allows runs without asking. Needs your acknowledgement.",
     ),
@@ -48,77 +50,70 @@ pub const AUTOPILOT_TERMS: &str = "I understand that in Autopilot Patrol runs ev
     verified and audited afterwards, not approved before.";
 
 /// Reads the AI settings view, when the user may.
-async fn settings_view(state: &AppState, user: &WebUser) -> Option<Value> {
+async fn settings_view(state: &AppState, user: &WebUser) -> Option<SettingsView> {
     let auth = user.authorized::<AdminScope>().ok()?;
-    layout::response_value(crate::settings::get(State(state.clone()), auth).await)
-        .await
-        .ok()
+    crate::settings::current(state, &auth).await.ok()
 }
 
-pub async fn status(state: &AppState, user: &WebUser) -> Result<Value, ApiError> {
+async fn patrol_status(state: &AppState, user: &WebUser) -> Result<PatrolStatus, ApiError> {
     let auth = user.authorized::<MonitoringReadScope>()?;
-    layout::value(crate::patrol::status(State(state.clone()), auth).await)
+    layout::answer(crate::patrol::status(State(state.clone()), auth).await)
 }
 
-fn status_panel(status: &Value) -> Markup {
-    let runtime = status["runtime_state"].as_str().unwrap_or("unknown");
+fn status_panel(status: &PatrolStatus) -> Markup {
+    let by = &status.active_findings;
     html! {
         div class="panel" id="patrol-status" data-live {
             h2 { "Status" }
             dl class="facts" {
-                dt { "State" } dd { (badge(runtime)) }
-                dt { "Enabled" } dd { @if status["enabled"].as_bool() == Some(true) { "on" } @else { "off" } }
+                dt { "State" } dd { (badge(&wire_name(&status.runtime_state))) }
+                dt { "Enabled" } dd { @if status.enabled { "on" } @else { "off" } }
                 dt { "Health" } dd id="patrol-health" {
-                    @match status["healthy"].as_bool() {
+                    @match status.healthy {
                         Some(true) => (badge("healthy")),
                         Some(false) => {
                             (badge("unhealthy"))
-                            @if status["health_basis"] == "active_findings" {
+                            @if status.health_basis == HealthBasis::ActiveFindings {
                                 " warning or critical findings are active"
                             }
                         }
-                        None => @if status["health_basis"] == "recent_full_run_errored" {
+                        None => @if status.health_basis == HealthBasis::RecentFullRunErrored {
                             "not known (the last full run ended in error)"
                         } @else {
                             "not yet known (no recent full run)"
                         },
                     }
                 }
-                dt { "Last patrol" } dd { (time(&status["last_patrol_at"])) }
-                dt { "Next patrol" } dd { (time(&status["next_patrol_at"])) }
-                dt { "Resources checked" } dd { (text(&status["resources_checked"])) }
+                dt { "Last patrol" } dd { (at_opt(status.last_patrol_at.as_ref())) }
+                dt { "Next patrol" } dd { (at_opt(status.next_patrol_at.as_ref())) }
+                dt { "Resources checked" } dd { (shown(status.resources_checked.map(|n| n.to_string()).as_deref())) }
                 dt { "Active findings" } dd id="patrol-active-findings" {
-                    (text(&status["findings_count"]))
-                    @let by = &status["active_findings"];
-                    @if by.is_object() {
-                        " (" (text(&by["critical"])) " critical, " (text(&by["warning"])) " warning, "
-                        (text(&by["watch"])) " watch, " (text(&by["info"])) " info)"
-                    }
+                    (status.findings_count)
+                    " (" (by.critical) " critical, " (by.warning) " warning, "
+                    (by.watch) " watch, " (by.info) " info)"
                 }
-                @if let Some(run) = status["current_run_id"].as_str() {
+                @if let Some(run) = &status.current_run_id {
                     dt { "Running now" } dd { a href={"/runs/" (run)} { (run) } }
                 }
             }
-            @if let Some(reason) = status["blocked_reason"].as_str() {
+            @if let Some(reason) = &status.blocked_reason {
                 p class="flash error" role="alert" {
                     strong { "Blocked" }
-                    @if let Some(cause) = status["blocked_cause"].as_str() { " (" code { (cause) } ")" }
+                    @if let Some(cause) = &status.blocked_cause { " (" code { (wire_name(cause)) } ")" }
                     ": " (reason)
-                    @if status["blocked_until"].is_string() { " Lifts at " (time(&status["blocked_until"])) "." }
+                    @if let Some(until) = &status.blocked_until { " Lifts at " (at(until)) "." }
                 }
             }
-            @if let Some(checks) = status["readiness_checks"].as_array() {
-                h3 { "Readiness" }
-                div class="table-wrap" {
-                    table {
-                        thead { tr { th { "Check" } th { "Result" } th { "What it says / what to do" } } }
-                        tbody {
-                            @for check in checks {
-                                tr {
-                                    td { (text(&check["id"])) }
-                                    td { (badge(check["status"].as_str().unwrap_or("unknown"))) }
-                                    td { (text(&check["message"])) }
-                                }
+            h3 { "Readiness" }
+            div class="table-wrap" {
+                table {
+                    thead { tr { th { "Check" } th { "Result" } th { "What it says / what to do" } } }
+                    tbody {
+                        @for check in &status.readiness_checks {
+                            tr {
+                                td { (wire_name(&check.id)) }
+                                td { (badge(&wire_name(&check.status))) }
+                                td { (shown(Some(&check.message))) }
                             }
                         }
                     }
@@ -128,17 +123,16 @@ fn status_panel(status: &Value) -> Markup {
     }
 }
 
-fn mode_form(user: &WebUser, settings: &Value) -> Markup {
-    let current = settings["autonomy_level"].as_str().unwrap_or("monitor");
+fn mode_form(user: &WebUser, settings: &SettingsView) -> Markup {
     html! {
         form method="post" action="/patrol/mode" class="panel" id="mode-form" {
             (csrf(user))
             fieldset {
                 legend { h2 { "Mode" } }
                 div class="modes" {
-                    @for (value, label, meaning) in MODES {
+                    @for (level, label, meaning) in MODES {
                         label {
-                            input type="radio" name="mode" value=(value) checked[*value == current];
+                            input type="radio" name="mode" value=(wire_name(level)) checked[*level == settings.autonomy_level];
                             " " strong { (label) } (meaning)
                         }
                     }
@@ -148,10 +142,10 @@ fn mode_form(user: &WebUser, settings: &Value) -> Markup {
                     " "
                     label for="autopilot-ack" { (AUTOPILOT_TERMS) }
                 }
-                @if let Some(ack) = settings["autopilot_acknowledgement"].as_object() {
+                @if let Some(ack) = &settings.autopilot_acknowledgement {
                     p class="hint" {
-                        "Autopilot terms version " (text(&ack["version"])) " accepted by "
-                        (text(&ack["acknowledged_by"])) " at " (time(&ack["at"])) "."
+                        "Autopilot terms version " (ack.version) " accepted by "
+                        (shown(Some(&ack.acknowledged_by))) " at " (at(&ack.at)) "."
                     }
                 }
             }
@@ -161,13 +155,13 @@ fn mode_form(user: &WebUser, settings: &Value) -> Markup {
 }
 
 pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
-    let status = match status(&state, &user).await {
+    let status = match patrol_status(&state, &user).await {
         Ok(status) => status,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
     let settings = settings_view(&state, &user).await;
     let resources = resources(&state, &user).await;
-    let enabled = status["enabled"].as_bool() == Some(true);
+    let enabled = status.enabled;
     let can_run = user.can(Scope::Admin) && user.can(Scope::AiExecute);
     let body = html! {
         h1 { "Patrol" }
@@ -201,11 +195,11 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                         div class="modes" {
                             @for resource in &resources {
                                 label {
-                                    input type="checkbox" name="resource" value=(text(&resource["id"]));
-                                    " " (text(&resource["name"])) " "
-                                    (badge(resource["health"].as_str().unwrap_or("unknown")))
+                                    input type="checkbox" name="resource" value=(resource.id.as_str());
+                                    " " (shown(Some(&resource.name))) " "
+                                    (badge(resource.health.as_str()))
                                     br;
-                                    span class="hint" { code { (text(&resource["id"])) } }
+                                    span class="hint" { code { (shown(Some(resource.id.as_str()))) } }
                                 }
                             }
                         }
@@ -229,17 +223,16 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
 }
 
 /// The tenant's resources for the Run now choice (at most [`MAX_RUN_CHOICES`]).
-async fn resources(state: &AppState, user: &WebUser) -> Vec<Value> {
+async fn resources(state: &AppState, user: &WebUser) -> Vec<Resource> {
     let Ok(auth) = user.authorized::<MonitoringReadScope>() else {
         return Vec::new();
     };
     let query = pulse_api::resources::ListQuery {
         resource_type: None,
     };
-    layout::value(crate::resources::list(State(state.clone()), auth, ApiQuery::new(query)).await)
-        .ok()
-        .and_then(|list| list["resources"].as_array().cloned())
-        .map(|mut list| {
+    layout::answer(crate::resources::list(State(state.clone()), auth, ApiQuery::new(query)).await)
+        .map(|list| {
+            let mut list = list.resources;
             list.truncate(MAX_RUN_CHOICES);
             list
         })
@@ -249,71 +242,50 @@ async fn resources(state: &AppState, user: &WebUser) -> Vec<Value> {
 /// Resources offered as checkboxes; more are named in the text field.
 const MAX_RUN_CHOICES: usize = 60;
 
-fn json_headers() -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers
-}
-
 pub async fn run_now(
     State(state): State<AppState>,
     form: CsrfForm<Vec<(String, String)>>,
 ) -> Response {
     let CsrfForm { user, form } = form;
-    let mut ids: Vec<&str> = Vec::new();
+    let mut ids: Vec<String> = Vec::new();
     for (key, value) in &form {
         match key.as_str() {
-            "resource" => ids.push(value.trim()),
-            "resource_ids" => ids.extend(value.split([',', ' ', '\n', '\t']).map(str::trim)),
+            "resource" => ids.push(value.trim().to_owned()),
+            "resource_ids" => ids.extend(
+                value
+                    .split([',', ' ', '\n', '\t'])
+                    .map(|id| id.trim().to_owned()),
+            ),
             _ => {}
         }
     }
     ids.retain(|id| !id.is_empty());
     ids.dedup();
-    let body = if ids.is_empty() {
-        json!({})
-    } else {
-        json!({ "resource_ids": ids })
+    // Nothing named is a full run, as an empty API body is.
+    let raw = RawRunRequest {
+        resource_ids: (!ids.is_empty()).then_some(ids),
+        ..RawRunRequest::default()
     };
     let answer = async {
         let auth = user.authorized::<PatrolExecuteScope>()?;
-        let response = crate::patrol::run(
-            State(state.clone()),
-            auth,
-            json_headers(),
-            Ok(Bytes::from(body.to_string())),
-        )
-        .await;
-        layout::response_value(response).await
+        let request = RunRequest::from_raw(raw).map_err(crate::patrol::request_error)?;
+        crate::patrol::start(&state, &auth, request).await
     }
     .await;
     let flash = match answer {
-        Ok(accepted) => Flash::ok(format!("Patrol run {} queued.", text(&accepted["run_id"]))),
+        Ok(accepted) => Flash::ok(format!("Patrol run {} queued.", accepted.accepted.run_id)),
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/patrol", flash)
 }
 
 /// Saves a settings patch as the signed-in admin, through the settings API's one writer.
-pub async fn save_settings(
-    state: &AppState,
-    user: &WebUser,
-    patch: Value,
-) -> Result<Value, ApiError> {
+async fn save_settings(state: &AppState, user: &WebUser, body: PatchBody) -> Result<(), ApiError> {
     let auth = user.authorized::<AdminScope>()?;
-    layout::response_value(
-        crate::settings::put(
-            State(state.clone()),
-            auth,
-            HeaderMap::new(),
-            ApiJson::new(patch),
-        )
-        .await,
-    )
-    .await
+    let patch = crate::settings::typed_patch(&body)?;
+    crate::settings::save(state, &auth, None, patch)
+        .await
+        .map(drop)
 }
 
 #[derive(Debug, Deserialize)]
@@ -326,15 +298,17 @@ pub struct ModeForm {
 
 pub async fn set_mode(State(state): State<AppState>, form: CsrfForm<ModeForm>) -> Response {
     let CsrfForm { user, form } = form;
-    let Some((mode, label, _)) = MODES.iter().find(|(value, _, _)| *value == form.mode) else {
+    let Some((level, label, _)) = MODES
+        .iter()
+        .find(|(level, _, _)| wire_name(level) == form.mode)
+    else {
         let error = ApiError::new(
             pulse_capabilities::ErrorCode::InvalidParameter,
             "choose one of the four modes",
         );
         return redirect_with(&user.headers, "/patrol", Flash::error(&error));
     };
-    let mut patch = json!({ "autonomy_level": mode });
-    if *mode == "full" {
+    let patch = if *level == AutonomyLevel::Full {
         if form.acknowledge.as_deref() != Some("yes") {
             let error = ApiError::new(
                 pulse_capabilities::ErrorCode::InvalidParameter,
@@ -344,16 +318,25 @@ pub async fn set_mode(State(state): State<AppState>, form: CsrfForm<ModeForm>) -
         }
         let version = settings_view(&state, &user)
             .await
-            .and_then(|s| s["autopilot_acknowledgement_version"].as_u64())
-            .unwrap_or(1);
+            .map_or(1, |s| s.autopilot_acknowledgement_version);
         // The acknowledgement names the signed-in user; the settings API binds it to the
         // caller whatever a body says.
-        patch["autopilot_acknowledgement"] = json!({
-            "version": version,
-            "acknowledged_by": user.actor(),
-            "at": Utc::now(),
-        });
-    }
+        let acknowledgement = Acknowledgement {
+            version,
+            acknowledged_by: user.actor(),
+            at: Utc::now(),
+        };
+        PatchBody {
+            autonomy_level: Some(Some(*level)),
+            autopilot_acknowledgement: Some(acknowledgement),
+            ..PatchBody::default()
+        }
+    } else {
+        PatchBody {
+            autonomy_level: Some(Some(*level)),
+            ..PatchBody::default()
+        }
+    };
     let flash = match save_settings(&state, &user, patch).await {
         Ok(_) => Flash::ok(format!("Mode set to {label}.")),
         Err(error) => Flash::error(&error),
@@ -366,13 +349,14 @@ pub struct EnabledForm {
     enabled: String,
 }
 
-/// The settings field that switches Patrol on and off for the tenant.
-pub const ENABLED_FIELD: &str = "patrol_enabled";
-
 pub async fn set_enabled(State(state): State<AppState>, form: CsrfForm<EnabledForm>) -> Response {
     let CsrfForm { user, form } = form;
     let enabled = form.enabled == "true";
-    let flash = match save_settings(&state, &user, json!({ ENABLED_FIELD: enabled })).await {
+    let body = PatchBody {
+        patrol_enabled: Some(Some(enabled)),
+        ..PatchBody::default()
+    };
+    let flash = match save_settings(&state, &user, body).await {
         Ok(_) if enabled => Flash::ok("Patrol is on."),
         Ok(_) => {
             Flash::ok("Patrol is off: no scheduled or alert-triggered runs until it is on again.")
@@ -380,4 +364,64 @@ pub async fn set_enabled(State(state): State<AppState>, form: CsrfForm<EnabledFo
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/patrol", flash)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::finding::SeverityCounts;
+    use pulse_domain::patrol::status::{
+        BlockedCause, CheckStatus, ReadinessCheck, ReadinessCheckId, StatusInputs, project,
+    };
+
+    use super::*;
+
+    #[test]
+    fn a_blocked_patrol_shows_its_cause_its_checks_and_the_findings_by_severity() {
+        let status = project(&StatusInputs {
+            now: Utc::now(),
+            enabled: true,
+            runner_available: true,
+            readiness: vec![ReadinessCheck {
+                id: ReadinessCheckId::Provider,
+                status: CheckStatus::Fail,
+                message: "no provider key is configured".to_owned(),
+                cause: Some(BlockedCause::ProviderNotConfigured),
+                resets_at: None,
+            }],
+            current_run: None,
+            last_full_run: None,
+            last_successful_full_at: None,
+            last_activity_at: None,
+            next_patrol_at: None,
+            interval_ms: 3_600_000,
+            active_findings: SeverityCounts {
+                critical: 1,
+                warning: 2,
+                watch: 0,
+                info: 3,
+                total: 6,
+            },
+            queued_scoped_runs: 0,
+            health_window_ms: 7_200_000,
+        });
+        let panel = status_panel(&status).into_string();
+        for shown in [
+            r#"class="badge b-blocked""#,
+            "<code>provider_not_configured</code>",
+            "<td>provider</td>",
+            r#"class="badge b-fail""#,
+            "no provider key is configured",
+            "6 (1 critical, 2 warning, 0 watch, 3 info)",
+            "warning or critical findings are active",
+        ] {
+            assert!(panel.contains(shown), "{shown:?} missing from {panel}");
+        }
+    }
+
+    #[test]
+    fn the_mode_choices_are_the_settings_wire_words() {
+        let words: Vec<String> = MODES.iter().map(|(level, _, _)| wire_name(level)).collect();
+        assert_eq!(words, ["monitor", "approval", "assisted", "full"]);
+    }
 }

@@ -2,26 +2,37 @@
 
 use axum::extract::{Path, State};
 use axum::response::Response;
-use maud::html;
+use maud::{Markup, html};
 use pulse_api::patrol::RunsQuery;
-use serde_json::Value;
+use pulse_domain::patrol::run::{PatrolRun, RunStatus};
 
-use super::layout::{self, Nav, badge, text, time, usd};
+use super::layout::{self, Nav, at, at_opt, badge, dollars, shown};
 use super::session::WebUser;
 use crate::authorized::MonitoringReadScope;
 use crate::extract::{ApiPath, ApiQuery};
 use crate::state::AppState;
 
-fn scope(run: &Value) -> String {
-    match run["effective_scope_resource_ids"].as_array() {
-        Some(ids) if !ids.is_empty() => ids.iter().map(text).collect::<Vec<_>>().join(", "),
-        _ => "full".to_owned(),
+fn scope(run: &PatrolRun) -> String {
+    if run.effective_scope_resource_ids.is_empty() {
+        "full".to_owned()
+    } else {
+        run.effective_scope_resource_ids.join(", ")
     }
+}
+
+/// Still waiting for a runner to finish it.
+fn in_flight(run: &PatrolRun) -> bool {
+    matches!(run.status, RunStatus::Queued | RunStatus::Running)
+}
+
+/// What a run cost, or "unknown" when its route has no price.
+fn cost(run: &PatrolRun) -> String {
+    run.cost_usd.map_or_else(|| "unknown".to_owned(), dollars)
 }
 
 pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
     let answer = match user.authorized::<MonitoringReadScope>() {
-        Ok(auth) => layout::value(
+        Ok(auth) => layout::answer(
             crate::patrol::list(
                 State(state),
                 auth,
@@ -32,12 +43,10 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
         Err(error) => Err(error),
     };
     let runs = match answer {
-        Ok(answer) => answer["runs"].as_array().cloned().unwrap_or_default(),
+        Ok(answer) => answer.runs,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let running = runs
-        .iter()
-        .any(|r| matches!(r["status"].as_str(), Some("queued" | "running")));
+    let running = runs.iter().any(in_flight);
     let body = html! {
         h1 { "Runs" }
         div id="runs" data-live data-pending[running] {
@@ -53,18 +62,18 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
                         tbody {
                             @for run in &runs {
                                 tr {
-                                    td { a href={"/runs/" (text(&run["id"]))} { (time(&run["queued_at"])) } }
-                                    td { (badge(run["status"].as_str().unwrap_or("unknown"))) }
-                                    td { (text(&run["trigger_reason"])) }
+                                    td { a href={"/runs/" (run.id)} { (at(&run.queued_at)) } }
+                                    td { (badge(run.status.as_str())) }
+                                    td { (run.trigger_reason) }
                                     td class="opt" { (scope(run)) }
                                     td {
-                                        (text(&run["new_findings"])) " new, "
-                                        (text(&run["existing_findings"])) " existing, "
-                                        (text(&run["resolved_findings"])) " resolved"
+                                        (run.new_findings) " new, "
+                                        (run.existing_findings) " existing, "
+                                        (run.resolved_findings) " resolved"
                                     }
-                                    td class="opt" { (text(&run["tool_call_count"])) }
-                                    td class="opt" { (text(&run["input_tokens"])) " in / " (text(&run["output_tokens"])) " out" }
-                                    td { (usd(&run["cost_usd"])) }
+                                    td class="opt" { (run.tool_call_count) }
+                                    td class="opt" { (run.input_tokens) " in / " (run.output_tokens) " out" }
+                                    td { (cost(run)) }
                                 }
                             }
                         }
@@ -84,7 +93,7 @@ pub async fn detail(
     let answer = match user.authorized::<MonitoringReadScope>() {
         Ok(auth) => {
             async {
-                layout::value(crate::patrol::get(State(state), auth, ApiPath::parse(id)?).await)
+                layout::answer(crate::patrol::get(State(state), auth, ApiPath::parse(id)?).await)
             }
             .await
         }
@@ -94,77 +103,131 @@ pub async fn detail(
         Ok(run) => run,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let running = matches!(run["status"].as_str(), Some("queued" | "running"));
-    let body = html! {
+    layout::page(&user, "Run", Nav::Runs, run_body(&run))
+}
+
+/// One run in full.
+fn run_body(run: &PatrolRun) -> Markup {
+    html! {
         p { a href="/runs" { "← All runs" } }
-        div id="run" data-live data-pending[running] {
-            h1 { "Run " code { (text(&run["id"])) } }
-            p { (badge(run["status"].as_str().unwrap_or("unknown"))) }
+        div id="run" data-live data-pending[in_flight(run)] {
+            h1 { "Run " code { (run.id) } }
+            p { (badge(run.status.as_str())) }
             div class="grid" {
                 div class="panel" {
                     dl class="facts" {
-                        dt { "Trigger" } dd { (text(&run["trigger_reason"])) }
-                        dt { "Type" } dd { (text(&run["type"])) }
-                        dt { "Scope" } dd { (scope(&run)) }
-                        dt { "Queued" } dd { (time(&run["queued_at"])) }
-                        dt { "Started" } dd { (time(&run["started_at"])) }
-                        dt { "Completed" } dd { (time(&run["completed_at"])) }
-                        dt { "Resources checked" } dd { (text(&run["resources_checked"])) }
-                        dt { "Model turns" } dd { (text(&run["turns"])) }
-                        dt { "Tokens" } dd { (text(&run["input_tokens"])) " in / " (text(&run["output_tokens"])) " out" }
-                        dt { "Cost" } dd { (usd(&run["cost_usd"])) }
+                        dt { "Trigger" } dd { (run.trigger_reason) }
+                        dt { "Type" } dd { (run.run_type.as_str()) }
+                        dt { "Scope" } dd { (scope(run)) }
+                        dt { "Queued" } dd { (at(&run.queued_at)) }
+                        dt { "Started" } dd { (at_opt(run.started_at.as_ref())) }
+                        dt { "Completed" } dd { (at_opt(run.completed_at.as_ref())) }
+                        dt { "Resources checked" } dd { (run.counts.resources_checked) }
+                        dt { "Model turns" } dd { (run.turns) }
+                        dt { "Tokens" } dd { (run.input_tokens) " in / " (run.output_tokens) " out" }
+                        dt { "Cost" } dd { (cost(run)) }
                     }
                 }
-                @if run["error_summary"].is_string() {
+                @if let Some(summary) = &run.error_summary {
                     div class="panel" {
                         h2 { "Error" }
-                        p class="flash error" { (text(&run["error_summary"])) }
-                        p { (text(&run["error_detail"])) }
-                        @if run["error_remedy"].is_string() { p { strong { "What to do: " } (text(&run["error_remedy"])) } }
+                        p class="flash error" { (shown(Some(summary))) }
+                        p { (shown(run.error_detail.as_deref())) }
+                        @if let Some(remedy) = &run.error_recommendation {
+                            p { strong { "What to do: " } (shown(Some(remedy))) }
+                        }
                     }
                 }
             }
             h2 { "Verdicts" }
-            @if let Some(verdicts) = run["finding_assessments"].as_array().filter(|v| !v.is_empty()) {
+            @if run.finding_assessments.is_empty() {
+                p { "No verdicts on existing findings." }
+            } @else {
                 ul {
-                    @for v in verdicts {
+                    @for v in &run.finding_assessments {
                         li {
-                            a href={"/findings/" (text(&v["finding_id"]))} { code { (text(&v["finding_id"])) } }
-                            " · " (badge(v["verdict"].as_str().unwrap_or("unknown"))) " · " (text(&v["reason"]))
+                            a href={"/findings/" (shown(Some(&v.finding_id)))} { code { (shown(Some(&v.finding_id))) } }
+                            " · " (badge(&v.verdict)) " · " (shown(Some(&v.reason)))
                         }
                     }
                 }
-            } @else {
-                p { "No verdicts on existing findings." }
             }
-            @if let Some(ids) = run["finding_ids"].as_array().filter(|v| !v.is_empty()) {
+            @if !run.finding_ids.is_empty() {
                 p { "Findings recorded: "
-                    @for id in ids { a href={"/findings/" (text(id))} { code { (text(id)) } } " " }
+                    @for id in &run.finding_ids { a href={"/findings/" (shown(Some(id)))} { code { (shown(Some(id))) } } " " }
                 }
             }
             h2 { "Tool calls" }
-            @if let Some(calls) = run["tool_calls"].as_array().filter(|v| !v.is_empty()) {
+            @if run.tool_calls.is_empty() {
+                p { "No tool calls recorded." }
+            } @else {
                 ol {
-                    @for call in calls {
+                    @for call in &run.tool_calls {
                         li {
                             details {
                                 summary {
-                                    code { (text(&call["tool_name"])) } " · "
-                                    @if call["success"].as_bool() == Some(true) { "ok" } @else { "failed" }
-                                    " · " (text(&call["duration_ms"])) " ms"
+                                    code { (shown(Some(&call.tool_name))) } " · "
+                                    @if call.success { "ok" } @else { "failed" }
+                                    " · " (call.duration_ms) " ms"
                                 }
                                 p { strong { "Input" } }
-                                pre { (text(&call["input"])) }
+                                pre { (shown(Some(&call.input))) }
                                 p { strong { "Output" } }
-                                pre { (text(&call["output"])) }
+                                pre { (shown(Some(&call.output))) }
                             }
                         }
                     }
                 }
-            } @else {
-                p { "No tool calls recorded." }
             }
         }
-    };
-    layout::page(&user, "Run", Nav::Runs, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+    use pulse_domain::patrol::run::{RunId, RunType, TriggerReason};
+
+    use super::*;
+
+    #[test]
+    fn a_failed_run_says_what_went_wrong_and_what_to_do() {
+        let mut run = PatrolRun::queued(
+            RunId::from_uuid(uuid::Uuid::nil()),
+            TriggerReason::Manual,
+            RunType::Full,
+            Utc::now(),
+        );
+        run.status = RunStatus::Error;
+        run.error_summary = Some("the provider refused the key".to_owned());
+        run.error_recommendation = Some("set a valid key in the AI settings".to_owned());
+        let page = run_body(&run).into_string();
+        assert!(
+            page.contains("the provider refused the key"),
+            "no error summary: {page}"
+        );
+        assert!(
+            page.contains("What to do: </strong>set a valid key in the AI settings"),
+            "no remedy: {page}"
+        );
+        assert!(page.contains("data-live"), "{page}");
+        assert!(
+            !page.contains("data-pending"),
+            "a failed run is not pending: {page}"
+        );
+    }
+
+    #[test]
+    fn a_queued_run_is_polled_and_costs_unknown_without_a_price() {
+        let run = PatrolRun::queued(
+            RunId::from_uuid(uuid::Uuid::nil()),
+            TriggerReason::Scheduled,
+            RunType::Full,
+            Utc::now(),
+        );
+        let page = run_body(&run).into_string();
+        assert!(page.contains("data-pending"), "{page}");
+        assert!(page.contains("<dd>unknown</dd>"), "{page}");
+        assert!(page.contains("<dd>full</dd>"), "a full run's scope: {page}");
+    }
 }

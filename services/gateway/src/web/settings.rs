@@ -8,11 +8,16 @@ use axum::extract::State;
 use axum::response::Response;
 use maud::{Markup, html};
 use pulse_api::patrol::RunsQuery;
+use pulse_api::settings::{KeySource, PreflightView};
 use pulse_domain::Scope;
-use serde_json::{Map, Value, json};
+use pulse_domain::ai_settings::{
+    AlertTriggersPatch, Budgets, BudgetsPatch, MinSeverity, PatchBody, ProviderPatch,
+    is_dollar_amount,
+};
+use pulse_domain::patrol::run::PatrolRun;
+use pulse_domain::patrol::status::ReadinessCheckId;
 
-use super::layout::{self, Nav, badge, csrf, text, time};
-use super::patrol::{save_settings, status};
+use super::layout::{self, Nav, at, badge, csrf, shown, wire_name};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::authorized::{AdminScope, MonitoringReadScope};
 use crate::error::ApiError;
@@ -25,15 +30,11 @@ const PREVIEW_CADENCES: &[u32] = &[15, 60, 360, 1440];
 
 /// What one full run costs on average, from the recent completed full runs: (runs measured,
 /// mean tokens, mean dollars when every measured run had a price).
-fn measured(runs: &[Value]) -> (usize, f64, Option<f64>) {
-    let full: Vec<&Value> = runs
+fn measured(runs: &[PatrolRun]) -> (usize, f64, Option<f64>) {
+    let full: Vec<&PatrolRun> = runs
         .iter()
-        .filter(|r| r["status"].as_str() == Some("completed"))
-        .filter(|r| {
-            r["effective_scope_resource_ids"]
-                .as_array()
-                .is_none_or(|ids| ids.is_empty())
-        })
+        .filter(|r| r.status.is_success())
+        .filter(|r| r.effective_scope_resource_ids.is_empty())
         .take(20)
         .collect();
     if full.is_empty() {
@@ -42,12 +43,10 @@ fn measured(runs: &[Value]) -> (usize, f64, Option<f64>) {
     let n = full.len() as f64;
     let tokens = full
         .iter()
-        .map(|r| {
-            r["input_tokens"].as_f64().unwrap_or(0.0) + r["output_tokens"].as_f64().unwrap_or(0.0)
-        })
+        .map(|r| (r.input_tokens + r.output_tokens) as f64)
         .sum::<f64>()
         / n;
-    let dollars: Option<Vec<f64>> = full.iter().map(|r| r["cost_usd"].as_f64()).collect();
+    let dollars: Option<Vec<f64>> = full.iter().map(|r| r.cost_usd).collect();
     (
         full.len(),
         tokens,
@@ -55,7 +54,7 @@ fn measured(runs: &[Value]) -> (usize, f64, Option<f64>) {
     )
 }
 
-fn cost_preview(runs: &[Value], current: Option<u64>) -> Markup {
+fn cost_preview(runs: &[PatrolRun], current: Option<u32>) -> Markup {
     let (count, tokens, dollars) = measured(runs);
     html! {
         @if count == 0 {
@@ -75,7 +74,7 @@ fn cost_preview(runs: &[Value], current: Option<u64>) -> Markup {
                             tr {
                                 td {
                                     (if *minutes >= 60 { format!("{} h", minutes / 60) } else { format!("{minutes} min") })
-                                    @if current == Some(u64::from(*minutes)) { " (current)" }
+                                    @if current == Some(*minutes) { " (current)" }
                                 }
                                 td { (format!("{per_day:.0}")) }
                                 td { (format!("{:.0}", tokens * per_day)) }
@@ -90,20 +89,115 @@ fn cost_preview(runs: &[Value], current: Option<u64>) -> Markup {
     }
 }
 
-fn number(value: &Value) -> String {
-    match value {
-        Value::Number(n) => n.to_string(),
-        _ => String::new(),
+/// A budget the form sets: its form field, its label, and where it sits in the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Budget {
+    DailyUsd,
+    MonthlyUsd,
+    DailyTokens,
+    MonthlyTokens,
+}
+
+impl Budget {
+    const ALL: [Budget; 4] = [
+        Self::DailyUsd,
+        Self::MonthlyUsd,
+        Self::DailyTokens,
+        Self::MonthlyTokens,
+    ];
+
+    /// The form field (after `budgets.`) and the input's id (after `budget-`).
+    fn field(self) -> &'static str {
+        match self {
+            Self::DailyUsd => "daily_usd",
+            Self::MonthlyUsd => "monthly_usd",
+            Self::DailyTokens => "daily_tokens",
+            Self::MonthlyTokens => "monthly_tokens",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::DailyUsd => "Dollars a day",
+            Self::MonthlyUsd => "Dollars a month",
+            Self::DailyTokens => "Tokens a day",
+            Self::MonthlyTokens => "Tokens a month",
+        }
+    }
+
+    /// The current limit as the input shows it (empty: no limit).
+    fn shown(self, budgets: &Budgets) -> String {
+        match self {
+            Self::DailyUsd => budgets.daily_usd.clone().unwrap_or_default(),
+            Self::MonthlyUsd => budgets.monthly_usd.clone().unwrap_or_default(),
+            Self::DailyTokens => budgets
+                .daily_tokens
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+            Self::MonthlyTokens => budgets
+                .monthly_tokens
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Sets this budget in `patch` from the submitted text (empty: no limit).
+    fn read(self, raw: &str, patch: &mut BudgetsPatch) -> Result<(), ApiError> {
+        let field = self.field();
+        match self {
+            Self::DailyUsd | Self::MonthlyUsd => {
+                let dollars = match raw {
+                    "" => None,
+                    raw if is_dollar_amount(raw) => Some(raw.to_owned()),
+                    _ => return Err(invalid(field, "a number of dollars, like 12.50")),
+                };
+                match self {
+                    Self::DailyUsd => patch.daily_usd = Some(dollars),
+                    _ => patch.monthly_usd = Some(dollars),
+                }
+            }
+            Self::DailyTokens | Self::MonthlyTokens => {
+                let tokens = match raw {
+                    "" => None,
+                    raw => Some(
+                        raw.parse::<u64>()
+                            .map_err(|_| invalid(field, "a whole number of tokens"))?,
+                    ),
+                };
+                match self {
+                    Self::DailyTokens => patch.daily_tokens = Some(tokens),
+                    _ => patch.monthly_tokens = Some(tokens),
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The last preflight's facts, as label and value.
+fn preflight_facts(preflight: &PreflightView) -> Markup {
+    let yes_no = |b: bool| if b { "true" } else { "false" };
+    html! {
+        dl class="facts" {
+            dt { "route" } dd { (shown(Some(&preflight.route))) }
+            dt { "model" } dd { (shown(Some(&preflight.model))) }
+            dt { "ok" } dd { (yes_no(preflight.ok)) }
+            dt { "tool call observed" } dd { (yes_no(preflight.tool_call_observed)) }
+            dt { "cause" } dd { (shown(preflight.cause.as_deref())) }
+            dt { "summary" } dd { (shown(Some(&preflight.summary))) }
+            dt { "recommendation" } dd { (shown(preflight.recommendation.as_deref())) }
+            dt { "action" } dd { (shown(preflight.action.as_deref())) }
+            dt { "checked at" } dd { (at(&preflight.checked_at)) }
+        }
     }
 }
 
 pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
     let loaded = async {
         let auth = user.authorized::<AdminScope>()?;
-        let settings =
-            layout::response_value(crate::settings::get(State(state.clone()), auth).await).await?;
+        let settings = crate::settings::current(&state, &auth).await?;
         let auth = user.authorized::<MonitoringReadScope>()?;
-        let runs = layout::value(
+        let runs = layout::answer(
             crate::patrol::list(
                 State(state.clone()),
                 auth,
@@ -111,42 +205,28 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
             )
             .await,
         )?;
-        let status = status(&state, &user).await?;
-        Ok::<_, ApiError>((settings, runs, status))
+        let auth = user.authorized::<MonitoringReadScope>()?;
+        let status = layout::answer(crate::patrol::status(State(state.clone()), auth).await)?;
+        Ok::<_, ApiError>((settings, runs.runs, status))
     }
     .await;
     let (settings, runs, status) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
-    let runs = runs["runs"].as_array().cloned().unwrap_or_default();
-    let providers = settings["providers"]
-        .as_object()
-        .cloned()
-        .unwrap_or_default();
-    let triggers = &settings["alert_triggers"];
-    let budgets = &settings["budgets"];
-    let preflight = &settings["patrol_preflight"];
-    let budget_checks: Vec<&Value> = status["readiness_checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["id"].as_str().is_some_and(|id| id.contains("budget")))
+    let triggers = &settings.alert_triggers;
+    let budget_checks: Vec<_> = status
+        .readiness_checks
+        .iter()
+        .filter(|c| c.id == ReadinessCheckId::Budget)
         .collect();
     let body = html! {
         h1 { "Settings" }
         section class="panel" id="preflight" data-live {
             h2 { "Preflight" }
-            p { "Result: " (badge(settings["preflight_state"].as_str().unwrap_or("not_run"))) }
-            @if preflight.is_object() {
-                dl class="facts" {
-                    @for (key, value) in preflight.as_object().into_iter().flatten() {
-                        @if !value.is_object() && !value.is_array() {
-                            dt { (key.replace('_', " ")) }
-                            dd { @if key.ends_with("_at") { (time(value)) } @else { (text(value)) } }
-                        }
-                    }
-                }
+            p { "Result: " (badge(&wire_name(&settings.preflight_state))) }
+            @if let Some(preflight) = &settings.patrol_preflight {
+                (preflight_facts(preflight))
             }
             @if user.can(Scope::AiExecute) {
                 form method="post" action="/settings/preflight" {
@@ -164,12 +244,12 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                     table {
                         thead { tr { th { "Provider" } th { "Key" } th { "New key" } th { "Clear" } } }
                         tbody {
-                            @for (id, provider) in &providers {
+                            @for (id, provider) in &settings.providers {
                                 tr {
                                     td { (id) }
                                     td {
-                                        @if provider["configured"].as_bool() == Some(true) {
-                                            (badge("configured")) " from " (text(&provider["key_source"]))
+                                        @if provider.configured {
+                                            (badge("configured")) " from " (shown(provider.key_source.map(KeySource::as_str)))
                                         } @else { "not set" }
                                     }
                                     td {
@@ -177,7 +257,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                                         input type="password" id={"key-" (id)} name={"key." (id)} autocomplete="off" size="20";
                                     }
                                     td {
-                                        @if provider["key_source"].as_str() == Some("settings") {
+                                        @if provider.key_source == Some(KeySource::Settings) {
                                             label class="visually-hidden" for={"clear-" (id)} { "Clear the " (id) " key" }
                                             input type="checkbox" id={"clear-" (id)} name={"clear." (id)} value="yes";
                                         }
@@ -189,7 +269,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                 }
                 p {
                     label for="patrol_model" { "Patrol model (provider:model)" }
-                    input id="patrol_model" name="patrol_model" value=(settings["patrol_model"].as_str().unwrap_or("")) size="40";
+                    input id="patrol_model" name="patrol_model" value=(settings.patrol_model.as_deref().unwrap_or("")) size="40";
                 }
             }
             section class="panel" {
@@ -197,23 +277,23 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                 p {
                     label for="patrol_interval_minutes" { "Full patrol every (minutes)" }
                     input id="patrol_interval_minutes" name="patrol_interval_minutes" type="number" min="0"
-                        value=(number(&settings["patrol_interval_minutes"]));
+                        value=(settings.patrol_interval_minutes);
                 }
-                (cost_preview(&runs, settings["patrol_interval_minutes"].as_u64()))
+                (cost_preview(&runs, Some(settings.patrol_interval_minutes)))
             }
             section class="panel" {
                 h2 { "Alert triggers" }
                 input type="hidden" name="alert_triggers.present" value="1";
                 p class="inline" {
                     input type="checkbox" id="triggers-enabled" name="alert_triggers.enabled" value="yes"
-                        checked[triggers["enabled"].as_bool() == Some(true)];
+                        checked[triggers.enabled];
                     " " label for="triggers-enabled" { "A firing alert starts a Patrol investigation of its resource" }
                 }
                 p {
                     label for="min-severity" { "Lowest alert level that triggers" }
                     select id="min-severity" name="alert_triggers.min_severity" {
-                        @for level in ["warning", "critical"] {
-                            option value=(level) selected[triggers["min_severity"].as_str() == Some(level)] { (level) }
+                        @for level in MinSeverity::ALL {
+                            option value=(level.as_str()) selected[triggers.min_severity == level] { (level.as_str()) }
                         }
                     }
                 }
@@ -222,18 +302,18 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                 h2 { "Budgets" }
                 p class="hint" { "Empty means no limit. When a budget is used up Patrol pauses until it resets." }
                 div class="grid" {
-                    @for (field, label) in [("daily_usd", "Dollars a day"), ("monthly_usd", "Dollars a month"), ("daily_tokens", "Tokens a day"), ("monthly_tokens", "Tokens a month")] {
+                    @for budget in Budget::ALL {
                         p {
-                            label for={"budget-" (field)} { (label) }
-                            input id={"budget-" (field)} name={"budgets." (field)} type="number" min="0" step="any"
-                                value=(number(&budgets[field]));
+                            label for={"budget-" (budget.field())} { (budget.label()) }
+                            input id={"budget-" (budget.field())} name={"budgets." (budget.field())} type="number" min="0" step="any"
+                                value=(budget.shown(&settings.budgets));
                         }
                     }
                 }
                 @if !budget_checks.is_empty() {
                     ul id="budget-state" {
                         @for check in &budget_checks {
-                            li { (badge(check["status"].as_str().unwrap_or("unknown"))) " " (text(&check["message"])) }
+                            li { (badge(check.status.as_str())) " " (shown(Some(&check.message))) }
                         }
                     }
                 }
@@ -245,83 +325,83 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
     layout::page(&user, "Settings", Nav::Settings, body)
 }
 
+fn invalid(field: &str, why: &str) -> ApiError {
+    ApiError::new(
+        pulse_capabilities::ErrorCode::InvalidParameter,
+        format!("{field}: {why}"),
+    )
+}
+
 /// The settings patch a submitted form asks for; only what the form holds is patched.
-fn patch(form: &HashMap<String, String>) -> Result<Value, ApiError> {
-    let invalid = |field: &str, why: &str| {
-        ApiError::new(
-            pulse_capabilities::ErrorCode::InvalidParameter,
-            format!("{field}: {why}"),
-        )
-    };
-    let mut patch = Map::new();
-    let mut providers = Map::new();
+fn patch(form: &HashMap<String, String>) -> Result<PatchBody, ApiError> {
+    let mut patch = PatchBody::default();
+    // A cleared key first, so a key typed in the same form wins.
     for (key, value) in form {
-        if let Some(provider) = key.strip_prefix("key.") {
-            if !value.trim().is_empty() {
-                providers.insert(provider.to_owned(), json!({"api_key": value.trim()}));
-            }
-        } else if let Some(provider) = key.strip_prefix("clear.") {
-            if value == "yes" {
-                providers.insert(provider.to_owned(), json!({"api_key": null}));
-            }
+        if let Some(provider) = key.strip_prefix("clear.")
+            && value == "yes"
+        {
+            patch.providers.insert(
+                provider.to_owned(),
+                ProviderPatch {
+                    api_key: Some(None),
+                    base_url: None,
+                },
+            );
         }
     }
-    if !providers.is_empty() {
-        patch.insert("providers".to_owned(), Value::Object(providers));
+    for (key, value) in form {
+        if let Some(provider) = key.strip_prefix("key.")
+            && !value.trim().is_empty()
+        {
+            patch.providers.insert(
+                provider.to_owned(),
+                ProviderPatch {
+                    api_key: Some(Some(value.trim().to_owned())),
+                    base_url: None,
+                },
+            );
+        }
     }
     if let Some(model) = form.get("patrol_model") {
         let model = model.trim();
-        patch.insert(
-            "patrol_model".to_owned(),
-            if model.is_empty() {
-                Value::Null
-            } else {
-                json!(model)
-            },
-        );
+        patch.patrol_model = Some((!model.is_empty()).then(|| model.to_owned()));
     }
-    if let Some(minutes) = form.get("patrol_interval_minutes").map(|m| m.trim()) {
-        if !minutes.is_empty() {
-            let minutes: u64 = minutes
-                .parse()
-                .map_err(|_| invalid("patrol_interval_minutes", "a whole number of minutes"))?;
-            patch.insert("patrol_interval_minutes".to_owned(), json!(minutes));
-        }
+    if let Some(minutes) = form.get("patrol_interval_minutes").map(|m| m.trim())
+        && !minutes.is_empty()
+    {
+        let minutes: u32 = minutes
+            .parse()
+            .map_err(|_| invalid("patrol_interval_minutes", "a whole number of minutes"))?;
+        patch.patrol_interval_minutes = Some(Some(minutes));
     }
     if form.contains_key("alert_triggers.present") {
-        let mut triggers = Map::new();
-        triggers.insert(
-            "enabled".to_owned(),
-            json!(form.get("alert_triggers.enabled").map(String::as_str) == Some("yes")),
-        );
-        if let Some(level) = form.get("alert_triggers.min_severity") {
-            triggers.insert("min_severity".to_owned(), json!(level));
-        }
-        patch.insert("alert_triggers".to_owned(), Value::Object(triggers));
+        let min_severity = form
+            .get("alert_triggers.min_severity")
+            .map(|level| {
+                MinSeverity::parse(level)
+                    .ok_or_else(|| invalid("alert_triggers.min_severity", "warning or critical"))
+            })
+            .transpose()?;
+        patch.alert_triggers = Some(AlertTriggersPatch {
+            enabled: Some(Some(
+                form.get("alert_triggers.enabled").map(String::as_str) == Some("yes"),
+            )),
+            min_severity: min_severity.map(Some),
+            alert_types: None,
+        });
     }
-    let mut budgets = Map::new();
-    for field in ["daily_usd", "monthly_usd", "daily_tokens", "monthly_tokens"] {
-        if let Some(raw) = form.get(&format!("budgets.{field}")).map(|v| v.trim()) {
-            let value = if raw.is_empty() {
-                Value::Null
-            } else if field.ends_with("_usd") {
-                json!(
-                    raw.parse::<f64>()
-                        .map_err(|_| invalid(field, "a number of dollars"))?
-                )
-            } else {
-                json!(
-                    raw.parse::<u64>()
-                        .map_err(|_| invalid(field, "a whole number of tokens"))?
-                )
-            };
-            budgets.insert(field.to_owned(), value);
+    let mut budgets = BudgetsPatch::default();
+    let mut any_budget = false;
+    for budget in Budget::ALL {
+        if let Some(raw) = form.get(&format!("budgets.{}", budget.field())) {
+            budget.read(raw.trim(), &mut budgets)?;
+            any_budget = true;
         }
     }
-    if !budgets.is_empty() {
-        patch.insert("budgets".to_owned(), Value::Object(budgets));
+    if any_budget {
+        patch.budgets = Some(budgets);
     }
-    Ok(Value::Object(patch))
+    Ok(patch)
 }
 
 pub async fn save(
@@ -330,15 +410,13 @@ pub async fn save(
 ) -> Response {
     let CsrfForm { user, form } = form;
     let saved = async {
-        let patch = patch(&form)?;
-        save_settings(&state, &user, patch).await
+        let patch = crate::settings::typed_patch(&patch(&form)?)?;
+        let auth = user.authorized::<AdminScope>()?;
+        crate::settings::save(&state, &auth, None, patch).await
     }
     .await;
     let flash = match saved {
-        Ok(view) => Flash::ok(format!(
-            "Settings saved (version {}).",
-            text(&view["version"])
-        )),
+        Ok(view) => Flash::ok(format!("Settings saved (version {}).", view.version)),
         Err(error) => Flash::error(&error),
     };
     redirect_with(&user.headers, "/settings", flash)
@@ -351,13 +429,13 @@ pub async fn preflight(
     let user = form.user;
     let answer = async {
         let auth = user.authorized::<PatrolExecuteScope>()?;
-        layout::value(crate::patrol::preflight(State(state.clone()), auth).await)
+        layout::answer(crate::patrol::preflight(State(state.clone()), auth).await)
     }
     .await;
     let flash = match answer {
         Ok(result) => Flash::ok(format!(
             "Preflight finished: {}.",
-            text(&result["preflight_state"])
+            shown(Some(result.preflight_state.as_str()))
         )),
         Err(error) => Flash::error(&error),
     };
@@ -377,7 +455,7 @@ mod tests {
 
     #[test]
     fn a_form_patches_only_what_it_holds_and_keys_only_when_typed() {
-        let patch = patch(&form(&[
+        let body = patch(&form(&[
             ("key.openai", ""),
             ("key.anthropic", " sk-ant "),
             ("clear.groq", "yes"),
@@ -388,17 +466,106 @@ mod tests {
             ("budgets.monthly_tokens", ""),
         ]))
         .unwrap();
+        let key = |api_key: Option<&str>| ProviderPatch {
+            api_key: Some(api_key.map(str::to_owned)),
+            base_url: None,
+        };
         assert_eq!(
-            patch,
-            json!({
-                "providers": {"anthropic": {"api_key": "sk-ant"}, "groq": {"api_key": null}},
-                "patrol_interval_minutes": 60,
-                "alert_triggers": {"enabled": false, "min_severity": "warning"},
-                "budgets": {"daily_usd": 2.5, "monthly_tokens": null},
-            })
+            body,
+            PatchBody {
+                providers: [
+                    ("anthropic".to_owned(), key(Some("sk-ant"))),
+                    ("groq".to_owned(), key(None)),
+                ]
+                .into(),
+                patrol_interval_minutes: Some(Some(60)),
+                alert_triggers: Some(AlertTriggersPatch {
+                    enabled: Some(Some(false)),
+                    min_severity: Some(Some(MinSeverity::Warning)),
+                    alert_types: None,
+                }),
+                budgets: Some(BudgetsPatch {
+                    daily_usd: Some(Some("2.5".to_owned())),
+                    monthly_tokens: Some(None),
+                    ..BudgetsPatch::default()
+                }),
+                ..PatchBody::default()
+            }
+        );
+        // What the form builds is a patch the settings API accepts.
+        let checked = crate::settings::typed_patch(&body).expect("a valid patch");
+        assert_eq!(
+            checked.changed_fields(),
+            [
+                "alert_triggers.enabled",
+                "alert_triggers.min_severity",
+                "budgets.daily_usd",
+                "budgets.monthly_tokens",
+                "patrol_interval_minutes",
+                "providers.anthropic.api_key",
+                "providers.groq.api_key",
+            ]
         );
         let err = patch_err(&[("budgets.daily_tokens", "many")]);
         assert!(err.message.starts_with("daily_tokens"), "{}", err.message);
+        let err = patch_err(&[("budgets.daily_usd", "-1")]);
+        assert!(err.message.starts_with("daily_usd"), "{}", err.message);
+        let err = patch_err(&[
+            ("alert_triggers.present", "1"),
+            ("alert_triggers.min_severity", "info"),
+        ]);
+        assert!(
+            err.message.starts_with("alert_triggers.min_severity"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn a_typed_key_wins_over_clearing_it() {
+        let body = patch(&form(&[("key.openai", "sk-new"), ("clear.openai", "yes")])).unwrap();
+        assert_eq!(
+            body.providers.get("openai").map(|p| p.api_key.clone()),
+            Some(Some(Some("sk-new".to_owned())))
+        );
+    }
+
+    #[test]
+    fn the_cost_preview_measures_full_runs_that_ended_with_a_verdict() {
+        use pulse_domain::patrol::run::{RunId, RunStatus, RunType, TriggerReason};
+        let run = |status: RunStatus, scoped: bool, tokens: u64, cost: Option<f64>| {
+            let mut run = PatrolRun::queued(
+                RunId::from_uuid(uuid::Uuid::new_v4()),
+                TriggerReason::Scheduled,
+                RunType::Full,
+                chrono::Utc::now(),
+            );
+            run.status = status;
+            if scoped {
+                run.effective_scope_resource_ids = vec!["host:h1".to_owned()];
+            }
+            run.input_tokens = tokens;
+            run.output_tokens = tokens;
+            run.cost_usd = cost;
+            run
+        };
+        let runs = [
+            run(RunStatus::Healthy, false, 100, Some(0.02)),
+            run(RunStatus::IssuesFound, false, 300, Some(0.04)),
+            run(RunStatus::Error, false, 5_000, Some(1.0)),
+            run(RunStatus::Running, false, 5_000, Some(1.0)),
+            run(RunStatus::Healthy, true, 5_000, Some(1.0)),
+        ];
+        let (count, tokens, dollars) = measured(&runs);
+        assert_eq!(count, 2);
+        assert!((tokens - 400.0).abs() < 1e-9, "{tokens}");
+        assert!(
+            dollars.is_some_and(|d| (d - 0.03).abs() < 1e-9),
+            "{dollars:?}"
+        );
+        let unpriced = [run(RunStatus::Healthy, false, 100, None)];
+        assert_eq!(measured(&unpriced).2, None);
+        assert_eq!(measured(&[]).0, 0);
     }
 
     fn patch_err(pairs: &[(&str, &str)]) -> ApiError {

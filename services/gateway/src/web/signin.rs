@@ -1,7 +1,8 @@
 //! Sign in and sign out.
 //!
 //! - `GET /signin` shows the form with a fresh double-submit CSRF token (cookie and field).
-//! - `POST /signin` checks the token, then the bounds on guessing: [`MAX_FAILURES_PER_ADDRESS`]
+//! - `POST /signin` checks the token, then the bounds on guessing:
+//!   [`crate::signin_limit::MAX_FAILURES_PER_ADDRESS`]
 //!   failed sign-ins from one address, and `web_sessions::MAX_FAILURES` for one account, within
 //!   the store's window; then the argon2id password. Every wrong organization, username or
 //!   password gets the same answer in about the same time (a decoy hash is checked when there is
@@ -9,9 +10,7 @@
 //!   the page asked for (a local path only).
 //! - `POST /signout` (with the session's CSRF token) revokes the session and clears the cookie.
 
-use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use axum::Form;
@@ -33,48 +32,6 @@ use super::session::{
 };
 use crate::error::ApiError;
 use crate::state::AppState;
-
-/// Failed sign-ins one address may make within [`ADDRESS_WINDOW`].
-pub const MAX_FAILURES_PER_ADDRESS: usize = 20;
-const ADDRESS_WINDOW: Duration = Duration::from_secs(15 * 60);
-
-/// Failed sign-ins per client address, on this gateway.
-#[derive(Debug, Default)]
-pub struct AddressLimiter {
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
-}
-
-impl AddressLimiter {
-    /// `Some(wait)` when `address` has used up its failures.
-    fn blocked(&self, address: IpAddr, now: Instant) -> Option<Duration> {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        let list = failures.get_mut(&address)?;
-        while list
-            .front()
-            .is_some_and(|at| now.duration_since(*at) >= ADDRESS_WINDOW)
-        {
-            list.pop_front();
-        }
-        if list.len() >= MAX_FAILURES_PER_ADDRESS {
-            list.front()
-                .map(|oldest| ADDRESS_WINDOW.saturating_sub(now.duration_since(*oldest)))
-        } else {
-            None
-        }
-    }
-
-    fn record(&self, address: IpAddr, now: Instant) {
-        let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        // Bound the map: forget addresses whose failures have all aged out.
-        if failures.len() > 10_000 {
-            failures.retain(|_, list| {
-                list.back()
-                    .is_some_and(|at| now.duration_since(*at) < ADDRESS_WINDOW)
-            });
-        }
-        failures.entry(address).or_default().push_back(now);
-    }
-}
 
 /// The client's address, when the server records it (it does when it serves; tests of the
 /// router alone have none).
@@ -371,20 +328,5 @@ mod tests {
             assert_eq!(local_path(Some(bad)), "/patrol", "{bad}");
         }
         assert_eq!(local_path(None), "/patrol");
-    }
-
-    #[test]
-    fn an_address_is_limited_after_its_failures_and_freed_by_the_window() {
-        let limiter = AddressLimiter::default();
-        let ip: IpAddr = "192.0.2.7".parse().unwrap();
-        let start = Instant::now();
-        for _ in 0..MAX_FAILURES_PER_ADDRESS {
-            assert_eq!(limiter.blocked(ip, start), None);
-            limiter.record(ip, start);
-        }
-        assert!(limiter.blocked(ip, start).is_some());
-        let other: IpAddr = "192.0.2.8".parse().unwrap();
-        assert_eq!(limiter.blocked(other, start), None);
-        assert_eq!(limiter.blocked(ip, start + ADDRESS_WINDOW), None);
     }
 }

@@ -8,12 +8,12 @@ use pulse_domain::TenantId;
 use pulse_store::chat::{self, ChatMessage};
 use uuid::Uuid;
 
-use crate::agent_loop::{AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopStop};
-use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
 use crate::patrol_connection::{RoutePurpose, route_connection};
-use crate::provider::{Message, ToolCall};
 use crate::redaction::redactor;
+use pulse_agent_loop::agent_loop::{AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopStop};
+use pulse_agent_loop::cost::LedgerUsageSink;
+use pulse_agent_loop::provider::{Message, ToolCall};
 
 use super::AssistantService;
 use super::events::client_safe;
@@ -102,8 +102,13 @@ impl AssistantService {
             .providers
             .provider(config)
             .map_err(|f| ErrorReply::new(ErrorCode::AssistantNotConfigured, f.summary()))?;
-        let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), COMPACTION_SURFACE)
-            .with_run_id(session.to_string());
+        let usage = LedgerUsageSink::new(
+            self.store.clone(),
+            tenant.clone(),
+            COMPACTION_SURFACE,
+            crate::metrics::ModelMetrics::shared(),
+        )
+        .with_run_id(session.to_string());
         let exports = AuditedExports::new(self.store.clone(), tenant.clone())
             .with_run_id(session.to_string());
         let outcome = AgentLoop::run(LoopInput {
@@ -174,12 +179,14 @@ impl AssistantService {
 /// A handler for turns that offer no tool (its gate admits nothing, so it is never called).
 pub(super) struct NoTools;
 
-impl crate::agent_loop::ToolHandler for NoTools {
+impl pulse_agent_loop::agent_loop::ToolHandler for NoTools {
     fn call<'a>(
         &'a self,
         call: &'a ToolCall,
         _admitted: &'a pulse_capabilities::AdmittedCall,
-    ) -> BoxFuture<'a, crate::provider::ToolResult> {
-        Box::pin(async move { crate::provider::ToolResult::error(&call.id, "no tool is offered") })
+    ) -> BoxFuture<'a, pulse_agent_loop::provider::ToolResult> {
+        Box::pin(async move {
+            pulse_agent_loop::provider::ToolResult::error(&call.id, "no tool is offered")
+        })
     }
 }

@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::agent_loop::{BoxFuture, CallStatus, LoopObserver, ToolCallRecord};
-use crate::provider::{Message, StreamEvent, ToolCall};
+use pulse_agent_loop::agent_loop::{BoxFuture, CallStatus, LoopObserver, ToolCallRecord};
+use pulse_agent_loop::provider::{Message, StreamEvent, ToolCall};
 
 use super::filter::ClientSafeText;
 use super::tools::{Card, CardSink};

@@ -4,7 +4,7 @@ use pulse_store::chat::{ChatMessage, Role, RowState};
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::provider::Message;
+use pulse_agent_loop::provider::Message;
 
 /// The transcript as model history: user prompts, answers, summaries, Pulse's outcome notes
 /// and steering. Tool rows of past turns are left out (their answer carries what they found).

@@ -49,7 +49,7 @@ use uuid::Uuid;
 
 use crate::patrol_connection::{RoutePurpose, route_connection};
 use crate::preflight::PreflightSettings;
-use crate::provider::pool::ProviderPool;
+use pulse_agent_loop::provider::pool::ProviderPool;
 
 pub use compaction::COMPACTION_SURFACE;
 pub use idle::IDLE_AFTER;

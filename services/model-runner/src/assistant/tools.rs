@@ -18,14 +18,14 @@ use pulse_store::alerts::{self, AlertFilter, StateFilter};
 use pulse_store::findings::{self, ListFilter};
 use serde_json::{Value, json};
 
-use crate::agent_loop::{BoxFuture, ToolHandler};
-use crate::provider::{ToolCall, ToolResult};
 use crate::tools::findings::finding_row;
 use crate::tools::query::compact_row;
 use crate::tools::{
     ASSISTANT_READ, CANONICAL_READS, Narrowing, ToolContext, WatchTools, count_arg, json_result,
     text_arg,
 };
+use pulse_agent_loop::agent_loop::{BoxFuture, ToolHandler};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// How long a broker request may take.
 pub const BROKER_TIMEOUT: Duration = Duration::from_secs(10);

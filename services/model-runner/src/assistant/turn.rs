@@ -19,12 +19,14 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use crate::agent_loop::{AgentLoop, Compaction, CompactionPolicy, LoopInput, LoopLimits, LoopStop};
-use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
-use crate::provider::Message;
 use crate::redaction::redactor;
 use crate::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
+use pulse_agent_loop::agent_loop::{
+    AgentLoop, Compaction, CompactionPolicy, LoopInput, LoopLimits, LoopStop,
+};
+use pulse_agent_loop::cost::LedgerUsageSink;
+use pulse_agent_loop::provider::Message;
 
 use super::filter::ClientSafeText;
 use super::tools::{AssistantTools, Caller, assistant_policy};
@@ -68,7 +70,7 @@ enum TurnEnd {
     Done {
         text: String,
         stop: &'static str,
-        usage: crate::provider::Usage,
+        usage: pulse_agent_loop::provider::Usage,
     },
     Error {
         code: ErrorCode,
@@ -359,8 +361,13 @@ impl AssistantService {
             tenant: tenant.clone(),
             session,
         };
-        let usage = LedgerUsageSink::new(self.store.clone(), tenant.clone(), ASSISTANT_SURFACE)
-            .with_run_id(session.to_string());
+        let usage = LedgerUsageSink::new(
+            self.store.clone(),
+            tenant.clone(),
+            ASSISTANT_SURFACE,
+            crate::metrics::ModelMetrics::shared(),
+        )
+        .with_run_id(session.to_string());
         let exports = AuditedExports::new(self.store.clone(), tenant.clone())
             .with_run_id(session.to_string());
         let _ = signals.send(Signal::Event(

@@ -56,9 +56,9 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::patrol_connection::{ConnectionError, patrol_connection};
-use crate::provider::pool::ProviderPool;
 use capture::Proposal;
 use gate::{Decision, GateInput};
+use pulse_agent_loop::provider::pool::ProviderPool;
 use runtime::{Investigator, RunEnd, RunInput, RunResult, confidence};
 use tools::BrokerCatalogue;
 

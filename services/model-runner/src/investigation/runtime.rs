@@ -25,15 +25,17 @@ use super::tools::{
     CapabilityCatalogue, EVIDENCE_BUDGET, EvidenceAllowance, EvidenceLedger, EvidenceRead,
     InvestigationTools, checkpoint_policy, investigation_policy,
 };
-use crate::agent_loop::{AgentLoop, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler};
-use crate::cost::LedgerUsageSink;
 use crate::export_audit::AuditedExports;
 use crate::preflight::{PreflightSettings, RouteConnection};
-use crate::provider::Message;
-use crate::provider::pool::ProviderPool;
 use crate::redaction::display_summary;
 use crate::redaction::redactor;
 use crate::tools::{BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools};
+use pulse_agent_loop::agent_loop::{
+    AgentLoop, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
+};
+use pulse_agent_loop::cost::LedgerUsageSink;
+use pulse_agent_loop::provider::Message;
+use pulse_agent_loop::provider::pool::ProviderPool;
 
 /// Model turns of the evidence phase.
 pub const EVIDENCE_TURNS: u32 = 15;
@@ -214,6 +216,7 @@ impl Investigator {
             self.store.clone(),
             input.tenant.clone(),
             INVESTIGATION_SURFACE,
+            crate::metrics::ModelMetrics::shared(),
         )
         .with_run_id(id.clone());
         let exports =
@@ -304,8 +307,10 @@ impl Investigator {
         // twice, unless it replays the captured call.
         let captured = capture.captured_call_id();
         if proposal_records.into_iter().any(|r| {
-            matches!(r.status, crate::agent_loop::CallStatus::Denied { .. })
-                && captured.as_deref().is_some_and(|id| id != r.call_id)
+            matches!(
+                r.status,
+                pulse_agent_loop::agent_loop::CallStatus::Denied { .. }
+            ) && captured.as_deref().is_some_and(|id| id != r.call_id)
         }) {
             capture.latch_ambiguous();
         }

@@ -17,10 +17,10 @@ use pulse_redaction::Redactor;
 use serde_json::{Value, json};
 
 use super::capture::{ProposalCapture, fingerprint, validate};
-use crate::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
-use crate::provider::{ToolCall, ToolResult, Usage};
 use crate::redaction::display_summary;
 use crate::tools::{WatchTools, canonical_reads_and};
+use pulse_agent_loop::agent_loop::{AllowanceDecision, BoxFuture, TokenAllowance, ToolHandler};
+use pulse_agent_loop::provider::{ToolCall, ToolResult, Usage};
 
 /// Evidence-tool calls of one investigation.
 pub const EVIDENCE_BUDGET: u32 = 15;
@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn stored_evidence_is_redacted_before_it_is_shortened() {
         let connection = crate::preflight::RouteConnection::new(
-            crate::route::Route::parse("openai:gpt-4o-mini").unwrap(),
+            pulse_agent_loop::route::Route::parse("openai:gpt-4o-mini").unwrap(),
         );
         let redactor =
             crate::redaction::redactor(&connection, crate::registry::RouteClass::MeteredApi)

@@ -10,7 +10,7 @@ use pulse_capabilities::ToolName;
 use pulse_domain::resource::truncate_chars;
 
 use super::{RunLedger, blank_field, json_result, signature, text_arg};
-use crate::provider::{ToolCall, ToolResult};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// Characters kept of the evidence and reason of a clear.
 const MAX_TEXT: usize = 500;

@@ -35,8 +35,8 @@ use super::{
     AcceptedReport, AcceptedVerdict, RunLedger, ToolContext, blank_field, json_result, signature,
     text_arg,
 };
-use crate::provider::{ToolCall, ToolResult};
 use crate::tools::signals::ALERT_PREFIX;
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// Findings in one snapshot.
 pub const MAX_SNAPSHOT_FINDINGS: i64 = 100;

@@ -9,7 +9,7 @@ use pulse_store::metrics;
 use serde_json::{Value, json};
 
 use super::{ToolContext, json_result, text_arg};
-use crate::provider::{ToolCall, ToolResult};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// The percent metrics agents report, in answer order.
 pub const PERFORMANCE_METRICS: &[&str] = &["cpu_percent", "memory_percent", "disk_percent"];

@@ -29,9 +29,9 @@ use pulse_domain::resource::Resource;
 use pulse_store::Store;
 use serde_json::Value;
 
-use crate::agent_loop::{BoxFuture, ToolHandler};
-use crate::provider::{ToolCall, ToolResult};
 use crate::tools::signals::SignalBook;
+use pulse_agent_loop::agent_loop::{BoxFuture, ToolHandler};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// How long a relay read or a verifier check may take before it counts as unavailable.
 pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);

@@ -9,7 +9,7 @@ use pulse_domain::resource::{Health, Resource, truncate_chars};
 use serde_json::{Value, json};
 
 use super::{ToolContext, count_arg, json_result, text_arg};
-use crate::provider::{ToolCall, ToolResult};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// Rows in one answer.
 pub const MAX_ROWS: usize = 50;

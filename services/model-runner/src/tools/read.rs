@@ -29,7 +29,7 @@ use pulse_domain::resource::{Resource, ResourceType, truncate_chars};
 use serde_json::{Map, Value, json};
 
 use super::{RunLedger, ToolContext, count_arg, json_result, text_arg};
-use crate::provider::{ToolCall, ToolResult};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// The capability name of relay reads in the run's ledger.
 pub const CAPABILITY: &str = "relay_read";

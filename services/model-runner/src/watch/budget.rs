@@ -15,8 +15,8 @@
 
 use std::sync::Arc;
 
-use crate::agent_loop::{AllowanceDecision, TokenAllowance};
-use crate::provider::Usage;
+use pulse_agent_loop::agent_loop::{AllowanceDecision, TokenAllowance};
+use pulse_agent_loop::provider::Usage;
 
 use crate::tools::RunLedger;
 

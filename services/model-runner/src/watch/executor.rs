@@ -13,13 +13,13 @@ use pulse_domain::patrol::outcome::RunAccounting;
 use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, PatrolRun, ToolCallRecord};
 use pulse_domain::resource::Resource;
 
-use crate::agent_loop::{
+use crate::preflight::RouteConnection;
+use crate::registry::RouteClass;
+use pulse_agent_loop::agent_loop::{
     self, BoxFuture, CallOutcome, CallStatus, ProviderCallUsage, RecordError, UsageSink,
 };
-use crate::cost::{LedgerUsageSink, Usd, cost_for_class};
-use crate::preflight::RouteConnection;
-use crate::provider::{FailureCause, Usage};
-use crate::registry::RouteClass;
+use pulse_agent_loop::cost::{LedgerUsageSink, Usd, cost_for_class};
+use pulse_agent_loop::provider::{FailureCause, Usage};
 
 /// Tool call records kept on a run; the count covers all of them.
 pub const MAX_RECORDED_TOOL_CALLS: usize = 64;
@@ -191,9 +191,9 @@ impl UsageSink for RunUsage<'_> {
     /// The tenant spend budgets, checked by the ledger.
     fn admit_call<'a>(
         &'a self,
-        route: &'a crate::route::Route,
+        route: &'a pulse_agent_loop::route::Route,
         route_class: RouteClass,
-    ) -> BoxFuture<'a, Result<(), crate::agent_loop::usage::BudgetCheckError>> {
+    ) -> BoxFuture<'a, Result<(), pulse_agent_loop::agent_loop::usage::BudgetCheckError>> {
         self.ledger.admit_call(route, route_class)
     }
 }

@@ -55,16 +55,16 @@ use pulse_store::{Store, StoreError, TenantTx, TxRetry, patrol_readiness, resour
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
-use crate::agent_loop::BoxFuture;
 use crate::patrol_connection::{ConnectionError, patrol_connection};
 use crate::preflight::RouteConnection;
-use crate::provider::Usage;
+use pulse_agent_loop::agent_loop::BoxFuture;
+use pulse_agent_loop::provider::Usage;
 
 use executor::{Ending, ProgressSink, SharedExecutor, WatchInput};
 use lease::{Heartbeat, LeaseHold};
 use runtime::WatchRuntime;
 
-use crate::provider::pool::ProviderPool;
+use pulse_agent_loop::provider::pool::ProviderPool;
 
 /// How the worker runs.
 #[derive(Debug, Clone)]

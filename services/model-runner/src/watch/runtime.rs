@@ -31,15 +31,15 @@ use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, RunType};
 use pulse_domain::resource::truncate_chars;
 use pulse_store::{Store, alerts};
 
-use crate::agent_loop::{
-    AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
-};
-use crate::cost::{LedgerUsageSink, Usd};
 use crate::export_audit::AuditedExports;
 use crate::preflight::PreflightSettings;
-use crate::provider::pool::ProviderPool;
-use crate::provider::{Message, Usage};
 use crate::redaction::redactor;
+use pulse_agent_loop::agent_loop::{
+    AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
+};
+use pulse_agent_loop::cost::{LedgerUsageSink, Usd};
+use pulse_agent_loop::provider::pool::ProviderPool;
+use pulse_agent_loop::provider::{Message, Usage};
 
 use super::budget::{
     AllowanceStop, DecliningAllowance, FULL_TURNS, SCOPED_TURNS, STRUCTURED_TURN_OUTPUT_TOKENS,
@@ -125,7 +125,7 @@ struct Phases {
     turns: u32,
     provider_calls: u32,
     usage: Usage,
-    records: Vec<crate::agent_loop::ToolCallRecord>,
+    records: Vec<pulse_agent_loop::agent_loop::ToolCallRecord>,
     messages: Vec<Message>,
     repaired: bool,
     provider_time: Duration,
@@ -533,6 +533,7 @@ impl WatchExecutor for WatchRuntime {
                     self.store.clone(),
                     input.tenant.clone(),
                     PATROL_SURFACE,
+                    crate::metrics::ModelMetrics::shared(),
                 )
                 .with_run_id(run_id.clone()),
                 progress: input.progress,

@@ -69,7 +69,8 @@ impl schemars::JsonSchema for FindingId {
 }
 
 /// What [`parse_short_hex`] accepts, as a regular expression (for API documents).
-pub const SHORT_HEX_PATTERN: &str = "^[0-9a-f]{16}$";
+#[cfg(any(test, feature = "schemars"))]
+const SHORT_HEX_PATTERN: &str = "^[0-9a-f]{16}$";
 
 impl FindingId {
     /// The id of the finding on `resource_id` in `category` under `key`.

@@ -215,6 +215,12 @@ impl RunRequest {
             ));
         }
         let raw: RawRunRequest = serde_json::from_slice(body).map_err(classify_json_error)?;
+        Self::from_raw(raw)
+    }
+
+    /// Checks a request built field by field (a form's) as [`RunRequest::parse`] checks a body:
+    /// no field named is a full run.
+    pub fn from_raw(raw: RawRunRequest) -> Result<Self, RunRequestError> {
         if raw.names_nothing() {
             return Ok(Self::Full);
         }

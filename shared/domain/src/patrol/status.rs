@@ -96,6 +96,18 @@ pub enum CheckStatus {
     NotAssessed,
 }
 
+impl CheckStatus {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Warning => "warning",
+            Self::Fail => "fail",
+            Self::NotAssessed => "not_assessed",
+        }
+    }
+}
+
 /// Why the readiness gate blocks Patrol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
@@ -328,6 +340,21 @@ mod tests {
     use crate::finding::Severity;
     use chrono::TimeZone;
     use uuid::Uuid;
+
+    #[test]
+    fn check_status_names_are_the_wire_names() {
+        for status in [
+            CheckStatus::Pass,
+            CheckStatus::Warning,
+            CheckStatus::Fail,
+            CheckStatus::NotAssessed,
+        ] {
+            assert_eq!(
+                serde_json::to_string(&status).unwrap(),
+                format!("\"{}\"", status.as_str())
+            );
+        }
+    }
 
     fn t(minutes: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap() + Duration::minutes(minutes)

@@ -314,6 +314,28 @@ impl ProviderSim {
         format!("{}/v1beta", self.base_url())
     }
 
+    /// A route to this simulator over `protocol`: its base URL for that protocol, a test key, a
+    /// short retry backoff and timeouts generous enough for a loaded machine.
+    pub fn route_config(
+        &self,
+        protocol: pulse_providers::Protocol,
+    ) -> pulse_providers::ProviderConfig {
+        use pulse_providers::{Protocol, ProviderConfig, Timeouts};
+        let base = match protocol {
+            Protocol::OpenAiCompatible => self.openai_base_url(),
+            Protocol::Gemini => self.gemini_base_url(),
+            Protocol::Anthropic | Protocol::Ollama => self.base_url(),
+        };
+        ProviderConfig::new(protocol, base)
+            .with_api_key("sk-test-key")
+            .with_retry_backoff(Duration::from_millis(50))
+            .with_timeouts(Timeouts {
+                request: Duration::from_secs(20),
+                response_header: Duration::from_secs(10),
+                stall: Duration::from_secs(10),
+            })
+    }
+
     /// Every request received so far (since the log was last cleared), in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state.log().entries.clone()

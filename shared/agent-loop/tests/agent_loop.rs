@@ -1,0 +1,628 @@
+//! The agentic loop against the provider simulator over real HTTP: admission before dispatch,
+//! bounded parallel execution, result ordering, limits, redaction before transport, compaction.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use pulse_agent_loop::agent_loop::{
+    AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
+    ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, STUB_MARKER, TokenAllowance,
+    ToolHandler, UsageNotRecorded,
+};
+use pulse_agent_loop::provider::{
+    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
+    Usage, repair_orphan_tool_calls,
+};
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
+use pulse_capabilities::{AdmittedCall, DenialCode, ExecutionProfile, ToolPolicy};
+use pulse_redaction::{Destination, RedactionConfig, Redactor};
+use pulse_test_support::provider_sim::Script;
+use pulse_test_support::provider_sim::{
+    Delivery, ProviderSim, RecordedRequest, SimError, Step, Turn,
+};
+use serde_json::{Value, json};
+
+const SYSTEM: &str = "You are Pulse Patrol. Use the tools.";
+const GOAL: &str = "Check the fleet for problems.";
+const CANARY: &str = "pulse-canary-7f3a9c2e1b4d";
+
+/// A handler that records what it saw, how many calls ran at once, and in which order calls
+/// started and finished. Delays are per call id.
+#[derive(Default)]
+struct Recorder {
+    delays: HashMap<String, Duration>,
+    result_size: usize,
+    result_suffix: String,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    started: Mutex<Vec<String>>,
+    finished: Mutex<Vec<String>>,
+    names: Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    fn with_delays(delays: &[(&str, u64)]) -> Self {
+        Self {
+            delays: delays
+                .iter()
+                .map(|(id, ms)| ((*id).to_owned(), Duration::from_millis(*ms)))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    fn started(&self) -> Vec<String> {
+        self.started.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    fn finished(&self) -> Vec<String> {
+        self.finished.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.names.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    fn max_in_flight(&self) -> usize {
+        self.max_in_flight.load(Ordering::SeqCst)
+    }
+}
+
+impl ToolHandler for Recorder {
+    fn call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        _admitted: &'a AdmittedCall,
+    ) -> BoxFuture<'a, ToolResult> {
+        Box::pin(async move {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            if let Ok(mut v) = self.started.lock() {
+                v.push(call.id.clone());
+            }
+            if let Ok(mut v) = self.names.lock() {
+                v.push(call.name.clone());
+            }
+            if let Some(delay) = self.delays.get(&call.id) {
+                // Simulated tool latency (not an assertion): makes handlers finish out of order.
+                tokio::time::sleep(*delay).await;
+            }
+            if let Ok(mut v) = self.finished.lock() {
+                v.push(call.id.clone());
+            }
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            let mut content = format!("result of {}", call.id);
+            content.push_str(&"x".repeat(self.result_size));
+            content.push_str(&self.result_suffix);
+            ToolResult::ok("handler-chosen-id", content)
+        })
+    }
+}
+
+fn redactor() -> Redactor {
+    Redactor::new(
+        Destination::external("openai:sim-model"),
+        &RedactionConfig {
+            secrets: vec![CANARY.to_owned()],
+            local_only: Vec::new(),
+        },
+    )
+    .expect("redactor")
+}
+
+fn watch_policy() -> Arc<ToolPolicy> {
+    ToolPolicy::for_profile(ExecutionProfile::PatrolDetection).expect("policy")
+}
+
+fn provider(sim: &ProviderSim) -> Provider {
+    common::provider(sim, Protocol::OpenAiCompatible)
+}
+
+fn query(limit: u64) -> Value {
+    json!({"action": "list", "limit": limit})
+}
+
+async fn run_loop(
+    sim: &ProviderSim,
+    handler: &Recorder,
+    limits: LoopLimits,
+    compaction: Option<Compaction>,
+    allowance: Option<&mut dyn TokenAllowance>,
+    stream: bool,
+) -> LoopOutcome {
+    let provider = provider(sim);
+    let redactor = redactor();
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::parse("openai:sim-model").expect("route"),
+        route_class: RouteClass::MeteredApi,
+        system_prompt: SYSTEM.into(),
+        messages: vec![Message::user(GOAL)],
+        policy: watch_policy(),
+        handler,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage: &UsageNotRecorded,
+        limits,
+        compaction,
+        allowance: allowance.map(|a| -> &mut dyn TokenAllowance { a }),
+        stream,
+        temperature: None,
+        observer: None,
+    })
+    .await
+}
+
+/// `(tool_call_id, content)` of every tool message in a recorded OpenAI request, in order.
+fn tool_messages(request: &RecordedRequest) -> Vec<(String, String)> {
+    request.body["messages"]
+        .as_array()
+        .map(|msgs| {
+            msgs.iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| {
+                    (
+                        m["tool_call_id"].as_str().unwrap_or_default().to_owned(),
+                        m["content"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn three_turn_run_executes_admitted_calls_and_keeps_call_order() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("a", "pulse_query", query(1))
+            .with_tool_id("b", "pulse_query", query(2))
+            .with_tool_id("c", "pulse_query", query(3)),
+        Turn::default().with_tool_id("d", "pulse_metrics", json!({"type": "performance"})),
+        Turn::text("All hosts are healthy."),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::with_delays(&[("a", 120), ("b", 60)]);
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.final_text, "All hosts are healthy.");
+    assert_eq!(outcome.turns, 3);
+    assert_eq!(outcome.provider_calls, 3);
+    assert_eq!(handler.started(), ["a", "b", "c", "d"]);
+    // The handlers really finished out of order...
+    assert_eq!(&handler.finished()[..3], ["c", "b", "a"]);
+    // ...and the results still reached the model in call order, paired by the loop's ids.
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 3);
+    let second = tool_messages(&requests[1]);
+    let ids: Vec<&str> = second.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["a", "b", "c"]);
+    assert_eq!(second[0].1, "result of a");
+    let third = tool_messages(&requests[2]);
+    assert_eq!(third.len(), 4);
+    assert_eq!(third[3].0, "d");
+    // Every request offered the Watch tools.
+    assert!(requests[0].body["tools"].as_array().is_some_and(|t| {
+        t.iter()
+            .any(|t| t["function"]["name"] == "patrol_report_finding")
+    }));
+    assert_eq!(outcome.tool_calls.len(), 4);
+    assert!(outcome.tool_calls.iter().all(|r| matches!(
+        r.status,
+        CallStatus::Executed {
+            is_error: false,
+            timed_out: false
+        }
+    )));
+    assert!(outcome.usage.input_tokens > 0 && outcome.usage.output_tokens > 0);
+    assert_eq!(outcome.redactions.len(), 3);
+    assert_eq!(outcome.timings.len(), 3);
+}
+
+#[tokio::test]
+async fn six_independent_reads_run_at_most_four_at_once() {
+    let mut turn = Turn::default();
+    let mut delays = Vec::new();
+    let ids: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        turn = turn.with_tool_id(id.as_str(), "pulse_query", query(i as u64));
+        delays.push((id.as_str(), 80));
+    }
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("done")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::with_delays(&delays);
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(handler.started().len(), 6);
+    assert_eq!(handler.max_in_flight(), 4);
+    let results = tool_messages(&sim.requests()[1]);
+    let got: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(got, ids);
+}
+
+fn report_args() -> Value {
+    json!({
+        "key": "disk-full",
+        "severity": "warning",
+        "category": "capacity",
+        "resource_id": "node/pve1",
+        "resource_name": "pve1",
+        "resource_type": "node",
+        "title": "Root disk almost full",
+        "description": "The root filesystem is 93% used.",
+        "recommendation": "Prune old images.",
+        "evidence": "df: / 93%"
+    })
+}
+
+#[tokio::test]
+async fn findings_read_with_finding_writes_runs_sequentially_in_model_order() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("g", "patrol_get_findings", json!({}))
+            .with_tool_id("w", "patrol_report_finding", report_args())
+            .with_tool_id(
+                "s",
+                "patrol_assess_finding",
+                json!({"finding_id": "f-1", "verdict": "resolved", "evidence": "ok", "reason": "ok"}),
+            )
+            .with_tool_id("q", "pulse_query", query(1)),
+        Turn::text("recorded"),
+    ]))
+    .await
+    .expect("sim");
+    // Were these run in parallel, the later calls would finish (and start) before `g` ends.
+    let handler = Recorder::with_delays(&[("g", 80), ("w", 40)]);
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(handler.max_in_flight(), 1);
+    assert_eq!(handler.started(), ["g", "w", "s", "q"]);
+    assert_eq!(handler.finished(), ["g", "w", "s", "q"]);
+}
+
+#[tokio::test]
+async fn fabricated_control_call_is_denied_before_dispatch_and_repeat_is_terminal() {
+    let control = json!({"type": "resource", "resource_id": "vm/101", "action": "restart"});
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("q1", "pulse_query", query(1))
+            .with_tool_id("x1", "pulse_control", control.clone()),
+        Turn::default()
+            .with_tool_id("q2", "pulse_query", query(2))
+            .with_tool_id("x2", "pulse_control", control),
+        Turn::text("unreachable"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    // The handler never saw pulse_control, and the terminal turn ran nothing at all.
+    assert_eq!(handler.names(), ["pulse_query"]);
+    let LoopStop::TerminalDenial(terminal) = &outcome.stop else {
+        panic!("expected terminal_denial, got {:?}", outcome.stop);
+    };
+    assert_eq!(outcome.stop.as_str(), "terminal_denial");
+    assert_eq!(terminal.tool, "pulse_control");
+    assert_eq!(terminal.code, DenialCode::ToolNotOffered);
+    // The first denial went back to the model as the call's error result.
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 2);
+    let results = tool_messages(&requests[1]);
+    assert_eq!(results[1].0, "x1");
+    // OpenAI has no error flag on tool messages; the transport marks it in the text.
+    assert!(results[1].1.contains("denied (tool_not_offered)"));
+    let statuses: Vec<(&str, &CallStatus)> = outcome
+        .tool_calls
+        .iter()
+        .map(|r| (r.call_id.as_str(), &r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (
+                "q1",
+                &CallStatus::Executed {
+                    is_error: false,
+                    timed_out: false
+                }
+            ),
+            (
+                "x1",
+                &CallStatus::Denied {
+                    code: DenialCode::ToolNotOffered
+                }
+            ),
+            ("q2", &CallStatus::NotRun),
+            (
+                "x2",
+                &CallStatus::Terminal {
+                    code: DenialCode::ToolNotOffered
+                }
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn looping_model_stops_at_the_turn_limit() {
+    let sim = ProviderSim::start(Script::looping("pulse_query", query(1)))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+    let limits = LoopLimits {
+        max_turns: 3,
+        ..LoopLimits::default()
+    };
+
+    let outcome = run_loop(&sim, &handler, limits, None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::TurnLimit);
+    assert_eq!(outcome.turns, 3);
+    assert_eq!(sim.requests().len(), 3);
+    assert_eq!(handler.started().len(), 3);
+}
+
+#[tokio::test]
+async fn provider_call_limit_is_honoured_and_counts_retries() {
+    let sim = ProviderSim::start(Script::looping("pulse_query", query(1)))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+    let limits = LoopLimits {
+        max_turns: 50,
+        max_provider_calls: 4,
+        ..LoopLimits::default()
+    };
+    let outcome = run_loop(&sim, &handler, limits, None, None, false).await;
+    assert_eq!(outcome.stop, LoopStop::ProviderCallLimit);
+    assert_eq!(outcome.provider_calls, 4);
+    assert_eq!(sim.requests().len(), 4);
+
+    // A same-route retry is a provider call too.
+    let sim = ProviderSim::start(Script::steps([
+        Step::Error(SimError::message(503, "overloaded_error", "overloaded")),
+        Step::reply(Turn::tool("pulse_query", query(1))),
+        Step::reply(Turn::tool("pulse_query", query(2))),
+    ]))
+    .await
+    .expect("sim");
+    let limits = LoopLimits {
+        max_turns: 50,
+        max_provider_calls: 3,
+        ..LoopLimits::default()
+    };
+    let outcome = run_loop(&sim, &handler, limits, None, None, false).await;
+    assert_eq!(outcome.stop, LoopStop::ProviderCallLimit);
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(outcome.provider_calls, 3);
+    assert_eq!(sim.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn provider_failure_ends_the_run_with_its_cause() {
+    let sim = ProviderSim::start(Script::steps([Step::Error(SimError::unauthorized())]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+    assert!(matches!(
+        outcome.stop,
+        LoopStop::ProviderFailure {
+            cause: FailureCause::Auth,
+            ..
+        }
+    ));
+    assert_eq!(outcome.stop.as_str(), "provider_failure");
+    assert_eq!(outcome.turns, 0);
+    assert_eq!(outcome.provider_calls, 1);
+}
+
+#[tokio::test]
+async fn canary_secret_in_a_tool_result_never_reaches_the_provider() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::tool(
+            "pulse_read",
+            json!({"action": "file", "path": "/etc/app.env"}),
+        ),
+        Turn::text("checked"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder {
+        result_suffix: format!("\nAPP_TOKEN_VALUE {CANARY}\n"),
+        ..Recorder::default()
+    };
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert!(!request.body.to_string().contains(CANARY));
+    }
+    let results = tool_messages(&requests[1]);
+    assert!(results[0].1.contains("[REDACTED:"));
+    assert!(outcome.redactions[1].total >= 1);
+    assert!(
+        outcome
+            .tool_calls
+            .iter()
+            .all(|r| !r.output.contains(CANARY))
+    );
+}
+
+fn assert_paired(messages: &[Message]) {
+    // No call lacks a result, and every result follows its call's assistant turn directly.
+    assert_eq!(repair_orphan_tool_calls(messages), messages);
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        match message {
+            Message::Assistant { tool_calls, .. } => {
+                open = tool_calls.iter().map(|c| c.id.clone()).collect();
+            }
+            Message::Tool(result) => assert!(
+                open.contains(&result.call_id),
+                "result {} does not follow its call",
+                result.call_id
+            ),
+            _ => open.clear(),
+        }
+    }
+}
+
+#[tokio::test]
+async fn compaction_keeps_prompt_goal_recent_turns_and_pairing() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("t1a", "pulse_query", query(1))
+            .with_tool_id("t1b", "pulse_query", query(2)),
+        Turn::default().with_tool_id("t2", "pulse_query", query(3)),
+        Turn::default().with_tool_id("t3", "pulse_query", query(4)),
+        Turn::default().with_tool_id("t4", "pulse_query", query(5)),
+        Turn::text("summary"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder {
+        result_size: 4_000,
+        ..Recorder::default()
+    };
+    let compaction = Compaction {
+        policy: CompactionPolicy {
+            budget_tokens: 2_500,
+            keep_recent_turns: 1,
+            stub_head_chars: 32,
+        },
+        estimator: Arc::new(CharsPerToken(4)),
+    };
+
+    let outcome = run_loop(
+        &sim,
+        &handler,
+        LoopLimits::default(),
+        Some(compaction),
+        None,
+        false,
+    )
+    .await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert!(!outcome.compactions.is_empty());
+    let last = sim.requests().pop().expect("requests");
+    let msgs = last.body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(msgs[0]["content"], SYSTEM);
+    assert_eq!(msgs[1]["content"], GOAL);
+    let results = tool_messages(&last);
+    let ids: Vec<&str> = results.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["t1a", "t1b", "t2", "t3", "t4"]);
+    assert!(results[0].1.starts_with(STUB_MARKER));
+    assert!(
+        results[0]
+            .1
+            .contains("tool=pulse_query call_id=t1a original_chars=")
+    );
+    assert!(results[0].1.contains("head: result of t1a"));
+    // The most recent turn is verbatim.
+    assert!(!results[4].1.starts_with(STUB_MARKER));
+    assert!(results[4].1.len() > 4_000);
+    assert_paired(&outcome.messages);
+}
+
+struct FinalAfterFirst(AllowanceDecision);
+
+impl TokenAllowance for FinalAfterFirst {
+    fn after_turn(&mut self, _turn: u32, _turn_usage: Usage, _total: Usage) -> AllowanceDecision {
+        self.0
+    }
+}
+
+#[tokio::test]
+async fn allowance_can_force_a_final_tool_free_turn_or_stop() {
+    let script = || {
+        Script::turns([
+            Turn::tool("pulse_query", query(1)),
+            Turn::text("final decision"),
+        ])
+    };
+    let sim = ProviderSim::start(script()).await.expect("sim");
+    let handler = Recorder::default();
+    let mut allowance = FinalAfterFirst(AllowanceDecision::FinalTurnOnly);
+    let outcome = run_loop(
+        &sim,
+        &handler,
+        LoopLimits::default(),
+        None,
+        Some(&mut allowance),
+        false,
+    )
+    .await;
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.final_text, "final decision");
+    let requests = sim.requests();
+    assert!(requests[0].body.get("tools").is_some());
+    assert!(requests[1].body.get("tools").is_none());
+
+    let sim = ProviderSim::start(script()).await.expect("sim");
+    let mut allowance = FinalAfterFirst(AllowanceDecision::Stop);
+    let outcome = run_loop(
+        &sim,
+        &handler,
+        LoopLimits::default(),
+        None,
+        Some(&mut allowance),
+        false,
+    )
+    .await;
+    assert_eq!(outcome.stop, LoopStop::AllowanceExhausted);
+    assert_eq!(sim.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn orphaned_calls_get_synthetic_error_results_and_never_run() {
+    let sim = ProviderSim::start(Script::steps([
+        Step::delivered(
+            Turn::default().with_tool_id("o1", "pulse_query", query(1)),
+            Delivery {
+                orphan_tool_calls: true,
+                ..Delivery::default()
+            },
+        ),
+        Step::reply(Turn::text("sorry")),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, true).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert!(handler.started().is_empty());
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.ends_with(INTERRUPTED_TOOL_RESULT));
+    assert!(matches!(
+        outcome.tool_calls.first().map(|r| &r.status),
+        Some(CallStatus::Orphaned)
+    ));
+    assert_paired(&outcome.messages);
+}
