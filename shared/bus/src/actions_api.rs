@@ -25,7 +25,6 @@ pub const ACTIONS_QUEUE_GROUP: &str = "action-broker";
 
 /// Plan one typed capability on one resource.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionPlanRequest {
     pub resource_id: String,
@@ -55,7 +54,6 @@ impl crate::Request for ActionPlanRequest {
 
 /// A human's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionOutcome {
     Approved,
@@ -63,7 +61,6 @@ pub enum DecisionOutcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionDecisionRequest {
     pub action_id: uuid::Uuid,
@@ -82,7 +79,6 @@ impl crate::Request for ActionDecisionRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionExecuteRequest {
     pub action_id: uuid::Uuid,
@@ -99,7 +95,6 @@ impl crate::Request for ActionExecuteRequest {
 
 /// The action after a plan, decision or execution request.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActionReply {
     pub action_id: uuid::Uuid,
     pub state: pulse_domain::action::ActionState,
@@ -120,7 +115,6 @@ pub const ACTION_CAPABILITIES_REQUEST: &str = "actions.capabilities.request";
 /// Which resource's catalogue: a canonical id, or a provider coordinate (source id, name or
 /// alias) that resolves to exactly one resource.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ActionCapabilitiesRequest {
     pub resource_id: String,
@@ -136,7 +130,6 @@ impl crate::Request for ActionCapabilitiesRequest {
 
 /// A resource's typed action catalogue, always under its canonical id.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActionCapabilitiesReply {
     /// The canonical id the request resolved to.
     pub resource_id: String,
@@ -151,7 +144,6 @@ impl Message for ActionCapabilitiesReply {
 
 /// One capability a resource advertises.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActionCapabilityEntry {
     /// The capability wire name (`service.restart`, ...): matched exactly.
     pub name: String,

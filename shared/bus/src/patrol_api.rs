@@ -21,7 +21,6 @@ pub const WATCH_JOB: &str = "watch";
 
 /// A manual run request: the parsed body (`None` for a full run) and who asked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolRunRequest {
     pub scope: Option<pulse_domain::patrol::scope::ScopedRequest>,
     /// The requesting actor (token name), recorded on the run.
@@ -38,7 +37,6 @@ impl crate::Request for PatrolRunRequest {
 
 /// The reply to [`PatrolRunRequest`], and the payload of `events.run.accepted`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolRunAccepted {
     pub run_id: pulse_domain::patrol::run::RunId,
     pub trigger_reason: pulse_domain::patrol::run::TriggerReason,
@@ -55,7 +53,6 @@ impl Message for PatrolRunAccepted {
 
 /// The `jobs.watch` message: which accepted run to execute.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct WatchJob {
     pub run_id: pulse_domain::patrol::run::RunId,
     #[serde(rename = "type")]
@@ -75,7 +72,6 @@ pub const PATROL_PREFLIGHT_QUEUE_GROUP: &str = "model-runner-preflight";
 
 /// A preflight request: who asked.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct PatrolPreflightRequest {
     pub requested_by: String,
 }

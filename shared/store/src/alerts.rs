@@ -66,7 +66,6 @@ fn parse_level(s: &str) -> Result<AlertLevel, StoreError> {
 
 /// Where an alert is in its lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AlertStatus {
     Firing,
@@ -84,7 +83,6 @@ impl AlertStatus {
 
 /// One stored alert, as the API lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct StoredAlert {
     pub id: Uuid,
     pub key: AlertKey,
@@ -103,11 +101,6 @@ pub struct StoredAlert {
 
 /// Which alerts [`list`] returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(
-    feature = "schemars",
-    derive(schemars::JsonSchema),
-    schemars(rename_all = "lowercase")
-)]
 pub enum StateFilter {
     #[default]
     Firing,

@@ -29,7 +29,6 @@ pub struct AuditEntry {
 
 /// A stored audit row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct AuditRecord {
     pub seq: i64,
     pub occurred_at: DateTime<Utc>,
@@ -38,10 +37,8 @@ pub struct AuditRecord {
     pub subject: String,
     pub payload: Value,
     #[serde(with = "hex_bytes")]
-    #[cfg_attr(feature = "schemars", schemars(with = "String"))]
     pub prev_hash: Vec<u8>,
     #[serde(with = "hex_bytes")]
-    #[cfg_attr(feature = "schemars", schemars(with = "String"))]
     pub row_hash: Vec<u8>,
 }
 
@@ -170,7 +167,6 @@ pub async fn list(
 
 /// Why a row breaks the chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ChainBreak {
     /// A sequence number is missing (a row was deleted).
@@ -184,14 +180,12 @@ pub enum ChainBreak {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct BrokenRow {
     pub seq: i64,
     pub reason: ChainBreak,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct VerifyReport {
     pub rows_checked: u64,
     pub first_broken: Option<BrokenRow>,

@@ -20,7 +20,6 @@ use crate::{StoreError, TenantTx};
 
 /// Where an attempt stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum InvestigationStatus {
     Running,
@@ -53,7 +52,6 @@ impl InvestigationStatus {
 
 /// The resource the investigation was about.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationSubject {
     pub resource_id: String,
     pub resource_name: String,
@@ -64,7 +62,6 @@ pub struct InvestigationSubject {
 
 /// The finding that triggered it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationTrigger {
     pub finding_key: String,
     pub source: String,
@@ -79,7 +76,6 @@ pub struct InvestigationTrigger {
 
 /// One piece of evidence the investigation read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationEvidence {
     /// The tool call id.
     pub id: String,
@@ -91,7 +87,6 @@ pub struct InvestigationEvidence {
 /// The typed proposal the investigation captured, without its params (their durable home is
 /// the canonical action and its audit).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ProposalSummary {
     pub resource_id: String,
     pub causal_resource_id: String,
@@ -101,7 +96,6 @@ pub struct ProposalSummary {
 
 /// The canonical action a proposal became.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ActionReference {
     pub action_id: Uuid,
     /// The action's state when it was submitted (`pending_approval`, `refused`, ...).
@@ -110,7 +104,6 @@ pub struct ActionReference {
 
 /// The durable, operator-facing record of one investigation attempt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct InvestigationRecord {
     pub id: Uuid,
     pub finding_id: String,

@@ -62,7 +62,6 @@ pub async fn current(tx: &TenantTx) -> Result<Option<Tenant>, StoreError> {
 
 /// Whether a tenant may act: active, or suspended by the platform operator with a reason.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum Standing {
     Active,
@@ -94,9 +93,7 @@ impl Standing {
 
 /// A tenant as the platform operator sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct TenantRecord {
-    #[cfg_attr(feature = "schemars", schemars(with = "String"))]
     pub id: TenantId,
     pub name: String,
     pub created_at: DateTime<Utc>,
@@ -186,7 +183,6 @@ pub async fn set_suspension(tx: &TenantTx, reason: Option<&str>) -> Result<bool,
 
 /// What erasing a tenant removed: rows per table (the `tenants` row last).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct Erasure {
     pub rows: std::collections::BTreeMap<String, u64>,
 }

@@ -62,7 +62,6 @@ pub struct NewToken {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ApiToken {
     pub id: Uuid,
     pub name: String,
