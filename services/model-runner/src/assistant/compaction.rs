@@ -9,7 +9,6 @@ use pulse_store::chat::{self, ChatMessage};
 use uuid::Uuid;
 
 use crate::export_audit::AuditedExports;
-use crate::patrol_connection::{RoutePurpose, route_connection};
 use crate::redaction::redactor;
 use pulse_agent_loop::agent_loop::{AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopStop};
 use pulse_agent_loop::cost::LedgerUsageSink;
@@ -71,15 +70,7 @@ impl AssistantService {
             });
         }
         let keep_from = live[live.len() - COMPACTION_KEEP_ROWS].seq;
-        let connection = route_connection(
-            &tx,
-            &self.config_layer,
-            &self.environment_keys,
-            &self.master_key,
-            RoutePurpose::Chat,
-        )
-        .await
-        .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))?;
+        let connection = self.chat_connection(&tx).await?;
         drop(tx);
         let connection = connection.connection;
         let class = connection.route_class();

@@ -47,7 +47,7 @@ use pulse_store::settings::{ConfigLayer, MasterKey};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::patrol_connection::{RoutePurpose, route_connection};
+use crate::patrol_connection::{PatrolConnection, RoutePurpose, route_connection};
 use crate::preflight::PreflightSettings;
 use pulse_agent_loop::provider::pool::ProviderPool;
 
@@ -180,6 +180,23 @@ impl AssistantService {
         }
     }
 
+    /// The tenant's chat route, or `assistant_not_configured` saying why there is none (turns and
+    /// compaction both need it).
+    async fn chat_connection(
+        &self,
+        tx: &pulse_store::TenantTx,
+    ) -> Result<PatrolConnection, ErrorReply> {
+        route_connection(
+            tx,
+            &self.config_layer,
+            &self.environment_keys,
+            &self.master_key,
+            RoutePurpose::Chat,
+        )
+        .await
+        .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))
+    }
+
     /// Takes a turn: checks the session holds it, resolves the chat route and starts the turn.
     async fn accept(
         self: Arc<Self>,
@@ -195,15 +212,7 @@ impl AssistantService {
             .await
             .map_err(|e| unavailable(&e))?;
         // The session's hold on the turn is checked when the turn reads its transcript.
-        let connection = route_connection(
-            &tx,
-            &self.config_layer,
-            &self.environment_keys,
-            &self.master_key,
-            RoutePurpose::Chat,
-        )
-        .await
-        .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))?;
+        let connection = self.chat_connection(&tx).await?;
         drop(tx);
         let model_route = connection.route.to_string();
         let token = self.shutdown.child_token();
