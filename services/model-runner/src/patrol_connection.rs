@@ -19,6 +19,8 @@ pub struct PatrolConnection {
     pub route: ModelRoute,
     pub base_url: Option<String>,
     pub connection: RouteConnection,
+    /// The version of the settings this connection was built from.
+    pub settings_version: i64,
 }
 
 /// Why there is no connection.
@@ -151,5 +153,6 @@ pub async fn route_connection(
         route: patrol_route,
         base_url,
         connection,
+        settings_version: stored.version,
     })
 }

@@ -109,6 +109,8 @@ enum Target {
     Call {
         connection: RouteConnection,
         base_url: Option<String>,
+        /// The settings version the route was read from.
+        version: i64,
     },
     /// Record this outcome without calling anything (the key cannot be opened).
     Record(PreflightRecord),
@@ -177,6 +179,7 @@ impl PreflightRunner {
             Ok(patrol) => Ok(Target::Call {
                 connection: patrol.connection,
                 base_url: patrol.base_url,
+                version: patrol.settings_version,
             }),
             Err(ConnectionError::NoRoute(reason)) => Err(PreflightError::NoRoute(reason)),
             Err(ConnectionError::Store(error)) => Err(PreflightError::Store(error)),
@@ -212,7 +215,7 @@ impl PreflightRunner {
         match self.run_when(tenant, Freshness::Always).await? {
             Some(record) => Ok(record),
             // `Always` never skips; were it to, the caller still gets a fresh outcome.
-            None => self.run_now(tenant).await,
+            None => self.run_now(tenant).await.map(|(record, _)| record),
         }
     }
 
@@ -246,20 +249,33 @@ impl PreflightRunner {
         };
         let outcome = self.run_now(tenant).await;
         // What was read counts as checked whether or not a route was set (no route: nothing to
-        // call); a failed store write leaves it unchecked, so the redelivery runs it again.
-        if !matches!(outcome, Err(PreflightError::Store(_))) {
-            *last = Some(version);
+        // call); a failed store write leaves it unchecked, so the redelivery runs it again. A
+        // save may land between the version read above and the route read: the route's own
+        // version then counts, so that save's event does not call the provider a second time.
+        match &outcome {
+            Err(PreflightError::Store(_)) => {}
+            Ok((_, Some(called))) => *last = Some(version.max(*called)),
+            _ => *last = Some(version),
         }
-        outcome.map(Some)
+        outcome.map(|(record, _)| Some(record))
     }
 
-    async fn run_now(&self, tenant: &TenantId) -> Result<PreflightRecord, PreflightError> {
-        let record = match self.target(tenant).await? {
-            Target::Record(record) => record,
+    /// Runs and stores one preflight; answers the record and, when the route was called, the
+    /// settings version it was read from.
+    async fn run_now(
+        &self,
+        tenant: &TenantId,
+    ) -> Result<(PreflightRecord, Option<i64>), PreflightError> {
+        let (record, called) = match self.target(tenant).await? {
+            Target::Record(record) => (record, None),
             Target::Call {
                 connection,
                 base_url,
-            } => record_of(self.preflight.run(&connection).await, base_url),
+                version,
+            } => (
+                record_of(self.preflight.run(&connection).await, base_url),
+                Some(version),
+            ),
         };
         let tx = self.store.tenant_tx(tenant).await?;
         patrol_readiness::record_preflight(&tx, &record).await?;
@@ -291,7 +307,7 @@ impl PreflightRunner {
             cause = record.cause.as_deref().unwrap_or("-"),
             "patrol preflight recorded"
         );
-        Ok(record)
+        Ok((record, called))
     }
 
     /// The boot preflight: every tenant with a Patrol route, one after the other.
