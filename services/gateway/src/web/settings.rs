@@ -188,6 +188,7 @@ fn preflight_facts(preflight: &PreflightView) -> Markup {
             dt { "recommendation" } dd { (shown(preflight.recommendation.as_deref())) }
             dt { "action" } dd { (shown(preflight.action.as_deref())) }
             dt { "checked at" } dd { (at(&preflight.checked_at)) }
+            dt { "answer came" } dd { (shown(preflight.transport.map(|t| t.as_str()))) }
         }
     }
 }
