@@ -39,6 +39,8 @@ pub struct RouteConnection {
     pub api_key: Option<String>,
     /// The provider's options from the settings (streaming, timeout, Ollama's own).
     pub options: ProviderOptions,
+    /// The version of the settings the route was read from, when it was.
+    pub settings_version: Option<i64>,
 }
 
 impl std::fmt::Debug for RouteConnection {
@@ -59,7 +61,13 @@ impl RouteConnection {
             base_url: None,
             api_key: None,
             options: ProviderOptions::default(),
+            settings_version: None,
         }
+    }
+
+    pub fn with_settings_version(mut self, version: i64) -> Self {
+        self.settings_version = Some(version);
+        self
     }
 
     pub fn with_options(mut self, options: ProviderOptions) -> Self {
@@ -153,6 +161,7 @@ impl RouteConnection {
         config.ollama_keep_alive = self.options.keep_alive.clone();
         config.ollama_num_ctx = self.options.num_ctx;
         config.ollama_think = self.options.think;
+        config.settings_version = self.settings_version;
         match (self.api_key(), entry.api_key) {
             (Some(key), _) => config = config.with_api_key(key),
             (None, ApiKey::Required) => return Err(NotConfigured::ApiKey),

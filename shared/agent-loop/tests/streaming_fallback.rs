@@ -66,12 +66,20 @@ async fn a_server_that_breaks_streamed_tool_requests_is_asked_unstreamed_and_rem
     assert!(second.expect("answered").buffered);
     assert_eq!(streamed(&sim), [false]);
 
-    // Changed settings are a new route: it streams again (and falls back again).
+    // Another caller's timeouts are the same route.
     sim.clear_requests();
-    let moved = config.clone().with_timeouts(Timeouts {
+    let bounded = config.clone().with_timeouts(Timeouts {
         request: Duration::from_secs(25),
         ..config.timeouts
     });
+    let (_, bounded) = run(&pool.provider(bounded).expect("provider"), &request(true)).await;
+    assert!(bounded.expect("answered").buffered);
+    assert_eq!(streamed(&sim), [false]);
+
+    // Changed settings are a new route: it streams again (and falls back again).
+    sim.clear_requests();
+    let mut moved = config.clone();
+    moved.settings_version = Some(2);
     let (_, third) = run(&pool.provider(moved).expect("provider"), &request(true)).await;
     assert!(third.expect("answered").buffered);
     assert_eq!(streamed(&sim), [true, false]);

@@ -113,6 +113,9 @@ pub struct ProviderConfig {
     /// Ollama `think`; omitted when unset.
     pub ollama_think: Option<bool>,
     pub streaming: Streaming,
+    /// The version of the settings this route was read from, when it came from settings: what
+    /// the route learned about its server (see [`Streaming::Auto`]) lasts until they change.
+    pub settings_version: Option<i64>,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -140,6 +143,7 @@ impl ProviderConfig {
             ollama_num_ctx: None,
             ollama_think: None,
             streaming: Streaming::Auto,
+            settings_version: None,
         }
     }
 
@@ -148,14 +152,15 @@ impl ProviderConfig {
         self
     }
 
-    /// What identifies this route's transport settings: the same text for the same protocol,
-    /// address, timeouts and options, another when any of them changes. Never holds the key.
+    /// What identifies this route's server and settings: the same text for the same protocol,
+    /// address, settings version and options, another when any of them changes (the timeouts,
+    /// which each caller bounds its own way, do not count). Never holds the key.
     pub fn transport_identity(&self) -> String {
         format!(
             "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.protocol,
             self.base_url,
-            self.timeouts,
+            self.settings_version,
             self.streaming,
             self.ollama_keep_alive,
             self.ollama_num_ctx,

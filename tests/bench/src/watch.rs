@@ -335,6 +335,7 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
                         base_url: Some(base_url),
                         api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
                         options: Default::default(),
+                        settings_version: None,
                     },
                     sim,
                 };
@@ -437,6 +438,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
         base_url: Some(sim.openai_base_url()),
         api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
         options: Default::default(),
+        settings_version: None,
     };
     let bench = Bench {
         store: db.store().clone(),

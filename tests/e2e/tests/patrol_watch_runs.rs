@@ -21,7 +21,8 @@ use pulse_domain::TenantId;
 use pulse_domain::resource::ObservedResource;
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{
-    Delivery, PREFLIGHT_TOOL, ProviderSim, RecordedRequest, Script, Step, Turn, preflight_reply,
+    Delivery, PREFLIGHT_TOOL, Persona, ProviderSim, RecordedRequest, Script, Step, Turn,
+    preflight_reply,
 };
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
@@ -50,6 +51,11 @@ impl Stack {
     /// Gateway + scheduler, the simulator with `script`, the Patrol route and key saved, and two
     /// services (`web`, `db`) on one host.
     async fn start(script: Script) -> anyhow::Result<Self> {
+        Self::start_as(script, Persona::Standard).await
+    }
+
+    /// [`Stack::start`] with a simulator imitating `persona`.
+    async fn start_as(script: Script, persona: Persona) -> anyhow::Result<Self> {
         pulse_test_support::install_crypto_provider();
         let gateway = TestGateway::start().await?;
         let dir = scratch_dir("watch-runs")?;
@@ -60,7 +66,8 @@ impl Stack {
             &[("PULSE_RUNNER__LEASE_SWEEP_MS", sweep.as_str())],
         )
         .await?;
-        let sim = ProviderSim::start(script.with_tool_offer_reply(preflight_reply())).await?;
+        let sim =
+            ProviderSim::start_as(script.with_tool_offer_reply(preflight_reply()), persona).await?;
         let host = pulse_test_support::agent::host_id("watch");
         let stack = Self {
             gateway,
@@ -246,6 +253,47 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     assert_eq!(stack.run(&run_id).await?, run);
 
     runner.stop().await?;
+    stack.stop().await
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_stream_tool_requests_runs_patrol_unstreamed() -> anyhow::Result<()> {
+    // llama-cpp-python's server breaks every streamed request that offers tools.
+    let stack = Stack::start_as(
+        Script::turns([Turn::text(
+            "Summary: web and db are running and healthy; nothing looks wrong.",
+        )]),
+        Persona::LlamaCppPython,
+    )
+    .await?;
+    let runner = stack.runner("runner").await?;
+    // The boot or save preflight passes unstreamed and says so.
+    let settings = wait::until(RUN_DEADLINE, "a passed preflight", || async {
+        let (status, body) = stack
+            .gateway
+            .admin_json(reqwest::Method::GET, "/api/settings/ai", None)
+            .await
+            .ok()?;
+        (status == 200 && body["preflight_state"] == "passed").then_some(body)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(
+        settings["patrol_preflight"]["transport"], "buffered",
+        "{settings}"
+    );
+
+    let run_id = stack.accept_run(None).await?;
+    let run = stack
+        .terminal_run(&run_id, RUN_DEADLINE)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
+    assert_eq!(run["status"], "healthy", "{run}");
+    assert_eq!(run["error_cause"], Value::Null, "{run}");
+    // The runner learned the route from its preflight: the run's turn went unstreamed at once.
+    let turns: Vec<bool> = stack.run_requests().iter().map(|r| r.stream).collect();
+    assert_eq!(turns, [false], "the run's requests, by stream flag");
+    runner.kill().await?;
     stack.stop().await
 }
 
