@@ -93,7 +93,7 @@ async fn the_assistant_cannot_change_the_host_or_send_a_file_through_an_admitted
     .await?;
     save_settings(
         gw,
-        openai_chat_route(
+        &openai_chat_route(
             "gpt-4o-mini",
             "sk-chat-allowlist-4c1e",
             &sim.openai_base_url(),

@@ -66,7 +66,7 @@ async fn the_assistant_runs_read_only_commands_and_nothing_else() -> anyhow::Res
     .await?;
     save_settings(
         gw,
-        openai_chat_route("gpt-4o-mini", "sk-chat-exec-2b7d", &sim.openai_base_url()),
+        &openai_chat_route("gpt-4o-mini", "sk-chat-exec-2b7d", &sim.openai_base_url()),
     )
     .await?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;

@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
+use pulse_domain::ai_settings::BudgetsPatch;
 use pulse_domain::patrol::budget::BudgetPeriod;
+use pulse_domain::patrol::run::{ErrorCause, RunStatus};
+use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::resource::ObservedResource;
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{PREFLIGHT_TOOL, ProviderSim, Script, preflight_reply};
@@ -25,7 +28,7 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const KEY: &str = "sk-budget-e2e-3c8d1f0a";
 /// Time for a run to be picked up and answered on a loaded 2-core machine.
@@ -82,8 +85,11 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
     let sim =
         ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"daily_tokens": 50});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        daily_tokens: Some(Some(50)),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let host = pulse_test_support::agent::host_id("budget");
     {
         let tx = gateway
@@ -102,36 +108,28 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
     let before = status(&gateway).await?;
     assert_eq!(budget_check(&before)["status"], "pass", "{before}");
     let started = Utc::now();
-    let run_id = patrol::request_run(&gateway, None).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE)
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
 
     // The first call crossed the budget: its turn finished, the next call was never sent.
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "budget_exceeded", "{run}");
-    assert_eq!(run["turns"], 1, "{run}");
-    assert!(
-        run["input_tokens"].as_u64().is_some_and(|n| n > 50),
-        "{run}"
-    );
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
+    assert_eq!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
+    assert_eq!(run.turns, 1, "{run:?}");
+    assert!(run.input_tokens > 50, "{run:?}");
     assert_eq!(run_requests(&sim), 1, "one provider request for the run");
     let resets = reset_times(started);
-    let detail = run["error_detail"].as_str().unwrap_or_default();
+    let detail = run.error_detail.as_deref().unwrap_or_default();
     assert!(
         resets
             .iter()
             .any(|r| detail.contains(&r.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
-        "{run}"
+        "{run:?}"
     );
-    assert!(detail.contains("budgets.daily_tokens"), "{run}");
+    assert!(detail.contains("budgets.daily_tokens"), "{run:?}");
     // The diligent model's first call asks for the findings; that tool ran in the finished turn.
-    assert!(
-        run["tool_calls"]
-            .as_array()
-            .is_some_and(|calls| calls.len() == 1),
-        "{run}"
-    );
+    assert_eq!(run.tool_calls.len(), 1, "{run:?}");
 
     // Status shows the block, its cause and when it lifts.
     let blocked = status(&gateway).await?;
@@ -175,14 +173,17 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
 
     // Raising the budget lets runs start again.
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"daily_tokens": null});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        daily_tokens: Some(None),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let again = status(&gateway).await?;
     assert_eq!(again["blocked_cause"], Value::Null, "{again}");
     assert_eq!(budget_check(&again)["status"], "pass", "{again}");
-    let run_id = patrol::request_run(&gateway, None).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE).await?;
-    assert_ne!(run["error_cause"], "budget_exceeded", "{run}");
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE).await?;
+    assert_ne!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
     assert!(run_requests(&sim) > 2, "the diligent run made its calls");
 
     runner.stop().await?;
@@ -201,8 +202,11 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
     let sim =
         ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"monthly_tokens": 1000});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        monthly_tokens: Some(Some(1000)),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let host = pulse_test_support::agent::host_id("budget-queued");
     let tenant = TenantId::default_tenant();
     let tx = gateway.db.store().tenant_tx(&tenant).await?;
@@ -210,7 +214,7 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
     tx.commit().await?;
 
     // Accepted while the budget has room; no runner yet, so it waits queued.
-    let run_id = patrol::request_run(&gateway, None).await?;
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
     // Meanwhile other work of the tenant spends the month's budget.
     let tx = gateway.db.store().tenant_tx(&tenant).await?;
     tx.client()
@@ -226,19 +230,19 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
 
     let started = Utc::now();
     let runner = TestModelRunner::start(&gateway, &dir.join("runner"), &[]).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE)
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "budget_exceeded", "{run}");
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
+    assert_eq!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
     let reset = BudgetPeriod::Month.window(started).reset_at;
-    let detail = run["error_detail"].as_str().unwrap_or_default();
+    let detail = run.error_detail.as_deref().unwrap_or_default();
     assert!(
         detail.contains(&reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             || BudgetPeriod::Month.window(Utc::now()).reset_at != reset,
-        "{run}"
+        "{run:?}"
     );
-    assert!(detail.contains("budgets.monthly_tokens"), "{run}");
+    assert!(detail.contains("budgets.monthly_tokens"), "{run:?}");
     assert_eq!(run_requests(&sim), 0, "no provider request for the run");
 
     runner.stop().await?;

@@ -125,7 +125,7 @@ async fn an_operator_chats_with_the_assistant_and_approves_from_its_card() -> an
         ),
     ]))
     .await?;
-    save_settings(gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
+    save_settings(gw, &openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
     let approver_password = create_user(gw, "approver", "admin").await?;
     let password = std::fs::read_to_string(gw.state_dir.join("admin-password"))
