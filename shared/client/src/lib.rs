@@ -79,6 +79,14 @@ impl Error {
             _ => None,
         }
     }
+
+    /// The stable code of a refusal in the API's error envelope; `None` for anything else.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
 }
 
 /// A client of one gateway, authenticated by one token.

@@ -419,12 +419,14 @@ async fn errors_carry_the_stable_code_or_the_status() {
         "{err:?}"
     );
     assert_eq!(err.status(), Some(400));
+    assert_eq!(err.code(), Some(ErrorCode::InvalidParameter));
 
     let err = client.patrol_run("proxy").await.unwrap_err();
     assert!(
         matches!(&err, Error::Status { status: 502, body } if body == "<html>bad gateway</html>"),
         "{err:?}"
     );
+    assert_eq!(err.code(), None);
 
     // A success answer of another shape is refused, not half-read.
     let err = client.patrol_run("renamed").await.unwrap_err();

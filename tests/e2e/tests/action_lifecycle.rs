@@ -30,6 +30,7 @@ use pulse_domain::finding::{
     Category, FindingId, FindingStatus, InvestigationOutcome, LifecycleEventType, ReportedFinding,
     Severity,
 };
+use pulse_domain::resource::ResourceStatus;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::actions::{StoredAction, TransitionDetail};
 use pulse_store::{Store, TenantTx, audit, findings, settings};
@@ -684,9 +685,9 @@ async fn an_unreachable_agent_keeps_the_action_executing_until_its_lease_answers
         let list = life.stack.resources(&life.alice).await.ok()?;
         list.iter()
             .any(|r| {
-                r["agent_id"] == life.host.as_str()
-                    && r["name"] == "counter"
-                    && r["status"] == "running"
+                r.agent_id == life.host
+                    && r.name == "counter"
+                    && r.status == ResourceStatus::Running
             })
             .then_some(())
     })

@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, FindingStatus};
 use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunStatus};
+use pulse_domain::resource::ResourceStatus;
 use pulse_store::findings::{self, ListFilter, StoredFinding};
 use pulse_test_support::agent::{
     AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
@@ -552,8 +553,8 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
     )
     .await?;
     let web = fleet.service_id("web");
-    let (_, before) = fleet.stack.resource(&fleet.admin, &web).await?;
-    let pid = before["details"]["pid"].clone();
+    let before = fleet.stack.resource(&fleet.admin, &web).await?;
+    let pid = before.details["pid"].clone();
 
     let run = fleet.run().await?;
     let calls = run.tool_calls.clone();
@@ -572,9 +573,9 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
 
     // Nothing on the host changed: the same process keeps running, healthy.
     fleet.wait_health("web", "healthy").await?;
-    let (_, after) = fleet.stack.resource(&fleet.admin, &web).await?;
-    assert_eq!(after["status"], "running");
-    assert_eq!(after["details"]["pid"], pid, "{after}");
+    let after = fleet.stack.resource(&fleet.admin, &web).await?;
+    assert_eq!(after.status, ResourceStatus::Running);
+    assert_eq!(after.details["pid"], pid, "{after:?}");
     assert!(fleet.findings().await?.is_empty());
 
     fleet.stop().await

@@ -313,13 +313,13 @@ impl TestGateway {
     }
 
     /// The typed API client, as the admin.
-    pub fn client(&self) -> anyhow::Result<pulse_client::Client> {
+    pub fn client(&self) -> Result<pulse_client::Client, pulse_client::Error> {
         self.client_as(&self.admin_token)
     }
 
     /// The typed API client, authenticated by `token`.
-    pub fn client_as(&self, token: &str) -> anyhow::Result<pulse_client::Client> {
-        Ok(pulse_client::Client::new(&self.url, token)?)
+    pub fn client_as(&self, token: &str) -> Result<pulse_client::Client, pulse_client::Error> {
+        pulse_client::Client::new(&self.url, token)
     }
 
     /// `GET <path>` with bearer `token`: the status and the JSON body (`null` when the body is
