@@ -19,7 +19,7 @@ uuid_id! {
     ActionId
 }
 
-#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlanBody {
     #[schemars(with = "PlanId")]

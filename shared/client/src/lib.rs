@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use pulse_api::actions::{ActionView, DecisionBody};
+use pulse_api::actions::{ActionView, AuditRecord, DecisionBody, PlanBody};
 use pulse_api::audit::VerifyView;
 use pulse_api::findings::{
     DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
@@ -24,6 +24,7 @@ use pulse_api::settings::SettingsView;
 use pulse_api::system::{ErrorEnvelope, HealthReport, Manifest};
 use pulse_api::tokens::{CreateTokenRequest, CreatedToken, TokenList};
 use pulse_capabilities::ErrorCode;
+use pulse_domain::ai_settings::PatchBody;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::patrol::status::PatrolStatus;
@@ -75,6 +76,14 @@ impl Error {
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } | Error::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The stable code of a refusal in the API's error envelope; `None` for anything else.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            Error::Api { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -160,11 +169,19 @@ impl Client {
         self.get(&["api", "settings", "ai"]).await
     }
 
-    /// `PUT /api/settings/ai` with a merge patch (RFC 7396: `null` resets a field).
+    /// `PUT /api/settings/ai` with a merge patch (RFC 7396: `null` resets a field), for a patch
+    /// that comes as JSON (a file, a command line); a patch built in code is a
+    /// [`Client::patch_ai_settings`].
     pub async fn update_ai_settings(
         &self,
         patch: &serde_json::Value,
     ) -> Result<SettingsView, Error> {
+        self.call(Method::PUT, &["api", "settings", "ai"], &[], Some(patch))
+            .await
+    }
+
+    /// `PUT /api/settings/ai` with a typed patch: the fields it leaves `None` are unchanged.
+    pub async fn patch_ai_settings(&self, patch: &PatchBody) -> Result<SettingsView, Error> {
         self.call(Method::PUT, &["api", "settings", "ai"], &[], Some(patch))
             .await
     }
@@ -255,6 +272,11 @@ impl Client {
             .await
     }
 
+    /// `POST /api/actions/plan`: the planned action, pending a human or already authorized.
+    pub async fn plan_action(&self, body: &PlanBody) -> Result<ActionView, Error> {
+        self.post(&["api", "actions", "plan"], body).await
+    }
+
     /// `GET /api/actions/{id}`.
     pub async fn action(&self, id: &str) -> Result<ActionView, Error> {
         self.get(&["api", "actions", id]).await
@@ -280,6 +302,11 @@ impl Client {
     /// `POST /api/actions/{id}/decision`.
     pub async fn decide_action(&self, id: &str, body: &DecisionBody) -> Result<ActionView, Error> {
         self.post(&["api", "actions", id, "decision"], body).await
+    }
+
+    /// `GET /api/actions/{id}/audit`: the action's audit rows, oldest first.
+    pub async fn action_audit(&self, id: &str) -> Result<Vec<AuditRecord>, Error> {
+        self.get(&["api", "actions", id, "audit"]).await
     }
 
     /// `POST /api/platform/tenants`: the one answer that carries the new tenant's secrets.

@@ -7,7 +7,7 @@ use axum::Router;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use pulse_domain::patrol::run::{RunStatus, RunType};
 use pulse_domain::patrol::status::{HealthBasis, RuntimeState};
 use serde_json::{Value, json};
@@ -66,6 +66,45 @@ fn run_answer() -> Value {
         queued_at,
     );
     serde_json::to_value(run).unwrap()
+}
+
+fn settings_answer() -> Value {
+    json!({
+        "version": 2, "updated_at": null, "updated_by": null, "providers": {},
+        "model": null, "chat_model": null, "patrol_model": "ollama:llama3.2",
+        "auto_fix_model": null, "patrol_model_simulated": false, "patrol_interval_minutes": 30,
+        "autonomy_level": "approval", "autopilot_acknowledgement": null,
+        "autopilot_acknowledgement_version": 1,
+        "alert_triggers": {"enabled": true, "min_severity": "warning", "alert_types": []},
+        "budgets": {
+            "daily_usd": null, "monthly_usd": null, "daily_tokens": null, "monthly_tokens": null,
+        },
+        "patrol_enabled": false, "patrol_preflight": null, "preflight_state": "not_run",
+    })
+}
+
+fn action_answer(state: &str) -> Value {
+    json!({
+        "action_id": RUN_ID, "resource_id": "service:h1:web", "agent_id": "h1",
+        "capability": "service.restart", "params": {"target": "web"},
+        "reason": "web stopped answering", "severity": "critical", "approval_floor": "none",
+        "requested_by": "user:alice", "planned_at": "2026-11-29T11:00:00Z",
+        "expires_at": "2026-11-29T12:00:00Z", "resource_version": "v1",
+        "policy_decision": {"outcome": "needs_approval", "reason_codes": []},
+        "plan_hash": "5d41402abc4b2a76b9719d911017c592", "state": state, "version": 1,
+        "decided_by": null, "decided_by_name": null, "decision_reason": null,
+        "human_approved": false, "lease_id": null, "lease_expires_at": null, "result": null,
+        "updated_at": "2026-11-29T11:00:01Z", "finding_id": null, "verification": null,
+        "verification_reason": null, "verified_at": null,
+    })
+}
+
+fn audit_answer() -> Value {
+    json!([{
+        "seq": 7, "occurred_at": "2026-11-29T11:00:00Z", "actor": "user:alice",
+        "kind": "action.planned", "subject": RUN_ID, "payload": {"to": "planned"},
+        "prev_hash": "00", "row_hash": "01",
+    }])
 }
 
 async fn serve(seen: Seen) -> String {
@@ -138,6 +177,36 @@ async fn serve(seen: Seen) -> String {
                             "expires_at": null,
                         })),
                     )
+                },
+            ),
+        )
+        .route(
+            "/base/api/settings/ai",
+            put(
+                |State(seen): State<Seen>, headers: HeaderMap, body: String| async move {
+                    remember(&seen, "/api/settings/ai".into(), None, &headers, body);
+                    axum::Json(settings_answer())
+                },
+            ),
+        )
+        .route(
+            "/base/api/actions/plan",
+            post(
+                |State(seen): State<Seen>, headers: HeaderMap, body: String| async move {
+                    remember(&seen, "/api/actions/plan".into(), None, &headers, body);
+                    (
+                        StatusCode::CREATED,
+                        axum::Json(action_answer("pending_approval")),
+                    )
+                },
+            ),
+        )
+        .route(
+            "/base/api/actions/{id}/audit",
+            get(
+                |State(seen): State<Seen>, Path(id): Path<String>, headers: HeaderMap| async move {
+                    remember(&seen, format!("/api/actions/{id}/audit"), None, &headers, String::new());
+                    axum::Json(audit_answer())
                 },
             ),
         )
@@ -274,6 +343,69 @@ async fn queries_and_bodies_are_sent_as_their_types_write_them() {
 }
 
 #[tokio::test]
+async fn settings_patches_and_plans_are_sent_as_their_types_write_them() {
+    use pulse_api::actions::PlanBody;
+    use pulse_domain::action::{ActionState, ApprovalFloor, Severity};
+    use pulse_domain::ai_settings::{AutonomyLevel, PatchBody};
+
+    let seen = Seen::default();
+    let client = Client::new(&serve(seen.clone()).await, "t").unwrap();
+
+    // Only the fields a patch sets are sent; `Some(None)` resets one.
+    let patch = PatchBody {
+        autonomy_level: Some(Some(AutonomyLevel::Approval)),
+        patrol_enabled: Some(Some(false)),
+        chat_model: Some(None),
+        ..PatchBody::default()
+    };
+    let saved = client.patch_ai_settings(&patch).await.unwrap();
+    assert_eq!(saved.autonomy_level, AutonomyLevel::Approval);
+    assert!(!saved.patrol_enabled);
+
+    let plan = PlanBody {
+        resource_id: "service:h1:web".into(),
+        capability: "service.restart".into(),
+        params: json!({"target": "web"}),
+        reason: "web stopped answering".into(),
+        severity: Severity::Critical,
+        approval_floor: Some(ApprovalFloor::None),
+        finding_id: None,
+    };
+    let planned = client.plan_action(&plan).await.unwrap();
+    assert_eq!(planned.state, ActionState::PendingApproval);
+    assert_eq!(planned.plan.action_id.to_string(), RUN_ID);
+
+    let trail = client.action_audit(RUN_ID).await.unwrap();
+    assert_eq!(trail.len(), 1);
+    assert_eq!(trail[0].kind, "action.planned");
+
+    let seen = seen.lock().unwrap();
+    let sent: Vec<(&str, &str)> = seen
+        .iter()
+        .map(|(target, _, body)| (target.as_str(), body.as_str()))
+        .collect();
+    let audit = format!("/api/actions/{RUN_ID}/audit");
+    assert_eq!(
+        sent,
+        [
+            (
+                "/api/settings/ai",
+                r#"{"chat_model":null,"autonomy_level":"approval","patrol_enabled":false}"#
+            ),
+            (
+                "/api/actions/plan",
+                concat!(
+                    r#"{"resource_id":"service:h1:web","capability":"service.restart","#,
+                    r#""params":{"target":"web"},"reason":"web stopped answering","#,
+                    r#""severity":"critical","approval_floor":"none","finding_id":null}"#
+                )
+            ),
+            (audit.as_str(), ""),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn errors_carry_the_stable_code_or_the_status() {
     let client = Client::new(&serve(Seen::default()).await, "t").unwrap();
 
@@ -287,12 +419,14 @@ async fn errors_carry_the_stable_code_or_the_status() {
         "{err:?}"
     );
     assert_eq!(err.status(), Some(400));
+    assert_eq!(err.code(), Some(ErrorCode::InvalidParameter));
 
     let err = client.patrol_run("proxy").await.unwrap_err();
     assert!(
         matches!(&err, Error::Status { status: 502, body } if body == "<html>bad gateway</html>"),
         "{err:?}"
     );
+    assert_eq!(err.code(), None);
 
     // A success answer of another shape is refused, not half-read.
     let err = client.patrol_run("renamed").await.unwrap_err();

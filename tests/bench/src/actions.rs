@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use pulse_domain::resource::Health;
 use pulse_domain::{Scope, TenantId};
 use pulse_test_support::action_api::{call, get, post, user_token};
 use pulse_test_support::action_broker::TestActionBroker;
@@ -95,10 +96,8 @@ async fn measure(stack: &AgentStack, samples: usize) -> anyhow::Result<()> {
     let resource_id = wait::until(STARTUP, "the web service resource", || async {
         let list = stack.resources(&planner).await.ok()?;
         list.iter()
-            .find(|r| {
-                r["agent_id"] == host.as_str() && r["name"] == "web" && r["health"] == "healthy"
-            })
-            .and_then(|r| r["id"].as_str().map(str::to_owned))
+            .find(|r| r.agent_id == host && r.name == "web" && r.health == Health::Healthy)
+            .map(|r| r.id.to_string())
     })
     .await?;
 

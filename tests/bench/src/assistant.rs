@@ -155,7 +155,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let result = async {
         save_settings(
             &gw,
-            openai_chat_route("sim:lazy", "sk-bench", &sim.openai_base_url()),
+            &openai_chat_route("sim:lazy", "sk-bench", &sim.openai_base_url()),
         )
         .await?;
         let token = user_token(
@@ -190,7 +190,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
         save_settings_as(
             &gw,
             &other_admin,
-            openai_chat_route("sim:stall", "sk-bench", &sim.openai_base_url()),
+            &openai_chat_route("sim:stall", "sk-bench", &sim.openai_base_url()),
         )
         .await?;
         let other_chat =

@@ -10,6 +10,9 @@
 
 use std::time::Duration;
 
+use pulse_api::actions::DecisionOutcome;
+use pulse_domain::action::{ActionState, Severity, Verification};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::audit;
 use pulse_test_support::action_api::{
@@ -24,7 +27,7 @@ use pulse_test_support::wait;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Repetitions in the normal suite.
 const DEFAULT_REPS: usize = 6;
@@ -55,7 +58,7 @@ async fn plan(gw: &TestGateway, resource_id: &str, requester: &str) -> anyhow::R
     plan_pending(
         gw,
         requester,
-        restart_plan(resource_id, "counter", "critical"),
+        &restart_plan(resource_id, "counter", Severity::Critical),
     )
     .await
 }
@@ -66,7 +69,7 @@ async fn send_approval(gw: &TestGateway, id: &str, approver: &str) -> Option<(St
         gw,
         &format!("/api/actions/{id}/decision"),
         approver,
-        Some(decision("approved", "restart it")),
+        Some(json!(decision(DecisionOutcome::Approved, "restart it"))),
     )
     .await
     .ok()
@@ -92,7 +95,7 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
     let gw = &stack.gateway;
     let store = gw.db.store().clone();
     let tenant = TenantId::default_tenant();
-    set_autonomy_level(gw, "approval").await?;
+    set_autonomy_level(gw, AutonomyLevel::Approval).await?;
     let alice = user_token(
         &store,
         &tenant,
@@ -165,7 +168,7 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
         // action that already left pending_approval is refused, never applied twice.
         wait::until(SETTLE, "the approval to be recorded", || async {
             let view = action(gw, &id, &alice).await?;
-            if view["state"] != "pending_approval" {
+            if view.state != ActionState::PendingApproval {
                 return Some(());
             }
             let (status, body) = send_approval(gw, &id, &bob).await?;
@@ -183,10 +186,9 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
 
         let ended = wait::until(SETTLE, "the action to end and be verified", || async {
             let view = action(gw, &id, &alice).await?;
-            let state = view["state"].as_str()?.to_owned();
-            let done = match state.as_str() {
-                "completed" => !view["verification"].is_null(),
-                "failed" | "rejected" | "expired" => true,
+            let done = match view.state {
+                ActionState::Completed => view.verification.is_some(),
+                ActionState::Failed | ActionState::Rejected | ActionState::Expired => true,
                 _ => false,
             };
             done.then_some(view)
@@ -199,16 +201,17 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
             )
         })?;
         assert_eq!(
-            ended["state"], "completed",
-            "rep {rep} (seed {seed}, {victim:?} after {delay:?}): an approved restart did not complete: {ended}"
+            ended.state,
+            ActionState::Completed,
+            "rep {rep} (seed {seed}, {victim:?} after {delay:?}): an approved restart did not complete: {ended:?}"
         );
         // The restart ran, so the verifier never sees it failing. It may find no fresh
         // observation within its wait: after several relay kills in a row the agent's reconnect
         // pause grows to its maximum, and `inconclusive` is then the honest answer.
-        match ended["verification"].as_str() {
-            Some("verified") => outcomes[0] += 1,
-            Some("inconclusive") => outcomes[1] += 1,
-            other => panic!("rep {rep} (seed {seed}): verification {other:?}: {ended}"),
+        match ended.verification {
+            Some(Verification::Verified) => outcomes[0] += 1,
+            Some(Verification::Inconclusive) => outcomes[1] += 1,
+            other => panic!("rep {rep} (seed {seed}): verification {other:?}: {ended:?}"),
         }
         wait::until(SETTLE, "the service to have started once more", || async {
             (starts(&starts_file) > before).then_some(())
@@ -226,7 +229,7 @@ async fn killing_the_broker_or_the_relay_never_loses_or_repeats_an_action() -> a
             .iter()
             .filter(|r| {
                 matches!(
-                    r["payload"]["to"].as_str(),
+                    r.payload["to"].as_str(),
                     Some("completed" | "failed" | "expired" | "rejected")
                 )
             })

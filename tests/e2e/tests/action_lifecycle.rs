@@ -21,19 +21,22 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use pulse_api::actions::{ActionView, DecisionOutcome, PlanBody};
 use pulse_bus::relay_api::RelayCommandRequest;
-use pulse_domain::action::{ActionEvent, ActionState, Verification};
+use pulse_domain::action::{self, ActionEvent, ActionState, PolicyOutcome, Verification};
 use pulse_domain::agent_protocol::ReceiptStatus;
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{
     Category, FindingId, FindingStatus, InvestigationOutcome, LifecycleEventType, ReportedFinding,
     Severity,
 };
+use pulse_domain::resource::ResourceStatus;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::actions::{StoredAction, TransitionDetail};
 use pulse_store::{Store, TenantTx, audit, findings, settings};
 use pulse_test_support::action_api::{
-    APPROVED_EXECUTED_VERIFIED, audit_kinds, audit_rows, counter_service, get, post, restart_plan,
-    set_autonomy_level, starts, user_token, wait_starts,
+    APPROVED_EXECUTED_VERIFIED, audit_kinds, audit_rows, counter_service, decision, post,
+    restart_plan, set_autonomy_level, starts, user_token, wait_starts,
 };
 use pulse_test_support::action_broker::{TestActionBroker, action_until};
 use pulse_test_support::agent::{AgentSpec, AgentStack, host_id, marker_service};
@@ -42,7 +45,7 @@ use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
 const INTERVAL: Duration = Duration::from_millis(500);
@@ -117,7 +120,7 @@ impl Lifecycle {
         let life = Self::start(&[("counter.toml", counter_service(&starts_file))]).await?;
         wait_starts(&starts_file, 1, STARTUP, "the service to start once").await?;
         let resource = life.service("counter").await?;
-        life.mode("approval").await?;
+        life.mode(AutonomyLevel::Approval).await?;
         Ok((life, starts_file, resource))
     }
 
@@ -137,7 +140,7 @@ impl Lifecycle {
     }
 
     /// Sets the Patrol mode.
-    async fn mode(&self, level: &str) -> anyhow::Result<()> {
+    async fn mode(&self, level: AutonomyLevel) -> anyhow::Result<()> {
         set_autonomy_level(self.gw(), level).await
     }
 
@@ -169,34 +172,28 @@ impl Lifecycle {
         stored.ok_or_else(|| anyhow::anyhow!("finding {id} is gone"))
     }
 
-    /// Plans a restart of `target` on `resource_id`; the plan's JSON.
+    /// Plans a restart of `target` on `resource_id`; the planned action.
     async fn plan(
         &self,
         resource_id: &str,
         target: &str,
-        severity: &str,
+        severity: action::Severity,
         finding: Option<FindingId>,
-    ) -> anyhow::Result<Value> {
-        let mut body = restart_plan(resource_id, target, severity);
-        if let Some(finding) = finding {
-            body["finding_id"] = json!(finding.as_hex());
-        }
-        let (status, planned) =
-            post(self.gw(), "/api/actions/plan", &self.alice, Some(body)).await?;
-        anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
-        Ok(planned)
+    ) -> anyhow::Result<ActionView> {
+        let body = PlanBody {
+            finding_id: finding,
+            ..restart_plan(resource_id, target, severity)
+        };
+        Ok(self.gw().client_as(&self.alice)?.plan_action(&body).await?)
     }
 
-    async fn decide(&self, id: &str, outcome: &str) -> anyhow::Result<Value> {
-        let (status, decided) = post(
-            self.gw(),
-            &format!("/api/actions/{id}/decision"),
-            &self.alice,
-            Some(json!({"outcome": outcome, "reason": "looked at the evidence"})),
-        )
-        .await?;
-        anyhow::ensure!(status == StatusCode::OK, "{status} {decided}");
-        Ok(decided)
+    async fn decide(&self, id: &str, outcome: DecisionOutcome) -> anyhow::Result<ActionView> {
+        let body = decision(outcome, "looked at the evidence");
+        Ok(self
+            .gw()
+            .client_as(&self.alice)?
+            .decide_action(id, &body)
+            .await?)
     }
 
     /// A finding `key` on `resource_id`, a critical restart of `target` planned for it, and
@@ -209,10 +206,15 @@ impl Lifecycle {
     ) -> anyhow::Result<(FindingId, String)> {
         let finding = self.finding(resource_id, key).await?;
         let planned = self
-            .plan(resource_id, target, "critical", Some(finding))
+            .plan(
+                resource_id,
+                target,
+                action::Severity::Critical,
+                Some(finding),
+            )
             .await?;
         let id = id_of(&planned);
-        self.decide(&id, "approved").await?;
+        self.decide(&id, DecisionOutcome::Approved).await?;
         Ok((finding, id))
     }
 
@@ -300,8 +302,8 @@ async fn start_in_store(
     .await?)
 }
 
-fn id_of(action: &Value) -> String {
-    action["action_id"].as_str().unwrap_or_default().to_owned()
+fn id_of(action: &ActionView) -> String {
+    action.plan.action_id.to_string()
 }
 
 fn last_event(finding: &findings::StoredFinding) -> Option<LifecycleEventType> {
@@ -317,13 +319,18 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     // resolved with fix_verified.
     let finding = life.finding(&resource, "counter-down").await?;
     let planned = life
-        .plan(&resource, "counter", "critical", Some(finding))
+        .plan(
+            &resource,
+            "counter",
+            action::Severity::Critical,
+            Some(finding),
+        )
         .await?;
-    assert_eq!(planned["state"], "pending_approval", "{planned}");
-    assert_eq!(planned["finding_id"], finding.as_hex());
+    assert_eq!(planned.state, ActionState::PendingApproval, "{planned:?}");
+    assert_eq!(planned.finding_id, Some(finding));
     let id = id_of(&planned);
-    let decided = life.decide(&id, "approved").await?;
-    assert_eq!(decided["state"], "approved", "{decided}");
+    let decided = life.decide(&id, DecisionOutcome::Approved).await?;
+    assert_eq!(decided.state, ActionState::Approved, "{decided:?}");
     let action = life.verified(&id).await?;
     assert_eq!(action.state, ActionState::Completed, "{action:?}");
     assert_eq!(
@@ -341,11 +348,10 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
         Some(InvestigationOutcome::FixVerified)
     );
     assert_eq!(last_event(&stored), Some(LifecycleEventType::FixVerified));
-    let (status, view) = get(life.gw(), &format!("/api/actions/{id}"), &life.alice).await?;
-    assert_eq!(status, StatusCode::OK, "{view}");
-    assert_eq!(view["verification"], "verified", "{view}");
-    assert!(view["verification_reason"].is_string(), "{view}");
-    assert!(view["verified_at"].is_string(), "{view}");
+    let view = life.gw().client_as(&life.alice)?.action(&id).await?;
+    assert_eq!(view.verification, Some(Verification::Verified), "{view:?}");
+    assert!(view.verification_reason.is_some(), "{view:?}");
+    assert!(view.verified_at.is_some(), "{view:?}");
     // Resubmission never re-executes.
     let (status, body) = post(
         life.gw(),
@@ -362,10 +368,17 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     // Reject: fix_rejected on the finding, which stays active; nothing runs.
     let second = life.finding(&resource, "counter-slow").await?;
     let planned = life
-        .plan(&resource, "counter", "critical", Some(second))
+        .plan(
+            &resource,
+            "counter",
+            action::Severity::Critical,
+            Some(second),
+        )
         .await?;
-    let rejected = life.decide(&id_of(&planned), "rejected").await?;
-    assert_eq!(rejected["state"], "rejected", "{rejected}");
+    let rejected = life
+        .decide(&id_of(&planned), DecisionOutcome::Rejected)
+        .await?;
+    assert_eq!(rejected.state, ActionState::Rejected, "{rejected:?}");
     let stored = life.stored_finding(second).await?;
     assert_eq!(stored.finding.status, FindingStatus::Active);
     assert_eq!(
@@ -375,17 +388,23 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     assert_eq!(last_event(&stored), Some(LifecycleEventType::FixRejected));
 
     // Monitor executes nothing: the plan is refused.
-    life.mode("monitor").await?;
-    let planned = life.plan(&resource, "counter", "warning", None).await?;
-    assert_eq!(planned["state"], "rejected", "{planned}");
-    assert_eq!(planned["policy_decision"]["outcome"], "refused");
+    life.mode(AutonomyLevel::Monitor).await?;
+    let planned = life
+        .plan(&resource, "counter", action::Severity::Warning, None)
+        .await?;
+    assert_eq!(planned.state, ActionState::Rejected, "{planned:?}");
+    assert_eq!(planned.plan.policy_decision.outcome, PolicyOutcome::Refused);
 
     // Assisted: a warning fix runs on its own; a critical one waits for a human.
-    life.mode("assisted").await?;
-    let warning = life.plan(&resource, "counter", "warning", None).await?;
-    assert_eq!(warning["state"], "approved", "{warning}");
-    let critical = life.plan(&resource, "counter", "critical", None).await?;
-    assert_eq!(critical["state"], "pending_approval", "{critical}");
+    life.mode(AutonomyLevel::Assisted).await?;
+    let warning = life
+        .plan(&resource, "counter", action::Severity::Warning, None)
+        .await?;
+    assert_eq!(warning.state, ActionState::Approved, "{warning:?}");
+    let critical = life
+        .plan(&resource, "counter", action::Severity::Critical, None)
+        .await?;
+    assert_eq!(critical.state, ActionState::PendingApproval, "{critical:?}");
     let auto = life.verified(&id_of(&warning)).await?;
     assert_eq!(auto.state, ActionState::Completed, "{auto:?}");
     assert!(!auto.human_approved);
@@ -407,10 +426,12 @@ async fn decisions_execute_verify_and_write_the_fix_outcome() -> anyhow::Result<
     )
     .await?;
     tx.commit().await?;
-    let held = life.plan(&resource, "counter", "warning", None).await?;
-    assert_eq!(held["state"], "pending_approval", "{held}");
+    let held = life
+        .plan(&resource, "counter", action::Severity::Warning, None)
+        .await?;
+    assert_eq!(held.state, ActionState::PendingApproval, "{held:?}");
     assert_eq!(
-        held["policy_decision"]["reason_codes"],
+        json!(held.plan.policy_decision.reason_codes),
         json!(["autopilot_not_acknowledged"])
     );
 
@@ -443,7 +464,7 @@ async fn a_fix_that_does_not_hold_is_never_verified() -> anyhow::Result<()> {
         ("counter.toml", counter_service(&starts_file)),
     ])
     .await?;
-    life.mode("approval").await?;
+    life.mode(AutonomyLevel::Approval).await?;
 
     // The command succeeds; the service stays unhealthy: still_failing, the finding stays
     // active with fix_verification_failed.
@@ -513,7 +534,9 @@ async fn actions_interrupted_by_a_broker_crash_end_once_and_run_once() -> anyhow
     let (mut life, starts_file, resource) = Lifecycle::with_counter().await?;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        let planned = life.plan(&resource, "counter", "critical", None).await?;
+        let planned = life
+            .plan(&resource, "counter", action::Severity::Critical, None)
+            .await?;
         ids.push(Uuid::parse_str(&id_of(&planned))?);
     }
     // The broker dies (SIGKILL) and leaves the three actions where a crash can: approved but
@@ -600,7 +623,9 @@ async fn an_unreachable_agent_keeps_the_action_executing_until_its_lease_answers
 -> anyhow::Result<()> {
     pulse_test_support::install_crypto_provider();
     let (mut life, starts_file, resource) = Lifecycle::with_counter().await?;
-    let planned = life.plan(&resource, "counter", "critical", None).await?;
+    let planned = life
+        .plan(&resource, "counter", action::Severity::Critical, None)
+        .await?;
     let id = Uuid::parse_str(&id_of(&planned))?;
 
     // The broker dies right after `executing` committed with a short lease, and the agent is
@@ -660,9 +685,9 @@ async fn an_unreachable_agent_keeps_the_action_executing_until_its_lease_answers
         let list = life.stack.resources(&life.alice).await.ok()?;
         list.iter()
             .any(|r| {
-                r["agent_id"] == life.host.as_str()
-                    && r["name"] == "counter"
-                    && r["status"] == "running"
+                r.agent_id == life.host
+                    && r.name == "counter"
+                    && r.status == ResourceStatus::Running
             })
             .then_some(())
     })

@@ -10,7 +10,11 @@
 
 use std::time::Duration;
 
-use pulse_domain::action::{ActionEvent, ActionState};
+use pulse_api::actions::{ActionView, DecisionBody, DecisionOutcome, PlanBody};
+use pulse_domain::action::{
+    ActionEvent, ActionState, ApprovalFloor, PolicyOutcome, Severity, Verification,
+};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::actions::TransitionDetail;
 use pulse_store::{actions, audit, tenants};
@@ -23,7 +27,7 @@ use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::agent::{AgentStack, host_id};
 use pulse_test_support::service::TestGateway;
 use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use uuid::Uuid;
 
 const INTERVAL: Duration = Duration::from_secs(1);
@@ -31,14 +35,15 @@ const INTERVAL: Duration = Duration::from_secs(1);
 const STARTUP: Duration = Duration::from_secs(30);
 
 /// A critical restart of the counter service with approval floor `floor`.
-fn plan(resource_id: &str, floor: &str) -> Value {
-    let mut plan = restart_plan(resource_id, "counter", "critical");
-    plan["approval_floor"] = json!(floor);
-    plan
+fn plan(resource_id: &str, floor: ApprovalFloor) -> PlanBody {
+    PlanBody {
+        approval_floor: Some(floor),
+        ..restart_plan(resource_id, "counter", Severity::Critical)
+    }
 }
 
-fn approve() -> Value {
-    decision("approved", "checked the logs")
+fn approve() -> DecisionBody {
+    decision(DecisionOutcome::Approved, "checked the logs")
 }
 
 /// Plans a `none`-floor restart as `requester`; returns the action id.
@@ -47,25 +52,26 @@ async fn plan_restart(
     resource_id: &str,
     requester: &str,
 ) -> anyhow::Result<String> {
-    plan_pending(gw, requester, plan(resource_id, "none")).await
+    plan_pending(gw, requester, &plan(resource_id, ApprovalFloor::None)).await
 }
 
 /// Approves action `id` as `approver` (which starts its execution).
 async fn approved(gw: &TestGateway, id: &str, approver: &str) -> anyhow::Result<()> {
-    let (status, decided) = post(
-        gw,
-        &format!("/api/actions/{id}/decision"),
-        approver,
-        Some(approve()),
-    )
-    .await?;
-    anyhow::ensure!(status == StatusCode::OK, "{status} {decided}");
-    anyhow::ensure!(decided["state"] == "approved", "{decided}");
+    let decided = gw
+        .client_as(approver)?
+        .decide_action(id, &approve())
+        .await?;
+    anyhow::ensure!(decided.state == ActionState::Approved, "{decided:?}");
     Ok(())
 }
 
 /// Waits until action `id` is in `state` (and, for `completed`, verified); its view.
-async fn settled(gw: &TestGateway, id: &str, token: &str, state: &str) -> anyhow::Result<Value> {
+async fn settled(
+    gw: &TestGateway,
+    id: &str,
+    token: &str,
+    state: ActionState,
+) -> anyhow::Result<ActionView> {
     action_in_state(gw, id, token, state, Duration::from_secs(60)).await
 }
 
@@ -83,7 +89,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
 
     // Patrol mode `approval`: every fix needs a human.
-    set_autonomy_level(gw, "approval").await?;
+    set_autonomy_level(gw, AutonomyLevel::Approval).await?;
 
     let all = [
         Scope::ActionsPlan,
@@ -115,41 +121,37 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         gw,
         "/api/actions/plan",
         &chat,
-        Some(plan(&resource_id, "admin")),
+        Some(json!(plan(&resource_id, ApprovalFloor::Admin))),
     )
     .await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(error_code(&body), "missing_scope");
 
     // Alice plans an admin-floor restart: it waits for a human other than her.
-    let (status, planned) = post(
-        gw,
-        "/api/actions/plan",
-        &alice,
-        Some(plan(&resource_id, "admin")),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::CREATED, "{planned}");
-    assert_eq!(planned["state"], "pending_approval", "{planned}");
-    assert_eq!(planned["agent_id"], host.as_str());
-    assert_eq!(planned["approval_floor"], "admin");
-    assert_eq!(planned["plan_hash"].as_str().map(str::len), Some(64));
-    assert_eq!(planned["policy_decision"]["outcome"], "needs_approval");
-    let id = planned["action_id"].as_str().unwrap_or_default().to_owned();
-    let (status, pending) = get(gw, "/api/actions/pending", &alice).await?;
-    assert_eq!(status, StatusCode::OK);
+    let as_alice = gw.client_as(&alice)?;
+    let planned = as_alice
+        .plan_action(&plan(&resource_id, ApprovalFloor::Admin))
+        .await?;
+    assert_eq!(planned.state, ActionState::PendingApproval, "{planned:?}");
+    assert_eq!(planned.plan.agent_id, host);
+    assert_eq!(planned.plan.approval_floor, ApprovalFloor::Admin);
+    assert_eq!(planned.plan.plan_hash.len(), 64);
+    assert_eq!(
+        planned.plan.policy_decision.outcome,
+        PolicyOutcome::NeedsApproval
+    );
+    let id = planned.plan.action_id.to_string();
+    let pending = as_alice.actions(true, None).await?;
     assert!(
-        pending
-            .as_array()
-            .is_some_and(|l| l.iter().any(|a| a["action_id"] == id.as_str())),
-        "{pending}"
+        pending.iter().any(|a| a.plan.action_id.to_string() == id),
+        "{pending:?}"
     );
 
     for (token, path, body) in [
         (
             &chat,
             format!("/api/actions/{id}/decision"),
-            Some(approve()),
+            Some(json!(approve())),
         ),
         (&chat, format!("/api/actions/{id}/execute"), None),
     ] {
@@ -164,7 +166,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
             gw,
             &format!("/api/actions/{id}/decision"),
             &outsider,
-            Some(approve()),
+            Some(json!(approve())),
         )
         .await?,
         post(gw, &format!("/api/actions/{id}/execute"), &outsider, None).await?,
@@ -174,7 +176,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     }
     // The decider is never a body field; a token of no user cannot decide; the requester
     // cannot approve her own admin-floor plan; nothing runs before approval.
-    let mut forged = approve();
+    let mut forged = json!(approve());
     forged["decided_by"] = json!("user:someone-else");
     let (status, body) = post(
         gw,
@@ -188,7 +190,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         gw,
         &format!("/api/actions/{id}/decision"),
         &userless,
-        Some(approve()),
+        Some(json!(approve())),
     )
     .await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
@@ -197,7 +199,7 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         gw,
         &format!("/api/actions/{id}/decision"),
         &alice,
-        Some(approve()),
+        Some(json!(approve())),
     )
     .await?;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
@@ -207,29 +209,29 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     assert_eq!(error_code(&body), "action_not_approved");
 
     // Bob approves, which executes it: one restart on the agent.
-    let (status, decided) = post(
-        gw,
-        &format!("/api/actions/{id}/decision"),
-        &bob,
-        Some(approve()),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{decided}");
-    assert_eq!(decided["state"], "approved");
+    let decided = gw.client_as(&bob)?.decide_action(&id, &approve()).await?;
+    assert_eq!(decided.state, ActionState::Approved);
     assert!(
-        decided["decided_by"]
-            .as_str()
+        decided
+            .decided_by
+            .as_deref()
             .is_some_and(|d| d.starts_with("user:"))
     );
-    let executed = settled(gw, &id, &alice, "completed").await?;
-    assert_eq!(executed["result"]["status"], "completed");
+    let executed = settled(gw, &id, &alice, ActionState::Completed).await?;
+    let result = executed.result.clone().unwrap_or_default();
+    assert_eq!(result["status"], "completed");
     // No verifier runs here: the fix is never verified, it is inconclusive.
-    assert_eq!(executed["verification"], "inconclusive", "{executed}");
+    assert_eq!(
+        executed.verification,
+        Some(Verification::Inconclusive),
+        "{executed:?}"
+    );
     assert!(
-        executed["verification_reason"]
-            .as_str()
+        executed
+            .verification_reason
+            .as_deref()
             .is_some_and(|r| r.starts_with("verifier_unavailable:")),
-        "{executed}"
+        "{executed:?}"
     );
     wait_starts(
         &starts_file,
@@ -260,22 +262,22 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     assert_eq!(changed, 1);
     tx.commit().await?;
     approved(gw, &drifted, &bob).await?;
-    settled(gw, &drifted, &alice, "failed").await?;
+    settled(gw, &drifted, &alice, ActionState::Failed).await?;
     let (status, body) = post(gw, &format!("/api/actions/{drifted}/execute"), &alice, None).await?;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert_eq!(error_code(&body), "action_execution_final");
     let rows = audit_rows(gw, &drifted, &alice).await?;
-    let last = rows.last().cloned().unwrap_or_default();
-    assert_eq!(last["kind"], "action.refused", "{last}");
-    assert_eq!(last["payload"]["to"], "failed");
+    let last = rows.last().expect("an audit row");
+    assert_eq!(last.kind, "action.refused", "{last:?}");
+    assert_eq!(last.payload["to"], "failed");
     assert!(
-        last["payload"]["reason"]
+        last.payload["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("plan_drift:")),
-        "{last}"
+        "{last:?}"
     );
-    let (_, action) = get(gw, &format!("/api/actions/{drifted}"), &alice).await?;
-    assert_eq!(action["state"], "failed");
+    let action = as_alice.action(&drifted).await?;
+    assert_eq!(action.state, ActionState::Failed);
 
     // (4) The params change after the approval: a human's approval is recorded and, in the same
     // transaction, the stored plan is altered. The broker's recovery sweep takes the approved
@@ -308,15 +310,15 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
         .await?;
     assert_eq!(changed, 1);
     tx.commit().await?;
-    settled(gw, &late, &alice, "failed").await?;
+    settled(gw, &late, &alice, ActionState::Failed).await?;
     let rows = audit_rows(gw, &late, &alice).await?;
-    let last = rows.last().cloned().unwrap_or_default();
-    assert_eq!(last["kind"], "action.refused", "{last}");
+    let last = rows.last().expect("an audit row");
+    assert_eq!(last.kind, "action.refused", "{last:?}");
     assert!(
-        last["payload"]["reason"]
+        last.payload["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("plan_drift:")),
-        "{last}"
+        "{last:?}"
     );
 
     // (7) The remediation lock, set while the plan waits, refuses the approved, matching plan
@@ -333,24 +335,22 @@ async fn actions_are_governed_audited_and_run_once_on_the_agent() -> anyhow::Res
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["never_auto_remediate"], true, "{body}");
     approved(gw, &locked, &bob).await?;
-    let body = settled(gw, &locked, &alice, "failed").await?;
-    assert_eq!(
-        body["result"]["refused"], "resource_remediation_locked",
-        "{body}"
-    );
+    let body = settled(gw, &locked, &alice, ActionState::Failed).await?;
+    let result = body.result.clone().unwrap_or_default();
+    assert_eq!(result["refused"], "resource_remediation_locked", "{body:?}");
     assert!(
-        body["result"]["message"]
+        result["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("resource_remediation_locked:")),
-        "{body}"
+        "{body:?}"
     );
     let rows = audit_rows(gw, &locked, &alice).await?;
-    let last = rows.last().cloned().unwrap_or_default();
+    let last = rows.last().expect("an audit row");
     assert!(
-        last["payload"]["reason"]
+        last.payload["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("resource_remediation_locked:")),
-        "{last}"
+        "{last:?}"
     );
 
     // Only the approved, matching, unlocked plan ran; the chain is intact.

@@ -18,6 +18,7 @@ use pulse_domain::TenantId;
 use pulse_domain::agent_protocol::{
     LogSource, ReadOutput, ReadRequest as ReadSpec, ReceiptStatus, ResourceTarget,
 };
+use pulse_domain::resource::{ResourceStatus, ResourceType};
 use pulse_test_support::action_api::{starts, wait_starts};
 use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, write_service};
@@ -383,11 +384,11 @@ async fn commands_run_at_most_once_and_are_refused_with_a_stated_reason() -> any
     let web_id = format!("app-container:{host_a}:{WEB}");
     let web = wait::until(STARTUP, "the web container to be reported", || async {
         let list = stack.resources(&reader).await.ok()?;
-        list.into_iter().find(|r| r["id"] == web_id.as_str())
+        list.into_iter().find(|r| r.id.as_str() == web_id)
     })
     .await?;
-    assert_eq!(web["type"], "app-container");
-    assert_eq!(web["status"], "running");
+    assert_eq!(web.resource_type, ResourceType::AppContainer);
+    assert_eq!(web.status, ResourceStatus::Running);
 
     // Agent B: no --enable-commands, exec token: rejected with the stated reason.
     let host_b = host_id("nocmd");

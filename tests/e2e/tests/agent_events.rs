@@ -17,12 +17,15 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use pulse_api::actions::DecisionOutcome;
+use pulse_domain::action::{self, ActionState};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::{Store, findings, tenants};
 use pulse_test_support::action_api::{
-    action_in_state, decision, plan_pending, post, restart_plan, set_autonomy_level,
-    spawn_counter_agent, user_token,
+    action_in_state, decision, plan_pending, restart_plan, set_autonomy_level, spawn_counter_agent,
+    user_token,
 };
 use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::agent::{AgentStack, host_id};
@@ -312,7 +315,7 @@ async fn approvals_and_completed_actions_arrive() -> anyhow::Result<()> {
     let (_starts, agent) =
         spawn_counter_agent(&stack, &host, Duration::from_secs(1), STARTUP).await?;
     let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
-    set_autonomy_level(gw, "approval").await?;
+    set_autonomy_level(gw, AutonomyLevel::Approval).await?;
     let alice = user_token(
         store,
         &tenant,
@@ -339,22 +342,27 @@ async fn approvals_and_completed_actions_arrive() -> anyhow::Result<()> {
     let id = plan_pending(
         gw,
         &alice,
-        restart_plan(&resource_id, "counter", "critical"),
+        &restart_plan(&resource_id, "counter", action::Severity::Critical),
     )
     .await?;
     let pending = expect(&mut events, "approval.pending", "action_id", &id).await?;
     assert_eq!(pending.json()["resource_id"], resource_id.as_str());
     assert_eq!(pending.json()["plan_hash"].as_str().map(str::len), Some(64));
 
-    let (status, decided) = post(
+    gw.client_as(&alice)?
+        .decide_action(
+            &id,
+            &decision(DecisionOutcome::Approved, "checked the logs"),
+        )
+        .await?;
+    action_in_state(
         gw,
-        &format!("/api/actions/{id}/decision"),
+        &id,
         &alice,
-        Some(decision("approved", "checked the logs")),
+        ActionState::Completed,
+        Duration::from_secs(60),
     )
     .await?;
-    assert_eq!(status, StatusCode::OK, "{decided}");
-    action_in_state(gw, &id, &alice, "completed", Duration::from_secs(60)).await?;
     let completed = expect(&mut events, "action.completed", "action_id", &id).await?;
     assert_eq!(completed.json()["state"], "completed");
 

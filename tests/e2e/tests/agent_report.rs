@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
+use pulse_capabilities::ErrorCode;
 use pulse_domain::agent_protocol::{AGENT_WS_PATH, PROTOCOL_VERSION};
+use pulse_domain::resource::{Health, Resource, ResourceStatus, ResourceType};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::tokens::{self, NewToken};
 use pulse_test_support::agent::host_id;
@@ -24,8 +26,8 @@ fn sleeper(marker: &std::path::Path) -> String {
     pulse_test_support::agent::marker_service("sleeper", marker)
 }
 
-fn find<'a>(list: &'a [Value], id: &str) -> Option<&'a Value> {
-    list.iter().find(|r| r["id"] == id)
+fn find<'a>(list: &'a [Resource], id: &str) -> Option<&'a Resource> {
+    list.iter().find(|r| r.id.as_str() == id)
 }
 
 /// Waits until the resource `id` satisfies `pred`, returning it.
@@ -35,8 +37,8 @@ async fn wait_resource(
     id: &str,
     deadline: Duration,
     what: &str,
-    pred: impl Fn(&Value) -> bool,
-) -> anyhow::Result<Value> {
+    pred: impl Fn(&Resource) -> bool,
+) -> anyhow::Result<Resource> {
     wait::until(deadline, what, || async {
         let list = stack.resources(token).await.ok()?;
         find(&list, id).filter(|r| pred(r)).cloned()
@@ -71,14 +73,17 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
         &service_id,
         STARTUP + INTERVAL * 2,
         "the supervised service to be running and healthy",
-        |r| r["status"] == "running" && r["health"] == "healthy",
+        |r| r.status == ResourceStatus::Running && r.health == Health::Healthy,
     )
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
-    assert_eq!(service["type"], "service");
-    assert_eq!(service["parent"], format!("host:{host}"));
-    assert_eq!(service["restart_count"], 0);
-    let sleep_pid = service["details"]["pid"].as_u64().expect("pid reported") as u32;
+    assert_eq!(service.resource_type, ResourceType::Service);
+    assert_eq!(
+        service.parent.as_ref().map(|p| p.as_str()),
+        Some(format!("host:{host}").as_str())
+    );
+    assert_eq!(service.restart_count, Some(0));
+    let sleep_pid = service.details["pid"].as_u64().expect("pid reported") as u32;
     let created = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(message) = events.next().await {
             let event: Value = serde_json::from_slice(&message.payload).unwrap_or_default();
@@ -95,36 +100,41 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
     let list = stack.resources(&reader).await?;
     let mine = of_host(&list, &host);
     let host_resource = find(&list, &format!("host:{host}")).expect("host listed");
-    assert_eq!(host_resource["status"], "running");
-    assert!(host_resource["details"]["cpus"].as_u64().unwrap_or(0) >= 1);
-    let storage: Vec<&&Value> = mine.iter().filter(|r| r["type"] == "storage").collect();
+    assert_eq!(host_resource.status, ResourceStatus::Running);
+    assert!(host_resource.details["cpus"].as_u64().unwrap_or(0) >= 1);
+    let storage: Vec<&&Resource> = mine
+        .iter()
+        .filter(|r| r.resource_type == ResourceType::Storage)
+        .collect();
     assert!(!storage.is_empty(), "no storage resource in {mine:?}");
 
     // The type filter and the resolver through the API.
-    let response = stack
+    let storage_only = pulse_api::resources::ListQuery {
+        resource_type: Some(ResourceType::Storage),
+    };
+    let filtered = stack
         .gateway
-        .http
-        .get(stack.gateway.url("/api/resources?type=storage"))
-        .bearer_auth(&reader)
-        .send()
-        .await?;
-    let filtered: Value = response.json().await?;
+        .client_as(&reader)?
+        .resources(&storage_only)
+        .await?
+        .resources;
     assert!(
-        filtered["resources"]
-            .as_array()
-            .is_some_and(|l| !l.is_empty() && l.iter().all(|r| r["type"] == "storage"))
+        !filtered.is_empty()
+            && filtered
+                .iter()
+                .all(|r| r.resource_type == ResourceType::Storage)
     );
-    let (status, by_name) = stack.resource(&reader, "sleeper").await?;
+    let by_name = stack.resource(&reader, "sleeper").await?;
+    assert_eq!(by_name.id.as_str(), service_id);
+    stack.resource(&reader, storage[0].id.as_str()).await?;
+    let refused = stack
+        .resource(&reader, "no-such-thing")
+        .await
+        .expect_err("an unknown reference is refused");
     assert_eq!(
-        (status, by_name["id"].as_str()),
-        (200, Some(service_id.as_str()))
+        (refused.status(), refused.code()),
+        (Some(404), Some(ErrorCode::NotFound))
     );
-    let (status, _) = stack
-        .resource(&reader, storage[0]["id"].as_str().unwrap())
-        .await?;
-    assert_eq!(status, 200);
-    let (status, body) = stack.resource(&reader, "no-such-thing").await?;
-    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
 
     // The health check follows the marker file, and the change is reported at once.
     std::fs::write(&marker, "maintenance")?;
@@ -134,12 +144,12 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
         &service_id,
         INTERVAL * 2 + Duration::from_secs(1),
         "unhealthy",
-        |r| r["health"] == "unhealthy",
+        |r| r.health == Health::Unhealthy,
     )
     .await?;
-    assert_eq!(unhealthy["status"], "running");
+    assert_eq!(unhealthy.status, ResourceStatus::Running);
     assert!(
-        unhealthy["details"]["health_log"]
+        unhealthy.details["health_log"]
             .as_array()
             .is_some_and(|log| !log.is_empty() && log.len() <= 10)
     );
@@ -150,14 +160,14 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
         &service_id,
         INTERVAL * 2 + Duration::from_secs(1),
         "healthy again",
-        |r| r["health"] == "healthy",
+        |r| r.health == Health::Healthy,
     )
     .await?;
 
     // SIGKILL: the agent's resources become unknown (never stopped) after the liveness timeout.
     let before: BTreeSet<String> = of_host(&stack.resources(&reader).await?, &host)
         .iter()
-        .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
+        .map(|r| r.id.to_string())
         .collect();
     signal(agent.pid().expect("agent pid"), libc::SIGKILL);
     let _ = agent.stop(Duration::from_secs(5)).await;
@@ -168,15 +178,15 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
         "resources to become unknown",
         || async {
             let list = stack.resources(&reader).await.ok()?;
-            let mine: Vec<Value> = of_host(&list, &host).into_iter().cloned().collect();
+            let mine: Vec<Resource> = of_host(&list, &host).into_iter().cloned().collect();
             mine.iter()
-                .all(|r| r["status"] == "unknown" && r["health"] == "unknown")
+                .all(|r| r.status == ResourceStatus::Unknown && r.health == Health::Unknown)
                 .then_some(mine)
         },
     )
     .await?;
     assert_eq!(unknown.len(), before.len());
-    assert!(unknown.iter().all(|r| r["status"] != "stopped"));
+    assert!(unknown.iter().all(|r| r.status != ResourceStatus::Stopped));
 
     // Restarting the agent restores them under the same ids, without duplicates.
     let agent = stack.spawn_agent(&spec)?;
@@ -186,19 +196,20 @@ async fn supervised_service_health_and_agent_liveness_flow_to_the_api() -> anyho
         || async {
             let list = stack.resources(&reader).await.ok()?;
             let service = find(&list, &service_id)?;
-            (service["status"] == "running" && service["health"] == "healthy").then_some(list)
+            (service.status == ResourceStatus::Running && service.health == Health::Healthy)
+                .then_some(list)
         },
     )
     .await?;
     let after: BTreeSet<String> = of_host(&restored, &host)
         .iter()
-        .map(|r| r["id"].as_str().unwrap_or_default().to_owned())
+        .map(|r| r.id.to_string())
         .collect();
     assert_eq!(after, before);
     assert_eq!(of_host(&restored, &host).len(), before.len());
 
     // The running agent stops its supervised service on SIGTERM.
-    let restarted_pid = find(&restored, &service_id).and_then(|s| s["details"]["pid"].as_u64());
+    let restarted_pid = find(&restored, &service_id).and_then(|s| s.details["pid"].as_u64());
     let status = agent.stop(Duration::from_secs(10)).await?;
     assert!(status.success(), "agent exited with {status}");
     if let Some(pid) = restarted_pid {
@@ -366,16 +377,10 @@ async fn bad_input_is_rejected_with_a_reason_and_other_agents_keep_reporting() -
         .await?;
     let reply = next_reply(&mut socket).await?;
     assert_eq!(reply, json!({"type": "ack", "seq": 2}));
-    let (status, raw_host) = stack.resource(&reader, "host:raw-client").await?;
-    assert_eq!(status, 200);
+    let raw_host = stack.resource(&reader, "host:raw-client").await?;
+    assert_eq!(raw_host.name.chars().count(), 256);
     assert_eq!(
-        raw_host["name"].as_str().map(|n| n.chars().count()),
-        Some(256)
-    );
-    assert_eq!(
-        raw_host["labels"]["note"]
-            .as_str()
-            .map(|n| n.chars().count()),
+        raw_host.labels.get("note").map(|n| n.chars().count()),
         Some(1024)
     );
 
@@ -394,12 +399,7 @@ async fn bad_input_is_rejected_with_a_reason_and_other_agents_keep_reporting() -
         &host_ref,
         INTERVAL * 3,
         "a fresh report from the good agent",
-        |r| {
-            r["received_at"]
-                .as_str()
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| t > after_abuse)
-        },
+        |r| r.received_at > after_abuse,
     )
     .await?;
 
@@ -464,10 +464,15 @@ async fn another_tenants_resources_are_invisible() -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
 
     assert!(stack.resources(&reader_a).await?.is_empty());
-    let (status, body) = stack.resource(&reader_a, &host_ref).await?;
-    assert_eq!((status, body["error"].as_str()), (404, Some("not_found")));
-    let (status, _) = stack.resource(reader_b.secret.expose(), &host_ref).await?;
-    assert_eq!(status, 200);
+    let refused = stack
+        .resource(&reader_a, &host_ref)
+        .await
+        .expect_err("another tenant's host is not found");
+    assert_eq!(
+        (refused.status(), refused.code()),
+        (Some(404), Some(ErrorCode::NotFound))
+    );
+    stack.resource(reader_b.secret.expose(), &host_ref).await?;
 
     let status = agent.stop(Duration::from_secs(10)).await?;
     assert!(status.success());

@@ -119,19 +119,20 @@ async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> 
     let gateway = &stack.gateway;
     // The agent's first report: its host appears.
     wait::until(STARTUP, "the agent's first report", || async {
-        let (status, _) = stack
+        stack
             .resource(&reader, &format!("host:{host}"))
             .await
-            .ok()?;
-        (status == 200).then_some(())
+            .ok()
+            .map(drop)
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
     let first_report = Instant::now();
     // Within two report intervals the service is visible, running and healthy.
     wait::until(INTERVAL * 2 + SLACK, "the healthy service", || async {
-        let (status, body) = stack.resource(&reader, &service_id).await.ok()?;
-        (status == 200 && body["status"] == "running" && body["health"] == "healthy").then_some(())
+        let service = stack.resource(&reader, &service_id).await.ok()?;
+        (service.status == ResourceStatus::Running && service.health == Health::Healthy)
+            .then_some(())
     })
     .await?;
     assert!(first_report.elapsed() <= INTERVAL * 2 + SLACK);
@@ -170,11 +171,8 @@ async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> 
     assert_eq!(alert["level"], "warning");
     assert_eq!(alert["resource_id"], service_id.as_str());
     assert!(alert["cleared_at"].is_null());
-    let (status, resource) = stack.resource(&reader, &service_id).await?;
-    assert_eq!(
-        (status, resource["health"].as_str()),
-        (200, Some("unhealthy"))
-    );
+    let resource = stack.resource(&reader, &service_id).await?;
+    assert_eq!(resource.health, Health::Unhealthy);
     let (subject, event) = next_event(&mut fired_events, &key, Duration::from_secs(10)).await?;
     assert!(subject.ends_with(".events.alert.fired"), "{subject}");
     assert_eq!(event["transition"], "fired");
@@ -311,12 +309,9 @@ async fn a_crash_looping_service_raises_restart_loop() -> anyhow::Result<()> {
     assert_eq!(alert["level"], "critical");
     assert!(alert["value"].as_f64().unwrap_or(0.0) >= 3.0, "{alert}");
     assert_eq!(alert["threshold"], 3.0);
-    let (_, resource) = stack.resource(&reader, &service_id).await?;
-    assert!(
-        resource["restart_count"].as_u64().unwrap_or(0) >= 3,
-        "{resource}"
-    );
-    assert_eq!(resource["details"]["last_exit_code"], 3);
+    let resource = stack.resource(&reader, &service_id).await?;
+    assert!(resource.restart_count.unwrap_or(0) >= 3, "{resource:?}");
+    assert_eq!(resource.details["last_exit_code"], 3);
 
     let status = agent.stop(Duration::from_secs(10)).await?;
     assert!(status.success(), "agent exited with {status}");
@@ -340,11 +335,11 @@ async fn a_silent_agent_raises_agent_offline_until_it_reports_again() -> anyhow:
     let key = format!("host:{host}:agent_offline");
     let agent = stack.spawn_agent(&spec)?;
     wait::until(STARTUP, "the agent's first report", || async {
-        let (status, _) = stack
+        stack
             .resource(&reader, &format!("host:{host}"))
             .await
-            .ok()?;
-        (status == 200).then_some(())
+            .ok()
+            .map(drop)
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;

@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
+use pulse_domain::action;
 use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_domain::patrol::run::{PatrolRun, RunType, TriggerReason};
 use pulse_domain::{Scope, TenantId};
@@ -99,7 +100,11 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
             json!({"finding_id": f, "resource_id": ids.resource, "category": "capacity"})
         }
         "update_ai_settings" => json!({}),
-        "plan_action" => restart_plan(&ids.resource, target, "warning"),
+        "plan_action" => json!(restart_plan(
+            &ids.resource,
+            target,
+            action::Severity::Warning
+        )),
         "decide_action" => json!({"outcome": "rejected", "reason": "contract check"}),
         "set_remediation_lock" => json!({"never_auto_remediate": false}),
         "set_operator_state" => {
@@ -299,7 +304,11 @@ async fn seed(
         &Method::POST,
         "/api/actions/plan",
         Some(&token),
-        Some(&restart_plan(&resource, "web", "critical")),
+        Some(&json!(restart_plan(
+            &resource,
+            "web",
+            action::Severity::Critical
+        ))),
     )
     .await?;
     anyhow::ensure!(

@@ -116,7 +116,7 @@ async fn a_read_only_question_streams_a_tool_row_and_a_clean_answer() -> anyhow:
         Turn::text("web is running; its log shows a clean start."),
     ]))
     .await?;
-    save_settings(gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
+    save_settings(gw, &openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
     let agent = stack.spawn_agent(&spec)?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
     stack
@@ -300,7 +300,7 @@ async fn a_lost_client_or_stop_ends_the_turn_cleanly_and_closes_the_provider_cal
     pulse_test_support::install_crypto_provider();
     let gw = TestGateway::start().await?;
     let sim = ProviderSim::start(Script::steps([stalled_turn(), stalled_turn()])).await?;
-    save_settings(&gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
+    save_settings(&gw, &openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
     let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let token = gw.create_token("chat", &["ai:chat"]).await?;
 

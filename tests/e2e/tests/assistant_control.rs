@@ -15,6 +15,7 @@
 use std::time::Duration;
 
 use pulse_domain::action::{ActionState, Verification};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::{Scope, TenantId};
 use pulse_test_support::action_api::{post, starts, user_token, wait_starts};
 use pulse_test_support::action_broker::{TestActionBroker, action_until};
@@ -103,8 +104,8 @@ async fn restarting_the_unhealthy_service_takes_an_approval_and_reports_the_veri
     ]))
     .await?;
     let mut settings = openai_chat_route(MODEL, KEY, &sim.openai_base_url());
-    settings["autonomy_level"] = json!("approval");
-    save_settings(gw, settings).await?;
+    settings.autonomy_level = Some(Some(AutonomyLevel::Approval));
+    save_settings(gw, &settings).await?;
     let agent = stack.spawn_agent(&spec)?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
     wait_starts(&starts_file, 1, STARTUP, "web to start once").await?;

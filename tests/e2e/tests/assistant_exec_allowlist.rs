@@ -12,6 +12,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use pulse_domain::resource::ResourceType;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::read_exec_audit::{self, ExecOutcome};
 use pulse_test_support::action_api::user_token;
@@ -93,7 +94,7 @@ async fn the_assistant_cannot_change_the_host_or_send_a_file_through_an_admitted
     .await?;
     save_settings(
         gw,
-        openai_chat_route(
+        &openai_chat_route(
             "gpt-4o-mini",
             "sk-chat-allowlist-4c1e",
             &sim.openai_base_url(),
@@ -104,10 +105,7 @@ async fn the_assistant_cannot_change_the_host_or_send_a_file_through_an_admitted
     until(STARTUP, "the host to be reported", || async {
         stack.resources(&gw.admin_token).await.ok().filter(|list| {
             list.iter().any(|r| {
-                r["type"] == "host"
-                    && r["id"]
-                        .as_str()
-                        .is_some_and(|id| id.contains(host.as_str()))
+                r.resource_type == ResourceType::Host && r.id.as_str().contains(host.as_str())
             })
         })
     })

@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use pulse_domain::resource::ResourceType;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::read_exec_audit;
 use pulse_test_support::action_api::user_token;
@@ -66,7 +67,7 @@ async fn the_assistant_runs_read_only_commands_and_nothing_else() -> anyhow::Res
     .await?;
     save_settings(
         gw,
-        openai_chat_route("gpt-4o-mini", "sk-chat-exec-2b7d", &sim.openai_base_url()),
+        &openai_chat_route("gpt-4o-mini", "sk-chat-exec-2b7d", &sim.openai_base_url()),
     )
     .await?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
@@ -75,10 +76,7 @@ async fn the_assistant_runs_read_only_commands_and_nothing_else() -> anyhow::Res
         until(STARTUP, "the host to be reported", || async {
             stack.resources(&gw.admin_token).await.ok().filter(|list| {
                 list.iter().any(|r| {
-                    r["type"] == "host"
-                        && r["id"]
-                            .as_str()
-                            .is_some_and(|id| id.contains(host.as_str()))
+                    r.resource_type == ResourceType::Host && r.id.as_str().contains(host.as_str())
                 })
             })
         })

@@ -98,7 +98,7 @@ async fn sessions_can_be_listed_renamed_undone_steered_compacted_forked_and_dele
         Step::reply(Turn::text("The finding says /var is almost full.")),
     ]))
     .await?;
-    save_settings(&gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
+    save_settings(&gw, &openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
     let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let store = gw.db.store();
     let tenant = TenantId::default_tenant();

@@ -297,7 +297,7 @@ async fn exercise(project: &Project, sim: &ProviderSim, foreign: &str) -> anyhow
     )
     .await?;
     for name in stack::FLEET {
-        anyhow::ensure!(report["services"][name]["ready"] == true, "{report}");
+        anyhow::ensure!(stack::is_ready(&report, name), "{report:?}");
     }
     // Every service container passes its image's HEALTHCHECK (GET /healthz).
     let ps = project.compose(&["ps"], Duration::from_secs(60)).await?;

@@ -19,6 +19,8 @@ use pulse_bus::{ActionBrokerClient, ClientError, ErrorCode};
 use pulse_domain::TenantId;
 use pulse_domain::action::ActionState;
 use pulse_domain::agent_protocol::Capability;
+use pulse_domain::ai_settings::AutonomyLevel;
+use pulse_domain::patrol::run::{PatrolRun, RunStatus};
 use pulse_store::findings::{self, ListFilter};
 use pulse_store::investigations::{self, InvestigationStatus};
 use pulse_store::{Store, actions};
@@ -33,7 +35,7 @@ use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::verifier::TestVerifier;
 use pulse_test_support::wait;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const KEY: &str = "sk-investigation-7d2f0c1a";
 const INTERVAL: Duration = Duration::from_millis(500);
@@ -42,14 +44,18 @@ const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 const INVESTIGATION_DEADLINE: Duration = Duration::from_secs(90);
 
-async fn set_mode(stack: &AgentStack, sim: &ProviderSim, mode: &str) -> anyhow::Result<()> {
+async fn set_mode(
+    stack: &AgentStack,
+    sim: &ProviderSim,
+    mode: AutonomyLevel,
+) -> anyhow::Result<()> {
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["autonomy_level"] = json!(mode);
-    save_settings(&stack.gateway, settings).await
+    settings.autonomy_level = Some(Some(mode));
+    save_settings(&stack.gateway, &settings).await
 }
 
 /// Requests a full run and waits for its terminal record.
-async fn run(stack: &AgentStack, runner: &TestModelRunner) -> anyhow::Result<Value> {
+async fn run(stack: &AgentStack, runner: &TestModelRunner) -> anyhow::Result<PatrolRun> {
     full_run(&stack.gateway, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
@@ -108,7 +114,7 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
         )?;
     }
     let agent = stack.spawn_agent(&spec)?;
-    set_mode(&stack, &sim, "monitor").await?;
+    set_mode(&stack, &sim, AutonomyLevel::Monitor).await?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
     let web = format!("service:{host}:web");
     let db = format!("service:{host}:db");
@@ -130,7 +136,7 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
 
     // 1. Monitor: the run finds the fault; the dispatcher skips it.
     let first = run(&stack, &runner).await?;
-    assert_eq!(first["status"], "issues_found", "{first}");
+    assert_eq!(first.status, RunStatus::IssuesFound, "{first:?}");
     let finding = {
         let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
         let listed = findings::list(&tx, ListFilter::Active, None, chrono::Utc::now()).await?;
@@ -155,14 +161,10 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
     assert_eq!(action_count(store).await?, 0);
 
     // 2. Approval: the next run reconfirms it and one investigation proposes a restart.
-    set_mode(&stack, &sim, "approval").await?;
+    set_mode(&stack, &sim, AutonomyLevel::Approval).await?;
     let second = run(&stack, &runner).await?;
-    assert_eq!(second["status"], "issues_found", "{second}");
-    assert_eq!(
-        second["finding_ids"],
-        json!([finding.id.as_hex()]),
-        "{second}"
-    );
+    assert_eq!(second.status, RunStatus::IssuesFound, "{second:?}");
+    assert_eq!(second.finding_ids, [finding.id.as_hex()], "{second:?}");
     let attempt = wait::until(
         INVESTIGATION_DEADLINE,
         "the investigation to end",

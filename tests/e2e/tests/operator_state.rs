@@ -17,11 +17,14 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use pulse_api::actions::{DecisionOutcome, PlanBody};
+use pulse_domain::action::{self, ActionState, ApprovalFloor};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::{audit, findings, tenants};
 use pulse_test_support::action_api::{
-    audit_rows, call, decision, error_code, get, plan_pending, post, restart_plan,
+    action_view, audit_rows, call, decision, error_code, get, plan_pending, post, restart_plan,
     set_autonomy_level, user_token,
 };
 use pulse_test_support::action_broker::TestActionBroker;
@@ -401,13 +404,15 @@ async fn never_auto_remediate_is_the_lock_the_broker_refuses_on() -> anyhow::Res
     let tenant = TenantId::default_tenant();
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     let admin = gw.admin_token.clone();
-    set_autonomy_level(&gw, "approval").await?;
+    set_autonomy_level(&gw, AutonomyLevel::Approval).await?;
     let web = seed_service(store, &tenant, "opstate-lock", service_resource("web")).await?;
     let lock_path = format!("/api/resources/{web}/remediation-lock");
 
-    let mut plan = restart_plan(&web, "web", "critical");
-    plan["approval_floor"] = json!("none");
-    let id = plan_pending(&gw, &admin, plan).await?;
+    let plan = PlanBody {
+        approval_floor: Some(ApprovalFloor::None),
+        ..restart_plan(&web, "web", action::Severity::Critical)
+    };
+    let id = plan_pending(&gw, &admin, &plan).await?;
 
     // Set through operator state; the remediation-lock route reads the same fact.
     let (status, set) = call(
@@ -427,15 +432,14 @@ async fn never_auto_remediate_is_the_lock_the_broker_refuses_on() -> anyhow::Res
     );
 
     // An approved plan on the resource is refused at execution and fails.
-    let (status, decided) = post(
-        &gw,
-        &format!("/api/actions/{id}/decision"),
-        &admin,
-        Some(decision("approved", "checked the logs")),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{decided}");
-    if decided["state"] == "approved" {
+    let decided = gw
+        .client()?
+        .decide_action(
+            &id,
+            &decision(DecisionOutcome::Approved, "checked the logs"),
+        )
+        .await?;
+    if decided.state == ActionState::Approved {
         let (status, body) = post(&gw, &format!("/api/actions/{id}/execute"), &admin, None).await?;
         assert_eq!(status, StatusCode::CONFLICT, "{body}");
     }
@@ -443,8 +447,8 @@ async fn never_auto_remediate_is_the_lock_the_broker_refuses_on() -> anyhow::Res
         Duration::from_secs(30),
         "the locked action to be refused",
         || async {
-            let (_, action) = get(&gw, &format!("/api/actions/{id}"), &admin).await.ok()?;
-            if action["state"] != "failed" {
+            let action = action_view(&gw, &id, &admin).await?;
+            if action.state != ActionState::Failed {
                 return None;
             }
             audit_rows(&gw, &id, &admin).await.ok()?.last().cloned()
@@ -452,10 +456,10 @@ async fn never_auto_remediate_is_the_lock_the_broker_refuses_on() -> anyhow::Res
     )
     .await?;
     assert!(
-        last["payload"]["reason"]
+        last.payload["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("resource_remediation_locked:")),
-        "{last}"
+        "{last:?}"
     );
 
     // Clearing it through the alias route shows in operator state, the other signals kept.

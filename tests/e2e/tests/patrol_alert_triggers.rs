@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use pulse_domain::resource::Health;
 use pulse_test_support::agent::host_id;
 use pulse_test_support::agent::{AgentStack, marker_service, write_service};
 use pulse_test_support::scheduler::TestScheduler;
@@ -168,8 +169,8 @@ async fn a_warning_starts_no_run_until_the_policy_admits_warnings() -> anyhow::R
     let key = format!("{service_id}:unhealthy");
     let agent = stack.spawn_agent(&spec)?;
     wait::until(STARTUP, "the healthy service", || async {
-        let (status, body) = stack.resource(&reader, &service_id).await.ok()?;
-        (status == 200 && body["health"] == "healthy").then_some(())
+        let service = stack.resource(&reader, &service_id).await.ok()?;
+        (service.health == Health::Healthy).then_some(())
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
@@ -238,8 +239,7 @@ async fn a_critical_alert_starts_one_scoped_run_once_the_route_is_ready() -> any
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     let agent = stack.spawn_agent(&spec)?;
     wait::until(STARTUP, "the agent's first report", || async {
-        let (status, _) = stack.resource(&reader, &host_resource).await.ok()?;
-        (status == 200).then_some(())
+        stack.resource(&reader, &host_resource).await.ok().map(drop)
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;

@@ -16,7 +16,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
+use pulse_domain::ai_settings::BudgetsPatch;
 use pulse_domain::patrol::budget::BudgetPeriod;
+use pulse_domain::patrol::run::{ErrorCause, RunStatus};
+use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::patrol::status::{
+    BlockedCause, CheckStatus, PatrolStatus, ReadinessCheck, ReadinessCheckId, RuntimeState,
+};
 use pulse_domain::resource::ObservedResource;
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{PREFLIGHT_TOOL, ProviderSim, Script, preflight_reply};
@@ -25,7 +31,6 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use reqwest::Method;
-use serde_json::{Value, json};
 
 const KEY: &str = "sk-budget-e2e-3c8d1f0a";
 /// Time for a run to be picked up and answered on a loaded 2-core machine.
@@ -36,13 +41,6 @@ fn reset_times(before: DateTime<Utc>) -> [DateTime<Utc>; 2] {
         BudgetPeriod::Day.window(before).reset_at,
         BudgetPeriod::Day.window(Utc::now()).reset_at,
     ]
-}
-
-fn parse_time(value: &Value) -> Option<DateTime<Utc>> {
-    value
-        .as_str()
-        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// Requests to the simulator made by runs (preflights offer the probe tool).
@@ -57,19 +55,15 @@ fn run_requests(sim: &ProviderSim) -> usize {
         .count()
 }
 
-async fn status(gateway: &TestGateway) -> anyhow::Result<Value> {
-    let (code, status) = gateway
-        .admin_json(Method::GET, "/api/ai/patrol/status", None)
-        .await?;
-    anyhow::ensure!(code == 200, "status answered {code} {status}");
-    Ok(status)
+async fn status(gateway: &TestGateway) -> anyhow::Result<PatrolStatus> {
+    Ok(gateway.client()?.patrol_status().await?)
 }
 
-fn budget_check(status: &Value) -> Value {
-    status["readiness_checks"]
-        .as_array()
-        .and_then(|checks| checks.iter().find(|c| c["id"] == "budget").cloned())
-        .unwrap_or(Value::Null)
+fn budget_check(status: &PatrolStatus) -> Option<&ReadinessCheck> {
+    status
+        .readiness_checks
+        .iter()
+        .find(|c| c.id == ReadinessCheckId::Budget)
 }
 
 #[tokio::test]
@@ -82,8 +76,11 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
     let sim =
         ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"daily_tokens": 50});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        daily_tokens: Some(Some(50)),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let host = pulse_test_support::agent::host_id("budget");
     {
         let tx = gateway
@@ -100,54 +97,59 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
 
     // Nothing spent yet: the budget check passes and the run is accepted.
     let before = status(&gateway).await?;
-    assert_eq!(budget_check(&before)["status"], "pass", "{before}");
+    assert_eq!(
+        budget_check(&before).map(|c| c.status),
+        Some(CheckStatus::Pass),
+        "{before:?}"
+    );
     let started = Utc::now();
-    let run_id = patrol::request_run(&gateway, None).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE)
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
 
     // The first call crossed the budget: its turn finished, the next call was never sent.
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "budget_exceeded", "{run}");
-    assert_eq!(run["turns"], 1, "{run}");
-    assert!(
-        run["input_tokens"].as_u64().is_some_and(|n| n > 50),
-        "{run}"
-    );
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
+    assert_eq!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
+    assert_eq!(run.turns, 1, "{run:?}");
+    assert!(run.input_tokens > 50, "{run:?}");
     assert_eq!(run_requests(&sim), 1, "one provider request for the run");
     let resets = reset_times(started);
-    let detail = run["error_detail"].as_str().unwrap_or_default();
+    let detail = run.error_detail.as_deref().unwrap_or_default();
     assert!(
         resets
             .iter()
             .any(|r| detail.contains(&r.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))),
-        "{run}"
+        "{run:?}"
     );
-    assert!(detail.contains("budgets.daily_tokens"), "{run}");
+    assert!(detail.contains("budgets.daily_tokens"), "{run:?}");
     // The diligent model's first call asks for the findings; that tool ran in the finished turn.
-    assert!(
-        run["tool_calls"]
-            .as_array()
-            .is_some_and(|calls| calls.len() == 1),
-        "{run}"
-    );
+    assert_eq!(run.tool_calls.len(), 1, "{run:?}");
 
     // Status shows the block, its cause and when it lifts.
     let blocked = status(&gateway).await?;
-    assert_eq!(blocked["runtime_state"], "blocked", "{blocked}");
-    assert_eq!(blocked["blocked_cause"], "budget_exceeded", "{blocked}");
-    let until = parse_time(&blocked["blocked_until"]).expect("blocked_until is RFC 3339");
-    assert!(resets.contains(&until), "{blocked}");
-    let check = budget_check(&blocked);
-    assert_eq!(check["status"], "fail", "{blocked}");
-    assert_eq!(check["cause"], "budget_exceeded", "{blocked}");
-    assert_eq!(parse_time(&check["resets_at"]), Some(until), "{blocked}");
+    assert_eq!(blocked.runtime_state, RuntimeState::Blocked, "{blocked:?}");
+    assert_eq!(
+        blocked.blocked_cause,
+        Some(BlockedCause::BudgetExceeded),
+        "{blocked:?}"
+    );
+    let until = blocked.blocked_until.expect("blocked_until is set");
+    assert!(resets.contains(&until), "{blocked:?}");
+    let check = budget_check(&blocked).expect("a budget check");
+    assert_eq!(check.status, CheckStatus::Fail, "{blocked:?}");
+    assert_eq!(
+        check.cause,
+        Some(BlockedCause::BudgetExceeded),
+        "{blocked:?}"
+    );
+    assert_eq!(check.resets_at, Some(until), "{blocked:?}");
     assert!(
-        blocked["blocked_reason"]
-            .as_str()
+        blocked
+            .blocked_reason
+            .as_deref()
             .is_some_and(|r| r.contains("wait for the reset or raise budgets.daily_tokens")),
-        "{blocked}"
+        "{blocked:?}"
     );
 
     // A new run does not start: refused before it is recorded, nothing sent.
@@ -162,27 +164,27 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
             .is_some_and(|m| m.contains("budget_exceeded")),
         "{refused}"
     );
-    let (code, runs) = gateway
-        .admin_json(Method::GET, "/api/ai/patrol/runs", None)
-        .await?;
-    assert_eq!(code, 200, "{runs}");
-    assert_eq!(
-        runs["runs"].as_array().map(Vec::len),
-        Some(1),
-        "only the stopped run is recorded: {runs}"
-    );
+    let runs = gateway.client()?.patrol_runs(None).await?.runs;
+    assert_eq!(runs.len(), 1, "only the stopped run is recorded: {runs:?}");
     assert_eq!(run_requests(&sim), 1);
 
     // Raising the budget lets runs start again.
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"daily_tokens": null});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        daily_tokens: Some(None),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let again = status(&gateway).await?;
-    assert_eq!(again["blocked_cause"], Value::Null, "{again}");
-    assert_eq!(budget_check(&again)["status"], "pass", "{again}");
-    let run_id = patrol::request_run(&gateway, None).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE).await?;
-    assert_ne!(run["error_cause"], "budget_exceeded", "{run}");
+    assert_eq!(again.blocked_cause, None, "{again:?}");
+    assert_eq!(
+        budget_check(&again).map(|c| c.status),
+        Some(CheckStatus::Pass),
+        "{again:?}"
+    );
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE).await?;
+    assert_ne!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
     assert!(run_requests(&sim) > 2, "the diligent run made its calls");
 
     runner.stop().await?;
@@ -201,8 +203,11 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
     let sim =
         ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
     let mut settings = openai_route("sim:diligent", KEY, &sim.openai_base_url());
-    settings["budgets"] = json!({"monthly_tokens": 1000});
-    save_settings(&gateway, settings).await?;
+    settings.budgets = Some(BudgetsPatch {
+        monthly_tokens: Some(Some(1000)),
+        ..BudgetsPatch::default()
+    });
+    save_settings(&gateway, &settings).await?;
     let host = pulse_test_support::agent::host_id("budget-queued");
     let tenant = TenantId::default_tenant();
     let tx = gateway.db.store().tenant_tx(&tenant).await?;
@@ -210,7 +215,7 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
     tx.commit().await?;
 
     // Accepted while the budget has room; no runner yet, so it waits queued.
-    let run_id = patrol::request_run(&gateway, None).await?;
+    let run_id = patrol::request_run(&gateway, &RawRunRequest::default()).await?;
     // Meanwhile other work of the tenant spends the month's budget.
     let tx = gateway.db.store().tenant_tx(&tenant).await?;
     tx.client()
@@ -226,19 +231,19 @@ async fn a_queued_run_whose_budget_ran_out_before_it_started_ends_budget_exceede
 
     let started = Utc::now();
     let runner = TestModelRunner::start(&gateway, &dir.join("runner"), &[]).await?;
-    let run = patrol::terminal_run(&gateway, &run_id, RUN_DEADLINE)
+    let run = patrol::terminal_run(&gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "budget_exceeded", "{run}");
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
+    assert_eq!(run.error_cause, Some(ErrorCause::BudgetExceeded), "{run:?}");
     let reset = BudgetPeriod::Month.window(started).reset_at;
-    let detail = run["error_detail"].as_str().unwrap_or_default();
+    let detail = run.error_detail.as_deref().unwrap_or_default();
     assert!(
         detail.contains(&reset.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
             || BudgetPeriod::Month.window(Utc::now()).reset_at != reset,
-        "{run}"
+        "{run:?}"
     );
-    assert!(detail.contains("budgets.monthly_tokens"), "{run}");
+    assert!(detail.contains("budgets.monthly_tokens"), "{run:?}");
     assert_eq!(run_requests(&sim), 0, "no provider request for the run");
 
     runner.stop().await?;

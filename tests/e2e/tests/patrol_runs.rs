@@ -75,15 +75,11 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     let agent = stack.spawn_agent(&spec)?;
     let service_id = format!("service:{host}:sleeper");
     let service = wait::until(STARTUP, "the supervised service", || async {
-        let (status, body) = stack.resource(&reader, &service_id).await.ok()?;
-        (status == 200).then_some(body)
+        stack.resource(&reader, &service_id).await.ok()
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
-    let source_id = service["source_id"]
-        .as_str()
-        .expect("a source id")
-        .to_owned();
+    let source_id = service.source_id.clone();
     assert_ne!(source_id, service_id, "the two references differ");
 
     // A full run: accepted with a run id that the status names at once.

@@ -13,6 +13,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use pulse_domain::patrol::run::{RunStatus, RunType};
+use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::patrol::status::HealthBasis;
 use pulse_test_support::agent::{
     AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
 };
@@ -135,7 +138,7 @@ impl Stack {
         let admin = stack.gateway.admin_token.clone();
         save_settings(
             &stack.gateway,
-            openai_route("sim:diligent", KEY, &sim.openai_base_url()),
+            &openai_route("sim:diligent", KEY, &sim.openai_base_url()),
         )
         .await?;
         let runner = TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
@@ -314,8 +317,8 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
         // 1. A healthy full run: the all-clear, with nothing active.
         let full = full_run(&fleet.stack.gateway, RUN_DEADLINE).await?;
         anyhow::ensure!(
-            full["status"] == "healthy",
-            "{full}\n{}",
+            full.status == RunStatus::Healthy,
+            "{full:?}\n{}",
             fleet.runner_log()
         );
         let said = fleet.surfaces().await?;
@@ -331,23 +334,26 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
         std::fs::write(&marker, "fault")?;
         fleet.wait_health("web", "unhealthy").await?;
         let web = fleet.service_id("web");
-        let id = request_run(&fleet.stack.gateway, Some(json!({"resource_ids": [web]}))).await?;
-        let scoped = terminal_run(&fleet.stack.gateway, &id, RUN_DEADLINE).await?;
+        let request = RawRunRequest {
+            resource_ids: Some(vec![web]),
+            ..RawRunRequest::default()
+        };
+        let id = request_run(&fleet.stack.gateway, &request).await?;
+        let scoped = terminal_run(&fleet.stack.gateway, id, RUN_DEADLINE).await?;
         anyhow::ensure!(
-            scoped["type"] == "scoped" && scoped["status"] == "issues_found",
-            "{scoped}\n{}",
+            scoped.run_type == RunType::Scoped && scoped.status == RunStatus::IssuesFound,
+            "{scoped:?}\n{}",
             fleet.runner_log()
         );
-        let (_, status) = fleet
-            .stack
-            .gateway
-            .admin_json(Method::GET, "/api/ai/patrol/status", None)
-            .await?;
-        assert_eq!(status["health_basis"], "active_findings", "{status}");
+        let status = fleet.stack.gateway.client()?.patrol_status().await?;
         assert_eq!(
-            status["last_patrol_at"].as_str(),
-            full["completed_at"].as_str(),
-            "the last full run is still the healthy one: {status}"
+            status.health_basis,
+            HealthBasis::ActiveFindings,
+            "{status:?}"
+        );
+        assert_eq!(
+            status.last_patrol_at, full.completed_at,
+            "the last full run is still the healthy one: {status:?}"
         );
         let said = fleet.surfaces().await?;
         let found = Said {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::resource::ObservedResource;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::tokens::{self, NewToken};
@@ -19,7 +20,7 @@ use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::TestGateway;
 use pulse_test_support::sse::{self, Frame, SseReader};
 use pulse_test_support::wait;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Time for an accepted run's event to go through the outbox and JetStream on a loaded machine.
 const EVENT_DEADLINE: Duration = Duration::from_secs(20);
@@ -113,31 +114,17 @@ async fn seed_service(gateway: &TestGateway, tenant: &TenantId) -> anyhow::Resul
 
 /// A run of every service requested with `token`; its run id.
 async fn request_run(gateway: &TestGateway, token: &str) -> anyhow::Result<String> {
-    let response = gateway
-        .http
-        .post(gateway.url("/api/ai/patrol/run"))
-        .bearer_auth(token)
-        .json(&json!({"resource_types": ["service"]}))
-        .send()
-        .await?;
-    let status = response.status();
-    let body: Value = response.json().await?;
-    anyhow::ensure!(status == 202, "run request answered {status} {body}");
-    Ok(body["run_id"].as_str().unwrap_or_default().to_owned())
+    let request = RawRunRequest {
+        resource_types: Some(vec!["service".to_owned()]),
+        ..RawRunRequest::default()
+    };
+    let accepted = gateway.client_as(token)?.run_patrol(&request).await?;
+    Ok(accepted.accepted.run_id.to_string())
 }
 
 async fn run_count(gateway: &TestGateway, token: &str) -> anyhow::Result<usize> {
-    let response = gateway
-        .http
-        .get(gateway.url("/api/ai/patrol/runs?limit=200"))
-        .bearer_auth(token)
-        .send()
-        .await?;
-    let body: Value = response.json().await?;
-    body["runs"]
-        .as_array()
-        .map(Vec::len)
-        .ok_or_else(|| anyhow::anyhow!("no runs in {body}"))
+    let runs = gateway.client_as(token)?.patrol_runs(Some(200)).await?;
+    Ok(runs.runs.len())
 }
 
 async fn events_stream(

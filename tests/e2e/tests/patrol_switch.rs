@@ -12,6 +12,9 @@
 
 use std::time::Duration;
 
+use pulse_domain::ai_settings::PatchBody;
+use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunStatus, RunType, TriggerReason};
+use pulse_domain::patrol::status::{BlockedCause, PatrolStatus, RuntimeState};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::tenants;
 use pulse_test_support::action_api::user_token;
@@ -20,7 +23,7 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::wait;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -42,20 +45,20 @@ async fn skipped(gateway: &TestGateway, health_url: &str, cause: &str) -> anyhow
         .unwrap_or(0.0))
 }
 
-async fn runs(gateway: &TestGateway, token: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, body) = gateway
-        .request_json(Method::GET, token, "/api/ai/patrol/runs", None)
-        .await?;
-    anyhow::ensure!(status == 200, "runs answered {status} {body}");
-    Ok(body["runs"].as_array().cloned().unwrap_or_default())
+async fn runs(gateway: &TestGateway, token: &str) -> anyhow::Result<Vec<PatrolRun>> {
+    Ok(gateway.client_as(token)?.patrol_runs(None).await?.runs)
 }
 
-async fn status(gateway: &TestGateway) -> anyhow::Result<Value> {
-    let (code, status) = gateway
-        .admin_json(Method::GET, "/api/ai/patrol/status", None)
-        .await?;
-    anyhow::ensure!(code == 200, "status answered {code} {status}");
-    Ok(status)
+async fn status(gateway: &TestGateway) -> anyhow::Result<PatrolStatus> {
+    Ok(gateway.client()?.patrol_status().await?)
+}
+
+/// The settings that switch Patrol on or off.
+fn switch(enabled: bool) -> PatchBody {
+    PatchBody {
+        patrol_enabled: Some(Some(enabled)),
+        ..PatchBody::default()
+    }
 }
 
 #[tokio::test]
@@ -81,18 +84,11 @@ async fn a_switched_off_tenant_starts_no_run_until_it_is_switched_on() -> anyhow
             .is_some_and(|m| m.contains("patrol_enabled")),
         "{refused}"
     );
-    let (_, settings) = gateway
-        .admin_json(Method::GET, "/api/settings/ai", None)
-        .await?;
-    assert_eq!(
-        settings["patrol_enabled"], true,
-        "on by default: {settings}"
-    );
-    save_settings(&gateway, json!({"patrol_enabled": false})).await?;
-    let (_, settings) = gateway
-        .admin_json(Method::GET, "/api/settings/ai", None)
-        .await?;
-    assert_eq!(settings["patrol_enabled"], false, "{settings}");
+    let settings = gateway.client()?.ai_settings().await?;
+    assert!(settings.patrol_enabled, "on by default: {settings:?}");
+    save_settings(&gateway, &switch(false)).await?;
+    let settings = gateway.client()?.ai_settings().await?;
+    assert!(!settings.patrol_enabled, "{settings:?}");
 
     // Another tenant keeps Patrol on.
     let globex = TenantId::new("globex")?;
@@ -159,31 +155,43 @@ async fn a_switched_off_tenant_starts_no_run_until_it_is_switched_on() -> anyhow
 
     // The status says it is off and why.
     let off = status(&gateway).await?;
-    assert_eq!(off["runtime_state"], "disabled", "{off}");
-    assert_eq!(off["enabled"], false, "{off}");
-    assert_eq!(off["blocked_cause"], "patrol_disabled", "{off}");
-    assert!(
-        off["blocked_reason"]
-            .as_str()
-            .is_some_and(|m| m.contains("patrol_enabled")),
-        "{off}"
+    assert_eq!(off.runtime_state, RuntimeState::Disabled, "{off:?}");
+    assert!(!off.enabled, "{off:?}");
+    assert_eq!(
+        off.blocked_cause,
+        Some(BlockedCause::PatrolDisabled),
+        "{off:?}"
     );
-    assert_eq!(off["next_patrol_at"], Value::Null, "{off}");
+    assert!(
+        off.blocked_reason
+            .as_deref()
+            .is_some_and(|m| m.contains("patrol_enabled")),
+        "{off:?}"
+    );
+    assert_eq!(off.next_patrol_at, None, "{off:?}");
 
     // Switched on: the cadence resumes for the tenant.
-    save_settings(&gateway, json!({"patrol_enabled": true})).await?;
+    save_settings(&gateway, &switch(true)).await?;
     let resumed = wait::until(DEADLINE, "a cadence run after switching on", || async {
         let ours = runs(&gateway, &gateway.admin_token).await.ok()?;
-        ours.into_iter()
-            .find(|r| matches!(r["trigger_reason"].as_str(), Some("scheduled" | "startup")))
+        ours.into_iter().find(|r| {
+            matches!(
+                r.trigger_reason,
+                TriggerReason::Scheduled | TriggerReason::Startup
+            )
+        })
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; scheduler log:\n{}", scheduler.process.log_tail(30)))?;
-    assert_eq!(resumed["type"], "full", "{resumed}");
+    assert_eq!(resumed.run_type, RunType::Full, "{resumed:?}");
     let on = status(&gateway).await?;
-    assert_eq!(on["enabled"], true, "{on}");
-    assert_ne!(on["runtime_state"], "disabled", "{on}");
-    assert_ne!(on["blocked_cause"], "patrol_disabled", "{on}");
+    assert!(on.enabled, "{on:?}");
+    assert_ne!(on.runtime_state, RuntimeState::Disabled, "{on:?}");
+    assert_ne!(
+        on.blocked_cause,
+        Some(BlockedCause::PatrolDisabled),
+        "{on:?}"
+    );
     // A request is no longer refused for the switch (the cadence run may still be in flight:
     // no runner takes it here).
     let (code, answer) = gateway
@@ -207,28 +215,27 @@ async fn a_run_accepted_before_the_switch_went_off_does_not_start() -> anyhow::R
     let scheduler = TestScheduler::start(&gateway, &scratch_dir("switch-queued")?, &[]).await?;
     // The scheduler's startup run is accepted while Patrol is on; no runner takes it yet.
     let run = wait::until(DEADLINE, "a run to be accepted", || async {
-        status(&gateway).await.ok()?["current_run_id"]
-            .as_str()
-            .map(str::to_owned)
+        status(&gateway).await.ok()?.current_run_id
     })
     .await?;
-    save_settings(&gateway, json!({"patrol_enabled": false})).await?;
+    save_settings(&gateway, &switch(false)).await?;
     let runner = pulse_test_support::runner::TestModelRunner::start(
         &gateway,
         &scratch_dir("switch-runner")?,
         &[],
     )
     .await?;
-    let ended = pulse_test_support::patrol::terminal_run(&gateway, &run, DEADLINE)
+    let ended = pulse_test_support::patrol::terminal_run(&gateway, run, DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(ended["status"], "error", "{ended}");
-    assert_eq!(ended["error_cause"], "cancelled", "{ended}");
+    assert_eq!(ended.status, RunStatus::Error, "{ended:?}");
+    assert_eq!(ended.error_cause, Some(ErrorCause::Cancelled), "{ended:?}");
     assert!(
-        ended["error_detail"]
-            .as_str()
+        ended
+            .error_detail
+            .as_deref()
             .is_some_and(|d| d.contains("switched off") && d.contains("patrol_enabled")),
-        "{ended}"
+        "{ended:?}"
     );
     runner.stop().await?;
     scheduler.stop().await?;

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pulse_domain::TenantId;
-use pulse_domain::patrol::run::ErrorCause;
+use pulse_domain::patrol::run::{ErrorCause, RunStatus};
+use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::resource::ObservedResource;
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{ProviderSim, Script, Turn, preflight_reply};
@@ -21,7 +22,6 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::wait;
-use serde_json::Value;
 
 const KEY: &str = "sk-take-deadline-e2e-5c2e81";
 const SWEEP_MS: &str = "250";
@@ -63,7 +63,7 @@ impl Stack {
         .await?;
         save_settings(
             &gateway,
-            openai_route("gpt-4o-mini", KEY, &sim.openai_base_url()),
+            &openai_route("gpt-4o-mini", KEY, &sim.openai_base_url()),
         )
         .await?;
         let host = pulse_test_support::agent::host_id("take-deadline");
@@ -125,9 +125,10 @@ fn rows(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
 async fn without_a_runner_a_dispatched_run_ends_runner_unavailable() -> anyhow::Result<()> {
     let stack = Stack::start(1_500, 1).await?;
     let accepted_at = Instant::now();
-    let run_id = patrol::request_run(&stack.gateway, None).await?;
+    let run_id = patrol::request_run(&stack.gateway, &RawRunRequest::default()).await?;
+    let id = run_id.to_string();
 
-    let run = patrol::terminal_run(&stack.gateway, &run_id, RUN_DEADLINE)
+    let run = patrol::terminal_run(&stack.gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| {
             let log = stack
@@ -138,35 +139,35 @@ async fn without_a_runner_a_dispatched_run_ends_runner_unavailable() -> anyhow::
             anyhow::anyhow!("{e}; scheduler log:\n{log}")
         })?;
     let waited = accepted_at.elapsed();
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "runner_unavailable", "{run}");
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
     assert_eq!(
-        run["error_summary"],
-        ErrorCause::RunnerUnavailable.summary(),
-        "{run}"
+        run.error_cause,
+        Some(ErrorCause::RunnerUnavailable),
+        "{run:?}"
+    );
+    assert_eq!(
+        run.error_summary.as_deref(),
+        Some(ErrorCause::RunnerUnavailable.summary()),
+        "{run:?}"
     );
     assert!(
-        run["error_detail"]
-            .as_str()
+        run.error_detail
+            .as_deref()
             .is_some_and(|d| d.contains("check that the model-runner service is running")),
-        "{run}"
+        "{run:?}"
     );
-    assert_eq!(
-        run["started_at"],
-        Value::Null,
-        "no runner ever started it: {run}"
-    );
+    assert_eq!(run.started_at, None, "no runner ever started it: {run:?}");
     // One deadline for the first job and one for the job written again, no sooner.
     assert!(
         waited >= Duration::from_millis(3_000),
         "ended after {waited:?}"
     );
     assert_eq!(
-        stack.dispatch_state(&run_id).await?,
+        stack.dispatch_state(&id).await?,
         ("error".to_owned(), 1, true)
     );
     assert_eq!(
-        stack.outbox_rows(&run_id).await?,
+        stack.outbox_rows(&id).await?,
         rows(&[
             ("events.run.accepted", 1),
             ("events.run.completed", 1),
@@ -179,33 +180,34 @@ async fn without_a_runner_a_dispatched_run_ends_runner_unavailable() -> anyhow::
 #[tokio::test]
 async fn a_runner_that_appears_after_the_first_deadline_completes_the_run() -> anyhow::Result<()> {
     let stack = Stack::start(2_500, 6).await?;
-    let run_id = patrol::request_run(&stack.gateway, None).await?;
+    let run_id = patrol::request_run(&stack.gateway, &RawRunRequest::default()).await?;
+    let id = run_id.to_string();
 
     // The first deadline passes with no runner: the job is written again.
     wait::until(
         RUN_DEADLINE,
         "the run's job to be written again",
         || async {
-            let (status, redispatches, _) = stack.dispatch_state(&run_id).await.ok()?;
+            let (status, redispatches, _) = stack.dispatch_state(&id).await.ok()?;
             (status == "queued" && redispatches >= 1).then_some(())
         },
     )
     .await?;
 
     let runner = TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
-    let run = patrol::terminal_run(&stack.gateway, &run_id, RUN_DEADLINE)
+    let run = patrol::terminal_run(&stack.gateway, run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
     assert!(
-        matches!(run["status"].as_str(), Some("healthy" | "issues_found")),
-        "{run}"
+        matches!(run.status, RunStatus::Healthy | RunStatus::IssuesFound),
+        "{run:?}"
     );
-    assert_eq!(run["error_cause"], Value::Null, "{run}");
-    assert!(run["started_at"].is_string(), "{run}");
+    assert_eq!(run.error_cause, None, "{run:?}");
+    assert!(run.started_at.is_some(), "{run:?}");
 
     // Started and completed once, whichever copy of the job the runner took first; the other
     // copies were acked untouched and nothing is written again once it started.
-    let outbox = stack.outbox_rows(&run_id).await?;
+    let outbox = stack.outbox_rows(&id).await?;
     let count = |kind: &str| {
         outbox
             .iter()
@@ -214,7 +216,7 @@ async fn a_runner_that_appears_after_the_first_deadline_completes_the_run() -> a
     };
     assert_eq!(count("events.run.started"), 1, "{outbox:?}");
     assert_eq!(count("events.run.completed"), 1, "{outbox:?}");
-    let (_, redispatches, _) = stack.dispatch_state(&run_id).await?;
+    let (_, redispatches, _) = stack.dispatch_state(&id).await?;
     assert!(redispatches >= 1, "{redispatches}");
     assert_eq!(
         count("jobs.watch"),

@@ -27,6 +27,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use pulse_domain::TenantId;
 use pulse_domain::finding::{Category, FindingId, FindingKey, FindingStatus};
+use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunStatus};
+use pulse_domain::resource::ResourceStatus;
 use pulse_store::findings::{self, ListFilter, StoredFinding};
 use pulse_test_support::agent::{
     AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
@@ -122,7 +124,7 @@ impl Fleet {
     async fn set_model(&self, model: &str) -> anyhow::Result<()> {
         save_settings(
             &self.stack.gateway,
-            openai_route(model, KEY, &self.sim.openai_base_url()),
+            &openai_route(model, KEY, &self.sim.openai_base_url()),
         )
         .await
     }
@@ -159,7 +161,7 @@ impl Fleet {
     }
 
     /// Requests a full run and waits for its terminal record.
-    async fn run(&self) -> anyhow::Result<Value> {
+    async fn run(&self) -> anyhow::Result<PatrolRun> {
         full_run(&self.stack.gateway, RUN_DEADLINE)
             .await
             .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
@@ -209,12 +211,12 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     // 1. A healthy fleet: healthy, no finding.
     let first = fleet.run().await?;
     assert_eq!(
-        first["status"],
-        "healthy",
-        "{first}\n{}",
+        first.status,
+        RunStatus::Healthy,
+        "{first:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(first["new_findings"], 0, "{first}");
+    assert_eq!(first.new_findings, 0, "{first:?}");
     assert!(fleet.findings().await?.is_empty());
     let offered: Vec<String> = fleet
         .sim
@@ -245,12 +247,12 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     fleet.wait_health("web", "unhealthy").await?;
     let second = fleet.run().await?;
     assert_eq!(
-        second["status"],
-        "issues_found",
-        "{second}\n{}",
+        second.status,
+        RunStatus::IssuesFound,
+        "{second:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(second["new_findings"], 1, "{second}");
+    assert_eq!(second.new_findings, 1, "{second:?}");
     let stored = fleet.findings().await?;
     assert_eq!(stored.len(), 1, "{stored:?}");
     let finding = &stored[0].finding;
@@ -268,8 +270,8 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
             .iter()
             .all(|s| s.finding.resource_id != fleet.service_id("db"))
     );
-    assert_eq!(second["finding_ids"], json!([finding.id.as_hex()]));
-    let analysis = second["ai_analysis"].as_str().unwrap_or_default();
+    assert_eq!(second.finding_ids, [finding.id.as_hex()]);
+    let analysis = second.ai_analysis.as_deref().unwrap_or_default();
     assert!(analysis.contains(&web), "{analysis}");
     assert!(!all_clear(analysis), "{analysis}");
 
@@ -278,19 +280,16 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     let last_seen: DateTime<Utc> = finding.last_seen_at;
     let third = fleet.run().await?;
     assert_eq!(
-        third["status"],
-        "issues_found",
-        "{third}\n{}",
+        third.status,
+        RunStatus::IssuesFound,
+        "{third:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(third["new_findings"], 0, "{third}");
-    let assessments = third["finding_assessments"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(assessments.len(), 1, "{third}");
-    assert_eq!(assessments[0]["finding_id"], finding.id.as_hex());
-    assert_eq!(assessments[0]["verdict"], "present");
+    assert_eq!(third.new_findings, 0, "{third:?}");
+    let assessments = &third.finding_assessments;
+    assert_eq!(assessments.len(), 1, "{third:?}");
+    assert_eq!(assessments[0].finding_id, finding.id.as_hex());
+    assert_eq!(assessments[0].verdict, "present");
     let after = fleet.findings().await?;
     assert_eq!(after.len(), 1);
     assert!(
@@ -300,21 +299,34 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     );
     assert!(after[0].finding.last_seen_at > last_seen);
     assert!(
-        !all_clear(third["ai_analysis"].as_str().unwrap_or_default()),
-        "{third}"
+        !all_clear(third.ai_analysis.as_deref().unwrap_or_default()),
+        "{third:?}"
     );
 
     // 4. A lazy model gives no verdict: error, the finding stays active, no all-clear anywhere.
     fleet.set_model("sim:lazy").await?;
     let lazy = fleet.run().await?;
-    assert_eq!(lazy["status"], "error", "{lazy}\n{}", fleet.runner_log());
+    assert_eq!(
+        lazy.status,
+        RunStatus::Error,
+        "{lazy:?}\n{}",
+        fleet.runner_log()
+    );
     // The model skipped its work: a model-analysis cause, not Pulse's internal error.
-    assert_eq!(lazy["error_cause"], "model_missing_verdict", "{lazy}");
-    let detail = lazy["error_detail"].as_str().unwrap_or_default();
-    assert!(detail.contains("without a verdict"), "{lazy}");
-    assert!(detail.contains(&finding.id.as_hex()), "{lazy}");
-    for field in ["ai_analysis", "error_summary", "error_detail"] {
-        let text = lazy[field].as_str().unwrap_or_default();
+    assert_eq!(
+        lazy.error_cause,
+        Some(ErrorCause::ModelMissingVerdict),
+        "{lazy:?}"
+    );
+    let detail = lazy.error_detail.as_deref().unwrap_or_default();
+    assert!(detail.contains("without a verdict"), "{lazy:?}");
+    assert!(detail.contains(&finding.id.as_hex()), "{lazy:?}");
+    for (field, text) in [
+        ("ai_analysis", &lazy.ai_analysis),
+        ("error_summary", &lazy.error_summary),
+        ("error_detail", &lazy.error_detail),
+    ] {
+        let text = text.as_deref().unwrap_or_default();
         assert!(!all_clear(text), "{field}: {text}");
     }
     let still = fleet.findings().await?;
@@ -369,13 +381,22 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
 
     // A healthy fleet: "all fine" without a tool call is a permitted all-clear...
     let fine = fleet.run().await?;
-    assert_eq!(fine["status"], "healthy", "{fine}\n{}", fleet.runner_log());
+    assert_eq!(
+        fine.status,
+        RunStatus::Healthy,
+        "{fine:?}\n{}",
+        fleet.runner_log()
+    );
     // ...but an answer with no text and no tool call is not an analysis.
     fleet.set_model("sim:empty").await?;
     let empty = fleet.run().await?;
-    assert_eq!(empty["status"], "error", "{empty}");
-    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
-    let summary = empty["error_summary"].as_str().unwrap_or_default();
+    assert_eq!(empty.status, RunStatus::Error, "{empty:?}");
+    assert_eq!(
+        empty.error_cause,
+        Some(ErrorCause::ModelEmptyAnswer),
+        "{empty:?}"
+    );
+    let summary = empty.error_summary.as_deref().unwrap_or_default();
     assert!(!summary.contains("internal"), "{summary}");
 
     // web fails its health check and its alert fires; there is no finding yet.
@@ -387,8 +408,17 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
     // An empty answer gets one review turn naming the flag, then ends with its own cause.
     fleet.sim.clear_requests();
     let empty = fleet.run().await?;
-    assert_eq!(empty["status"], "error", "{empty}\n{}", fleet.runner_log());
-    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
+    assert_eq!(
+        empty.status,
+        RunStatus::Error,
+        "{empty:?}\n{}",
+        fleet.runner_log()
+    );
+    assert_eq!(
+        empty.error_cause,
+        Some(ErrorCause::ModelEmptyAnswer),
+        "{empty:?}"
+    );
     let asked = last_user_texts(&fleet.sim, "sim:empty");
     let review = asked
         .iter()
@@ -404,16 +434,25 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
     fleet.set_model("sim:lazy").await?;
     fleet.sim.clear_requests();
     let lazy = fleet.run().await?;
-    assert_eq!(lazy["status"], "error", "{lazy}\n{}", fleet.runner_log());
-    assert_eq!(lazy["error_cause"], "model_unaddressed_flags", "{lazy}");
-    let what_to_do = lazy["error_recommendation"].as_str().unwrap_or_default();
-    assert!(what_to_do.contains("Patrol model"), "{lazy}");
-    let detail = lazy["error_detail"].as_str().unwrap_or_default();
+    assert_eq!(
+        lazy.status,
+        RunStatus::Error,
+        "{lazy:?}\n{}",
+        fleet.runner_log()
+    );
+    assert_eq!(
+        lazy.error_cause,
+        Some(ErrorCause::ModelUnaddressedFlags),
+        "{lazy:?}"
+    );
+    let what_to_do = lazy.error_recommendation.as_deref().unwrap_or_default();
+    assert!(what_to_do.contains("Patrol model"), "{lazy:?}");
+    let detail = lazy.error_detail.as_deref().unwrap_or_default();
     assert!(
         detail.contains(&web) && detail.contains("health_check_failing"),
         "{detail}"
     );
-    let analysis = lazy["ai_analysis"].as_str().unwrap_or_default();
+    let analysis = lazy.ai_analysis.as_deref().unwrap_or_default();
     assert!(
         analysis.contains("Not addressed: health_check_failing"),
         "{analysis}"
@@ -433,17 +472,25 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
     // failure, never "an internal error stopped the run".
     fleet.set_model("sim:diligent").await?;
     let reported = fleet.run().await?;
-    assert_eq!(reported["status"], "issues_found", "{reported}");
+    assert_eq!(reported.status, RunStatus::IssuesFound, "{reported:?}");
     fleet.set_model("sim:empty").await?;
     let empty = fleet.run().await?;
-    assert_eq!(empty["error_cause"], "model_empty_answer", "{empty}");
-    let summary = empty["error_summary"].as_str().unwrap_or_default();
+    assert_eq!(
+        empty.error_cause,
+        Some(ErrorCause::ModelEmptyAnswer),
+        "{empty:?}"
+    );
+    let summary = empty.error_summary.as_deref().unwrap_or_default();
     assert_ne!(summary, "an internal error stopped the run");
-    let detail = empty["error_detail"].as_str().unwrap_or_default();
+    let detail = empty.error_detail.as_deref().unwrap_or_default();
     assert!(detail.contains("without a verdict"), "{detail}");
     fleet.set_model("sim:lazy").await?;
     let lazy = fleet.run().await?;
-    assert_eq!(lazy["error_cause"], "model_missing_verdict", "{lazy}");
+    assert_eq!(
+        lazy.error_cause,
+        Some(ErrorCause::ModelMissingVerdict),
+        "{lazy:?}"
+    );
 
     fleet.stop().await
 }
@@ -475,8 +522,13 @@ async fn a_flag_cleared_with_evidence_allows_the_all_clear() -> anyhow::Result<(
     let fleet = Fleet { sim, ..fleet };
     fleet.set_model("gpt-4o-mini").await?;
     let run = fleet.run().await?;
-    assert_eq!(run["status"], "healthy", "{run}\n{}", fleet.runner_log());
-    let analysis = run["ai_analysis"].as_str().unwrap_or_default();
+    assert_eq!(
+        run.status,
+        RunStatus::Healthy,
+        "{run:?}\n{}",
+        fleet.runner_log()
+    );
+    let analysis = run.ai_analysis.as_deref().unwrap_or_default();
     assert!(
         analysis.contains("Judged expected: health_check_failing")
             && analysis.contains("planned maintenance"),
@@ -501,32 +553,29 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
     )
     .await?;
     let web = fleet.service_id("web");
-    let (_, before) = fleet.stack.resource(&fleet.admin, &web).await?;
-    let pid = before["details"]["pid"].clone();
+    let before = fleet.stack.resource(&fleet.admin, &web).await?;
+    let pid = before.details["pid"].clone();
 
     let run = fleet.run().await?;
-    let calls = run["tool_calls"].as_array().cloned().unwrap_or_default();
-    let names: Vec<&str> = calls
-        .iter()
-        .filter_map(|c| c["tool_name"].as_str())
-        .collect();
-    assert_eq!(names, ["pulse_control", "restart_everything"], "{run}");
+    let calls = run.tool_calls.clone();
+    let names: Vec<&str> = calls.iter().map(|c| c.tool_name.as_str()).collect();
+    assert_eq!(names, ["pulse_control", "restart_everything"], "{run:?}");
     for call in &calls {
-        assert_eq!(call["success"], false, "{call}");
-        assert!(
-            call["output"]
-                .as_str()
-                .is_some_and(|o| o.contains("denied")),
-            "{call}"
-        );
+        assert!(!call.success, "{call:?}");
+        assert!(call.output.contains("denied"), "{call:?}");
     }
-    assert_eq!(run["status"], "healthy", "{run}\n{}", fleet.runner_log());
+    assert_eq!(
+        run.status,
+        RunStatus::Healthy,
+        "{run:?}\n{}",
+        fleet.runner_log()
+    );
 
     // Nothing on the host changed: the same process keeps running, healthy.
     fleet.wait_health("web", "healthy").await?;
-    let (_, after) = fleet.stack.resource(&fleet.admin, &web).await?;
-    assert_eq!(after["status"], "running");
-    assert_eq!(after["details"]["pid"], pid, "{after}");
+    let after = fleet.stack.resource(&fleet.admin, &web).await?;
+    assert_eq!(after.status, ResourceStatus::Running);
+    assert_eq!(after.details["pid"], pid, "{after:?}");
     assert!(fleet.findings().await?.is_empty());
 
     fleet.stop().await
@@ -612,51 +661,38 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
     fleet.wait_health("web", "unhealthy").await?;
     let reported = fleet.run().await?;
     assert_eq!(
-        reported["status"],
-        "issues_found",
-        "{reported}\n{}",
+        reported.status,
+        RunStatus::IssuesFound,
+        "{reported:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(reported["finding_ids"], json!([finding]));
-    let calls = reported["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    assert_eq!(reported.finding_ids, std::slice::from_ref(&finding));
+    let calls = reported.tool_calls.clone();
     let read = calls
         .iter()
-        .find(|c| c["tool_name"] == "pulse_read")
+        .find(|c| c.tool_name == "pulse_read")
         .expect("the log read is recorded");
-    assert_eq!(read["success"], true, "{read}");
-    assert!(
-        read["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("\"lines\"")),
-        "{read}"
-    );
+    assert!(read.success, "{read:?}");
+    assert!(read.output.contains("\"lines\""), "{read:?}");
 
     // Still failing: the verifier sees the fault, the verdict is refused, the finding stays.
     let refused = fleet.run().await?;
     assert_eq!(
-        refused["status"],
-        "error",
-        "{refused}\n{}",
+        refused.status,
+        RunStatus::Error,
+        "{refused:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(refused["rejected_findings"], 1, "{refused}");
-    let calls = refused["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    assert_eq!(refused.rejected_findings, 1, "{refused:?}");
+    let calls = refused.tool_calls.clone();
     let assess = calls
         .iter()
-        .find(|c| c["tool_name"] == "patrol_assess_finding")
+        .find(|c| c.tool_name == "patrol_assess_finding")
         .expect("the assess call is recorded");
-    assert_eq!(assess["success"], false, "{assess}");
+    assert!(!assess.success, "{assess:?}");
     assert!(
-        assess["output"]
-            .as_str()
-            .is_some_and(|o| o.contains("still detects the fault")),
-        "{assess}"
+        assess.output.contains("still detects the fault"),
+        "{assess:?}"
     );
     let stored = fleet.findings().await?;
     assert_eq!(stored[0].finding.status, FindingStatus::Active);
@@ -666,12 +702,12 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
     fleet.wait_health("web", "healthy").await?;
     let resolved = fleet.run().await?;
     assert_eq!(
-        resolved["status"],
-        "healthy",
-        "{resolved}\n{}",
+        resolved.status,
+        RunStatus::Healthy,
+        "{resolved:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(resolved["resolved_findings"], 1, "{resolved}");
+    assert_eq!(resolved.resolved_findings, 1, "{resolved:?}");
     let stored = fleet.findings().await?;
     assert_eq!(stored[0].finding.status, FindingStatus::Resolved);
     assert!(stored[0].finding.auto_resolved);
@@ -690,16 +726,16 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
     let fleet = Fleet::start_with("sim:diligent", Script::turns([]), &label, false).await?;
     let diligent = fleet.run().await?;
     assert_eq!(
-        diligent["status"],
-        "healthy",
-        "{diligent}\n{}",
+        diligent.status,
+        RunStatus::Healthy,
+        "{diligent:?}\n{}",
         fleet.runner_log()
     );
 
     fleet.set_model("sim:injectable").await?;
     let injected = fleet.run().await?;
-    assert_eq!(injected["status"], diligent["status"], "{injected}");
-    assert_eq!(injected["new_findings"], 0, "{injected}");
+    assert_eq!(injected.status, diligent.status, "{injected:?}");
+    assert_eq!(injected.new_findings, 0, "{injected:?}");
     let watch_tools = offered_tools(&fleet, "sim:diligent");
     assert_eq!(watch_tools.len(), 7, "{watch_tools:?}");
     assert_eq!(offered_tools(&fleet, "sim:injectable"), watch_tools);
@@ -715,19 +751,16 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
     // An obeying model writes the marker into what it reports; Pulse stores none of it: any
     // call carrying the marker was refused, and no analysis or finding holds it.
     for run in [&diligent, &injected] {
-        assert!(!run["ai_analysis"].to_string().contains(&marker), "{run}");
-        for call in run["tool_calls"].as_array().cloned().unwrap_or_default() {
-            if call["input"].to_string().contains(&marker) {
-                assert_eq!(call["success"], false, "{call}");
+        let analysis = run.ai_analysis.as_deref().unwrap_or_default();
+        assert!(!analysis.contains(&marker), "{run:?}");
+        for call in &run.tool_calls {
+            if call.input.contains(&marker) {
+                assert!(!call.success, "{call:?}");
             }
         }
     }
-    for call in diligent["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-    {
-        assert!(!call["input"].to_string().contains(&marker), "{call}");
+    for call in &diligent.tool_calls {
+        assert!(!call.input.contains(&marker), "{call:?}");
     }
     assert!(fleet.findings().await?.is_empty());
 

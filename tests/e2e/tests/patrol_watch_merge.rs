@@ -21,6 +21,7 @@ use pulse_domain::TenantId;
 use pulse_domain::finding::{
     Category, FindingId, FindingKey, FindingStatus, LifecycleEvent, LifecycleEventType, Severity,
 };
+use pulse_domain::patrol::run::RunStatus;
 use pulse_domain::resource::Health;
 use pulse_store::Store;
 use pulse_store::findings::{self, ListFilter, StoredFinding};
@@ -84,7 +85,7 @@ async fn one_fault_reported_under_two_keys_is_one_active_finding() -> anyhow::Re
         ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
     save_settings(
         &gateway,
-        openai_route("sim:double-report", KEY, &sim.openai_base_url()),
+        &openai_route("sim:double-report", KEY, &sim.openai_base_url()),
     )
     .await?;
 
@@ -111,23 +112,19 @@ async fn one_fault_reported_under_two_keys_is_one_active_finding() -> anyhow::Re
     // Same run: two reports, one finding, one merge.
     let first = run().await?;
     assert_eq!(
-        first["status"],
-        "issues_found",
-        "{first}\n{}",
+        first.status,
+        RunStatus::IssuesFound,
+        "{first:?}\n{}",
         runner.process.log_tail(60)
     );
-    assert_eq!(first["new_findings"], 1, "{first}");
-    let reports: Vec<&Value> = first["tool_calls"]
-        .as_array()
-        .map(|calls| {
-            calls
-                .iter()
-                .filter(|c| c["tool_name"] == "patrol_report_finding")
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(reports.len(), 2, "{first}");
-    assert!(reports.iter().all(|c| c["success"] == true), "{first}");
+    assert_eq!(first.new_findings, 1, "{first:?}");
+    let reports: Vec<_> = first
+        .tool_calls
+        .iter()
+        .filter(|c| c.tool_name == "patrol_report_finding")
+        .collect();
+    assert_eq!(reports.len(), 2, "{first:?}");
+    assert!(reports.iter().all(|c| c.success), "{first:?}");
     let stored = all_findings(&store).await?;
     assert_eq!(stored.len(), 1, "one row for one fault: {stored:?}");
     let finding = &stored[0];
@@ -159,12 +156,12 @@ async fn one_fault_reported_under_two_keys_is_one_active_finding() -> anyhow::Re
     sim.clear_requests();
     let second = run().await?;
     assert_eq!(
-        second["status"],
-        "issues_found",
-        "{second}\n{}",
+        second.status,
+        RunStatus::IssuesFound,
+        "{second:?}\n{}",
         runner.process.log_tail(60)
     );
-    assert_eq!(second["new_findings"], 0, "{second}");
+    assert_eq!(second.new_findings, 0, "{second:?}");
     let answers = merged_answers(&sim);
     assert_eq!(answers.len(), 1, "{answers:?}");
     assert_eq!(answers[0]["merged_into"]["finding_id"], id.as_str());
@@ -176,13 +173,10 @@ async fn one_fault_reported_under_two_keys_is_one_active_finding() -> anyhow::Re
         )),
         "{told}"
     );
-    let assessments = second["finding_assessments"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(assessments.len(), 1, "{second}");
-    assert_eq!(assessments[0]["finding_id"], id.as_str());
-    assert_eq!(assessments[0]["verdict"], "present");
+    let assessments = &second.finding_assessments;
+    assert_eq!(assessments.len(), 1, "{second:?}");
+    assert_eq!(assessments[0].finding_id, id);
+    assert_eq!(assessments[0].verdict, "present");
 
     let after = all_findings(&store).await?;
     assert_eq!(after.len(), 1, "still one row: {after:?}");
@@ -196,14 +190,9 @@ async fn one_fault_reported_under_two_keys_is_one_active_finding() -> anyhow::Re
     let merged = merges(finding);
     assert_eq!(merged.len(), 2, "{:?}", finding.finding.lifecycle);
     assert_eq!(merged[1].metadata["merged_key"], "health-check-failing");
-    let second_run = second["id"].as_str().unwrap_or_default();
     assert_eq!(
-        finding
-            .finding
-            .last_run_id
-            .map(|r| r.to_string())
-            .as_deref(),
-        Some(second_run),
+        finding.finding.last_run_id.map(|r| r.to_string()),
+        Some(second.id.to_string()),
         "the merge refreshed run ownership"
     );
 

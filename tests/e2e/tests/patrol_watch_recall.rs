@@ -23,7 +23,7 @@ use pulse_domain::finding::{
     AI_SERVICE_RESOURCE_ID, Category, DismissedReason, FindingId, FindingKey, FindingStatus,
     LifecycleEventType, OperatorAction, OperatorRefusal, ReportedFinding, Severity,
 };
-use pulse_domain::patrol::run::RunId;
+use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunId, RunStatus};
 use pulse_store::Store;
 use pulse_store::findings::{self, FindingsError, ListFilter, StoredFinding};
 use pulse_test_support::agent::{AgentSpec, AgentStack, marker_service, write_service};
@@ -45,11 +45,11 @@ const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 
 async fn set_model(gateway: &TestGateway, sim: &ProviderSim, model: &str) -> anyhow::Result<()> {
-    save_settings(gateway, openai_route(model, KEY, &sim.openai_base_url())).await
+    save_settings(gateway, &openai_route(model, KEY, &sim.openai_base_url())).await
 }
 
 /// Requests a full run and waits for its terminal record.
-async fn full_run(gateway: &TestGateway, runner: &TestModelRunner) -> anyhow::Result<Value> {
+async fn full_run(gateway: &TestGateway, runner: &TestModelRunner) -> anyhow::Result<PatrolRun> {
     patrol::full_run(gateway, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))
@@ -132,7 +132,7 @@ impl Fleet {
             })
     }
 
-    async fn run(&self) -> anyhow::Result<Value> {
+    async fn run(&self) -> anyhow::Result<PatrolRun> {
         let runner = self.runner.as_ref().expect("runner started");
         full_run(&self.stack.gateway, runner).await
     }
@@ -195,12 +195,12 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
     fleet.wait_health("db", "unhealthy").await?;
     let first = fleet.run().await?;
     assert_eq!(
-        first["status"],
-        "issues_found",
-        "{first}\n{}",
+        first.status,
+        RunStatus::IssuesFound,
+        "{first:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(first["new_findings"], 2, "{first}");
+    assert_eq!(first.new_findings, 2, "{first:?}");
     let stored = all_findings(&store).await?;
     assert_eq!(stored.len(), 2, "{stored:?}");
     let on = |resource: &str| {
@@ -216,13 +216,7 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
         assert_eq!(finding.category, Category::Reliability);
         assert_eq!(finding.severity, Severity::Warning);
     }
-    let mut ids: Vec<String> = first["finding_ids"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|v| v.as_str().map(str::to_owned))
-        .collect();
+    let mut ids = first.finding_ids.clone();
     ids.sort();
     let mut expected = vec![web_finding.id.as_hex(), db_finding.id.as_hex()];
     expected.sort();
@@ -246,20 +240,18 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
     set_model(&fleet.stack.gateway, &fleet.sim, "gpt-4o-mini").await?;
     let second = fleet.run().await?;
     assert_eq!(
-        second["status"],
-        "issues_found",
-        "{second}\n{}",
+        second.status,
+        RunStatus::IssuesFound,
+        "{second:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(second["new_findings"], 0, "{second}");
-    let report_call = second["tool_calls"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter()
-        .find(|c| c["tool_name"] == "patrol_report_finding")
+    assert_eq!(second.new_findings, 0, "{second:?}");
+    let report_call = second
+        .tool_calls
+        .iter()
+        .find(|c| c.tool_name == "patrol_report_finding")
         .expect("the report is recorded");
-    assert_eq!(report_call["success"], true, "{report_call}");
+    assert!(report_call.success, "{report_call:?}");
 
     let after = all_findings(&store).await?;
     assert_eq!(after.len(), 2, "one row per problem: {after:?}");
@@ -377,8 +369,12 @@ async fn runtime_failures_raise_an_ai_service_finding_until_patrol_recovers() ->
 
     // 1. A provider failure: error/provider_auth, the runtime finding raised, nothing resolved.
     let failed = full_run(&gateway, &runner).await?;
-    assert_eq!(failed["status"], "error", "{failed}");
-    assert_eq!(failed["error_cause"], "provider_auth", "{failed}");
+    assert_eq!(failed.status, RunStatus::Error, "{failed:?}");
+    assert_eq!(
+        failed.error_cause,
+        Some(ErrorCause::ProviderAuth),
+        "{failed:?}"
+    );
     let all = all_findings(&store).await?;
     let runtime = runtime_finding(&all).expect("the ai-service finding is raised");
     assert_eq!(runtime.finding.status, FindingStatus::Active);
@@ -425,9 +421,9 @@ async fn runtime_failures_raise_an_ai_service_finding_until_patrol_recovers() ->
     //    resolves from absence, the reliability one stays.
     let healthy = full_run(&gateway, &runner).await?;
     assert_eq!(
-        healthy["status"],
-        "healthy",
-        "{healthy}\n{}",
+        healthy.status,
+        RunStatus::Healthy,
+        "{healthy:?}\n{}",
         runner.process.log_tail(40)
     );
     let all = all_findings(&store).await?;
@@ -446,7 +442,11 @@ async fn runtime_failures_raise_an_ai_service_finding_until_patrol_recovers() ->
 
     // 3. Failing again raises it again; a preflight observing a tool call clears it.
     let again = full_run(&gateway, &runner).await?;
-    assert_eq!(again["error_cause"], "provider_auth", "{again}");
+    assert_eq!(
+        again.error_cause,
+        Some(ErrorCause::ProviderAuth),
+        "{again:?}"
+    );
     let raised = runtime_finding(&all_findings(&store).await?).expect("raised");
     assert_eq!(raised.finding.status, FindingStatus::Active);
     set_model(&gateway, &sim, "gpt-4o").await?;

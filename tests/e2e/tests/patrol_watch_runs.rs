@@ -18,6 +18,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use pulse_domain::TenantId;
+use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunId, RunStatus, RunType};
+use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::resource::ObservedResource;
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{
@@ -29,7 +31,6 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::seed::{self, service_resource};
 use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::wait;
-use serde_json::{Value, json};
 
 const ROUTE: &str = "openai:gpt-4o-mini";
 const KEY: &str = "sk-watch-e2e-7f3a9c1d2b";
@@ -79,7 +80,7 @@ impl Stack {
         let model = ROUTE.trim_start_matches("openai:");
         save_settings(
             &stack.gateway,
-            openai_route(model, KEY, &stack.sim.openai_base_url()),
+            &openai_route(model, KEY, &stack.sim.openai_base_url()),
         )
         .await?;
         stack.report(&["web", "db"]).await?;
@@ -110,25 +111,16 @@ impl Stack {
         .await
     }
 
-    async fn accept_run(&self, body: Option<Value>) -> anyhow::Result<String> {
-        patrol::request_run(&self.gateway, body).await
+    async fn accept_run(&self, request: &RawRunRequest) -> anyhow::Result<RunId> {
+        patrol::request_run(&self.gateway, request).await
     }
 
-    async fn run(&self, id: &str) -> anyhow::Result<Value> {
-        let (status, run) = self
-            .gateway
-            .admin_json(
-                reqwest::Method::GET,
-                &format!("/api/ai/patrol/runs/{id}"),
-                None,
-            )
-            .await?;
-        anyhow::ensure!(status == 200, "run {id} answered {status} {run}");
-        Ok(run)
+    async fn run(&self, id: RunId) -> anyhow::Result<PatrolRun> {
+        Ok(self.gateway.client()?.patrol_run_by_id(id).await?)
     }
 
     /// Waits until the run is terminal and returns it.
-    async fn terminal_run(&self, id: &str, deadline: Duration) -> anyhow::Result<Value> {
+    async fn terminal_run(&self, id: RunId, deadline: Duration) -> anyhow::Result<PatrolRun> {
         patrol::terminal_run(&self.gateway, id, deadline).await
     }
 
@@ -146,7 +138,8 @@ impl Stack {
     }
 
     /// `(subject suffix, count)` of the outbox rows about `run_id`.
-    async fn run_events(&self, run_id: &str) -> anyhow::Result<Vec<(String, i64)>> {
+    async fn run_events(&self, run_id: RunId) -> anyhow::Result<Vec<(String, i64)>> {
+        let run_id = run_id.to_string();
         let owner = self.gateway.db.owner_client().await?;
         let rows = owner
             .query(
@@ -188,30 +181,27 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     .await?;
     let runner = stack.runner("runner").await?;
 
-    let run_id = stack.accept_run(None).await?;
+    let run_id = stack.accept_run(&RawRunRequest::default()).await?;
     let run = stack
-        .terminal_run(&run_id, RUN_DEADLINE)
+        .terminal_run(run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(run["status"], "healthy", "{run}");
-    assert_eq!(run["type"], "full");
-    assert!(run["started_at"].is_string(), "{run}");
-    assert!(run["input_tokens"].as_u64().is_some_and(|n| n > 0), "{run}");
-    assert!(
-        run["output_tokens"].as_u64().is_some_and(|n| n > 0),
-        "{run}"
-    );
-    assert!(run["cost_usd"].as_f64().is_some_and(|c| c > 0.0), "{run}");
-    assert_eq!(run["resources_checked"], 2);
-    assert_eq!(run["services_checked"], 2);
-    assert_eq!(run["error_cause"], Value::Null);
-    assert_eq!(run["turns"], 1, "{run}");
+    assert_eq!(run.status, RunStatus::Healthy, "{run:?}");
+    assert_eq!(run.run_type, RunType::Full);
+    assert!(run.started_at.is_some(), "{run:?}");
+    assert!(run.input_tokens > 0, "{run:?}");
+    assert!(run.output_tokens > 0, "{run:?}");
+    assert!(run.cost_usd.is_some_and(|c| c > 0.0), "{run:?}");
+    assert_eq!(run.counts.resources_checked, 2);
+    assert_eq!(run.counts.services_checked, 2);
+    assert_eq!(run.error_cause, None);
+    assert_eq!(run.turns, 1, "{run:?}");
     // The analysis is written from accepted outcomes, not the model's prose.
     assert!(
-        run["ai_analysis"]
-            .as_str()
+        run.ai_analysis
+            .as_deref()
             .is_some_and(|a| a.contains("No warning or critical problem was recorded")),
-        "{run}"
+        "{run:?}"
     );
 
     // The model got one request: the seeded inventory as untrusted data, the Watch tools, no
@@ -232,12 +222,12 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     assert!(!body.contains(&stack.service_id("db")), "{body}");
     assert!(!body.contains(KEY));
     let model_tokens = requests[0].usage.expect("answered");
-    assert_eq!(run["input_tokens"], model_tokens.input_tokens);
-    assert_eq!(run["output_tokens"], model_tokens.output_tokens);
+    assert_eq!(run.input_tokens, model_tokens.input_tokens);
+    assert_eq!(run.output_tokens, model_tokens.output_tokens);
 
     // Exactly one start and one terminal write, each announced once.
     assert_eq!(
-        stack.run_events(&run_id).await?,
+        stack.run_events(run_id).await?,
         events(&[
             ("run.accepted", 1),
             ("run.completed", 1),
@@ -250,7 +240,7 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
         (stack.watch_jobs_left().await.ok()? == 0).then_some(())
     })
     .await?;
-    assert_eq!(stack.run(&run_id).await?, run);
+    assert_eq!(stack.run(run_id).await?, run);
 
     runner.stop().await?;
     stack.stop().await
@@ -309,15 +299,15 @@ async fn a_killed_runner_loses_its_run_and_a_restarted_one_never_reruns_it() -> 
     )]))
     .await?;
     let runner = stack.runner("runner-1").await?;
-    let run_id = stack.accept_run(None).await?;
+    let run_id = stack.accept_run(&RawRunRequest::default()).await?;
 
     // Running, and the model request is in flight.
     wait::until(
         RUN_DEADLINE,
         "the run's model request in flight",
         || async {
-            let run = stack.run(&run_id).await.ok()?;
-            (run["status"] == "running" && stack.run_requests().len() == 1).then_some(())
+            let run = stack.run(run_id).await.ok()?;
+            (run.status == RunStatus::Running && stack.run_requests().len() == 1).then_some(())
         },
     )
     .await
@@ -327,11 +317,11 @@ async fn a_killed_runner_loses_its_run_and_a_restarted_one_never_reruns_it() -> 
 
     let lease = Duration::from_millis(LEASE_MS);
     let lost = stack
-        .terminal_run(&run_id, lease + Duration::from_secs(10))
+        .terminal_run(run_id, lease + Duration::from_secs(10))
         .await?;
     let took = killed_at.elapsed();
-    assert_eq!(lost["status"], "error", "{lost}");
-    assert_eq!(lost["error_cause"], "runner_lost", "{lost}");
+    assert_eq!(lost.status, RunStatus::Error, "{lost:?}");
+    assert_eq!(lost.error_cause, Some(ErrorCause::RunnerLost), "{lost:?}");
     // One lease (renewed at most a third of it before the kill) plus one sweep interval, with
     // slack for a loaded machine.
     assert!(
@@ -355,9 +345,9 @@ async fn a_killed_runner_loses_its_run_and_a_restarted_one_never_reruns_it() -> 
         restarted.process.log_tail(40)
     );
     assert_eq!(stack.run_requests().len(), 1, "no new model request");
-    assert_eq!(stack.run(&run_id).await?, lost, "the same terminal record");
+    assert_eq!(stack.run(run_id).await?, lost, "the same terminal record");
     assert_eq!(
-        stack.run_events(&run_id).await?,
+        stack.run_events(run_id).await?,
         events(&[
             ("run.accepted", 1),
             ("run.completed", 1),
@@ -375,11 +365,17 @@ async fn a_scoped_run_whose_resource_vanished_before_start_ends_scope_empty() ->
     let stack = Stack::start(Script::turns([Turn::text("never asked")])).await?;
     let db_id = stack.service_id("db");
     let run_id = stack
-        .accept_run(Some(json!({"resource_ids": ["db"]})))
+        .accept_run(&RawRunRequest {
+            resource_ids: Some(vec!["db".to_owned()]),
+            ..RawRunRequest::default()
+        })
         .await?;
-    let accepted = stack.run(&run_id).await?;
-    assert_eq!(accepted["status"], "queued");
-    assert_eq!(accepted["effective_scope_resource_ids"], json!([db_id]));
+    let accepted = stack.run(run_id).await?;
+    assert_eq!(accepted.status, RunStatus::Queued);
+    assert_eq!(
+        accepted.effective_scope_resource_ids,
+        std::slice::from_ref(&db_id)
+    );
 
     // The resource goes away before any runner takes the job.
     let owner = stack.gateway.db.owner_client().await?;
@@ -390,23 +386,23 @@ async fn a_scoped_run_whose_resource_vanished_before_start_ends_scope_empty() ->
 
     let runner = stack.runner("runner").await?;
     let run = stack
-        .terminal_run(&run_id, RUN_DEADLINE)
+        .terminal_run(run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(run["status"], "error", "{run}");
-    assert_eq!(run["error_cause"], "scope_empty", "{run}");
-    assert_eq!(run["scope_resource_ids"], json!(["db"]));
-    assert_eq!(run["effective_scope_resource_ids"], json!([]));
-    assert_eq!(run["started_at"], Value::Null);
+    assert_eq!(run.status, RunStatus::Error, "{run:?}");
+    assert_eq!(run.error_cause, Some(ErrorCause::ScopeEmpty), "{run:?}");
+    assert_eq!(run.scope_resource_ids, ["db"]);
+    assert!(run.effective_scope_resource_ids.is_empty());
+    assert_eq!(run.started_at, None);
     assert!(
-        run["error_detail"]
-            .as_str()
+        run.error_detail
+            .as_deref()
             .is_some_and(|d| d.contains("db")),
-        "{run}"
+        "{run:?}"
     );
     assert!(stack.run_requests().is_empty(), "no model call");
     assert_eq!(
-        stack.run_events(&run_id).await?,
+        stack.run_events(run_id).await?,
         events(&[("run.accepted", 1), ("run.completed", 1)])
     );
     wait::until(Duration::from_secs(10), "the watch job acked", || async {
@@ -431,14 +427,14 @@ async fn a_live_runner_keeps_its_lease_through_a_slow_provider() -> anyhow::Resu
     )]))
     .await?;
     let runner = stack.runner("runner").await?;
-    let run_id = stack.accept_run(None).await?;
+    let run_id = stack.accept_run(&RawRunRequest::default()).await?;
     let run = stack
-        .terminal_run(&run_id, RUN_DEADLINE + slow)
+        .terminal_run(run_id, RUN_DEADLINE + slow)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(run["status"], "healthy", "{run}");
-    let took = run["duration_ms"].as_u64().unwrap_or_default();
-    assert!(took >= slow.as_millis() as u64, "{run}");
+    assert_eq!(run.status, RunStatus::Healthy, "{run:?}");
+    let took = run.duration_ms.unwrap_or_default();
+    assert!(took >= slow.as_millis() as u64, "{run:?}");
     assert_eq!(stack.run_requests().len(), 1);
     runner.stop().await?;
     stack.stop().await

@@ -5,25 +5,27 @@
 
 use std::time::Duration;
 
+use pulse_api::actions::PlanBody;
+use pulse_domain::action::{self, ActionState, ApprovalFloor};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Category, ReportedFinding, Severity};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::{audit, findings};
-use pulse_test_support::action_api::{
-    get, plan_pending, restart_plan, set_autonomy_level, user_token,
-};
+use pulse_test_support::action_api::{plan_pending, restart_plan, set_autonomy_level, user_token};
 use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::cli::{Pulsectl, describe, row, stderr, stdout};
 use pulse_test_support::seed::{seed_service, service_resource};
 use pulse_test_support::service::TestGateway;
-use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Plans a restart of `web` on `resource_id` with approval floor `admin`; returns the action id
 /// of the pending plan.
 async fn plan(gw: &TestGateway, token: &str, resource_id: &str) -> anyhow::Result<String> {
-    let mut plan = restart_plan(resource_id, "web", "critical");
-    plan["approval_floor"] = json!("admin");
-    plan_pending(gw, token, plan).await
+    let plan = PlanBody {
+        approval_floor: Some(ApprovalFloor::Admin),
+        ..restart_plan(resource_id, "web", action::Severity::Critical)
+    };
+    plan_pending(gw, token, &plan).await
 }
 
 /// An active finding on `resource_id`; its id.
@@ -60,7 +62,7 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
     pulse_test_support::install_crypto_provider();
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
-    set_autonomy_level(&gw, "approval").await?;
+    set_autonomy_level(&gw, AutonomyLevel::Approval).await?;
     let cli = Pulsectl::new(&gw, Duration::from_secs(100));
     // Alice plans; the admin user decides (tokens created over the API belong to the admin
     // user, who then could not approve their plans).
@@ -84,10 +86,12 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
     let approved = plan(&gw, &planner, &web).await?;
     // The rejected plan is a fix for a finding: its rejection is written back to it.
     let finding = seed_finding(&gw, &web).await?;
-    let mut for_finding = restart_plan(&web, "web", "critical");
-    for_finding["approval_floor"] = json!("admin");
-    for_finding["finding_id"] = json!(finding);
-    let rejected = plan_pending(&gw, &planner, for_finding).await?;
+    let for_finding = PlanBody {
+        approval_floor: Some(ApprovalFloor::Admin),
+        finding_id: Some(finding.parse()?),
+        ..restart_plan(&web, "web", action::Severity::Critical)
+    };
+    let rejected = plan_pending(&gw, &planner, &for_finding).await?;
 
     // list: a header and one line per pending plan with its resource, capability and floor.
     let text = cli.ok(&reader, &["approvals", "list"]).await?;
@@ -128,20 +132,23 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
         "{text}"
     );
     assert!(!text.contains("user:"), "{text}");
-    let (status, action) = get(&gw, &format!("/api/actions/{approved}"), &admin).await?;
-    assert_eq!(status, StatusCode::OK, "{action}");
-    assert_ne!(action["state"], "pending_approval", "{action}");
-    assert_eq!(action["human_approved"], true, "{action}");
-    let decider = action["decided_by"].as_str().unwrap_or_default().to_owned();
-    assert!(decider.starts_with("user:"), "{action}");
-    assert_eq!(action["decided_by_name"], "admin", "{action}");
-    let (status, trail) = get(&gw, &format!("/api/actions/{approved}/audit"), &admin).await?;
-    assert_eq!(status, StatusCode::OK, "{trail}");
+    let as_admin = gw.client_as(&admin)?;
+    let action = as_admin.action(&approved).await?;
+    assert_ne!(action.state, ActionState::PendingApproval, "{action:?}");
+    assert!(action.human_approved, "{action:?}");
+    let decider = action.decided_by.clone().unwrap_or_default();
+    assert!(decider.starts_with("user:"), "{action:?}");
+    assert_eq!(
+        action.decided_by_name.as_deref(),
+        Some("admin"),
+        "{action:?}"
+    );
+    let trail = as_admin.action_audit(&approved).await?;
     assert!(
-        trail.as_array().is_some_and(|rows| rows
+        trail
             .iter()
-            .any(|r| r["kind"] == "action.approved" && r["actor"] == decider.as_str())),
-        "{trail}"
+            .any(|r| r.kind == "action.approved" && r.actor == decider),
+        "{trail:?}"
     );
 
     // reject: the action is rejected by the same human.
@@ -161,9 +168,12 @@ async fn pulsectl_decides_pending_actions_and_verifies_the_audit_chain() -> anyh
         text.trim(),
         format!("action {rejected} rejected by admin: now rejected")
     );
-    let (_, action) = get(&gw, &format!("/api/actions/{rejected}"), &admin).await?;
-    assert_eq!(action["state"], "rejected", "{action}");
-    assert_eq!(action["decision_reason"], "not during business hours");
+    let action = as_admin.action(&rejected).await?;
+    assert_eq!(action.state, ActionState::Rejected, "{action:?}");
+    assert_eq!(
+        action.decision_reason.as_deref(),
+        Some("not during business hours")
+    );
     // The finding's fix outcome names the user too, with the reason.
     let text = cli.ok(&admin, &["findings", "show", &finding]).await?;
     let fix = text

@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use pulse_domain::TenantId;
+use pulse_domain::patrol::run::RunStatus;
 use pulse_store::audit;
 use pulse_test_support::agent::{AgentStack, marker_service_running, write_service};
 use pulse_test_support::json_text::decoded_strings;
@@ -124,7 +125,7 @@ async fn secrets_in_a_service_log_never_reach_the_model_and_are_counted() -> any
     .await?;
     save_settings(
         &stack.gateway,
-        openai_route("gpt-4o-mini", KEY, &sim.openai_base_url()),
+        &openai_route("gpt-4o-mini", KEY, &sim.openai_base_url()),
     )
     .await?;
     let agent = stack.spawn_agent(&spec)?;
@@ -151,18 +152,23 @@ async fn secrets_in_a_service_log_never_reach_the_model_and_are_counted() -> any
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(60)))?;
     assert_eq!(
-        run["status"],
-        "healthy",
-        "{run}\n{}",
+        run.status,
+        RunStatus::Healthy,
+        "{run:?}\n{}",
         runner.process.log_tail(60)
     );
-    let calls = run["tool_calls"].as_array().cloned().unwrap_or_default();
-    let read = calls
+    let read = run
+        .tool_calls
         .iter()
-        .find(|c| c["tool_name"] == "pulse_read")
+        .find(|c| c.tool_name == "pulse_read")
         .expect("the log read is recorded");
-    assert_eq!(read["success"], true, "{read}");
-    assert_eq!(leaked(&run), Vec::<&str>::new(), "in the run record: {run}");
+    assert!(read.success, "{read:?}");
+    let record = serde_json::to_value(&run)?;
+    assert_eq!(
+        leaked(&record),
+        Vec::<&str>::new(),
+        "in the run record: {record}"
+    );
 
     // Nothing the provider received carries a secret; the log did reach it, redacted.
     let requests = sim.requests();

@@ -6,10 +6,13 @@
 
 use std::time::Duration;
 
+use pulse_api::actions::{DecisionOutcome, PlanBody};
+use pulse_domain::action::{ActionState, ApprovalFloor, Severity};
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::{Scope, TenantId};
 use pulse_store::{audit, tenants};
 use pulse_test_support::action_api::{
-    audit_rows, call, decision, error_code, get, plan_pending, post, restart_plan,
+    action_view, audit_rows, call, decision, error_code, get, plan_pending, post, restart_plan,
     set_autonomy_level, user_token,
 };
 use pulse_test_support::action_broker::TestActionBroker;
@@ -72,7 +75,7 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     let tenant = TenantId::default_tenant();
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     let admin = gw.admin_token.clone();
-    set_autonomy_level(&gw, "approval").await?;
+    set_autonomy_level(&gw, AutonomyLevel::Approval).await?;
 
     let web = seed(&gw, &tenant, "web").await?;
     let reader = user_token(store, &tenant, None, &[Scope::MonitoringRead]).await?;
@@ -147,9 +150,11 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     }
 
     // A plan made while the resource is unlocked waits for a human.
-    let mut plan = restart_plan(&web, "web", "critical");
-    plan["approval_floor"] = json!("none");
-    let id = plan_pending(&gw, &admin, plan).await?;
+    let plan = PlanBody {
+        approval_floor: Some(ApprovalFloor::None),
+        ..restart_plan(&web, "web", Severity::Critical)
+    };
+    let id = plan_pending(&gw, &admin, &plan).await?;
 
     // The operator locks it; the read says so; the change is audited with the caller as actor.
     let (status, body) = put_lock(&gw, &lock_path(&web), &admin, true).await?;
@@ -173,18 +178,17 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     assert!(locked[0].actor.starts_with("user:"), "{:?}", locked[0]);
 
     // The plan is approved; executing it is refused by the lock and fails the action.
-    let (status, decided) = post(
-        &gw,
-        &format!("/api/actions/{id}/decision"),
-        &admin,
-        Some(decision("approved", "checked the logs")),
-    )
-    .await?;
-    assert_eq!(status, StatusCode::OK, "{decided}");
-    assert_eq!(decided["human_approved"], true, "{decided}");
+    let decided = gw
+        .client()?
+        .decide_action(
+            &id,
+            &decision(DecisionOutcome::Approved, "checked the logs"),
+        )
+        .await?;
+    assert!(decided.human_approved, "{decided:?}");
     // The approval may start the execution itself (then this request finds it taken or ended);
     // when it is still approved here, executing it is refused by the lock.
-    if decided["state"] == "approved" {
+    if decided.state == ActionState::Approved {
         let (status, body) = post(&gw, &format!("/api/actions/{id}/execute"), &admin, None).await?;
         assert_eq!(status, StatusCode::CONFLICT, "{body}");
         let code = error_code(&body);
@@ -208,8 +212,8 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
         Duration::from_secs(30),
         "the locked action to be refused",
         || async {
-            let (_, action) = get(&gw, &format!("/api/actions/{id}"), &admin).await.ok()?;
-            if action["state"] != "failed" {
+            let action = action_view(&gw, &id, &admin).await?;
+            if action.state != ActionState::Failed {
                 return None;
             }
             audit_rows(&gw, &id, &admin).await.ok()?.last().cloned()
@@ -217,10 +221,10 @@ async fn operators_lock_a_resource_and_an_approved_plan_is_refused() -> anyhow::
     )
     .await?;
     assert!(
-        last["payload"]["reason"]
+        last.payload["reason"]
             .as_str()
             .is_some_and(|r| r.starts_with("resource_remediation_locked:")),
-        "{last}"
+        "{last:?}"
     );
 
     // Clearing the lock is audited too; the chain stays intact.

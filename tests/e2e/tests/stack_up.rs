@@ -234,7 +234,7 @@ async fn detached_stack_serves_token_commands_and_stops_with_down() -> anyhow::R
         let report = stack::health(&http, &options.gateway_url())
             .await
             .context("gateway not answering after up --detach returned")?;
-        ensure!(not_ready(&report).is_empty(), "{report}");
+        ensure!(not_ready(&report).is_empty(), "{report:?}");
 
         let daemon: u32 = std::fs::read_to_string(options.state_dir.join("pulsectl.pid"))?
             .trim()

@@ -224,11 +224,11 @@ async fn resolution_follows_the_fault_marker_and_fails_closed_without_the_agent(
     // The agent killed: no fresh observation, so inconclusive within the bounded wait, although
     // the stored resource was healthy when it died.
     let stored = wait::until(STARTUP, "the stored service to be healthy", || async {
-        let (status, body) = stack.resource(&reader, &service_id).await.ok()?;
-        (status == 200 && body["health"] == "healthy").then_some(body)
+        let service = stack.resource(&reader, &service_id).await.ok()?;
+        (service.health == Health::Healthy).then_some(service)
     })
     .await?;
-    let sleep_pid = stored["details"]["pid"].as_u64();
+    let sleep_pid = stored.details["pid"].as_u64();
     let agent_process = agent.take().expect("agent running");
     signal(agent_process.pid().expect("agent pid"), libc::SIGKILL);
     let _ = agent_process.stop(Duration::from_secs(5)).await;

@@ -16,6 +16,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_test_support::action_api::{get, set_autonomy_level};
 use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::agent::{AgentStack, host_id, sleeper_service};
@@ -98,7 +99,7 @@ async fn an_operator_chats_with_the_assistant_and_approves_from_its_card() -> an
         .spawn_command_agent(&host, INTERVAL, &[("web.toml", sleeper_service("web"))])
         .await?;
     let broker = TestActionBroker::start(gw, &stack.dir.join("broker"), &[]).await?;
-    set_autonomy_level(gw, "approval").await?;
+    set_autonomy_level(gw, AutonomyLevel::Approval).await?;
     let web = stack
         .service_resource_id(&gw.admin_token, &host, "web", STARTUP)
         .await
@@ -125,7 +126,7 @@ async fn an_operator_chats_with_the_assistant_and_approves_from_its_card() -> an
         ),
     ]))
     .await?;
-    save_settings(gw, openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
+    save_settings(gw, &openai_chat_route(MODEL, KEY, &sim.openai_base_url())).await?;
     let runner = TestModelRunner::start(gw, &stack.dir.join("runner"), &[]).await?;
     let approver_password = create_user(gw, "approver", "admin").await?;
     let password = std::fs::read_to_string(gw.state_dir.join("admin-password"))

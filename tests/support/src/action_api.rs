@@ -1,11 +1,15 @@
-//! The governed-action API as e2e tests drive it: JSON calls with a bearer token, user tokens
-//! issued through the store, restart plans, decisions, waiting for an action's state, its audit
-//! rows, the Patrol mode, and a supervised service that counts its starts (the evidence that an
-//! action ran, and ran once) on an agent with commands enabled.
+//! The governed-action API as e2e tests drive it: raw JSON calls with a bearer token (for tests
+//! about statuses, error bodies and malformed input), user tokens issued through the store, and,
+//! through the typed client, restart plans, decisions, waiting for an action's state, its audit
+//! rows and the Patrol mode; and a supervised service that counts its starts (the evidence that
+//! an action ran, and ran once) on an agent with commands enabled.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pulse_api::actions::{ActionView, AuditRecord, DecisionBody, DecisionOutcome, PlanBody};
+use pulse_domain::action::{ActionState, Severity};
+use pulse_domain::ai_settings::{AutonomyLevel, PatchBody};
 use pulse_domain::{Scope, TenantId};
 use pulse_store::Store;
 use pulse_store::tokens::{self, NewToken};
@@ -126,32 +130,26 @@ pub async fn wait_starts(
 }
 
 /// Sets the tenant's Patrol mode (`autonomy_level`) as the admin; fails unless it is saved.
-pub async fn set_autonomy_level(gw: &TestGateway, level: &str) -> anyhow::Result<()> {
-    let (status, body) = call(
-        gw,
-        reqwest::Method::PUT,
-        "/api/settings/ai",
-        &gw.admin_token,
-        Some(json!({"autonomy_level": level})),
-    )
-    .await?;
-    anyhow::ensure!(
-        status == StatusCode::OK,
-        "settings answered {status} {body}"
-    );
-    Ok(())
+pub async fn set_autonomy_level(gw: &TestGateway, level: AutonomyLevel) -> anyhow::Result<()> {
+    let body = PatchBody {
+        autonomy_level: Some(Some(level)),
+        ..PatchBody::default()
+    };
+    crate::patrol::save_settings(gw, &body).await
 }
 
 /// The plan of a `service.restart` of `target` on `resource_id` (no approval floor, no finding:
-/// add them to the value where a test needs them).
-pub fn restart_plan(resource_id: &str, target: &str, severity: &str) -> Value {
-    json!({
-        "resource_id": resource_id,
-        "capability": "service.restart",
-        "params": {"target": target},
-        "reason": format!("{target} stopped answering health checks"),
-        "severity": severity,
-    })
+/// set them where a test needs them).
+pub fn restart_plan(resource_id: &str, target: &str, severity: Severity) -> PlanBody {
+    PlanBody {
+        resource_id: resource_id.to_owned(),
+        capability: "service.restart".to_owned(),
+        params: json!({"target": target}),
+        reason: format!("{target} stopped answering health checks"),
+        severity,
+        approval_floor: None,
+        finding_id: None,
+    }
 }
 
 /// Submits `plan` as `requester`; fails unless it is created and waits for a human. The action
@@ -159,23 +157,28 @@ pub fn restart_plan(resource_id: &str, target: &str, severity: &str) -> Value {
 pub async fn plan_pending(
     gw: &TestGateway,
     requester: &str,
-    plan: Value,
+    plan: &PlanBody,
 ) -> anyhow::Result<String> {
-    let (status, planned) = post(gw, "/api/actions/plan", requester, Some(plan)).await?;
-    anyhow::ensure!(status == StatusCode::CREATED, "{status} {planned}");
-    anyhow::ensure!(planned["state"] == "pending_approval", "{planned}");
-    Ok(planned["action_id"].as_str().unwrap_or_default().to_owned())
+    let planned = gw
+        .client_as(requester)?
+        .plan_action(plan)
+        .await
+        .map_err(|e| anyhow::anyhow!("plan refused: {e}"))?;
+    anyhow::ensure!(planned.state == ActionState::PendingApproval, "{planned:?}");
+    Ok(planned.plan.action_id.to_string())
 }
 
 /// A decision body.
-pub fn decision(outcome: &str, reason: &str) -> Value {
-    json!({"outcome": outcome, "reason": reason})
+pub fn decision(outcome: DecisionOutcome, reason: &str) -> DecisionBody {
+    DecisionBody {
+        outcome,
+        reason: reason.to_owned(),
+    }
 }
 
-/// The action's view, when the gateway answers `200`.
-pub async fn action_view(gw: &TestGateway, id: &str, token: &str) -> Option<Value> {
-    let (status, view) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
-    (status == StatusCode::OK).then_some(view)
+/// The action's view, when the gateway answers it.
+pub async fn action_view(gw: &TestGateway, id: &str, token: &str) -> Option<ActionView> {
+    gw.client_as(token).ok()?.action(id).await.ok()
 }
 
 /// Waits until action `id` is in `state` (and, for `completed`, verified); its view.
@@ -183,29 +186,37 @@ pub async fn action_in_state(
     gw: &TestGateway,
     id: &str,
     token: &str,
-    state: &str,
+    state: ActionState,
     deadline: Duration,
-) -> anyhow::Result<Value> {
-    wait::until(deadline, &format!("action {id} to be {state}"), || async {
-        let (_, action) = get(gw, &format!("/api/actions/{id}"), token).await.ok()?;
-        let verified = state != "completed" || !action["verification"].is_null();
-        (action["state"] == state && verified).then_some(action)
-    })
+) -> anyhow::Result<ActionView> {
+    let client = gw.client_as(token)?;
+    wait::until(
+        deadline,
+        &format!("action {id} to be {state:?}"),
+        || async {
+            let action = client.action(id).await.ok()?;
+            let verified = state != ActionState::Completed || action.verification.is_some();
+            (action.state == state && verified).then_some(action)
+        },
+    )
     .await
 }
 
 /// The action's audit rows through the API.
-pub async fn audit_rows(gw: &TestGateway, id: &str, token: &str) -> anyhow::Result<Vec<Value>> {
-    let (status, rows) = get(gw, &format!("/api/actions/{id}/audit"), token).await?;
-    anyhow::ensure!(status == StatusCode::OK, "{status} {rows}");
-    Ok(rows.as_array().cloned().unwrap_or_default())
+pub async fn audit_rows(
+    gw: &TestGateway,
+    id: &str,
+    token: &str,
+) -> anyhow::Result<Vec<AuditRecord>> {
+    gw.client_as(token)?
+        .action_audit(id)
+        .await
+        .map_err(|e| anyhow::anyhow!("audit of {id}: {e}"))
 }
 
 /// The kinds of an action's audit rows, in order.
-pub fn audit_kinds(rows: &[Value]) -> Vec<&str> {
-    rows.iter()
-        .map(|r| r["kind"].as_str().unwrap_or_default())
-        .collect()
+pub fn audit_kinds(rows: &[AuditRecord]) -> Vec<&str> {
+    rows.iter().map(|r| r.kind.as_str()).collect()
 }
 
 /// The audit trail of an action approved by a human, executed once and verified.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
+use pulse_domain::resource::Resource;
 
 use crate::service::{ANY_PORT, ServiceProcess, TestGateway, scratch_dir, small_streams_env};
 
@@ -131,42 +131,23 @@ impl AgentStack {
         self.gateway.create_token(name, scopes).await
     }
 
-    /// `GET /api/resources` with `token`: the list, or the status and body on failure.
-    pub async fn resources(&self, token: &str) -> anyhow::Result<Vec<Value>> {
-        let response = self
-            .gateway
-            .http
-            .get(self.gateway.url("/api/resources"))
-            .bearer_auth(token)
-            .send()
-            .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
-        anyhow::ensure!(status.is_success(), "GET /api/resources: {status} {body}");
-        Ok(body["resources"].as_array().cloned().unwrap_or_default())
+    /// `GET /api/resources` with `token`: the list, or the refusal.
+    pub async fn resources(&self, token: &str) -> anyhow::Result<Vec<Resource>> {
+        let query = pulse_api::resources::ListQuery::default();
+        let list = self.gateway.client_as(token)?.resources(&query).await;
+        Ok(list
+            .map_err(|e| anyhow::anyhow!("GET /api/resources: {e}"))?
+            .resources)
     }
 
-    /// `GET /api/resources/{reference}` (the reference is percent-encoded): status and body.
-    pub async fn resource(&self, token: &str, reference: &str) -> anyhow::Result<(u16, Value)> {
-        let encoded: String = reference
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
-        let response = self
-            .gateway
-            .http
-            .get(self.gateway.url(&format!("/api/resources/{encoded}")))
-            .bearer_auth(token)
-            .send()
-            .await?;
-        let status = response.status().as_u16();
-        Ok((status, response.json().await.unwrap_or(Value::Null)))
+    /// `GET /api/resources/{reference}` with `token`: the resource, or the refusal with its
+    /// status and stable code.
+    pub async fn resource(
+        &self,
+        token: &str,
+        reference: &str,
+    ) -> Result<Resource, pulse_client::Error> {
+        self.gateway.client_as(token)?.resource(reference).await
     }
 
     /// Waits until service `name` of agent `host` is a resource (read with `token`); its id.
@@ -182,9 +163,9 @@ impl AgentStack {
             &format!("the {name} service resource"),
             || async {
                 let list = self.resources(token).await.ok()?;
-                list.iter()
-                    .find(|r| r["agent_id"] == host && r["name"] == name)
-                    .and_then(|r| r["id"].as_str().map(str::to_owned))
+                list.into_iter()
+                    .find(|r| r.agent_id == host && r.name == name)
+                    .map(|r| r.id.to_string())
             },
         )
         .await
@@ -199,8 +180,8 @@ impl AgentStack {
         deadline: Duration,
     ) -> anyhow::Result<()> {
         crate::wait::until(deadline, &format!("{id} to be {health}"), || async {
-            let (status, body) = self.resource(token, id).await.ok()?;
-            (status == 200 && body["health"] == health).then_some(())
+            let resource = self.resource(token, id).await.ok()?;
+            (resource.health.as_str() == health).then_some(())
         })
         .await
     }
@@ -350,9 +331,9 @@ pub fn counting_command(starts: &Path) -> String {
 }
 
 /// The resources of `list` whose id is or belongs to host `host_id`.
-pub fn of_host<'a>(list: &'a [Value], host_id: &str) -> Vec<&'a Value> {
+pub fn of_host<'a>(list: &'a [Resource], host_id: &str) -> Vec<&'a Resource> {
     let host = format!("host:{host_id}");
     list.iter()
-        .filter(|r| r["agent_id"] == host_id || r["id"] == host.as_str())
+        .filter(|r| r.agent_id == host_id || r.id.as_str() == host)
         .collect()
 }

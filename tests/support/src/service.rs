@@ -312,6 +312,16 @@ impl TestGateway {
         format!("{}{path}", self.url)
     }
 
+    /// The typed API client, as the admin.
+    pub fn client(&self) -> Result<pulse_client::Client, pulse_client::Error> {
+        self.client_as(&self.admin_token)
+    }
+
+    /// The typed API client, authenticated by `token`.
+    pub fn client_as(&self, token: &str) -> Result<pulse_client::Client, pulse_client::Error> {
+        pulse_client::Client::new(&self.url, token)
+    }
+
     /// `GET <path>` with bearer `token`: the status and the JSON body (`null` when the body is
     /// not JSON).
     pub async fn get_json(
@@ -357,23 +367,21 @@ impl TestGateway {
 
     /// A new token of the admin's tenant with `scopes`, through `POST /api/tokens`.
     pub async fn create_token(&self, name: &str, scopes: &[&str]) -> anyhow::Result<String> {
-        let response = self
-            .http
-            .post(self.url("/api/tokens"))
-            .bearer_auth(&self.admin_token)
-            .json(&serde_json::json!({"name": name, "scopes": scopes}))
-            .send()
-            .await?;
-        let status = response.status();
-        let body: serde_json::Value = response.json().await?;
-        anyhow::ensure!(
-            status.is_success(),
-            "token creation failed: {status} {body}"
-        );
-        body["token"]
-            .as_str()
-            .map(str::to_owned)
-            .context("no token in the response")
+        let scopes = scopes
+            .iter()
+            .map(|scope| serde_json::from_value(serde_json::Value::from(*scope)))
+            .collect::<Result<_, _>>()?;
+        let request = pulse_api::tokens::CreateTokenRequest {
+            name: name.to_owned(),
+            scopes,
+            expires_at: None,
+        };
+        let created = self
+            .client()?
+            .create_token(&request)
+            .await
+            .map_err(|e| anyhow::anyhow!("token creation failed: {e}"))?;
+        Ok(created.token)
     }
 
     pub async fn stop(self) -> anyhow::Result<()> {

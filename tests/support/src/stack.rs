@@ -13,6 +13,7 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use pulse_api::system::HealthReport;
 use tokio::process::{Child, Command};
 
 use crate::service::bin_dir;
@@ -426,21 +427,23 @@ pub fn ready_gateway(stdout: &str) -> Option<SocketAddr> {
     })
 }
 
-/// The fleet report of a gateway, or `None` while it does not answer.
-pub async fn health(http: &reqwest::Client, gateway_url: &str) -> Option<serde_json::Value> {
-    let response = http
-        .get(format!("{gateway_url}/api/health"))
-        .send()
-        .await
-        .ok()?;
-    response.json().await.ok()
+/// The fleet report of a gateway (a public operation, read through `http`), or `None` while it
+/// does not answer.
+pub async fn health(http: &reqwest::Client, gateway_url: &str) -> Option<HealthReport> {
+    let client = pulse_client::Client::with_http(gateway_url, None, http.clone()).ok()?;
+    client.health().await.ok()
+}
+
+/// Whether the report shows fleet service `name` ready.
+pub fn is_ready(report: &HealthReport, name: &str) -> bool {
+    report.services.get(name).is_some_and(|s| s.ready)
 }
 
 /// Fleet services the report does not show ready.
-pub fn not_ready(report: &serde_json::Value) -> Vec<&'static str> {
+pub fn not_ready(report: &HealthReport) -> Vec<&'static str> {
     FLEET
         .into_iter()
-        .filter(|name| report["services"][*name]["ready"] != serde_json::Value::Bool(true))
+        .filter(|name| !is_ready(report, name))
         .collect()
 }
 
@@ -489,10 +492,14 @@ mod tests {
 
     #[test]
     fn a_report_missing_services_is_not_ready() {
-        let report = serde_json::json!({"status": "degraded", "services": {
-            "gateway": {"ready": true, "instances": 1},
-            "verifier": {"ready": false, "instances": 0}
-        }});
+        let report: HealthReport = serde_json::from_value(serde_json::json!({
+            "status": "degraded",
+            "services": {
+                "gateway": {"ready": true, "instances": 1},
+                "verifier": {"ready": false, "instances": 0}
+            }
+        }))
+        .unwrap();
         assert_eq!(
             not_ready(&report),
             [
