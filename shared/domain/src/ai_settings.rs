@@ -206,6 +206,8 @@ impl AutoSwitch {
 /// defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+// A reader of an answer without them (an older gateway) takes the defaults.
+#[serde(default)]
 pub struct ProviderOptions {
     /// Whether model turns are streamed: `auto` streams, and a server that refuses a streamed
     /// request with tools is asked again without streaming (remembered until the settings

@@ -17,7 +17,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use pulse_api::settings::SettingsPreflightState;
 use pulse_domain::TenantId;
+use pulse_domain::patrol::readiness::TurnTransport;
 use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunId, RunStatus, RunType};
 use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::resource::ObservedResource;
@@ -258,28 +260,25 @@ async fn a_server_that_cannot_stream_tool_requests_runs_patrol_unstreamed() -> a
     .await?;
     let runner = stack.runner("runner").await?;
     // The boot or save preflight passes unstreamed and says so.
+    let client = stack.gateway.client()?;
     let settings = wait::until(RUN_DEADLINE, "a passed preflight", || async {
-        let (status, body) = stack
-            .gateway
-            .admin_json(reqwest::Method::GET, "/api/settings/ai", None)
-            .await
-            .ok()?;
-        (status == 200 && body["preflight_state"] == "passed").then_some(body)
+        let settings = client.ai_settings().await.ok()?;
+        (settings.preflight_state == SettingsPreflightState::Passed).then_some(settings)
     })
     .await
     .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(
-        settings["patrol_preflight"]["transport"], "buffered",
-        "{settings}"
-    );
+    let preflight = settings
+        .patrol_preflight
+        .expect("a passed preflight is shown");
+    assert_eq!(preflight.transport, Some(TurnTransport::Buffered));
 
-    let run_id = stack.accept_run(None).await?;
+    let run_id = stack.accept_run(&RawRunRequest::default()).await?;
     let run = stack
-        .terminal_run(&run_id, RUN_DEADLINE)
+        .terminal_run(run_id, RUN_DEADLINE)
         .await
         .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(40)))?;
-    assert_eq!(run["status"], "healthy", "{run}");
-    assert_eq!(run["error_cause"], Value::Null, "{run}");
+    assert_eq!(run.status, RunStatus::Healthy, "{run:?}");
+    assert_eq!(run.error_cause, None, "{run:?}");
     // The runner learned the route from its preflight: the run's turn went unstreamed at once.
     let turns: Vec<bool> = stack.run_requests().iter().map(|r| r.stream).collect();
     assert_eq!(turns, [false], "the run's requests, by stream flag");

@@ -63,6 +63,7 @@ fn openai_provider(key: &str, base_url: &str) -> BTreeMap<String, ProviderPatch>
     let provider = ProviderPatch {
         api_key: Some(Some(key.to_owned())),
         base_url: Some(Some(base_url.to_owned())),
+        ..ProviderPatch::default()
     };
     BTreeMap::from([("openai".to_owned(), provider)])
 }
