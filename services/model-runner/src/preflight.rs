@@ -35,6 +35,9 @@ pub struct RouteConnection {
     /// Overrides the registry's default base URL.
     pub base_url: Option<String>,
     pub api_key: Option<String>,
+    /// The operator's choice for turning tool calls written as text into tool calls; `None`
+    /// leaves it to the route class (see [`RouteConnection::tool_calls_from_text`]).
+    pub tool_calls_from_text: Option<bool>,
 }
 
 impl std::fmt::Debug for RouteConnection {
@@ -43,6 +46,7 @@ impl std::fmt::Debug for RouteConnection {
             .field("route", &self.route.to_string())
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| ".."))
+            .field("tool_calls_from_text", &self.tool_calls_from_text)
             .finish()
     }
 }
@@ -53,6 +57,7 @@ impl RouteConnection {
             route,
             base_url: None,
             api_key: None,
+            tool_calls_from_text: None,
         }
     }
 
@@ -64,6 +69,21 @@ impl RouteConnection {
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
         self
+    }
+
+    /// Sets (`Some`) or leaves to the route class (`None`) whether calls written as text become
+    /// tool calls.
+    pub fn with_tool_calls_from_text(mut self, enabled: Option<bool>) -> Self {
+        self.tool_calls_from_text = enabled;
+        self
+    }
+
+    /// Whether calls the model writes as text become tool calls on this route: the operator's
+    /// choice, else on for local model servers (where small models without a working tool-call
+    /// template run) and off for hosted APIs, whose models call tools natively.
+    pub fn tool_calls_from_text(&self) -> bool {
+        self.tool_calls_from_text
+            .unwrap_or(self.route_class() == RouteClass::LocalModelServer)
     }
 
     /// The route class at the configured address.
