@@ -33,14 +33,16 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
         .execute(
             "INSERT INTO patrol_preflights (tenant_id, route, model, base_url, ok,
                  tool_call_observed, cause, summary, recommendation, action, checked_at,
-                 updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+                 tool_calls_recovered, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
              ON CONFLICT (tenant_id) DO UPDATE SET
                  route = EXCLUDED.route, model = EXCLUDED.model, base_url = EXCLUDED.base_url,
                  ok = EXCLUDED.ok, tool_call_observed = EXCLUDED.tool_call_observed,
                  cause = EXCLUDED.cause, summary = EXCLUDED.summary,
                  recommendation = EXCLUDED.recommendation, action = EXCLUDED.action,
-                 checked_at = EXCLUDED.checked_at, updated_at = EXCLUDED.updated_at",
+                 checked_at = EXCLUDED.checked_at,
+                 tool_calls_recovered = EXCLUDED.tool_calls_recovered,
+                 updated_at = EXCLUDED.updated_at",
             &[
                 &tenant,
                 &record.route,
@@ -53,6 +55,7 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
                 &record.recommendation,
                 &record.action,
                 &record.checked_at,
+                &i32::try_from(record.tool_calls_recovered).unwrap_or(i32::MAX),
             ],
         )
         .await?;
@@ -65,7 +68,7 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
         .client()
         .query_opt(
             "SELECT route, model, base_url, ok, tool_call_observed, cause, summary,
-                 recommendation, action, checked_at
+                 recommendation, action, checked_at, tool_calls_recovered
              FROM patrol_preflights",
             &[],
         )
@@ -81,6 +84,7 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
         recommendation: row.get(7),
         action: row.get(8),
         checked_at: row.get(9),
+        tool_calls_recovered: u32::try_from(row.get::<_, i32>(10)).unwrap_or(0),
     }))
 }
 

@@ -183,6 +183,9 @@ fn preflight_facts(preflight: &PreflightView) -> Markup {
             dt { "model" } dd { (shown(Some(&preflight.model))) }
             dt { "ok" } dd { (yes_no(preflight.ok)) }
             dt { "tool call observed" } dd { (yes_no(preflight.tool_call_observed)) }
+            @if preflight.tool_calls_recovered > 0 {
+                dt { "tool calls recovered from text" } dd { (preflight.tool_calls_recovered) }
+            }
             dt { "cause" } dd { (shown(preflight.cause.as_deref())) }
             dt { "summary" } dd { (shown(Some(&preflight.summary))) }
             dt { "recommendation" } dd { (shown(preflight.recommendation.as_deref())) }

@@ -191,6 +191,15 @@ impl UsageSink for RunUsage<'_> {
         })
     }
 
+    fn tool_calls_recovered(
+        &self,
+        route: &pulse_agent_loop::route::Route,
+        route_class: RouteClass,
+        count: u32,
+    ) {
+        self.ledger.tool_calls_recovered(route, route_class, count);
+    }
+
     /// The tenant spend budgets, checked by the ledger.
     fn admit_call<'a>(
         &'a self,

@@ -509,6 +509,7 @@ impl AgentLoop {
                 let count = u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX);
                 state.tool_calls_recovered = state.tool_calls_recovered.saturating_add(count);
                 tracing::info!(route = %route, count, "tool calls recovered from the model's text");
+                usage_sink.tool_calls_recovered(&route, route_class, count);
             }
             state.final_text.clone_from(&response.content);
             state.messages.push(response.assistant_message());
