@@ -79,6 +79,7 @@ fn view(
                 configured: key_source.is_some(),
                 key_source,
                 base_url: settings.base_url(id).map(str::to_owned),
+                options: settings.provider_options(id),
             };
             ((*id).to_owned(), provider)
         })
@@ -441,6 +442,7 @@ mod tests {
             pulse_config::AiProviderConfig {
                 api_key: Some(pulse_config::SecretString("sk-env".to_owned())),
                 base_url: Some("http://127.0.0.1:9/v1".to_owned()),
+                ..Default::default()
             },
         );
         let subjects = Subjects::new(None);

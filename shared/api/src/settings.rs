@@ -31,6 +31,10 @@ pub struct ProviderView {
     pub configured: bool,
     pub key_source: Option<KeySource>,
     pub base_url: Option<String>,
+    /// How Pulse talks to the provider (streaming, tool calls from text, timeout, Ollama's own
+    /// options).
+    #[serde(flatten)]
+    pub options: ai_settings::ProviderOptions,
 }
 
 /// The `/api/settings/ai` response. Holds no key by construction.

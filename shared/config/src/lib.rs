@@ -295,6 +295,17 @@ impl std::fmt::Debug for SecretString {
 pub struct AiProviderConfig {
     pub api_key: Option<SecretString>,
     pub base_url: Option<String>,
+    /// `auto`, `on` or `off`, as `/api/settings/ai` names it (checked there).
+    pub streaming: Option<String>,
+    /// `auto`, `on` or `off`.
+    pub tool_calls_from_text: Option<String>,
+    pub request_timeout_seconds: Option<u32>,
+    /// Ollama only.
+    pub keep_alive: Option<String>,
+    /// Ollama only.
+    pub num_ctx: Option<u32>,
+    /// Ollama only.
+    pub think: Option<bool>,
 }
 
 /// AI settings for headless installs, same names as `/api/settings/ai`. Values a tenant stored

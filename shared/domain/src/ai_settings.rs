@@ -29,6 +29,17 @@ pub const MAX_BASE_URL_CHARS: usize = 2_048;
 pub const MAX_API_KEY_CHARS: usize = 4_096;
 pub const MAX_ROUTE_CHARS: usize = 512;
 pub const MAX_ACKNOWLEDGED_BY_CHARS: usize = 200;
+/// Bounds of a provider's `request_timeout_seconds`: a whole model turn, from sending to the last
+/// byte (a small model on a CPU may need minutes).
+pub const REQUEST_TIMEOUT_MIN_SECONDS: u32 = 5;
+pub const REQUEST_TIMEOUT_MAX_SECONDS: u32 = 3_600;
+/// The request timeout of a provider that sets none.
+pub const DEFAULT_REQUEST_TIMEOUT_SECONDS: u32 = 300;
+/// Bounds of Ollama's `num_ctx` (the context window, in tokens).
+pub const NUM_CTX_MIN: u32 = 512;
+pub const NUM_CTX_MAX: u32 = 1_048_576;
+/// Longest Ollama `keep_alive` text (a Go duration like `10m` or `-1m`).
+pub const MAX_KEEP_ALIVE_CHARS: usize = 32;
 
 /// Why a settings document or patch was refused. Every variant names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,10 +156,82 @@ pub struct Budgets {
 }
 
 /// A provider's non-secret settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 pub struct ProviderSettings {
     pub base_url: Option<String>,
+    #[serde(flatten)]
+    pub options: ProviderOptions,
+}
+
+/// A three-way provider switch: `auto` lets Pulse decide by what the route is and how it
+/// answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum AutoSwitch {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl AutoSwitch {
+    pub const ALL: [AutoSwitch; 3] = [Self::Auto, Self::On, Self::Off];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// On or off, with `auto` taking `auto_means`.
+    pub fn resolve(self, auto_means: bool) -> bool {
+        match self {
+            Self::Auto => auto_means,
+            Self::On => true,
+            Self::Off => false,
+        }
+    }
+}
+
+/// How Pulse talks to one provider, beyond its address and key. Absent fields take Pulse's
+/// defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+pub struct ProviderOptions {
+    /// Whether model turns are streamed: `auto` streams, and a server that refuses a streamed
+    /// request with tools is asked again without streaming (remembered until the settings
+    /// change); `off` never streams; `on` always does.
+    pub streaming: AutoSwitch,
+    /// Whether tool calls a model writes as text (a JSON object with `name` and `arguments`,
+    /// `<tool_call>` tags, ...) become tool calls when they name an offered tool with valid
+    /// arguments: `auto` is on for model servers the operator runs, off for hosted APIs.
+    pub tool_calls_from_text: AutoSwitch,
+    /// Bound of one whole model turn, in seconds; `null`: 300.
+    pub request_timeout_seconds: Option<u32>,
+    /// Ollama only: how long the server keeps the model loaded after a request (a Go duration,
+    /// `10m`; negative keeps it loaded).
+    pub keep_alive: Option<String>,
+    /// Ollama only: the context window in tokens (`options.num_ctx`).
+    pub num_ctx: Option<u32>,
+    /// Ollama only: whether a thinking model thinks before answering.
+    pub think: Option<bool>,
+}
+
+impl ProviderOptions {
+    /// The request timeout in seconds, the default when unset.
+    pub fn request_timeout_seconds(&self) -> u32 {
+        self.request_timeout_seconds
+            .unwrap_or(DEFAULT_REQUEST_TIMEOUT_SECONDS)
+    }
 }
 
 /// A parsed `provider:model` route.
@@ -258,15 +341,27 @@ impl AiSettings {
         self.providers.get(provider)?.base_url.as_deref()
     }
 
+    /// The provider's options, the defaults when it has none.
+    pub fn provider_options(&self, provider: &str) -> ProviderOptions {
+        self.providers
+            .get(provider)
+            .map(|p| p.options.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether Patrol's transport differs between `self` and `next`: the route or its
-    /// provider's base URL. Key changes are the caller's to add (see [`SettingsPatch`]).
+    /// provider's base URL or options. Key changes are the caller's to add (see [`SettingsPatch`]).
     pub fn patrol_transport_differs(&self, next: &AiSettings) -> bool {
         let (before, after) = (self.patrol_route(), next.patrol_route());
         if before != after {
             return true;
         }
         match after {
-            Some(route) => self.base_url(route.provider) != next.base_url(route.provider),
+            Some(route) => {
+                self.base_url(route.provider) != next.base_url(route.provider)
+                    || self.provider_options(route.provider)
+                        != next.provider_options(route.provider)
+            }
             None => false,
         }
     }
@@ -385,6 +480,18 @@ pub struct ProviderPatch {
     pub api_key: Option<Option<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streaming: Option<Option<AutoSwitch>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls_from_text: Option<Option<AutoSwitch>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timeout_seconds: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_alive: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_ctx: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think: Option<Option<bool>>,
 }
 
 impl std::fmt::Debug for ProviderPatch {
@@ -397,6 +504,12 @@ impl std::fmt::Debug for ProviderPatch {
         f.debug_struct("ProviderPatch")
             .field("api_key", &api_key)
             .field("base_url", &self.base_url)
+            .field("streaming", &self.streaming)
+            .field("tool_calls_from_text", &self.tool_calls_from_text)
+            .field("request_timeout_seconds", &self.request_timeout_seconds)
+            .field("keep_alive", &self.keep_alive)
+            .field("num_ctx", &self.num_ctx)
+            .field("think", &self.think)
             .finish()
     }
 }
@@ -438,7 +551,28 @@ const TOP_FIELDS: &[&str] = &[
     "budgets",
     "patrol_enabled",
 ];
-const PROVIDER_FIELDS: &[&str] = &["api_key", "base_url"];
+const PROVIDER_FIELDS: &[&str] = &[
+    "api_key",
+    "base_url",
+    "streaming",
+    "tool_calls_from_text",
+    "request_timeout_seconds",
+    "keep_alive",
+    "num_ctx",
+    "think",
+];
+/// The fields of a provider's entry in a stored layer: all but its key.
+const PROVIDER_LAYER_FIELDS: &[&str] = &[
+    "base_url",
+    "streaming",
+    "tool_calls_from_text",
+    "request_timeout_seconds",
+    "keep_alive",
+    "num_ctx",
+    "think",
+];
+/// The provider fields only Ollama reads.
+const OLLAMA_FIELDS: &[&str] = &["keep_alive", "num_ctx", "think"];
 const ALERT_TRIGGER_FIELDS: &[&str] = &["enabled", "min_severity", "alert_types"];
 const BUDGET_FIELDS: &[&str] = &["daily_usd", "monthly_usd", "daily_tokens", "monthly_tokens"];
 
@@ -484,9 +618,32 @@ impl schemars::JsonSchema for SettingsPatchSchema {
             "maxLength": MAX_API_KEY_CHARS,
             "pattern": format!("^([^{blank}]([^{control}]*[^{blank}])?)?$"),
         });
+        let switch = generator.subschema_for::<AutoSwitch>().to_value();
         let provider = json!({
             "type": "object",
-            "properties": {"api_key": nullable(key), "base_url": nullable(url)},
+            "description": "keep_alive, num_ctx and think are read by Ollama only",
+            "properties": {
+                "api_key": nullable(key),
+                "base_url": nullable(url),
+                "streaming": nullable(switch.clone()),
+                "tool_calls_from_text": nullable(switch),
+                "request_timeout_seconds": nullable(json!({
+                    "type": "integer",
+                    "minimum": REQUEST_TIMEOUT_MIN_SECONDS,
+                    "maximum": REQUEST_TIMEOUT_MAX_SECONDS,
+                })),
+                "keep_alive": nullable(json!({
+                    "type": "string",
+                    "maxLength": MAX_KEEP_ALIVE_CHARS,
+                    "pattern": KEEP_ALIVE_PATTERN,
+                })),
+                "num_ctx": nullable(json!({
+                    "type": "integer",
+                    "minimum": NUM_CTX_MIN,
+                    "maximum": NUM_CTX_MAX,
+                })),
+                "think": nullable(json!({"type": "boolean"})),
+            },
             "additionalProperties": false,
         });
         let rules: Vec<&str> = AlertRule::ALL.iter().map(|r| r.as_str()).collect();
@@ -701,10 +858,8 @@ pub fn validate_layer(layer: &Value) -> Result<(), SettingsError> {
                     }
                     let entry = object(&field, entry)?;
                     // A layer holds no keys: they were separated or belong to credentials.
-                    check_known(&field, entry, &["base_url"])?;
-                    if let Some(url) = entry.get("base_url").filter(|v| !v.is_null()) {
-                        base_url(&format!("{field}.base_url"), url)?;
-                    }
+                    check_known(&field, entry, PROVIDER_LAYER_FIELDS)?;
+                    provider_layer(id, &field, entry)?;
                 }
             }
             "model" | "chat_model" | "patrol_model" | "auto_fix_model" => {
@@ -836,6 +991,120 @@ pub fn is_dollar_amount(text: &str) -> bool {
     digits(whole, 12) && fraction.is_none_or(|f| digits(f, 6))
 }
 
+/// A Go duration as Ollama's `keep_alive` reads it: `10m`, `1h30m`, `-1m`, `0s`.
+pub const KEEP_ALIVE_PATTERN: &str = "^-?([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+$";
+
+/// Whether `text` is a Go duration Ollama's `keep_alive` reads (see [`KEEP_ALIVE_PATTERN`]).
+pub fn is_keep_alive(text: &str) -> bool {
+    if text.is_empty() || text.len() > MAX_KEEP_ALIVE_CHARS {
+        return false;
+    }
+    let mut rest = text.strip_prefix('-').unwrap_or(text);
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return false;
+        }
+        rest = &rest[digits..];
+        if let Some(fraction) = rest.strip_prefix('.') {
+            let digits = fraction
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(fraction.len());
+            if digits == 0 {
+                return false;
+            }
+            rest = &fraction[digits..];
+        }
+        let Some(unit) = ["ns", "us", "ms", "s", "m", "h"]
+            .into_iter()
+            .find(|unit| rest.starts_with(unit))
+        else {
+            return false;
+        };
+        rest = &rest[unit.len()..];
+    }
+    true
+}
+
+/// Whether provider `id` speaks Ollama's protocol, the one that reads `keep_alive`, `num_ctx`
+/// and `think`.
+pub fn is_ollama(id: &str) -> bool {
+    registry::lookup(id).is_some_and(|p| p.protocol == pulse_providers::Protocol::Ollama)
+}
+
+/// The address provider `id` is reached at when its settings give none.
+pub fn default_base_url(id: &str) -> Option<&'static str> {
+    registry::lookup(id).and_then(|p| p.default_base_url)
+}
+
+/// The non-key fields of provider `id`'s entry in one layer.
+fn provider_layer(id: &str, field: &str, entry: &Map<String, Value>) -> Result<(), SettingsError> {
+    let ollama =
+        registry::lookup(id).is_some_and(|p| p.protocol == pulse_providers::Protocol::Ollama);
+    for (key, value) in entry {
+        if value.is_null() {
+            continue;
+        }
+        let path = format!("{field}.{key}");
+        if OLLAMA_FIELDS.contains(&key.as_str()) && !ollama {
+            return Err(invalid(
+                path,
+                format!("only Ollama reads {key}; set it on the ollama provider"),
+            ));
+        }
+        match key.as_str() {
+            "base_url" => base_url(&path, value)?,
+            "streaming" | "tool_calls_from_text"
+                if value.as_str().and_then(AutoSwitch::parse).is_none() =>
+            {
+                return Err(invalid(path, "expected \"auto\", \"on\" or \"off\""));
+            }
+            "request_timeout_seconds" => {
+                let seconds = value.as_u64().filter(|s| {
+                    (u64::from(REQUEST_TIMEOUT_MIN_SECONDS)
+                        ..=u64::from(REQUEST_TIMEOUT_MAX_SECONDS))
+                        .contains(s)
+                });
+                if seconds.is_none() {
+                    return Err(SettingsError::OutOfRange {
+                        field: path,
+                        min: REQUEST_TIMEOUT_MIN_SECONDS.into(),
+                        max: REQUEST_TIMEOUT_MAX_SECONDS.into(),
+                    });
+                }
+            }
+            "num_ctx" => {
+                let tokens = value
+                    .as_u64()
+                    .filter(|n| (u64::from(NUM_CTX_MIN)..=u64::from(NUM_CTX_MAX)).contains(n));
+                if tokens.is_none() {
+                    return Err(SettingsError::OutOfRange {
+                        field: path,
+                        min: NUM_CTX_MIN.into(),
+                        max: NUM_CTX_MAX.into(),
+                    });
+                }
+            }
+            "keep_alive" if !value.as_str().is_some_and(is_keep_alive) => {
+                return Err(invalid(
+                    path,
+                    "expected a duration like \"10m\", \"1h30m\" or \"-1m\" (kept loaded)",
+                ));
+            }
+            "think" if !value.is_boolean() => {
+                return Err(invalid(path, "expected true, false or null"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn base_url(field: &str, value: &Value) -> Result<(), SettingsError> {
     let bad = |reason: &str| SettingsError::InvalidUrl {
         field: field.to_owned(),
@@ -947,7 +1216,31 @@ pub fn resolve(layers: &[&Value]) -> Result<AiSettings, SettingsError> {
                         .get("base_url")
                         .and_then(Value::as_str)
                         .map(|s| s.trim_end_matches('/').to_owned());
-                    (id.clone(), ProviderSettings { base_url })
+                    let switch = |key: &str| {
+                        entry
+                            .get(key)
+                            .and_then(Value::as_str)
+                            .and_then(AutoSwitch::parse)
+                            .unwrap_or_default()
+                    };
+                    let number = |key: &str| {
+                        entry
+                            .get(key)
+                            .and_then(Value::as_u64)
+                            .and_then(|n| u32::try_from(n).ok())
+                    };
+                    let options = ProviderOptions {
+                        streaming: switch("streaming"),
+                        tool_calls_from_text: switch("tool_calls_from_text"),
+                        request_timeout_seconds: number("request_timeout_seconds"),
+                        keep_alive: entry
+                            .get("keep_alive")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        num_ctx: number("num_ctx"),
+                        think: entry.get("think").and_then(Value::as_bool),
+                    };
+                    (id.clone(), ProviderSettings { base_url, options })
                 })
                 .collect()
         })
@@ -1039,13 +1332,28 @@ mod tests {
     #[test]
     fn a_typed_body_names_only_fields_the_parser_knows() {
         let body = PatchBody {
-            providers: BTreeMap::from([(
-                "openai".to_owned(),
-                ProviderPatch {
-                    api_key: Some(Some("sk-test".to_owned())),
-                    base_url: Some(None),
-                },
-            )]),
+            providers: BTreeMap::from([
+                (
+                    "openai".to_owned(),
+                    ProviderPatch {
+                        api_key: Some(Some("sk-test".to_owned())),
+                        base_url: Some(None),
+                        streaming: Some(Some(AutoSwitch::Off)),
+                        tool_calls_from_text: Some(None),
+                        request_timeout_seconds: Some(Some(600)),
+                        ..ProviderPatch::default()
+                    },
+                ),
+                (
+                    "ollama".to_owned(),
+                    ProviderPatch {
+                        keep_alive: Some(Some("10m".to_owned())),
+                        num_ctx: Some(Some(8_192)),
+                        think: Some(Some(false)),
+                        ..ProviderPatch::default()
+                    },
+                ),
+            ]),
             model: Some(None),
             chat_model: Some(None),
             patrol_model: Some(Some("openai:gpt-4.1-mini".to_owned())),
@@ -1086,11 +1394,14 @@ mod tests {
                     .map(|f| format!("alert_triggers.{f}")),
             )
             .chain(BUDGET_FIELDS.iter().map(|f| format!("budgets.{f}")))
-            .chain(
-                PROVIDER_FIELDS
-                    .iter()
-                    .map(|f| format!("providers.openai.{f}")),
-            )
+            .chain(PROVIDER_FIELDS.iter().map(|f| {
+                let provider = if OLLAMA_FIELDS.contains(f) {
+                    "ollama"
+                } else {
+                    "openai"
+                };
+                format!("providers.{provider}.{f}")
+            }))
             .collect();
         expected.sort();
         assert_eq!(patch.changed_fields(), expected);
@@ -1430,5 +1741,88 @@ mod tests {
             DEFAULT_PATROL_INTERVAL_MINUTES
         );
         assert!(settings.patrol_route().is_none());
+    }
+
+    #[test]
+    fn provider_options_validate_and_resolve_with_their_defaults() {
+        let patch = parse_patch(&json!({"providers": {
+            "ollama": {"streaming": "off", "tool_calls_from_text": "on",
+                       "request_timeout_seconds": 900, "keep_alive": "-1m",
+                       "num_ctx": 16384, "think": false},
+            "openai": {"base_url": "http://127.0.0.1:9/v1"}
+        }}))
+        .unwrap();
+        let settings = resolve(&[&apply_patch(&json!({}), &patch)]).unwrap();
+        let ollama = settings.provider_options("ollama");
+        assert_eq!(ollama.streaming, AutoSwitch::Off);
+        assert_eq!(ollama.tool_calls_from_text, AutoSwitch::On);
+        assert_eq!(ollama.request_timeout_seconds(), 900);
+        assert_eq!(ollama.keep_alive.as_deref(), Some("-1m"));
+        assert_eq!(ollama.num_ctx, Some(16_384));
+        assert_eq!(ollama.think, Some(false));
+        let openai = settings.provider_options("openai");
+        assert_eq!(openai, ProviderOptions::default());
+        assert_eq!(
+            openai.request_timeout_seconds(),
+            DEFAULT_REQUEST_TIMEOUT_SECONDS
+        );
+        assert_eq!(
+            settings.provider_options("anthropic"),
+            ProviderOptions::default()
+        );
+    }
+
+    #[test]
+    fn bad_provider_options_are_refused_naming_the_field() {
+        let refused = |body: Value| parse_patch(&body).unwrap_err();
+        let err = refused(json!({"providers": {"openai": {"streaming": "sometimes"}}}));
+        assert_eq!(err.field(), "providers.openai.streaming");
+        let err = refused(json!({"providers": {"openai": {"tool_calls_from_text": true}}}));
+        assert_eq!(err.field(), "providers.openai.tool_calls_from_text");
+        for seconds in [json!(4), json!(3_601), json!(-1), json!("60")] {
+            let err =
+                refused(json!({"providers": {"ollama": {"request_timeout_seconds": seconds}}}));
+            assert!(
+                matches!(&err, SettingsError::OutOfRange { field, min: 5, max: 3_600 }
+                    if field == "providers.ollama.request_timeout_seconds"),
+                "{err:?}"
+            );
+        }
+        for keep in ["10", "m", "-", "10 m", "1d", "", "1.m"] {
+            let err = refused(json!({"providers": {"ollama": {"keep_alive": keep}}}));
+            assert_eq!(err.field(), "providers.ollama.keep_alive", "{keep:?}");
+        }
+        for keep in ["10m", "1h30m", "-1m", "0s", "1.5h", "300ms"] {
+            parse_patch(&json!({"providers": {"ollama": {"keep_alive": keep}}}))
+                .unwrap_or_else(|e| panic!("{keep}: {e}"));
+        }
+        let err = refused(json!({"providers": {"ollama": {"num_ctx": 100}}}));
+        assert_eq!(err.field(), "providers.ollama.num_ctx");
+        let err = refused(json!({"providers": {"ollama": {"think": "yes"}}}));
+        assert_eq!(err.field(), "providers.ollama.think");
+        // Ollama's own options on another provider would be stored and never read.
+        for field in ["keep_alive", "num_ctx", "think"] {
+            let value = match field {
+                "keep_alive" => json!("10m"),
+                "num_ctx" => json!(8192),
+                _ => json!(true),
+            };
+            let err = refused(json!({"providers": {"openai": {field: value}}}));
+            assert_eq!(err.field(), format!("providers.openai.{field}"));
+            assert!(err.to_string().contains("only Ollama"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_provider_option_of_the_patrol_route_moves_its_transport() {
+        let before = resolve(&[&json!({"patrol_model": "ollama:qwen2.5"})]).unwrap();
+        let after = resolve(&[&json!({"patrol_model": "ollama:qwen2.5",
+            "providers": {"ollama": {"streaming": "off"}}})])
+        .unwrap();
+        assert!(before.patrol_transport_differs(&after));
+        let other = resolve(&[&json!({"patrol_model": "ollama:qwen2.5",
+            "providers": {"openai": {"streaming": "off"}}})])
+        .unwrap();
+        assert!(!before.patrol_transport_differs(&other));
     }
 }

@@ -270,10 +270,28 @@ impl ConfigLayer {
         let mut providers = Map::new();
         let mut environment_keys = std::collections::BTreeSet::new();
         for (id, provider) in &config.providers {
-            match &provider.base_url {
-                Some(url) => providers.insert(id.clone(), json!({ "base_url": url })),
-                None => providers.insert(id.clone(), json!({})),
-            };
+            let mut entry = Map::new();
+            let fields = [
+                ("base_url", provider.base_url.as_ref().map(|v| json!(v))),
+                ("streaming", provider.streaming.as_ref().map(|v| json!(v))),
+                (
+                    "tool_calls_from_text",
+                    provider.tool_calls_from_text.as_ref().map(|v| json!(v)),
+                ),
+                (
+                    "request_timeout_seconds",
+                    provider.request_timeout_seconds.map(|v| json!(v)),
+                ),
+                ("keep_alive", provider.keep_alive.as_ref().map(|v| json!(v))),
+                ("num_ctx", provider.num_ctx.map(|v| json!(v))),
+                ("think", provider.think.map(|v| json!(v))),
+            ];
+            for (key, value) in fields {
+                if let Some(value) = value {
+                    entry.insert(key.to_owned(), value);
+                }
+            }
+            providers.insert(id.clone(), Value::Object(entry));
             if provider.api_key.as_ref().is_some_and(|k| !k.0.is_empty()) {
                 environment_keys.insert(id.clone());
             }

@@ -146,6 +146,7 @@ async fn config_layer_keeps_keys_out_and_rejects_bad_values() -> anyhow::Result<
         pulse_config::AiProviderConfig {
             api_key: Some(pulse_config::SecretString("sk-env".to_owned())),
             base_url: Some("http://127.0.0.1:9/v1".to_owned()),
+            ..Default::default()
         },
     );
     let layer = ConfigLayer::from_config(&config)?;

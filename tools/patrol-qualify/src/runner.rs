@@ -1427,6 +1427,7 @@ mod tests {
             configured: false,
             key_source: None,
             base_url: base_url.map(str::to_owned),
+            options: Default::default(),
         };
         let settings = BTreeMap::from([
             (

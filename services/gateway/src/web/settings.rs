@@ -11,8 +11,8 @@ use pulse_api::patrol::RunsQuery;
 use pulse_api::settings::{KeySource, PreflightView};
 use pulse_domain::Scope;
 use pulse_domain::ai_settings::{
-    AlertTriggersPatch, Budgets, BudgetsPatch, MinSeverity, PatchBody, ProviderPatch,
-    is_dollar_amount,
+    AlertTriggersPatch, AutoSwitch, Budgets, BudgetsPatch, MinSeverity, PatchBody, ProviderPatch,
+    default_base_url, is_dollar_amount, is_ollama,
 };
 use pulse_domain::patrol::run::PatrolRun;
 use pulse_domain::patrol::status::ReadinessCheckId;
@@ -270,6 +270,70 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                         }
                     }
                 }
+                h3 { "Connection" }
+                p class="hint" {
+                    "An empty base URL is the provider's default. Streaming auto asks again without streaming when a server refuses a streamed request with tools. "
+                    "Tool calls from text auto is on for model servers you run. An empty timeout is "
+                    (pulse_domain::ai_settings::DEFAULT_REQUEST_TIMEOUT_SECONDS) " s."
+                }
+                div class="table-wrap" {
+                    table id="provider-connections" {
+                        thead { tr { th { "Provider" } th { "Base URL" } th { "Streaming" } th { "Tool calls from text" } th { "Timeout (s)" } } }
+                        tbody {
+                            @for (id, provider) in &settings.providers {
+                                tr {
+                                    td { (id) }
+                                    td {
+                                        (remembered(&format!("base_url.{id}"), provider.base_url.as_deref().unwrap_or("")))
+                                        label class="visually-hidden" for={"base-url-" (id)} { (id) " base URL" }
+                                        input id={"base-url-" (id)} name={"base_url." (id)} type="url" size="28"
+                                            placeholder=(default_base_url(id).unwrap_or("required"))
+                                            value=(provider.base_url.as_deref().unwrap_or(""));
+                                    }
+                                    td { (switch_select(&format!("streaming.{id}"), &format!("{id} streaming"), provider.options.streaming)) }
+                                    td { (switch_select(&format!("tool_calls_from_text.{id}"), &format!("{id} tool calls from text"), provider.options.tool_calls_from_text)) }
+                                    td {
+                                        @let timeout = provider.options.request_timeout_seconds.map(|s| s.to_string()).unwrap_or_default();
+                                        (remembered(&format!("request_timeout_seconds.{id}"), &timeout))
+                                        label class="visually-hidden" for={"timeout-" (id)} { (id) " request timeout in seconds" }
+                                        input id={"timeout-" (id)} name={"request_timeout_seconds." (id)} type="number" size="6"
+                                            min=(pulse_domain::ai_settings::REQUEST_TIMEOUT_MIN_SECONDS)
+                                            max=(pulse_domain::ai_settings::REQUEST_TIMEOUT_MAX_SECONDS)
+                                            value=(timeout);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                @for (id, provider) in settings.providers.iter().filter(|(id, _)| is_ollama(id)) {
+                    h3 { "Ollama (" (id) ")" }
+                    div class="grid" {
+                        p {
+                            @let keep = provider.options.keep_alive.clone().unwrap_or_default();
+                            (remembered(&format!("keep_alive.{id}"), &keep))
+                            label for={"keep-alive-" (id)} { "Keep the model loaded for (10m; -1m: always; empty: server default)" }
+                            input id={"keep-alive-" (id)} name={"keep_alive." (id)} size="8" value=(keep);
+                        }
+                        p {
+                            @let ctx = provider.options.num_ctx.map(|n| n.to_string()).unwrap_or_default();
+                            (remembered(&format!("num_ctx.{id}"), &ctx))
+                            label for={"num-ctx-" (id)} { "Context window in tokens (empty: server default)" }
+                            input id={"num-ctx-" (id)} name={"num_ctx." (id)} type="number" size="8"
+                                min=(pulse_domain::ai_settings::NUM_CTX_MIN) max=(pulse_domain::ai_settings::NUM_CTX_MAX) value=(ctx);
+                        }
+                        p {
+                            @let think = match provider.options.think { None => "", Some(true) => "on", Some(false) => "off" };
+                            (remembered(&format!("think.{id}"), think))
+                            label for={"think-" (id)} { "Thinking models think first" }
+                            select id={"think-" (id)} name={"think." (id)} {
+                                option value="" selected[think.is_empty()] { "server default" }
+                                option value="on" selected[think == "on"] { "on" }
+                                option value="off" selected[think == "off"] { "off" }
+                            }
+                        }
+                    }
+                }
                 p {
                     label for="patrol_model" { "Patrol model (provider:model)" }
                     input id="patrol_model" name="patrol_model" value=(settings.patrol_model.as_deref().unwrap_or("")) size="40";
@@ -328,6 +392,122 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
     layout::page(&user, "Settings", Nav::Settings, body)
 }
 
+/// A hidden copy of a field's shown value, so a save patches only the fields the operator
+/// changed.
+fn remembered(name: &str, value: &str) -> Markup {
+    html! { input type="hidden" name={"was." (name)} value=(value); }
+}
+
+/// A select of the three switch values for `name`, with its shown value remembered.
+fn switch_select(name: &str, label: &str, current: AutoSwitch) -> Markup {
+    let id = name.replace('.', "-");
+    html! {
+        (remembered(name, current.as_str()))
+        label class="visually-hidden" for=(id) { (label) }
+        select id=(id) name=(name) {
+            @for value in AutoSwitch::ALL {
+                option value=(value.as_str()) selected[value == current] { (value.as_str()) }
+            }
+        }
+    }
+}
+
+/// The submitted value of `name` when it differs from the value the page showed (a field
+/// without a remembered value counts as changed). Trimmed.
+fn changed<'a>(form: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    let value = form.get(name)?.trim();
+    match form.get(&format!("was.{name}")) {
+        Some(was) if was.trim() == value => None,
+        _ => Some(value),
+    }
+}
+
+/// The provider fields of a form: each changed one, an empty one resetting to the default.
+fn provider_options(form: &HashMap<String, String>, patch: &mut PatchBody) -> Result<(), ApiError> {
+    let providers: Vec<String> = form
+        .keys()
+        .filter_map(|key| {
+            [
+                "base_url.",
+                "streaming.",
+                "tool_calls_from_text.",
+                "request_timeout_seconds.",
+                "keep_alive.",
+                "num_ctx.",
+                "think.",
+            ]
+            .iter()
+            .find_map(|prefix| key.strip_prefix(prefix))
+            .map(str::to_owned)
+        })
+        .collect();
+    for id in providers {
+        let text = |field: &str| {
+            changed(form, &format!("{field}.{id}"))
+                .map(|value| (!value.is_empty()).then(|| value.to_owned()))
+        };
+        let switch = |field: &str| -> Result<Option<Option<AutoSwitch>>, ApiError> {
+            text(field)
+                .map(|value| {
+                    value
+                        .map(|v| {
+                            AutoSwitch::parse(&v).ok_or_else(|| {
+                                invalid(&format!("providers.{id}.{field}"), "auto, on or off")
+                            })
+                        })
+                        .transpose()
+                })
+                .transpose()
+        };
+        let number = |field: &str| -> Result<Option<Option<u32>>, ApiError> {
+            text(field)
+                .map(|value| {
+                    value
+                        .map(|v| {
+                            v.parse::<u32>().map_err(|_| {
+                                invalid(&format!("providers.{id}.{field}"), "a whole number")
+                            })
+                        })
+                        .transpose()
+                })
+                .transpose()
+        };
+        let think = match text("think") {
+            None => None,
+            Some(None) => Some(None),
+            Some(Some(v)) if v == "on" => Some(Some(true)),
+            Some(Some(v)) if v == "off" => Some(Some(false)),
+            Some(Some(_)) => {
+                return Err(invalid(
+                    &format!("providers.{id}.think"),
+                    "on, off or empty",
+                ));
+            }
+        };
+        let options = ProviderPatch {
+            base_url: text("base_url"),
+            streaming: switch("streaming")?,
+            tool_calls_from_text: switch("tool_calls_from_text")?,
+            request_timeout_seconds: number("request_timeout_seconds")?,
+            keep_alive: text("keep_alive"),
+            num_ctx: number("num_ctx")?,
+            think,
+            api_key: None,
+        };
+        if options != ProviderPatch::default() {
+            let entry = patch.providers.entry(id).or_default();
+            entry.base_url = options.base_url;
+            entry.streaming = options.streaming;
+            entry.tool_calls_from_text = options.tool_calls_from_text;
+            entry.request_timeout_seconds = options.request_timeout_seconds;
+            entry.keep_alive = options.keep_alive;
+            entry.num_ctx = options.num_ctx;
+            entry.think = options.think;
+        }
+    }
+    Ok(())
+}
+
 fn invalid(field: &str, why: &str) -> ApiError {
     ApiError::new(
         pulse_capabilities::ErrorCode::InvalidParameter,
@@ -343,28 +523,25 @@ fn patch(form: &HashMap<String, String>) -> Result<PatchBody, ApiError> {
         if let Some(provider) = key.strip_prefix("clear.")
             && value == "yes"
         {
-            patch.providers.insert(
-                provider.to_owned(),
-                ProviderPatch {
-                    api_key: Some(None),
-                    base_url: None,
-                },
-            );
+            patch
+                .providers
+                .entry(provider.to_owned())
+                .or_default()
+                .api_key = Some(None);
         }
     }
     for (key, value) in form {
         if let Some(provider) = key.strip_prefix("key.")
             && !value.trim().is_empty()
         {
-            patch.providers.insert(
-                provider.to_owned(),
-                ProviderPatch {
-                    api_key: Some(Some(value.trim().to_owned())),
-                    base_url: None,
-                },
-            );
+            patch
+                .providers
+                .entry(provider.to_owned())
+                .or_default()
+                .api_key = Some(Some(value.trim().to_owned()));
         }
     }
+    provider_options(form, &mut patch)?;
     if let Some(model) = form.get("patrol_model") {
         let model = model.trim();
         patch.patrol_model = Some((!model.is_empty()).then(|| model.to_owned()));
@@ -471,7 +648,7 @@ mod tests {
         .unwrap();
         let key = |api_key: Option<&str>| ProviderPatch {
             api_key: Some(api_key.map(str::to_owned)),
-            base_url: None,
+            ..ProviderPatch::default()
         };
         assert_eq!(
             body,
@@ -519,6 +696,72 @@ mod tests {
         ]);
         assert!(
             err.message.starts_with("alert_triggers.min_severity"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn provider_connection_fields_patch_only_what_changed() {
+        let body = patch(&form(&[
+            // Unchanged: shown and submitted alike.
+            ("was.base_url.openai", ""),
+            ("base_url.openai", ""),
+            ("was.streaming.openai", "auto"),
+            ("streaming.openai", "auto"),
+            // Changed.
+            ("was.base_url.ollama", ""),
+            ("base_url.ollama", " http://127.0.0.1:11434 "),
+            ("was.streaming.ollama", "auto"),
+            ("streaming.ollama", "off"),
+            ("was.request_timeout_seconds.ollama", ""),
+            ("request_timeout_seconds.ollama", "900"),
+            ("was.num_ctx.ollama", ""),
+            ("num_ctx.ollama", "8192"),
+            ("was.think.ollama", ""),
+            ("think.ollama", "off"),
+            // Emptied: back to the default.
+            ("was.keep_alive.ollama", "10m"),
+            ("keep_alive.ollama", ""),
+            ("key.ollama", "local-key"),
+        ]))
+        .unwrap();
+        assert!(!body.providers.contains_key("openai"), "{body:?}");
+        let ollama = &body.providers["ollama"];
+        assert_eq!(
+            ollama.base_url,
+            Some(Some("http://127.0.0.1:11434".to_owned()))
+        );
+        assert_eq!(ollama.streaming, Some(Some(AutoSwitch::Off)));
+        assert_eq!(ollama.tool_calls_from_text, None);
+        assert_eq!(ollama.request_timeout_seconds, Some(Some(900)));
+        assert_eq!(ollama.num_ctx, Some(Some(8_192)));
+        assert_eq!(ollama.think, Some(Some(false)));
+        assert_eq!(ollama.keep_alive, Some(None));
+        assert_eq!(ollama.api_key, Some(Some("local-key".to_owned())));
+        let checked = crate::settings::typed_patch(&body).expect("a valid patch");
+        assert_eq!(
+            checked.changed_fields(),
+            [
+                "providers.ollama.api_key",
+                "providers.ollama.base_url",
+                "providers.ollama.keep_alive",
+                "providers.ollama.num_ctx",
+                "providers.ollama.request_timeout_seconds",
+                "providers.ollama.streaming",
+                "providers.ollama.think",
+            ]
+        );
+        let err = patch_err(&[("streaming.openai", "sometimes")]);
+        assert!(
+            err.message.starts_with("providers.openai.streaming"),
+            "{}",
+            err.message
+        );
+        let err = patch_err(&[("request_timeout_seconds.openai", "soon")]);
+        assert!(
+            err.message
+                .starts_with("providers.openai.request_timeout_seconds"),
             "{}",
             err.message
         );
