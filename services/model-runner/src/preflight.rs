@@ -23,6 +23,7 @@ use pulse_agent_loop::provider::{
 };
 use pulse_agent_loop::route::Route;
 use pulse_capabilities::ArgumentSchema;
+use pulse_domain::ai_settings::AutoSwitch;
 
 /// The name of the preflight's one tool.
 pub const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";
@@ -37,9 +38,9 @@ pub struct RouteConnection {
     /// Overrides the registry's default base URL.
     pub base_url: Option<String>,
     pub api_key: Option<String>,
-    /// The operator's choice for turning tool calls written as text into tool calls; `None`
+    /// The provider setting for turning tool calls written as text into tool calls; `auto`
     /// leaves it to the route class (see [`RouteConnection::tool_calls_from_text`]).
-    pub tool_calls_from_text: Option<bool>,
+    pub tool_calls_from_text: AutoSwitch,
 }
 
 impl std::fmt::Debug for RouteConnection {
@@ -59,7 +60,7 @@ impl RouteConnection {
             route,
             base_url: None,
             api_key: None,
-            tool_calls_from_text: None,
+            tool_calls_from_text: AutoSwitch::Auto,
         }
     }
 
@@ -73,19 +74,18 @@ impl RouteConnection {
         self
     }
 
-    /// Sets (`Some`) or leaves to the route class (`None`) whether calls written as text become
-    /// tool calls.
-    pub fn with_tool_calls_from_text(mut self, enabled: Option<bool>) -> Self {
-        self.tool_calls_from_text = enabled;
+    /// The provider's `tool_calls_from_text` setting.
+    pub fn with_tool_calls_from_text(mut self, setting: AutoSwitch) -> Self {
+        self.tool_calls_from_text = setting;
         self
     }
 
-    /// Whether calls the model writes as text become tool calls on this route: the operator's
-    /// choice, else on for local model servers (where small models without a working tool-call
-    /// template run) and off for hosted APIs, whose models call tools natively.
+    /// Whether calls the model writes as text become tool calls on this route: the provider
+    /// setting, where `auto` is on for local model servers (where small models without a
+    /// working tool-call template run) and off for hosted APIs, whose models call natively.
     pub fn tool_calls_from_text(&self) -> bool {
         self.tool_calls_from_text
-            .unwrap_or(self.route_class() == RouteClass::LocalModelServer)
+            .resolve(self.route_class() == RouteClass::LocalModelServer)
     }
 
     /// The route class at the configured address.

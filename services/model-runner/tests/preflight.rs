@@ -8,6 +8,7 @@ use chrono::{TimeZone as _, Utc};
 use pulse_agent_loop::provider::FailureCause;
 use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::route::Route;
+use pulse_domain::ai_settings::AutoSwitch;
 use pulse_model_runner::preflight::{
     ManualClock, PREFLIGHT_TOOL, Preflight, PreflightCache, PreflightCause, PreflightSettings,
     Readiness, RouteConnection,
@@ -360,7 +361,7 @@ async fn a_preflight_call_written_as_text_passes_on_a_local_route_and_says_so() 
     assert!(pf.readiness(&local).is_ready());
 
     // Turned off, the same answer is a model that did not call the tool.
-    let off = at_sim(&sim, "llamacpp:sim-model").with_tool_calls_from_text(Some(false));
+    let off = at_sim(&sim, "llamacpp:sim-model").with_tool_calls_from_text(AutoSwitch::Off);
     let outcome = pf.run(&off).await;
     assert!(!outcome.ready);
     assert_eq!(outcome.tool_calls_recovered, 0);
