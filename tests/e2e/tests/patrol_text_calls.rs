@@ -154,21 +154,29 @@ impl Fleet {
         Ok(findings::list(&tx, ListFilter::IncludeResolved, None, Utc::now()).await?)
     }
 
-    /// The model-runner's `pulse_model_tool_calls_recovered_total` for `surface` on this
-    /// llama.cpp route (0 before the first).
-    async fn recovered_metric(&self, surface: &str) -> anyhow::Result<f64> {
+    async fn metrics_text(&self) -> anyhow::Result<String> {
         let url = match &self.runner {
             Some(runner) => format!("{}/metrics", runner.health_url),
             None => anyhow::bail!("no model-runner"),
         };
-        let text = reqwest::get(&url).await?.text().await?;
-        let series = format!(
-            "pulse_model_tool_calls_recovered_total{{surface=\"{surface}\",provider=\"llamacpp\",route_class=\"local_model_server\"}}"
-        );
+        Ok(reqwest::get(&url).await?.text().await?)
+    }
+
+    /// The model-runner's `pulse_model_tool_calls_recovered_total` for `surface` on this
+    /// llama.cpp route (0 before the first).
+    async fn recovered_metric(&self, surface: &str) -> anyhow::Result<f64> {
+        let text = self.metrics_text().await?;
+        let labels = [
+            format!("surface=\"{surface}\""),
+            "provider=\"llamacpp\"".to_owned(),
+            "route_class=\"local_model_server\"".to_owned(),
+        ];
         Ok(text
             .lines()
-            .find_map(|line| line.strip_prefix(&series))
-            .and_then(|value| value.trim().parse().ok())
+            .filter(|line| line.starts_with("pulse_model_tool_calls_recovered_total{"))
+            .find(|line| labels.iter().all(|l| line.contains(l.as_str())))
+            .and_then(|line| line.rsplit(' ').next())
+            .and_then(|value| value.parse().ok())
             .unwrap_or(0.0))
     }
 
@@ -247,7 +255,8 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
     assert!(reported, "the finding came from a recovered call: {first}");
     assert!(
         fleet.recovered_metric("patrol").await? >= calls as f64,
-        "patrol metric"
+        "patrol metric: {}",
+        fleet.metrics_text().await?
     );
     assert!(
         fleet.recovered_metric("patrol_preflight").await? >= 1.0,
