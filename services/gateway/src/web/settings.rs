@@ -634,6 +634,30 @@ mod tests {
     }
 
     #[test]
+    fn a_preflight_passed_through_a_recovered_call_says_so() {
+        let mut view = PreflightView {
+            route: "llamacpp:qwen2.5-coder-1.5b".to_owned(),
+            model: "qwen2.5-coder-1.5b".to_owned(),
+            ok: true,
+            tool_call_observed: true,
+            tool_calls_recovered: 0,
+            cause: None,
+            summary: "the model answered and called the preflight tool".to_owned(),
+            recommendation: None,
+            action: None,
+            checked_at: chrono::Utc::now(),
+        };
+        let native = preflight_facts(&view).into_string();
+        assert!(!native.contains("recovered from text"), "{native}");
+        view.tool_calls_recovered = 1;
+        let recovered = preflight_facts(&view).into_string();
+        assert!(
+            recovered.contains("<dt>tool calls recovered from text</dt><dd>1</dd>"),
+            "{recovered}"
+        );
+    }
+
+    #[test]
     fn a_form_patches_only_what_it_holds_and_keys_only_when_typed() {
         let body = patch(&form(&[
             ("key.openai", ""),
