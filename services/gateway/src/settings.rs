@@ -414,6 +414,7 @@ mod tests {
 
     use chrono::DateTime;
     use pulse_bus::Subjects;
+    use pulse_domain::patrol::readiness::TurnTransport;
     use pulse_store::settings::MasterKey;
 
     #[test]
@@ -541,6 +542,7 @@ mod tests {
             checked_at: DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z")
                 .unwrap()
                 .with_timezone(&Utc),
+            transport: Some(TurnTransport::Streamed),
         };
         let empty = BTreeSet::new();
         let shown = view(settings.clone(), &stored, 3, &empty, &empty, Some(&record));

@@ -125,9 +125,8 @@ pub async fn route_connection(
         ConnectionError::NoRoute(format!("the {} route is not usable: {e}", purpose.label()))
     })?;
     let base_url = resolved.base_url(patrol_route.provider).map(str::to_owned);
-    let options = resolved.provider_options(patrol_route.provider);
     let mut connection =
-        RouteConnection::new(route).with_tool_calls_from_text(options.tool_calls_from_text);
+        RouteConnection::new(route).with_options(resolved.provider_options(patrol_route.provider));
     if let Some(url) = &base_url {
         connection = connection.with_base_url(url.clone());
     }

@@ -18,12 +18,13 @@ use crate::registry::{ApiKey, RouteClass};
 use pulse_agent_loop::agent_loop::text_calls;
 use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::provider::{
-    ChatRequest, FailureCause, Message, PATROL_STALL, ProviderConfig, ProviderFailure, Timeouts,
-    Tool, ToolChoice, Usage,
+    ChatRequest, FailureCause, Message, PATROL_STALL, ProviderConfig, ProviderFailure, Streaming,
+    Timeouts, Tool, ToolChoice, Usage,
 };
 use pulse_agent_loop::route::Route;
 use pulse_capabilities::ArgumentSchema;
-use pulse_domain::ai_settings::AutoSwitch;
+use pulse_domain::ai_settings::{AutoSwitch, ProviderOptions};
+use pulse_domain::patrol::readiness::TurnTransport;
 
 /// The name of the preflight's one tool.
 pub const PREFLIGHT_TOOL: &str = "pulse_preflight_ping";
@@ -38,9 +39,8 @@ pub struct RouteConnection {
     /// Overrides the registry's default base URL.
     pub base_url: Option<String>,
     pub api_key: Option<String>,
-    /// The provider setting for turning tool calls written as text into tool calls; `auto`
-    /// leaves it to the route class (see [`RouteConnection::tool_calls_from_text`]).
-    pub tool_calls_from_text: AutoSwitch,
+    /// The provider's options from the settings (streaming, timeout, Ollama's own).
+    pub options: ProviderOptions,
 }
 
 impl std::fmt::Debug for RouteConnection {
@@ -49,7 +49,7 @@ impl std::fmt::Debug for RouteConnection {
             .field("route", &self.route.to_string())
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| ".."))
-            .field("tool_calls_from_text", &self.tool_calls_from_text)
+            .field("options", &self.options)
             .finish()
     }
 }
@@ -60,8 +60,21 @@ impl RouteConnection {
             route,
             base_url: None,
             api_key: None,
-            tool_calls_from_text: AutoSwitch::Auto,
+            options: ProviderOptions::default(),
         }
+    }
+
+    pub fn with_options(mut self, options: ProviderOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Whether tool calls the model writes as text may become tool calls on this route: the
+    /// setting, with `auto` on for model servers the operator runs.
+    pub fn tool_calls_from_text(&self) -> bool {
+        self.options
+            .tool_calls_from_text
+            .resolve(self.route_class() == RouteClass::LocalModelServer)
     }
 
     pub fn with_base_url(mut self, url: impl Into<String>) -> Self {
@@ -72,20 +85,6 @@ impl RouteConnection {
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
         self
-    }
-
-    /// The provider's `tool_calls_from_text` setting.
-    pub fn with_tool_calls_from_text(mut self, setting: AutoSwitch) -> Self {
-        self.tool_calls_from_text = setting;
-        self
-    }
-
-    /// Whether calls the model writes as text become tool calls on this route: the provider
-    /// setting, where `auto` is on for local model servers (where small models without a
-    /// working tool-call template run) and off for hosted APIs, whose models call natively.
-    pub fn tool_calls_from_text(&self) -> bool {
-        self.tool_calls_from_text
-            .resolve(self.route_class() == RouteClass::LocalModelServer)
     }
 
     /// The route class at the configured address.
@@ -127,11 +126,38 @@ impl RouteConnection {
         self.api_key.as_deref().filter(|k| !k.trim().is_empty())
     }
 
-    /// The transport settings for this route, or why it cannot be called at all.
-    pub fn provider_config(&self, timeouts: Timeouts) -> Result<ProviderConfig, NotConfigured> {
+    /// The transport settings for this route within `bounds`, or why it cannot be called at
+    /// all: the provider's own request timeout (capped by `bounds`), streaming mode and Ollama
+    /// options apply.
+    pub fn provider_config(
+        &self,
+        bounds: &PreflightSettings,
+    ) -> Result<ProviderConfig, NotConfigured> {
         let entry = self.route.provider();
         let base_url = self.base_url().ok_or(NotConfigured::BaseUrl)?;
-        let mut config = ProviderConfig::new(entry.protocol, base_url).with_timeouts(timeouts);
+        let request = self
+            .options
+            .request_timeout_seconds
+            .map(|s| Duration::from_secs(s.into()))
+            .map_or(bounds.request_timeout, |t| {
+                t.min(bounds.request_timeout_cap)
+            });
+        let timeouts = PreflightSettings {
+            request_timeout: request,
+            ..*bounds
+        }
+        .timeouts(self.route_class());
+        let mut config = ProviderConfig::new(entry.protocol, base_url)
+            .with_timeouts(timeouts)
+            .with_retry_backoff(bounds.retry_backoff)
+            .with_streaming(match self.options.streaming {
+                AutoSwitch::Auto => Streaming::Auto,
+                AutoSwitch::On => Streaming::On,
+                AutoSwitch::Off => Streaming::Off,
+            });
+        config.ollama_keep_alive = self.options.keep_alive.clone();
+        config.ollama_num_ctx = self.options.num_ctx;
+        config.ollama_think = self.options.think;
         match (self.api_key(), entry.api_key) {
             (Some(key), _) => config = config.with_api_key(key),
             (None, ApiKey::Required) => return Err(NotConfigured::ApiKey),
@@ -191,6 +217,8 @@ pub struct PreflightOutcome {
     pub tool_calls_recovered: u32,
     pub checked_at: DateTime<Utc>,
     pub elapsed_ms: u64,
+    /// How the answer came, when one came.
+    pub transport: Option<TurnTransport>,
     /// What the provider reported, for the cost ledger.
     #[serde(skip)]
     pub usage: Option<Usage>,
@@ -209,6 +237,8 @@ const RECOVERED_RECOMMENDATION: &str = "this model does not call tools natively 
 pub struct PreflightSettings {
     /// The operator's provider request timeout: the bound for the whole call.
     pub request_timeout: Duration,
+    /// The longest a provider's own `request_timeout_seconds` may make a call here.
+    pub request_timeout_cap: Duration,
     /// How long a hosted API may take to start answering. Local model servers are not held to
     /// it: a cold model may load for a minute before the first byte, which is slow, not broken.
     pub response_header_timeout: Duration,
@@ -219,7 +249,12 @@ pub struct PreflightSettings {
 impl Default for PreflightSettings {
     fn default() -> Self {
         Self {
-            request_timeout: Duration::from_secs(300),
+            request_timeout: Duration::from_secs(
+                pulse_domain::ai_settings::DEFAULT_REQUEST_TIMEOUT_SECONDS.into(),
+            ),
+            request_timeout_cap: Duration::from_secs(
+                pulse_domain::ai_settings::REQUEST_TIMEOUT_MAX_SECONDS.into(),
+            ),
             response_header_timeout: Duration::from_secs(60),
             retry_backoff: Duration::from_secs(1),
         }
@@ -433,10 +468,11 @@ impl Preflight {
             tool_calls_recovered: 0,
             checked_at,
             elapsed_ms: 0,
+            transport: None,
             usage: None,
         };
-        let config = match connection.provider_config(self.settings.timeouts(class)) {
-            Ok(config) => config.with_retry_backoff(self.settings.retry_backoff),
+        let config = match connection.provider_config(&self.settings) {
+            Ok(config) => config,
             Err(missing) => {
                 return PreflightOutcome {
                     cause: Some(PreflightCause::NotConfigured),
@@ -456,6 +492,12 @@ impl Preflight {
         let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         match result {
             Ok(response) => {
+                let transport = Some(if response.buffered {
+                    TurnTransport::Buffered
+                } else {
+                    TurnTransport::Streamed
+                });
+                let base = PreflightOutcome { transport, ..base };
                 let called = response
                     .tool_calls
                     .iter()

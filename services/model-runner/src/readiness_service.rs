@@ -66,6 +66,8 @@ const REDELIVERY: Backoff = Backoff::new(RETRY_DELAY, Duration::from_secs(60)).j
 fn preflight_settings() -> PreflightSettings {
     PreflightSettings {
         request_timeout: Duration::from_secs(60),
+        // Two attempts of a provider's own longer timeout still end within the gateway's wait.
+        request_timeout_cap: Duration::from_secs(70),
         response_header_timeout: Duration::from_secs(30),
         retry_backoff: Duration::from_secs(1),
     }
@@ -210,6 +212,7 @@ impl PreflightRunner {
                 ),
                 action: Some(crate::preflight::PROVIDER_SETTINGS_ACTION.to_owned()),
                 checked_at: Utc::now(),
+                transport: None,
             })),
         }
     }
@@ -359,6 +362,7 @@ pub fn record_of(outcome: PreflightOutcome, base_url: Option<String>) -> Preflig
         recommendation: outcome.recommendation,
         action: outcome.action.map(str::to_owned),
         checked_at: outcome.checked_at,
+        transport: outcome.transport,
     }
 }
 
@@ -534,11 +538,16 @@ mod tests {
             tool_calls_recovered: 0,
             checked_at: Utc::now(),
             elapsed_ms: 12,
+            transport: Some(pulse_domain::patrol::readiness::TurnTransport::Buffered),
             usage: None,
         };
         let record = record_of(outcome, Some("http://127.0.0.1:9/v1".to_owned()));
         assert_eq!(record.cause.as_deref(), Some("auth"));
         assert_eq!(record.route, "openai:gpt-4.1-mini");
+        assert_eq!(
+            record.transport,
+            Some(pulse_domain::patrol::readiness::TurnTransport::Buffered)
+        );
         assert!(!record.ok);
         assert_eq!(
             record.state(),

@@ -8,13 +8,16 @@ use chrono::{TimeZone as _, Utc};
 use pulse_agent_loop::provider::FailureCause;
 use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::route::Route;
-use pulse_domain::ai_settings::AutoSwitch;
+use pulse_domain::ai_settings::{AutoSwitch, ProviderOptions};
+use pulse_domain::patrol::readiness::TurnTransport;
 use pulse_model_runner::preflight::{
     ManualClock, PREFLIGHT_TOOL, Preflight, PreflightCache, PreflightCause, PreflightSettings,
     Readiness, RouteConnection,
 };
 use pulse_model_runner::registry::RouteClass;
-use pulse_test_support::provider_sim::{Delivery, ProviderSim, Script, SimError, Step, Turn};
+use pulse_test_support::provider_sim::{
+    Delivery, Persona, ProviderSim, Script, SimError, Step, Turn,
+};
 use serde_json::json;
 
 const TTL: Duration = Duration::from_secs(600);
@@ -22,6 +25,7 @@ const TTL: Duration = Duration::from_secs(600);
 fn settings() -> PreflightSettings {
     PreflightSettings {
         request_timeout: Duration::from_secs(10),
+        request_timeout_cap: Duration::from_secs(10),
         response_header_timeout: Duration::from_secs(5),
         retry_backoff: Duration::from_millis(20),
     }
@@ -100,6 +104,119 @@ async fn diligent_model_is_ready_on_every_protocol() -> anyhow::Result<()> {
             r.body
         );
     }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_stream_tool_requests_passes_unstreamed_and_says_so()
+-> anyhow::Result<()> {
+    // llama-cpp-python's server breaks a streamed request with tools; auto asks again unstreamed.
+    let sim = ProviderSim::start_as(
+        Script::looping(PREFLIGHT_TOOL, json!({"ok": true})),
+        Persona::LlamaCppPython,
+    )
+    .await?;
+    let (pf, _clock) = preflight(settings());
+    let conn = at_sim(&sim, "lmstudio:qwen2.5-coder-1.5b");
+    let outcome = pf.run(&conn).await;
+    assert!(outcome.ready, "{outcome:?}");
+    assert!(outcome.observed_tool_call);
+    assert_eq!(outcome.transport, Some(TurnTransport::Buffered));
+    let streamed: Vec<bool> = sim.requests().iter().map(|r| r.stream).collect();
+    assert_eq!(streamed, [true, false]);
+
+    // Streaming on: the broken stream is the outcome, and no unstreamed request is made.
+    sim.clear_requests();
+    let forced = at_sim(&sim, "lmstudio:qwen2.5-coder-1.5b").with_options(ProviderOptions {
+        streaming: AutoSwitch::On,
+        ..ProviderOptions::default()
+    });
+    let outcome = pf.run(&forced).await;
+    assert!(!outcome.ready, "{outcome:?}");
+    assert_eq!(outcome.transport, None);
+    assert!(sim.requests().iter().all(|r| r.stream));
+
+    // A standard server streams.
+    let standard = ProviderSim::start(Script::looping(PREFLIGHT_TOOL, json!({"ok": true}))).await?;
+    let outcome = pf.run(&at_sim(&standard, "openai:sim-model")).await;
+    assert_eq!(outcome.transport, Some(TurnTransport::Streamed));
+    Ok(())
+}
+
+#[test]
+fn the_provider_options_of_the_settings_reach_the_transport() {
+    use pulse_agent_loop::provider::Streaming;
+    let options = ProviderOptions {
+        streaming: AutoSwitch::Off,
+        request_timeout_seconds: Some(900),
+        keep_alive: Some("-1m".to_owned()),
+        num_ctx: Some(8_192),
+        think: Some(true),
+        ..ProviderOptions::default()
+    };
+    let conn = RouteConnection::new(route("ollama:qwen2.5")).with_options(options);
+    let bounds = PreflightSettings {
+        request_timeout_cap: Duration::from_secs(600),
+        ..settings()
+    };
+    let config = conn.provider_config(&bounds).expect("configured");
+    assert_eq!(config.streaming, Streaming::Off);
+    assert_eq!(config.ollama_keep_alive.as_deref(), Some("-1m"));
+    assert_eq!(config.ollama_num_ctx, Some(8_192));
+    assert_eq!(config.ollama_think, Some(true));
+    // The provider's 900 s, capped by the service's 600 s; a local server waits as long for
+    // its first byte.
+    assert_eq!(config.timeouts.request, Duration::from_secs(600));
+    assert_eq!(config.timeouts.response_header, Duration::from_secs(600));
+    assert_eq!(config.retry_backoff, Duration::from_millis(20));
+    // No option set: the service's own bound, streaming auto, nothing of Ollama's.
+    let plain = RouteConnection::new(route("ollama:qwen2.5"))
+        .provider_config(&bounds)
+        .expect("configured");
+    assert_eq!(plain.timeouts.request, Duration::from_secs(10));
+    assert_eq!(plain.streaming, Streaming::Auto);
+    assert_eq!(plain.ollama_keep_alive, None);
+    // Tool calls from text: auto is on for a model server the operator runs, off for a hosted
+    // API, and the setting overrides either.
+    assert!(RouteConnection::new(route("ollama:qwen2.5")).tool_calls_from_text());
+    assert!(!RouteConnection::new(route("openai:gpt-4.1-mini")).tool_calls_from_text());
+    let on = ProviderOptions {
+        tool_calls_from_text: AutoSwitch::On,
+        ..ProviderOptions::default()
+    };
+    assert!(
+        RouteConnection::new(route("openai:gpt-4.1-mini"))
+            .with_options(on)
+            .tool_calls_from_text()
+    );
+}
+
+#[tokio::test]
+async fn a_provider_request_timeout_bounds_the_call_within_the_cap() -> anyhow::Result<()> {
+    // A local server slower than the provider's own 5 s timeout (the cap is 10 s) times out.
+    let slow = Delivery {
+        cold_start: Duration::from_secs(8),
+        ..Delivery::default()
+    };
+    let sim = ProviderSim::start(Script::steps([
+        Step::delivered(diligent(), slow.clone()),
+        Step::delivered(diligent(), slow),
+    ]))
+    .await?;
+    let (pf, _clock) = preflight(settings());
+    let conn = at_sim(&sim, "ollama:qwen2.5").with_options(ProviderOptions {
+        request_timeout_seconds: Some(5),
+        ..ProviderOptions::default()
+    });
+    // Within the service's 10 s bound the 8 s answer would have come: the provider's 5 s
+    // bound is the one applied.
+    let outcome = pf.run(&conn).await;
+    assert!(!outcome.ready, "{outcome:?}");
+    assert_eq!(
+        outcome.cause,
+        Some(PreflightCause::Provider(FailureCause::Timeout)),
+        "{outcome:?}"
+    );
     Ok(())
 }
 
@@ -266,6 +383,7 @@ async fn cold_local_model_is_slow_not_broken() -> anyhow::Result<()> {
     // request timeout.
     let tight = PreflightSettings {
         request_timeout: Duration::from_secs(10),
+        request_timeout_cap: Duration::from_secs(10),
         response_header_timeout: Duration::from_millis(500),
         retry_backoff: Duration::from_millis(20),
     };
@@ -361,7 +479,10 @@ async fn a_preflight_call_written_as_text_passes_on_a_local_route_and_says_so() 
     assert!(pf.readiness(&local).is_ready());
 
     // Turned off, the same answer is a model that did not call the tool.
-    let off = at_sim(&sim, "llamacpp:sim-model").with_tool_calls_from_text(AutoSwitch::Off);
+    let off = at_sim(&sim, "llamacpp:sim-model").with_options(ProviderOptions {
+        tool_calls_from_text: AutoSwitch::Off,
+        ..ProviderOptions::default()
+    });
     let outcome = pf.run(&off).await;
     assert!(!outcome.ready);
     assert_eq!(outcome.tool_calls_recovered, 0);

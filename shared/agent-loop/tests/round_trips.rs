@@ -356,12 +356,26 @@ async fn ollama_sends_keep_alive_and_num_ctx() {
     let mut cfg = sim.route_config(Protocol::Ollama);
     cfg.ollama_keep_alive = Some("10m".into());
     cfg.ollama_num_ctx = Some(16384);
+    cfg.ollama_think = Some(false);
     let p = pulse_agent_loop::provider::Provider::new(cfg).expect("provider");
     run(&p, &request(true)).await.1.expect("call");
     let body = &sim.requests()[0].body;
     assert_eq!(body["keep_alive"], json!("10m"));
+    assert_eq!(body["think"], json!(false));
     assert_eq!(body["options"]["num_ctx"], json!(16384));
     assert_eq!(body["options"]["num_predict"], json!(512));
+
+    // Unset, none of them is sent: the server's own defaults apply.
+    sim.clear_requests();
+    let plain = pulse_agent_loop::provider::Provider::new(sim.route_config(Protocol::Ollama))
+        .expect("provider");
+    run(&plain, &request(true)).await.1.expect("call");
+    let body = &sim.requests()[0].body;
+    assert!(
+        body.get("keep_alive").is_none() && body.get("think").is_none(),
+        "{body}"
+    );
+    assert!(body["options"].get("num_ctx").is_none(), "{body}");
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use pulse_domain::ai_settings;
-use pulse_domain::patrol::readiness::{PreflightRecord, PreflightState};
+use pulse_domain::patrol::readiness::{PreflightRecord, PreflightState, TurnTransport};
 use serde::{Deserialize, Serialize};
 
 /// Where a provider's key comes from.
@@ -102,6 +102,10 @@ pub struct PreflightView {
     pub recommendation: Option<String>,
     pub action: Option<String>,
     pub checked_at: DateTime<Utc>,
+    /// How the model's answer came: `streamed`, or `buffered` when the route does not stream
+    /// (its setting, or a server that refused a streamed request with tools); `null` when no
+    /// answer came.
+    pub transport: Option<TurnTransport>,
 }
 
 impl From<&PreflightRecord> for PreflightView {
@@ -117,6 +121,7 @@ impl From<&PreflightRecord> for PreflightView {
             recommendation: record.recommendation.clone(),
             action: record.action.clone(),
             checked_at: record.checked_at,
+            transport: record.transport,
         }
     }
 }

@@ -4,7 +4,7 @@
 use chrono::{TimeZone, Utc};
 use pulse_bus::Message;
 use pulse_bus::patrol_api::{PATROL_PREFLIGHT_REQUEST, PatrolPreflightRequest};
-use pulse_domain::patrol::readiness::PreflightRecord;
+use pulse_domain::patrol::readiness::{PreflightRecord, TurnTransport};
 
 #[test]
 fn preflight_request_and_reply_wire_shape() {
@@ -30,6 +30,7 @@ fn preflight_request_and_reply_wire_shape() {
         recommendation: Some("check the API key and its permissions".to_owned()),
         action: Some("/settings/pulse-intelligence/provider".to_owned()),
         checked_at: Utc.with_ymd_and_hms(2026, 11, 29, 8, 0, 1).unwrap(),
+        transport: Some(TurnTransport::Buffered),
     };
     insta::assert_json_snapshot!("preflight_record", reply);
 }

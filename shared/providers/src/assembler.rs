@@ -271,6 +271,7 @@ impl Assembler {
             orphaned_tool_calls,
             usage: self.usage,
             stop_reason,
+            buffered: false,
         })
     }
 }

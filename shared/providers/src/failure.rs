@@ -228,6 +228,15 @@ impl ProviderFailure {
     }
 }
 
+impl ProviderFailure {
+    /// Whether the server answered a streamed request with an error that names streaming
+    /// (llama-cpp-python: "Automatic streaming tool choice is not supported"; other servers:
+    /// "streaming is not supported with tools"): the same request unstreamed may work.
+    pub fn refuses_streaming(&self) -> bool {
+        self.status.is_some_and(|s| s >= 400) && self.message.to_lowercase().contains("stream")
+    }
+}
+
 /// True when a body is an HTML document rather than an API error.
 pub fn looks_like_html(body: &str) -> bool {
     let head: String = body.trim_start().chars().take(256).collect();

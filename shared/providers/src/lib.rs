@@ -81,6 +81,19 @@ impl Default for Timeouts {
     }
 }
 
+/// Whether model turns are streamed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Streaming {
+    /// Stream as the request asks; a server that refuses a streamed request with tools is asked
+    /// again without streaming, and the route remembers that.
+    #[default]
+    Auto,
+    /// Stream as the request asks, never falling back.
+    On,
+    /// Never stream: every turn is one buffered answer.
+    Off,
+}
+
 /// One provider route's connection settings.
 #[derive(Clone)]
 pub struct ProviderConfig {
@@ -97,6 +110,9 @@ pub struct ProviderConfig {
     pub ollama_keep_alive: Option<String>,
     /// Ollama `options.num_ctx`.
     pub ollama_num_ctx: Option<u32>,
+    /// Ollama `think`; omitted when unset.
+    pub ollama_think: Option<bool>,
+    pub streaming: Streaming,
 }
 
 impl std::fmt::Debug for ProviderConfig {
@@ -106,6 +122,7 @@ impl std::fmt::Debug for ProviderConfig {
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| ".."))
             .field("timeouts", &self.timeouts)
+            .field("streaming", &self.streaming)
             .finish_non_exhaustive()
     }
 }
@@ -121,7 +138,29 @@ impl ProviderConfig {
             anthropic_version: "2023-06-01".to_owned(),
             ollama_keep_alive: None,
             ollama_num_ctx: None,
+            ollama_think: None,
+            streaming: Streaming::Auto,
         }
+    }
+
+    pub fn with_streaming(mut self, streaming: Streaming) -> Self {
+        self.streaming = streaming;
+        self
+    }
+
+    /// What identifies this route's transport settings: the same text for the same protocol,
+    /// address, timeouts and options, another when any of them changes. Never holds the key.
+    pub fn transport_identity(&self) -> String {
+        format!(
+            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.protocol,
+            self.base_url,
+            self.timeouts,
+            self.streaming,
+            self.ollama_keep_alive,
+            self.ollama_num_ctx,
+            self.ollama_think
+        )
     }
 
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
@@ -181,7 +220,9 @@ pub fn parse_response(
     for delta in deltas {
         assembler.apply(delta, emit);
     }
-    assembler.finish()
+    let mut response = assembler.finish()?;
+    response.buffered = true;
+    Ok(response)
 }
 
 /// Decodes a payload as JSON or reports a malformed response.

@@ -62,6 +62,9 @@ pub(crate) fn build(
     if let Some(keep) = &config.ollama_keep_alive {
         body.insert("keep_alive".into(), json!(keep));
     }
+    if let Some(think) = config.ollama_think {
+        body.insert("think".into(), json!(think));
+    }
     let mut options = Map::new();
     if let Some(ctx) = config.ollama_num_ctx {
         options.insert("num_ctx".into(), json!(ctx));

@@ -223,6 +223,10 @@ pub struct ChatResponse {
     pub orphaned_tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop_reason: StopReason,
+    /// The turn came as one buffered answer, not a stream (the request did not stream, or the
+    /// route does not).
+    #[serde(default)]
+    pub buffered: bool,
 }
 
 impl ChatResponse {

@@ -9,7 +9,7 @@
 //! ([`crate::cost_ledger::tenant_spend`]) feed the `budget` check.
 
 use chrono::{DateTime, Utc};
-use pulse_domain::patrol::readiness::{self, PreflightRecord};
+use pulse_domain::patrol::readiness::{self, PreflightRecord, TurnTransport};
 use pulse_domain::patrol::status::{Blocked, ReadinessCheck, readiness_gate};
 
 use crate::cost_ledger;
@@ -33,14 +33,14 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
         .execute(
             "INSERT INTO patrol_preflights (tenant_id, route, model, base_url, ok,
                  tool_call_observed, cause, summary, recommendation, action, checked_at,
-                 tool_calls_recovered, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
+                 transport, tool_calls_recovered, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
              ON CONFLICT (tenant_id) DO UPDATE SET
                  route = EXCLUDED.route, model = EXCLUDED.model, base_url = EXCLUDED.base_url,
                  ok = EXCLUDED.ok, tool_call_observed = EXCLUDED.tool_call_observed,
                  cause = EXCLUDED.cause, summary = EXCLUDED.summary,
                  recommendation = EXCLUDED.recommendation, action = EXCLUDED.action,
-                 checked_at = EXCLUDED.checked_at,
+                 checked_at = EXCLUDED.checked_at, transport = EXCLUDED.transport,
                  tool_calls_recovered = EXCLUDED.tool_calls_recovered,
                  updated_at = EXCLUDED.updated_at",
             &[
@@ -55,6 +55,7 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
                 &record.recommendation,
                 &record.action,
                 &record.checked_at,
+                &record.transport.map(TurnTransport::as_str),
                 &i32::try_from(record.tool_calls_recovered).unwrap_or(i32::MAX),
             ],
         )
@@ -68,7 +69,7 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
         .client()
         .query_opt(
             "SELECT route, model, base_url, ok, tool_call_observed, cause, summary,
-                 recommendation, action, checked_at, tool_calls_recovered
+                 recommendation, action, checked_at, transport, tool_calls_recovered
              FROM patrol_preflights",
             &[],
         )
@@ -84,7 +85,11 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
         recommendation: row.get(7),
         action: row.get(8),
         checked_at: row.get(9),
-        tool_calls_recovered: u32::try_from(row.get::<_, i32>(10)).unwrap_or(0),
+        transport: row
+            .get::<_, Option<String>>(10)
+            .as_deref()
+            .and_then(TurnTransport::parse),
+        tool_calls_recovered: u32::try_from(row.get::<_, i32>(11)).unwrap_or(0),
     }))
 }
 

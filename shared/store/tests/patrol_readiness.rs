@@ -3,7 +3,7 @@
 
 use chrono::{Duration, Utc};
 use pulse_domain::TenantId;
-use pulse_domain::patrol::readiness::PreflightRecord;
+use pulse_domain::patrol::readiness::{PreflightRecord, TurnTransport};
 use pulse_domain::patrol::status::{BlockedCause, CheckStatus, ReadinessCheckId};
 use pulse_store::patrol_readiness::{self, MAX_PREFLIGHT_TENANTS};
 use pulse_store::settings::{self, ConfigLayer, MasterKey};
@@ -34,6 +34,7 @@ fn record(ok: bool, cause: Option<&str>) -> PreflightRecord {
         action: Some("/settings/pulse-intelligence/provider".to_owned()),
         // Postgres keeps microseconds.
         checked_at: Utc::now().with_timezone(&Utc) - Duration::seconds(1),
+        transport: ok.then_some(TurnTransport::Buffered),
     }
 }
 

@@ -334,7 +334,7 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
                         route: Route::parse(&format!("{}:{MODEL}", wire.provider))?,
                         base_url: Some(base_url),
                         api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
-                        tool_calls_from_text: pulse_domain::ai_settings::AutoSwitch::Auto,
+                        options: Default::default(),
                     },
                     sim,
                 };
@@ -436,7 +436,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
         route: Route::parse(&format!("openai:{MODEL}"))?,
         base_url: Some(sim.openai_base_url()),
         api_key: Some("sk-bench-watch-5b1d0c9e".to_owned()),
-        tool_calls_from_text: pulse_domain::ai_settings::AutoSwitch::Auto,
+        options: Default::default(),
     };
     let bench = Bench {
         store: db.store().clone(),

@@ -299,6 +299,24 @@ async fn bad_input_gets_stable_codes_and_changes_nothing() -> anyhow::Result<()>
             "providers.openai.base_url",
         ),
         (
+            json!({"providers": {"openai": {"keep_alive": "10m"}}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "providers.openai.keep_alive",
+        ),
+        (
+            json!({"providers": {"ollama": {"streaming": "sometimes"}}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "providers.ollama.streaming",
+        ),
+        (
+            json!({"providers": {"ollama": {"request_timeout_seconds": 2}}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_request",
+            "providers.ollama.request_timeout_seconds",
+        ),
+        (
             json!({"budgets": {"monthly_usd": "-3"}}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_request",
@@ -500,5 +518,47 @@ async fn config_and_environment_fill_what_the_tenant_did_not_set() -> anyhow::Re
     let status = refused.stop(Duration::from_secs(10)).await?;
     named.map_err(|e| anyhow::anyhow!("{e}; log:\n{log}"))?;
     assert!(!status.success(), "{log}");
+    gw.stop().await
+}
+
+#[tokio::test]
+async fn provider_options_round_trip_and_reset() -> anyhow::Result<()> {
+    let gw = TestGateway::start().await?;
+    let options = json!({
+        "streaming": "off", "tool_calls_from_text": "on", "request_timeout_seconds": 900,
+        "keep_alive": "-1m", "num_ctx": 8192, "think": false
+    });
+    let (status, saved) = put(
+        &gw,
+        &gw.admin_token,
+        json!({"providers": {"ollama": options}}),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK, "{saved}");
+    let (_, view) = get(&gw, &gw.admin_token).await?;
+    let ollama = &view["providers"]["ollama"];
+    for (field, value) in options.as_object().into_iter().flatten() {
+        assert_eq!(&ollama[field], value, "{field}: {ollama}");
+    }
+    // Other providers keep the defaults.
+    assert_eq!(view["providers"]["openai"]["streaming"], "auto", "{view}");
+    assert_eq!(
+        view["providers"]["openai"]["request_timeout_seconds"],
+        Value::Null
+    );
+
+    // null resets one field to the default; the others stay.
+    let (status, _) = put(
+        &gw,
+        &gw.admin_token,
+        json!({"providers": {"ollama": {"streaming": null, "num_ctx": null}}}),
+    )
+    .await?;
+    assert_eq!(status, StatusCode::OK);
+    let (_, view) = get(&gw, &gw.admin_token).await?;
+    let ollama = &view["providers"]["ollama"];
+    assert_eq!(ollama["streaming"], "auto", "{ollama}");
+    assert_eq!(ollama["num_ctx"], Value::Null, "{ollama}");
+    assert_eq!(ollama["keep_alive"], "-1m", "{ollama}");
     gw.stop().await
 }

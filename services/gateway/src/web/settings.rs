@@ -191,6 +191,7 @@ fn preflight_facts(preflight: &PreflightView) -> Markup {
             dt { "recommendation" } dd { (shown(preflight.recommendation.as_deref())) }
             dt { "action" } dd { (shown(preflight.action.as_deref())) }
             dt { "checked at" } dd { (at(&preflight.checked_at)) }
+            dt { "answer came" } dd { (shown(preflight.transport.map(|t| t.as_str()))) }
         }
     }
 }
@@ -646,6 +647,7 @@ mod tests {
             recommendation: None,
             action: None,
             checked_at: chrono::Utc::now(),
+            transport: None,
         };
         let native = preflight_facts(&view).into_string();
         assert!(!native.contains("recovered from text"), "{native}");

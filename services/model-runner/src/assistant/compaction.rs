@@ -87,7 +87,7 @@ impl AssistantService {
         }
         let transcript = client_safe(&redactor, &transcript, COMPACTION_INPUT_CHARS);
         let config = connection
-            .provider_config(self.timeouts.timeouts(class))
+            .provider_config(&self.timeouts)
             .map_err(|e| ErrorReply::new(ErrorCode::AssistantNotConfigured, e.to_string()))?;
         let provider = self
             .providers

@@ -299,8 +299,8 @@ impl AssistantService {
             Err(e) => return unavailable(&e),
         };
         let class = connection.route_class();
-        let config = match connection.provider_config(self.timeouts.timeouts(class)) {
-            Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
+        let config = match connection.provider_config(&self.timeouts) {
+            Ok(config) => config,
             Err(missing) => {
                 return TurnEnd::Error {
                     code: ErrorCode::AssistantNotConfigured,

@@ -172,8 +172,8 @@ impl Investigator {
         let id = input.investigation_id.to_string();
         let connection = input.connection;
         let class = connection.route_class();
-        let config = match connection.provider_config(self.timeouts.timeouts(class)) {
-            Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
+        let config = match connection.provider_config(&self.timeouts) {
+            Ok(config) => config,
             Err(missing) => return Self::failed(missing.to_string()),
         };
         let provider = match self.providers.provider(config) {

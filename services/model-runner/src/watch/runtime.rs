@@ -449,8 +449,8 @@ impl WatchExecutor for WatchRuntime {
             let run_id = input.run.id.to_string();
             let connection = input.connection;
             let class = connection.route_class();
-            let config = match connection.provider_config(self.timeouts.timeouts(class)) {
-                Ok(config) => config.with_retry_backoff(self.timeouts.retry_backoff),
+            let config = match connection.provider_config(&self.timeouts) {
+                Ok(config) => config,
                 Err(missing) => {
                     return WatchOutcome::failed_before_any_call(
                         ErrorCause::NotReady,

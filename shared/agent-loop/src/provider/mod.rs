@@ -9,6 +9,8 @@ mod wire_shapes_tests;
 
 pub mod pool;
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -19,8 +21,8 @@ use tokio::time::{Instant, timeout};
 // in `pulse-providers`; this module adds the network.
 pub use pulse_providers::{
     FailureCause, PATROL_STALL, Progress, Protocol, ProviderConfig, ProviderFailure, StreamParser,
-    Timeouts, WireRequest, anthropic, failure, framing, gemini, ollama, openai, stream, types,
-    types::*,
+    Streaming, Timeouts, WireRequest, anthropic, failure, framing, gemini, ollama, openai, stream,
+    types, types::*,
 };
 
 /// At most this many attempts per call: the first and one same-route retry.
@@ -32,17 +34,67 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// A non-streaming response larger than this is refused.
 const MAX_RESPONSE_BODY: usize = 32 * 1024 * 1024;
 
+/// The routes known to refuse streamed requests, by transport identity and model: with
+/// [`Streaming::Auto`] they are asked without streaming from the start. A route leaves it when its
+/// settings change (its identity is another).
+#[derive(Debug, Default)]
+pub struct BufferedRoutes {
+    routes: Mutex<HashSet<String>>,
+}
+
+impl BufferedRoutes {
+    fn key(config: &ProviderConfig, model: &str) -> String {
+        format!("{}|{model}", config.transport_identity())
+    }
+
+    /// Whether the route of `config` and `model` is known to answer only unstreamed.
+    pub fn is_buffered(&self, config: &ProviderConfig, model: &str) -> bool {
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&Self::key(config, model))
+    }
+
+    fn remember(&self, config: &ProviderConfig, model: &str) {
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(Self::key(config, model));
+    }
+}
+
 /// A client for one provider route.
 #[derive(Debug, Clone)]
 pub struct Provider {
     config: ProviderConfig,
     client: reqwest::Client,
+    buffered: Arc<BufferedRoutes>,
+}
+
+/// Why one attempt failed, and whether it was a stream that ended before any of the turn
+/// arrived (what a server that cannot stream tool calls does).
+struct AttemptFailure {
+    failure: ProviderFailure,
+    stream_without_turn: bool,
+}
+
+impl From<ProviderFailure> for AttemptFailure {
+    fn from(failure: ProviderFailure) -> Self {
+        Self {
+            failure,
+            stream_without_turn: false,
+        }
+    }
 }
 
 impl Provider {
     pub fn new(config: ProviderConfig) -> Result<Self, ProviderFailure> {
         let client = Self::http_client(config.timeouts.effective_header())?;
-        Ok(Self { config, client })
+        Ok(Self {
+            config,
+            client,
+            buffered: Arc::default(),
+        })
     }
 
     /// The HTTP client [`Provider::new`] builds, for callers that keep one (its connection
@@ -65,7 +117,28 @@ impl Provider {
 
     /// A provider over an existing client (see [`Provider::http_client`]).
     pub fn with_client(config: ProviderConfig, client: reqwest::Client) -> Self {
-        Self { config, client }
+        Self {
+            config,
+            client,
+            buffered: Arc::default(),
+        }
+    }
+
+    /// Shares `routes` (what this service learned about routes that refuse streaming).
+    pub fn with_buffered_routes(mut self, routes: Arc<BufferedRoutes>) -> Self {
+        self.buffered = routes;
+        self
+    }
+
+    /// Whether a turn of `request` is sent streamed, by the route's setting and what it is
+    /// known to refuse.
+    pub fn streams(&self, request: &ChatRequest) -> bool {
+        request.stream
+            && match self.config.streaming {
+                Streaming::On => true,
+                Streaming::Off => false,
+                Streaming::Auto => !self.buffered.is_buffered(&self.config, &request.model),
+            }
     }
 
     pub fn config(&self) -> &ProviderConfig {
@@ -97,7 +170,8 @@ impl Provider {
         request: &ChatRequest,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ChatResponse, ProviderFailure> {
-        let wire = self.build(request)?;
+        let stream = self.streams(request);
+        let wire = self.build_streamed(request, stream)?;
         let mut attempt = 1;
         loop {
             let mut shown = false;
@@ -105,7 +179,33 @@ impl Provider {
                 shown |= ev.is_visible_output();
                 on_event(ev);
             };
-            let result = self.attempt(&wire, request.stream, &mut forward).await;
+            let result = self.attempt(&wire, stream, &mut forward).await;
+            let result = match result {
+                Err(failed)
+                    if stream
+                        && self.config.streaming == Streaming::Auto
+                        && !shown
+                        && (failed.stream_without_turn || failed.failure.refuses_streaming()) =>
+                {
+                    // The server cannot stream this request: ask again without streaming. Not
+                    // the transient retry: the same question in the form the server takes.
+                    tracing::warn!(
+                        cause = %failed.failure.cause,
+                        detail = %failed.failure.message,
+                        "the provider refused a streamed request; asking again without streaming"
+                    );
+                    let wire = self.build_streamed(request, false)?;
+                    let answered = self
+                        .attempt(&wire, false, on_event)
+                        .await
+                        .map_err(|failed| failed.failure);
+                    if answered.is_ok() {
+                        self.buffered.remember(&self.config, &request.model);
+                    }
+                    return answered;
+                }
+                other => other.map_err(|failed| failed.failure),
+            };
             match result {
                 Err(failure) if attempt < MAX_ATTEMPTS && !shown && failure.is_transient() => {
                     let wait = failure
@@ -134,7 +234,20 @@ impl Provider {
     /// The HTTP request this route's transport sends for `request` (URL, headers, JSON body),
     /// built by the route's protocol; public so tests can check exactly what would leave.
     pub fn build(&self, request: &ChatRequest) -> Result<WireRequest, ProviderFailure> {
-        pulse_providers::build(&self.config, request)
+        self.build_streamed(request, self.streams(request))
+    }
+
+    fn build_streamed(
+        &self,
+        request: &ChatRequest,
+        stream: bool,
+    ) -> Result<WireRequest, ProviderFailure> {
+        if request.stream == stream {
+            return pulse_providers::build(&self.config, request);
+        }
+        let mut request = request.clone();
+        request.stream = stream;
+        pulse_providers::build(&self.config, &request)
     }
 
     async fn attempt(
@@ -142,7 +255,7 @@ impl Provider {
         wire: &WireRequest,
         stream: bool,
         emit: &mut (dyn FnMut(StreamEvent) + Send),
-    ) -> Result<ChatResponse, ProviderFailure> {
+    ) -> Result<ChatResponse, AttemptFailure> {
         let timeouts = self.config.timeouts;
         let deadline = Instant::now() + timeouts.request;
         let mut builder = self.client.post(&wire.url).json(&wire.body);
@@ -158,11 +271,7 @@ impl Provider {
         if !status.is_success() {
             let retry_after = retry_after_ms(response.headers());
             let body = read_error_body(response, deadline).await;
-            return Err(ProviderFailure::from_status(
-                status.as_u16(),
-                &body,
-                retry_after,
-            ));
+            return Err(ProviderFailure::from_status(status.as_u16(), &body, retry_after).into());
         }
 
         if !stream {
@@ -172,15 +281,30 @@ impl Provider {
             )
             .await
             .map_err(|_| ProviderFailure::timeout("the provider request timed out"))??;
-            return pulse_providers::parse_response(self.config.protocol, &bytes, emit);
+            return Ok(pulse_providers::parse_response(
+                self.config.protocol,
+                &bytes,
+                emit,
+            )?);
         }
 
         let mut body = response.bytes_stream();
         let mut parser = StreamParser::new(self.config.protocol);
+        // Whether any event of the turn arrived; a stream that ends (or breaks) before one did
+        // is a server that could not stream this request.
+        let mut events = 0_usize;
+        let mut counted = |ev: StreamEvent| {
+            events += 1;
+            emit(ev);
+        };
+        let without_turn = |failure: ProviderFailure, events: usize| AttemptFailure {
+            failure,
+            stream_without_turn: events == 0,
+        };
         loop {
             let left = remaining(deadline);
             if left.is_zero() {
-                return Err(ProviderFailure::timeout("the provider request timed out"));
+                return Err(ProviderFailure::timeout("the provider request timed out").into());
             }
             let stall = timeouts.effective_stall();
             let next = match timeout(stall.min(left), body.next()).await {
@@ -189,21 +313,25 @@ impl Provider {
                     return Err(ProviderFailure::timeout(format!(
                         "the provider stream stalled: no data for {} s",
                         stall.as_secs_f32()
-                    )));
+                    ))
+                    .into());
                 }
-                Err(_) => return Err(ProviderFailure::timeout("the provider request timed out")),
+                Err(_) => {
+                    return Err(ProviderFailure::timeout("the provider request timed out").into());
+                }
             };
             match next {
                 None => break,
-                Some(Err(e)) => return Err(transport_failure(&e)),
+                Some(Err(e)) => return Err(without_turn(transport_failure(&e), events)),
                 Some(Ok(chunk)) => {
-                    if parser.push(&chunk, emit)? == Progress::Terminal {
+                    if parser.push(&chunk, &mut counted)? == Progress::Terminal {
                         break;
                     }
                 }
             }
         }
-        parser.finish(emit)
+        let finished = parser.finish(&mut counted);
+        finished.map_err(|failure| without_turn(failure, events))
     }
 }
 

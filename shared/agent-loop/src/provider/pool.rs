@@ -9,12 +9,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Provider, ProviderConfig, ProviderFailure};
+use super::{BufferedRoutes, Provider, ProviderConfig, ProviderFailure};
 
-/// The shared provider HTTP clients of one service, by base URL and connect timeout.
+/// The shared provider HTTP clients of one service, by base URL and connect timeout, and what
+/// the service learned about routes that refuse streamed requests.
 #[derive(Debug, Default)]
 pub struct ProviderPool {
     clients: Mutex<HashMap<(String, Duration), Arc<reqwest::Client>>>,
+    buffered: Arc<BufferedRoutes>,
 }
 
 impl ProviderPool {
@@ -22,10 +24,12 @@ impl ProviderPool {
         Self::default()
     }
 
-    /// A provider for `config` over the pooled client of its base URL and connect timeout.
+    /// A provider for `config` over the pooled client of its base URL and connect timeout,
+    /// sharing what the pool learned about routes that refuse streaming.
     pub fn provider(&self, config: ProviderConfig) -> Result<Provider, ProviderFailure> {
         let client = self.client(&config.base_url, config.timeouts.effective_header())?;
-        Ok(Provider::with_client(config, client.as_ref().clone()))
+        Ok(Provider::with_client(config, client.as_ref().clone())
+            .with_buffered_routes(self.buffered.clone()))
     }
 
     /// The client of `base_url` with `connect_timeout`, built on first use.

@@ -51,6 +51,37 @@ pub struct PreflightRecord {
     /// Where to fix it, when not ok.
     pub action: Option<String>,
     pub checked_at: DateTime<Utc>,
+    /// How the model's answer came when it answered: streamed, or buffered because the route
+    /// does not stream (its setting, or a server that refused a streamed request with tools).
+    #[serde(default)]
+    pub transport: Option<TurnTransport>,
+}
+
+/// How a model turn reached Pulse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TurnTransport {
+    /// As a stream of events.
+    Streamed,
+    /// As one answer.
+    Buffered,
+}
+
+impl TurnTransport {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Streamed => "streamed",
+            Self::Buffered => "buffered",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Streamed, Self::Buffered]
+            .into_iter()
+            .find(|t| t.as_str() == text)
+    }
 }
 
 /// The verdict of a preflight, for the settings view.
@@ -468,6 +499,7 @@ mod tests {
             recommendation: Some("do the thing".to_owned()),
             action: None,
             checked_at: t(-5),
+            transport: None,
         }
     }
 

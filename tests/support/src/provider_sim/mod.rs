@@ -185,9 +185,59 @@ struct RequestLog {
     script_next: usize,
 }
 
+/// The server a simulator imitates beyond its wire protocol: the quirks of real local model
+/// servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Persona {
+    /// A server that takes every request its protocol allows.
+    #[default]
+    Standard,
+    /// llama-cpp-python's server (`--chat_format chatml-function-calling`): a streamed chat
+    /// request offering tools without naming one function starts a `200` event stream, then the
+    /// handler raises "Automatic streaming tool choice is not supported" and the connection
+    /// breaks before any event; the same request unstreamed is answered.
+    LlamaCppPython,
+}
+
+impl Persona {
+    /// Whether this server breaks the stream of `body` (an OpenAI-compatible request).
+    fn refuses_stream(self, protocol: SimProtocol, stream: bool, body: &Value) -> bool {
+        let offers_tools = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|tools| !tools.is_empty());
+        // Naming one function is the only streamed tool request that handler takes.
+        let names_a_function = body.get("tool_choice").is_some_and(Value::is_object);
+        self == Self::LlamaCppPython
+            && protocol == SimProtocol::OpenAi
+            && stream
+            && offers_tools
+            && !names_a_function
+    }
+}
+
+/// A `200` event stream whose connection breaks before its first byte, as an ASGI server's does
+/// when the handler raises after the response began.
+fn broken_event_stream() -> Response {
+    let broken = futures::stream::once(async {
+        // The status line and headers leave first (the server writes them when the response
+        // starts); the handler fails a moment later.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Err::<Bytes, std::io::Error>(std::io::Error::other(
+            "Automatic streaming tool choice is not supported",
+        ))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+        .body(Body::from_stream(broken))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
 #[derive(Debug)]
 struct SimState {
     script: Script,
+    persona: Persona,
     requests: Mutex<RequestLog>,
     /// Requests seen per behaviour session (model + first user message).
     sessions: Mutex<HashMap<String, u64>>,
@@ -198,9 +248,10 @@ struct SimState {
 }
 
 impl SimState {
-    fn new(script: Script) -> Self {
+    fn new(script: Script, persona: Persona) -> Self {
         Self {
             script,
+            persona,
             requests: Mutex::new(RequestLog::default()),
             sessions: Mutex::new(HashMap::new()),
             abandoned: std::sync::atomic::AtomicU64::new(0),
@@ -246,7 +297,7 @@ pub async fn serve(
     grace: Duration,
 ) -> anyhow::Result<()> {
     tokens::ensure_loaded()?;
-    let app = router(Arc::new(SimState::new(script)));
+    let app = router(Arc::new(SimState::new(script, Persona::Standard)));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(nodelay(listener), app).with_graceful_shutdown(async move {
         shutdown.await;
@@ -286,8 +337,13 @@ pub struct ProviderSim {
 
 impl ProviderSim {
     pub async fn start(script: Script) -> anyhow::Result<Self> {
+        Self::start_as(script, Persona::Standard).await
+    }
+
+    /// A simulator imitating `persona`'s quirks.
+    pub async fn start_as(script: Script, persona: Persona) -> anyhow::Result<Self> {
         tokens::ensure_loaded()?;
-        let state = Arc::new(SimState::new(script));
+        let state = Arc::new(SimState::new(script, persona));
         let app = router(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -554,6 +610,11 @@ async fn handle(
             stream,
             usage: None,
         });
+        if state.persona.refuses_stream(protocol, stream, &body) {
+            // The request never reached a model turn: the script does not advance.
+            drop(log);
+            return broken_event_stream();
+        }
         if let Some(action) = unknown_action {
             drop(log);
             return error_response(

@@ -254,6 +254,15 @@ impl Script {
         }
     }
 
+    /// A model that gives the same turn, however often it is asked.
+    pub fn always(turn: Turn) -> Self {
+        Self {
+            steps: vec![Step::reply(turn)],
+            repeat_last: true,
+            tool_offer_reply: None,
+        }
+    }
+
     /// A model that calls the same tool with the same arguments forever.
     pub fn looping(tool: impl Into<String>, arguments: Value) -> Self {
         Self {
