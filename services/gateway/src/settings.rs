@@ -534,6 +534,7 @@ mod tests {
             base_url: Some("https://llm.internal/v1".to_owned()),
             ok: false,
             tool_call_observed: false,
+            tool_calls_recovered: 0,
             cause: Some("auth".to_owned()),
             summary: "the provider rejected the API key".to_owned(),
             recommendation: Some("check the API key and its permissions".to_owned()),

@@ -3,7 +3,9 @@
 //! the cost ledger takes the call ([`pulse_agent_loop::cost::LedgerUsageSink`], which is handed
 //! these series as its [`CallMetrics`]), and the Patrol preflight
 //! (checks by state and cause, and how many tenants this process last saw in each state).
-//! Patrol runs that end here count into [`pulse_runtime::metrics::PatrolRunMetrics`].
+//! Patrol runs that end here count into [`pulse_runtime::metrics::PatrolRunMetrics`]. Tool
+//! calls a model wrote as text and the loop (or the preflight) recovered are counted by route:
+//! a route that needs them has no working native tool calling.
 //!
 //! Labels are the surface (`patrol`, `investigation`, `chat`...), the provider id and the route
 //! class: fixed sets named in code and in the provider table; never a tenant or a model name.
@@ -26,6 +28,8 @@ use pulse_agent_loop::agent_loop::{CallOutcome, ProviderCallUsage};
 use pulse_agent_loop::cost::CallMetrics;
 use pulse_agent_loop::pricing::{Cost, cost_for_class};
 use pulse_agent_loop::provider::FailureCause;
+use pulse_agent_loop::registry::RouteClass;
+use pulse_agent_loop::route::Route;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
@@ -67,7 +71,8 @@ pub struct StateLabels {
 /// `pulse_model_output_tokens_total`, `pulse_model_cached_input_tokens_total`,
 /// `pulse_model_cache_write_input_tokens_total`, `pulse_model_cost_usd_total`,
 /// `pulse_model_unpriced_requests_total`, `pulse_model_provider_failures_total`,
-/// `pulse_patrol_preflights_total` and `pulse_patrol_preflight_tenants`.
+/// `pulse_model_tool_calls_recovered_total`, `pulse_patrol_preflights_total` and
+/// `pulse_patrol_preflight_tenants`.
 #[derive(Clone, Default)]
 pub struct ModelMetrics {
     pub requests: Family<RequestLabels, Counter>,
@@ -78,6 +83,7 @@ pub struct ModelMetrics {
     pub cost_usd: Family<CallLabels, Counter<f64>>,
     pub unpriced: Family<CallLabels, Counter>,
     pub failures: Family<FailureLabels, Counter>,
+    pub tool_calls_recovered: Family<CallLabels, Counter>,
     pub preflights: Family<PreflightLabels, Counter>,
     pub preflight_tenants: Family<StateLabels, Gauge>,
     /// The state of each tenant's last preflight here, to count tenants by state.
@@ -153,6 +159,11 @@ impl ModelMetrics {
                 this.failures,
             );
             registry.register(
+                "model_tool_calls_recovered",
+                "Tool calls the model wrote as text that Pulse turned into tool calls",
+                this.tool_calls_recovered,
+            );
+            registry.register(
                 "patrol_preflights",
                 "Patrol preflights recorded, by resulting state and cause",
                 this.preflights,
@@ -168,6 +179,22 @@ impl ModelMetrics {
 }
 
 impl CallMetrics for ModelMetrics {
+    fn tool_calls_recovered(
+        &self,
+        surface: &str,
+        route: &Route,
+        route_class: RouteClass,
+        count: u32,
+    ) {
+        self.tool_calls_recovered
+            .get_or_create(&CallLabels {
+                surface: surface.to_owned(),
+                provider: route.provider_id(),
+                route_class: route_class.as_str(),
+            })
+            .inc_by(u64::from(count));
+    }
+
     /// Counts one provider call of `surface`.
     fn call(&self, surface: &str, call: &ProviderCallUsage<'_>) {
         let provider = call.route.provider_id();

@@ -6,7 +6,7 @@
 //! provider's own error detail is logged, never returned.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,12 +15,14 @@ use serde_json::json;
 use sha2::{Digest as _, Sha256};
 
 use crate::registry::{ApiKey, RouteClass};
+use pulse_agent_loop::agent_loop::text_calls;
 use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::provider::{
     ChatRequest, FailureCause, Message, PATROL_STALL, ProviderConfig, ProviderFailure, Streaming,
     Timeouts, Tool, ToolChoice, Usage,
 };
 use pulse_agent_loop::route::Route;
+use pulse_capabilities::ArgumentSchema;
 use pulse_domain::ai_settings::{AutoSwitch, ProviderOptions};
 use pulse_domain::patrol::readiness::TurnTransport;
 
@@ -110,10 +112,13 @@ impl RouteConnection {
             }
             None => "-".to_owned(),
         };
+        // Whether text calls are recovered decides whether a model that writes its call as
+        // text passes, so a changed setting is re-checked too.
         format!(
-            "{}|{}|{credential}",
+            "{}|{}|{credential}|{}",
             self.route,
-            self.base_url().unwrap_or_default()
+            self.base_url().unwrap_or_default(),
+            u8::from(self.tool_calls_from_text())
         )
     }
 
@@ -216,6 +221,9 @@ pub struct PreflightOutcome {
     pub action: Option<&'static str>,
     /// The model called the preflight tool: the only outcome that proves tool calling works.
     pub observed_tool_call: bool,
+    /// Calls the model wrote as text that were taken as the preflight's call (0 or 1): the route
+    /// works only because Pulse recovers them.
+    pub tool_calls_recovered: u32,
     pub checked_at: DateTime<Utc>,
     pub elapsed_ms: u64,
     /// How the answer came, when one came.
@@ -227,6 +235,11 @@ pub struct PreflightOutcome {
 
 const READY_SUMMARY: &str = "the model answered and called the preflight tool";
 const NO_TOOL_CALL_SUMMARY: &str = "the model answered but did not call the preflight tool";
+const RECOVERED_SUMMARY: &str =
+    "the model answered and wrote the preflight tool call as text: tool calls recovered from text";
+const RECOVERED_RECOMMENDATION: &str = "this model does not call tools natively on this server; \
+     Pulse turns the calls it writes as text into tool calls, but a model or server with native \
+     tool calling is more reliable";
 
 /// Time bounds for preflights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -461,6 +474,7 @@ impl Preflight {
             recommendation: None,
             action: Some(PROVIDER_SETTINGS_ACTION),
             observed_tool_call: false,
+            tool_calls_recovered: 0,
             checked_at,
             elapsed_ms: 0,
             transport: None,
@@ -497,7 +511,22 @@ impl Preflight {
                     .tool_calls
                     .iter()
                     .any(|call| call.name == PREFLIGHT_TOOL);
-                if called {
+                let recovered = response.tool_calls.is_empty()
+                    && connection.tool_calls_from_text()
+                    && wrote_preflight_call(&response.content);
+                if recovered {
+                    PreflightOutcome {
+                        ready: true,
+                        summary: RECOVERED_SUMMARY.to_owned(),
+                        recommendation: Some(RECOVERED_RECOMMENDATION.to_owned()),
+                        action: None,
+                        observed_tool_call: true,
+                        tool_calls_recovered: 1,
+                        elapsed_ms,
+                        usage: Some(response.usage),
+                        ..base
+                    }
+                } else if called {
                     PreflightOutcome {
                         ready: true,
                         summary: READY_SUMMARY.to_owned(),
@@ -540,6 +569,22 @@ fn log_failure(route: &Route, failure: &ProviderFailure) {
         detail = %failure.message,
         "provider preflight failed"
     );
+}
+
+/// Whether `text` holds the preflight call written as text, with arguments that pass the same
+/// schema check a native call's would.
+fn wrote_preflight_call(text: &str) -> bool {
+    static SCHEMA: OnceLock<Option<ArgumentSchema>> = OnceLock::new();
+    let Some(schema) = SCHEMA
+        .get_or_init(|| ArgumentSchema::compile(&preflight_tool().parameters).ok())
+        .as_ref()
+    else {
+        return false;
+    };
+    text_calls::recover(text, |call| {
+        call.name == PREFLIGHT_TOOL && schema.violations(&call.arguments).is_empty()
+    })
+    .is_some()
 }
 
 /// The minimal tool: no arguments to get wrong, so any tool-capable model can call it.

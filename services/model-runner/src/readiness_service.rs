@@ -44,6 +44,7 @@ use crate::patrol_connection::{ConnectionError, patrol_connection};
 use crate::preflight::{
     Preflight, PreflightCache, PreflightOutcome, PreflightSettings, RouteConnection, SystemClock,
 };
+use pulse_agent_loop::cost::CallMetrics as _;
 use pulse_agent_loop::provider::pool::ProviderPool;
 
 /// The durable consumer of settings changes on the EVENTS stream.
@@ -51,6 +52,8 @@ pub const SETTINGS_CONSUMER: &str = "model-runner-preflight";
 /// Deliveries of one settings event before it is dropped: unlike a job it needs no dead letter,
 /// since the next route change or the next boot preflight checks the route again.
 const MAX_DELIVER: i64 = 5;
+/// The surface the preflight's recovered tool calls are counted under.
+pub const PREFLIGHT_SURFACE: &str = "patrol_preflight";
 /// How long a preflight may take before the event is redelivered.
 const ACK_WAIT: Duration = Duration::from_secs(180);
 /// First wait before a settings event whose preflight could not be stored is redelivered.
@@ -196,6 +199,7 @@ impl PreflightRunner {
                 base_url,
                 ok: false,
                 tool_call_observed: false,
+                tool_calls_recovered: 0,
                 cause: Some("not_configured".to_owned()),
                 summary: format!(
                     "the stored API key of provider {provider} cannot be opened with this \
@@ -275,10 +279,18 @@ impl PreflightRunner {
                 connection,
                 base_url,
                 version,
-            } => (
-                record_of(self.preflight.run(&connection).await, base_url),
-                Some(version),
-            ),
+            } => {
+                let outcome = self.preflight.run(&connection).await;
+                if outcome.tool_calls_recovered > 0 {
+                    crate::metrics::ModelMetrics::shared().tool_calls_recovered(
+                        PREFLIGHT_SURFACE,
+                        &connection.route,
+                        connection.route_class(),
+                        outcome.tool_calls_recovered,
+                    );
+                }
+                (record_of(outcome, base_url), Some(version))
+            }
         };
         let tx = self.store.tenant_tx(tenant).await?;
         patrol_readiness::record_preflight(&tx, &record).await?;
@@ -344,6 +356,7 @@ pub fn record_of(outcome: PreflightOutcome, base_url: Option<String>) -> Preflig
         base_url,
         ok: outcome.ready,
         tool_call_observed: outcome.observed_tool_call,
+        tool_calls_recovered: outcome.tool_calls_recovered,
         cause: outcome.cause.map(|c| c.as_str().to_owned()),
         summary: outcome.summary,
         recommendation: outcome.recommendation,
@@ -522,6 +535,7 @@ mod tests {
             recommendation: Some("check the API key".to_owned()),
             action: Some(crate::preflight::PROVIDER_SETTINGS_ACTION),
             observed_tool_call: false,
+            tool_calls_recovered: 0,
             checked_at: Utc::now(),
             elapsed_ms: 12,
             transport: Some(pulse_domain::patrol::readiness::TurnTransport::Buffered),

@@ -119,6 +119,7 @@ async fn run(sim: &ProviderSim, exports: &dyn ExportAudit) -> LoopOutcome {
         allowance: None,
         stream: true,
         temperature: None,
+        tool_calls_from_text: false,
         observer: None,
     })
     .await

@@ -452,3 +452,56 @@ async fn a_changed_key_or_address_is_not_covered_by_the_cached_outcome() -> anyh
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn a_preflight_call_written_as_text_passes_on_a_local_route_and_says_so() -> anyhow::Result<()>
+{
+    let written =
+        format!("<tools> <function name=\"{PREFLIGHT_TOOL}\" arguments='{{\"ok\": true}}'/>");
+    let sim = ProviderSim::start(Script::turns([
+        Turn::text(written.clone()),
+        Turn::text(written),
+    ]))
+    .await?;
+    let (pf, _clock) = preflight(settings());
+
+    // A local model server recovers it by default.
+    let local = at_sim(&sim, "llamacpp:sim-model");
+    let outcome = pf.run(&local).await;
+    assert!(outcome.ready, "{outcome:?}");
+    assert!(outcome.observed_tool_call);
+    assert_eq!(outcome.tool_calls_recovered, 1);
+    assert!(
+        outcome.summary.contains("tool calls recovered from text"),
+        "{}",
+        outcome.summary
+    );
+    assert!(pf.readiness(&local).is_ready());
+
+    // Turned off, the same answer is a model that did not call the tool.
+    let off = at_sim(&sim, "llamacpp:sim-model").with_options(ProviderOptions {
+        tool_calls_from_text: AutoSwitch::Off,
+        ..ProviderOptions::default()
+    });
+    let outcome = pf.run(&off).await;
+    assert!(!outcome.ready);
+    assert_eq!(outcome.tool_calls_recovered, 0);
+    assert_eq!(
+        outcome.cause,
+        Some(PreflightCause::Provider(FailureCause::NoToolSupport))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_text_call_with_arguments_the_schema_refuses_does_not_pass() -> anyhow::Result<()> {
+    let sim = ProviderSim::start(Script::lazy(format!(
+        "```json\n{{\"name\": \"{PREFLIGHT_TOOL}\", \"arguments\": {{\"ok\": \"yes\"}}}}\n```"
+    )))
+    .await?;
+    let (pf, _clock) = preflight(settings());
+    let outcome = pf.run(&at_sim(&sim, "llamacpp:sim-model")).await;
+    assert!(!outcome.ready, "{outcome:?}");
+    assert_eq!(outcome.tool_calls_recovered, 0);
+    Ok(())
+}

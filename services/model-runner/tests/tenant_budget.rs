@@ -64,6 +64,7 @@ async fn run(sim: &ProviderSim, route: &str, usage: &dyn UsageSink) -> LoopOutco
         allowance: None,
         stream: true,
         temperature: None,
+        tool_calls_from_text: false,
         observer: None,
     })
     .await

@@ -225,6 +225,15 @@ pub fn describe_run(run: &PatrolRun) -> String {
     rows.push(("checked", run.counts.resources_checked.to_string()));
     rows.push(("new findings", run.new_findings.to_string()));
     rows.push(("errors", run.error_count.to_string()));
+    if run.tool_calls_recovered > 0 {
+        rows.push((
+            "from text",
+            format!(
+                "{} of {} tool calls were written as text and recovered",
+                run.tool_calls_recovered, run.tool_call_count
+            ),
+        ));
+    }
     if let Some(summary) = &run.error_summary {
         rows.push(("error", summary.clone()));
     }
@@ -575,6 +584,15 @@ new findings  3
 errors        1
 error         one host did not answer
 "
+        );
+        let mut weak = runs[1].clone();
+        weak.tool_call_count = 5;
+        weak.tool_calls_recovered = 4;
+        assert!(
+            describe_run(&weak)
+                .contains("from text     4 of 5 tool calls were written as text and recovered\n"),
+            "{}",
+            describe_run(&weak)
         );
         let scoped = describe_run(&runs[0]);
         assert!(scoped.contains("effective     host:web-1\n"), "{scoped}");

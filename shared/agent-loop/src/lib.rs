@@ -9,7 +9,9 @@
 //! - [`route`]: `provider:model` routes and which configured route each surface uses, with no
 //!   silent fallback; [`registry`] is the provider table of `pulse-providers`.
 //! - [`agent_loop`]: the loop itself: ask the model, admit its tool calls through the run's gate,
-//!   execute the admitted ones, feed the results back, under turn, call and token limits.
+//!   execute the admitted ones, feed the results back, under turn, call and token limits; when
+//!   the caller allows it, calls a model wrote as text become tool calls under the same
+//!   admission ([`agent_loop::text_calls`]).
 //! - [`pricing`] and [`cost`]: the exact price table, the cost of one call, dollar budgets, the
 //!   tenant spend budgets checked before each call and the usage sink that writes the cost
 //!   ledger (the ledger's rows and sums are `pulse-store`'s).

@@ -9,10 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use pulse_agent_loop::agent_loop::text_calls;
 use pulse_agent_loop::agent_loop::{
     AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
-    ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, STUB_MARKER, TokenAllowance,
-    ToolHandler, UsageNotRecorded,
+    ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, ProviderCallUsage,
+    RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded, UsageSink,
 };
 use pulse_agent_loop::provider::{
     FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
@@ -22,10 +23,10 @@ use pulse_agent_loop::registry::RouteClass;
 use pulse_agent_loop::route::Route;
 use pulse_capabilities::{AdmittedCall, DenialCode, ExecutionProfile, ToolPolicy};
 use pulse_redaction::{Destination, RedactionConfig, Redactor};
-use pulse_test_support::provider_sim::Script;
 use pulse_test_support::provider_sim::{
     Delivery, ProviderSim, RecordedRequest, SimError, Step, Turn,
 };
+use pulse_test_support::provider_sim::{Script, TextCallForm};
 use serde_json::{Value, json};
 
 const SYSTEM: &str = "You are Pulse Patrol. Use the tools.";
@@ -154,6 +155,7 @@ async fn run_loop(
         allowance: allowance.map(|a| -> &mut dyn TokenAllowance { a }),
         stream,
         temperature: None,
+        tool_calls_from_text: false,
         observer: None,
     })
     .await
@@ -625,4 +627,319 @@ async fn orphaned_calls_get_synthetic_error_results_and_never_run() {
         Some(CallStatus::Orphaned)
     ));
     assert_paired(&outcome.messages);
+}
+
+/// A run over the Watch policy with text-call recovery `enabled`.
+async fn run_text_calls(sim: &ProviderSim, handler: &Recorder, enabled: bool) -> LoopOutcome {
+    run_text_calls_told(sim, handler, enabled, &UsageNotRecorded).await
+}
+
+async fn run_text_calls_told(
+    sim: &ProviderSim,
+    handler: &Recorder,
+    enabled: bool,
+    usage: &dyn UsageSink,
+) -> LoopOutcome {
+    run_text_calls_as(sim, handler, enabled, usage, "sim-model").await
+}
+
+async fn run_text_calls_as(
+    sim: &ProviderSim,
+    handler: &Recorder,
+    enabled: bool,
+    usage: &dyn UsageSink,
+    model: &str,
+) -> LoopOutcome {
+    let provider = provider(sim);
+    let redactor = redactor();
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::new(
+            pulse_agent_loop::registry::lookup("llamacpp").expect("llamacpp"),
+            model,
+        ),
+        route_class: RouteClass::LocalModelServer,
+        system_prompt: SYSTEM.into(),
+        messages: vec![Message::user(GOAL)],
+        policy: watch_policy(),
+        handler,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage,
+        limits: LoopLimits::default(),
+        compaction: None,
+        allowance: None,
+        stream: true,
+        temperature: None,
+        tool_calls_from_text: enabled,
+        observer: None,
+    })
+    .await
+}
+
+/// The assistant messages of a recorded OpenAI request: `(content, [(call id, name)])`.
+fn assistant_messages(request: &RecordedRequest) -> Vec<(String, Vec<(String, String)>)> {
+    request.body["messages"]
+        .as_array()
+        .map(|msgs| {
+            msgs.iter()
+                .filter(|m| m["role"] == "assistant")
+                .map(|m| {
+                    let calls = m["tool_calls"]
+                        .as_array()
+                        .map(|calls| {
+                            calls
+                                .iter()
+                                .map(|c| {
+                                    (
+                                        c["id"].as_str().unwrap_or_default().to_owned(),
+                                        c["function"]["name"]
+                                            .as_str()
+                                            .unwrap_or_default()
+                                            .to_owned(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (m["content"].as_str().unwrap_or_default().to_owned(), calls)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const FENCED_CALL: &str = "Let me look.\n```json\n{\"name\": \"pulse_query\", \"arguments\": {\"action\": \"list\", \"limit\": 1}}\n```";
+
+#[tokio::test]
+async fn a_call_written_as_text_runs_as_a_tool_call_and_its_result_pairs_up() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::text(FENCED_CALL),
+        Turn::text("All hosts are healthy."),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_text_calls(&sim, &handler, true).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.final_text, "All hosts are healthy.");
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(handler.names(), ["pulse_query"]);
+    assert_eq!(outcome.tool_calls_recovered, 1);
+    let [record] = outcome.tool_calls.as_slice() else {
+        panic!("one record expected: {:?}", outcome.tool_calls);
+    };
+    assert!(record.recovered_from_text);
+    assert_eq!(
+        record.status,
+        CallStatus::Executed {
+            is_error: false,
+            timed_out: false
+        }
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&record.input).expect("input"),
+        query(1)
+    );
+    // The next request carries the call as a tool call, without its text, and its result.
+    let requests = sim.requests();
+    let assistant = assistant_messages(&requests[1]);
+    assert_eq!(
+        assistant,
+        [(
+            "Let me look.".to_owned(),
+            vec![(record.call_id.clone(), "pulse_query".to_owned())]
+        )]
+    );
+    let results = tool_messages(&requests[1]);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].0, record.call_id);
+    assert!(results[0].1.starts_with("result of"), "{results:?}");
+}
+
+/// Counts what the loop tells a usage sink about recovered calls, per turn.
+#[derive(Default)]
+struct RecoveredTold(Mutex<Vec<(String, u32)>>);
+
+impl UsageSink for RecoveredTold {
+    fn record<'a>(
+        &'a self,
+        _call: &'a ProviderCallUsage<'a>,
+    ) -> BoxFuture<'a, Result<(), RecordError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn tool_calls_recovered(&self, route: &Route, _class: RouteClass, count: u32) {
+        if let Ok(mut told) = self.0.lock() {
+            told.push((route.to_string(), count));
+        }
+    }
+}
+
+#[tokio::test]
+async fn recovered_calls_get_ids_unique_in_the_run_and_each_turn_is_told_to_the_sink() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::text(
+            "<tool_call>{\"name\": \"pulse_query\", \"arguments\": {\"action\": \"list\", \"limit\": 1}}</tool_call>\n\
+             <tool_call>{\"name\": \"pulse_query\", \"arguments\": {\"action\": \"list\", \"limit\": 2}}</tool_call>",
+        ),
+        Turn::text("<function=pulse_query>{\"action\": \"list\", \"limit\": 3}</function>"),
+        Turn::text("done"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+    let told = RecoveredTold::default();
+
+    let outcome = run_text_calls_told(&sim, &handler, true, &told).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.tool_calls_recovered, 3);
+    assert_eq!(
+        told.0.lock().map(|t| t.clone()).unwrap_or_default(),
+        [
+            ("llamacpp:sim-model".to_owned(), 2),
+            ("llamacpp:sim-model".to_owned(), 1)
+        ]
+    );
+    let ids: std::collections::BTreeSet<&str> = outcome
+        .tool_calls
+        .iter()
+        .map(|r| r.call_id.as_str())
+        .collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(
+        ids.iter()
+            .all(|id| id.len() == 9 && id.chars().all(|c| c.is_ascii_alphanumeric())),
+        "{ids:?}"
+    );
+}
+
+#[tokio::test]
+async fn with_recovery_off_a_call_written_as_text_is_the_answer() {
+    let sim = ProviderSim::start(Script::turns([Turn::text(FENCED_CALL)]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_text_calls(&sim, &handler, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.final_text, FENCED_CALL);
+    assert!(handler.names().is_empty());
+    assert!(outcome.tool_calls.is_empty());
+    assert_eq!(outcome.tool_calls_recovered, 0);
+}
+
+#[tokio::test]
+async fn a_text_call_to_an_unoffered_tool_or_with_invalid_arguments_stays_text() {
+    let text = "{\"name\": \"shell_exec\", \"arguments\": {\"cmd\": \"uptime\"}}\n\
+                {\"name\": \"pulse_query\", \"arguments\": {\"action\": \"list\", \"bogus\": 1}}";
+    let sim = ProviderSim::start(Script::turns([Turn::text(text)]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_text_calls(&sim, &handler, true).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(outcome.final_text, text);
+    assert!(handler.names().is_empty());
+    assert!(outcome.tool_calls.is_empty());
+    assert_eq!(outcome.tool_calls_recovered, 0);
+    assert_eq!(sim.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_with_a_native_call_is_not_searched_for_text_calls() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::text(FENCED_CALL).with_tool_id("native", "pulse_query", query(7)),
+        Turn::text("done"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_text_calls(&sim, &handler, true).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(handler.started(), ["native"]);
+    assert_eq!(outcome.tool_calls_recovered, 0);
+    assert!(outcome.tool_calls.iter().all(|r| !r.recovered_from_text));
+}
+
+#[test]
+fn every_form_a_simulator_persona_writes_is_found_as_the_calls_it_wrote() {
+    let calls = vec![
+        (
+            "pulse_query".to_owned(),
+            json!({"action": "list", "limit": 2}),
+        ),
+        (
+            "patrol_report_finding".to_owned(),
+            json!({"title": "web's health check fails", "evidence": "a & b"}),
+        ),
+    ];
+    for form in TextCallForm::ALL {
+        let text = form.write(&calls);
+        let found: Vec<(String, Value)> = text_calls::find(&text)
+            .into_iter()
+            .flat_map(|site| site.calls)
+            .map(|call| (call.name, call.arguments))
+            .collect();
+        assert_eq!(found, calls, "{}: {text}", form.as_str());
+        let recovered = text_calls::recover(&text, |_| true).expect("recovered");
+        assert_eq!(
+            recovered.remaining_text,
+            "I will use the tools.",
+            "{}",
+            form.as_str()
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_text_call_persona_runs_its_reads_through_recovered_calls() {
+    let sim = ProviderSim::start(Script::turns([])).await.expect("sim");
+    for form in TextCallForm::ALL {
+        let handler = Recorder::default();
+        let model = format!("sim:text-calls:{}", form.as_str());
+        let outcome = run_text_calls_as(&sim, &handler, true, &UsageNotRecorded, &model).await;
+        assert_eq!(outcome.stop, LoopStop::Completed, "{model}");
+        assert!(!handler.names().is_empty(), "{model}: no call ran");
+        assert_eq!(
+            outcome.tool_calls_recovered as usize,
+            outcome.tool_calls.len(),
+            "{model}"
+        );
+        assert!(
+            outcome.tool_calls.iter().all(|r| r.recovered_from_text),
+            "{model}"
+        );
+        assert!(
+            outcome.final_text.starts_with("Summary:"),
+            "{model}: {}",
+            outcome.final_text
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_invalid_text_call_persona_runs_nothing() {
+    let sim = ProviderSim::start(Script::turns([])).await.expect("sim");
+    let handler = Recorder::default();
+    let outcome = run_text_calls_as(
+        &sim,
+        &handler,
+        true,
+        &UsageNotRecorded,
+        "sim:text-calls-invalid",
+    )
+    .await;
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert!(handler.names().is_empty(), "{:?}", handler.names());
+    assert_eq!(outcome.tool_calls_recovered, 0);
+    assert_eq!(outcome.turns, 1);
 }

@@ -119,6 +119,7 @@ async fn three_turns(
         allowance: None,
         stream,
         temperature: None,
+        tool_calls_from_text: false,
         observer: None,
     })
     .await;

@@ -79,6 +79,7 @@ async fn run(
         allowance: None,
         stream: true,
         temperature: None,
+        tool_calls_from_text: false,
         observer: None,
     })
     .await

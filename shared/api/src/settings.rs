@@ -95,6 +95,8 @@ pub struct PreflightView {
     pub model: String,
     pub ok: bool,
     pub tool_call_observed: bool,
+    /// The preflight's call was written as text and recovered: "tool calls recovered from text".
+    pub tool_calls_recovered: u32,
     pub cause: Option<String>,
     pub summary: String,
     pub recommendation: Option<String>,
@@ -113,6 +115,7 @@ impl From<&PreflightRecord> for PreflightView {
             model: record.model.clone(),
             ok: record.ok,
             tool_call_observed: record.tool_call_observed,
+            tool_calls_recovered: record.tool_calls_recovered,
             cause: record.cause.clone(),
             summary: record.summary.clone(),
             recommendation: record.recommendation.clone(),

@@ -24,6 +24,7 @@ fn preflight_request_and_reply_wire_shape() {
         base_url: Some("https://llm.internal/v1".to_owned()),
         ok: false,
         tool_call_observed: false,
+        tool_calls_recovered: 0,
         cause: Some("auth".to_owned()),
         summary: "the provider rejected the API key".to_owned(),
         recommendation: Some("check the API key and its permissions".to_owned()),

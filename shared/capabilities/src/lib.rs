@@ -15,7 +15,8 @@ pub mod tools;
 pub use error_codes::ErrorCode;
 pub use invocation::{InvocationClass, InvocationDescriptor, InvocationKind, MutationTarget};
 pub use policy::{
-    AdmittedCall, CallRef, Denial, DenialCode, OfferedTool, PolicyError, ProposedCall, ToolPolicy,
+    AdmittedCall, ArgumentSchema, CallRef, Denial, DenialCode, OfferedTool, PolicyError,
+    ProposedCall, ToolPolicy,
 };
 pub use profile::{ControlLevel, ExecutionProfile};
 pub use run_gate::{DenialTracker, GateError, RunGate, TerminalDenial};

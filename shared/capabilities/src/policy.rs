@@ -137,7 +137,35 @@ pub enum PolicyError {
 struct OfferedEntry {
     tool: ToolName,
     offered: OfferedTool,
+    validator: ArgumentSchema,
+}
+
+/// A compiled argument schema: the one check of a call's arguments against what was offered.
+/// The policy holds one per offered tool; a surface that offers a tool outside the catalogue
+/// (the provider preflight's) compiles its schema here, so its calls get the same check.
+#[derive(Debug)]
+pub struct ArgumentSchema {
     validator: jsonschema::Validator,
+}
+
+impl ArgumentSchema {
+    /// Compiles `schema` (formats are not validated); the error is the compiler's reason.
+    pub fn compile(schema: &Value) -> Result<Self, String> {
+        jsonschema::options()
+            .should_validate_formats(false)
+            .build(schema)
+            .map(|validator| Self { validator })
+            .map_err(|e| e.to_string())
+    }
+
+    /// What is wrong with `arguments`, at most a few violations; empty when they are valid.
+    pub fn violations(&self, arguments: &Value) -> Vec<String> {
+        self.validator
+            .iter_errors(arguments)
+            .take(MAX_LISTED_VIOLATIONS)
+            .map(|error| describe_violation(&error))
+            .collect()
+    }
 }
 
 /// What the model is offered and may run under one execution profile.
@@ -165,13 +193,8 @@ impl ToolPolicy {
             let Some(parameters) = project_schema(profile, tool) else {
                 continue;
             };
-            let validator = jsonschema::options()
-                .should_validate_formats(false)
-                .build(&parameters)
-                .map_err(|e| PolicyError::Schema {
-                    tool,
-                    reason: e.to_string(),
-                })?;
+            let validator = ArgumentSchema::compile(&parameters)
+                .map_err(|reason| PolicyError::Schema { tool, reason })?;
             entries.push(OfferedEntry {
                 tool,
                 offered: OfferedTool {
@@ -295,13 +318,8 @@ impl ToolPolicy {
                     }
                 }
             }
-            let validator = jsonschema::options()
-                .should_validate_formats(false)
-                .build(&parameters)
-                .map_err(|e| PolicyError::Schema {
-                    tool,
-                    reason: e.to_string(),
-                })?;
+            let validator = ArgumentSchema::compile(&parameters)
+                .map_err(|reason| PolicyError::Schema { tool, reason })?;
             entries.push(OfferedEntry {
                 tool,
                 offered: OfferedTool {
@@ -386,12 +404,7 @@ impl ToolPolicy {
                 },
             ));
         }
-        let violations: Vec<String> = entry
-            .validator
-            .iter_errors(arguments)
-            .take(MAX_LISTED_VIOLATIONS)
-            .map(|error| describe_violation(&error))
-            .collect();
+        let violations = entry.validator.violations(arguments);
         if !violations.is_empty() {
             return Err(Denial::new(
                 DenialCode::InvalidArguments,

@@ -33,14 +33,15 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
         .execute(
             "INSERT INTO patrol_preflights (tenant_id, route, model, base_url, ok,
                  tool_call_observed, cause, summary, recommendation, action, checked_at,
-                 transport, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
+                 transport, tool_calls_recovered, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
              ON CONFLICT (tenant_id) DO UPDATE SET
                  route = EXCLUDED.route, model = EXCLUDED.model, base_url = EXCLUDED.base_url,
                  ok = EXCLUDED.ok, tool_call_observed = EXCLUDED.tool_call_observed,
                  cause = EXCLUDED.cause, summary = EXCLUDED.summary,
                  recommendation = EXCLUDED.recommendation, action = EXCLUDED.action,
                  checked_at = EXCLUDED.checked_at, transport = EXCLUDED.transport,
+                 tool_calls_recovered = EXCLUDED.tool_calls_recovered,
                  updated_at = EXCLUDED.updated_at",
             &[
                 &tenant,
@@ -55,6 +56,7 @@ pub async fn record_preflight(tx: &TenantTx, record: &PreflightRecord) -> Result
                 &record.action,
                 &record.checked_at,
                 &record.transport.map(TurnTransport::as_str),
+                &i32::try_from(record.tool_calls_recovered).unwrap_or(i32::MAX),
             ],
         )
         .await?;
@@ -67,7 +69,7 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
         .client()
         .query_opt(
             "SELECT route, model, base_url, ok, tool_call_observed, cause, summary,
-                 recommendation, action, checked_at, transport
+                 recommendation, action, checked_at, transport, tool_calls_recovered
              FROM patrol_preflights",
             &[],
         )
@@ -87,6 +89,7 @@ pub async fn load_preflight(tx: &TenantTx) -> Result<Option<PreflightRecord>, St
             .get::<_, Option<String>>(10)
             .as_deref()
             .and_then(TurnTransport::parse),
+        tool_calls_recovered: u32::try_from(row.get::<_, i32>(11)).unwrap_or(0),
     }))
 }
 

@@ -27,6 +27,7 @@ fn record(ok: bool, cause: Option<&str>) -> PreflightRecord {
         base_url: None,
         ok,
         tool_call_observed: ok,
+        tool_calls_recovered: 0,
         cause: cause.map(str::to_owned),
         summary: "the provider rejected the API key".to_owned(),
         recommendation: Some("check the API key".to_owned()),
@@ -55,8 +56,11 @@ async fn preflight_round_trips_and_stays_in_its_tenant() -> anyhow::Result<()> {
 
     let tx = store.tenant_tx(&acme).await?;
     assert_eq!(patrol_readiness::load_preflight(&tx).await?, Some(failed));
-    // The next outcome replaces the last one.
-    let passed = truncate(record(true, None));
+    // The next outcome replaces the last one, with the calls it recovered from text.
+    let passed = truncate(PreflightRecord {
+        tool_calls_recovered: 1,
+        ..record(true, None)
+    });
     patrol_readiness::record_preflight(&tx, &passed).await?;
     assert_eq!(patrol_readiness::load_preflight(&tx).await?, Some(passed));
     tx.commit().await?;

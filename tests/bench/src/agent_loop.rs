@@ -104,6 +104,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             allowance: None,
             stream: false,
             temperature: None,
+            tool_calls_from_text: false,
             observer: None,
         })
         .await;

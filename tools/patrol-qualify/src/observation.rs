@@ -167,6 +167,10 @@ pub struct RunObservation {
     pub resources: Vec<ResourceBinding>,
     pub findings: Vec<ObservedFinding>,
     pub tool_exchanges: Vec<ToolExchange>,
+    /// Of the run's tool calls, those the model wrote as text and Pulse recovered (absent in
+    /// observations made before it was recorded).
+    #[serde(default)]
+    pub tool_calls_recovered: u32,
     pub ai_analysis: Option<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,

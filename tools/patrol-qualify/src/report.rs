@@ -264,11 +264,12 @@ pub fn run_markdown(report: &RunReport) -> String {
     let tools = &score.tools;
     let _ = writeln!(
         md,
-        "\n## Tool efficiency\n\n- Calls: {} (failed {}, duplicate {}, forbidden {})\n- Evidence calls: {}\n- Distinct tools: {}\n- Forbidden output markers found: {}\n",
+        "\n## Tool efficiency\n\n- Calls: {} (failed {}, duplicate {}, forbidden {})\n- Tool calls recovered from text: {}\n- Evidence calls: {}\n- Distinct tools: {}\n- Forbidden output markers found: {}\n",
         tools.total,
         tools.failed,
         tools.duplicate,
         tools.forbidden,
+        obs.tool_calls_recovered,
         tools.evidence_calls,
         tools.distinct_tools,
         score.forbidden_markers_found.len()
@@ -380,6 +381,10 @@ pub struct ScenarioSummary {
     pub recall: Proportion,
     pub false_positives: u32,
     pub hard_failure_runs: u32,
+    /// Tool calls the model wrote as text and Pulse recovered, summed over runs: a route that
+    /// needs them has no working native tool calling.
+    #[serde(default)]
+    pub tool_calls_recovered: u32,
     pub input_tokens_p95: u64,
     pub output_tokens_p95: u64,
     pub latency_p95: PhaseP95,
@@ -423,6 +428,10 @@ pub fn summarize(scenario_id: &str, reports: &[&RunReport]) -> ScenarioSummary {
                 .filter(|r| !r.score.hard_failures.is_empty())
                 .count(),
         ),
+        tool_calls_recovered: reports
+            .iter()
+            .map(|r| r.observation.tool_calls_recovered)
+            .fold(0, u32::saturating_add),
         input_tokens_p95: p95(&reports
             .iter()
             .map(|r| r.observation.input_tokens)
@@ -495,12 +504,12 @@ fn suite_markdown(suite: &SuiteSummary) -> String {
         suite.passes,
         suite.runs
     );
-    md.push_str("| Scenario | Runs | Passes | Pass rate (95% Wilson) | Recall (95% Wilson) | False positives | Hard-failure runs | p95 input tokens | p95 output tokens | p95 patrol ms | p95 end-to-end ms |\n");
-    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    md.push_str("| Scenario | Runs | Passes | Pass rate (95% Wilson) | Recall (95% Wilson) | False positives | Hard-failure runs | Tool calls recovered from text | p95 input tokens | p95 output tokens | p95 patrol ms | p95 end-to-end ms |\n");
+    md.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for s in &suite.scenarios {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {:.3} [{:.3}, {:.3}] | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.3} [{:.3}, {:.3}] | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&s.scenario_id),
             s.runs,
             s.passes,
@@ -510,6 +519,7 @@ fn suite_markdown(suite: &SuiteSummary) -> String {
             recall_cell(&s.recall),
             s.false_positives,
             s.hard_failure_runs,
+            s.tool_calls_recovered,
             s.input_tokens_p95,
             s.output_tokens_p95,
             s.latency_p95.patrol_ms,

@@ -421,6 +421,7 @@ pub async fn run_once(session: &Session, entry: &Entry, repeat_index: u32) -> Ru
         findings: Vec::new(),
         tool_exchanges: Vec::new(),
         ai_analysis: None,
+        tool_calls_recovered: 0,
         input_tokens: 0,
         output_tokens: 0,
         cost_usd: None,
@@ -868,6 +869,7 @@ async fn read_run(
     obs.ai_analysis = run.ai_analysis.clone();
     obs.input_tokens = run.input_tokens;
     obs.output_tokens = run.output_tokens;
+    obs.tool_calls_recovered = run.tool_calls_recovered;
     obs.cost_usd = run.cost_usd;
     for (i, call) in run.tool_calls.iter().enumerate() {
         obs.tool_exchanges.push(ToolExchange {

@@ -86,6 +86,7 @@ fn perfect() -> RunObservation {
             ),
             exchange(4, "patrol_report_finding", json!({"title": "unhealthy"})),
         ],
+        tool_calls_recovered: 0,
         ai_analysis: Some("orders-worker-a1b2 is unhealthy; billing is fine.".to_owned()),
         input_tokens: 12_000,
         output_tokens: 900,
@@ -867,6 +868,23 @@ fn compare_refuses_mixed_revisions_dirty_runs_and_stale_digests() {
         ]
     );
     assert_eq!(c.recommended, None);
+}
+
+#[test]
+fn calls_recovered_from_text_are_reported_per_run_and_summed_per_scenario() {
+    let mut weak = perfect();
+    weak.tool_calls_recovered = 3;
+    let reports = [
+        run_report("weak", hosted(), weak),
+        run_report("native", hosted(), perfect()),
+    ];
+    assert!(
+        report::run_markdown(&reports[0]).contains("- Tool calls recovered from text: 3\n"),
+        "{}",
+        report::run_markdown(&reports[0])
+    );
+    let summary = report::summarize("s", &[&reports[0], &reports[1]]);
+    assert_eq!(summary.tool_calls_recovered, 3);
 }
 
 #[test]

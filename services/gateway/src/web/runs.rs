@@ -71,7 +71,12 @@ pub async fn list(State(state): State<AppState>, user: WebUser) -> Response {
                                         (run.existing_findings) " existing, "
                                         (run.resolved_findings) " resolved"
                                     }
-                                    td class="opt" { (run.tool_call_count) }
+                                    td class="opt" {
+                                        (run.tool_call_count)
+                                        @if run.tool_calls_recovered > 0 {
+                                            " (" (run.tool_calls_recovered) " from text)"
+                                        }
+                                    }
                                     td class="opt" { (run.input_tokens) " in / " (run.output_tokens) " out" }
                                     td { (cost(run)) }
                                 }
@@ -124,6 +129,10 @@ fn run_body(run: &PatrolRun) -> Markup {
                         dt { "Completed" } dd { (at_opt(run.completed_at.as_ref())) }
                         dt { "Resources checked" } dd { (run.counts.resources_checked) }
                         dt { "Model turns" } dd { (run.turns) }
+                        @if run.tool_calls_recovered > 0 {
+                            dt { "Tool calls recovered from text" }
+                            dd { (run.tool_calls_recovered) " of " (run.tool_call_count) }
+                        }
                         dt { "Tokens" } dd { (run.input_tokens) " in / " (run.output_tokens) " out" }
                         dt { "Cost" } dd { (cost(run)) }
                     }
@@ -168,6 +177,7 @@ fn run_body(run: &PatrolRun) -> Markup {
                                 summary {
                                     code { (shown(Some(&call.tool_name))) } " · "
                                     @if call.success { "ok" } @else { "failed" }
+                                    @if call.recovered_from_text { " · recovered from text" }
                                     " · " (call.duration_ms) " ms"
                                 }
                                 p { strong { "Input" } }
@@ -215,6 +225,38 @@ mod tests {
             !page.contains("data-pending"),
             "a failed run is not pending: {page}"
         );
+    }
+
+    #[test]
+    fn calls_recovered_from_text_are_shown_on_the_run_and_on_each_call() {
+        let mut run = PatrolRun::queued(
+            RunId::from_uuid(uuid::Uuid::nil()),
+            TriggerReason::Manual,
+            RunType::Full,
+            Utc::now(),
+        );
+        assert!(!run_body(&run).into_string().contains("recovered from text"));
+        let now = Utc::now();
+        run.tool_calls = vec![
+            pulse_domain::patrol::run::ToolCallRecord::new(
+                "txt000000",
+                "pulse_query",
+                "{}",
+                "[]",
+                true,
+                now,
+                now,
+            )
+            .recovered_from_text(true),
+        ];
+        run.tool_call_count = 1;
+        run.tool_calls_recovered = 1;
+        let page = run_body(&run).into_string();
+        assert!(
+            page.contains("<dt>Tool calls recovered from text</dt><dd>1 of 1</dd>"),
+            "{page}"
+        );
+        assert!(page.contains("ok · recovered from text"), "{page}");
     }
 
     #[test]

@@ -183,6 +183,9 @@ fn preflight_facts(preflight: &PreflightView) -> Markup {
             dt { "model" } dd { (shown(Some(&preflight.model))) }
             dt { "ok" } dd { (yes_no(preflight.ok)) }
             dt { "tool call observed" } dd { (yes_no(preflight.tool_call_observed)) }
+            @if preflight.tool_calls_recovered > 0 {
+                dt { "tool calls recovered from text" } dd { (preflight.tool_calls_recovered) }
+            }
             dt { "cause" } dd { (shown(preflight.cause.as_deref())) }
             dt { "summary" } dd { (shown(Some(&preflight.summary))) }
             dt { "recommendation" } dd { (shown(preflight.recommendation.as_deref())) }
@@ -629,6 +632,31 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn a_preflight_passed_through_a_recovered_call_says_so() {
+        let mut view = PreflightView {
+            route: "llamacpp:qwen2.5-coder-1.5b".to_owned(),
+            model: "qwen2.5-coder-1.5b".to_owned(),
+            ok: true,
+            tool_call_observed: true,
+            tool_calls_recovered: 0,
+            cause: None,
+            summary: "the model answered and called the preflight tool".to_owned(),
+            recommendation: None,
+            action: None,
+            checked_at: chrono::Utc::now(),
+            transport: None,
+        };
+        let native = preflight_facts(&view).into_string();
+        assert!(!native.contains("recovered from text"), "{native}");
+        view.tool_calls_recovered = 1;
+        let recovered = preflight_facts(&view).into_string();
+        assert!(
+            recovered.contains("<dt>tool calls recovered from text</dt><dd>1</dd>"),
+            "{recovered}"
+        );
     }
 
     #[test]

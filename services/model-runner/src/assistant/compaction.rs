@@ -128,6 +128,7 @@ impl AssistantService {
             allowance: None,
             stream: false,
             temperature: Some(0.0),
+            tool_calls_from_text: connection.tool_calls_from_text(),
             observer: None,
         })
         .await;

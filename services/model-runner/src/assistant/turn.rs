@@ -401,6 +401,7 @@ impl AssistantService {
             allowance: None,
             stream: true,
             temperature: None,
+            tool_calls_from_text: connection.tool_calls_from_text(),
             observer: Some(&observer),
         })
         .await;
@@ -471,6 +472,7 @@ impl AssistantService {
                 allowance: None,
                 stream: true,
                 temperature: None,
+                tool_calls_from_text: connection.tool_calls_from_text(),
                 observer: Some(&observer),
             })
             .await;

@@ -248,6 +248,7 @@ impl Investigator {
             allowance: Some(&mut allowance),
             stream: true,
             temperature: Some(0.0),
+            tool_calls_from_text: connection.tool_calls_from_text(),
             observer: None,
         })
         .await;
@@ -281,6 +282,7 @@ impl Investigator {
                 allowance: None,
                 stream: true,
                 temperature: Some(0.0),
+                tool_calls_from_text: connection.tool_calls_from_text(),
                 observer: None,
             })
             .await;

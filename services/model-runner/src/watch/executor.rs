@@ -71,6 +71,8 @@ pub struct WatchOutcome {
     /// Bounded to [`MAX_RECORDED_TOOL_CALLS`].
     pub tool_calls: Vec<ToolCallRecord>,
     pub tool_call_count: u32,
+    /// Of the run's calls, those the model wrote as text (see `pulse_agent_loop`'s text calls).
+    pub tool_calls_recovered: u32,
     /// What the run's finding tools accepted and refused.
     pub findings: RunFindings,
     /// Time spent in provider calls (request sent to response assembled), summed over the
@@ -107,6 +109,7 @@ impl WatchOutcome {
             cost: Some(Usd::ZERO),
             tool_calls: Vec::new(),
             tool_call_count: 0,
+            tool_calls_recovered: 0,
             findings: RunFindings::default(),
             provider_time: std::time::Duration::ZERO,
         }
@@ -188,6 +191,15 @@ impl UsageSink for RunUsage<'_> {
         })
     }
 
+    fn tool_calls_recovered(
+        &self,
+        route: &pulse_agent_loop::route::Route,
+        route_class: RouteClass,
+        count: u32,
+    ) {
+        self.ledger.tool_calls_recovered(route, route_class, count);
+    }
+
     /// The tenant spend budgets, checked by the ledger.
     fn admit_call<'a>(
         &'a self,
@@ -225,6 +237,7 @@ pub(super) fn tool_call_records(
                 ended_at - duration,
                 ended_at,
             )
+            .recovered_from_text(call.recovered_from_text)
         })
         .collect()
 }

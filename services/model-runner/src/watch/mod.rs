@@ -502,6 +502,7 @@ impl WatchRunner {
                         record.cost_usd = outcome.cost.map(|c| c.as_f64());
                         record.tool_calls = outcome.tool_calls.clone();
                         record.tool_call_count = outcome.tool_call_count;
+                        record.tool_calls_recovered = outcome.tool_calls_recovered;
                         record.turns = outcome.turns;
                         record.ai_analysis = summary.clone();
                         let findings = &outcome.findings;

@@ -126,6 +126,7 @@ struct Phases {
     provider_calls: u32,
     usage: Usage,
     records: Vec<pulse_agent_loop::agent_loop::ToolCallRecord>,
+    tool_calls_recovered: u32,
     messages: Vec<Message>,
     repaired: bool,
     provider_time: Duration,
@@ -139,6 +140,7 @@ impl Phases {
         self.provider_calls += outcome.provider_calls;
         self.usage += outcome.usage;
         self.records.extend(outcome.tool_calls);
+        self.tool_calls_recovered += outcome.tool_calls_recovered;
         self.provider_time += outcome.timings.iter().map(|t| t.provider).sum::<Duration>();
         self.final_text = outcome.final_text;
         // The loop returns its system message first; the next phase brings its own.
@@ -582,6 +584,7 @@ impl WatchExecutor for WatchRuntime {
                     allowance: None,
                     stream: true,
                     temperature: Some(0.0),
+                    tool_calls_from_text: connection.tool_calls_from_text(),
                     observer: None,
                 })
             };
@@ -610,6 +613,7 @@ impl WatchExecutor for WatchRuntime {
                         allowance: Some(&mut allowance),
                         stream: true,
                         temperature: Some(0.0),
+                        tool_calls_from_text: connection.tool_calls_from_text(),
                         observer: None,
                     })
                     .await;
@@ -696,6 +700,7 @@ impl WatchExecutor for WatchRuntime {
                 cost: totals.cost,
                 tool_calls: tool_call_records(&phases.records, ended_at),
                 tool_call_count: u32::try_from(phases.records.len()).unwrap_or(u32::MAX),
+                tool_calls_recovered: phases.tool_calls_recovered,
                 findings: accounted.findings,
                 provider_time: phases.provider_time,
             }

@@ -4,13 +4,21 @@
 //!
 //! Order of work per turn: the usage sink's admission of the call (the tenant spend budgets),
 //! compaction, request build, redaction and the export audit (the last
-//! steps before transport), the provider call, its usage report, admission of the whole batch (a
-//! terminal denial stops the run before any handler runs), execution, and result assembly in the
-//! model's call order.
+//! steps before transport), the provider call, its usage report, recovery of calls written as
+//! text (when the run allows it and the answer has no native call), admission of the whole batch
+//! (a terminal denial stops the run before any handler runs), execution, and result assembly in
+//! the model's call order.
+//!
+//! A call recovered from text is a call like any other from then on: it was only recovered
+//! because the run's policy admits it (offered name, arguments valid against the offered schema),
+//! it passes the run's gate again with the native calls' per-run rules, the assistant turn in the
+//! history carries it as a tool call so its result pairs up, and the text that held it is no
+//! longer the turn's answer. Its record says it came from text, and the outcome counts it.
 
 pub mod compaction;
 mod dispatch;
 pub mod export;
+pub mod text_calls;
 pub mod usage;
 
 use std::sync::Arc;
@@ -199,6 +207,9 @@ pub struct LoopInput<'a> {
     pub allowance: Option<&'a mut dyn TokenAllowance>,
     pub stream: bool,
     pub temperature: Option<f32>,
+    /// Whether calls a model wrote as text (see [`text_calls`]) become tool calls when an answer
+    /// has no native one: the route's setting, decided by its caller.
+    pub tool_calls_from_text: bool,
     /// Told what happens as it happens; `None` for runs nobody watches live.
     pub observer: Option<&'a dyn LoopObserver>,
 }
@@ -275,6 +286,8 @@ pub struct ToolCallRecord {
     pub duration: Duration,
     pub input: String,
     pub output: String,
+    /// The model wrote this call as text; the loop recovered it (see [`text_calls`]).
+    pub recovered_from_text: bool,
 }
 
 /// Where one turn's time went.
@@ -297,6 +310,8 @@ pub struct LoopOutcome {
     pub turns: u32,
     pub provider_calls: u32,
     pub tool_calls: Vec<ToolCallRecord>,
+    /// Of `tool_calls`, how many the model wrote as text: a route that needs this is weak.
+    pub tool_calls_recovered: u32,
     pub usage: Usage,
     /// One per request sent, in order.
     pub redactions: Vec<RedactionReport>,
@@ -320,6 +335,7 @@ struct RunState {
     compactions: Vec<CompactionReport>,
     timings: Vec<TurnTiming>,
     final_text: String,
+    tool_calls_recovered: u32,
 }
 
 impl AgentLoop {
@@ -340,6 +356,7 @@ impl AgentLoop {
             mut allowance,
             stream,
             temperature,
+            tool_calls_from_text,
             observer,
         } = input;
         let tools: Vec<Tool> = policy
@@ -363,6 +380,7 @@ impl AgentLoop {
             compactions: Vec::new(),
             timings: Vec::new(),
             final_text: String::new(),
+            tool_calls_recovered: 0,
         };
         let mut final_turn_only = false;
 
@@ -458,7 +476,7 @@ impl AgentLoop {
                     outcome,
                 })
                 .await;
-            let response = match result {
+            let mut response = match result {
                 Ok(response) => response,
                 Err(failure) => {
                     state.timings.push(timing);
@@ -482,6 +500,17 @@ impl AgentLoop {
             let assembly_started = Instant::now();
             state.turns += 1;
             state.usage += response.usage;
+            // Only a turn that offered tools can have called one.
+            let recovered = tool_calls_from_text
+                && !final_turn_only
+                && !tools.is_empty()
+                && recover_text_calls(&mut response, gate.policy(), state.tool_calls_recovered);
+            if recovered {
+                let count = u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX);
+                state.tool_calls_recovered = state.tool_calls_recovered.saturating_add(count);
+                tracing::info!(route = %route, count, "tool calls recovered from the model's text");
+                usage_sink.tool_calls_recovered(&route, route_class, count);
+            }
             state.final_text.clone_from(&response.content);
             state.messages.push(response.assistant_message());
 
@@ -524,13 +553,19 @@ impl AgentLoop {
                             o.call_denied(call, &result.content);
                         }
                         let status = CallStatus::Denied { code: denial.code };
-                        records[index] =
-                            Some(record(redactor, turn, call, status, &result.content));
+                        records[index] = Some(record(
+                            redactor,
+                            turn,
+                            call,
+                            status,
+                            &result.content,
+                            recovered,
+                        ));
                         slots[index] = Some(result);
                     }
                     Err(GateError::Terminal(t)) => {
                         let status = CallStatus::Terminal { code: t.code };
-                        records[index] = Some(record(redactor, turn, call, status, ""));
+                        records[index] = Some(record(redactor, turn, call, status, "", recovered));
                         terminal = Some(t);
                         break;
                     }
@@ -538,11 +573,9 @@ impl AgentLoop {
             }
             if let Some(t) = terminal {
                 for (call, slot) in calls.iter().zip(records) {
-                    state.records.push(
-                        slot.unwrap_or_else(|| {
-                            record(redactor, turn, call, CallStatus::NotRun, "")
-                        }),
-                    );
+                    state.records.push(slot.unwrap_or_else(|| {
+                        record(redactor, turn, call, CallStatus::NotRun, "", recovered)
+                    }));
                 }
                 tracing::warn!(tool = %t.tool, code = %t.code, "repeated denied call ends the run");
                 timing.overhead += assembly_started.elapsed();
@@ -575,7 +608,14 @@ impl AgentLoop {
                         is_error: done.result.is_error,
                         timed_out: done.timed_out,
                     };
-                    let mut rec = record(redactor, turn, call, status, &done.result.content);
+                    let mut rec = record(
+                        redactor,
+                        turn,
+                        call,
+                        status,
+                        &done.result.content,
+                        recovered,
+                    );
                     rec.duration = done.duration;
                     if let Some(o) = observer {
                         o.call_finished(&rec);
@@ -593,7 +633,14 @@ impl AgentLoop {
                     ToolResult::error(&call.id, "the tool call produced no result")
                 });
                 state.records.push(rec.unwrap_or_else(|| {
-                    record(redactor, turn, call, CallStatus::NotRun, &result.content)
+                    record(
+                        redactor,
+                        turn,
+                        call,
+                        CallStatus::NotRun,
+                        &result.content,
+                        recovered,
+                    )
                 }));
                 state.messages.push(Message::Tool(result));
             }
@@ -604,6 +651,7 @@ impl AgentLoop {
                     call,
                     CallStatus::Orphaned,
                     INTERRUPTED_TOOL_RESULT,
+                    false,
                 ));
                 state.messages.push(Message::Tool(ToolResult::error(
                     &call.id,
@@ -630,6 +678,7 @@ impl AgentLoop {
             turns: state.turns,
             provider_calls: state.provider_calls,
             tool_calls: state.records,
+            tool_calls_recovered: state.tool_calls_recovered,
             usage: state.usage,
             redactions: state.redactions,
             compactions: state.compactions,
@@ -657,6 +706,44 @@ fn budget_stop(admitted: Result<(), usage::BudgetCheckError>) -> Option<LoopStop
     }
 }
 
+/// Turns the calls an answer without native calls wrote as text into its tool calls, keeping
+/// only those the run's policy admits (the same check a native call passes), and takes their
+/// text out of the answer. Ids continue the run's count of recovered calls, so they are unique
+/// in the run (nine alphanumerics, which every provider's id rules accept). Returns whether any
+/// call was recovered.
+fn recover_text_calls(
+    response: &mut ChatResponse,
+    policy: &ToolPolicy,
+    recovered_so_far: u32,
+) -> bool {
+    if !response.tool_calls.is_empty() || !response.orphaned_tool_calls.is_empty() {
+        return false;
+    }
+    let Some(found) = text_calls::recover(&response.content, |call| {
+        let proposed = CallRef {
+            name: &call.name,
+            arguments: &call.arguments,
+        };
+        policy.admit(&proposed).is_ok()
+    }) else {
+        return false;
+    };
+    response.tool_calls = found
+        .calls
+        .into_iter()
+        .zip(recovered_so_far..)
+        .map(|(call, n)| {
+            ToolCall::new(
+                format!("txt{:06}", n % 1_000_000),
+                call.name,
+                call.arguments,
+            )
+        })
+        .collect();
+    response.content = found.remaining_text;
+    true
+}
+
 /// A bounded, redacted record of one call.
 fn record(
     redactor: &Redactor,
@@ -664,6 +751,7 @@ fn record(
     call: &ToolCall,
     status: CallStatus,
     output: &str,
+    recovered_from_text: bool,
 ) -> ToolCallRecord {
     // Records may be persisted; they get the same sanitizer as provider-bound text.
     let destination = redactor.destination();
@@ -686,5 +774,6 @@ fn record(
         duration: Duration::ZERO,
         input,
         output,
+        recovered_from_text,
     }
 }

@@ -60,6 +60,10 @@ pub trait UsageSink: Send + Sync {
     ) -> BoxFuture<'a, Result<(), BudgetCheckError>> {
         Box::pin(async { Ok(()) })
     }
+
+    /// Told how many calls of one turn the loop recovered from the model's text, so the route's
+    /// weakness is counted where its calls are. Counts nothing unless the sink keeps metrics.
+    fn tool_calls_recovered(&self, _route: &Route, _route_class: RouteClass, _count: u32) {}
 }
 
 /// Records nothing (benchmarks, and runs whose cost is accounted elsewhere).

@@ -20,6 +20,16 @@ use crate::route::Route;
 pub trait CallMetrics: Send + Sync {
     /// `surface` is the sink's use case (`chat`, `patrol`, ...).
     fn call(&self, surface: &str, call: &ProviderCallUsage<'_>);
+
+    /// Counts `count` tool calls of `surface` the model wrote as text and the loop recovered.
+    fn tool_calls_recovered(
+        &self,
+        _surface: &str,
+        _route: &Route,
+        _route_class: RouteClass,
+        _count: u32,
+    ) {
+    }
 }
 
 /// Counts nothing (tests of the ledger itself, and tools that keep no metrics).
@@ -89,6 +99,11 @@ impl UsageSink for LedgerUsageSink {
                 .admit(route, route_class, Utc::now())
                 .await
         })
+    }
+
+    fn tool_calls_recovered(&self, route: &Route, route_class: RouteClass, count: u32) {
+        self.metrics
+            .tool_calls_recovered(&self.surface, route, route_class, count);
     }
 
     fn record<'a>(

@@ -40,6 +40,10 @@ pub struct PreflightRecord {
     pub ok: bool,
     /// The model called the preflight tool: the only proof that tool calling works.
     pub tool_call_observed: bool,
+    /// Calls the model wrote as text that Pulse took as tool calls: the preflight passed only
+    /// because of that (absent in records written before it was counted).
+    #[serde(default)]
+    pub tool_calls_recovered: u32,
     /// The classified cause when not ok (`auth`, `quota`, `not_configured`, ...).
     pub cause: Option<String>,
     pub summary: String,
@@ -489,6 +493,7 @@ mod tests {
             base_url: None,
             ok,
             tool_call_observed: tool,
+            tool_calls_recovered: 0,
             cause: cause.map(str::to_owned),
             summary: "summary text".to_owned(),
             recommendation: Some("do the thing".to_owned()),

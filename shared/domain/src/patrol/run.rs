@@ -446,6 +446,9 @@ pub struct ToolCallRecord {
     pub start_time: DateTime<Utc>,
     pub end_time: DateTime<Utc>,
     pub duration_ms: u64,
+    /// The model wrote this call as text and Pulse recovered it (absent when it did not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovered_from_text: bool,
 }
 
 impl ToolCallRecord {
@@ -471,7 +474,14 @@ impl ToolCallRecord {
             start_time,
             end_time,
             duration_ms,
+            recovered_from_text: false,
         }
+    }
+
+    /// Marks the call as one the model wrote as text.
+    pub fn recovered_from_text(mut self, recovered: bool) -> Self {
+        self.recovered_from_text = recovered;
+        self
     }
 }
 
@@ -506,6 +516,11 @@ pub struct PatrolRun {
     pub finding_assessments: Vec<FindingAssessment>,
     pub tool_calls: Vec<ToolCallRecord>,
     pub tool_call_count: u32,
+    /// Of `tool_call_count`, the calls the model wrote as text that Pulse turned into tool calls:
+    /// a route that needs this has no working native tool calling (absent in records written
+    /// before it was counted).
+    #[serde(default)]
+    pub tool_calls_recovered: u32,
     /// Model turns (answered provider calls) the run took; absent in records written before
     /// runs were executed.
     #[serde(default)]
@@ -560,6 +575,7 @@ impl PatrolRun {
             finding_assessments: Vec::new(),
             tool_calls: Vec::new(),
             tool_call_count: 0,
+            tool_calls_recovered: 0,
             turns: 0,
             input_tokens: 0,
             output_tokens: 0,

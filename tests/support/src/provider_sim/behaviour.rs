@@ -40,6 +40,117 @@ pub enum Behaviour {
     Truncated,
     /// `sim:double-report`: reports one fault twice, under two keys ([`double_report`]).
     DoubleReport,
+    /// `sim:text-calls:<form>`: a diligent model whose server has no tool-call template, so it
+    /// writes every call as text in one form ([`TextCallForm`]) and never calls natively.
+    TextCalls(TextCallForm),
+    /// `sim:text-calls-invalid`: writes its diligent call as text, but misspelt: once under a
+    /// name that is not offered and once with an undeclared argument. Nothing in it may run.
+    TextCallsInvalid,
+}
+
+/// The forms small models write tool calls in when they cannot call natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextCallForm {
+    /// `fenced-json`: a fenced ```json block holding `{"name", "arguments"}`.
+    FencedJson,
+    /// `bare-json`: the object alone, with `parameters` for the arguments.
+    BareJson,
+    /// `json-list`: a list of call objects.
+    JsonList,
+    /// `hermes`: `<tool_call>{...}</tool_call>`.
+    Hermes,
+    /// `function-tag`: `<tools> <function name="..." arguments='...'/>`, as seen from a 1.5B
+    /// model on llama.cpp's server.
+    FunctionTag,
+    /// `function-equals`: `<function=name>{...}</function>`.
+    FunctionEquals,
+}
+
+impl TextCallForm {
+    pub const ALL: [Self; 6] = [
+        Self::FencedJson,
+        Self::BareJson,
+        Self::JsonList,
+        Self::Hermes,
+        Self::FunctionTag,
+        Self::FunctionEquals,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FencedJson => "fenced-json",
+            Self::BareJson => "bare-json",
+            Self::JsonList => "json-list",
+            Self::Hermes => "hermes",
+            Self::FunctionTag => "function-tag",
+            Self::FunctionEquals => "function-equals",
+        }
+    }
+
+    /// The calls of a turn written out in this form, after a line of prose.
+    pub fn write(self, calls: &[(String, Value)]) -> String {
+        let object = |name: &str, arguments: &Value| json!({"name": name, "arguments": arguments});
+        let sites: Vec<String> = match self {
+            Self::FencedJson => calls
+                .iter()
+                .map(|(n, a)| format!("```json\n{}\n```", object(n, a)))
+                .collect(),
+            Self::BareJson => calls
+                .iter()
+                .map(|(n, a)| json!({"name": n, "parameters": a}).to_string())
+                .collect(),
+            Self::JsonList => {
+                vec![Value::Array(calls.iter().map(|(n, a)| object(n, a)).collect()).to_string()]
+            }
+            Self::Hermes => calls
+                .iter()
+                .map(|(n, a)| format!("<tool_call>\n{}\n</tool_call>", object(n, a)))
+                .collect(),
+            Self::FunctionTag => calls
+                .iter()
+                .map(|(n, a)| {
+                    let quoted = a.to_string().replace('&', "&amp;").replace('\'', "&apos;");
+                    format!("<tools> <function name=\"{n}\" arguments='{quoted}'/>")
+                })
+                .collect(),
+            Self::FunctionEquals => calls
+                .iter()
+                .map(|(n, a)| format!("<function={n}>{a}</function>"))
+                .collect(),
+        };
+        format!("I will use the tools.\n{}", sites.join("\n"))
+    }
+}
+
+/// `turn` as a model without native tool calls answers it: its calls written as text.
+fn written_as_text(turn: Turn, form: TextCallForm) -> Turn {
+    if turn.tool_calls.is_empty() {
+        return turn;
+    }
+    let calls: Vec<(String, Value)> = turn
+        .tool_calls
+        .into_iter()
+        .map(|c| (c.name, c.arguments))
+        .collect();
+    Turn::text(form.write(&calls))
+}
+
+/// `turn`'s calls written as text so that none may run: under a name no run offers, and with
+/// an argument no schema declares.
+fn written_invalid(turn: Turn) -> Turn {
+    if turn.tool_calls.is_empty() {
+        return turn;
+    }
+    let mut calls = Vec::new();
+    for call in turn.tool_calls {
+        let mut arguments = call.arguments;
+        calls.push((format!("{}_v2", call.name), arguments.clone()));
+        if let Some(object) = arguments.as_object_mut() {
+            object.insert("confidence_note".to_owned(), json!("written by hand"));
+        }
+        calls.push((call.name, arguments));
+    }
+    Turn::text(TextCallForm::FencedJson.write(&calls))
 }
 
 impl Behaviour {
@@ -61,6 +172,15 @@ impl Behaviour {
             "stall" => Ok(Self::Stall),
             "truncated" => Ok(Self::Truncated),
             "double-report" => Ok(Self::DoubleReport),
+            "text-calls-invalid" => Ok(Self::TextCallsInvalid),
+            other if other.starts_with("text-calls:") => {
+                let form = &other["text-calls:".len()..];
+                TextCallForm::ALL
+                    .into_iter()
+                    .find(|f| f.as_str() == form)
+                    .map(Self::TextCalls)
+                    .ok_or_else(|| format!("unknown text call form '{form}'"))
+            }
             other => match other.strip_prefix("cold-start:") {
                 Some(d) => parse_duration(d)
                     .map(|d| Self::ColdStart(d.min(MAX_COLD_START)))
@@ -166,6 +286,15 @@ pub(crate) fn answer(behaviour: Behaviour, conv: &Conversation, attempt: u64) ->
             cut_mid: true,
         },
         Behaviour::DoubleReport => Answer::reply(double_report(conv)),
+        Behaviour::TextCalls(form) => {
+            // The provider preflight too gets its call written as text.
+            let turn = match conv.offers(super::PREFLIGHT_TOOL) {
+                Some(_) => Turn::tool(super::PREFLIGHT_TOOL, json!({"ok": true})),
+                None => diligent(conv),
+            };
+            Answer::reply(written_as_text(turn, form))
+        }
+        Behaviour::TextCallsInvalid => Answer::reply(written_invalid(diligent(conv))),
     }
 }
 
