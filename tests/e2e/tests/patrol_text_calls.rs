@@ -14,6 +14,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use pulse_domain::TenantId;
+use pulse_domain::ai_settings::{PatchBody, ProviderPatch};
+use pulse_domain::patrol::run::{PatrolRun, RunStatus};
 use pulse_store::findings::{self, ListFilter, StoredFinding};
 use pulse_test_support::agent::{
     AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
@@ -25,7 +27,7 @@ use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::ServiceProcess;
 use pulse_test_support::wait;
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const INTERVAL: Duration = Duration::from_millis(500);
 /// Time for binaries to start, connect and report on a loaded 2-core machine.
@@ -88,10 +90,18 @@ impl Fleet {
     async fn set_model(&self, model: &str) -> anyhow::Result<()> {
         save_settings(
             &self.stack.gateway,
-            json!({
-                "patrol_model": format!("llamacpp:{model}"),
-                "providers": {"llamacpp": {"base_url": self.sim.openai_base_url()}}
-            }),
+            &PatchBody {
+                patrol_model: Some(Some(format!("llamacpp:{model}"))),
+                providers: [(
+                    "llamacpp".to_owned(),
+                    ProviderPatch {
+                        base_url: Some(Some(self.sim.openai_base_url())),
+                        ..ProviderPatch::default()
+                    },
+                )]
+                .into(),
+                ..PatchBody::default()
+            },
         )
         .await
     }
@@ -142,7 +152,7 @@ impl Fleet {
     }
 
     /// Requests a full run and waits for its terminal record.
-    async fn run(&self) -> anyhow::Result<Value> {
+    async fn run(&self) -> anyhow::Result<PatrolRun> {
         full_run(&self.stack.gateway, RUN_DEADLINE)
             .await
             .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
@@ -195,13 +205,13 @@ impl Fleet {
 }
 
 /// The run's tool calls and how many of them say they were recovered from text.
-fn recovered_calls(run: &Value) -> (usize, usize) {
-    let calls = run["tool_calls"].as_array().cloned().unwrap_or_default();
-    let recovered = calls
+fn recovered_calls(run: &PatrolRun) -> (usize, usize) {
+    let recovered = run
+        .tool_calls
         .iter()
-        .filter(|c| c["recovered_from_text"] == true)
+        .filter(|c| c.recovered_from_text)
         .count();
-    (calls.len(), recovered)
+    (run.tool_calls.len(), recovered)
 }
 
 #[tokio::test]
@@ -230,12 +240,12 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
     // 1. The failing service gets its finding through recovered calls.
     let first = fleet.run().await?;
     assert_eq!(
-        first["status"],
-        "issues_found",
-        "{first}\n{}",
+        first.status,
+        RunStatus::IssuesFound,
+        "{first:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(first["new_findings"], 1, "{first}");
+    assert_eq!(first.new_findings, 1, "{first:?}");
     let stored = fleet.findings().await?;
     assert_eq!(stored.len(), 1, "{stored:?}");
     let finding = &stored[0].finding;
@@ -243,16 +253,21 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
     assert_eq!(finding.severity.as_str(), "warning");
     assert_eq!(finding.category.as_str(), "reliability");
     let (calls, recovered) = recovered_calls(&first);
-    assert!(calls > 0, "{first}");
-    assert_eq!(recovered, calls, "every call was written as text: {first}");
-    assert_eq!(first["tool_calls_recovered"], json!(calls), "{first}");
-    assert_eq!(first["tool_call_count"], json!(calls), "{first}");
-    let reported = first["tool_calls"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["tool_name"] == "patrol_report_finding" && c["success"] == true);
-    assert!(reported, "the finding came from a recovered call: {first}");
+    assert!(calls > 0, "{first:?}");
+    assert_eq!(
+        recovered, calls,
+        "every call was written as text: {first:?}"
+    );
+    assert_eq!(first.tool_calls_recovered as usize, calls, "{first:?}");
+    assert_eq!(first.tool_call_count as usize, calls, "{first:?}");
+    let reported = first
+        .tool_calls
+        .iter()
+        .any(|c| c.tool_name == "patrol_report_finding" && c.success);
+    assert!(
+        reported,
+        "the finding came from a recovered call: {first:?}"
+    );
     assert!(
         fleet.recovered_metric("patrol").await? >= calls as f64,
         "patrol metric: {}",
@@ -288,22 +303,19 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
         .await?;
     let second = fleet.run().await?;
     assert_eq!(
-        second["status"],
-        "issues_found",
-        "{second}\n{}",
+        second.status,
+        RunStatus::IssuesFound,
+        "{second:?}\n{}",
         fleet.runner_log()
     );
-    assert_eq!(second["new_findings"], 0, "{second}");
-    let assessments = second["finding_assessments"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert_eq!(assessments.len(), 1, "{second}");
-    assert_eq!(assessments[0]["finding_id"], finding.id.as_hex());
-    assert_eq!(assessments[0]["verdict"], "present");
+    assert_eq!(second.new_findings, 0, "{second:?}");
+    let assessments = &second.finding_assessments;
+    assert_eq!(assessments.len(), 1, "{second:?}");
+    assert_eq!(assessments[0].finding_id, finding.id.as_hex());
+    assert_eq!(assessments[0].verdict, "present");
     let (calls, recovered) = recovered_calls(&second);
-    assert!(calls > 0 && recovered == calls, "{second}");
-    assert_eq!(second["tool_calls_recovered"], json!(calls), "{second}");
+    assert!(calls > 0 && recovered == calls, "{second:?}");
+    assert_eq!(second.tool_calls_recovered as usize, calls, "{second:?}");
 
     fleet.stop().await
 }
@@ -324,10 +336,10 @@ async fn calls_written_to_an_unoffered_tool_or_with_invalid_arguments_stay_text(
         .await?;
 
     let run = fleet.run().await?;
-    assert_ne!(run["status"], "issues_found", "{run}");
-    assert_eq!(run["new_findings"], 0, "{run}");
-    assert_eq!(run["tool_call_count"], 0, "{run}");
-    assert_eq!(run["tool_calls_recovered"], 0, "{run}");
+    assert_ne!(run.status, RunStatus::IssuesFound, "{run:?}");
+    assert_eq!(run.new_findings, 0, "{run:?}");
+    assert_eq!(run.tool_call_count, 0, "{run:?}");
+    assert_eq!(run.tool_calls_recovered, 0, "{run:?}");
     assert!(fleet.findings().await?.is_empty());
     // The model was asked, and answered with the misspelt calls as text.
     let answered = fleet.sim.requests().iter().any(|r| {
