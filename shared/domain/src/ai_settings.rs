@@ -553,6 +553,7 @@ const TOP_FIELDS: &[&str] = &[
     "budgets",
     "patrol_enabled",
 ];
+/// A provider entry's fields; the key comes first, so the rest are a stored layer's.
 const PROVIDER_FIELDS: &[&str] = &[
     "api_key",
     "base_url",
@@ -564,15 +565,7 @@ const PROVIDER_FIELDS: &[&str] = &[
     "think",
 ];
 /// The fields of a provider's entry in a stored layer: all but its key.
-const PROVIDER_LAYER_FIELDS: &[&str] = &[
-    "base_url",
-    "streaming",
-    "tool_calls_from_text",
-    "request_timeout_seconds",
-    "keep_alive",
-    "num_ctx",
-    "think",
-];
+const PROVIDER_LAYER_FIELDS: &[&str] = PROVIDER_FIELDS.split_at(1).1;
 /// The provider fields only Ollama reads.
 const OLLAMA_FIELDS: &[&str] = &["keep_alive", "num_ctx", "think"];
 const ALERT_TRIGGER_FIELDS: &[&str] = &["enabled", "min_severity", "alert_types"];
@@ -621,33 +614,53 @@ impl schemars::JsonSchema for SettingsPatchSchema {
             "pattern": format!("^([^{blank}]([^{control}]*[^{blank}])?)?$"),
         });
         let switch = generator.subschema_for::<AutoSwitch>().to_value();
+        // Every provider's fields; Ollama's entries add the three only Ollama reads.
+        let mut common = Map::new();
+        common.insert("api_key".into(), nullable(key));
+        common.insert("base_url".into(), nullable(url));
+        common.insert("streaming".into(), nullable(switch.clone()));
+        common.insert("tool_calls_from_text".into(), nullable(switch));
+        common.insert(
+            "request_timeout_seconds".into(),
+            nullable(json!({
+                "type": "integer",
+                "minimum": REQUEST_TIMEOUT_MIN_SECONDS,
+                "maximum": REQUEST_TIMEOUT_MAX_SECONDS,
+            })),
+        );
+        let mut ollama_fields = common.clone();
+        ollama_fields.insert(
+            "keep_alive".into(),
+            nullable(json!({
+                "type": "string",
+                "maxLength": MAX_KEEP_ALIVE_CHARS,
+                "pattern": KEEP_ALIVE_PATTERN,
+            })),
+        );
+        ollama_fields.insert(
+            "num_ctx".into(),
+            nullable(json!({
+                "type": "integer",
+                "minimum": NUM_CTX_MIN,
+                "maximum": NUM_CTX_MAX,
+            })),
+        );
+        ollama_fields.insert("think".into(), nullable(json!({"type": "boolean"})));
         let provider = json!({
             "type": "object",
-            "description": "keep_alive, num_ctx and think are read by Ollama only",
-            "properties": {
-                "api_key": nullable(key),
-                "base_url": nullable(url),
-                "streaming": nullable(switch.clone()),
-                "tool_calls_from_text": nullable(switch),
-                "request_timeout_seconds": nullable(json!({
-                    "type": "integer",
-                    "minimum": REQUEST_TIMEOUT_MIN_SECONDS,
-                    "maximum": REQUEST_TIMEOUT_MAX_SECONDS,
-                })),
-                "keep_alive": nullable(json!({
-                    "type": "string",
-                    "maxLength": MAX_KEEP_ALIVE_CHARS,
-                    "pattern": KEEP_ALIVE_PATTERN,
-                })),
-                "num_ctx": nullable(json!({
-                    "type": "integer",
-                    "minimum": NUM_CTX_MIN,
-                    "maximum": NUM_CTX_MAX,
-                })),
-                "think": nullable(json!({"type": "boolean"})),
-            },
+            "properties": common,
             "additionalProperties": false,
         });
+        let ollama_provider = json!({
+            "type": "object",
+            "properties": ollama_fields,
+            "additionalProperties": false,
+        });
+        let ollama_entries: Map<String, Value> = PROVIDER_IDS
+            .iter()
+            .filter(|id| is_ollama(id))
+            .map(|id| ((*id).to_owned(), nullable(ollama_provider.clone())))
+            .collect();
         let rules: Vec<&str> = AlertRule::ALL.iter().map(|r| r.as_str()).collect();
         let triggers = json!({
             "type": "object",
@@ -686,6 +699,7 @@ impl schemars::JsonSchema for SettingsPatchSchema {
                 "providers" => json!({
                     "type": "object",
                     "propertyNames": {"enum": PROVIDER_IDS},
+                    "properties": ollama_entries.clone(),
                     "additionalProperties": nullable(provider.clone()),
                 }),
                 "model" | "chat_model" | "patrol_model" | "auto_fix_model" => route.clone(),
