@@ -629,6 +629,88 @@ async fn orphaned_calls_get_synthetic_error_results_and_never_run() {
     assert_paired(&outcome.messages);
 }
 
+#[tokio::test]
+async fn identical_calls_of_one_answer_run_once_and_each_id_gets_one_result() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("a", "pulse_query", query(1))
+            .with_tool_id("b", "pulse_query", json!({"limit": 1, "action": "list"}))
+            .with_tool_id("c", "pulse_query", query(2))
+            .with_tool_id("d", "pulse_query", query(1)),
+        Turn::default().with_tool_id("e", "pulse_query", query(1)),
+        Turn::text("done"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    // Key order does not make a repeat new; a later turn's repeat is a new read.
+    assert_eq!(handler.started(), ["a", "c", "e"]);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(
+        results,
+        [
+            ("a".to_owned(), "result of a".to_owned()),
+            ("b".to_owned(), "same call as a; see its result".to_owned()),
+            ("c".to_owned(), "result of c".to_owned()),
+            ("d".to_owned(), "same call as a; see its result".to_owned()),
+        ]
+    );
+    let statuses: Vec<(&str, &CallStatus)> = outcome
+        .tool_calls
+        .iter()
+        .map(|r| (r.call_id.as_str(), &r.status))
+        .collect();
+    let executed = CallStatus::Executed {
+        is_error: false,
+        timed_out: false,
+    };
+    let repeat_of_a = CallStatus::Duplicate { of: "a".into() };
+    assert_eq!(
+        statuses,
+        [
+            ("a", &executed),
+            ("b", &repeat_of_a),
+            ("c", &executed),
+            ("d", &repeat_of_a),
+            ("e", &executed),
+        ]
+    );
+    assert_eq!(outcome.tool_calls_deduplicated, 2);
+    assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn an_answer_repeating_a_once_per_run_read_runs_it_once_and_goes_on() {
+    // The shape seen from a 1.5B model: the same findings read dozens of times in one answer.
+    // Each repeat through the gate would be a call-limit denial, then a terminal one.
+    let mut turn = Turn::default();
+    for i in 0..41 {
+        turn = turn.with_tool_id(format!("g{i}"), "patrol_get_findings", json!({}));
+    }
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("nothing new")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(handler.started(), ["g0"]);
+    assert_eq!(outcome.tool_calls_deduplicated, 40);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(results.len(), 41);
+    assert!(
+        results[1..]
+            .iter()
+            .all(|(_, content)| content == "same call as g0; see its result")
+    );
+    assert_paired(&outcome.messages);
+}
+
 /// A run over the Watch policy with text-call recovery `enabled`.
 async fn run_text_calls(sim: &ProviderSim, handler: &Recorder, enabled: bool) -> LoopOutcome {
     run_text_calls_told(sim, handler, enabled, &UsageNotRecorded).await

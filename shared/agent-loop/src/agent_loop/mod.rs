@@ -5,9 +5,12 @@
 //! Order of work per turn: the usage sink's admission of the call (the tenant spend budgets),
 //! compaction, request build, redaction and the export audit (the last
 //! steps before transport), the provider call, its usage report, recovery of calls written as
-//! text (when the run allows it and the answer has no native call), admission of the whole batch
-//! (a terminal denial stops the run before any handler runs), execution, and result assembly in
-//! the model's call order.
+//! text (when the run allows it and the answer has no native call), the batch plan (a call
+//! identical to an earlier one of the same answer is not admitted or run again, see
+//! `batch_plan`), admission of the whole batch (a terminal denial stops the run before any
+//! handler runs), execution, and result assembly in the model's call order: every call id gets
+//! exactly one result, a repeated call the note "same call as <id>; see its result" (a note, not
+//! a copy, so forty repeats of a large read do not fill a small model's context).
 //!
 //! A call recovered from text is a call like any other from then on: it was only recovered
 //! because the run's policy admits it (offered name, arguments valid against the offered schema),
@@ -15,6 +18,7 @@
 //! history carries it as a tool call so its result pairs up, and the text that held it is no
 //! longer the turn's answer. Its record says it came from text, and the outcome counts it.
 
+mod batch_plan;
 pub mod compaction;
 mod dispatch;
 pub mod export;
@@ -41,6 +45,7 @@ use compaction::bounded_head;
 pub use futures::future::BoxFuture;
 pub use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
 
+use batch_plan::Disposition;
 pub use compaction::{
     CharsPerToken, CompactionPolicy, CompactionReport, STUB_MARKER, TokenEstimator, compact,
 };
@@ -274,6 +279,9 @@ pub enum CallStatus {
     NotRun,
     /// The provider never finished the call; it got a synthetic error result.
     Orphaned,
+    /// Identical (name and JSON-equal arguments) to the earlier call `of` of the same answer:
+    /// not admitted or run again; its result points at that call's.
+    Duplicate { of: String },
 }
 
 /// One tool call as the run saw it. Input and output are bounded and redacted.
@@ -312,6 +320,8 @@ pub struct LoopOutcome {
     pub tool_calls: Vec<ToolCallRecord>,
     /// Of `tool_calls`, how many the model wrote as text: a route that needs this is weak.
     pub tool_calls_recovered: u32,
+    /// Of `tool_calls`, how many repeated an earlier call of the same answer and did not run.
+    pub tool_calls_deduplicated: u32,
     pub usage: Usage,
     /// One per request sent, in order.
     pub redactions: Vec<RedactionReport>,
@@ -336,6 +346,7 @@ struct RunState {
     timings: Vec<TurnTiming>,
     final_text: String,
     tool_calls_recovered: u32,
+    tool_calls_deduplicated: u32,
 }
 
 impl AgentLoop {
@@ -381,6 +392,7 @@ impl AgentLoop {
             timings: Vec::new(),
             final_text: String::new(),
             tool_calls_recovered: 0,
+            tool_calls_deduplicated: 0,
         };
         let mut final_turn_only = false;
 
@@ -532,11 +544,16 @@ impl AgentLoop {
             // Admit the whole batch first: a terminal denial must leave no side effect.
             let turn = state.turns;
             let calls = &response.tool_calls;
+            let plan = batch_plan::plan(calls);
             let mut slots: Vec<Option<ToolResult>> = vec![None; calls.len()];
             let mut records: Vec<Option<ToolCallRecord>> = vec![None; calls.len()];
             let mut pending = Vec::new();
             let mut terminal = None;
-            for (index, call) in calls.iter().enumerate() {
+            for ((index, call), disposition) in calls.iter().enumerate().zip(&plan) {
+                if let Disposition::DuplicateOf(_) = disposition {
+                    // Answered from the first call's result once it has one.
+                    continue;
+                }
                 let proposed = CallRef {
                     name: &call.name,
                     arguments: &call.arguments,
@@ -626,6 +643,25 @@ impl AgentLoop {
                     *slot = Some(done.result);
                 }
             }
+            let repeats = answer_duplicates(&plan, calls, &mut slots, &mut records, |call, of| {
+                let rec = record(
+                    redactor,
+                    turn,
+                    call,
+                    CallStatus::Duplicate { of: of.id.clone() },
+                    &duplicate_note(of),
+                    recovered,
+                );
+                if let Some(o) = observer {
+                    o.call_finished(&rec);
+                }
+                rec
+            });
+            if repeats > 0 {
+                tracing::info!(route = %route, turn, repeats, "repeated calls of one answer not run again");
+                state.tool_calls_deduplicated =
+                    state.tool_calls_deduplicated.saturating_add(repeats);
+            }
             // In the model's call order, then the orphans in the order the assistant turn lists
             // them.
             for ((call, slot), rec) in calls.iter().zip(slots).zip(records) {
@@ -679,6 +715,7 @@ impl AgentLoop {
             provider_calls: state.provider_calls,
             tool_calls: state.records,
             tool_calls_recovered: state.tool_calls_recovered,
+            tool_calls_deduplicated: state.tool_calls_deduplicated,
             usage: state.usage,
             redactions: state.redactions,
             compactions: state.compactions,
@@ -742,6 +779,40 @@ fn recover_text_calls(
         .collect();
     response.content = found.remaining_text;
     true
+}
+
+/// What a call identical to the earlier call `first` of the same answer gets as its result.
+fn duplicate_note(first: &ToolCall) -> String {
+    format!("same call as {}; see its result", first.id)
+}
+
+/// Gives every call the plan marks as a duplicate its note and its record (made by
+/// `record_for(call, first)`), and returns how many there were.
+fn answer_duplicates(
+    plan: &[Disposition],
+    calls: &[ToolCall],
+    slots: &mut [Option<ToolResult>],
+    records: &mut [Option<ToolCallRecord>],
+    mut record_for: impl FnMut(&ToolCall, &ToolCall) -> ToolCallRecord,
+) -> u32 {
+    let mut repeats = 0u32;
+    for (index, disposition) in plan.iter().enumerate() {
+        let Disposition::DuplicateOf(first) = *disposition else {
+            continue;
+        };
+        let (Some(call), Some(first)) = (calls.get(index), calls.get(first)) else {
+            continue;
+        };
+        // Not an error: the first call's result carries its own verdict.
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Some(ToolResult::ok(&call.id, duplicate_note(first)));
+        }
+        if let Some(slot) = records.get_mut(index) {
+            *slot = Some(record_for(call, first));
+        }
+        repeats = repeats.saturating_add(1);
+    }
+    repeats
 }
 
 /// A bounded, redacted record of one call.
