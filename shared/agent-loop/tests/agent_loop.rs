@@ -711,6 +711,71 @@ async fn an_answer_repeating_a_once_per_run_read_runs_it_once_and_goes_on() {
     assert_paired(&outcome.messages);
 }
 
+#[tokio::test]
+async fn distinct_calls_past_the_answer_cap_are_refused_with_a_message_the_model_can_read() {
+    // 20 distinct reads, then repeats of one that ran and one past the cap.
+    let mut turn = Turn::default();
+    for i in 0..20 {
+        turn = turn.with_tool_id(format!("r{i}"), "pulse_query", query(i));
+    }
+    turn = turn
+        .with_tool_id("again0", "pulse_query", query(0))
+        .with_tool_id("again17", "pulse_query", query(17));
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("done")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(LoopLimits::default().max_calls_per_turn, 16);
+    let ran: Vec<String> = (0..16).map(|i| format!("r{i}")).collect();
+    assert_eq!(handler.started(), ran);
+    assert_eq!(outcome.tool_calls_over_cap, 4);
+    assert_eq!(outcome.tool_calls_deduplicated, 2);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(results.len(), 22);
+    let refusal = "too many tool calls in one answer: at most 16 run; ask again for the rest";
+    for (id, content) in &results[16..20] {
+        // OpenAI has no error flag on tool messages; the transport marks it in the text.
+        assert!(content.ends_with(refusal), "{id}: {content}");
+    }
+    assert_eq!(results[20].1, "same call as r0; see its result");
+    assert_eq!(results[21].1, "same call as r17; see its result");
+    let over_cap: Vec<&str> = outcome
+        .tool_calls
+        .iter()
+        .filter(|r| r.status == CallStatus::OverCap { cap: 16 })
+        .map(|r| r.call_id.as_str())
+        .collect();
+    assert_eq!(over_cap, ["r16", "r17", "r18", "r19"]);
+    assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn the_answer_cap_is_a_loop_limit() {
+    let turn = Turn::default()
+        .with_tool_id("a", "pulse_query", query(1))
+        .with_tool_id("b", "pulse_query", query(2))
+        .with_tool_id("c", "pulse_query", query(3));
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("done")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+    let limits = LoopLimits {
+        max_calls_per_turn: 2,
+        ..LoopLimits::default()
+    };
+
+    let outcome = run_loop(&sim, &handler, limits, None, None, false).await;
+
+    assert_eq!(handler.started(), ["a", "b"]);
+    assert_eq!(outcome.tool_calls_over_cap, 1);
+    let results = tool_messages(&sim.requests()[1]);
+    assert!(results[2].1.contains("at most 2 run"), "{}", results[2].1);
+}
+
 /// A run over the Watch policy with text-call recovery `enabled`.
 async fn run_text_calls(sim: &ProviderSim, handler: &Recorder, enabled: bool) -> LoopOutcome {
     run_text_calls_told(sim, handler, enabled, &UsageNotRecorded).await

@@ -6,11 +6,12 @@
 //! compaction, request build, redaction and the export audit (the last
 //! steps before transport), the provider call, its usage report, recovery of calls written as
 //! text (when the run allows it and the answer has no native call), the batch plan (a call
-//! identical to an earlier one of the same answer is not admitted or run again, see
-//! `batch_plan`), admission of the whole batch (a terminal denial stops the run before any
-//! handler runs), execution, and result assembly in the model's call order: every call id gets
-//! exactly one result, a repeated call the note "same call as <id>; see its result" (a note, not
-//! a copy, so forty repeats of a large read do not fill a small model's context).
+//! identical to an earlier one of the same answer is not admitted or run again, and distinct
+//! calls past [`LoopLimits::max_calls_per_turn`] are refused with a message the model can act
+//! on; see `batch_plan`), admission of the whole batch (a terminal denial stops the run before
+//! any handler runs), execution, and result assembly in the model's call order: every call id
+//! gets exactly one result, a repeated call the note "same call as <id>; see its result" (a
+//! note, not a copy, so forty repeats of a large read do not fill a small model's context).
 //!
 //! A call recovered from text is a call like any other from then on: it was only recovered
 //! because the run's policy admits it (offered name, arguments valid against the offered schema),
@@ -72,6 +73,8 @@ impl RecordError {
 pub const LEGACY_MAX_PROVIDER_CALLS: u32 = 10;
 /// Admitted calls of one batch running at once.
 pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 4;
+/// Distinct calls of one answer that may run; see [`LoopLimits::max_calls_per_turn`].
+pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 16;
 /// Characters of a call's input and output kept in its record.
 pub const RECORD_BOUND_CHARS: usize = 2_000;
 
@@ -147,6 +150,13 @@ pub struct LoopLimits {
     /// Output tokens per turn.
     pub max_output_tokens: Option<u32>,
     pub max_parallel_tools: usize,
+    /// Distinct calls of one answer that go to admission; the rest get an error result asking
+    /// the model to call them again in its next answer. The default, 16, is about what a
+    /// 2,048-token answer holds in well-formed calls (Watch's structured turns have that
+    /// bound), and four rounds of [`Self::max_parallel_tools`]; a 1.5B model was seen writing
+    /// 45 and 61 calls in one answer, 41 of the 45 identical, and those tied up two CPU cores
+    /// for 105 s. Repeats of a call in the same answer do not count (they never run).
+    pub max_calls_per_turn: usize,
     /// Per tool call; a call that overruns gets an error result.
     pub tool_timeout: Duration,
 }
@@ -158,6 +168,7 @@ impl Default for LoopLimits {
             max_provider_calls: LEGACY_MAX_PROVIDER_CALLS,
             max_output_tokens: Some(2_048),
             max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
+            max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             tool_timeout: Duration::from_secs(120),
         }
     }
@@ -282,6 +293,9 @@ pub enum CallStatus {
     /// Identical (name and JSON-equal arguments) to the earlier call `of` of the same answer:
     /// not admitted or run again; its result points at that call's.
     Duplicate { of: String },
+    /// A distinct call past the answer's cap on calls: refused before admission; the model was
+    /// told to call it again in its next answer.
+    OverCap { cap: usize },
 }
 
 /// One tool call as the run saw it. Input and output are bounded and redacted.
@@ -322,6 +336,8 @@ pub struct LoopOutcome {
     pub tool_calls_recovered: u32,
     /// Of `tool_calls`, how many repeated an earlier call of the same answer and did not run.
     pub tool_calls_deduplicated: u32,
+    /// Of `tool_calls`, how many were past their answer's cap and refused.
+    pub tool_calls_over_cap: u32,
     pub usage: Usage,
     /// One per request sent, in order.
     pub redactions: Vec<RedactionReport>,
@@ -347,6 +363,7 @@ struct RunState {
     final_text: String,
     tool_calls_recovered: u32,
     tool_calls_deduplicated: u32,
+    tool_calls_over_cap: u32,
 }
 
 impl AgentLoop {
@@ -393,6 +410,7 @@ impl AgentLoop {
             final_text: String::new(),
             tool_calls_recovered: 0,
             tool_calls_deduplicated: 0,
+            tool_calls_over_cap: 0,
         };
         let mut final_turn_only = false;
 
@@ -544,15 +562,36 @@ impl AgentLoop {
             // Admit the whole batch first: a terminal denial must leave no side effect.
             let turn = state.turns;
             let calls = &response.tool_calls;
-            let plan = batch_plan::plan(calls);
+            let plan = batch_plan::plan(calls, limits.max_calls_per_turn);
             let mut slots: Vec<Option<ToolResult>> = vec![None; calls.len()];
             let mut records: Vec<Option<ToolCallRecord>> = vec![None; calls.len()];
             let mut pending = Vec::new();
             let mut terminal = None;
+            let mut over_cap = 0u32;
             for ((index, call), disposition) in calls.iter().enumerate().zip(&plan) {
-                if let Disposition::DuplicateOf(_) = disposition {
+                match disposition {
+                    Disposition::Admit => {}
                     // Answered from the first call's result once it has one.
-                    continue;
+                    Disposition::DuplicateOf(_) => continue,
+                    Disposition::OverCap => {
+                        let cap = limits.max_calls_per_turn.max(1);
+                        let result = ToolResult::error(&call.id, over_cap_message(cap));
+                        if let Some(o) = observer {
+                            o.call_denied(call, &result.content);
+                        }
+                        let status = CallStatus::OverCap { cap };
+                        records[index] = Some(record(
+                            redactor,
+                            turn,
+                            call,
+                            status,
+                            &result.content,
+                            recovered,
+                        ));
+                        slots[index] = Some(result);
+                        over_cap = over_cap.saturating_add(1);
+                        continue;
+                    }
                 }
                 let proposed = CallRef {
                     name: &call.name,
@@ -587,6 +626,10 @@ impl AgentLoop {
                         break;
                     }
                 }
+            }
+            if over_cap > 0 {
+                tracing::info!(route = %route, turn, over_cap, "calls past the answer's cap refused");
+                state.tool_calls_over_cap = state.tool_calls_over_cap.saturating_add(over_cap);
             }
             if let Some(t) = terminal {
                 for (call, slot) in calls.iter().zip(records) {
@@ -716,6 +759,7 @@ impl AgentLoop {
             tool_calls: state.records,
             tool_calls_recovered: state.tool_calls_recovered,
             tool_calls_deduplicated: state.tool_calls_deduplicated,
+            tool_calls_over_cap: state.tool_calls_over_cap,
             usage: state.usage,
             redactions: state.redactions,
             compactions: state.compactions,
@@ -779,6 +823,11 @@ fn recover_text_calls(
         .collect();
     response.content = found.remaining_text;
     true
+}
+
+/// What a distinct call past the answer's cap of `cap` calls gets as its (error) result.
+fn over_cap_message(cap: usize) -> String {
+    format!("too many tool calls in one answer: at most {cap} run; ask again for the rest")
 }
 
 /// What a call identical to the earlier call `first` of the same answer gets as its result.
