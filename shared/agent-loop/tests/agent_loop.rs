@@ -16,8 +16,8 @@ use pulse_agent_loop::agent_loop::{
     RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded, UsageSink,
 };
 use pulse_agent_loop::provider::{
-    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
-    Usage, repair_orphan_tool_calls,
+    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, Timeouts, ToolCall,
+    ToolResult, Usage, repair_orphan_tool_calls,
 };
 use pulse_agent_loop::registry::RouteClass;
 use pulse_agent_loop::route::Route;
@@ -774,6 +774,80 @@ async fn the_answer_cap_is_a_loop_limit() {
     assert_eq!(outcome.tool_calls_over_cap, 1);
     let results = tool_messages(&sim.requests()[1]);
     assert!(results[2].1.contains("at most 2 run"), "{}", results[2].1);
+}
+
+/// A buffered (non-streamed) run on `model` (a simulator persona) over a route whose whole
+/// request may take `request`, as a local model server's route is set up (no shorter header
+/// bound).
+async fn run_buffered_within(sim: &ProviderSim, model: &str, request: Duration) -> LoopOutcome {
+    pulse_test_support::install_crypto_provider();
+    let provider = Provider::new(
+        sim.route_config(Protocol::OpenAiCompatible)
+            .with_timeouts(Timeouts::patrol(request)),
+    )
+    .expect("provider");
+    let redactor = redactor();
+    let handler = Recorder::default();
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::parse(&format!("openai:{model}")).expect("route"),
+        route_class: RouteClass::LocalModelServer,
+        system_prompt: SYSTEM.into(),
+        messages: vec![Message::user(GOAL)],
+        policy: watch_policy(),
+        handler: &handler,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage: &UsageNotRecorded,
+        limits: LoopLimits::default(),
+        compaction: None,
+        allowance: None,
+        stream: false,
+        temperature: None,
+        tool_calls_from_text: false,
+        observer: None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_buffered_answer_slower_than_the_request_timeout_is_a_timeout_failure_not_a_hang() {
+    // Half the body, then silence; and no headers until long after the request timeout (a
+    // local server that answers only when the whole turn is written).
+    for model in ["sim:stall", "sim:cold-start:30s"] {
+        let sim = ProviderSim::start(Script::turns([Turn::text("unused")]))
+            .await
+            .expect("sim");
+        let started = std::time::Instant::now();
+
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(20),
+            run_buffered_within(&sim, model, Duration::from_millis(800)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{model}: the run hung"));
+
+        let LoopStop::ProviderFailure { cause, message } = &outcome.stop else {
+            panic!(
+                "{model}: expected a provider failure, got {:?}",
+                outcome.stop
+            );
+        };
+        assert_eq!(*cause, FailureCause::Timeout, "{model}: {message}");
+        assert_eq!(outcome.stop.as_str(), "provider_failure");
+        assert_eq!(outcome.turns, 0, "{model}");
+        // At most the one same-route retry, each bounded by the request timeout.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{model}: {:?}",
+            started.elapsed()
+        );
+        let requests = sim.requests();
+        assert!(
+            !requests.is_empty() && requests.iter().all(|r| !r.stream),
+            "{model}"
+        );
+    }
 }
 
 /// A run over the Watch policy with text-call recovery `enabled`.
