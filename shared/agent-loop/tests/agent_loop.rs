@@ -16,8 +16,8 @@ use pulse_agent_loop::agent_loop::{
     RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded, UsageSink,
 };
 use pulse_agent_loop::provider::{
-    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, ToolCall, ToolResult,
-    Usage, repair_orphan_tool_calls,
+    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, Timeouts, ToolCall,
+    ToolResult, Usage, repair_orphan_tool_calls,
 };
 use pulse_agent_loop::registry::RouteClass;
 use pulse_agent_loop::route::Route;
@@ -627,6 +627,227 @@ async fn orphaned_calls_get_synthetic_error_results_and_never_run() {
         Some(CallStatus::Orphaned)
     ));
     assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn identical_calls_of_one_answer_run_once_and_each_id_gets_one_result() {
+    let sim = ProviderSim::start(Script::turns([
+        Turn::default()
+            .with_tool_id("a", "pulse_query", query(1))
+            .with_tool_id("b", "pulse_query", json!({"limit": 1, "action": "list"}))
+            .with_tool_id("c", "pulse_query", query(2))
+            .with_tool_id("d", "pulse_query", query(1)),
+        Turn::default().with_tool_id("e", "pulse_query", query(1)),
+        Turn::text("done"),
+    ]))
+    .await
+    .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    // Key order does not make a repeat new; a later turn's repeat is a new read.
+    assert_eq!(handler.started(), ["a", "c", "e"]);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(
+        results,
+        [
+            ("a".to_owned(), "result of a".to_owned()),
+            ("b".to_owned(), "same call as a; see its result".to_owned()),
+            ("c".to_owned(), "result of c".to_owned()),
+            ("d".to_owned(), "same call as a; see its result".to_owned()),
+        ]
+    );
+    let statuses: Vec<(&str, &CallStatus)> = outcome
+        .tool_calls
+        .iter()
+        .map(|r| (r.call_id.as_str(), &r.status))
+        .collect();
+    let executed = CallStatus::Executed {
+        is_error: false,
+        timed_out: false,
+    };
+    let repeat_of_a = CallStatus::Duplicate { of: "a".into() };
+    assert_eq!(
+        statuses,
+        [
+            ("a", &executed),
+            ("b", &repeat_of_a),
+            ("c", &executed),
+            ("d", &repeat_of_a),
+            ("e", &executed),
+        ]
+    );
+    assert_eq!(outcome.tool_calls_deduplicated, 2);
+    assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn an_answer_repeating_a_once_per_run_read_runs_it_once_and_goes_on() {
+    // The shape seen from a 1.5B model: the same findings read dozens of times in one answer.
+    // Each repeat through the gate would be a call-limit denial, then a terminal one.
+    let mut turn = Turn::default();
+    for i in 0..41 {
+        turn = turn.with_tool_id(format!("g{i}"), "patrol_get_findings", json!({}));
+    }
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("nothing new")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(handler.started(), ["g0"]);
+    assert_eq!(outcome.tool_calls_deduplicated, 40);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(results.len(), 41);
+    assert!(
+        results[1..]
+            .iter()
+            .all(|(_, content)| content == "same call as g0; see its result")
+    );
+    assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn distinct_calls_past_the_answer_cap_are_refused_with_a_message_the_model_can_read() {
+    // 20 distinct reads, then repeats of one that ran and one past the cap.
+    let mut turn = Turn::default();
+    for i in 0..20 {
+        turn = turn.with_tool_id(format!("r{i}"), "pulse_query", query(i));
+    }
+    turn = turn
+        .with_tool_id("again0", "pulse_query", query(0))
+        .with_tool_id("again17", "pulse_query", query(17));
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("done")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+
+    let outcome = run_loop(&sim, &handler, LoopLimits::default(), None, None, false).await;
+
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    assert_eq!(LoopLimits::default().max_calls_per_turn, 16);
+    let ran: Vec<String> = (0..16).map(|i| format!("r{i}")).collect();
+    assert_eq!(handler.started(), ran);
+    assert_eq!(outcome.tool_calls_over_cap, 4);
+    assert_eq!(outcome.tool_calls_deduplicated, 2);
+    let results = tool_messages(&sim.requests()[1]);
+    assert_eq!(results.len(), 22);
+    let refusal = "too many tool calls in one answer: at most 16 run; ask again for the rest";
+    for (id, content) in &results[16..20] {
+        // OpenAI has no error flag on tool messages; the transport marks it in the text.
+        assert!(content.ends_with(refusal), "{id}: {content}");
+    }
+    assert_eq!(results[20].1, "same call as r0; see its result");
+    assert_eq!(results[21].1, "same call as r17; see its result");
+    let over_cap: Vec<&str> = outcome
+        .tool_calls
+        .iter()
+        .filter(|r| r.status == CallStatus::OverCap { cap: 16 })
+        .map(|r| r.call_id.as_str())
+        .collect();
+    assert_eq!(over_cap, ["r16", "r17", "r18", "r19"]);
+    assert_paired(&outcome.messages);
+}
+
+#[tokio::test]
+async fn the_answer_cap_is_a_loop_limit() {
+    let turn = Turn::default()
+        .with_tool_id("a", "pulse_query", query(1))
+        .with_tool_id("b", "pulse_query", query(2))
+        .with_tool_id("c", "pulse_query", query(3));
+    let sim = ProviderSim::start(Script::turns([turn, Turn::text("done")]))
+        .await
+        .expect("sim");
+    let handler = Recorder::default();
+    let limits = LoopLimits {
+        max_calls_per_turn: 2,
+        ..LoopLimits::default()
+    };
+
+    let outcome = run_loop(&sim, &handler, limits, None, None, false).await;
+
+    assert_eq!(handler.started(), ["a", "b"]);
+    assert_eq!(outcome.tool_calls_over_cap, 1);
+    let results = tool_messages(&sim.requests()[1]);
+    assert!(results[2].1.contains("at most 2 run"), "{}", results[2].1);
+}
+
+/// A buffered (non-streamed) run on `model` (a simulator persona) over a route whose whole
+/// request may take `request`, as a local model server's route is set up (no shorter header
+/// bound).
+async fn run_buffered_within(sim: &ProviderSim, model: &str, request: Duration) -> LoopOutcome {
+    pulse_test_support::install_crypto_provider();
+    let provider = Provider::new(
+        sim.route_config(Protocol::OpenAiCompatible)
+            .with_timeouts(Timeouts::patrol(request)),
+    )
+    .expect("provider");
+    let redactor = redactor();
+    let handler = Recorder::default();
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::parse(&format!("openai:{model}")).expect("route"),
+        route_class: RouteClass::LocalModelServer,
+        system_prompt: SYSTEM.into(),
+        messages: vec![Message::user(GOAL)],
+        policy: watch_policy(),
+        handler: &handler,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage: &UsageNotRecorded,
+        limits: LoopLimits::default(),
+        compaction: None,
+        allowance: None,
+        stream: false,
+        temperature: None,
+        tool_calls_from_text: false,
+        observer: None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_buffered_answer_slower_than_the_request_timeout_is_a_timeout_failure_not_a_hang() {
+    // Half the body, then silence; and no headers until long after the request timeout (a
+    // local server that answers only when the whole turn is written).
+    for model in ["sim:stall", "sim:cold-start:30s"] {
+        let sim = ProviderSim::start(Script::turns([Turn::text("unused")]))
+            .await
+            .expect("sim");
+        let started = std::time::Instant::now();
+
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(20),
+            run_buffered_within(&sim, model, Duration::from_millis(800)),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{model}: the run hung"));
+
+        let LoopStop::ProviderFailure { cause, message } = &outcome.stop else {
+            panic!(
+                "{model}: expected a provider failure, got {:?}",
+                outcome.stop
+            );
+        };
+        assert_eq!(*cause, FailureCause::Timeout, "{model}: {message}");
+        assert_eq!(outcome.stop.as_str(), "provider_failure");
+        assert_eq!(outcome.turns, 0, "{model}");
+        // At most the one same-route retry, each bounded by the request timeout.
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{model}: {:?}",
+            started.elapsed()
+        );
+        let requests = sim.requests();
+        assert!(
+            !requests.is_empty() && requests.iter().all(|r| !r.stream),
+            "{model}"
+        );
+    }
 }
 
 /// A run over the Watch policy with text-call recovery `enabled`.

@@ -19,5 +19,5 @@ pub use policy::{
     ProposedCall, ToolPolicy,
 };
 pub use profile::{ControlLevel, ExecutionProfile};
-pub use run_gate::{DenialTracker, GateError, RunGate, TerminalDenial};
+pub use run_gate::{CallKey, DenialTracker, GateError, RunGate, TerminalDenial};
 pub use tools::{ToolFamily, ToolName};

@@ -25,10 +25,27 @@ impl TerminalDenial {
     pub const CODE: &'static str = "repeated_denied_call";
 }
 
-/// Remembers denied calls of one run by name and canonical JSON of the arguments.
+/// What makes two calls the same call: the tool name and the canonical JSON of the arguments,
+/// so key order and whitespace do not make a repeat look new.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    name: String,
+    arguments: Vec<u8>,
+}
+
+impl CallKey {
+    pub fn of(name: &str, arguments: &Value) -> Self {
+        Self {
+            name: name.to_owned(),
+            arguments: canonical_key(arguments),
+        }
+    }
+}
+
+/// Remembers denied calls of one run by [`CallKey`].
 #[derive(Debug, Default, Clone)]
 pub struct DenialTracker {
-    seen: HashSet<(String, Vec<u8>)>,
+    seen: HashSet<CallKey>,
 }
 
 impl DenialTracker {
@@ -44,8 +61,7 @@ impl DenialTracker {
         arguments: &Value,
         denial: Denial,
     ) -> Result<Denial, TerminalDenial> {
-        let key = (name.to_owned(), canonical_key(arguments));
-        if self.seen.insert(key) {
+        if self.seen.insert(CallKey::of(name, arguments)) {
             Ok(denial)
         } else {
             Err(TerminalDenial {

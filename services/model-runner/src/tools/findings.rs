@@ -3,7 +3,8 @@
 //!
 //! - `patrol_get_findings`: the active findings on the run's resources, read once; later calls
 //!   in the run answer the same snapshot. Every finding shown needs a verdict before the run
-//!   ends.
+//!   ends. A `resource_id` that names no resource of the run does not narrow the snapshot (it
+//!   would read as "no active finding"); the snapshot names the nearest real ids instead.
 //! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
 //!   the run's scope, matching type and name). The store decides new / re-detection / merge /
 //!   regression with the resource's deterministic signals in this run ([`run_signals`]: its
@@ -95,7 +96,11 @@ pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall
             return ToolResult::error(&call.id, "the active findings are unavailable right now");
         }
     };
-    let resource = text_arg(&call.arguments, "resource_id");
+    // An id that names no resource of the run would filter the snapshot down to nothing, which
+    // reads as "no active finding": the snapshot covers every resource instead and says so.
+    let asked = text_arg(&call.arguments, "resource_id");
+    let unknown = asked.filter(|id| ctx.in_scope(id).is_none());
+    let resource = asked.filter(|_| unknown.is_none());
     let severity = text_arg(&call.arguments, "severity");
     let shown: Vec<&Finding> = active
         .iter()
@@ -105,7 +110,7 @@ pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall
     // Presented before this call: the findings the seed listed.
     let in_seed = ledger.presented();
     ledger.present(shown.iter().map(|f| (f.id, f.title.clone())));
-    let snapshot = json!({
+    let mut snapshot = json!({
         "active_findings": shown
             .iter()
             .map(|f| finding_row(f, in_seed.contains_key(&f.id)))
@@ -115,19 +120,26 @@ pub async fn get_findings(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall
         } else {
             "each needs a patrol_assess_finding verdict; final for this run"
         },
-    })
-    .to_string();
+    });
+    if let Some(id) = unknown {
+        snapshot["note"] = json!(format!(
+            "{}; shown: the active findings of every resource of this run",
+            ctx.unknown_resource(id)
+        ));
+    }
+    let snapshot = snapshot.to_string();
     ledger.set_snapshot(&snapshot);
     ToolResult::ok(&call.id, snapshot)
 }
 
 /// Why a report does not name an in-scope resource exactly; `None` when it does.
 fn resolution_problem(ctx: &ToolContext, reported: &ReportedFinding) -> Option<String> {
-    let Some(resource) = ctx.in_scope(reported.resource_id.trim()) else {
-        return Some(
-            "resource_id must be the canonical id of a resource in this run's scope (as listed in the inventory)"
-                .to_owned(),
-        );
+    let id = reported.resource_id.trim();
+    let Some(resource) = ctx.in_scope(id) else {
+        return Some(format!(
+            "resource_id must be the canonical id of a resource in this run's scope (as listed in the inventory): {}",
+            ctx.unknown_resource(id)
+        ));
     };
     if reported.resource_type != resource.resource_type.as_str() {
         return Some(format!(
@@ -510,6 +522,47 @@ mod tests {
         let result = report(ctx, ledger, &call("patrol_report_finding", arguments)).await;
         assert!(!result.is_error, "{}", result.content);
         serde_json::from_str(&result.content).expect("a JSON answer")
+    }
+
+    #[tokio::test]
+    async fn a_findings_read_on_an_unknown_id_shows_every_finding_and_the_nearest_ids()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let ctx = context(&db).await?;
+        let reported: ReportedFinding = serde_json::from_value(args(
+            "web",
+            "service-unhealthy",
+            "triage: health_check_failing",
+        ))?;
+        let tx = ctx.store.tenant_tx(&ctx.tenant).await?;
+        let stored = findings::report(&tx, &reported, None, Utc::now()).await?;
+        tx.commit().await?;
+        let ledger = ledger(&ctx.scope);
+
+        // A made-up id must not read as "no active finding".
+        let read = get_findings(
+            &ctx,
+            &ledger,
+            &call(
+                "patrol_get_findings",
+                json!({"resource_id": "service:h1:web-frontend"}),
+            ),
+        )
+        .await;
+        assert!(!read.is_error, "{}", read.content);
+        let snapshot: Value = serde_json::from_str(&read.content)?;
+        assert_eq!(
+            snapshot["active_findings"][0]["finding_id"],
+            stored.finding.finding.id.as_hex().as_str(),
+            "{snapshot}"
+        );
+        let note = snapshot["note"].as_str().unwrap_or_default();
+        assert!(
+            note.contains("no resource service:h1:web-frontend in this run's scope")
+                && note.contains("nearest ids: service:h1:web, service:h1:db"),
+            "{snapshot}"
+        );
+        Ok(())
     }
 
     #[tokio::test]

@@ -40,10 +40,7 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
         );
     };
     let Some(resource) = ctx.in_scope(id) else {
-        return ToolResult::error(
-            &call.id,
-            "resource_id is not a canonical id of a resource in this run's scope",
-        );
+        return ToolResult::error(&call.id, ctx.unknown_resource(id));
     };
     let period = match text_arg(arguments, "period") {
         None | Some("24h") => Duration::hours(24),

@@ -12,6 +12,7 @@
 pub mod clear;
 pub mod findings;
 pub mod metrics;
+pub mod nearest;
 pub mod query;
 pub mod read;
 pub mod signals;
@@ -121,6 +122,20 @@ impl ToolContext {
     /// The in-scope resource with exactly this canonical id.
     pub fn in_scope(&self, id: &str) -> Option<&Resource> {
         self.scope.iter().find(|r| r.id.as_str() == id)
+    }
+
+    /// The answer to an `id` that names no in-scope resource, with the nearest in-scope ids
+    /// ([`nearest`]) for the model to use instead.
+    pub fn unknown_resource(&self, id: &str) -> String {
+        let shown = pulse_domain::resource::truncate_chars(id, 160);
+        let nearest = nearest::nearest_ids(&self.scope, id, nearest::NEAREST_IDS);
+        if nearest.is_empty() {
+            return format!("no resource {shown} in this run's scope (the scope is empty)");
+        }
+        format!(
+            "no resource {shown} in this run's scope; nearest ids: {}",
+            nearest.join(", ")
+        )
     }
 }
 
@@ -543,6 +558,41 @@ mod tests {
         )
         .await;
         assert!(!metrics.is_error, "{}", metrics.content);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_unknown_resource_id_is_answered_with_the_nearest_real_ids() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        for (tool, arguments) in [
+            (
+                "pulse_query",
+                json!({"action": "get", "resource_id": "service:h1:wbe"}),
+            ),
+            (
+                "pulse_metrics",
+                json!({"type": "performance", "resource_id": "service:h1:wbe"}),
+            ),
+            (
+                "pulse_read",
+                json!({"action": "logs", "resource_id": "service:h1:wbe"}),
+            ),
+            (
+                "patrol_report_finding",
+                report_args("service:h1:wbe", "web", "service"),
+            ),
+        ] {
+            let result = answer(&tools, tool, arguments).await;
+            assert!(
+                result.is_error
+                    && result.content.contains(
+                        "no resource service:h1:wbe in this run's scope; nearest ids: service:h1:web, service:h1:db"
+                    ),
+                "{tool}: {}",
+                result.content
+            );
+        }
         Ok(())
     }
 

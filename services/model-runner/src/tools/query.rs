@@ -148,13 +148,7 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
                 .collect();
             match named.as_slice() {
                 [one] => json_result(call, &row(one)),
-                [] => ToolResult::error(
-                    &call.id,
-                    format!(
-                        "no resource {} in this run's scope",
-                        truncate_chars(id, FIELD_CHARS)
-                    ),
-                ),
+                [] => ToolResult::error(&call.id, ctx.unknown_resource(id)),
                 many => ToolResult::error(
                     &call.id,
                     format!(

@@ -163,9 +163,7 @@ fn plan_resource_read<'a>(
         .to_owned());
     };
     let Some(resource) = ctx.in_scope(id) else {
-        return Err(
-            "resource_id is not a canonical id of a resource in this run's scope".to_owned(),
-        );
+        return Err(ctx.unknown_resource(id));
     };
     let read = match (action, resource.resource_type) {
         (Action::Logs, ResourceType::Service) => log_tail(
@@ -206,9 +204,7 @@ fn plan_resource_read<'a>(
 fn target_host<'a>(ctx: &'a ToolContext, arguments: &Value) -> Result<&'a Resource, String> {
     if let Some(id) = text_arg(arguments, "resource_id") {
         let Some(resource) = ctx.in_scope(id) else {
-            return Err(
-                "resource_id is not a canonical id of a resource in this run's scope".to_owned(),
-            );
+            return Err(ctx.unknown_resource(id));
         };
         if resource.resource_type != ResourceType::Host {
             return Err(format!(
@@ -641,11 +637,11 @@ mod tests {
         for (arguments, expected) in [
             (
                 json!({"action": "inspect", "resource_id": other_host.as_str()}),
-                "not a canonical id of a resource in this run's scope",
+                "in this run's scope; nearest ids: app-container:h1:",
             ),
             (
                 json!({"action": "inspect", "resource_id": CONTAINER}),
-                "not a canonical id of a resource in this run's scope",
+                "in this run's scope; nearest ids: ",
             ),
             (json!({"action": "inspect"}), "id of an app-container"),
             (

@@ -5,9 +5,13 @@
 //! Order of work per turn: the usage sink's admission of the call (the tenant spend budgets),
 //! compaction, request build, redaction and the export audit (the last
 //! steps before transport), the provider call, its usage report, recovery of calls written as
-//! text (when the run allows it and the answer has no native call), admission of the whole batch
-//! (a terminal denial stops the run before any handler runs), execution, and result assembly in
-//! the model's call order.
+//! text (when the run allows it and the answer has no native call), the batch plan (a call
+//! identical to an earlier one of the same answer is not admitted or run again, and distinct
+//! calls past [`LoopLimits::max_calls_per_turn`] are refused with a message the model can act
+//! on; see `batch_plan`), admission of the whole batch (a terminal denial stops the run before
+//! any handler runs), execution, and result assembly in the model's call order: every call id
+//! gets exactly one result, a repeated call the note "same call as <id>; see its result" (a
+//! note, not a copy, so forty repeats of a large read do not fill a small model's context).
 //!
 //! A call recovered from text is a call like any other from then on: it was only recovered
 //! because the run's policy admits it (offered name, arguments valid against the offered schema),
@@ -15,6 +19,7 @@
 //! history carries it as a tool call so its result pairs up, and the text that held it is no
 //! longer the turn's answer. Its record says it came from text, and the outcome counts it.
 
+mod batch_plan;
 pub mod compaction;
 mod dispatch;
 pub mod export;
@@ -41,6 +46,7 @@ use compaction::bounded_head;
 pub use futures::future::BoxFuture;
 pub use pulse_capabilities::{AdmittedCall, ExecutionProfile, ToolPolicy};
 
+use batch_plan::Disposition;
 pub use compaction::{
     CharsPerToken, CompactionPolicy, CompactionReport, STUB_MARKER, TokenEstimator, compact,
 };
@@ -67,6 +73,8 @@ impl RecordError {
 pub const LEGACY_MAX_PROVIDER_CALLS: u32 = 10;
 /// Admitted calls of one batch running at once.
 pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 4;
+/// Distinct calls of one answer that may run; see [`LoopLimits::max_calls_per_turn`].
+pub const DEFAULT_MAX_CALLS_PER_TURN: usize = 16;
 /// Characters of a call's input and output kept in its record.
 pub const RECORD_BOUND_CHARS: usize = 2_000;
 
@@ -142,6 +150,13 @@ pub struct LoopLimits {
     /// Output tokens per turn.
     pub max_output_tokens: Option<u32>,
     pub max_parallel_tools: usize,
+    /// Distinct calls of one answer that go to admission; the rest get an error result asking
+    /// the model to call them again in its next answer. The default, 16, is about what a
+    /// 2,048-token answer holds in well-formed calls (Watch's structured turns have that
+    /// bound), and four rounds of [`Self::max_parallel_tools`]; a 1.5B model was seen writing
+    /// 45 and 61 calls in one answer, 41 of the 45 identical, and those tied up two CPU cores
+    /// for 105 s. Repeats of a call in the same answer do not count (they never run).
+    pub max_calls_per_turn: usize,
     /// Per tool call; a call that overruns gets an error result.
     pub tool_timeout: Duration,
 }
@@ -153,6 +168,7 @@ impl Default for LoopLimits {
             max_provider_calls: LEGACY_MAX_PROVIDER_CALLS,
             max_output_tokens: Some(2_048),
             max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
+            max_calls_per_turn: DEFAULT_MAX_CALLS_PER_TURN,
             tool_timeout: Duration::from_secs(120),
         }
     }
@@ -274,6 +290,12 @@ pub enum CallStatus {
     NotRun,
     /// The provider never finished the call; it got a synthetic error result.
     Orphaned,
+    /// Identical (name and JSON-equal arguments) to the earlier call `of` of the same answer:
+    /// not admitted or run again; its result points at that call's.
+    Duplicate { of: String },
+    /// A distinct call past the answer's cap on calls: refused before admission; the model was
+    /// told to call it again in its next answer.
+    OverCap { cap: usize },
 }
 
 /// One tool call as the run saw it. Input and output are bounded and redacted.
@@ -312,6 +334,10 @@ pub struct LoopOutcome {
     pub tool_calls: Vec<ToolCallRecord>,
     /// Of `tool_calls`, how many the model wrote as text: a route that needs this is weak.
     pub tool_calls_recovered: u32,
+    /// Of `tool_calls`, how many repeated an earlier call of the same answer and did not run.
+    pub tool_calls_deduplicated: u32,
+    /// Of `tool_calls`, how many were past their answer's cap and refused.
+    pub tool_calls_over_cap: u32,
     pub usage: Usage,
     /// One per request sent, in order.
     pub redactions: Vec<RedactionReport>,
@@ -336,6 +362,8 @@ struct RunState {
     timings: Vec<TurnTiming>,
     final_text: String,
     tool_calls_recovered: u32,
+    tool_calls_deduplicated: u32,
+    tool_calls_over_cap: u32,
 }
 
 impl AgentLoop {
@@ -381,6 +409,8 @@ impl AgentLoop {
             timings: Vec::new(),
             final_text: String::new(),
             tool_calls_recovered: 0,
+            tool_calls_deduplicated: 0,
+            tool_calls_over_cap: 0,
         };
         let mut final_turn_only = false;
 
@@ -532,11 +562,37 @@ impl AgentLoop {
             // Admit the whole batch first: a terminal denial must leave no side effect.
             let turn = state.turns;
             let calls = &response.tool_calls;
+            let plan = batch_plan::plan(calls, limits.max_calls_per_turn);
             let mut slots: Vec<Option<ToolResult>> = vec![None; calls.len()];
             let mut records: Vec<Option<ToolCallRecord>> = vec![None; calls.len()];
             let mut pending = Vec::new();
             let mut terminal = None;
-            for (index, call) in calls.iter().enumerate() {
+            let mut over_cap = 0u32;
+            for ((index, call), disposition) in calls.iter().enumerate().zip(&plan) {
+                match disposition {
+                    Disposition::Admit => {}
+                    // Answered from the first call's result once it has one.
+                    Disposition::DuplicateOf(_) => continue,
+                    Disposition::OverCap => {
+                        let cap = limits.max_calls_per_turn.max(1);
+                        let result = ToolResult::error(&call.id, over_cap_message(cap));
+                        if let Some(o) = observer {
+                            o.call_denied(call, &result.content);
+                        }
+                        let status = CallStatus::OverCap { cap };
+                        records[index] = Some(record(
+                            redactor,
+                            turn,
+                            call,
+                            status,
+                            &result.content,
+                            recovered,
+                        ));
+                        slots[index] = Some(result);
+                        over_cap = over_cap.saturating_add(1);
+                        continue;
+                    }
+                }
                 let proposed = CallRef {
                     name: &call.name,
                     arguments: &call.arguments,
@@ -570,6 +626,10 @@ impl AgentLoop {
                         break;
                     }
                 }
+            }
+            if over_cap > 0 {
+                tracing::info!(route = %route, turn, over_cap, "calls past the answer's cap refused");
+                state.tool_calls_over_cap = state.tool_calls_over_cap.saturating_add(over_cap);
             }
             if let Some(t) = terminal {
                 for (call, slot) in calls.iter().zip(records) {
@@ -626,6 +686,25 @@ impl AgentLoop {
                     *slot = Some(done.result);
                 }
             }
+            let repeats = answer_duplicates(&plan, calls, &mut slots, &mut records, |call, of| {
+                let rec = record(
+                    redactor,
+                    turn,
+                    call,
+                    CallStatus::Duplicate { of: of.id.clone() },
+                    &duplicate_note(of),
+                    recovered,
+                );
+                if let Some(o) = observer {
+                    o.call_finished(&rec);
+                }
+                rec
+            });
+            if repeats > 0 {
+                tracing::info!(route = %route, turn, repeats, "repeated calls of one answer not run again");
+                state.tool_calls_deduplicated =
+                    state.tool_calls_deduplicated.saturating_add(repeats);
+            }
             // In the model's call order, then the orphans in the order the assistant turn lists
             // them.
             for ((call, slot), rec) in calls.iter().zip(slots).zip(records) {
@@ -679,6 +758,8 @@ impl AgentLoop {
             provider_calls: state.provider_calls,
             tool_calls: state.records,
             tool_calls_recovered: state.tool_calls_recovered,
+            tool_calls_deduplicated: state.tool_calls_deduplicated,
+            tool_calls_over_cap: state.tool_calls_over_cap,
             usage: state.usage,
             redactions: state.redactions,
             compactions: state.compactions,
@@ -742,6 +823,45 @@ fn recover_text_calls(
         .collect();
     response.content = found.remaining_text;
     true
+}
+
+/// What a distinct call past the answer's cap of `cap` calls gets as its (error) result.
+fn over_cap_message(cap: usize) -> String {
+    format!("too many tool calls in one answer: at most {cap} run; ask again for the rest")
+}
+
+/// What a call identical to the earlier call `first` of the same answer gets as its result.
+fn duplicate_note(first: &ToolCall) -> String {
+    format!("same call as {}; see its result", first.id)
+}
+
+/// Gives every call the plan marks as a duplicate its note and its record (made by
+/// `record_for(call, first)`), and returns how many there were.
+fn answer_duplicates(
+    plan: &[Disposition],
+    calls: &[ToolCall],
+    slots: &mut [Option<ToolResult>],
+    records: &mut [Option<ToolCallRecord>],
+    mut record_for: impl FnMut(&ToolCall, &ToolCall) -> ToolCallRecord,
+) -> u32 {
+    let mut repeats = 0u32;
+    for (index, disposition) in plan.iter().enumerate() {
+        let Disposition::DuplicateOf(first) = *disposition else {
+            continue;
+        };
+        let (Some(call), Some(first)) = (calls.get(index), calls.get(first)) else {
+            continue;
+        };
+        // Not an error: the first call's result carries its own verdict.
+        if let Some(slot) = slots.get_mut(index) {
+            *slot = Some(ToolResult::ok(&call.id, duplicate_note(first)));
+        }
+        if let Some(slot) = records.get_mut(index) {
+            *slot = Some(record_for(call, first));
+        }
+        repeats = repeats.saturating_add(1);
+    }
+    repeats
 }
 
 /// A bounded, redacted record of one call.
