@@ -221,8 +221,8 @@ impl Persona {
 fn broken_event_stream() -> Response {
     let broken = futures::stream::once(async {
         // The status line and headers leave first (the server writes them when the response
-        // starts); the handler fails a moment later.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // starts): the body is not ready at its first poll, so they are flushed; then it fails.
+        tokio::task::yield_now().await;
         Err::<Bytes, std::io::Error>(std::io::Error::other(
             "Automatic streaming tool choice is not supported",
         ))
