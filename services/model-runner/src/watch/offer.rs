@@ -1,6 +1,7 @@
 //! How a Watch run words the tools it offers: the shared schemas narrowed to what the Watch
-//! handlers serve, with Watch descriptions. Every request of a run repeats the offer, so each
-//! token here is paid once per turn.
+//! handlers serve, with Watch descriptions, and only the lifecycle tools the run's facts make
+//! usable ([`Offer`]). Every request of a run repeats the offer, so each token here is paid once
+//! per turn.
 //!
 //! The policy applies this before its own narrowing and compiles the result, so what is offered
 //! is exactly what is admitted. The annotations dropped here are still enforced after
@@ -11,6 +12,54 @@
 use pulse_capabilities::ToolName;
 use pulse_domain::resource::ResourceType;
 use serde_json::{Map, Value, json};
+
+use crate::tools::Narrowing;
+
+/// The lifecycle tools a run's facts make usable, decided once when the run starts.
+///
+/// `patrol_report_finding` is always offered. A verdict needs an active finding to judge, and the
+/// seed already lists the run's active findings (the snapshot taken at its start), so a run with
+/// none offers neither `patrol_assess_finding` nor `patrol_get_findings`: the read could only
+/// repeat the seed's "no active finding" at the price of a provider turn. A clear needs a
+/// problem signal to clear, so a run with none does not offer `patrol_clear_signal`. An
+/// unoffered call is refused by the gate like any other, so the offer cannot be talked past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Offer {
+    /// Active findings on the run's resources: read them once and give each a verdict.
+    pub findings: bool,
+    /// Problem signals (problem triage flags, firing alerts) on the run's resources.
+    pub signals: bool,
+}
+
+impl Offer {
+    /// Every lifecycle tool.
+    pub const ALL: Offer = Offer {
+        findings: true,
+        signals: true,
+    };
+
+    /// The lifecycle tools of the investigation turns.
+    pub fn investigation(self) -> Vec<Narrowing> {
+        let mut tools = Vec::new();
+        if self.findings {
+            tools.push((ToolName::PatrolGetFindings, &[][..], &[][..]));
+        }
+        tools.extend(self.decision());
+        tools
+    }
+
+    /// The lifecycle tools of the final decision, repair and review turns (no reads).
+    pub fn decision(self) -> Vec<Narrowing> {
+        let mut tools: Vec<Narrowing> = vec![(ToolName::PatrolReportFinding, &[], &[])];
+        if self.findings {
+            tools.push((ToolName::PatrolAssessFinding, &[], &[]));
+        }
+        if self.signals {
+            tools.push((ToolName::PatrolClearSignal, &[], &[]));
+        }
+        tools
+    }
+}
 
 /// The Watch wording of `tool`: rewrites its offered schema in place and returns its Watch
 /// description (`None` keeps the canonical one).
@@ -105,7 +154,7 @@ mod tests {
 
     #[test]
     fn the_watch_offers_and_admits_what_its_handlers_serve() {
-        let policy = watch_policy().expect("policy");
+        let policy = watch_policy(Offer::ALL).expect("policy");
         let query = offered(&policy, "pulse_query");
         assert_eq!(
             query["properties"]["action"]["enum"],
@@ -157,7 +206,7 @@ mod tests {
     #[test]
     fn watch_and_investigation_runs_offer_logs_and_inspect_reads_only() {
         let investigation = crate::investigation::tools::investigation_policy();
-        for policy in [watch_policy(), investigation] {
+        for policy in [watch_policy(Offer::ALL), investigation] {
             let policy = policy.expect("policy");
             let read = offered(&policy, "pulse_read");
             assert_eq!(
@@ -179,7 +228,7 @@ mod tests {
 
     #[test]
     fn lifecycle_tools_keep_their_required_fields_in_every_watch_turn() {
-        for policy in [watch_policy(), decision_policy()] {
+        for policy in [watch_policy(Offer::ALL), decision_policy(Offer::ALL)] {
             let policy = policy.expect("policy");
             let report = offered(&policy, "patrol_report_finding");
             assert_eq!(
@@ -209,5 +258,92 @@ mod tests {
                 Some(DenialCode::InvalidArguments)
             );
         }
+    }
+
+    fn names(policy: &Arc<ToolPolicy>) -> Vec<String> {
+        policy.offered_tools().map(|t| t.name.to_string()).collect()
+    }
+
+    #[test]
+    fn a_run_offers_only_the_lifecycle_tools_its_facts_make_usable() {
+        let quiet = Offer {
+            findings: false,
+            signals: false,
+        };
+        let policy = watch_policy(quiet).expect("policy");
+        assert_eq!(
+            names(&policy),
+            [
+                "pulse_query",
+                "pulse_metrics",
+                "pulse_read",
+                "patrol_report_finding"
+            ]
+        );
+        // What is not offered is refused before any handler, whatever the model writes.
+        let verdict =
+            json!({"finding_id": "f", "verdict": "resolved", "evidence": "e", "reason": "r"});
+        assert_eq!(
+            denial(&policy, "patrol_assess_finding", verdict.clone()),
+            Some(DenialCode::ToolNotOffered)
+        );
+        assert_eq!(
+            denial(&policy, "patrol_get_findings", json!({})),
+            Some(DenialCode::ToolNotOffered)
+        );
+        let clear = json!({"resource_id": "service:h:web", "signal": "not_running",
+            "evidence": "e", "reason": "r"});
+        assert_eq!(
+            denial(&policy, "patrol_clear_signal", clear.clone()),
+            Some(DenialCode::ToolNotOffered)
+        );
+        assert_eq!(
+            names(&decision_policy(quiet).expect("policy")),
+            ["patrol_report_finding"]
+        );
+
+        let flagged = Offer {
+            findings: false,
+            signals: true,
+        };
+        assert_eq!(
+            names(&decision_policy(flagged).expect("policy")),
+            ["patrol_report_finding", "patrol_clear_signal"]
+        );
+        assert_eq!(
+            denial(
+                &watch_policy(flagged).expect("policy"),
+                "patrol_clear_signal",
+                clear
+            ),
+            None
+        );
+
+        let with_findings = Offer {
+            findings: true,
+            signals: false,
+        };
+        let policy = watch_policy(with_findings).expect("policy");
+        assert_eq!(
+            names(&policy),
+            [
+                "pulse_query",
+                "pulse_metrics",
+                "pulse_read",
+                "patrol_get_findings",
+                "patrol_report_finding",
+                "patrol_assess_finding"
+            ]
+        );
+        assert_eq!(denial(&policy, "patrol_assess_finding", verdict), None);
+        assert_eq!(
+            names(&decision_policy(with_findings).expect("policy")),
+            ["patrol_report_finding", "patrol_assess_finding"]
+        );
+        assert_eq!(
+            names(&watch_policy(Offer::ALL).expect("policy")).len(),
+            7,
+            "every lifecycle tool when both are usable"
+        );
     }
 }

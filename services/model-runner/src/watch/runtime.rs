@@ -4,10 +4,13 @@
 //!    findings on the run's resources, all infrastructure text inside nonce-delimited untrusted
 //!    blocks. No earlier run's messages.
 //! 2. Investigation: the agentic loop offering the Watch tools ([`watch_policy`]) under the
-//!    declining allowance ([`super::budget`]).
+//!    declining allowance ([`super::budget`]). The lifecycle tools are those the run's facts make
+//!    usable ([`Offer`]): verdict tools only with an active finding in the seed, the clear only
+//!    with a problem signal; the prompts name only what is offered.
 //! 3. One repair-only turn (lifecycle tools only) when a lifecycle batch was partly refused.
-//! 4. When the allowance or the turn budget runs out: one final decision turn offering only
-//!    `patrol_report_finding` and `patrol_assess_finding`, never refused for prior usage.
+//! 4. When the allowance or the turn budget runs out: one final decision turn offering only the
+//!    lifecycle writes (`patrol_report_finding`, and `patrol_assess_finding` and
+//!    `patrol_clear_signal` when usable), never refused for prior usage.
 //! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
 //!    problem signal unaddressed ([`crate::tools::signals`]), naming what is left.
 //! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
@@ -24,7 +27,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use pulse_bus::Bus;
-use pulse_capabilities::{ExecutionProfile, PolicyError, ToolName, ToolPolicy};
+use pulse_capabilities::{ExecutionProfile, PolicyError, ToolPolicy};
 use pulse_domain::finding::{FindingId, ReportKind, Severity, Verdict};
 use pulse_domain::patrol::outcome::RunAccounting;
 use pulse_domain::patrol::run::{ErrorCause, FindingAssessment, RunType};
@@ -48,7 +51,7 @@ use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
     error_cause, tool_call_records,
 };
-use super::offer;
+use super::offer::{self, Offer};
 use super::seed::{
     FiringAlerts, REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
 };
@@ -58,31 +61,23 @@ use crate::tools::{
     BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
 };
 
-/// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle.
-pub fn watch_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+/// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle tools its
+/// facts make usable ([`Offer`]).
+pub fn watch_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
     // Only the arguments the Watch handlers read are offered (`tools::CANONICAL_READS`); the Watch
     // wording ([`offer::project`]) is applied to what is left.
     ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
-        &canonical_reads_and(&[
-            (ToolName::PatrolGetFindings, &[], &[]),
-            (ToolName::PatrolReportFinding, &[], &[]),
-            (ToolName::PatrolAssessFinding, &[], &[]),
-            (ToolName::PatrolClearSignal, &[], &[]),
-        ]),
+        &canonical_reads_and(&offer.investigation()),
         &offer::project,
     )
 }
 
-/// The final decision, repair and review turns: the lifecycle tools only.
-pub fn decision_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+/// The final decision, repair and review turns: the usable lifecycle tools only.
+pub fn decision_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
     ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
-        &[
-            (ToolName::PatrolReportFinding, &[], &[]),
-            (ToolName::PatrolAssessFinding, &[], &[]),
-            (ToolName::PatrolClearSignal, &[], &[]),
-        ],
+        &offer.decision(),
         &offer::project,
     )
 }
@@ -478,16 +473,6 @@ impl WatchExecutor for WatchRuntime {
                     );
                 }
             };
-            let (policy, decision) = match (watch_policy(), decision_policy()) {
-                (Ok(policy), Ok(decision)) => (policy, decision),
-                (Err(error), _) | (_, Err(error)) => {
-                    tracing::error!(run_id, %error, "watch tool policy could not be built");
-                    return WatchOutcome::failed_before_any_call(
-                        ErrorCause::Internal,
-                        "the Watch tool policy could not be built",
-                    );
-                }
-            };
             let ledger = Arc::new(RunLedger::new());
             let tools = WatchTools::new(
                 ToolContext {
@@ -528,7 +513,22 @@ impl WatchExecutor for WatchRuntime {
                     );
                 }
             };
-            ledger.set_signals(SignalBook::new(input.inventory, &alerts));
+            let signals = SignalBook::new(input.inventory, &alerts);
+            let offer = Offer {
+                findings: !active.is_empty(),
+                signals: !signals.is_empty(),
+            };
+            ledger.set_signals(signals);
+            let (policy, decision) = match (watch_policy(offer), decision_policy(offer)) {
+                (Ok(policy), Ok(decision)) => (policy, decision),
+                (Err(error), _) | (_, Err(error)) => {
+                    tracing::error!(run_id, %error, "watch tool policy could not be built");
+                    return WatchOutcome::failed_before_any_call(
+                        ErrorCause::Internal,
+                        "the Watch tool policy could not be built",
+                    );
+                }
+            };
 
             let usage = RunUsage {
                 ledger: LedgerUsageSink::new(
@@ -568,7 +568,7 @@ impl WatchExecutor for WatchRuntime {
                     transport: &provider,
                     route: connection.route.clone(),
                     route_class: class,
-                    system_prompt: system_prompt(),
+                    system_prompt: system_prompt(offer),
                     messages,
                     policy: decision.clone(),
                     handler,
@@ -597,7 +597,7 @@ impl WatchExecutor for WatchRuntime {
                         transport: &provider,
                         route: connection.route.clone(),
                         route_class: class,
-                        system_prompt: system_prompt(),
+                        system_prompt: system_prompt(offer),
                         messages: std::mem::take(&mut phases.messages),
                         policy: policy.clone(),
                         handler,
@@ -651,7 +651,7 @@ impl WatchExecutor for WatchRuntime {
                 }
                 // The final decision turn: report and assess only, whatever was spent.
                 let mut messages = std::mem::take(&mut phases.messages);
-                messages.push(Message::user(decision_instruction()));
+                messages.push(Message::user(decision_instruction(offer)));
                 let outcome = single_turn(messages).await;
                 let stop = phases.absorb(outcome);
                 break failed_stop(&stop, &run_id).unwrap_or(PhaseEnd::Finished);
@@ -667,6 +667,7 @@ impl WatchExecutor for WatchRuntime {
                         messages.push(Message::user(nudge_instruction(
                             &review.unaddressed,
                             review.empty_answer,
+                            offer.findings,
                         )));
                         let outcome = single_turn(messages).await;
                         let stop = phases.absorb(outcome);
