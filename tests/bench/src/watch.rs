@@ -11,7 +11,10 @@
 //!   time per run. Every run starts with a cold cache (a fresh simulator): a Patrol cadence is
 //!   longer than a provider keeps a prompt cached, so nothing is carried from the run before;
 //! - run wall time minus provider time (the executor's own work: seed, redaction, tool handlers
-//!   and their store reads, finding writes, accounting), p50/p95 over healthy runs.
+//!   and their store reads, finding writes, accounting), p50/p95 over healthy runs;
+//! - where each request of a healthy 50-resource run spends its input tokens (tool schemas,
+//!   system prompt, seed, history), on each wire, and a PASS/FAIL line per wire for the raw input
+//!   target of a healthy 50-resource run ([`RAW_TARGET_50`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -47,6 +50,9 @@ const RESOURCES: usize = HOSTS * SERVICES_PER_HOST;
 const FLEETS: [usize; 3] = [50, 200, 1_000];
 /// The billed-equivalent target for a healthy 50-resource run on a caching provider.
 const BILLED_TARGET_50: f64 = 4_000.0;
+/// The raw input target for a healthy 50-resource run on every wire: on a CPU-only local model
+/// every prompt token is time the user waits, and nothing is cached.
+const RAW_TARGET_50: f64 = 6_000.0;
 /// A healthy 1,000-resource run may use at most this many times the tokens of a 50-resource run.
 const SCALE_TARGET: f64 = 2.0;
 const MODEL: &str = "sim:diligent";
@@ -132,6 +138,8 @@ struct Measured {
     usage: Usage,
     requests: usize,
     breakdown: Breakdown,
+    /// Where each request's input tokens went, in order.
+    per_request: Vec<RequestTokens>,
 }
 
 /// Where a run's input tokens go: what every request repeats, from its first request.
@@ -145,20 +153,85 @@ struct Breakdown {
 
 impl Breakdown {
     fn of(body: &Value, requests: usize) -> Self {
-        let messages = body["messages"].as_array().cloned().unwrap_or_default();
-        let of_role = |role: &str| {
-            messages
-                .iter()
-                .find(|m| m["role"] == role)
-                .map_or(0, |m| count_tokens(&m.to_string()))
-        };
+        let parts = RequestTokens::of(body, 0);
         Self {
             requests,
-            tool_schemas: count_tokens(&body["tools"].to_string()),
-            system: of_role("system"),
-            seed: of_role("user"),
+            tool_schemas: parts.tools,
+            system: parts.system,
+            seed: parts.seed,
         }
     }
+}
+
+/// One request's input tokens by part, on either wire: the tool schemas, the system prompt
+/// (a message on the OpenAI wire, a field on the Anthropic wire), the seed (the first user
+/// message), the history after it (the run's own calls, tool results and instructions), and the
+/// rest (model, limits and the JSON around the parts).
+#[derive(Debug, Default, Clone, Copy)]
+struct RequestTokens {
+    total: u64,
+    tools: u64,
+    system: u64,
+    seed: u64,
+    history: u64,
+}
+
+impl RequestTokens {
+    /// `total`: the input tokens the simulator counted over the request as sent.
+    fn of(body: &Value, total: u64) -> Self {
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let tokens = |v: &Value| count_tokens(&v.to_string());
+        let system = match body.get("system") {
+            Some(system) => tokens(system),
+            None => messages
+                .iter()
+                .filter(|m| m["role"] == "system")
+                .map(tokens)
+                .sum(),
+        };
+        let seed_at = messages.iter().position(|m| m["role"] == "user");
+        Self {
+            total,
+            tools: body.get("tools").map_or(0, tokens),
+            system,
+            seed: seed_at.map_or(0, |i| tokens(&messages[i])),
+            history: seed_at.map_or(0, |i| messages[i + 1..].iter().map(tokens).sum()),
+        }
+    }
+
+    fn rest(&self) -> u64 {
+        self.total
+            .saturating_sub(self.tools + self.system + self.seed + self.history)
+    }
+}
+
+/// Prints where each request of one run spent its input tokens.
+fn print_requests(what: &str, requests: &[RequestTokens]) {
+    println!(
+        "{BENCH:<8} per request, {what}: total = tool schemas + system prompt + seed + history + rest"
+    );
+    for (at, r) in requests.iter().enumerate() {
+        println!(
+            "{BENCH:<8}   request {}: {:>5} = {:>4} + {:>4} + {:>4} + {:>4} + {:>3}",
+            at + 1,
+            r.total,
+            r.tools,
+            r.system,
+            r.seed,
+            r.history,
+            r.rest()
+        );
+    }
+    let sum = |f: fn(&RequestTokens) -> u64| requests.iter().map(f).sum::<u64>();
+    println!(
+        "{BENCH:<8}   run:       {:>5} = {:>4} + {:>4} + {:>4} + {:>4} + {:>3}",
+        sum(|r| r.total),
+        sum(|r| r.tools),
+        sum(|r| r.system),
+        sum(|r| r.seed),
+        sum(|r| r.history),
+        sum(RequestTokens::rest)
+    );
 }
 
 struct Bench {
@@ -209,6 +282,10 @@ impl Bench {
         for reported in requests.iter().filter_map(|r| r.usage) {
             usage += usage_of(reported);
         }
+        let per_request = requests
+            .iter()
+            .map(|r| RequestTokens::of(&r.body, r.usage.map_or(0, |u| u.input_tokens)))
+            .collect();
         Ok(Measured {
             outcome,
             wall,
@@ -216,6 +293,7 @@ impl Bench {
             usage,
             requests: requests.len(),
             breakdown: breakdown.unwrap_or_default(),
+            per_request,
         })
     }
 }
@@ -297,6 +375,7 @@ impl FleetFigures {
 async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
     let mut billed_50 = BTreeMap::new();
     let mut raw_by_fleet: BTreeMap<(&str, usize), f64> = BTreeMap::new();
+    let mut requests_50: BTreeMap<&str, Vec<RequestTokens>> = BTreeMap::new();
     for (at, size) in FLEETS.into_iter().enumerate() {
         let tenant = TenantId::new(format!("bench-watch-fleet-{at}"))?;
         tenants::create(db.store(), &tenant, "Watch fleet bench").await?;
@@ -354,6 +433,9 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
                     .push(wire.reference.billed_equivalent_input(m.usage));
                 figures.requests.push(m.requests as f64);
                 figures.wall_ms.push(m.wall.as_secs_f64() * 1e3);
+                if size == 50 {
+                    requests_50.insert(wire.name, m.per_request);
+                }
             }
             let p50 = FleetFigures::p50;
             println!(
@@ -396,6 +478,9 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
             }
         }
     }
+    for (wire, requests) in &requests_50 {
+        print_requests(&format!("healthy 50 resources, {wire} wire"), requests);
+    }
     for wire in wires()? {
         let small = raw_by_fleet
             .get(&(wire.name, 50))
@@ -418,6 +503,16 @@ async fn fleets(db: &TestDb, runs: usize) -> anyhow::Result<()> {
                 wire.name
             );
         }
+        // NaN (no figure) is not a pass.
+        let verdict = if small <= RAW_TARGET_50 {
+            "PASS"
+        } else {
+            "FAIL"
+        };
+        println!(
+            "{BENCH:<8} healthy 50-resource run, {} wire: {small:.0} raw input tokens (target <= {RAW_TARGET_50:.0}) {verdict}",
+            wire.name
+        );
         let billed = billed_50.get(wire.name).copied().unwrap_or(f64::NAN);
         if billed > BILLED_TARGET_50 {
             eprintln!(
@@ -462,6 +557,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
     let mut healthy_tokens = Vec::with_capacity(runs);
     let mut turns = 0;
     let mut breakdown = Breakdown::default();
+    let mut per_request = Vec::new();
     for _ in 0..runs {
         let m = bench.run(&inventory).await?;
         anyhow::ensure!(
@@ -475,6 +571,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
         healthy_tokens.push(m.sim_input_tokens as f64);
         turns = m.outcome.turns;
         breakdown = m.breakdown;
+        per_request = m.per_request;
     }
 
     // One fault: the run that reports it, then the run that gives it a verdict.
@@ -548,6 +645,7 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
         breakdown.seed as f64,
         "tokens",
     );
+    print_requests("last healthy run, openai wire", &per_request);
     figure(
         BENCH,
         "upstream input tokens per run (reference)",
