@@ -123,7 +123,7 @@ async fn a_small_token_budget_stops_the_run_in_flight_and_refuses_the_next_until
         "{run:?}"
     );
     assert!(detail.contains("budgets.daily_tokens"), "{run:?}");
-    // The diligent model's first call asks for the findings; that tool ran in the finished turn.
+    // The diligent model's first call (a read) ran in the finished turn.
     assert_eq!(run.tool_calls.len(), 1, "{run:?}");
 
     // Status shows the block, its cause and when it lifts.

@@ -218,28 +218,23 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     );
     assert_eq!(first.new_findings, 0, "{first:?}");
     assert!(fleet.findings().await?.is_empty());
-    let offered: Vec<String> = fleet
-        .sim
-        .requests()
-        .iter()
-        .filter(|r| r.model == "sim:diligent")
-        .filter_map(|r| r.body["tools"].as_array().cloned())
-        .find(|tools| tools.len() > 1)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect();
+    // No active finding and no signal: no verdict, findings read or clear is offered (the seed
+    // says no finding is active), so no turn is spent reading an empty snapshot.
     assert_eq!(
-        offered,
+        offered(&fleet.sim),
         [
             "pulse_query",
             "pulse_metrics",
             "pulse_read",
-            "patrol_get_findings",
-            "patrol_report_finding",
-            "patrol_assess_finding",
-            "patrol_clear_signal"
+            "patrol_report_finding"
         ]
+    );
+    assert!(
+        first
+            .tool_calls
+            .iter()
+            .all(|c| c.tool_name != "patrol_get_findings"),
+        "{first:?}"
     );
 
     // 2. web fails its health check beside a healthy db: one warning/reliability finding on web.
@@ -278,7 +273,21 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     // 3. The next run reconfirms it: present, times_raised and last-seen advance.
     let raised = finding.times_raised;
     let last_seen: DateTime<Utc> = finding.last_seen_at;
+    fleet.sim.clear_requests();
     let third = fleet.run().await?;
+    // An active finding and a flag: every lifecycle tool is offered.
+    assert_eq!(
+        offered(&fleet.sim),
+        [
+            "pulse_query",
+            "pulse_metrics",
+            "pulse_read",
+            "patrol_get_findings",
+            "patrol_report_finding",
+            "patrol_assess_finding",
+            "patrol_clear_signal"
+        ]
+    );
     assert_eq!(
         third.status,
         RunStatus::IssuesFound,
@@ -334,6 +343,19 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     assert_eq!(still[0].finding.times_raised, after[0].finding.times_raised);
 
     fleet.stop().await
+}
+
+/// The tools offered by the first investigation request (more than one tool) of `sim:diligent`.
+fn offered(sim: &ProviderSim) -> Vec<String> {
+    sim.requests()
+        .iter()
+        .filter(|r| r.model == "sim:diligent")
+        .filter_map(|r| r.body["tools"].as_array().cloned())
+        .find(|tools| tools.len() > 1)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The last user message of each recorded request of `model`.
@@ -625,8 +647,8 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
     // The route's model is scripted; the finding id follows from resource, category and key.
     let turns = |finding: &str, web: &str| {
         [
-            // Run 1: read web's logs live through the relay, report the fault.
-            Turn::tool("patrol_get_findings", json!({})),
+            // Run 1: read web's logs live through the relay, report the fault (no finding is
+            // active yet, so there is no findings read to make).
             Turn::tool(
                 "pulse_read",
                 json!({"action": "logs", "resource_id": web, "lines": 20}),
