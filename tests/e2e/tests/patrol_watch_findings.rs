@@ -759,7 +759,8 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
     assert_eq!(injected.status, diligent.status, "{injected:?}");
     assert_eq!(injected.new_findings, 0, "{injected:?}");
     let watch_tools = offered_tools(&fleet, "sim:diligent");
-    assert_eq!(watch_tools.len(), 7, "{watch_tools:?}");
+    // A healthy fleet with no finding: the three reads and the report.
+    assert_eq!(watch_tools.len(), 4, "{watch_tools:?}");
     assert_eq!(offered_tools(&fleet, "sim:injectable"), watch_tools);
     // The model did obey: its answer carries the marker, yet nothing stored does.
     assert!(
