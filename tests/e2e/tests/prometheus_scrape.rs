@@ -4,9 +4,9 @@
 //! (`deploy/grafana/pulse-intelligence.json`) uses are read from its PromQL, so the test follows
 //! the dashboard: each must be known to Prometheus before the events, and each counter and
 //! histogram must have grown after them; each gauge must have a series, the connected agents at
-//! least one. The events: agent reports; an action approved and verified (the verifier's fresh
-//! observation over `relay.observe`); a scoped Patrol run and a fresh preflight on the
-//! simulator; a malformed job dead-lettered; a malformed report over the agent WebSocket
+//! least one. The events: agent reports; a scoped Patrol run while the demo's fault is still
+//! there (its turns read the prompt cache); an action approved and verified (the verifier's
+//! fresh observation over `relay.observe`); a fresh preflight on the simulator; a malformed job dead-lettered; a malformed report over the agent WebSocket
 //! (rejected); two assistant turns on a route with a price (Anthropic's wire, a scripted
 //! simulator); and a Patrol run whose
 //! first start hits an injected transient database fault (the watch job is redelivered) and
@@ -470,6 +470,28 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     )
     .await
     .with_context(|| up.output())?;
+    // A scoped Patrol run of our own (the demo's full run may have ended before the baseline),
+    // while demo-web still fails and its finding is active: such a run is offered every
+    // lifecycle tool, so each of its turns re-sends a prompt prefix of over 1,024 tokens, which
+    // the simulator serves from its prompt cache as OpenAI does (the cached input tokens). A
+    // healthy run's prompt is shorter than a provider caches.
+    let run = http
+        .post(format!("{gateway}/api/ai/patrol/run"))
+        .bearer_auth(&admin);
+    let (status, accepted) = send(run, Some(json!({"resource_ids": [DEMO_WEB]}))).await?;
+    anyhow::ensure!(
+        status.is_success(),
+        "requesting a scoped run: {status} {accepted}"
+    );
+    let scoped = accepted["run_id"].as_str().context("no run id")?.to_owned();
+    wait::until(STAGE_WITHIN, "the scoped run to end", || {
+        let run = get(format!("/api/ai/patrol/runs/{scoped}"));
+        async move {
+            let run = run.await?;
+            (!matches!(run["status"].as_str(), Some("queued" | "running"))).then_some(())
+        }
+    })
+    .await?;
     let approve = http
         .post(format!("{gateway}/api/actions/{action_id}/decision"))
         .bearer_auth(&admin);
@@ -484,16 +506,6 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
         async move { (action.await?["verification"] == "verified").then_some(()) }
     })
     .await?;
-
-    // A scoped Patrol run of our own (the demo's full run may have ended before the baseline).
-    let run = http
-        .post(format!("{gateway}/api/ai/patrol/run"))
-        .bearer_auth(&admin);
-    let (status, accepted) = send(run, Some(json!({"resource_ids": [DEMO_WEB]}))).await?;
-    anyhow::ensure!(
-        status.is_success(),
-        "requesting a scoped run: {status} {accepted}"
-    );
 
     // A fresh Patrol preflight of the simulator route.
     let preflight = http
@@ -522,9 +534,7 @@ async fn scrape(mut options: StackOptions) -> anyhow::Result<()> {
     );
 
     // Assistant turns on a priced route (Anthropic's wire, served by a scripted simulator): the
-    // price table's row gives them a cost. (The Patrol runs' turns re-send their prompt's
-    // prefix of over 1,024 tokens, which the simulator serves from its prompt cache as OpenAI
-    // does: the cached input tokens.)
+    // price table's row gives them a cost.
     let sim = ProviderSim::start(Script::turns([
         Turn::text("Every demo service is running."),
         Turn::text("Still running."),
