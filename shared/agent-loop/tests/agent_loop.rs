@@ -680,6 +680,16 @@ async fn identical_calls_of_one_answer_run_once_and_each_id_gets_one_result() {
         ]
     );
     assert_eq!(outcome.tool_calls_deduplicated, 2);
+    // A repeat is not a failed call: surfaces show it as done, pointing at the first.
+    assert!(repeat_of_a.succeeded() && executed.succeeded());
+    assert!(
+        !CallStatus::OverCap { cap: 16 }.succeeded()
+            && !CallStatus::Executed {
+                is_error: true,
+                timed_out: false
+            }
+            .succeeded()
+    );
     assert_paired(&outcome.messages);
 }
 

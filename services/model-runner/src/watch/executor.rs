@@ -224,13 +224,7 @@ pub(super) fn tool_call_records(
         .take(MAX_RECORDED_TOOL_CALLS)
         .map(|call| {
             let duration = chrono::Duration::from_std(call.duration).unwrap_or_default();
-            let success = matches!(
-                call.status,
-                CallStatus::Executed {
-                    is_error: false,
-                    timed_out: false
-                }
-            );
+            let success = call.status.succeeded();
             ToolCallRecord::new(
                 &call.call_id,
                 &call.name,

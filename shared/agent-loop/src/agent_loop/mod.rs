@@ -298,6 +298,21 @@ pub enum CallStatus {
     OverCap { cap: usize },
 }
 
+impl CallStatus {
+    /// Whether the call's own result is not an error: it ran without an error or a timeout, or
+    /// it repeated an earlier call of the same answer (its result points at that call's, whose
+    /// own status tells how it went).
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self,
+            CallStatus::Executed {
+                is_error: false,
+                timed_out: false
+            } | CallStatus::Duplicate { .. }
+        )
+    }
+}
+
 /// One tool call as the run saw it. Input and output are bounded and redacted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCallRecord {
