@@ -209,6 +209,12 @@ impl AgentFleet {
         Ok(started)
     }
 
+    /// The fleet with `sim` as its simulator instead (for a script that needs ids only the
+    /// started fleet knows); route Patrol to it with [`AgentFleet::set_model`].
+    pub fn with_sim(self, sim: ProviderSim) -> Self {
+        Self { sim, ..self }
+    }
+
     /// Routes Patrol to `model` on the fleet's provider.
     pub async fn set_model(&self, model: &str) -> anyhow::Result<()> {
         save_settings(&self.stack.gateway, &self.route.settings(model, &self.sim)).await
