@@ -494,12 +494,25 @@ impl AgentLoop {
             let provider_started = Instant::now();
             let mut retries = 0u32;
             let model_turn = state.turns + 1;
+            // Where calls may be written as text, a client is shown only the text that cannot
+            // be one until the answer is complete and recovered.
+            let may_recover = tool_calls_from_text && !final_turn_only && !tools.is_empty();
+            let mut hold = may_recover.then(text_calls::StreamHold::default);
             let mut on_event = |event: StreamEvent| {
                 if matches!(event, StreamEvent::ProviderRetry { .. }) {
                     retries += 1;
                 }
-                if let Some(o) = observer {
-                    o.stream_event(model_turn, &event);
+                let Some(o) = observer else {
+                    return;
+                };
+                match (&event, hold.as_mut()) {
+                    (StreamEvent::Content { text }, Some(hold)) => {
+                        let shown = hold.push(text);
+                        if !shown.is_empty() {
+                            o.stream_event(model_turn, &StreamEvent::Content { text: shown });
+                        }
+                    }
+                    _ => o.stream_event(model_turn, &event),
                 }
             };
             let result = transport.chat(&request, &mut on_event).await;
@@ -546,10 +559,14 @@ impl AgentLoop {
             state.turns += 1;
             state.usage += response.usage;
             // Only a turn that offered tools can have called one.
-            let recovered = tool_calls_from_text
-                && !final_turn_only
-                && !tools.is_empty()
+            let recovered = may_recover
                 && recover_text_calls(&mut response, gate.policy(), state.tool_calls_recovered);
+            if let (Some(o), Some(hold)) = (observer, hold) {
+                let rest = hold.finish(&response.content, recovered);
+                if !rest.is_empty() {
+                    o.stream_event(model_turn, &StreamEvent::Content { text: rest });
+                }
+            }
             if recovered {
                 let count = u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX);
                 state.tool_calls_recovered = state.tool_calls_recovered.saturating_add(count);
