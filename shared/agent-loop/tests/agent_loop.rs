@@ -12,12 +12,13 @@ use futures::future::BoxFuture;
 use pulse_agent_loop::agent_loop::text_calls;
 use pulse_agent_loop::agent_loop::{
     AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
-    ExportsNotAudited, LoopInput, LoopLimits, LoopOutcome, LoopStop, ProviderCallUsage,
-    RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded, UsageSink,
+    ExportsNotAudited, LoopInput, LoopLimits, LoopObserver, LoopOutcome, LoopStop,
+    ProviderCallUsage, RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded,
+    UsageSink,
 };
 use pulse_agent_loop::provider::{
-    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, Timeouts, ToolCall,
-    ToolResult, Usage, repair_orphan_tool_calls,
+    FailureCause, INTERRUPTED_TOOL_RESULT, Message, Protocol, Provider, StreamEvent, Timeouts,
+    ToolCall, ToolResult, Usage, repair_orphan_tool_calls,
 };
 use pulse_agent_loop::registry::RouteClass;
 use pulse_agent_loop::route::Route;
@@ -680,6 +681,16 @@ async fn identical_calls_of_one_answer_run_once_and_each_id_gets_one_result() {
         ]
     );
     assert_eq!(outcome.tool_calls_deduplicated, 2);
+    // A repeat is not a failed call: surfaces show it as done, pointing at the first.
+    assert!(repeat_of_a.succeeded() && executed.succeeded());
+    assert!(
+        !CallStatus::OverCap { cap: 16 }.succeeded()
+            && !CallStatus::Executed {
+                is_error: true,
+                timed_out: false
+            }
+            .succeeded()
+    );
     assert_paired(&outcome.messages);
 }
 
@@ -871,6 +882,17 @@ async fn run_text_calls_as(
     usage: &dyn UsageSink,
     model: &str,
 ) -> LoopOutcome {
+    run_text_calls_observed(sim, handler, enabled, usage, model, None).await
+}
+
+async fn run_text_calls_observed(
+    sim: &ProviderSim,
+    handler: &Recorder,
+    enabled: bool,
+    usage: &dyn UsageSink,
+    model: &str,
+    observer: Option<&dyn LoopObserver>,
+) -> LoopOutcome {
     let provider = provider(sim);
     let redactor = redactor();
     AgentLoop::run(LoopInput {
@@ -893,9 +915,68 @@ async fn run_text_calls_as(
         stream: true,
         temperature: None,
         tool_calls_from_text: enabled,
-        observer: None,
+        observer,
     })
     .await
+}
+
+/// The text a client was shown, as the loop streamed it.
+#[derive(Default)]
+struct ShownText(Mutex<String>);
+
+impl LoopObserver for ShownText {
+    fn stream_event(&self, _turn: u32, event: &StreamEvent) {
+        if let StreamEvent::Content { text } = event {
+            self.0.lock().expect("shown").push_str(text);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_is_never_shown_a_call_written_as_text_that_was_recovered() {
+    let sim = ProviderSim::start(Script::turns([])).await.expect("sim");
+    for form in TextCallForm::ALL {
+        let handler = Recorder::default();
+        let shown = ShownText::default();
+        let model = format!("sim:text-calls:{}", form.as_str());
+        let outcome = run_text_calls_observed(
+            &sim,
+            &handler,
+            true,
+            &UsageNotRecorded,
+            &model,
+            Some(&shown),
+        )
+        .await;
+        assert!(outcome.tool_calls_recovered > 0, "{model}");
+        let shown = shown.0.lock().expect("shown").clone();
+        for marker in ["<tool_call", "<function", "\"name\"", "```", "pulse_query"] {
+            assert!(
+                !shown.contains(marker),
+                "{model} showed {marker}: {shown:?}"
+            );
+        }
+        // The prose around the calls still reaches the client.
+        assert!(
+            shown.contains("I will use the tools."),
+            "{model}: {shown:?}"
+        );
+        assert!(shown.contains("Summary:"), "{model}: {shown:?}");
+    }
+    // Text that held no call is shown whole once the answer is complete.
+    let handler = Recorder::default();
+    let shown = ShownText::default();
+    run_text_calls_observed(
+        &sim,
+        &handler,
+        true,
+        &UsageNotRecorded,
+        "sim:text-calls-invalid",
+        Some(&shown),
+    )
+    .await;
+    let shown = shown.0.lock().expect("shown").clone();
+    assert!(shown.contains("_v2"), "{shown:?}");
 }
 
 /// The assistant messages of a recorded OpenAI request: `(content, [(call id, name)])`.

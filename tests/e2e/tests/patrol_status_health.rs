@@ -16,25 +16,17 @@ use anyhow::Context as _;
 use pulse_domain::patrol::run::{RunStatus, RunType};
 use pulse_domain::patrol::scope::RawRunRequest;
 use pulse_domain::patrol::status::HealthBasis;
-use pulse_test_support::agent::{
-    AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
-};
 use pulse_test_support::cli::{Pulsectl, describe, field, stdout};
-use pulse_test_support::patrol::{
-    full_run, openai_route, request_run, save_settings, terminal_run,
-};
-use pulse_test_support::provider_sim::{ProviderSim, Script, preflight_reply};
-use pulse_test_support::runner::TestModelRunner;
-use pulse_test_support::scheduler::TestScheduler;
-use pulse_test_support::service::{ServiceProcess, binary};
+use pulse_test_support::fleet::{AgentFleet, FleetSpec, Route};
+use pulse_test_support::patrol::{full_run, request_run, terminal_run};
+use pulse_test_support::provider_sim::{Script, preflight_reply};
+use pulse_test_support::service::binary;
 use pulse_test_support::web::WebClient;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 const KEY: &str = "sk-status-health-7d20b1";
-const INTERVAL: Duration = Duration::from_millis(500);
-const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 const MCP_WITHIN: Duration = Duration::from_secs(30);
 
@@ -100,87 +92,48 @@ async fn mcp_patrol_control_status(gateway_url: &str, token: &str) -> anyhow::Re
 }
 
 struct Stack {
-    stack: AgentStack,
-    scheduler: TestScheduler,
-    runner: TestModelRunner,
-    agent: ServiceProcess,
-    _sim: ProviderSim,
-    spec: AgentSpec,
-    admin: String,
+    fleet: AgentFleet,
     reader: String,
     web: WebClient,
 }
 
 impl Stack {
     async fn start() -> anyhow::Result<Self> {
-        pulse_test_support::install_crypto_provider();
-        let stack = AgentStack::start(&[]).await?;
-        let scheduler =
-            TestScheduler::start(&stack.gateway, &stack.dir.join("scheduler"), &[]).await?;
-        let sim =
-            ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
-        let token = stack.create_token("agent", &["agent:report"]).await?;
-        let reader = stack.create_token("reader", &["monitoring:read"]).await?;
-        let host = pulse_test_support::agent::host_id("statush");
-        let spec = stack.agent_spec(&host, &token, INTERVAL)?;
-        for name in ["web", "db"] {
-            write_service(
-                &spec.services_dir,
-                &format!("{name}.toml"),
-                &marker_service_running(
-                    name,
-                    &format!("{SLEEP_COMMAND}\n"),
-                    &spec.state_dir.join(format!("{name}.fault")),
-                ),
-            )?;
-        }
-        let agent = stack.spawn_agent(&spec)?;
-        let admin = stack.gateway.admin_token.clone();
-        save_settings(
-            &stack.gateway,
-            &openai_route("sim:diligent", KEY, &sim.openai_base_url()),
+        let route = Route::OpenAi {
+            key: KEY.to_owned(),
+        };
+        let fleet = AgentFleet::start(
+            FleetSpec::web_and_db("statush", route, "sim:diligent"),
+            Script::turns([]).with_tool_offer_reply(preflight_reply()),
         )
         .await?;
-        let runner = TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
-        let password = std::fs::read_to_string(stack.gateway.state_dir.join("admin-password"))
+        let reader = fleet
+            .stack
+            .create_token("reader", &["monitoring:read"])
+            .await?;
+        let gateway = &fleet.stack.gateway;
+        let password = std::fs::read_to_string(gateway.state_dir.join("admin-password"))
             .context("the bootstrap admin's password file")?;
-        let mut web = WebClient::new(&stack.gateway.url)?;
+        let mut web = WebClient::new(&gateway.url)?;
         web.sign_in("default", "admin", password.trim()).await?;
-        let fleet = Self {
-            stack,
-            scheduler,
-            runner,
-            agent,
-            _sim: sim,
-            spec,
-            admin,
-            reader,
-            web,
-        };
-        for name in ["web", "db"] {
-            fleet.wait_health(name, "healthy").await?;
-        }
-        Ok(fleet)
+        Ok(Self { fleet, reader, web })
     }
 
     fn service_id(&self, name: &str) -> String {
-        format!("service:{}:{name}", self.spec.host_id)
+        self.fleet.service_id(name)
     }
 
     async fn wait_health(&self, name: &str, health: &str) -> anyhow::Result<()> {
-        self.stack
-            .wait_health(&self.admin, &self.service_id(name), health, STARTUP)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", self.agent.log_tail(30)))
+        self.fleet.wait_health(name, health).await
     }
 
     fn runner_log(&self) -> String {
-        self.runner.process.log_tail(60)
+        self.fleet.runner_log()
     }
 
     /// What each of the five surfaces says, by name.
     async fn surfaces(&mut self) -> anyhow::Result<Vec<(&'static str, Said)>> {
-        let gateway = &self.stack.gateway;
+        let gateway = &self.fleet.stack.gateway;
         let mut said = Vec::new();
 
         let (code, status) = gateway
@@ -220,10 +173,7 @@ impl Stack {
     }
 
     async fn stop(self) -> anyhow::Result<()> {
-        self.runner.stop().await?;
-        self.scheduler.stop().await?;
-        let _ = self.agent.stop(Duration::from_secs(10)).await;
-        self.stack.stop().await
+        self.fleet.stop().await
     }
 }
 
@@ -315,7 +265,7 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
     let mut fleet = Stack::start().await?;
     let result = async {
         // 1. A healthy full run: the all-clear, with nothing active.
-        let full = full_run(&fleet.stack.gateway, RUN_DEADLINE).await?;
+        let full = full_run(&fleet.fleet.stack.gateway, RUN_DEADLINE).await?;
         anyhow::ensure!(
             full.status == RunStatus::Healthy,
             "{full:?}\n{}",
@@ -330,7 +280,7 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
         assert_all_say(&said, &clear, "after a healthy full run");
 
         // 2. web fails; a scoped run on it finds it. The last full run still says healthy.
-        let marker = fleet.spec.state_dir.join("web.fault");
+        let marker = fleet.fleet.marker("web");
         std::fs::write(&marker, "fault")?;
         fleet.wait_health("web", "unhealthy").await?;
         let web = fleet.service_id("web");
@@ -338,14 +288,14 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
             resource_ids: Some(vec![web]),
             ..RawRunRequest::default()
         };
-        let id = request_run(&fleet.stack.gateway, &request).await?;
-        let scoped = terminal_run(&fleet.stack.gateway, id, RUN_DEADLINE).await?;
+        let id = request_run(&fleet.fleet.stack.gateway, &request).await?;
+        let scoped = terminal_run(&fleet.fleet.stack.gateway, id, RUN_DEADLINE).await?;
         anyhow::ensure!(
             scoped.run_type == RunType::Scoped && scoped.status == RunStatus::IssuesFound,
             "{scoped:?}\n{}",
             fleet.runner_log()
         );
-        let status = fleet.stack.gateway.client()?.patrol_status().await?;
+        let status = fleet.fleet.stack.gateway.client()?.patrol_status().await?;
         assert_eq!(
             status.health_basis,
             HealthBasis::ActiveFindings,
@@ -367,6 +317,7 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
         std::fs::remove_file(&marker)?;
         fleet.wait_health("web", "healthy").await?;
         let (_, findings) = fleet
+            .fleet
             .stack
             .gateway
             .admin_json(Method::GET, "/api/ai/patrol/findings", None)
@@ -378,6 +329,7 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
             .with_context(|| format!("no active finding in {findings}"))?
             .to_owned();
         let (code, answer) = fleet
+            .fleet
             .stack
             .gateway
             .admin_json(
@@ -392,7 +344,7 @@ async fn a_finding_of_a_scoped_run_denies_the_all_clear_on_every_surface_until_r
         Ok(())
     }
     .await;
-    let stopped = fleet.stop().await;
+    let stopped = Box::pin(fleet.stop()).await;
     result?;
     stopped
 }

@@ -10,198 +10,55 @@
 //! - `sim:text-calls-invalid` writes its calls under a name no run offers and with an argument
 //!   no schema declares: nothing runs, no finding is recorded, and nothing is counted.
 
-use std::time::Duration;
-
-use chrono::Utc;
-use pulse_domain::TenantId;
-use pulse_domain::ai_settings::{PatchBody, ProviderPatch};
 use pulse_domain::patrol::run::{PatrolRun, RunStatus};
-use pulse_store::findings::{self, ListFilter, StoredFinding};
-use pulse_test_support::agent::{
-    AgentSpec, AgentStack, SLEEP_COMMAND, marker_service_running, write_service,
-};
-use pulse_test_support::patrol::{full_run, save_settings};
-use pulse_test_support::provider_sim::{ProviderSim, Script, preflight_reply};
-use pulse_test_support::runner::TestModelRunner;
-use pulse_test_support::scheduler::TestScheduler;
-use pulse_test_support::service::ServiceProcess;
+use pulse_test_support::fleet::{AgentFleet, FleetSpec, Route, STARTUP};
+use pulse_test_support::provider_sim::{Script, preflight_reply};
 use pulse_test_support::wait;
 use reqwest::Method;
 use serde_json::Value;
 
-const INTERVAL: Duration = Duration::from_millis(500);
-/// Time for binaries to start, connect and report on a loaded 2-core machine.
-const STARTUP: Duration = Duration::from_secs(45);
-const RUN_DEADLINE: Duration = Duration::from_secs(90);
-
-struct Fleet {
-    stack: AgentStack,
-    scheduler: Option<TestScheduler>,
-    runner: Option<TestModelRunner>,
-    agent: Option<ServiceProcess>,
-    sim: ProviderSim,
-    spec: AgentSpec,
+/// The stack, an agent supervising `web` (failing its health check from the start) and a
+/// healthy `db`, the simulator with `script`, and the Patrol route `llamacpp:<model>` at the
+/// simulator: a local model server, so calls written as text are recovered by default.
+async fn start(model: &str, script: Script) -> anyhow::Result<AgentFleet> {
+    let spec = FleetSpec::web_and_db("textcalls", Route::LlamaCpp, model).web_failing();
+    AgentFleet::start(spec, script).await
 }
 
-impl Fleet {
-    /// The stack, an agent supervising `web` (failing its health check from the start) and a
-    /// healthy `db`, the simulator with `script`, and the Patrol route `llamacpp:<model>` at the
-    /// simulator: a local model server, so calls written as text are recovered by default.
-    async fn start(model: &str, script: Script) -> anyhow::Result<Self> {
-        pulse_test_support::install_crypto_provider();
-        let stack = AgentStack::start(&[]).await?;
-        let scheduler =
-            TestScheduler::start(&stack.gateway, &stack.dir.join("scheduler"), &[]).await?;
-        let sim = ProviderSim::start(script).await?;
-        let token = stack.create_token("agent", &["agent:report"]).await?;
-        let host = pulse_test_support::agent::host_id("textcalls");
-        let spec = stack.agent_spec(&host, &token, INTERVAL)?;
-        for name in ["web", "db"] {
-            write_service(
-                &spec.services_dir,
-                &format!("{name}.toml"),
-                &marker_service_running(
-                    name,
-                    &format!("{SLEEP_COMMAND}\n"),
-                    &spec.state_dir.join(format!("{name}.fault")),
-                ),
-            )?;
-        }
-        std::fs::write(spec.state_dir.join("web.fault"), "fault")?;
-        let agent = stack.spawn_agent(&spec)?;
-        let mut fleet = Self {
-            stack,
-            scheduler: Some(scheduler),
-            runner: None,
-            agent: Some(agent),
-            sim,
-            spec,
-        };
-        fleet.set_model(model).await?;
-        let runner =
-            TestModelRunner::start(&fleet.stack.gateway, &fleet.stack.dir.join("runner"), &[])
-                .await?;
-        fleet.runner = Some(runner);
-        fleet.wait_health("web", "unhealthy").await?;
-        fleet.wait_health("db", "healthy").await?;
-        Ok(fleet)
-    }
-
-    async fn set_model(&self, model: &str) -> anyhow::Result<()> {
-        save_settings(
-            &self.stack.gateway,
-            &PatchBody {
-                patrol_model: Some(Some(format!("llamacpp:{model}"))),
-                providers: [(
-                    "llamacpp".to_owned(),
-                    ProviderPatch {
-                        base_url: Some(Some(self.sim.openai_base_url())),
-                        ..ProviderPatch::default()
-                    },
-                )]
-                .into(),
-                ..PatchBody::default()
-            },
-        )
-        .await
-    }
-
-    fn service_id(&self, name: &str) -> String {
-        format!("service:{}:{name}", self.spec.host_id)
-    }
-
-    async fn wait_health(&self, name: &str, health: &str) -> anyhow::Result<()> {
-        let id = self.service_id(name);
-        let admin = self.stack.gateway.admin_token.clone();
-        self.stack
-            .wait_health(&admin, &id, health, STARTUP)
+/// The AI settings once the stored preflight satisfies `done`.
+async fn preflight_when(
+    fleet: &AgentFleet,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> anyhow::Result<Value> {
+    let gateway = &fleet.stack.gateway;
+    wait::until(STARTUP, what, || async {
+        let (status, body) = gateway
+            .admin_json(Method::GET, "/api/settings/ai", None)
             .await
-            .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", self.agent_log()))
-    }
+            .ok()?;
+        (status == 200 && done(&body["patrol_preflight"])).then_some(body)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", fleet.runner_log()))
+}
 
-    fn agent_log(&self) -> String {
-        self.agent
-            .as_ref()
-            .map(|a| a.log_tail(30))
-            .unwrap_or_default()
-    }
-
-    fn runner_log(&self) -> String {
-        self.runner
-            .as_ref()
-            .map(|r| r.process.log_tail(60))
-            .unwrap_or_default()
-    }
-
-    /// The AI settings once the stored preflight satisfies `done`.
-    async fn preflight_when(
-        &self,
-        what: &str,
-        done: impl Fn(&Value) -> bool,
-    ) -> anyhow::Result<Value> {
-        let gateway = &self.stack.gateway;
-        wait::until(STARTUP, what, || async {
-            let (status, body) = gateway
-                .admin_json(Method::GET, "/api/settings/ai", None)
-                .await
-                .ok()?;
-            (status == 200 && done(&body["patrol_preflight"])).then_some(body)
-        })
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
-    }
-
-    /// Requests a full run and waits for its terminal record.
-    async fn run(&self) -> anyhow::Result<PatrolRun> {
-        full_run(&self.stack.gateway, RUN_DEADLINE)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", self.runner_log()))
-    }
-
-    async fn findings(&self) -> anyhow::Result<Vec<StoredFinding>> {
-        let store = self.stack.gateway.db.store();
-        let tx = store.tenant_tx(&TenantId::default_tenant()).await?;
-        Ok(findings::list(&tx, ListFilter::IncludeResolved, None, Utc::now()).await?)
-    }
-
-    async fn metrics_text(&self) -> anyhow::Result<String> {
-        let url = match &self.runner {
-            Some(runner) => format!("{}/metrics", runner.health_url),
-            None => anyhow::bail!("no model-runner"),
-        };
-        Ok(reqwest::get(&url).await?.text().await?)
-    }
-
-    /// The model-runner's `pulse_model_tool_calls_recovered_total` for `surface` on this
-    /// llama.cpp route (0 before the first).
-    async fn recovered_metric(&self, surface: &str) -> anyhow::Result<f64> {
-        let text = self.metrics_text().await?;
-        let labels = [
-            format!("surface=\"{surface}\""),
-            "provider=\"llamacpp\"".to_owned(),
-            "route_class=\"local_model_server\"".to_owned(),
-        ];
-        Ok(text
-            .lines()
-            .filter(|line| line.starts_with("pulse_model_tool_calls_recovered_total{"))
-            .find(|line| labels.iter().all(|l| line.contains(l.as_str())))
-            .and_then(|line| line.rsplit(' ').next())
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0.0))
-    }
-
-    async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(runner) = self.runner.take() {
-            runner.stop().await?;
-        }
-        if let Some(scheduler) = self.scheduler.take() {
-            scheduler.stop().await?;
-        }
-        if let Some(agent) = self.agent.take() {
-            let _ = agent.stop(Duration::from_secs(10)).await;
-        }
-        self.stack.stop().await
-    }
+/// The model-runner's `pulse_model_tool_calls_recovered_total` for `surface` on this llama.cpp
+/// route (0 before the first).
+async fn recovered_metric(fleet: &AgentFleet, surface: &str) -> anyhow::Result<f64> {
+    let text = fleet.runner_metrics().await?;
+    let labels = [
+        format!("surface=\"{surface}\""),
+        "provider=\"llamacpp\"".to_owned(),
+        "route_class=\"local_model_server\"".to_owned(),
+    ];
+    Ok(text
+        .lines()
+        .filter(|line| line.starts_with("pulse_model_tool_calls_recovered_total{"))
+        .find(|line| labels.iter().all(|l| line.contains(l.as_str())))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(0.0))
 }
 
 /// The run's tool calls and how many of them say they were recovered from text.
@@ -218,14 +75,13 @@ fn recovered_calls(run: &PatrolRun) -> (usize, usize) {
 async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() -> anyhow::Result<()>
 {
     // No script: the persona answers the preflight too, with its call written as text.
-    let fleet = Fleet::start("sim:text-calls:function-tag", Script::turns([])).await?;
+    let fleet = start("sim:text-calls:function-tag", Script::turns([])).await?;
     let web = fleet.service_id("web");
 
-    let settings = fleet
-        .preflight_when("a preflight passed through a recovered call", |p| {
-            p["ok"] == true && p["tool_calls_recovered"] == 1
-        })
-        .await?;
+    let settings = preflight_when(&fleet, "a preflight passed through a recovered call", |p| {
+        p["ok"] == true && p["tool_calls_recovered"] == 1
+    })
+    .await?;
     let preflight = &settings["patrol_preflight"];
     assert_eq!(preflight["tool_call_observed"], true, "{preflight}");
     assert!(
@@ -269,12 +125,12 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
         "the finding came from a recovered call: {first:?}"
     );
     assert!(
-        fleet.recovered_metric("patrol").await? >= calls as f64,
+        recovered_metric(&fleet, "patrol").await? >= calls as f64,
         "patrol metric: {}",
-        fleet.metrics_text().await?
+        fleet.runner_metrics().await?
     );
     assert!(
-        fleet.recovered_metric("patrol_preflight").await? >= 1.0,
+        recovered_metric(&fleet, "patrol_preflight").await? >= 1.0,
         "preflight metric"
     );
     // No request ever offered the model a way to call natively that it used: every answer was
@@ -296,11 +152,10 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
 
     // 2. The next run, in the Hermes form, reconfirms it.
     fleet.set_model("sim:text-calls:hermes").await?;
-    fleet
-        .preflight_when("the Hermes route's preflight", |p| {
-            p["route"] == "llamacpp:sim:text-calls:hermes" && p["tool_calls_recovered"] == 1
-        })
-        .await?;
+    preflight_when(&fleet, "the Hermes route's preflight", |p| {
+        p["route"] == "llamacpp:sim:text-calls:hermes" && p["tool_calls_recovered"] == 1
+    })
+    .await?;
     let second = fleet.run().await?;
     assert_eq!(
         second.status,
@@ -324,16 +179,15 @@ async fn a_finding_is_recorded_and_reassessed_through_calls_written_as_text() ->
 async fn calls_written_to_an_unoffered_tool_or_with_invalid_arguments_stay_text()
 -> anyhow::Result<()> {
     // The preflight is answered natively, so the run is admitted and reaches the model.
-    let fleet = Fleet::start(
+    let fleet = start(
         "sim:text-calls-invalid",
         Script::turns([]).with_tool_offer_reply(preflight_reply()),
     )
     .await?;
-    fleet
-        .preflight_when("a passed preflight", |p| {
-            p["ok"] == true && p["tool_calls_recovered"] == 0
-        })
-        .await?;
+    preflight_when(&fleet, "a passed preflight", |p| {
+        p["ok"] == true && p["tool_calls_recovered"] == 0
+    })
+    .await?;
 
     let run = fleet.run().await?;
     assert_ne!(run.status, RunStatus::IssuesFound, "{run:?}");
@@ -347,7 +201,7 @@ async fn calls_written_to_an_unoffered_tool_or_with_invalid_arguments_stay_text(
             && r.body["tools"].as_array().is_some_and(|t| t.len() > 1)
     });
     assert!(answered, "the run reached the model");
-    assert_eq!(fleet.recovered_metric("patrol").await?, 0.0);
+    assert_eq!(recovered_metric(&fleet, "patrol").await?, 0.0);
 
     fleet.stop().await
 }

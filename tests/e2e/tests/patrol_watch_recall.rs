@@ -14,7 +14,6 @@
 //!   A new failure raises it again; a preflight that observes a tool call (after a route change)
 //!   clears it.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -26,7 +25,7 @@ use pulse_domain::finding::{
 use pulse_domain::patrol::run::{ErrorCause, PatrolRun, RunId, RunStatus};
 use pulse_store::Store;
 use pulse_store::findings::{self, FindingsError, ListFilter, StoredFinding};
-use pulse_test_support::agent::{AgentSpec, AgentStack, marker_service, write_service};
+use pulse_test_support::fleet::{AgentFleet, FleetSpec, Route};
 use pulse_test_support::patrol::{self, openai_route, save_settings};
 use pulse_test_support::provider_sim::{
     ProviderSim, Script, SimError, Step, Turn, preflight_reply,
@@ -34,14 +33,11 @@ use pulse_test_support::provider_sim::{
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::seed::{self, service_resource};
-use pulse_test_support::service::{ServiceProcess, TestGateway, scratch_dir};
+use pulse_test_support::service::{TestGateway, scratch_dir};
 use pulse_test_support::wait;
 use serde_json::{Value, json};
 
 const KEY: &str = "sk-watch-recall-9d2e4f6a";
-const INTERVAL: Duration = Duration::from_millis(500);
-/// Time for binaries to start, connect and report on a loaded 2-core machine.
-const STARTUP: Duration = Duration::from_secs(45);
 const RUN_DEADLINE: Duration = Duration::from_secs(60);
 
 async fn set_model(gateway: &TestGateway, sim: &ProviderSim, model: &str) -> anyhow::Result<()> {
@@ -62,100 +58,19 @@ async fn all_findings(store: &Store) -> anyhow::Result<Vec<StoredFinding>> {
     Ok(all)
 }
 
+type Fleet = AgentFleet;
+
 /// The stack, an agent supervising `web` and `db` (each healthy while its fault marker is
-/// absent), the simulator and the model-runner.
-struct Fleet {
-    stack: AgentStack,
-    scheduler: Option<TestScheduler>,
-    runner: Option<TestModelRunner>,
-    agent: Option<ServiceProcess>,
-    sim: ProviderSim,
-    spec: AgentSpec,
-}
-
-impl Fleet {
-    async fn start(model: &str) -> anyhow::Result<Self> {
-        pulse_test_support::install_crypto_provider();
-        let stack = AgentStack::start(&[]).await?;
-        let scheduler =
-            TestScheduler::start(&stack.gateway, &stack.dir.join("scheduler"), &[]).await?;
-        let sim =
-            ProviderSim::start(Script::turns([]).with_tool_offer_reply(preflight_reply())).await?;
-        let token = stack.create_token("agent", &["agent:report"]).await?;
-        let host = pulse_test_support::agent::host_id("recall");
-        let spec = stack.agent_spec(&host, &token, INTERVAL)?;
-        for name in ["web", "db"] {
-            write_service(
-                &spec.services_dir,
-                &format!("{name}.toml"),
-                &marker_service(name, &spec.state_dir.join(format!("{name}.fault"))),
-            )?;
-        }
-        let agent = stack.spawn_agent(&spec)?;
-        set_model(&stack.gateway, &sim, model).await?;
-        let runner = TestModelRunner::start(&stack.gateway, &stack.dir.join("runner"), &[]).await?;
-        let fleet = Self {
-            stack,
-            scheduler: Some(scheduler),
-            runner: Some(runner),
-            agent: Some(agent),
-            sim,
-            spec,
-        };
-        for name in ["web", "db"] {
-            fleet.wait_health(name, "healthy").await?;
-        }
-        Ok(fleet)
-    }
-
-    fn service_id(&self, name: &str) -> String {
-        format!("service:{}:{name}", self.spec.host_id)
-    }
-
-    fn marker(&self, name: &str) -> PathBuf {
-        self.spec.state_dir.join(format!("{name}.fault"))
-    }
-
-    async fn wait_health(&self, name: &str, health: &str) -> anyhow::Result<()> {
-        let id = self.service_id(name);
-        let admin = &self.stack.gateway.admin_token;
-        self.stack
-            .wait_health(admin, &id, health, STARTUP)
-            .await
-            .map_err(|e| {
-                let log = self
-                    .agent
-                    .as_ref()
-                    .map(|a| a.log_tail(30))
-                    .unwrap_or_default();
-                anyhow::anyhow!("{e}; agent log:\n{log}")
-            })
-    }
-
-    async fn run(&self) -> anyhow::Result<PatrolRun> {
-        let runner = self.runner.as_ref().expect("runner started");
-        full_run(&self.stack.gateway, runner).await
-    }
-
-    fn runner_log(&self) -> String {
-        self.runner
-            .as_ref()
-            .map(|r| r.process.log_tail(60))
-            .unwrap_or_default()
-    }
-
-    async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(runner) = self.runner.take() {
-            runner.stop().await?;
-        }
-        if let Some(scheduler) = self.scheduler.take() {
-            scheduler.stop().await?;
-        }
-        if let Some(agent) = self.agent.take() {
-            let _ = agent.stop(Duration::from_secs(10)).await;
-        }
-        self.stack.stop().await
-    }
+/// absent), the simulator and the model-runner, with Patrol on `openai:<model>`.
+async fn start(model: &str) -> anyhow::Result<Fleet> {
+    let route = Route::OpenAi {
+        key: KEY.to_owned(),
+    };
+    AgentFleet::start(
+        FleetSpec::web_and_db("recall", route, model),
+        Script::turns([]).with_tool_offer_reply(preflight_reply()),
+    )
+    .await
 }
 
 fn equivalent_report(web: &str) -> Value {
@@ -184,7 +99,7 @@ fn present(finding: &str) -> Value {
 
 #[tokio::test]
 async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyhow::Result<()> {
-    let fleet = Fleet::start("sim:diligent").await?;
+    let fleet = start("sim:diligent").await?;
     let (web, db) = (fleet.service_id("web"), fleet.service_id("db"));
     let store = fleet.stack.gateway.db.store().clone();
 
@@ -236,7 +151,7 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
         .with_tool_offer_reply(preflight_reply()),
     )
     .await?;
-    let fleet = Fleet { sim, ..fleet };
+    let fleet = fleet.with_sim(sim);
     set_model(&fleet.stack.gateway, &fleet.sim, "gpt-4o-mini").await?;
     let second = fleet.run().await?;
     assert_eq!(

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use pulse_agent_loop::agent_loop::{BoxFuture, CallStatus, LoopObserver, ToolCallRecord};
+use pulse_agent_loop::agent_loop::{BoxFuture, LoopObserver, ToolCallRecord};
 use pulse_agent_loop::provider::{Message, StreamEvent, ToolCall};
 
 use super::filter::ClientSafeText;
@@ -196,13 +196,9 @@ impl TurnSink {
             }
             Signal::ToolFinished(record) => {
                 let row = self.tool_row(&record.call_id, &record.name).await;
-                let ok = matches!(
-                    record.status,
-                    CallStatus::Executed {
-                        is_error: false,
-                        ..
-                    }
-                );
+                // A repeat of an earlier call of the answer is not a failure: its row points
+                // at that call's.
+                let ok = record.status.succeeded();
                 let body = MessageBody {
                     tool: Some(ToolRow {
                         call_id: record.call_id.clone(),

@@ -6,7 +6,8 @@
 //!   ends. A `resource_id` that names no resource of the run does not narrow the snapshot (it
 //!   would read as "no active finding"); the snapshot names the nearest real ids instead.
 //! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
-//!   the run's scope, matching type and name). The store decides new / re-detection / merge /
+//!   the run's scope, matching type and name) whose claim the resource's typed state does not
+//!   contradict ([`contradiction`](super::contradiction)). The store decides new / re-detection / merge /
 //!   regression with the resource's deterministic signals in this run ([`run_signals`]: its
 //!   problem triage flags and firing alerts), which settle a merge the keys' words cannot
 //!   decide. A
@@ -36,6 +37,7 @@ use super::{
     AcceptedReport, AcceptedVerdict, RunLedger, ToolContext, blank_field, json_result, signature,
     text_arg,
 };
+use crate::tools::contradiction::contradiction;
 use crate::tools::signals::ALERT_PREFIX;
 use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
@@ -238,6 +240,15 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
     if let Some(problem) = resolution_problem(ctx, &reported) {
         ledger.reject();
         return ToolResult::error(&call.id, format!("the report was refused: {problem}"));
+    }
+    if let Some(resource) = ctx.in_scope(reported.resource_id.trim()) {
+        let book = ledger.signals();
+        if let Some(refusal) = contradiction(&reported, resource, &book.of(resource.id.as_str())) {
+            tracing::info!(run_id = %ctx.run_id, resource_id = %resource.id, key = %reported.key,
+                "report refused: the resource's state contradicts it");
+            ledger.reject();
+            return ToolResult::error(&call.id, format!("the report was refused: {refusal}"));
+        }
     }
     let signals = run_signals(ledger, &reported.resource_id);
     let written = async {

@@ -10,6 +10,7 @@
 //! [`RunLedger`], the only input of the run's accounting: model prose never counts.
 
 pub mod clear;
+pub mod contradiction;
 pub mod findings;
 pub mod metrics;
 pub mod nearest;

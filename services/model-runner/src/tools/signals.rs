@@ -86,6 +86,11 @@ impl SignalBook {
         self.signals.is_empty()
     }
 
+    /// How many resources carry a signal.
+    pub fn resources(&self) -> usize {
+        self.signals.len()
+    }
+
     /// The signals not addressed: their resource got no accepted report or verdict
     /// (`addressed_resources`) and the signal itself was not cleared (`cleared`).
     pub fn unaddressed(

@@ -21,7 +21,9 @@ use pulse_agent_loop::agent_loop::{
 use pulse_agent_loop::cost::{LedgerUsageSink, Usd, cost_for_class};
 use pulse_agent_loop::provider::{FailureCause, Usage};
 
-/// Tool call records kept on a run; the count covers all of them.
+/// Tool call records kept on a run; the count covers all of them. A repeat of an earlier call
+/// of the same answer (run once; its result only points at that call's) is counted but not
+/// kept, so a model that repeats itself cannot push the calls that did something off the run.
 pub const MAX_RECORDED_TOOL_CALLS: usize = 64;
 /// The cost-ledger surface of Patrol calls.
 pub const PATROL_SURFACE: &str = "patrol";
@@ -218,16 +220,11 @@ pub(super) fn tool_call_records(
 ) -> Vec<ToolCallRecord> {
     calls
         .iter()
+        .filter(|call| !matches!(call.status, CallStatus::Duplicate { .. }))
         .take(MAX_RECORDED_TOOL_CALLS)
         .map(|call| {
             let duration = chrono::Duration::from_std(call.duration).unwrap_or_default();
-            let success = matches!(
-                call.status,
-                CallStatus::Executed {
-                    is_error: false,
-                    timed_out: false
-                }
-            );
+            let success = call.status.succeeded();
             ToolCallRecord::new(
                 &call.call_id,
                 &call.name,
@@ -248,6 +245,41 @@ pub type SharedExecutor = Arc<dyn WatchExecutor>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn loop_record(id: &str, status: CallStatus) -> agent_loop::ToolCallRecord {
+        agent_loop::ToolCallRecord {
+            turn: 1,
+            call_id: id.to_owned(),
+            name: "pulse_query".to_owned(),
+            status,
+            duration: std::time::Duration::ZERO,
+            input: "{}".to_owned(),
+            output: "answer".to_owned(),
+            recovered_from_text: false,
+        }
+    }
+
+    #[test]
+    fn repeats_are_not_kept_so_they_cannot_push_real_calls_off_the_run() {
+        let executed = CallStatus::Executed {
+            is_error: false,
+            timed_out: false,
+        };
+        let mut calls = vec![loop_record("first", executed.clone())];
+        calls.extend((0..100).map(|i| {
+            loop_record(
+                &format!("repeat-{i}"),
+                CallStatus::Duplicate {
+                    of: "first".to_owned(),
+                },
+            )
+        }));
+        calls.push(loop_record("report", executed));
+        let kept = tool_call_records(&calls, Utc::now());
+        let ids: Vec<&str> = kept.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["first", "report"]);
+        assert!(kept.iter().all(|r| r.success));
+    }
 
     #[test]
     fn every_provider_failure_has_a_run_cause() {

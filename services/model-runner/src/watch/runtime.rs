@@ -61,6 +61,19 @@ use crate::tools::{
     BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
 };
 
+/// The cap on distinct calls in a one-answer turn (the repair turn and the final decision
+/// turn). Investigation turns keep the loop's default
+/// ([`DEFAULT_MAX_CALLS_PER_TURN`](pulse_agent_loop::agent_loop::DEFAULT_MAX_CALLS_PER_TURN),
+/// 16): a weak model once wrote 45 calls in one answer, and a capped call can be made again in
+/// the next answer. A one-answer turn has no next answer, and offers only the lifecycle tools
+/// (reports and verdicts, which read nothing through the relay), so its cap is the run's
+/// outstanding lifecycle work: one verdict per finding shown and one report per flagged
+/// resource, and never less than the default. Identical calls still run once.
+pub fn decision_call_cap(ledger: &RunLedger) -> usize {
+    let outstanding = ledger.presented().len() + ledger.signals().resources();
+    outstanding.max(pulse_agent_loop::agent_loop::DEFAULT_MAX_CALLS_PER_TURN)
+}
+
 /// The tools a Watch run offers: canonical reads, bounded logs, the finding lifecycle tools its
 /// facts make usable ([`Offer`]).
 pub fn watch_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
@@ -564,6 +577,7 @@ impl WatchExecutor for WatchRuntime {
             // One structured turn with report and assess only: the repair turn and the final
             // decision turn.
             let single_turn = |messages: Vec<Message>| {
+                let outstanding = decision_call_cap(&ledger);
                 AgentLoop::run(LoopInput {
                     transport: &provider,
                     route: connection.route.clone(),
@@ -578,6 +592,7 @@ impl WatchExecutor for WatchRuntime {
                     limits: LoopLimits {
                         max_turns: 1,
                         max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                        max_calls_per_turn: outstanding,
                         ..LoopLimits::default()
                     },
                     compaction: None,
@@ -706,5 +721,32 @@ impl WatchExecutor for WatchRuntime {
                 provider_time: phases.provider_time,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::test_support::resource;
+    use pulse_agent_loop::agent_loop::DEFAULT_MAX_CALLS_PER_TURN;
+    use pulse_domain::finding::{Category, FindingKey};
+    use pulse_domain::resource::Health;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_one_answer_turn_may_address_every_finding_shown_and_every_flagged_resource() {
+        let ledger = RunLedger::new();
+        assert_eq!(decision_call_cap(&ledger), DEFAULT_MAX_CALLS_PER_TURN);
+
+        let flagged: Vec<_> = (0..12)
+            .map(|i| resource("h", &format!("svc{i}"), Health::Unhealthy))
+            .collect();
+        ledger.set_signals(SignalBook::new(&flagged, &BTreeMap::new()));
+        ledger.present((0..10).map(|i| {
+            let key = FindingKey::normalize(&format!("fault-{i}")).expect("key");
+            let id = FindingId::derive("service:h:web", Category::Reliability, &key);
+            (id, "shown".to_owned())
+        }));
+        assert_eq!(decision_call_cap(&ledger), 22);
     }
 }

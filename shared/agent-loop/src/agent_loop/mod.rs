@@ -298,6 +298,21 @@ pub enum CallStatus {
     OverCap { cap: usize },
 }
 
+impl CallStatus {
+    /// Whether the call's own result is not an error: it ran without an error or a timeout, or
+    /// it repeated an earlier call of the same answer (its result points at that call's, whose
+    /// own status tells how it went).
+    pub fn succeeded(&self) -> bool {
+        matches!(
+            self,
+            CallStatus::Executed {
+                is_error: false,
+                timed_out: false
+            } | CallStatus::Duplicate { .. }
+        )
+    }
+}
+
 /// One tool call as the run saw it. Input and output are bounded and redacted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ToolCallRecord {
@@ -479,12 +494,25 @@ impl AgentLoop {
             let provider_started = Instant::now();
             let mut retries = 0u32;
             let model_turn = state.turns + 1;
+            // Where calls may be written as text, a client is shown only the text that cannot
+            // be one until the answer is complete and recovered.
+            let may_recover = tool_calls_from_text && !final_turn_only && !tools.is_empty();
+            let mut hold = may_recover.then(text_calls::StreamHold::default);
             let mut on_event = |event: StreamEvent| {
                 if matches!(event, StreamEvent::ProviderRetry { .. }) {
                     retries += 1;
                 }
-                if let Some(o) = observer {
-                    o.stream_event(model_turn, &event);
+                let Some(o) = observer else {
+                    return;
+                };
+                match (&event, hold.as_mut()) {
+                    (StreamEvent::Content { text }, Some(hold)) => {
+                        let shown = hold.push(text);
+                        if !shown.is_empty() {
+                            o.stream_event(model_turn, &StreamEvent::Content { text: shown });
+                        }
+                    }
+                    _ => o.stream_event(model_turn, &event),
                 }
             };
             let result = transport.chat(&request, &mut on_event).await;
@@ -531,10 +559,14 @@ impl AgentLoop {
             state.turns += 1;
             state.usage += response.usage;
             // Only a turn that offered tools can have called one.
-            let recovered = tool_calls_from_text
-                && !final_turn_only
-                && !tools.is_empty()
+            let recovered = may_recover
                 && recover_text_calls(&mut response, gate.policy(), state.tool_calls_recovered);
+            if let (Some(o), Some(hold)) = (observer, hold) {
+                let rest = hold.finish(&response.content, recovered);
+                if !rest.is_empty() {
+                    o.stream_event(model_turn, &StreamEvent::Content { text: rest });
+                }
+            }
             if recovered {
                 let count = u32::try_from(response.tool_calls.len()).unwrap_or(u32::MAX);
                 state.tool_calls_recovered = state.tool_calls_recovered.saturating_add(count);

@@ -48,6 +48,53 @@ pub struct Recovered {
     pub remaining_text: String,
 }
 
+/// Where a streamed answer's text may begin a call: the characters every form opens with
+/// (`<`, `{`, `[`) and a code fence's backtick.
+const CALL_OPENERS: [char; 4] = ['<', '{', '[', '`'];
+
+/// Streamed text of one answer that may hold calls written as text, shown to a client only
+/// where it cannot be a call: everything before the first character that could open one is
+/// passed on at once; from there the text is held until the answer is complete. Then
+/// [`StreamHold::finish`] gives what is left to show: the held text when no call was recovered,
+/// or the prose the recovery left after the part already shown. A client never sees a call
+/// site that became a tool call.
+#[derive(Debug, Default)]
+pub struct StreamHold {
+    text: String,
+    shown: usize,
+    holding: bool,
+}
+
+impl StreamHold {
+    /// Takes one delta; returns the part to show now (possibly empty).
+    pub fn push(&mut self, delta: &str) -> String {
+        self.text.push_str(delta);
+        if self.holding {
+            return String::new();
+        }
+        let pending = &self.text[self.shown..];
+        let cut = pending.find(CALL_OPENERS).unwrap_or(pending.len());
+        self.holding = cut < pending.len();
+        let show = pending[..cut].to_owned();
+        self.shown += cut;
+        show
+    }
+
+    /// What is left to show once the answer is complete: `final_text` is its text after any
+    /// recovery, `recovered` whether calls were taken from it.
+    pub fn finish(self, final_text: &str, recovered: bool) -> String {
+        if !recovered {
+            return self.text[self.shown..].to_owned();
+        }
+        let shown = self.text[..self.shown].trim();
+        final_text
+            .trim_start()
+            .strip_prefix(shown)
+            .map(str::to_owned)
+            .unwrap_or_default()
+    }
+}
+
 /// Every call site in `text`, in order.
 pub fn find(text: &str) -> Vec<CallSite> {
     let mut sites = Vec::new();
@@ -352,6 +399,45 @@ fn empty_fence(text: &str) -> Option<Range<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn streamed(deltas: &[&str]) -> (StreamHold, String) {
+        let mut hold = StreamHold::default();
+        let shown = deltas.iter().map(|d| hold.push(d)).collect();
+        (hold, shown)
+    }
+
+    #[test]
+    fn text_that_may_hold_a_call_is_held_until_the_answer_is_complete() {
+        let answer = "Let me check.\n<tool_call>\n{\"name\": \"pulse_query\", \"arguments\": {}}\n</tool_call>\nDone.";
+        let deltas = [
+            "Let me ch",
+            "eck.\n<tool",
+            "_call>\n{\"name\": \"pulse_query\", ",
+            "\"arguments\": {}}\n</tool_call>\nDone.",
+        ];
+        assert_eq!(deltas.concat(), answer);
+        let (hold, shown) = streamed(&deltas);
+        assert_eq!(shown, "Let me check.\n");
+        // Recovered: the call never reaches the client; the prose after it does.
+        let recovered = recover(answer, |_| true).expect("a call");
+        let rest = hold.finish(&recovered.remaining_text, true);
+        assert_eq!(rest.trim(), "Done.", "{rest:?}");
+        assert!(
+            rest.starts_with('\n'),
+            "the prose stays apart from what was shown: {rest:?}"
+        );
+    }
+
+    #[test]
+    fn held_text_that_was_no_call_is_shown_whole_and_plain_prose_is_never_held() {
+        let (hold, shown) = streamed(&["All services are ", "healthy [3 checked]."]);
+        assert_eq!(shown, "All services are healthy ");
+        assert_eq!(hold.finish("ignored", false), "[3 checked].");
+
+        let (hold, shown) = streamed(&["Nothing ", "to report."]);
+        assert_eq!(shown, "Nothing to report.");
+        assert_eq!(hold.finish("Nothing to report.", false), "");
+    }
     use serde_json::json;
 
     fn calls(text: &str) -> Vec<(String, Value)> {

@@ -46,7 +46,23 @@ pub enum Behaviour {
     /// `sim:text-calls-invalid`: writes its diligent call as text, but misspelt: once under a
     /// name that is not offered and once with an undeclared argument. Nothing in it may run.
     TextCallsInvalid,
+    /// `sim:repeating`: a diligent model that writes each call of its answer
+    /// [`REPEATED_CALLS`] times, as a 1.5B model did (41 identical calls in one answer).
+    Repeating,
+    /// `sim:inventing`: once it has the findings, one answer of [`INVENTED_READS`] reads of
+    /// resource ids it made up (the resource it looks at, with a suffix); then diligent.
+    Inventing,
+    /// `sim:false-alarm`: diligent, but before its summary it lists the resources and reports
+    /// "health check is unknown" on the first healthy one, as a 1.5B model did.
+    FalseAlarm,
 }
+
+/// How often `sim:repeating` writes each call of an answer.
+pub const REPEATED_CALLS: usize = 41;
+/// How many made-up ids `sim:inventing` reads in its one answer.
+pub const INVENTED_READS: usize = 20;
+/// The key `sim:false-alarm` reports its guess under.
+pub const FALSE_ALARM_KEY: &str = "health-check-unknown";
 
 /// The forms small models write tool calls in when they cannot call natively.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +189,9 @@ impl Behaviour {
             "truncated" => Ok(Self::Truncated),
             "double-report" => Ok(Self::DoubleReport),
             "text-calls-invalid" => Ok(Self::TextCallsInvalid),
+            "repeating" => Ok(Self::Repeating),
+            "inventing" => Ok(Self::Inventing),
+            "false-alarm" => Ok(Self::FalseAlarm),
             other if other.starts_with("text-calls:") => {
                 let form = &other["text-calls:".len()..];
                 TextCallForm::ALL
@@ -295,7 +314,124 @@ pub(crate) fn answer(behaviour: Behaviour, conv: &Conversation, attempt: u64) ->
             Answer::reply(written_as_text(turn, form))
         }
         Behaviour::TextCallsInvalid => Answer::reply(written_invalid(diligent(conv))),
+        Behaviour::Repeating => Answer::reply(match conv.offers(super::PREFLIGHT_TOOL) {
+            Some(_) => diligent(conv),
+            None => repeated(diligent(conv)),
+        }),
+        Behaviour::Inventing => Answer::reply(inventing(conv)),
+        Behaviour::FalseAlarm => Answer::reply(false_alarm(conv)),
     }
+}
+
+/// `turn` with each call written [`REPEATED_CALLS`] times.
+fn repeated(turn: Turn) -> Turn {
+    let calls = turn
+        .tool_calls
+        .iter()
+        .flat_map(|c| std::iter::repeat_n(c.clone(), REPEATED_CALLS))
+        .collect();
+    Turn {
+        tool_calls: calls,
+        ..turn
+    }
+}
+
+const PULSE_QUERY: &str = "pulse_query";
+
+/// [`Behaviour::Inventing`]: reads of made-up ids once the findings are in, then diligent.
+fn inventing(conv: &Conversation) -> Turn {
+    let findings_read = conv
+        .tools
+        .iter()
+        .any(|t| is_findings_tool(&t.name) && conv.calls_of(&t.name) > 0);
+    if !findings_read || conv.offers(PULSE_QUERY).is_none() || conv.calls_of(PULSE_QUERY) > 0 {
+        return diligent(conv);
+    }
+    let subject = unhealthy_resources(conv)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| "service:host:app".to_owned());
+    (1..=INVENTED_READS).fold(Turn::text(""), |turn, i| {
+        turn.with_tool(
+            PULSE_QUERY,
+            json!({"action": "get", "resource_id": format!("{subject}-{i}")}),
+        )
+    })
+}
+
+/// Resources a `pulse_query` answer shows as healthy (`resources` rows with `health`), in
+/// order.
+fn healthy_rows(conv: &Conversation) -> Vec<Value> {
+    conv.tool_results
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t).ok())
+        .filter_map(|v| v.get("resources").and_then(Value::as_array).cloned())
+        .flatten()
+        .filter(|r| r.get("health").and_then(Value::as_str) == Some("healthy"))
+        .collect()
+}
+
+/// [`Behaviour::FalseAlarm`]: diligent until its summary; then a list of the resources and a
+/// "health check is unknown" report on the first healthy one, once.
+fn false_alarm(conv: &Conversation) -> Turn {
+    let turn = diligent(conv);
+    let report = "patrol_report_finding";
+    let guessed = conv.past_calls.iter().any(|c| {
+        c.name == report && c.arguments.get("key").and_then(Value::as_str) == Some(FALSE_ALARM_KEY)
+    });
+    if !turn.tool_calls.is_empty() || guessed || conv.offers(report).is_none() {
+        return turn;
+    }
+    let unhealthy = unhealthy_resources(conv);
+    // A healthy service first, as the model that did this chose one.
+    let mut candidates: Vec<Value> = healthy_rows(conv)
+        .into_iter()
+        .filter(|r| {
+            r.get("resource_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| !unhealthy.iter().any(|u| u == id))
+        })
+        .collect();
+    candidates.sort_by_key(|r| {
+        !r["resource_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("service:"))
+    });
+    let healthy = candidates.into_iter().next();
+    let Some(row) = healthy else {
+        let listed = conv.past_calls.iter().any(|c| {
+            c.name == PULSE_QUERY
+                && c.arguments.get("action").and_then(Value::as_str) == Some("list")
+        });
+        if conv.offers(PULSE_QUERY).is_some() && !listed {
+            return Turn::tool(PULSE_QUERY, json!({"action": "list"}));
+        }
+        return turn;
+    };
+    let id = row["resource_id"].as_str().unwrap_or_default();
+    let kind = row
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| id.split(':').next().unwrap_or("service"));
+    let name = row
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| id.rsplit(':').next().unwrap_or(id));
+    Turn::tool(
+        report,
+        json!({
+            "key": FALSE_ALARM_KEY,
+            "severity": "warning",
+            "category": "reliability",
+            "resource_id": id,
+            "resource_name": name,
+            "resource_type": kind,
+            "title": "Health check is unknown",
+            "description": format!("The health check status of {name} is unknown."),
+            "recommendation": format!("Configure a health check for {name}."),
+            "evidence": "pulse_query list",
+        }),
+    )
 }
 
 fn segments(name: &str) -> impl Iterator<Item = String> + '_ {

@@ -41,7 +41,10 @@ use axum::routing::{get, post};
 use futures::StreamExt as _;
 use serde_json::{Value, json};
 
-pub use behaviour::{Behaviour, DEFAULT_COLD_START, READ_BOUND, SIM_PREFIX, TextCallForm};
+pub use behaviour::{
+    Behaviour, DEFAULT_COLD_START, FALSE_ALARM_KEY, INVENTED_READS, READ_BOUND, REPEATED_CALLS,
+    SIM_PREFIX, TextCallForm,
+};
 pub use conversation::{Conversation, OfferedTool, PastCall};
 pub use gemini::thought_signature;
 pub use script::{Delivery, Script, SimError, SimErrorBody, SimToolCall, Step, Turn, split_chars};
