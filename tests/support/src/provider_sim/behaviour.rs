@@ -49,8 +49,9 @@ pub enum Behaviour {
     /// `sim:repeating`: a diligent model that writes each call of its answer
     /// [`REPEATED_CALLS`] times, as a 1.5B model did (41 identical calls in one answer).
     Repeating,
-    /// `sim:inventing`: once it has the findings, one answer of [`INVENTED_READS`] reads of
-    /// resource ids it made up (the resource it looks at, with a suffix); then diligent.
+    /// `sim:inventing`: once it has the findings (read, or in the seed), one answer of
+    /// [`INVENTED_READS`] reads of resource ids it made up (the resource it looks at, with a
+    /// suffix); then diligent.
     Inventing,
     /// `sim:false-alarm`: diligent, but before its summary it lists the resources and reports
     /// "health check is unknown" on the first healthy one, as a 1.5B model did.
@@ -338,13 +339,14 @@ fn repeated(turn: Turn) -> Turn {
 
 const PULSE_QUERY: &str = "pulse_query";
 
-/// [`Behaviour::Inventing`]: reads of made-up ids once the findings are in, then diligent.
+/// [`Behaviour::Inventing`]: in a Patrol Watch run, reads of made-up ids once the findings are
+/// in (read, or held by the seed when the run offers no findings read), then diligent.
 fn inventing(conv: &Conversation) -> Turn {
-    let findings_read = conv
-        .tools
-        .iter()
-        .any(|t| is_findings_tool(&t.name) && conv.calls_of(&t.name) > 0);
-    if !findings_read || conv.offers(PULSE_QUERY).is_none() || conv.calls_of(PULSE_QUERY) > 0 {
+    let findings_in = match conv.tools.iter().find(|t| is_findings_tool(&t.name)) {
+        Some(tool) => conv.calls_of(&tool.name) > 0,
+        None => conv.offers("patrol_report_finding").is_some(),
+    };
+    if !findings_in || conv.offers(PULSE_QUERY).is_none() || conv.calls_of(PULSE_QUERY) > 0 {
         return diligent(conv);
     }
     let subject = unhealthy_resources(conv)
