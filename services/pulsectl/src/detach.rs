@@ -34,6 +34,12 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         }
         .into());
     }
+    // This executable's path, read before the build below: that build may write a new pulsectl
+    // over it (another feature set than `cargo run -p pulsectl` built), after which the running
+    // process's own path reads as deleted. The path then names the new build, which is the one
+    // to run in the background.
+    let exe = std::env::current_exe()
+        .map_err(|err| UpError::Detach(format!("cannot locate pulsectl's executable: {err}")))?;
     // Build (under cargo run) and check the binaries here, where the output reaches the user.
     locate_binaries(args).await?;
 
@@ -43,8 +49,6 @@ pub async fn run(config: &StackConfig, args: &UpArgs) -> Result<(), UpError> {
         source,
     })?;
     let log_from = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe()
-        .map_err(|err| UpError::Detach(format!("cannot locate pulsectl's executable: {err}")))?;
     let mut command = std::process::Command::new(exe);
     command
         .args(daemon_args(std::env::args_os().skip(1)))
