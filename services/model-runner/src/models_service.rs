@@ -136,12 +136,6 @@ impl ProviderDesk {
         })
     }
 
-    /// Bounds each provider's list by `timeout` instead of [`LIST_TIMEOUT`].
-    pub fn with_list_timeout(mut self, timeout: Duration) -> Self {
-        self.list_timeout = timeout;
-        self
-    }
-
     /// The models of every provider the tenant uses, asked all at once.
     pub async fn catalogue(&self, tenant: &TenantId) -> Result<ModelCatalogue, ModelsError> {
         let tx = self.store.tenant_tx(tenant).await?;

@@ -239,7 +239,6 @@ pub struct ProviderAccess {
     pub entry: &'static pulse_providers::registry::ProviderEntry,
     /// The settings' base URL, when they give one.
     pub base_url: Option<String>,
-    pub options: pulse_domain::ai_settings::ProviderOptions,
     /// The key, none, or why the stored key cannot be opened.
     pub api_key: Result<Option<String>, String>,
 }
@@ -258,7 +257,7 @@ impl std::fmt::Debug for ProviderAccess {
 }
 
 /// The providers the tenant uses ([`pulse_domain::model_catalogue::providers_in_use`]), each
-/// with its address, options and key.
+/// with its address and key.
 pub async fn providers_in_use(
     tx: &TenantTx,
     config: &ConfigLayer,
@@ -281,7 +280,6 @@ pub async fn providers_in_use(
         .map(|entry| ProviderAccess {
             entry,
             base_url: resolved.base_url(entry.id).map(str::to_owned),
-            options: resolved.provider_options(entry.id),
             api_key: key_of(&sealed, tx, environment_keys, master_key, entry.id),
         })
         .collect())
