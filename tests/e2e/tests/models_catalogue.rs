@@ -110,6 +110,12 @@ async fn each_provider_lists_in_its_own_shape_and_a_failing_one_is_classified() 
     )))
     .await?;
     let unreachable = format!("http://127.0.0.1:{}/v1", closed_port()?);
+    // Two servers that take the connection and never answer: each list's 10 s bound ends its
+    // wait, and asked at once they cost one bound, not two.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let silent_url = format!("http://{}/v1", silent.local_addr()?);
+    let silent_too = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let silent_too_url = format!("http://{}/v1", silent_too.local_addr()?);
     let dir = scratch_dir("models-catalogue")?;
     let stack = stack(&dir).await?;
     let gw = &stack.gateway;
@@ -131,11 +137,19 @@ async fn each_provider_lists_in_its_own_shape_and_a_failing_one_is_classified() 
                 "groq": {"api_key": KEY, "base_url": refusing.openai_base_url()},
                 "mistral": {"api_key": KEY, "base_url": unreachable},
                 "fireworks": {"api_key": KEY, "base_url": portal.openai_base_url()},
+                "together": {"api_key": KEY, "base_url": silent_url},
+                "openrouter": {"api_key": KEY, "base_url": silent_too_url},
             }
         }),
     )
     .await?;
+    let asked_at = std::time::Instant::now();
     let listed = catalogue(gw).await?;
+    assert!(
+        asked_at.elapsed() < Duration::from_secs(19),
+        "the catalogue took {:?}",
+        asked_at.elapsed()
+    );
     let ids: Vec<&str> = listed
         .providers
         .iter()
@@ -145,9 +159,11 @@ async fn each_provider_lists_in_its_own_shape_and_a_failing_one_is_classified() 
         ids,
         [
             "openai",
+            "openrouter",
             "deepseek",
             "groq",
             "mistral",
+            "together",
             "fireworks",
             "ollama",
             "anthropic",
@@ -195,7 +211,18 @@ async fn each_provider_lists_in_its_own_shape_and_a_failing_one_is_classified() 
         failed("fireworks"),
         Some(CatalogueErrorCode::ProviderBadResponse)
     );
-    for id in ["deepseek", "groq", "mistral", "fireworks"] {
+    for id in ["together", "openrouter"] {
+        assert_eq!(failed(id), Some(CatalogueErrorCode::ProviderTimeout));
+        assert!(provider(id).elapsed_ms >= 9_000, "{:?}", provider(id));
+    }
+    for id in [
+        "deepseek",
+        "groq",
+        "mistral",
+        "together",
+        "openrouter",
+        "fireworks",
+    ] {
         let entry = provider(id);
         let error = entry.error.clone().expect("an error");
         assert!(!entry.ok && entry.models.is_empty(), "{entry:?}");
