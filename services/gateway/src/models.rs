@@ -15,7 +15,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::routing;
-use pulse_api::models::{ModelCatalogue, ProviderId, ProviderTestAnswer, ProviderTestBody};
+use pulse_api::models::{
+    MAX_MODEL_CHARS, ModelCatalogue, ProviderId, ProviderTestAnswer, ProviderTestBody,
+};
 use pulse_api::settings::PreflightView;
 use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_bus::ModelsClient;
@@ -75,6 +77,9 @@ fn checked_model(provider: &str, body: &ProviderTestBody) -> Result<String, ApiE
         return Err(invalid(
             "leading or trailing spaces are not part of a model id".to_owned(),
         ));
+    }
+    if body.model.chars().count() > MAX_MODEL_CHARS {
+        return Err(invalid(format!("longer than {MAX_MODEL_CHARS} characters")));
     }
     ModelRoute::parse("model", &format!("{provider}:{}", body.model))
         .map(|route| route.model)
@@ -168,7 +173,8 @@ mod tests {
             checked_model("ollama", &body("qwen3:8b")).unwrap(),
             "qwen3:8b"
         );
-        for bad in ["", " gpt", "gpt ", "a\u{7}b"] {
+        let long = "m".repeat(MAX_MODEL_CHARS + 1);
+        for bad in ["", " gpt", "gpt ", "a\u{7}b", "a\u{85}", long.as_str()] {
             assert_eq!(
                 checked_model("openai", &body(bad)).unwrap_err().code,
                 ErrorCode::InvalidRequest,
