@@ -5,7 +5,8 @@
 //! list, not configured) while the others still list. `POST /api/ai/test/{id}` runs the
 //! preflight's model turn on any provider and model and saves nothing: the settings and the
 //! stored Patrol preflight are unchanged afterwards. Bad input gets stable codes and calls no
-//! provider. `pulsectl models list` prints the same catalogue.
+//! provider. `pulsectl models list` prints the same catalogue and `pulsectl models test` runs a
+//! test.
 
 use std::path::Path;
 use std::time::Duration;
@@ -336,6 +337,28 @@ async fn a_provider_test_answers_the_preflight_and_saves_nothing() -> anyhow::Re
     assert_eq!(lazy.state, PreflightState::Failed, "{lazy:?}");
     assert_eq!(lazy.outcome.cause.as_deref(), Some("no_tool_support"));
     assert!(lazy.outcome.recommendation.is_some());
+
+    // The CLI runs the same test and says what came of it; a provider not set up exits 2.
+    let cli = Pulsectl::new(gw, Duration::from_secs(90));
+    let text = cli
+        .ok(
+            &gw.admin_token,
+            &["models", "test", "openai", "gpt-candidate"],
+        )
+        .await?;
+    assert!(text.starts_with("openai:gpt-candidate: passed"), "{text}");
+    let refused = cli
+        .fails(
+            &gw.admin_token,
+            &["models", "test", "anthropic", "claude-x"],
+            2,
+        )
+        .await?;
+    assert!(
+        pulse_test_support::cli::stderr(&refused).contains("provider_not_configured"),
+        "{}",
+        describe(&refused)
+    );
 
     // Nothing was saved: the settings version, the routes and the stored preflight are as they
     // were.
