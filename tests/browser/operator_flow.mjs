@@ -2,6 +2,8 @@
 // one), against a running `pulsectl up --demo` stack:
 //   sign in (a wrong password first) -> see the injected fault's finding appear -> open its
 //   investigation -> approve the proposed action -> see it verified without reloading ->
+//   offer the providers' models in Settings, test one, be refused a provider not set up, with
+//   nothing saved ->
 //   switch Patrol off and on -> inject a second fault, run Patrol on it from the UI, set a
 //   maintenance window on its resource and see the finding auto-dismissed.
 //
@@ -171,6 +173,32 @@ try {
   await page.goto(`${base}/patrol`);
   await shot("06a-patrol-phone");
   await page.setViewportSize({ width: 1280, height: 900 });
+
+  await begin("the settings page offers the providers' models and tests them without saving");
+  await page.goto(`${base}/settings`);
+  const listed = page.locator('#models .provider-models[data-provider="openai"] tr', { hasText: "openai:sim:diligent" });
+  await listed.waitFor({ timeout: STAGE_MS });
+  const offered = await page.locator("#catalogue-routes option").evaluateAll((options) => options.map((o) => o.value));
+  if (!offered.includes("openai:sim:lazy")) { throw new Error(`the model fields offer only ${offered.join(", ")}`); }
+  for (const field of ["#patrol_model", "#chat_model"]) {
+    if ((await page.locator(field).getAttribute("list")) !== "catalogue-routes") {
+      throw new Error(`${field} is not fed by the model lists`);
+    }
+  }
+  const settingsNow = async () => (await page.request.get(`${base}/api/settings/ai`)).json();
+  const before = await settingsNow();
+  await listed.getByRole("button", { name: "Test openai:sim:diligent" }).click();
+  await page.locator(".flash", { hasText: /Test of openai:sim:diligent: passed/ }).waitFor({ timeout: STAGE_MS });
+  await shot("06b-model-test");
+  // A provider the demo did not set up: refused with its code, nothing called.
+  await page.getByLabel("Test any route (provider:model)").fill("anthropic:claude-any");
+  await page.locator("#test-route").getByRole("button", { name: "Test" }).click();
+  await page.locator(".flash.error", { hasText: "provider_not_configured" }).waitFor({ timeout: STAGE_MS });
+  const after = await settingsNow();
+  if (after.version !== before.version || after.patrol_model !== before.patrol_model
+      || JSON.stringify(after.patrol_preflight) !== JSON.stringify(before.patrol_preflight)) {
+    throw new Error(`a test changed the settings: ${JSON.stringify(before)} -> ${JSON.stringify(after)}`);
+  }
 
   await begin("switch Patrol off");
   await page.getByRole("link", { name: "Patrol", exact: true }).click();

@@ -21,6 +21,7 @@ mod forecast;
 pub mod manifest;
 mod mcp;
 mod mcp_endpoint;
+mod models;
 mod observe;
 pub mod openapi;
 mod operator_state;

@@ -22,7 +22,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{
     actions, agent_context, alerts, assistant, audit, auth, body_limit, cost, declared_errors,
-    findings, forecast, manifest, observe, openapi, operator_state, patrol, platform,
+    findings, forecast, manifest, models, observe, openapi, operator_state, patrol, platform,
     remediation_locks, resources, settings, system, tokens,
 };
 
@@ -38,6 +38,7 @@ pub static API_ROUTES: LazyLock<Vec<RouteSpec>> = LazyLock::new(|| {
         assistant::ROUTES,
         findings::ROUTES,
         settings::ROUTES,
+        models::ROUTES,
         actions::ROUTES,
         remediation_locks::ROUTES,
         audit::ROUTES,

@@ -12,6 +12,7 @@ pub mod assistant;
 pub mod export_audit;
 pub mod investigation;
 pub mod metrics;
+pub mod models_service;
 pub mod patrol_connection;
 pub mod preflight;
 pub mod readiness_service;
@@ -38,11 +39,14 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
     let providers = Arc::new(pulse_agent_loop::provider::pool::ProviderPool::new());
     let watch = watch::WatchService::start(&ctx, providers.clone()).await?;
     let readiness = readiness_service::ReadinessService::start(&ctx, providers.clone()).await?;
+    // After the readiness service: it creates the master key when there is none.
+    let models = models_service::ModelsService::start(&ctx, providers.clone()).await?;
     let investigations = investigation::InvestigationHandle::start(&ctx, providers.clone()).await?;
     let assistant = assistant::AssistantHandle::start(&ctx, providers).await?;
     ctx.shutdown.cancelled().await;
     assistant.stop().await;
     investigations.stop().await;
+    models.stop().await;
     readiness.stop().await;
     watch.stop().await;
     Ok(())

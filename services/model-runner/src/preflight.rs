@@ -459,7 +459,9 @@ impl Preflight {
         outcome
     }
 
-    async fn check(&self, connection: &RouteConnection) -> PreflightOutcome {
+    /// Calls the route once (plus the transport's one same-route retry) and returns the
+    /// outcome without recording it anywhere: what a provider test answers.
+    pub async fn check(&self, connection: &RouteConnection) -> PreflightOutcome {
         let route = &connection.route;
         let class = connection.route_class();
         let started = tokio::time::Instant::now();

@@ -63,7 +63,7 @@ const REDELIVERY: Backoff = Backoff::new(RETRY_DELAY, Duration::from_secs(60)).j
 
 /// Bounds of one preflight: a request answers an operator waiting on HTTP, so it is held well
 /// under the gateway's wait.
-fn preflight_settings() -> PreflightSettings {
+pub fn preflight_settings() -> PreflightSettings {
     PreflightSettings {
         request_timeout: Duration::from_secs(60),
         // Two attempts of a provider's own longer timeout still end within the gateway's wait.

@@ -84,6 +84,9 @@ pub enum Command {
     /// Request Patrol runs and read the Patrol status and run history.
     #[command(subcommand)]
     Patrol(PatrolCommand),
+    /// List the models of each provider the tenant uses; test a provider and model.
+    #[command(subcommand)]
+    Models(ModelsCommand),
     /// List, show and triage Patrol findings: acknowledge, dismiss, suppress.
     #[command(subcommand)]
     Findings(FindingsCommand),
@@ -387,6 +390,27 @@ pub struct PatrolRunsArgs {
     /// Print the API's JSON answer instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// List each provider's models as routes (provider:model), or why the provider could not
+    /// list them (provider_unreachable, provider_auth_failed, ...) and what to do.
+    List {
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the preflight's one model turn on a provider and model; saves nothing.
+    Test {
+        /// Provider id (openai, anthropic, gemini, ollama, ...).
+        provider: String,
+        /// Model id as the provider names it (gpt-4.1-mini, qwen3:8b, ...).
+        model: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

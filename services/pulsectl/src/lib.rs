@@ -1,6 +1,7 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
 //! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings;
+//! `models` lists each provider's models and tests one;
 //! `approvals` lists and decides actions waiting for a human; `audit verify` checks the audit
 //! chain; `admin recover-token` issues a new admin token through the database when the token
 //! file is lost.
@@ -20,6 +21,7 @@ pub mod duration;
 pub mod findings;
 pub mod gateway_client;
 pub mod health;
+pub mod models;
 pub mod patrol;
 pub mod pidfile;
 pub mod preflight;
@@ -35,8 +37,8 @@ pub mod up;
 use pulse_api::actions::DecisionOutcome;
 
 use cli::{
-    AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, PatrolCommand,
-    TokenCommand, UserCommand,
+    AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, ModelsCommand,
+    PatrolCommand, TokenCommand, UserCommand,
 };
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
@@ -103,6 +105,19 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 PatrolCommand::Run(args) => patrol::run(&client, &args).await,
                 PatrolCommand::Status { json } => patrol::status(&client, json).await,
                 PatrolCommand::Runs(args) => patrol::runs(&client, &args).await,
+            };
+            result.map_err(Error::Patrol)?;
+        }
+        Command::Models(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
+            let result = match command {
+                ModelsCommand::List { json } => models::list(&client, json).await,
+                ModelsCommand::Test {
+                    provider,
+                    model,
+                    json,
+                } => models::test(&client, &provider, &model, json).await,
             };
             result.map_err(Error::Patrol)?;
         }

@@ -19,6 +19,7 @@ pub mod cost;
 pub mod events;
 pub mod findings;
 pub mod forecast;
+pub mod models;
 pub mod operator_state;
 pub mod patrol;
 pub mod platform;

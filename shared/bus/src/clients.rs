@@ -5,6 +5,7 @@
 //! | client | serves it | requests |
 //! |---|---|---|
 //! | [`PatrolClient`] | patrol-scheduler, model-runner | run, preflight |
+//! | [`ModelsClient`] | model-runner | model catalogue, provider test |
 //! | [`ActionBrokerClient`] | action-broker | plan, decide, execute, capabilities |
 //! | [`VerifierClient`] | verifier | resolution, postcondition |
 //! | [`RelayClient`] | agent-relay | command, observe, read |
@@ -175,6 +176,43 @@ impl PatrolClient {
         timeout: Duration,
     ) -> Result<PreflightRecord, ClientError> {
         self.runner.call(tenant, request, timeout).await
+    }
+}
+
+/// The providers' model lists and provider tests (model-runner).
+#[derive(Debug, Clone)]
+pub struct ModelsClient {
+    target: Target,
+}
+
+impl ModelsClient {
+    pub fn new(bus: Bus) -> Self {
+        Self {
+            target: Target {
+                bus,
+                service: "model-runner",
+            },
+        }
+    }
+
+    /// Asks a model-runner for the models of every provider the tenant uses.
+    pub async fn catalogue(
+        &self,
+        tenant: &TenantId,
+        request: &crate::models_api::ModelCatalogueRequest,
+        timeout: Duration,
+    ) -> Result<pulse_domain::model_catalogue::ModelCatalogue, ClientError> {
+        self.target.call(tenant, request, timeout).await
+    }
+
+    /// Asks a model-runner to test one provider and model without saving anything.
+    pub async fn test(
+        &self,
+        tenant: &TenantId,
+        request: &crate::models_api::ProviderTestRequest,
+        timeout: Duration,
+    ) -> Result<PreflightRecord, ClientError> {
+        self.target.call(tenant, request, timeout).await
     }
 }
 

@@ -7,7 +7,7 @@
 //! - [`Bus`] sends typed requests ([`Request`]), serves them ([`Bus::serve`]), publishes jobs
 //!   and events.
 //! - Each service's request/reply API is one module of [`Endpoint`] types ([`patrol_api`],
-//!   [`actions_api`], [`verify_api`], [`relay_api`]); [`events`] holds the domain events. Callers
+//!   [`actions_api`], [`verify_api`], [`relay_api`], [`models_api`]); [`events`] holds the domain events. Callers
 //!   use the typed [`clients`]; a failed request answers with an [`ErrorReply`] whose code is
 //!   one of the stable table ([`ErrorCode`]).
 //! - [`ensure_streams`] and [`ensure_job_consumer`] set up JetStream idempotently.
@@ -29,6 +29,7 @@ pub mod error;
 pub mod events;
 pub mod heartbeat;
 pub mod message_id;
+pub mod models_api;
 pub mod outbox;
 pub mod patrol_api;
 pub mod redelivery;
@@ -42,7 +43,8 @@ pub mod worker;
 
 pub use bus::{Bus, Published, Request, TypedSubscriber};
 pub use clients::{
-    ActionBrokerClient, AssistantClient, ClientError, PatrolClient, RelayClient, VerifierClient,
+    ActionBrokerClient, AssistantClient, ClientError, ModelsClient, PatrolClient, RelayClient,
+    VerifierClient,
 };
 pub use endpoint::Endpoint;
 pub use envelope::{Decoded, Encoded, EnvelopeError, EnvelopeMeta, Message, decode, encode};

@@ -138,6 +138,15 @@ error_codes! {
     PatrolRunnerUnavailable => "patrol_runner_unavailable", 503,
         "no model-runner answered the preflight request, so no preflight ran",
         "start pulse-model-runner (check its logs and /api/health), then send the request again";
+    ProviderNotFound => "provider_not_found", 404,
+        "the path names no provider of the provider table",
+        "use a provider id from GET /api/ai/models or the settings (openai, anthropic, gemini, ollama, ...)";
+    ProviderNotConfigured => "provider_not_configured", 409,
+        "the provider is not set up for this tenant: it needs an API key or a base URL, or its stored key cannot be opened",
+        "set the provider's API key and base URL in Settings (PUT /api/settings/ai), then send the request again";
+    ModelRunnerUnavailable => "model_runner_unavailable", 503,
+        "no model-runner answered, so no provider was asked",
+        "start pulse-model-runner (check its logs and /api/health), then send the request again";
     InvalidFindingRequest => "invalid_finding_request", 400,
         "a finding request is malformed: an unknown or missing field, a bad finding id, reason, category, duration or note (the message names it), or a broad suppression without allow_broad_scope",
         "fix the field named in the message; see docs/api/findings.md for each route's body";

@@ -14,6 +14,7 @@ use pulse_api::findings::{
     DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
     ResolveBody, SnoozeBody, SuppressBody,
 };
+use pulse_api::models::{ModelCatalogue, ProviderTestAnswer, ProviderTestBody};
 use pulse_api::patrol::{PreflightAnswer, RunAccepted, RunList};
 use pulse_api::platform::{
     CreateTenantRequest, CreateUserRequest, CreatedTenant, CreatedUser, PlatformUserList,
@@ -385,6 +386,25 @@ impl Client {
     pub async fn patrol_preflight(&self) -> Result<PreflightAnswer, Error> {
         let segments = ["api", "ai", "patrol", "preflight"];
         self.call::<(), _>(Method::POST, &segments, &[], None).await
+    }
+
+    /// `GET /api/ai/models`: each provider the tenant uses with the models it lists, or its
+    /// classified error.
+    pub async fn ai_models(&self) -> Result<ModelCatalogue, Error> {
+        self.get(&["api", "ai", "models"]).await
+    }
+
+    /// `POST /api/ai/test/{provider}`: the preflight's model turn on `provider` and `model`;
+    /// nothing is saved.
+    pub async fn test_provider(
+        &self,
+        provider: &str,
+        model: &str,
+    ) -> Result<ProviderTestAnswer, Error> {
+        let body = ProviderTestBody {
+            model: model.to_owned(),
+        };
+        self.post(&["api", "ai", "test", provider], &body).await
     }
 
     /// `POST /api/ai/patrol/run`: a full run for the default request, else a scoped one.

@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod forecast;
 pub mod ids;
 pub mod listing;
+pub mod model_catalogue;
 pub mod patrol;
 pub mod resource;
 pub mod scope;

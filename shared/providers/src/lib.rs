@@ -12,6 +12,7 @@ mod assembler;
 pub mod failure;
 pub mod framing;
 pub mod gemini;
+pub mod models;
 pub mod ollama;
 pub mod openai;
 pub mod registry;

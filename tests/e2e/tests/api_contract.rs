@@ -22,6 +22,7 @@ use pulse_domain::{Scope, TenantId};
 use pulse_store::{Store, findings, patrol_runs};
 use pulse_test_support::action_api::{restart_plan, user_token};
 use pulse_test_support::action_broker::TestActionBroker;
+use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::seed::{seed_service, service_resource};
 use pulse_test_support::service::TestGateway;
 use reqwest::{Method, StatusCode};
@@ -66,8 +67,11 @@ impl Ids {
 
     /// `template` with its `{id}` replaced by the id of the object the route is about.
     fn fill(&self, template: &str) -> String {
-        let id = if template.starts_with("/api/tokens/") {
-            &self.token
+        let id = if template.starts_with("/api/ai/test/") {
+            // A provider id: the same for every tenant.
+            "openai"
+        } else if template.starts_with("/api/tokens/") {
+            self.token.as_str()
         } else if template.starts_with("/api/actions/") {
             &self.action
         } else if template.starts_with("/api/ai/patrol/runs/") {
@@ -116,13 +120,17 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
         "fork_assistant_session" => json!({}),
         "undo_assistant_turn" | "redo_assistant_turn" => json!({"expected_prompt": "none"}),
         "steer_assistant_turn" => json!({"text": "focus on disks"}),
+        "test_ai_provider" => json!({"model": "gpt-contract"}),
         _ => return None,
     })
 }
 
-/// Whether the operation names a tenant's object (in its path or its body).
+/// Whether the operation names a tenant's object (in its path or its body); a provider id names
+/// none.
 fn takes_an_id(path: &str, name: &str) -> bool {
-    path.contains("{id}") || name.ends_with("_finding") || name == "plan_action"
+    (path.contains("{id}") && !path.starts_with("/api/ai/test/"))
+        || name.ends_with("_finding")
+        || name == "plan_action"
 }
 
 struct Answer {
@@ -381,6 +389,8 @@ async fn undeclared_count(gw: &TestGateway) -> anyhow::Result<Vec<String>> {
 async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
+    // The model list and provider tests are answered by a model-runner.
+    let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let store = gw.db.store().clone();
     let b = TenantId::new("tenant-b")?;
     pulse_store::tenants::create(&store, &b, "Tenant B").await?;
@@ -500,6 +510,7 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
         }
     }
     assert_eq!(undeclared_count(&gw).await?, Vec::<String>::new());
+    runner.kill().await?;
     broker.stop().await?;
     gw.stop().await
 }
@@ -508,6 +519,8 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
 async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow::Result<()> {
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
+    // The model list and provider tests are answered by a model-runner.
+    let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let store = gw.db.store().clone();
     let a = TenantId::default_tenant();
     let ids = seed(&gw, &store, &a, "a").await?;
@@ -644,6 +657,7 @@ async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow:
         }
     }
     assert_eq!(undeclared_count(&gw).await?, Vec::<String>::new());
+    runner.kill().await?;
     broker.stop().await?;
     gw.stop().await
 }

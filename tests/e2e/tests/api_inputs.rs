@@ -233,8 +233,8 @@ fn check(case: &Case, reply: &Reply) -> Result<(), TestCaseError> {
         "{case:?} -> {status}: the gateway flagged code {:?} as undeclared for its route: {text}",
         reply.undeclared
     );
-    // This gateway runs without a patrol-scheduler or model-runner on purpose: a well-formed run
-    // or preflight request then meets an unavailable dependency, which is a 503 with its own
+    // This gateway runs without a patrol-scheduler or model-runner on purpose: a well-formed run,
+    // preflight, model list or provider test request then meets an unavailable dependency, which is a 503 with its own
     // code, not a fault of the input.
     let path = case.path.split('?').next().unwrap_or_default();
     let scheduler_missing = (path == "/api/ai/patrol/run"
@@ -242,7 +242,10 @@ fn check(case: &Case, reply: &Reply) -> Result<(), TestCaseError> {
         && text.contains("\"patrol_scheduler_unavailable\""))
         || (path == "/api/ai/patrol/preflight"
             && status == StatusCode::SERVICE_UNAVAILABLE
-            && text.contains("\"patrol_runner_unavailable\""));
+            && text.contains("\"patrol_runner_unavailable\""))
+        || ((path == "/api/ai/models" || path.starts_with("/api/ai/test/"))
+            && status == StatusCode::SERVICE_UNAVAILABLE
+            && text.contains("\"model_runner_unavailable\""));
     prop_assert!(
         status.as_u16() < 500 || scheduler_missing,
         "{case:?} -> {status} {text}"

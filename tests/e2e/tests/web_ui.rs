@@ -2,7 +2,8 @@
 //! whole stack with the provider simulator and an injected fault; then
 //! `tests/browser/operator_flow.mjs` drives the system's Chromium through playwright-core: sign
 //! in, see the fault's finding, open its investigation, approve the proposed action, see it
-//! verified without reloading, switch Patrol off and on, and set a maintenance window that
+//! verified without reloading, see the providers' models offered in Settings and test them
+//! without saving anything, switch Patrol off and on, and set a maintenance window that
 //! auto-dismisses a second fault's finding. Screenshots are saved under
 //! `tests/browser/screenshots/` (`PULSE_SCREENSHOTS` overrides).
 //!
@@ -124,7 +125,13 @@ async fn an_operator_runs_the_loop_from_the_browser() -> anyhow::Result<()> {
             stdout.contains("all steps passed"),
             "the browser run ended without passing every step:\n{stdout}"
         );
-        for shot in ["01-signin", "05-verified", "06-patrol", "07-maintenance"] {
+        for shot in [
+            "01-signin",
+            "05-verified",
+            "06b-model-test",
+            "06-patrol",
+            "07-maintenance",
+        ] {
             let path = screenshots.join(format!("{shot}.png"));
             anyhow::ensure!(path.is_file(), "no screenshot {}", path.display());
         }

@@ -1,6 +1,8 @@
 //! Conformance with the official clients: the Python SDKs `openai`, `anthropic`, `google-genai`
 //! and `ollama` talk to the provider simulator over real HTTP, each streamed and not, with a tool
-//! offered, in multi-turn conversations that send every tool call and its result back.
+//! offered, in multi-turn conversations that send every tool call and its result back; and each
+//! lists the simulator's models through its own models API, pages and all
+//! (`official_clients/list_models.py`).
 //!
 //! The clients live in a virtual environment under the target directory, keyed by a hash of the
 //! pinned requirements and the Python version, so a run reuses it unless either changed; failing
@@ -40,6 +42,11 @@ const PROTOCOLS: [SimProtocol; 4] = [
     SimProtocol::Gemini,
     SimProtocol::Ollama,
 ];
+
+const LISTER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/official_clients/list_models.py"
+);
 
 const DRIVER_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -203,6 +210,62 @@ async fn official_clients_speak_all_four_protocols() -> anyhow::Result<()> {
     ensure!(
         signatures_echoed >= MIN_REQUESTS,
         "only {signatures_echoed} Gemini calls came back with their signatures"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn official_clients_list_the_models_in_every_shape() -> anyhow::Result<()> {
+    let python = venv_python(
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("official-clients"),
+        REQUIREMENTS,
+        Path::new(REQUIREMENTS_PATH),
+    )
+    .await
+    .context("the official Python clients could not be installed")?;
+    // Five models: the paging clients (pages of two) need three pages each.
+    let models = ["alpha-1", "beta-2", "gamma-3", "delta:4b", "epsilon-5"];
+    let sim = ProviderSim::start(Script::steps([]).with_models(models)).await?;
+    let out = run(
+        tokio::process::Command::new(&python)
+            .arg(LISTER)
+            .arg("--base-url")
+            .arg(sim.base_url())
+            .env("PYTHONUNBUFFERED", "1"),
+        DRIVER_TIMEOUT,
+        "the official-client lister",
+    )
+    .await?;
+    ensure_success(&out, "the official-client lister")?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let listed: BTreeMap<String, Vec<String>> =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default())
+            .with_context(|| format!("the lister's output is not JSON: {stdout}"))?;
+    for client in [
+        "openai",
+        "anthropic",
+        "gemini-v1beta",
+        "gemini-v1",
+        "ollama",
+    ] {
+        ensure!(
+            listed.get(client).map(Vec::as_slice) == Some(&models.map(str::to_owned)[..]),
+            "{client} listed {:?}",
+            listed.get(client)
+        );
+    }
+    let requests = sim.requests();
+    let pages = |protocol: SimProtocol| requests.iter().filter(|r| r.protocol == protocol).count();
+    ensure!(pages(SimProtocol::Anthropic) == 3, "{requests:?}");
+    ensure!(
+        pages(SimProtocol::Gemini) == 6,
+        "three pages per API version: {requests:?}"
+    );
+    ensure!(pages(SimProtocol::OpenAi) == 1 && pages(SimProtocol::Ollama) == 1);
+    ensure!(
+        requests
+            .iter()
+            .all(|r| r.method == "GET" && r.usage.is_none())
     );
     Ok(())
 }

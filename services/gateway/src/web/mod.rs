@@ -54,6 +54,7 @@ pub const FORM_ROUTES: &[&str] = &[
     "/resources/{id}/operator-state/clear",
     "/settings",
     "/settings/preflight",
+    "/settings/test",
     "/chat/send",
     "/chat/{id}/stop",
 ];
@@ -82,6 +83,7 @@ pub fn routes() -> Router<AppState> {
         .route("/resources/{id}", get(resources::detail))
         .route("/settings", get(settings::page).post(settings::save))
         .route("/settings/preflight", post(settings::preflight))
+        .route("/settings/test", post(settings::test))
         .route("/cost", get(cost::page))
         .route("/chat", get(chat::new_chat))
         .route("/chat/send", post(chat::send))

@@ -1,12 +1,14 @@
-//! Settings: providers (keys write-only), the Patrol model route, the preflight result and a
-//! button to re-run it, cadence with a cost preview per schedule, alert triggers, budgets with
-//! their state.
+//! Settings: providers (keys write-only), the models each provider lists (with a test per
+//! model that saves nothing), the Patrol and chat model routes (offered from those lists, any
+//! other route still typed freely), the preflight result and a button to re-run it, cadence
+//! with a cost preview per schedule, alert triggers, budgets with their state.
 
 use std::collections::HashMap;
 
 use axum::extract::State;
 use axum::response::Response;
 use maud::{Markup, html};
+use pulse_api::models::{ModelCatalogue, ProviderTestBody};
 use pulse_api::patrol::RunsQuery;
 use pulse_api::settings::{KeySource, PreflightView};
 use pulse_domain::Scope;
@@ -21,7 +23,7 @@ use super::layout::{self, Nav, at, badge, csrf, shown, wire_name};
 use super::session::{CsrfForm, Flash, WebUser, redirect_with};
 use crate::authorized::{AdminScope, MonitoringReadScope};
 use crate::error::ApiError;
-use crate::extract::ApiQuery;
+use crate::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::patrol::PatrolExecuteScope;
 use crate::state::AppState;
 
@@ -211,10 +213,16 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
         )?;
         let auth = user.authorized::<MonitoringReadScope>()?;
         let status = layout::answer(crate::patrol::status(State(state.clone()), auth).await)?;
-        Ok::<_, ApiError>((settings, runs.runs, status))
+        // A model list that cannot be had (no model-runner) leaves the page usable: the model
+        // fields still take any route.
+        let catalogue = match user.authorized::<AdminScope>() {
+            Ok(auth) => layout::answer(crate::models::catalogue(State(state.clone()), auth).await),
+            Err(error) => Err(error),
+        };
+        Ok::<_, ApiError>((settings, runs.runs, status, catalogue))
     }
     .await;
-    let (settings, runs, status) = match loaded {
+    let (settings, runs, status, catalogue) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
@@ -239,6 +247,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                 }
             }
         }
+        (models_panel(&user, &catalogue))
         form method="post" action="/settings" id="settings-form" {
             (csrf(&user))
             section class="panel" {
@@ -335,10 +344,24 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
                         }
                     }
                 }
+                datalist id="catalogue-routes" {
+                    @if let Ok(catalogue) = &catalogue {
+                        @for route in catalogue.routes() { option value=(route) {} }
+                    }
+                }
                 p {
                     label for="patrol_model" { "Patrol model (provider:model)" }
-                    input id="patrol_model" name="patrol_model" value=(settings.patrol_model.as_deref().unwrap_or("")) size="40";
+                    input id="patrol_model" name="patrol_model" list="catalogue-routes" autocomplete="off"
+                        value=(settings.patrol_model.as_deref().unwrap_or("")) size="40";
                 }
+                p {
+                    @let chat = settings.chat_model.as_deref().unwrap_or("");
+                    (remembered("chat_model", chat))
+                    label for="chat_model" { "Chat model (provider:model; empty: the default model)" }
+                    input id="chat_model" name="chat_model" list="catalogue-routes" autocomplete="off"
+                        value=(chat) size="40";
+                }
+                p class="hint" { "The lists offer the models your providers list; a route they lack can still be typed." }
             }
             section class="panel" {
                 h2 { "Cadence" }
@@ -391,6 +414,140 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
         }
     };
     layout::page(&user, "Settings", Nav::Settings, body)
+}
+
+/// One Test button: the preflight's model turn on `provider:model`, nothing saved.
+fn test_button(user: &WebUser, provider: &str, model: &str) -> Markup {
+    html! {
+        form method="post" action="/settings/test" class="inline" {
+            (csrf(user))
+            input type="hidden" name="route" value={(provider) ":" (model)};
+            button type="submit" class="secondary" aria-label={"Test " (provider) ":" (model)} { "Test" }
+        }
+    }
+}
+
+/// The models each provider lists, or its error and what to do; a Test per model and one for
+/// any typed route.
+fn models_panel(user: &WebUser, catalogue: &Result<ModelCatalogue, ApiError>) -> Markup {
+    let can_test = user.can(Scope::AiExecute);
+    html! {
+        section class="panel" id="models" {
+            h2 { "Models" }
+            p class="hint" { "What each provider you use lists at its own model list. Test runs the preflight's one model turn on a model with that provider's settings; it saves nothing." }
+            @match catalogue {
+                Err(error) => p class="hint" id="models-unavailable" { "The model lists are unavailable: " (error.message) " (" (error.code.code()) ")" }
+                Ok(catalogue) => {
+                    @if catalogue.providers.is_empty() {
+                        p class="hint" { "No provider is set up yet: give one an API key or a base URL below." }
+                    }
+                    @for provider in &catalogue.providers {
+                        div class="provider-models" data-provider=(provider.provider) {
+                            h3 { (provider.display_name) " (" (provider.provider) ")" }
+                            @if let Some(error) = &provider.error {
+                                p class="provider-error" {
+                                    (badge(error.code.as_str())) " " (error.message) ". " (error.remedy) "."
+                                }
+                            } @else if provider.models.is_empty() {
+                                p class="hint" { "The provider lists no models." }
+                            } @else {
+                                div class="table-wrap" {
+                                    table class="catalogue" {
+                                        thead { tr { th { "Route" } th { "Name" } th { "Context" } @if can_test { th { "Test" } } } }
+                                        tbody {
+                                            @for model in &provider.models {
+                                                tr {
+                                                    td { code { (model.route) } }
+                                                    td { (shown(model.display_name.as_deref().or(model.details.as_deref()))) }
+                                                    td { (shown(model.context_window.map(|n| n.to_string()).as_deref())) }
+                                                    @if can_test { td { (test_button(user, &provider.provider, &model.id)) } }
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if can_test {
+                form method="post" action="/settings/test" id="test-route" {
+                    (csrf(user))
+                    label for="test-route-input" { "Test any route (provider:model)" }
+                    input id="test-route-input" name="route" list="catalogue-routes" autocomplete="off" size="40";
+                    " "
+                    button type="submit" class="secondary" { "Test" }
+                }
+            }
+        }
+    }
+}
+
+/// `text` with a capital first letter, to stand as a sentence.
+fn sentence(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The flash a test answers with: the state, what happened and what to do.
+fn test_flash(answer: &pulse_api::models::ProviderTestAnswer) -> Flash {
+    let outcome = &answer.outcome;
+    let mut text = format!(
+        "Test of {}: {}. {}.",
+        outcome.route,
+        answer.state.as_str(),
+        sentence(&outcome.summary)
+    );
+    if let Some(cause) = &outcome.cause {
+        text.push_str(&format!(" Cause: {cause}."));
+    }
+    if let Some(recommendation) = &outcome.recommendation {
+        text.push_str(&format!(" {}.", sentence(recommendation)));
+    }
+    if let Some(transport) = outcome.transport {
+        text.push_str(&format!(" The answer came {}.", transport.as_str()));
+    }
+    text.push_str(" Nothing was saved.");
+    Flash {
+        ok: answer.state != pulse_domain::patrol::readiness::PreflightState::Failed,
+        text,
+    }
+}
+
+pub async fn test(
+    State(state): State<AppState>,
+    form: CsrfForm<HashMap<String, String>>,
+) -> Response {
+    let CsrfForm { user, form } = form;
+    let answer = async {
+        let route = form.get("route").map(|r| r.trim()).unwrap_or_default();
+        let Some((provider, model)) = route.split_once(':') else {
+            return Err(invalid("route", "provider:model, like openai:gpt-4.1-mini"));
+        };
+        let auth = user.authorized::<PatrolExecuteScope>()?;
+        let body = ProviderTestBody {
+            model: model.to_owned(),
+        };
+        layout::answer(
+            crate::models::test(
+                State(state.clone()),
+                auth,
+                ApiPath::parse(provider.to_owned())?,
+                ApiJson::new(body),
+            )
+            .await,
+        )
+    }
+    .await;
+    let flash = match answer {
+        Ok(answer) => test_flash(&answer),
+        Err(error) => Flash::error(&error),
+    };
+    redirect_with(&user.headers, "/settings", flash)
 }
 
 /// A hidden copy of a field's shown value, so a save patches only the fields the operator
@@ -547,6 +704,11 @@ fn patch(form: &HashMap<String, String>) -> Result<PatchBody, ApiError> {
         let model = model.trim();
         patch.patrol_model = Some((!model.is_empty()).then(|| model.to_owned()));
     }
+    // Patched only when changed: a chat route from the configuration is not copied into the
+    // tenant's settings by an unrelated save.
+    if let Some(model) = changed(form, "chat_model") {
+        patch.chat_model = Some((!model.is_empty()).then(|| model.to_owned()));
+    }
     if let Some(minutes) = form.get("patrol_interval_minutes").map(|m| m.trim())
         && !minutes.is_empty()
     {
@@ -657,6 +819,70 @@ mod tests {
             recovered.contains("<dt>tool calls recovered from text</dt><dd>1</dd>"),
             "{recovered}"
         );
+    }
+
+    #[test]
+    fn a_test_outcome_flashes_its_state_cause_and_remedy_and_says_nothing_was_saved() {
+        let answer = |ok: bool| pulse_api::models::ProviderTestAnswer {
+            provider: "openai".to_owned(),
+            model: "sim:lazy".to_owned(),
+            state: if ok {
+                pulse_domain::patrol::readiness::PreflightState::Passed
+            } else {
+                pulse_domain::patrol::readiness::PreflightState::Failed
+            },
+            outcome: PreflightView {
+                route: "openai:sim:lazy".to_owned(),
+                model: "sim:lazy".to_owned(),
+                ok,
+                tool_call_observed: ok,
+                tool_calls_recovered: 0,
+                cause: (!ok).then(|| "no_tool_support".to_owned()),
+                summary: "the model answered but did not call the preflight tool".to_owned(),
+                recommendation: (!ok)
+                    .then(|| "choose a model that supports tool calling".to_owned()),
+                action: None,
+                checked_at: chrono::Utc::now(),
+                transport: Some(pulse_domain::patrol::readiness::TurnTransport::Streamed),
+            },
+        };
+        let failed = test_flash(&answer(false));
+        assert!(!failed.ok);
+        assert!(
+            failed
+                .text
+                .starts_with("Test of openai:sim:lazy: failed. The model answered"),
+            "{}",
+            failed.text
+        );
+        assert!(
+            failed
+                .text
+                .contains("Cause: no_tool_support. Choose a model"),
+            "{}",
+            failed.text
+        );
+        assert!(
+            failed.text.ends_with("Nothing was saved."),
+            "{}",
+            failed.text
+        );
+        assert!(test_flash(&answer(true)).ok);
+    }
+
+    #[test]
+    fn the_chat_model_field_patches_the_chat_route_only_when_changed() {
+        let body = patch(&form(&[("chat_model", " ollama:qwen3:8b ")])).unwrap();
+        assert_eq!(body.chat_model, Some(Some("ollama:qwen3:8b".to_owned())));
+        let cleared = patch(&form(&[("chat_model", ""), ("was.chat_model", "openai:x")])).unwrap();
+        assert_eq!(cleared.chat_model, Some(None));
+        let unchanged = patch(&form(&[
+            ("chat_model", "openai:x"),
+            ("was.chat_model", "openai:x"),
+        ]))
+        .unwrap();
+        assert_eq!(unchanged.chat_model, None);
+        assert_eq!(patch(&form(&[])).unwrap().chat_model, None);
     }
 
     #[test]

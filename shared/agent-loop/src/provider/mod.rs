@@ -21,8 +21,8 @@ use tokio::time::{Instant, timeout};
 // in `pulse-providers`; this module adds the network.
 pub use pulse_providers::{
     FailureCause, PATROL_STALL, Progress, Protocol, ProviderConfig, ProviderFailure, StreamParser,
-    Streaming, Timeouts, WireRequest, anthropic, failure, framing, gemini, ollama, openai, stream,
-    types, types::*,
+    Streaming, Timeouts, WireRequest, anthropic, failure, framing, gemini, models, ollama, openai,
+    stream, types, types::*,
 };
 
 /// At most this many attempts per call: the first and one same-route retry.
@@ -332,6 +332,60 @@ impl Provider {
         }
         let finished = parser.finish(&mut counted);
         finished.map_err(|failure| without_turn(failure, events))
+    }
+}
+
+/// Pages of a provider's model list followed at most: a list longer than this is cut.
+pub const MAX_LIST_PAGES: usize = 5;
+/// A model list answer larger than this is refused.
+const MAX_LIST_BODY: usize = 8 * 1024 * 1024;
+
+impl Provider {
+    /// The models the provider lists at its own list endpoint, within the route's request
+    /// timeout for the whole list. Not retried: an operator waiting on the answer retries.
+    pub async fn list_models(&self) -> Result<Vec<models::ListedModel>, ProviderFailure> {
+        let deadline = Instant::now() + self.config.timeouts.request;
+        let mut listed = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_LIST_PAGES {
+            let request = models::list_request(&self.config, cursor.as_deref());
+            let page = timeout(remaining(deadline), self.list_page(&request, deadline))
+                .await
+                .map_err(|_| {
+                    ProviderFailure::timeout("the provider did not list its models in time")
+                })??;
+            listed.extend(page.models);
+            match page.next {
+                // A cursor that does not move would loop to the bound for nothing.
+                Some(next) if cursor.as_deref() != Some(next.as_str()) => cursor = Some(next),
+                _ => break,
+            }
+        }
+        Ok(listed)
+    }
+
+    async fn list_page(
+        &self,
+        request: &models::ListRequest,
+        deadline: Instant,
+    ) -> Result<models::ListPage, ProviderFailure> {
+        let mut builder = self.client.get(&request.url);
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
+        }
+        let response = builder.send().await.map_err(|e| transport_failure(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = retry_after_ms(response.headers());
+            let body = read_error_body(response, deadline).await;
+            return Err(ProviderFailure::from_status(
+                status.as_u16(),
+                &body,
+                retry_after,
+            ));
+        }
+        let body = read_bounded(response, MAX_LIST_BODY).await?;
+        models::parse_list(self.config.protocol, &body)
     }
 }
 

@@ -7,6 +7,10 @@
 //! (Gemini; the model segment may be percent-encoded), `POST /api/chat` (Ollama). A model named
 //! `sim:<behaviour>` picks a built-in behaviour instead of the script (see [`Behaviour`]).
 //!
+//! Model lists, each in its provider's shape ([`models`]): `GET /v1/models` (OpenAI; Anthropic
+//! when the request carries `anthropic-version`; Gemini when it carries a Gemini key),
+//! `GET /v1beta/models` (Gemini) and `GET /api/tags` (Ollama).
+//!
 //! Answers are shaped as the official clients of each protocol accept them
 //! (`tests/official_clients.rs` runs those clients against the simulator): response ids differ
 //! per request, and Gemini thought signatures are base64 ([`thought_signature`]).
@@ -19,6 +23,7 @@ mod behaviour;
 pub mod cache;
 mod conversation;
 mod gemini;
+pub mod models;
 mod ollama;
 mod openai;
 mod script;
@@ -283,6 +288,9 @@ fn router(state: Arc<SimState>) -> Router {
         .route("/v1beta/models/{model_action}", post(gemini_route))
         .route("/v1/models/{model_action}", post(gemini_route))
         .route("/api/chat", post(ollama_route))
+        .route("/v1/models", get(list_models_route))
+        .route("/v1beta/models", get(gemini_list_route))
+        .route("/api/tags", get(ollama_list_route))
         .route("/_sim/health", get(health_route))
         .route(
             "/_sim/requests",
@@ -448,6 +456,82 @@ async fn gemini_route(
     body: Bytes,
 ) -> Response {
     handle(s, SimProtocol::Gemini, method, uri, headers, body).await
+}
+
+async fn list_models_route(
+    State(s): State<Arc<SimState>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    let query = uri.query().unwrap_or_default();
+    let protocol = if headers.contains_key("anthropic-version") {
+        SimProtocol::Anthropic
+    } else if headers.contains_key("x-goog-api-key")
+        || query.split('&').any(|pair| pair.starts_with("key="))
+    {
+        SimProtocol::Gemini
+    } else {
+        SimProtocol::OpenAi
+    };
+    list(s, protocol, uri, headers)
+}
+
+async fn gemini_list_route(
+    State(s): State<Arc<SimState>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    list(s, SimProtocol::Gemini, uri, headers)
+}
+
+async fn ollama_list_route(
+    State(s): State<Arc<SimState>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    list(s, SimProtocol::Ollama, uri, headers)
+}
+
+/// Answers a model list request in `protocol`'s shape (or the script's list error), and logs
+/// it like every other request.
+fn list(state: Arc<SimState>, protocol: SimProtocol, uri: Uri, headers: HeaderMap) -> Response {
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| uri.path().to_owned());
+    {
+        let mut log = state.log();
+        let seq = log.next_seq;
+        log.next_seq += 1;
+        log.entries.push(RecordedRequest {
+            seq,
+            protocol,
+            model: String::new(),
+            method: Method::GET.to_string(),
+            path,
+            headers: headers
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_lowercase(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
+                .collect(),
+            body: Value::Null,
+            stream: false,
+            usage: None,
+        });
+    }
+    if let Some(error) = state.script.list_error() {
+        return error_response(protocol, error);
+    }
+    let body = models::page(
+        protocol,
+        &state.script.models(),
+        uri.query().unwrap_or_default(),
+    );
+    raw_response(StatusCode::OK, "application/json", body.to_string())
 }
 
 async fn health_route() -> Response {

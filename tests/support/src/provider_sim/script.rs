@@ -229,6 +229,10 @@ pub struct Script {
     repeat_last: bool,
     /// Answers every request that offers tools, outside the step order.
     tool_offer_reply: Option<Step>,
+    /// What the model list endpoints list; `None`: every built-in behaviour's model.
+    models: Option<Vec<String>>,
+    /// What every model list endpoint answers instead of the list.
+    list_error: Option<SimError>,
 }
 
 impl Script {
@@ -237,6 +241,8 @@ impl Script {
             steps: steps.into_iter().collect(),
             repeat_last: false,
             tool_offer_reply: None,
+            models: None,
+            list_error: None,
         }
     }
 
@@ -251,6 +257,8 @@ impl Script {
             steps: vec![Step::reply(Turn::text(text))],
             repeat_last: true,
             tool_offer_reply: None,
+            models: None,
+            list_error: None,
         }
     }
 
@@ -260,6 +268,8 @@ impl Script {
             steps: vec![Step::reply(turn)],
             repeat_last: true,
             tool_offer_reply: None,
+            models: None,
+            list_error: None,
         }
     }
 
@@ -269,6 +279,8 @@ impl Script {
             steps: vec![Step::reply(Turn::tool(tool, arguments))],
             repeat_last: true,
             tool_offer_reply: None,
+            models: None,
+            list_error: None,
         }
     }
 
@@ -280,6 +292,33 @@ impl Script {
     pub fn with_tool_offer_reply(mut self, step: Step) -> Self {
         self.tool_offer_reply = Some(step);
         self
+    }
+
+    /// The model list endpoints list `models` (in every protocol's shape).
+    pub fn with_models<S: Into<String>>(mut self, models: impl IntoIterator<Item = S>) -> Self {
+        self.models = Some(models.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Every model list endpoint answers `error` (a rejected key, a proxy's page, ...).
+    pub fn with_list_error(mut self, error: SimError) -> Self {
+        self.list_error = Some(error);
+        self
+    }
+
+    /// What the model list endpoints list.
+    pub(crate) fn models(&self) -> Vec<String> {
+        match &self.models {
+            Some(models) => models.clone(),
+            None => super::models::BEHAVIOUR_MODELS
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
+        }
+    }
+
+    pub(crate) fn list_error(&self) -> Option<&SimError> {
+        self.list_error.as_ref()
     }
 
     pub(crate) fn tool_offer_reply(&self) -> Option<&Step> {
