@@ -7,7 +7,9 @@
 //!   would read as "no active finding"); the snapshot names the nearest real ids instead.
 //! - `patrol_report_finding`: one finding on a resource that resolves exactly (canonical id in
 //!   the run's scope, matching type and name) whose claim the resource's typed state does not
-//!   contradict ([`contradiction`](super::contradiction)). The store decides new / re-detection / merge /
+//!   contradict ([`contradiction`](super::contradiction)). A report on a resource with no
+//!   signal in the run needs a read of this run that named it first: otherwise nothing Pulse
+//!   holds points at a problem and the report is refused as a guess. The store decides new / re-detection / merge /
 //!   regression with the resource's deterministic signals in this run ([`run_signals`]: its
 //!   problem triage flags and firing alerts), which settle a merge the keys' words cannot
 //!   decide. A
@@ -226,16 +228,26 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             format!("the report was refused: {field} must not be empty"),
         );
     }
-    let reported: ReportedFinding = match serde_json::from_value(call.arguments.clone()) {
+    let mut reported: ReportedFinding = match serde_json::from_value(call.arguments.clone()) {
         Ok(reported) => reported,
         Err(error) => {
             ledger.reject();
             return ToolResult::error(&call.id, format!("the report is not valid: {error}"));
         }
     };
+    let repaired_key = repair_key(&mut reported);
     if let Err(error) = reported.identity() {
         ledger.reject();
-        return ToolResult::error(&call.id, format!("the report was refused: {error}"));
+        // A weak model was seen writing the resource id as the key; say what a key is.
+        let hint =
+            if reported.key.contains(':') || reported.key.trim() == reported.resource_id.trim() {
+                "; key names the kind of problem in a few kebab-case words (such as \
+             service-unhealthy, service-exited, restart-loop, memory-high), not the resource: \
+             resource_id already names it"
+            } else {
+                ""
+            };
+        return ToolResult::error(&call.id, format!("the report was refused: {error}{hint}"));
     }
     if let Some(problem) = resolution_problem(ctx, &reported) {
         ledger.reject();
@@ -243,11 +255,18 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
     }
     if let Some(resource) = ctx.in_scope(reported.resource_id.trim()) {
         let book = ledger.signals();
-        if let Some(refusal) = contradiction(&reported, resource, &book.of(resource.id.as_str())) {
+        let signals = book.of(resource.id.as_str());
+        if let Some(refusal) = contradiction(&reported, resource, &signals) {
             tracing::info!(run_id = %ctx.run_id, resource_id = %resource.id, key = %reported.key,
                 "report refused: the resource's state contradicts it");
             ledger.reject();
             return ToolResult::error(&call.id, format!("the report was refused: {refusal}"));
+        }
+        if signals.is_empty() && !ledger.looked_at(resource.id.as_str()) {
+            tracing::info!(run_id = %ctx.run_id, resource_id = %resource.id, key = %reported.key,
+                "report refused: a quiet resource reported without a read of it");
+            ledger.reject();
+            return ToolResult::error(&call.id, unlooked_refusal(resource.id.as_str()));
         }
     }
     let signals = run_signals(ledger, &reported.resource_id);
@@ -268,6 +287,13 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                 "finding_id": finding.id.as_hex(),
                 "outcome": outcome.kind,
             });
+            if let Some(key) = &repaired_key {
+                answer["key"] = json!(key);
+                answer["note"] = json!(
+                    "the key you wrote named the resource, not the problem; the key was taken \
+                     from your title"
+                );
+            }
             if outcome.kind == ReportKind::Merged {
                 let mut merged_into = json!({
                     "finding_id": finding.id.as_hex(),
@@ -301,6 +327,41 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             ToolResult::error(&call.id, "the finding could not be recorded right now")
         }
     }
+}
+
+/// Words of a title short enough to stand in for a finding key.
+const TITLE_KEY_WORDS: usize = 6;
+
+/// A key that names the resource instead of the problem (a real 1.5B model wrote the resource
+/// id as the key in five of seven runs) is replaced by the key a short title spells
+/// (`Service Unhealthy` -> `service-unhealthy`); the new key, when there is one. A key that is
+/// not the resource's id or name is left alone, and so is one whose title is too long to be a
+/// key: the report is then refused with what a key is.
+fn repair_key(reported: &mut ReportedFinding) -> Option<String> {
+    let key = reported.key.trim();
+    let names_resource = !key.is_empty()
+        && (key == reported.resource_id.trim()
+            || key == reported.resource_name.trim()
+            || key.contains(reported.resource_id.trim()));
+    if !names_resource || reported.title.split_whitespace().count() > TITLE_KEY_WORDS {
+        return None;
+    }
+    let from_title = pulse_domain::finding::FindingKey::normalize(&reported.title).ok()?;
+    reported.key = from_title.as_str().to_owned();
+    Some(reported.key.clone())
+}
+
+/// The refusal of a report on `id`, a resource with no triage flag and no firing alert in this
+/// run that no read of the run has looked at: nothing Pulse holds says anything is wrong with
+/// it, so the report could only be a guess. Seen from a real 1.5B model: a "critical state"
+/// reported on a quiet service in its first answer, without a single read.
+fn unlooked_refusal(id: &str) -> String {
+    format!(
+        "the report was refused: {id} has no triage flag and no firing alert in this run, and \
+         no read of this run has looked at it, so nothing shows a problem; read it first \
+         (pulse_query get, pulse_metrics or pulse_read with resource_id {id}) and report only \
+         what that shows; nothing was recorded"
+    )
 }
 
 /// The verifier's fresh outcome for a `resolved` verdict; inconclusive when it cannot answer.

@@ -195,6 +195,8 @@ struct LedgerState {
     signals: SignalBook,
     /// Signals the model cleared: (resource id, signal) -> reason and evidence.
     cleared: BTreeMap<(String, String), String>,
+    /// Resources a read of this run named by id and answered without an error.
+    looked_at: BTreeSet<String>,
 }
 
 /// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
@@ -259,6 +261,18 @@ impl RunLedger {
 
     pub fn verdicts(&self) -> Vec<AcceptedVerdict> {
         self.with(|s| s.verdicts.clone())
+    }
+
+    /// Notes that a read named `resource_id` (canonical) and was answered.
+    pub fn note_look(&self, resource_id: &str) {
+        self.with(|s| {
+            s.looked_at.insert(resource_id.to_owned());
+        });
+    }
+
+    /// Whether a read of this run named `resource_id` and was answered.
+    pub fn looked_at(&self, resource_id: &str) -> bool {
+        self.with(|s| s.looked_at.contains(resource_id))
     }
 
     pub fn rejected(&self) -> u32 {
@@ -400,10 +414,22 @@ impl ToolHandler for WatchTools {
         admitted: &'a AdmittedCall,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
+            let read = match admitted.tool {
+                ToolName::PulseQuery => Some(query::call(&self.ctx, call).await),
+                ToolName::PulseMetrics => Some(metrics::call(&self.ctx, call).await),
+                ToolName::PulseRead => Some(read::call(&self.ctx, &self.ledger, call).await),
+                _ => None,
+            };
+            if let Some(result) = read {
+                // What a report on a resource without signals needs first (findings::report).
+                let named =
+                    text_arg(&call.arguments, "resource_id").and_then(|id| self.ctx.in_scope(id));
+                if let (false, Some(resource)) = (result.is_error, named) {
+                    self.ledger.note_look(resource.id.as_str());
+                }
+                return result;
+            }
             match admitted.tool {
-                ToolName::PulseQuery => query::call(&self.ctx, call).await,
-                ToolName::PulseMetrics => metrics::call(&self.ctx, call).await,
-                ToolName::PulseRead => read::call(&self.ctx, &self.ledger, call).await,
                 ToolName::PatrolGetFindings => {
                     findings::get_findings(&self.ctx, &self.ledger, call).await
                 }
@@ -482,6 +508,9 @@ mod tests {
             resource("h1", "web", Health::Unhealthy),
             resource("h1", "db", Health::Healthy),
         ];
+        // As a run sets them at its start: web's failing check is a signal, db has none.
+        let ledger = RunLedger::new();
+        ledger.set_signals(SignalBook::new(&scope, &BTreeMap::new()));
         WatchTools::new(
             ToolContext {
                 store: db.store().clone(),
@@ -491,7 +520,7 @@ mod tests {
                 scope: Arc::new(scope),
                 backend_timeout: Duration::from_millis(200),
             },
-            Arc::new(RunLedger::new()),
+            Arc::new(ledger),
         )
     }
 
@@ -514,6 +543,110 @@ mod tests {
             "title": "web health check failing", "description": "fails",
             "recommendation": "look", "evidence": "health=unhealthy"
         })
+    }
+
+    #[tokio::test]
+    async fn a_report_on_a_quiet_resource_needs_a_read_of_it_first() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let mut slow = report_args("service:h1:db", "db", "service");
+        slow["key"] = json!("latency-high");
+        slow["title"] = json!("db answers slowly");
+
+        let guessed = answer(&tools, "patrol_report_finding", slow.clone()).await;
+        assert!(guessed.is_error, "{}", guessed.content);
+        assert!(
+            guessed
+                .content
+                .contains("no read of this run has looked at it")
+                && guessed.content.contains("resource_id service:h1:db"),
+            "{}",
+            guessed.content
+        );
+        // A read that failed, or named another resource, is not a look at db.
+        let failed = answer(
+            &tools,
+            "pulse_query",
+            json!({"action": "get", "resource_id": "service:h1:dbx"}),
+        )
+        .await;
+        assert!(failed.is_error);
+        let other = answer(
+            &tools,
+            "pulse_query",
+            json!({"action": "get", "resource_id": "service:h1:web"}),
+        )
+        .await;
+        assert!(!other.is_error, "{}", other.content);
+        assert!(
+            answer(&tools, "patrol_report_finding", slow.clone())
+                .await
+                .is_error
+        );
+
+        let looked = answer(
+            &tools,
+            "pulse_query",
+            json!({"action": "get", "resource_id": "service:h1:db"}),
+        )
+        .await;
+        assert!(!looked.is_error, "{}", looked.content);
+        // Looking does not make a claim its state contradicts true.
+        let mut unhealthy = report_args("service:h1:db", "db", "service");
+        unhealthy["title"] = json!("db health check failing");
+        let contradicted = answer(&tools, "patrol_report_finding", unhealthy).await;
+        assert!(
+            contradicted.is_error && contradicted.content.contains("contradicts"),
+            "{}",
+            contradicted.content
+        );
+        let accepted = answer(&tools, "patrol_report_finding", slow).await;
+        assert!(!accepted.is_error, "{}", accepted.content);
+        // A resource with a signal needs no read: the seed showed it.
+        let web = answer(
+            &tools,
+            "patrol_report_finding",
+            report_args("service:h1:web", "web", "service"),
+        )
+        .await;
+        assert!(!web.is_error, "{}", web.content);
+        assert_eq!(tools.ledger.rejected(), 3);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_key_that_names_the_resource_takes_its_short_title_or_is_refused_with_what_a_key_is()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        // As a real 1.5B model wrote it: the resource id as the key, a short title.
+        let mut args = report_args("service:h1:web", "web", "service");
+        args["key"] = json!("service:h1:web");
+        args["title"] = json!("Service Unhealthy");
+        let repaired = answer(&tools, "patrol_report_finding", args).await;
+        assert!(!repaired.is_error, "{}", repaired.content);
+        let repaired: Value = serde_json::from_str(&repaired.content)?;
+        assert_eq!(repaired["key"], "service-unhealthy", "{repaired}");
+        assert!(
+            repaired["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("from your title"))
+        );
+        assert_eq!(tools.ledger.reports().len(), 1);
+
+        // A title too long to be a key: refused, saying what a key is.
+        let mut args = report_args("service:h1:web", "web", "service");
+        args["key"] = json!("service:h1:web");
+        args["title"] = json!("the web service on h1 has been failing its health check since noon");
+        let refused = answer(&tools, "patrol_report_finding", args).await;
+        assert!(
+            refused.is_error
+                && refused.content.contains("key names the kind of problem")
+                && refused.content.contains("service-unhealthy"),
+            "{}",
+            refused.content
+        );
+        Ok(())
     }
 
     #[tokio::test]
