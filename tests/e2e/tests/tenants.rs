@@ -29,6 +29,7 @@ use pulse_store::{findings, patrol_runs};
 use pulse_test_support::action_broker::TestActionBroker;
 use pulse_test_support::agent::{AgentStack, host_id, sleeper_service, write_service};
 use pulse_test_support::cli::{Pulsectl, describe, stderr, stdout};
+use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::service::binary;
 use pulse_test_support::web::WebClient;
 use reqwest::Method;
@@ -417,6 +418,11 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
     // Capability reads ask the action-broker's catalogue.
     let broker =
         TestActionBroker::start(&stack.gateway, &stack.gateway.state_dir.join("broker"), &[])
+            .await?;
+    // The model catalogue (`GET /api/ai/models`) asks the model-runner: each tenant sees only
+    // its own providers.
+    let runner =
+        TestModelRunner::start(&stack.gateway, &stack.gateway.state_dir.join("runner"), &[])
             .await?;
     let mut agents = Vec::new();
     let result = async {
@@ -928,8 +934,9 @@ async fn two_hosted_tenants_are_isolated_suspended_limited_and_erased() -> anyho
         agent.stop(Duration::from_secs(5)).await.ok();
     }
     let broker_stopped = broker.stop().await;
+    let runner_stopped = runner.stop().await;
     let stopped = stack.stop().await;
-    let stopped = broker_stopped.and(stopped);
+    let stopped = broker_stopped.and(runner_stopped).and(stopped);
     result.and(stopped)
 }
 
