@@ -136,17 +136,25 @@ impl ProviderDesk {
         })
     }
 
-    /// The models of every provider the tenant uses, asked all at once.
-    pub async fn catalogue(&self, tenant: &TenantId) -> Result<ModelCatalogue, ModelsError> {
-        let tx = self.store.tenant_tx(tenant).await?;
-        let used = patrol_connection::providers_in_use(
-            &tx,
+    /// The providers the tenant uses (key, base URL or model route), with their access.
+    async fn providers_in_use(
+        &self,
+        tx: &pulse_store::TenantTx,
+    ) -> Result<Vec<ProviderAccess>, ModelsError> {
+        patrol_connection::providers_in_use(
+            tx,
             &self.config,
             &self.environment_keys,
             &self.master_key,
         )
         .await
-        .map_err(connection_error)?;
+        .map_err(connection_error)
+    }
+
+    /// The models of every provider the tenant uses, asked all at once.
+    pub async fn catalogue(&self, tenant: &TenantId) -> Result<ModelCatalogue, ModelsError> {
+        let tx = self.store.tenant_tx(tenant).await?;
+        let used = self.providers_in_use(&tx).await?;
         tx.commit().await?;
         let lists = used.iter().map(|access| self.list(access));
         let providers = futures::future::join_all(lists).await;
@@ -272,14 +280,7 @@ impl ProviderDesk {
         let route = ModelRoute::parse("model", &format!("{}:{model}", entry.id))
             .map_err(|e| ModelsError::InvalidModel(e.to_string()))?;
         let tx = self.store.tenant_tx(tenant).await?;
-        let used = patrol_connection::providers_in_use(
-            &tx,
-            &self.config,
-            &self.environment_keys,
-            &self.master_key,
-        )
-        .await
-        .map_err(connection_error)?;
+        let used = self.providers_in_use(&tx).await?;
         if !used.iter().any(|access| access.entry.id == entry.id) {
             tx.commit().await?;
             return Err(ModelsError::NotConfigured(format!(

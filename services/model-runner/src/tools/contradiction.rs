@@ -15,7 +15,7 @@
 //! | health unknown | key/title with `health` and `unknown`, `missing`, `unavailable`, `absent` | health is known |
 //! | health check failing | `unhealthy`, `health` with `fail*`, keys `service-unhealthy`, `container-unhealthy` | health is healthy |
 //! | not running | `exited`, `stopped`, `crashed`, `not running`, keys `service-exited`, `container-exited` | status is running |
-//! | restart loop | `restart*`, `crash loop`, `crashloop`, key `restart-loop` | restart count below [`RESTARTS_FLAGGED`] |
+//! | restart loop | `restarts`, `restarting`, `restart loop`, `crash loop`, `crashloop`, key `restart-loop` | restart count below [`RESTARTS_FLAGGED`] |
 //!
 //! A resource that carries any signal in the run (a problem triage flag or a firing alert) is
 //! never judged: something is wrong with it, and a badly worded report about it is still a
@@ -115,9 +115,12 @@ pub fn claims(reported: &ReportedFinding) -> Vec<StateClaim> {
     {
         out.push(StateClaim::NotRunning);
     }
+    // Not a bare "restart": "restart recommended" names a remedy, not a loop.
     if matches!(verifier, Some(VerifierKey::RestartLoop))
-        || starts("restart")
-        || has("crashloop")
+        || ["restarts", "restarting", "crashloop"]
+            .iter()
+            .any(|w| has(w))
+        || phrase("restart", "loop")
         || phrase("crash", "loop")
     {
         out.push(StateClaim::RestartLoop);
@@ -217,6 +220,14 @@ mod tests {
                 vec![StateClaim::RestartLoop],
             ),
             (("memory-high", "web uses 95% memory"), vec![]),
+            (
+                ("memory-leak", "web leaks memory, restart recommended"),
+                vec![],
+            ),
+            (
+                ("web-crashloop", "web keeps restarting"),
+                vec![StateClaim::RestartLoop],
+            ),
             (("dependency-unreachable", "web cannot reach db"), vec![]),
         ];
         for ((key, title), expected) in cases {
