@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick]
+//! cargo run --release -p pulse-bench -- watch-real --route PROVIDER:MODEL --base-url URL [--runs N]
 //! ```
 
 mod actions;
@@ -46,14 +47,38 @@ async fn main() -> ExitCode {
     pulse_test_support::install_crypto_provider();
     let mut which = "all".to_owned();
     let mut quick = false;
-    for arg in std::env::args().skip(1) {
+    let mut real = watch::RealRoute {
+        route: String::new(),
+        base_url: String::new(),
+        runs: 3,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "watch-real" => which = arg,
+            "--route" | "--base-url" | "--runs" => {
+                let Some(value) = args.next() else {
+                    eprintln!("pulse-bench: {arg} needs a value");
+                    return ExitCode::from(2);
+                };
+                match arg.as_str() {
+                    "--route" => real.route = value,
+                    "--base-url" => real.base_url = value,
+                    _ => match value.parse::<usize>() {
+                        Ok(n) if n > 0 => real.runs = n,
+                        _ => {
+                            eprintln!("pulse-bench: --runs takes a positive number, not '{value}'");
+                            return ExitCode::from(2);
+                        }
+                    },
+                }
+            }
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
             | "actions" | "ui" | "events" | "chat" | "qualify" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick], or pulse-bench watch-real --route PROVIDER:MODEL --base-url URL [--runs N]"
                 );
                 return ExitCode::from(2);
             }
@@ -64,7 +89,16 @@ async fn main() -> ExitCode {
         database_url: pulse_test_support::db::server_url(),
         quick,
     };
+    if which == "watch-real" && (real.route.is_empty() || real.base_url.is_empty()) {
+        eprintln!(
+            "pulse-bench: watch-real needs --route PROVIDER:MODEL and --base-url URL of a running model server"
+        );
+        return ExitCode::from(2);
+    }
     let result = async {
+        if which == "watch-real" {
+            watch::real(&real).await?;
+        }
         if which == "all" || which == "bus" {
             bus::run(&args).await?;
         }

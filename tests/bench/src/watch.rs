@@ -683,3 +683,98 @@ async fn measure(db: &TestDb, runs: usize) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The wall-time target of a healthy 50-resource run on a local model route (2 cores).
+const LOCAL_WALL_TARGET_S: f64 = 60.0;
+
+/// A real route to measure instead of the simulator (`pulse-bench watch-real`).
+pub struct RealRoute {
+    /// `provider:model`, as in the settings (`llamacpp:qwen2.5-coder-1.5b-instruct`).
+    pub route: String,
+    /// The provider's base URL (`http://127.0.0.1:8089/v1`).
+    pub base_url: String,
+    pub runs: usize,
+}
+
+/// Healthy 50-resource Watch runs on a real model server: the wall time a user waits, with the
+/// tokens and calls behind it. Not part of `all`: it needs a model server that is running.
+pub async fn real(route: &RealRoute) -> anyhow::Result<()> {
+    let db = TestDb::create().await?;
+    let result = real_runs(&db, route).await;
+    db.cleanup().await?;
+    result
+}
+
+async fn real_runs(db: &TestDb, real: &RealRoute) -> anyhow::Result<()> {
+    let tenant = TenantId::new("bench-watch-real")?;
+    tenants::create(db.store(), &tenant, "Watch bench, real route").await?;
+    let connection = RouteConnection {
+        base_url: Some(real.base_url.clone()),
+        ..RouteConnection::new(Route::parse(&real.route)?)
+    };
+    let runtime = WatchRuntime::new(db.store().clone(), None, Arc::new(ProviderPool::new()));
+    let inventory = seed(db.store(), &tenant, None).await?;
+    println!(
+        "{BENCH:<8} {RESOURCES} healthy resources, route {} at {}, {} run(s)",
+        real.route, real.base_url, real.runs
+    );
+    let mut wall_s = Vec::with_capacity(real.runs);
+    for i in 1..=real.runs {
+        let run = PatrolRun::queued(
+            patrol_runs::new_run_id(),
+            TriggerReason::Manual,
+            RunType::Full,
+            Utc::now(),
+        );
+        let tx = db.store().tenant_tx(&tenant).await?;
+        patrol_runs::insert_queued(&tx, &run, None).await?;
+        tx.commit().await?;
+        let started = Instant::now();
+        let outcome = runtime
+            .execute(WatchInput {
+                tenant: &tenant,
+                run: &run,
+                connection: &connection,
+                inventory: &inventory,
+                progress: &NoProgress,
+            })
+            .await;
+        let wall = started.elapsed().as_secs_f64();
+        let ended = match &outcome.ending {
+            Ending::Answered { accounting, .. } => format!(
+                "answered: {} new finding(s), {} unaddressed signal(s)",
+                accounting.new_findings, accounting.unaddressed_signals
+            ),
+            Ending::Failed { cause, detail } => format!("failed: {cause}: {detail}"),
+        };
+        println!(
+            "{BENCH:<8} run {i}: {wall:.1} s wall, {:.1} s in the model, {} request(s), {} input / {} output tokens, {} call(s) ({} recovered from text); {ended}",
+            outcome.provider_time.as_secs_f64(),
+            outcome.provider_calls,
+            outcome.usage.input_tokens,
+            outcome.usage.output_tokens,
+            outcome.tool_call_count,
+            outcome.tool_calls_recovered,
+        );
+        wall_s.push(wall);
+    }
+    wall_s.sort_by(f64::total_cmp);
+    let p50 = quantile(&wall_s, 0.5);
+    figure(BENCH, "real route wall time p50", p50, "s");
+    figure(
+        BENCH,
+        "real route wall time max",
+        wall_s.last().copied().unwrap_or(f64::NAN),
+        "s",
+    );
+    let verdict = if p50 < LOCAL_WALL_TARGET_S {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    println!(
+        "{BENCH:<8} healthy 50-resource run on {}: {p50:.1} s p50 wall time (target < {LOCAL_WALL_TARGET_S:.0} s) {verdict}",
+        real.route
+    );
+    Ok(())
+}

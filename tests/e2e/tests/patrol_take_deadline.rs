@@ -55,9 +55,10 @@ impl Stack {
         )
         .await?;
         let sim = ProviderSim::start(
-            Script::turns([Turn::text(
-                "Summary: web is running and healthy; nothing looks wrong.",
-            )])
+            Script::turns([
+                Turn::watch_read(),
+                Turn::text("Summary: web is running and healthy; nothing looks wrong."),
+            ])
             .with_tool_offer_reply(preflight_reply()),
         )
         .await?;

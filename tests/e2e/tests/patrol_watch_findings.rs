@@ -398,6 +398,7 @@ async fn a_flag_cleared_with_evidence_allows_the_all_clear() -> anyhow::Result<(
     };
     let sim = ProviderSim::start(
         Script::turns([
+            Turn::watch_read(),
             Turn::tool("patrol_clear_signal", clear("health_check_failing"))
                 .with_tool("patrol_clear_signal", clear("alert_unhealthy")),
             Turn::text("Reviewed: the only flag is expected."),
@@ -434,6 +435,7 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
                 json!({"type": "resource", "resource_id": "web", "action": "stop"}),
             )
             .with_tool("restart_everything", json!({})),
+            Turn::watch_read(),
             Turn::text("Summary: nothing to report."),
         ]),
     )
@@ -445,8 +447,12 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
     let run = fleet.run().await?;
     let calls = run.tool_calls.clone();
     let names: Vec<&str> = calls.iter().map(|c| c.tool_name.as_str()).collect();
-    assert_eq!(names, ["pulse_control", "restart_everything"], "{run:?}");
-    for call in &calls {
+    assert_eq!(
+        names,
+        ["pulse_control", "restart_everything", "pulse_query"],
+        "{run:?}"
+    );
+    for call in &calls[..2] {
         assert!(!call.success, "{call:?}");
         assert!(call.output.contains("denied"), "{call:?}");
     }
@@ -521,11 +527,13 @@ async fn a_resolved_verdict_needs_the_verifier_to_see_the_fault_gone() -> anyhow
             Turn::text("Reported web."),
             // Run 2: claim it resolved while the fault is still there; the refused verdict leaves
             // web's flag unaddressed, so the run asks once more (the review turn).
+            Turn::watch_read(),
             Turn::tool("patrol_get_findings", json!({})),
             Turn::tool("patrol_assess_finding", resolve(finding)),
             Turn::text("Done."),
             Turn::text("Done."),
             // Run 3: the same verdict after the fault was reverted.
+            Turn::watch_read(),
             Turn::tool("patrol_get_findings", json!({})),
             Turn::tool("patrol_assess_finding", resolve(finding)),
             Turn::text("Done."),

@@ -142,6 +142,7 @@ async fn two_faults_give_two_findings_and_an_equivalent_report_merges() -> anyho
     let db_id = db_finding.id.as_hex();
     let sim = ProviderSim::start(
         Script::turns([
+            Turn::watch_read(),
             Turn::tool("patrol_get_findings", json!({})),
             Turn::tool("patrol_report_finding", equivalent_report(&web))
                 .with_tool("patrol_assess_finding", present(&web_id))
@@ -241,6 +242,7 @@ async fn runtime_failures_raise_an_ai_service_finding_until_patrol_recovers() ->
     let sim = ProviderSim::start(
         Script::steps([
             Step::Error(SimError::unauthorized()),
+            Step::reply(Turn::watch_read()),
             Step::reply(Turn::text("Nothing is wrong.")),
             Step::Error(SimError::unauthorized()),
         ])

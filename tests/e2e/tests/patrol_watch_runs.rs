@@ -177,9 +177,10 @@ fn events(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
 
 #[tokio::test]
 async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Result<()> {
-    let stack = Stack::start(Script::turns([Turn::text(
-        "Summary: web and db are running and healthy; nothing looks wrong.",
-    )]))
+    let stack = Stack::start(Script::turns([
+        Turn::watch_read(),
+        Turn::text("Summary: web and db are running and healthy; nothing looks wrong."),
+    ]))
     .await?;
     let runner = stack.runner("runner").await?;
 
@@ -197,7 +198,7 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     assert_eq!(run.counts.resources_checked, 2);
     assert_eq!(run.counts.services_checked, 2);
     assert_eq!(run.error_cause, None);
-    assert_eq!(run.turns, 1, "{run:?}");
+    assert_eq!(run.turns, 2, "{run:?}");
     // The analysis is written from accepted outcomes, not the model's prose.
     assert!(
         run.ai_analysis
@@ -206,10 +207,10 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
         "{run:?}"
     );
 
-    // The model got one request: the seeded inventory as untrusted data, the Watch tools, no
-    // key.
+    // The model got two requests (its read, then its answer): the seeded inventory as
+    // untrusted data, the Watch tools, no key.
     let requests = stack.run_requests();
-    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests.len(), 2, "{requests:?}");
     let body = requests[0].body.to_string();
     assert!(body.contains("untrusted-inventory"), "{body}");
     // Routine resources are counted per type and host, not listed: `db` is one of the two
@@ -223,18 +224,32 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
     }
     assert!(!body.contains(&stack.service_id("db")), "{body}");
     assert!(!body.contains(KEY));
-    let model_tokens = requests[0].usage.expect("answered");
-    assert_eq!(run.input_tokens, model_tokens.input_tokens);
-    assert_eq!(run.output_tokens, model_tokens.output_tokens);
+    let answered = |r: &RecordedRequest| r.usage.expect("answered");
+    assert_eq!(
+        run.input_tokens,
+        requests
+            .iter()
+            .map(|r| answered(r).input_tokens)
+            .sum::<u64>()
+    );
+    assert_eq!(
+        run.output_tokens,
+        requests
+            .iter()
+            .map(|r| answered(r).output_tokens)
+            .sum::<u64>()
+    );
 
-    // Exactly one start and one terminal write, each announced once.
+    // Exactly one start and one terminal write, each announced once; one progress event per
+    // model request and one per tool call between them.
     assert_eq!(
         stack.run_events(run_id).await?,
         events(&[
             ("run.accepted", 1),
             ("run.completed", 1),
-            ("run.progress", 1),
+            ("run.progress", 2),
             ("run.started", 1),
+            ("run.tool", 1),
         ])
     );
     // The job was acked after the commit; the record does not move again.
@@ -252,9 +267,10 @@ async fn a_manual_run_ends_in_one_healthy_record_with_its_tokens() -> anyhow::Re
 async fn a_server_that_cannot_stream_tool_requests_runs_patrol_unstreamed() -> anyhow::Result<()> {
     // llama-cpp-python's server breaks every streamed request that offers tools.
     let stack = Stack::start_as(
-        Script::turns([Turn::text(
-            "Summary: web and db are running and healthy; nothing looks wrong.",
-        )]),
+        Script::turns([
+            Turn::watch_read(),
+            Turn::text("Summary: web and db are running and healthy; nothing looks wrong."),
+        ]),
         Persona::LlamaCppPython,
     )
     .await?;
@@ -281,7 +297,7 @@ async fn a_server_that_cannot_stream_tool_requests_runs_patrol_unstreamed() -> a
     assert_eq!(run.error_cause, None, "{run:?}");
     // The runner learned the route from its preflight: the run's turn went unstreamed at once.
     let turns: Vec<bool> = stack.run_requests().iter().map(|r| r.stream).collect();
-    assert_eq!(turns, [false], "the run's requests, by stream flag");
+    assert_eq!(turns, [false, false], "the run's requests, by stream flag");
     runner.kill().await?;
     stack.stop().await
 }
@@ -417,13 +433,16 @@ async fn a_scoped_run_whose_resource_vanished_before_start_ends_scope_empty() ->
 async fn a_live_runner_keeps_its_lease_through_a_slow_provider() -> anyhow::Result<()> {
     // The answer takes well over two leases; only renewals keep the sweeper away.
     let slow = Duration::from_millis(LEASE_MS * 5 / 2);
-    let stack = Stack::start(Script::steps([Step::delivered(
-        Turn::text("Summary: slow, but nothing looks wrong."),
-        Delivery {
-            cold_start: slow,
-            ..Delivery::default()
-        },
-    )]))
+    let stack = Stack::start(Script::steps([
+        Step::reply(Turn::watch_read()),
+        Step::delivered(
+            Turn::text("Summary: slow, but nothing looks wrong."),
+            Delivery {
+                cold_start: slow,
+                ..Delivery::default()
+            },
+        ),
+    ]))
     .await?;
     let runner = stack.runner("runner").await?;
     let run_id = stack.accept_run(&RawRunRequest::default()).await?;
@@ -434,7 +453,7 @@ async fn a_live_runner_keeps_its_lease_through_a_slow_provider() -> anyhow::Resu
     assert_eq!(run.status, RunStatus::Healthy, "{run:?}");
     let took = run.duration_ms.unwrap_or_default();
     assert!(took >= slow.as_millis() as u64, "{run:?}");
-    assert_eq!(stack.run_requests().len(), 1);
+    assert_eq!(stack.run_requests().len(), 2);
     runner.stop().await?;
     stack.stop().await
 }

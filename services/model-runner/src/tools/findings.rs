@@ -268,6 +268,13 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             ledger.reject();
             return ToolResult::error(&call.id, unlooked_refusal(resource.id.as_str()));
         }
+        // A turn that offers no read (the decision turn) keeps what the seed shows.
+        if !ledger.has_read() && !ledger.reads_closed() {
+            tracing::info!(run_id = %ctx.run_id, resource_id = %resource.id, key = %reported.key,
+                "report refused: nothing was read in this run");
+            ledger.reject();
+            return ToolResult::error(&call.id, unread_refusal(resource.id.as_str()));
+        }
     }
     let signals = run_signals(ledger, &reported.resource_id);
     let written = async {
@@ -361,6 +368,18 @@ fn unlooked_refusal(id: &str) -> String {
          no read of this run has looked at it, so nothing shows a problem; read it first \
          (pulse_query get, pulse_metrics or pulse_read with resource_id {id}) and report only \
          what that shows; nothing was recorded"
+    )
+}
+
+/// A finding is evidence an operator acts on, so it rests on at least one read of this run,
+/// even on a flagged resource: the seed says where to look, a read says what is there. A weak
+/// model was seen reporting straight from the seed; the refusal names the read to make.
+fn unread_refusal(id: &str) -> String {
+    format!(
+        "the report was refused: nothing has been read in this run, so the finding would have \
+         no evidence; read {id} first (pulse_query with action get and resource_id {id}, or \
+         pulse_metrics or pulse_read with resource_id {id}), then report what the read shows \
+         and quote it in evidence; nothing was recorded"
     )
 }
 
@@ -556,6 +575,8 @@ mod tests {
         let alerts =
             BTreeMap::from([("service:h1:db".to_owned(), vec!["restart_loop".to_owned()])]);
         ledger.set_signals(SignalBook::new(scope, &alerts));
+        // As after the run's first read: a report rests on one.
+        ledger.note_read(None);
         ledger
     }
 

@@ -197,6 +197,10 @@ struct LedgerState {
     cleared: BTreeMap<(String, String), String>,
     /// Resources a read of this run named by id and answered without an error.
     looked_at: BTreeSet<String>,
+    /// Reads of this run answered without an error, whatever they named.
+    reads: u32,
+    /// Whether the current turn can read (the decision, repair and review turns cannot).
+    reads_closed: bool,
 }
 
 /// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
@@ -263,11 +267,29 @@ impl RunLedger {
         self.with(|s| s.verdicts.clone())
     }
 
-    /// Notes that a read named `resource_id` (canonical) and was answered.
-    pub fn note_look(&self, resource_id: &str) {
+    /// Notes a read answered without an error, and the resource it named (canonical), if any.
+    pub fn note_read(&self, resource_id: Option<&str>) {
         self.with(|s| {
-            s.looked_at.insert(resource_id.to_owned());
+            s.reads += 1;
+            if let Some(id) = resource_id {
+                s.looked_at.insert(id.to_owned());
+            }
         });
+    }
+
+    /// Whether any read of this run was answered.
+    pub fn has_read(&self) -> bool {
+        self.with(|s| s.reads > 0)
+    }
+
+    /// Tells the handlers whether the turn about to run offers reads.
+    pub fn set_reads_open(&self, open: bool) {
+        self.with(|s| s.reads_closed = !open);
+    }
+
+    /// Whether the current turn offers no read.
+    pub fn reads_closed(&self) -> bool {
+        self.with(|s| s.reads_closed)
     }
 
     /// Whether a read of this run named `resource_id` and was answered.
@@ -421,11 +443,12 @@ impl ToolHandler for WatchTools {
                 _ => None,
             };
             if let Some(result) = read {
-                // What a report on a resource without signals needs first (findings::report).
-                let named =
-                    text_arg(&call.arguments, "resource_id").and_then(|id| self.ctx.in_scope(id));
-                if let (false, Some(resource)) = (result.is_error, named) {
-                    self.ledger.note_look(resource.id.as_str());
+                // What a report needs first (findings::report).
+                if !result.is_error {
+                    let named = text_arg(&call.arguments, "resource_id")
+                        .and_then(|id| self.ctx.in_scope(id));
+                    self.ledger
+                        .note_read(named.map(|resource| resource.id.as_str()));
                 }
                 return result;
             }
@@ -536,6 +559,12 @@ mod tests {
         tools.call(&call(tool, arguments), &admitted).await
     }
 
+    /// The run's first read, which any report rests on.
+    async fn read_first(tools: &WatchTools) {
+        let listed = answer(tools, "pulse_query", json!({"action": "list"})).await;
+        assert!(!listed.is_error, "{}", listed.content);
+    }
+
     fn report_args(resource_id: &str, name: &str, kind: &str) -> Value {
         json!({
             "key": "service-unhealthy", "severity": "warning", "category": "reliability",
@@ -602,7 +631,7 @@ mod tests {
         );
         let accepted = answer(&tools, "patrol_report_finding", slow).await;
         assert!(!accepted.is_error, "{}", accepted.content);
-        // A resource with a signal needs no read: the seed showed it.
+        // A flagged resource needs no read of its own: the seed showed it, and this run read.
         let web = answer(
             &tools,
             "patrol_report_finding",
@@ -615,10 +644,61 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_report_rests_on_a_read_while_the_turn_can_read() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let web = report_args("service:h1:web", "web", "service");
+
+        // Straight from the seed, on the flagged resource: refused with the read to make.
+        let unread = answer(&tools, "patrol_report_finding", web.clone()).await;
+        assert!(unread.is_error, "{}", unread.content);
+        assert!(
+            unread.content.contains("nothing has been read in this run")
+                && unread.content.contains("resource_id service:h1:web")
+                && unread.content.contains("nothing was recorded"),
+            "{}",
+            unread.content
+        );
+        // A turn that offers no read keeps what the seed shows rather than lose the finding.
+        tools.ledger.set_reads_open(false);
+        let decided = answer(&tools, "patrol_report_finding", web.clone()).await;
+        assert!(!decided.is_error, "{}", decided.content);
+        assert_eq!(tools.ledger.rejected(), 1);
+        assert_eq!(tools.ledger.reports().len(), 1);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn any_answered_read_is_the_evidence_a_flagged_report_needs() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let failed = answer(
+            &tools,
+            "pulse_query",
+            json!({"action": "get", "resource_id": "service:h1:nope"}),
+        )
+        .await;
+        assert!(failed.is_error);
+        assert!(!tools.ledger.has_read(), "a failed read is no evidence");
+        let listed = answer(&tools, "pulse_query", json!({"action": "list"})).await;
+        assert!(!listed.is_error, "{}", listed.content);
+        assert!(tools.ledger.has_read());
+        let web = answer(
+            &tools,
+            "patrol_report_finding",
+            report_args("service:h1:web", "web", "service"),
+        )
+        .await;
+        assert!(!web.is_error, "{}", web.content);
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_key_that_names_the_resource_takes_its_short_title_or_is_refused_with_what_a_key_is()
     -> anyhow::Result<()> {
         let db = TestDb::create().await?;
         let tools = tools(&db).await;
+        read_first(&tools).await;
         // As a real 1.5B model wrote it: the resource id as the key, a short title.
         let mut args = report_args("service:h1:web", "web", "service");
         args["key"] = json!("service:h1:web");
@@ -751,6 +831,7 @@ mod tests {
     async fn lifecycle_tools_refuse_what_does_not_resolve_and_never_repeat() -> anyhow::Result<()> {
         let db = TestDb::create().await?;
         let tools = tools(&db).await;
+        read_first(&tools).await;
         // Assess before the snapshot, then on an unknown finding.
         let verdict = json!({"finding_id": "0123456789abcdef", "verdict": "present",
                              "evidence": "e", "reason": "r"});

@@ -53,7 +53,8 @@ use super::executor::{
 };
 use super::offer::{self, Offer};
 use super::seed::{
-    FiringAlerts, REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
+    FiringAlerts, READ_FIRST_INSTRUCTION, REPAIR_INSTRUCTION, decision_instruction, seed_context,
+    system_prompt,
 };
 use crate::redaction::display_summary;
 use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
@@ -137,6 +138,8 @@ struct Phases {
     tool_calls_recovered: u32,
     messages: Vec<Message>,
     repaired: bool,
+    /// Whether the model was told once to read before concluding.
+    read_first: bool,
     provider_time: Duration,
     /// The text of the last model answer.
     final_text: String,
@@ -577,6 +580,7 @@ impl WatchExecutor for WatchRuntime {
             // One structured turn with report and assess only: the repair turn and the final
             // decision turn.
             let single_turn = |messages: Vec<Message>| {
+                ledger.set_reads_open(false);
                 let outstanding = decision_call_cap(&ledger);
                 AgentLoop::run(LoopInput {
                     transport: &provider,
@@ -608,6 +612,7 @@ impl WatchExecutor for WatchRuntime {
                 let investigate = turn_budget.saturating_sub(1).saturating_sub(phases.turns);
                 let mut stop = LoopStop::TurnLimit;
                 if investigate > 0 {
+                    ledger.set_reads_open(true);
                     let outcome = AgentLoop::run(LoopInput {
                         transport: &provider,
                         route: connection.route.clone(),
@@ -638,6 +643,16 @@ impl WatchExecutor for WatchRuntime {
                     break failed;
                 }
                 if stop == LoopStop::Completed {
+                    // A conclusion before any read: once, the model is sent back to read while
+                    // a turn to read is left (besides the decision turn).
+                    if !ledger.has_read()
+                        && !phases.read_first
+                        && turn_budget.saturating_sub(1) > phases.turns
+                    {
+                        phases.read_first = true;
+                        phases.messages.push(Message::user(READ_FIRST_INSTRUCTION));
+                        continue;
+                    }
                     break PhaseEnd::Finished;
                 }
                 let reason = allowance.take_stop();

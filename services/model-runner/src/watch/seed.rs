@@ -109,6 +109,14 @@ batch were refused (see their results). Re-send only the refused calls, correcte
 returned validation messages. Calls that were accepted are recorded and must not be repeated. \
 Only lifecycle tools are available in this turn.";
 
+/// The one push-back when the model concluded before any read of the run was answered: its
+/// conclusion (an all-clear, or reports that were refused for want of a read) rests on nothing
+/// it looked at.
+pub const READ_FIRST_INSTRUCTION: &str = "Nothing has been read in this run yet, so your \
+conclusion has no evidence. Read before you conclude: call pulse_query with action list, and \
+pulse_query with action get and the resource_id of each flagged resource. Then report what the \
+reads show, or say briefly that nothing is wrong.";
+
 /// The opening and closing markers of the inventory block for `nonce`.
 pub fn markers(nonce: &str) -> (String, String) {
     (

@@ -340,19 +340,29 @@ fn repeated(turn: Turn) -> Turn {
 const PULSE_QUERY: &str = "pulse_query";
 
 /// [`Behaviour::Inventing`]: in a Patrol Watch run, reads of made-up ids once the findings are
-/// in (read, or held by the seed when the run offers no findings read), then diligent.
+/// in (read, or held by the seed when the run offers no findings read), then one read of the
+/// real id the errors offered, then diligent.
 fn inventing(conv: &Conversation) -> Turn {
     let findings_in = match conv.tools.iter().find(|t| is_findings_tool(&t.name)) {
         Some(tool) => conv.calls_of(&tool.name) > 0,
         None => conv.offers("patrol_report_finding").is_some(),
     };
-    if !findings_in || conv.offers(PULSE_QUERY).is_none() || conv.calls_of(PULSE_QUERY) > 0 {
+    if !findings_in
+        || conv.offers(PULSE_QUERY).is_none()
+        || conv.calls_of(PULSE_QUERY) > INVENTED_READS
+    {
         return diligent(conv);
     }
     let subject = unhealthy_resources(conv)
         .into_iter()
         .next()
         .unwrap_or_else(|| "service:host:app".to_owned());
+    if conv.calls_of(PULSE_QUERY) == INVENTED_READS {
+        return Turn::tool(
+            PULSE_QUERY,
+            json!({"action": "get", "resource_id": subject}),
+        );
+    }
     (1..=INVENTED_READS).fold(Turn::text(""), |turn, i| {
         turn.with_tool(
             PULSE_QUERY,
@@ -1146,7 +1156,8 @@ fn answered_calls(
 /// `patrol_assess_finding` verdict on the existing finding, gives the remaining active findings
 /// a verdict, and sums up. When the snapshot already holds a finding on the resource under one of
 /// the keys, it starts with the other one, so the next run reports the fault under a new key
-/// too. Anything else is answered like `sim:diligent`.
+/// too. It lists the inventory once before its first report, the read a report rests on.
+/// Anything else is answered like `sim:diligent`.
 pub(crate) fn double_report(conv: &Conversation) -> Turn {
     const REPORT: &str = "patrol_report_finding";
     if conv.offers(REPORT).is_none() {
@@ -1156,6 +1167,9 @@ pub(crate) fn double_report(conv: &Conversation) -> Turn {
         if conv.calls_of(&tool.name) == 0 {
             return Turn::tool(&tool.name, json!({}));
         }
+    }
+    if conv.offers(PULSE_QUERY).is_some() && conv.calls_of(PULSE_QUERY) == 0 {
+        return Turn::tool(PULSE_QUERY, json!({"action": "list"}));
     }
     let assessed: Vec<String> = conv
         .past_calls

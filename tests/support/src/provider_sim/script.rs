@@ -35,6 +35,13 @@ impl Turn {
         Self::default().with_tool(name, arguments)
     }
 
+    /// A Patrol Watch model's first read, the inventory list: Patrol sends a model that
+    /// concludes before any read back to read once, and refuses a report with no read behind
+    /// it, so a scripted Watch run opens with this turn.
+    pub fn watch_read() -> Self {
+        Self::tool("pulse_query", serde_json::json!({"action": "list"}))
+    }
+
     pub fn with_tool(mut self, name: impl Into<String>, arguments: Value) -> Self {
         self.tool_calls.push(SimToolCall {
             id: None,
