@@ -84,6 +84,15 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     );
     assert_eq!(first.new_findings, 0, "{first:?}");
     assert!(fleet.findings().await?.is_empty());
+    // The opening turn offers the reads only.
+    assert_eq!(
+        offers(&fleet.sim, "sim:diligent").first().cloned(),
+        Some(
+            ["pulse_query", "pulse_metrics", "pulse_read"]
+                .map(str::to_owned)
+                .to_vec()
+        )
+    );
     // No active finding and no signal: no verdict, findings read or clear is offered (the seed
     // says no finding is active), so no turn is spent reading an empty snapshot.
     assert_eq!(
@@ -212,16 +221,34 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
 }
 
 /// The tools offered by the first investigation request (more than one tool) of `sim:diligent`.
-fn offered(sim: &ProviderSim) -> Vec<String> {
+/// The tool names each recorded run request of `model` offered, in request order (the
+/// preflight's requests left out).
+fn offers(sim: &ProviderSim, model: &str) -> Vec<Vec<String>> {
     sim.requests()
         .iter()
-        .filter(|r| r.model == "sim:diligent")
+        .filter(|r| r.model == model)
         .filter_map(|r| r.body["tools"].as_array().cloned())
-        .find(|tools| tools.len() > 1)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect::<Vec<_>>()
+        })
+        .filter(|names| !names.iter().any(|n| n == "pulse_preflight_ping"))
         .collect()
+}
+
+/// The investigation offer of `model`'s runs: the first request offering a lifecycle tool (the
+/// opening turn offers the reads only).
+fn investigation_offer(sim: &ProviderSim, model: &str) -> Vec<String> {
+    offers(sim, model)
+        .into_iter()
+        .find(|tools| tools.iter().any(|t| t.starts_with("patrol_")))
+        .unwrap_or_default()
+}
+
+fn offered(sim: &ProviderSim) -> Vec<String> {
+    investigation_offer(sim, "sim:diligent")
 }
 
 /// The last user message of each recorded request of `model`.
@@ -473,19 +500,9 @@ async fn fabricated_control_and_unknown_tools_are_denied_before_dispatch() -> an
     fleet.stop().await
 }
 
-/// The Watch tools offered in the first tool-offering run request of `model`.
+/// The Watch tools offered in the investigation turns of `model`.
 fn offered_tools(fleet: &Fleet, model: &str) -> Vec<String> {
-    fleet
-        .sim
-        .requests()
-        .iter()
-        .filter(|r| r.model == model)
-        .filter_map(|r| r.body["tools"].as_array().cloned())
-        .find(|tools| tools.len() > 1)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-        .collect()
+    investigation_offer(&fleet.sim, model)
 }
 
 fn report_web(web: &str) -> Value {

@@ -96,6 +96,15 @@ pub fn decision_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
     )
 }
 
+/// The opening turn of a Watch run: the canonical reads only.
+pub fn opening_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+    ToolPolicy::narrowed_projection(
+        ExecutionProfile::PatrolDetection,
+        &canonical_reads_and(&[]),
+        &offer::project,
+    )
+}
+
 /// The real Watch executor.
 #[derive(Clone)]
 pub struct WatchRuntime {
@@ -140,6 +149,8 @@ struct Phases {
     repaired: bool,
     /// Whether the model was told once to read before concluding.
     read_first: bool,
+    /// Whether the opening (reads only) turn was given.
+    opened: bool,
     provider_time: Duration,
     /// The text of the last model answer.
     final_text: String,
@@ -535,9 +546,14 @@ impl WatchExecutor for WatchRuntime {
                 signals: !signals.is_empty(),
             };
             ledger.set_signals(signals);
-            let (policy, decision) = match (watch_policy(offer), decision_policy(offer)) {
-                (Ok(policy), Ok(decision)) => (policy, decision),
-                (Err(error), _) | (_, Err(error)) => {
+            let policies = (
+                watch_policy(offer),
+                decision_policy(offer),
+                opening_policy(),
+            );
+            let (policy, decision, opening_policy) = match policies {
+                (Ok(policy), Ok(decision), Ok(opening)) => (policy, decision, opening),
+                (Err(error), _, _) | (_, Err(error), _) | (_, _, Err(error)) => {
                     tracing::error!(run_id, %error, "watch tool policy could not be built");
                     return WatchOutcome::failed_before_any_call(
                         ErrorCause::Internal,
@@ -610,6 +626,15 @@ impl WatchExecutor for WatchRuntime {
             let end = loop {
                 // Investigation, keeping one turn for the final decision.
                 let investigate = turn_budget.saturating_sub(1).saturating_sub(phases.turns);
+                // The opening turn offers the reads only: whatever the run concludes rests on
+                // at least one read, and a weak model was seen reporting from the seed alone.
+                let opening = !phases.opened;
+                phases.opened = true;
+                let (turn_policy, max_turns) = if opening {
+                    (opening_policy.clone(), investigate.min(1))
+                } else {
+                    (policy.clone(), investigate)
+                };
                 let mut stop = LoopStop::TurnLimit;
                 if investigate > 0 {
                     ledger.set_reads_open(true);
@@ -619,13 +644,13 @@ impl WatchExecutor for WatchRuntime {
                         route_class: class,
                         system_prompt: system_prompt(offer),
                         messages: std::mem::take(&mut phases.messages),
-                        policy: policy.clone(),
+                        policy: turn_policy,
                         handler,
                         redactor: &redactor,
                         exports: &exports,
                         usage: &usage,
                         limits: LoopLimits {
-                            max_turns: investigate,
+                            max_turns,
                             max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
                             ..LoopLimits::default()
                         },
@@ -641,6 +666,9 @@ impl WatchExecutor for WatchRuntime {
                 }
                 if let Some(failed) = failed_stop(&stop, &run_id) {
                     break failed;
+                }
+                if opening && stop == LoopStop::TurnLimit {
+                    continue;
                 }
                 if stop == LoopStop::Completed {
                     // A conclusion before any read: once, the model is sent back to read while

@@ -195,21 +195,33 @@ fn calls_of(value: &Value) -> Option<Vec<TextCall>> {
 }
 
 /// `{"name": ..., "arguments"|"parameters": ...}`, optionally with `id` and `type`, or the same
-/// inside OpenAI's `{"type": "function", "function": {...}}`. Any other field means the object
-/// is something else (a report, a resource), not a call.
+/// inside OpenAI's `{"type": "function", "function": {...}}`, or with the tool's name under
+/// `function` instead of `name` (a 1.5B model wrote that). Any other field means the object is
+/// something else (a report, a resource), not a call.
 fn call_object(object: &Map<String, Value>) -> Option<TextCall> {
     const ENVELOPE: &[&str] = &["id", "type", "function"];
     const CALL: &[&str] = &["id", "type", "name", "arguments", "parameters"];
-    if let Some(Value::Object(function)) = object.get("function") {
-        if object.keys().all(|k| ENVELOPE.contains(&k.as_str())) {
-            return call_object(function);
+    const NAMED_BY_FUNCTION: &[&str] = &["id", "type", "function", "arguments", "parameters"];
+    let name = match object.get("function") {
+        Some(Value::Object(function)) => {
+            if object.keys().all(|k| ENVELOPE.contains(&k.as_str())) {
+                return call_object(function);
+            }
+            return None;
         }
-        return None;
-    }
-    if !object.keys().all(|k| CALL.contains(&k.as_str())) {
-        return None;
-    }
-    let name = object.get("name")?.as_str()?;
+        Some(Value::String(name))
+            if object
+                .keys()
+                .all(|k| NAMED_BY_FUNCTION.contains(&k.as_str())) =>
+        {
+            name.as_str()
+        }
+        Some(_) => return None,
+        None if object.keys().all(|k| CALL.contains(&k.as_str())) => {
+            object.get("name")?.as_str()?
+        }
+        None => return None,
+    };
     let arguments = match (object.get("arguments"), object.get("parameters")) {
         (Some(a), None) | (None, Some(a)) => arguments_of(a)?,
         _ => return None,
@@ -498,6 +510,26 @@ mod tests {
                 json!({"action": "get", "resource_id": "vm-1"})
             )
         );
+    }
+
+    #[test]
+    fn a_name_written_under_function_is_a_call() {
+        let text = "```json\n{\n  \"function\": \"pulse_query\",\n  \"arguments\": {\n    \"action\": \"list\",\n    \"resource_type\": \"service\"\n  }\n}\n```\n\n\n";
+        assert_eq!(
+            calls(text),
+            one(
+                "pulse_query",
+                json!({"action": "list", "resource_type": "service"})
+            )
+        );
+        // With `name` beside it, or other fields, it is not a call.
+        for text in [
+            r#"{"function": "pulse_query", "name": "x", "arguments": {}}"#,
+            r#"{"function": "pulse_query", "arguments": {}, "status": "ok"}"#,
+            r#"{"function": 3, "arguments": {}}"#,
+        ] {
+            assert!(calls(text).is_empty(), "{text}");
+        }
     }
 
     #[test]
