@@ -229,6 +229,25 @@ async fn a_read_only_question_streams_a_tool_row_and_a_clean_answer() -> anyhow:
             .is_some_and(|b| b.to_string().contains("shop-api ready")),
         "the log did not reach the model"
     );
+    // The first request carries the inventory Pulse read at the start of the turn, just before
+    // the prompt, which stays last; web is healthy, so it is counted, not listed.
+    let first = bodies[0]["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let users: Vec<&str> = first
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users.last(), Some(&"Is web healthy?"), "{first:?}");
+    let brief = users.iter().rev().nth(1).copied().unwrap_or_default();
+    assert!(
+        brief.starts_with("Pulse's inventory, read at the start of this turn")
+            && brief.contains("\"routine\":")
+            && !brief.contains(&format!("\"id\":\"{web}\"")),
+        "{brief}"
+    );
 
     // The stored transcript: user, the tool row (closed), the answer; no reasoning, no canary.
     let stored = messages(gw, &token, &session).await?;

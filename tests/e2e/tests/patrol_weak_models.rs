@@ -11,12 +11,15 @@
 //!   nearest real ids, the rest are refused with a message the model can act on, and the run
 //!   still finds the fault.
 //! - `sim:looping` calls its first tool again and again: the run ends without an all-clear.
+//! - A model that only ever answers in prose, from the opening turn on, is sent back to read
+//!   exactly once, and the run ends without an all-clear.
 
 use pulse_domain::patrol::run::{PatrolRun, RunStatus, ToolCallRecord};
 use pulse_test_support::fleet::{AgentFleet, FleetSpec, Route};
 use pulse_test_support::provider_sim::{
     FALSE_ALARM_KEY, INVENTED_READS, REPEATED_CALLS, Script, preflight_reply,
 };
+use serde_json::Value;
 
 async fn fleet(model: &str) -> anyhow::Result<AgentFleet> {
     let spec = FleetSpec::web_and_db("weak", Route::LlamaCpp, model).web_failing();
@@ -149,6 +152,66 @@ async fn a_model_that_loops_gets_no_all_clear() -> anyhow::Result<()> {
     assert!(fleet.findings().await?.is_empty());
     // The loop was bounded: the run ended on its own budget, within the run's deadline.
     assert!(run.tool_call_count > 0, "{run:?}");
+
+    fleet.stop().await
+}
+
+/// The words the runtime's read-first push-back opens with.
+const READ_FIRST: &str = "Nothing has been read in this run yet";
+
+#[tokio::test]
+async fn a_conclusion_before_any_read_is_sent_back_to_read_exactly_once() -> anyhow::Result<()> {
+    let spec = FleetSpec::web_and_db("prose", Route::LlamaCpp, "qwen-prose").web_failing();
+    let fleet = AgentFleet::start(
+        spec,
+        Script::lazy("All services look fine to me.").with_tool_offer_reply(preflight_reply()),
+    )
+    .await?;
+
+    let run = fleet.run().await?;
+    assert_ne!(run.status, RunStatus::Healthy, "{run:?}");
+    assert_eq!(run.new_findings, 0, "{run:?}");
+    assert!(fleet.findings().await?.is_empty());
+
+    // The Watch requests of the run (the preflight's probes name no inventory).
+    let watch: Vec<Vec<Value>> = fleet
+        .sim
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.body["messages"].as_array().cloned())
+        .filter(|m| m.iter().any(|m| m.to_string().contains("Inventory:")))
+        .collect();
+    assert!(watch.len() >= 3, "{} Watch requests", watch.len());
+    let last_text = |messages: &[Value]| {
+        messages
+            .last()
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    // The opening turn's prose answer is what is sent back: the second request ends with the
+    // push-back, the first did not carry it.
+    assert!(!last_text(&watch[0]).contains(READ_FIRST), "{:?}", watch[0]);
+    assert!(
+        last_text(&watch[1]).starts_with(READ_FIRST),
+        "{:?}",
+        watch[1]
+    );
+    // Exactly once, however often the model concluded without reading.
+    let pushed = watch
+        .last()
+        .map(|messages| {
+            messages
+                .iter()
+                .filter(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with(READ_FIRST))
+                })
+                .count()
+        })
+        .unwrap_or_default();
+    assert_eq!(pushed, 1, "{:?}", watch.last());
 
     fleet.stop().await
 }

@@ -12,6 +12,7 @@ use pulse_client::{Method, StatusCode};
 use pulse_domain::Scope;
 use pulse_domain::patrol::run::{PatrolRun, RunId};
 use pulse_domain::patrol::scope::RawRunRequest;
+use pulse_domain::patrol::status::PatrolStatus;
 use pulse_domain::resource::Resource;
 use serde_json::Value;
 
@@ -232,6 +233,14 @@ impl PulseClient {
             .patrol_preflight()
             .await
             .map_err(refused(Method::POST, "/api/ai/patrol/preflight"))
+    }
+
+    /// The tenant's Patrol status: whether a run is in progress and how many scoped runs wait.
+    pub async fn patrol_status(&self) -> Result<PatrolStatus, ClientError> {
+        self.api
+            .patrol_status()
+            .await
+            .map_err(refused(Method::GET, "/api/ai/patrol/status"))
     }
 
     pub async fn patrol_run(&self, run_id: RunId) -> Result<PatrolRun, ClientError> {

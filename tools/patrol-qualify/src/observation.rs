@@ -147,6 +147,10 @@ pub struct Timings {
     /// From the lab being ready to Pulse showing every resource (and the faults) through
     /// normal collection.
     pub collection_ms: u64,
+    /// Waiting, before a run request, for runs Pulse started by itself (an alert, a vanished
+    /// lab host of an earlier scenario) to end, so the scored run is not queued behind them.
+    #[serde(default)]
+    pub idle_wait_ms: u64,
     /// From the run request to the run's terminal state.
     pub patrol_ms: u64,
     pub investigation_ms: u64,

@@ -296,6 +296,7 @@ pub fn run_markdown(report: &RunReport) -> String {
     for (phase, ms, key) in [
         ("lab", t.lab_ms, ""),
         ("collection", t.collection_ms, "collection"),
+        ("waiting for Patrol to be idle", t.idle_wait_ms, ""),
         ("patrol", t.patrol_ms, "patrol"),
         ("investigation", t.investigation_ms, ""),
         ("remediation", t.remediation_ms, ""),

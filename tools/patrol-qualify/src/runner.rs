@@ -43,6 +43,8 @@ const POLL: Duration = Duration::from_millis(500);
 const DEFAULT_PREDICATE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a run request keeps being retried while Patrol is busy or not ready yet.
 const ACCEPT_DEADLINE: Duration = Duration::from_secs(120);
+/// How long a run request waits for Patrol's own runs to end (see [`await_patrol_idle`]).
+const IDLE_DEADLINE: Duration = Duration::from_secs(900);
 /// Investigation track default when the manifest sets no `investigation_timeout`.
 const DEFAULT_INVESTIGATION_TIMEOUT: Duration = Duration::from_secs(300);
 /// The simulator accepts any key; the provider wants one configured.
@@ -663,6 +665,7 @@ async fn execute(
     // The reconfirmation scenario: a first, unscored run records the finding the scored run
     // must then explicitly reconfirm.
     if manifest.patrol.require_existing_reconfirmation {
+        obs.timings.idle_wait_ms += await_patrol_idle(client, obs).await;
         let warm = request_run(client, &ids).await?;
         let run = await_run(client, warm, run_timeout(manifest)).await?;
         if run.finding_ids.is_empty() {
@@ -677,6 +680,7 @@ async fn execute(
         }
     }
 
+    obs.timings.idle_wait_ms += await_patrol_idle(client, obs).await;
     let patrol_start = Instant::now();
     let run_id = request_run(client, &ids).await?;
     obs.patrol_run_id = Some(run_id.to_string());
@@ -834,6 +838,35 @@ async fn request_run(client: &PulseClient, ids: &[String]) -> Result<RunId, Stri
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Waits until the tenant has no Patrol run in progress and no scoped run queued, up to
+/// [`IDLE_DEADLINE`]; returns the milliseconds waited. Pulse starts runs of its own (an alert on
+/// the injected fault, `agent_offline` on an earlier scenario's lab host after its teardown), and
+/// on one slow model a scored run queued behind them would measure the queue, not the run. After
+/// the deadline the harness goes on and notes it; the run's own timeout still applies.
+async fn await_patrol_idle(client: &PulseClient, obs: &mut RunObservation) -> u64 {
+    let start = Instant::now();
+    let deadline = start + IDLE_DEADLINE;
+    loop {
+        match client.patrol_status().await {
+            Ok(status) if !status.running && status.queued_scoped_runs == 0 => break,
+            Ok(_) => {}
+            Err(e) => tracing::info!(error = %e, "reading the Patrol status"),
+        }
+        if Instant::now() >= deadline {
+            for oracle in &mut obs.faults {
+                oracle.notes.push(format!(
+                    "Patrol was still busy with runs of its own after {}s; the scored run was \
+                     requested anyway",
+                    IDLE_DEADLINE.as_secs()
+                ));
+            }
+            break;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    start.elapsed().as_millis() as u64
 }
 
 async fn await_run(

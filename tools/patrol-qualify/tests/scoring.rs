@@ -111,6 +111,7 @@ fn perfect() -> RunObservation {
         timings: Timings {
             lab_ms: 4_000,
             collection_ms: 20_000,
+            idle_wait_ms: 0,
             patrol_ms: 60_000,
             investigation_ms: 0,
             remediation_ms: 0,

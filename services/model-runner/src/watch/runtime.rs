@@ -434,8 +434,8 @@ fn account(
     }
 }
 
-/// The firing alerts on the run's resources, by resource id.
-async fn firing_alerts(
+/// The firing alerts on these resources, by resource id.
+pub(crate) async fn firing_alerts(
     store: &Store,
     tenant: &pulse_domain::TenantId,
     inventory: &[pulse_domain::resource::Resource],

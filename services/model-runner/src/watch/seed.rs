@@ -212,6 +212,55 @@ fn routine_summary(routine: &[&Resource]) -> Vec<String> {
     lines
 }
 
+/// Resources an Assistant turn's brief lists in full (the rest of the flagged ones are counted):
+/// enough for a fleet's trouble at a glance, few enough that a CPU reads it in seconds.
+pub const MAX_BRIEF_LISTED: usize = 25;
+
+/// The inventory as an Assistant turn's brief, read when the turn starts: the same routine
+/// summary and resource lines as a Watch seed, in one untrusted block. A model that answers
+/// "which services are unhealthy?" without calling a tool (small local models often do) then
+/// answers from what Pulse read, not from nothing.
+pub fn inventory_brief(inventory: &[Resource], alerts: &FiringAlerts, nonce: &str) -> String {
+    if inventory.is_empty() {
+        return "Pulse's inventory, read at the start of this turn: Pulse watches no resource \
+yet."
+            .to_owned();
+    }
+    let (open, close) = markers(nonce);
+    let (routine, flagged): (Vec<&Resource>, Vec<&Resource>) =
+        inventory.iter().partition(|r| is_routine(r, alerts));
+    let mut text = format!(
+        "Pulse's inventory, read at the start of this turn: {} resource(s), {} routine (running, \
+healthy, no firing alert; counted per type and per host), {} not routine (listed with status, \
+health, triage flags and firing alerts). Answer questions about the current state from it and \
+say so; read with the tools for anything it does not show.\n",
+        inventory.len(),
+        routine.len(),
+        flagged.len()
+    );
+    text.push_str(&open);
+    text.push('\n');
+    for group in routine_summary(&routine) {
+        text.push_str(&group);
+        text.push('\n');
+    }
+    for resource in flagged.iter().take(MAX_BRIEF_LISTED) {
+        let firing = alerts
+            .get(resource.id.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        text.push_str(&line(resource, firing));
+        text.push('\n');
+    }
+    let omitted = flagged.len().saturating_sub(MAX_BRIEF_LISTED);
+    if omitted > 0 {
+        text.push_str(&json!({ "not_routine_not_listed": omitted }).to_string());
+        text.push('\n');
+    }
+    text.push_str(&close);
+    text
+}
+
 /// The user message that opens a Watch run, one untrusted block: the routine resources as a
 /// summary, flagged resources in full with their triage flags and firing alerts, then the
 /// active findings that need a verdict; after the block, the run's own facts.
@@ -373,6 +422,40 @@ mod tests {
             first["name"].as_str().unwrap().chars().count(),
             MAX_FIELD_CHARS
         );
+    }
+
+    #[test]
+    fn the_assistant_brief_lists_what_is_not_routine_and_is_bounded() {
+        let mut all = fleet(2, 3);
+        all[1].health = Health::Unhealthy;
+        let sick = all[1].id.as_str().to_owned();
+        let brief = inventory_brief(&all, &FiringAlerts::new(), "n");
+        assert!(brief.contains("6 resource(s), 5 routine"), "{brief}");
+        let lines = block(&brief);
+        let listed: Vec<&Value> = lines.iter().filter(|l| l.get("id").is_some()).collect();
+        assert_eq!(listed.len(), 1, "{brief}");
+        assert_eq!(listed[0]["id"], sick.as_str());
+        assert_eq!(listed[0]["health"], "unhealthy");
+        assert!(lines.iter().any(|l| l["routine"] == 5), "{brief}");
+
+        let many: Vec<Resource> = fleet(1, MAX_BRIEF_LISTED + 4)
+            .into_iter()
+            .map(|mut r| {
+                r.status = ResourceStatus::Exited;
+                r
+            })
+            .collect();
+        let brief = inventory_brief(&many, &FiringAlerts::new(), "n");
+        let lines = block(&brief);
+        assert_eq!(
+            lines.iter().filter(|l| l.get("id").is_some()).count(),
+            MAX_BRIEF_LISTED
+        );
+        assert!(
+            lines.iter().any(|l| l["not_routine_not_listed"] == 4),
+            "{brief}"
+        );
+        assert!(inventory_brief(&[], &FiringAlerts::new(), "n").contains("no resource"));
     }
 
     /// The JSON lines of the seed's inventory block.
