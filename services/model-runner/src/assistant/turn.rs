@@ -59,6 +59,27 @@ card; a human approves it. Never say a change worked unless a Pulse outcome note
 conversation says the verifier recorded it as verified; when the outcome is inconclusive or \
 still_failing, say exactly that. Be brief; end every turn with a plain-language answer.";
 
+/// The final-answer guard's request when a turn ended without text after its last tool result.
+const FINAL_ANSWER_INSTRUCTION: &str = "Answer the user now in plain language from the \
+inventory Pulse read and what the tools returned. Do not call tools.";
+
+/// The final-answer guard's request when the answer was a tool call written as text that Pulse
+/// could not run (its arguments did not fit the tool).
+const UNRUN_CALL_INSTRUCTION: &str = "Your last answer wrote a tool call as text, and Pulse \
+could not run it: its arguments do not fit the tool. Do not call tools now. Answer the user in \
+plain language from the inventory Pulse read at the start of this turn and what the tools \
+returned, and say what you could not check.";
+
+/// Whether `text` holds a tool call written out under the name of a tool the turn offered:
+/// one Pulse did not run (a run call is taken out of the text), so the model attempted a call
+/// and did not answer.
+fn holds_unrun_call(text: &str, offered: &[&str]) -> bool {
+    pulse_agent_loop::agent_loop::text_calls::find(text)
+        .iter()
+        .flat_map(|site| &site.calls)
+        .any(|call| offered.contains(&call.name.as_str()))
+}
+
 /// What a turn starts from: its transcript, the inventory, and a finding handoff's context.
 type Prepared = (
     Vec<ChatMessage>,
@@ -348,6 +369,7 @@ impl AssistantService {
                 };
             }
         };
+        let offered: Vec<&'static str> = policy.offered_tools().map(|t| t.name).collect();
         let tools = AssistantTools {
             reads: WatchTools::new(
                 ToolContext {
@@ -457,18 +479,21 @@ impl AssistantService {
             }
             _ => {}
         }
-        // The final-answer guard: text after the last tool result.
-        if text.trim().is_empty() {
+        // The final-answer guard: text after the last tool result, and not a call the model
+        // wrote out that Pulse could not run (a small model's attempt is not an answer).
+        let attempted = holds_unrun_call(&text, &offered);
+        if text.trim().is_empty() || attempted {
             let mut messages: Vec<Message> = outcome
                 .messages
                 .iter()
                 .filter(|m| !matches!(m, Message::System { .. }))
                 .cloned()
                 .collect();
-            messages.push(Message::user(
-                "Answer the user now in plain language from what the tools returned. Do not \
-                 call tools.",
-            ));
+            messages.push(Message::user(if attempted {
+                UNRUN_CALL_INSTRUCTION
+            } else {
+                FINAL_ANSWER_INSTRUCTION
+            }));
             let guard = AgentLoop::run(LoopInput {
                 transport: &provider,
                 route: connection.route.clone(),
@@ -574,5 +599,38 @@ impl AssistantService {
             inventory,
             handoff.map(|f| handoff_context(&f.finding)),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_written_out_under_an_offered_name_is_an_attempt_not_an_answer() {
+        let offered = ["pulse_query", "pulse_read"];
+        let attempt = "I will check.\n```json\n{\"name\": \"pulse_read\", \"arguments\": \
+                       {\"action\": \"get\", \"resource_id\": \"service:h:api\"}}\n```";
+        assert!(holds_unrun_call(attempt, &offered));
+        // Prose, and JSON that is not a call of an offered tool, are answers.
+        assert!(!holds_unrun_call("api is unhealthy; web is fine.", &offered));
+        assert!(!holds_unrun_call(
+            "{\"name\": \"restart_everything\", \"arguments\": {}}",
+            &offered
+        ));
+        assert!(!holds_unrun_call("{\"resource_id\": \"service:h:api\"}", &offered));
+    }
+
+    #[test]
+    fn the_brief_goes_just_before_the_newest_prompt() {
+        let messages = vec![
+            Message::user("is web up?"),
+            Message::assistant("yes"),
+            Message::user("and api?"),
+        ];
+        let with = with_brief(messages, "BRIEF".to_owned());
+        let texts: Vec<String> = with.iter().map(|m| format!("{m:?}")).collect();
+        assert_eq!(with.len(), 4);
+        assert!(texts[2].contains("BRIEF") && texts[3].contains("and api?"), "{texts:?}");
     }
 }

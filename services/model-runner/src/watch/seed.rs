@@ -229,14 +229,24 @@ yet."
     let (open, close) = markers(nonce);
     let (routine, flagged): (Vec<&Resource>, Vec<&Resource>) =
         inventory.iter().partition(|r| is_routine(r, alerts));
+    // Plain counts first: a small model was seen adding up the routine lines and missing the
+    // listed resource, so the sentence says which lines are the problems.
+    let problems = if flagged.is_empty() {
+        "None has a problem: every resource is running and healthy with no firing alert."
+            .to_owned()
+    } else {
+        format!(
+            "{} not routine: each is listed in full with its status, health, triage flags and \
+firing alerts; these are the resources with problems.",
+            flagged.len()
+        )
+    };
     let mut text = format!(
-        "Pulse's inventory, read at the start of this turn: {} resource(s), {} routine (running, \
-healthy, no firing alert; counted per type and per host), {} not routine (listed with status, \
-health, triage flags and firing alerts). Answer questions about the current state from it and \
-say so; read with the tools for anything it does not show.\n",
+        "Pulse's inventory, read at the start of this turn: {} resource(s). {} routine (running, \
+healthy, no firing alert), only counted per type and per host. {problems} Answer questions about \
+the current state from it and say so; read with the tools for anything it does not show.\n",
         inventory.len(),
         routine.len(),
-        flagged.len()
     );
     text.push_str(&open);
     text.push('\n');
@@ -430,7 +440,8 @@ mod tests {
         all[1].health = Health::Unhealthy;
         let sick = all[1].id.as_str().to_owned();
         let brief = inventory_brief(&all, &FiringAlerts::new(), "n");
-        assert!(brief.contains("6 resource(s), 5 routine"), "{brief}");
+        assert!(brief.contains("6 resource(s). 5 routine"), "{brief}");
+        assert!(brief.contains("1 not routine"), "{brief}");
         let lines = block(&brief);
         let listed: Vec<&Value> = lines.iter().filter(|l| l.get("id").is_some()).collect();
         assert_eq!(listed.len(), 1, "{brief}");
@@ -456,6 +467,7 @@ mod tests {
             "{brief}"
         );
         assert!(inventory_brief(&[], &FiringAlerts::new(), "n").contains("no resource"));
+        assert!(inventory_brief(&fleet(1, 2), &FiringAlerts::new(), "n").contains("None has a"));
     }
 
     /// The JSON lines of the seed's inventory block.
