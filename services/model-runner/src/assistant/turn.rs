@@ -613,12 +613,18 @@ mod tests {
                        {\"action\": \"get\", \"resource_id\": \"service:h:api\"}}\n```";
         assert!(holds_unrun_call(attempt, &offered));
         // Prose, and JSON that is not a call of an offered tool, are answers.
-        assert!(!holds_unrun_call("api is unhealthy; web is fine.", &offered));
+        assert!(!holds_unrun_call(
+            "api is unhealthy; web is fine.",
+            &offered
+        ));
         assert!(!holds_unrun_call(
             "{\"name\": \"restart_everything\", \"arguments\": {}}",
             &offered
         ));
-        assert!(!holds_unrun_call("{\"resource_id\": \"service:h:api\"}", &offered));
+        assert!(!holds_unrun_call(
+            "{\"resource_id\": \"service:h:api\"}",
+            &offered
+        ));
     }
 
     #[test]
@@ -631,6 +637,9 @@ mod tests {
         let with = with_brief(messages, "BRIEF".to_owned());
         let texts: Vec<String> = with.iter().map(|m| format!("{m:?}")).collect();
         assert_eq!(with.len(), 4);
-        assert!(texts[2].contains("BRIEF") && texts[3].contains("and api?"), "{texts:?}");
+        assert!(
+            texts[2].contains("BRIEF") && texts[3].contains("and api?"),
+            "{texts:?}"
+        );
     }
 }

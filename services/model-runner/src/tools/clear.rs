@@ -3,6 +3,11 @@
 //! the clear is recorded in the run's ledger, counts towards the run's all-clear accounting
 //! ([`crate::tools::signals`]) and is listed in the run's analysis, so an operator sees every
 //! signal the model waved through and why.
+//!
+//! A clear must say why the signal is expected. One whose evidence and reason only restate the
+//! signal (a real 1.5B model cleared `alert_agent_offline` with "The alert 'agent_offline' was not
+//! reported or assessed.", Pulse's own review words, and its run became an all-clear) is refused:
+//! see [`says_why`].
 
 use serde_json::json;
 
@@ -57,6 +62,18 @@ pub fn clear(ledger: &RunLedger, call: &ToolCall) -> ToolResult {
         };
         return ToolResult::error(&call.id, message);
     }
+    if !says_why(evidence, reason, resource_id, signal) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            format!(
+                "the clear was refused: its evidence and reason only restate that {resource_id} \
+                 carries {signal}; a clear needs what shows the signal is expected (a label, a \
+                 maintenance note, what a read returned). When nothing shows that, report the \
+                 problem with patrol_report_finding instead; nothing was cleared"
+            ),
+        );
+    }
     ledger.accept_clear(
         signature,
         resource_id.to_owned(),
@@ -71,4 +88,242 @@ pub fn clear(ledger: &RunLedger, call: &ToolCall) -> ToolResult {
         call,
         &json!({"cleared": true, "resource_id": resource_id, "signal": signal}),
     )
+}
+
+/// Words that say nothing about why a signal is expected: function words, the words of Pulse's
+/// own review and refusal texts, and the words of a resource's state. Whatever a clear says
+/// beyond these, the signal's name and the resource's id is its reason.
+const RESTATING_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "nor",
+    "not",
+    "no",
+    "neither",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "of",
+    "on",
+    "in",
+    "for",
+    "to",
+    "by",
+    "with",
+    "as",
+    "at",
+    "has",
+    "have",
+    "had",
+    "does",
+    "did",
+    "do",
+    "so",
+    "which",
+    "still",
+    "there",
+    "here",
+    "carries",
+    "carry",
+    "carrying",
+    "signal",
+    "signals",
+    "alert",
+    "alerts",
+    "flag",
+    "flags",
+    "flagged",
+    "triage",
+    "deterministic",
+    "reported",
+    "report",
+    "reports",
+    "assessed",
+    "assess",
+    "cleared",
+    "clear",
+    "addressed",
+    "address",
+    "review",
+    "incomplete",
+    "model",
+    "firing",
+    "fired",
+    "fires",
+    "critical",
+    "warning",
+    "page",
+    "value",
+    "threshold",
+    "against",
+    "expected",
+    "benign",
+    "normal",
+    "fine",
+    "ok",
+    "okay",
+    "status",
+    "state",
+    "health",
+    "healthy",
+    "unhealthy",
+    "unknown",
+    "running",
+    "exited",
+    "offline",
+    "online",
+    "down",
+    "up",
+    "failing",
+    "failed",
+    "fails",
+    "resource",
+    "resources",
+    "service",
+    "host",
+    "container",
+    "storage",
+    "because",
+    "since",
+    "therefore",
+    "listed",
+    "inventory",
+    "shown",
+    "shows",
+    "showing",
+    "functioning",
+    "working",
+    "works",
+    "problem",
+    "problems",
+    "issue",
+    "issues",
+    "error",
+    "errors",
+    "current",
+    "currently",
+    "seems",
+    "appears",
+    "any",
+    "all",
+];
+
+/// Whether a clear's evidence and reason hold a word that is not a restatement: not in
+/// [`RESTATING_WORDS`], not a word of the signal's name or the resource's id, and not a number.
+pub fn says_why(evidence: &str, reason: &str, resource_id: &str, signal: &str) -> bool {
+    let words = |text: &str| -> Vec<String> {
+        text.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let own: Vec<String> = words(resource_id)
+        .into_iter()
+        .chain(words(signal))
+        .collect();
+    words(evidence).into_iter().chain(words(reason)).any(|w| {
+        !w.chars().all(|c| c.is_ascii_digit())
+            && !RESTATING_WORDS.contains(&w.as_str())
+            && !own.contains(&w)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clear_that_only_restates_its_signal_says_nothing() {
+        let host = "host:node-3ee8qich";
+        // What a real 1.5B model wrote, in both fields.
+        let parroted = "The alert 'agent_offline' was not reported or assessed.";
+        assert!(!says_why(parroted, parroted, host, "alert_agent_offline"));
+        assert!(!says_why(
+            "host:node-3ee8qich status unknown, health unknown; value 1 against threshold 1",
+            "it is expected",
+            host,
+            "alert_agent_offline"
+        ));
+        // Also as a real 1.5B model wrote it: the evidence says the problem holds.
+        assert!(!says_why(
+            "The service 'catalog-worker-n4' is listed as unhealthy in the inventory.",
+            "The service is not functioning as expected.",
+            "service:node-n4:catalog-worker-n4",
+            "alert_unhealthy"
+        ));
+        let web = "service:h1:web";
+        assert!(says_why(
+            "the web service is being migrated; its check is expected to fail",
+            "planned maintenance",
+            web,
+            "health_check_failing"
+        ));
+        assert!(says_why(
+            "label lifecycle=retired",
+            "the host was decommissioned",
+            host,
+            "alert_agent_offline"
+        ));
+    }
+
+    #[test]
+    fn a_restating_clear_is_refused_and_nothing_is_cleared() {
+        use pulse_domain::resource::{Health, Resource, ResourceId, ResourceStatus, ResourceType};
+        let at = chrono::Utc::now();
+        let web = Resource {
+            id: ResourceId::service("h1", "web"),
+            resource_type: ResourceType::Service,
+            source_id: "web".to_owned(),
+            name: "web".to_owned(),
+            aliases: Vec::new(),
+            parent: None,
+            agent_id: "h1".to_owned(),
+            status: ResourceStatus::Running,
+            health: Health::Unhealthy,
+            restart_count: Some(0),
+            labels: Default::default(),
+            details: serde_json::Value::Null,
+            observed_at: at,
+            received_at: at,
+        };
+        let ledger = RunLedger::new();
+        ledger.set_signals(crate::tools::signals::SignalBook::new(
+            &[web],
+            &Default::default(),
+        ));
+        let call = |evidence: &str, reason: &str| {
+            ToolCall::new(
+                "c1",
+                "patrol_clear_signal",
+                json!({"resource_id": "service:h1:web", "signal": "health_check_failing",
+                       "evidence": evidence, "reason": reason}),
+            )
+        };
+        let answer = clear(
+            &ledger,
+            &call("the signal was not reported", "not assessed"),
+        );
+        assert!(answer.is_error, "{answer:?}");
+        assert!(answer.content.contains("only restate"), "{answer:?}");
+        assert!(ledger.cleared().is_empty());
+        let answer = clear(
+            &ledger,
+            &call("web is being migrated", "planned maintenance"),
+        );
+        assert!(!answer.is_error, "{answer:?}");
+        assert_eq!(ledger.cleared().len(), 1);
+    }
 }

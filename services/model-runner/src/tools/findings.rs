@@ -339,21 +339,47 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
 /// Words of a title short enough to stand in for a finding key.
 const TITLE_KEY_WORDS: usize = 6;
 
+/// Words of a title that name nothing: left out of a key taken from a title.
+const TITLE_FILLER: &[&str] = &[
+    "a", "an", "the", "is", "are", "was", "were", "be", "been", "has", "have", "had", "in", "on",
+    "of", "for", "its", "it", "and", "with", "since", "at", "to", "by", "from",
+];
+
 /// A key that names the resource instead of the problem (a real 1.5B model wrote the resource
-/// id as the key in five of seven runs) is replaced by the key a short title spells
-/// (`Service Unhealthy` -> `service-unhealthy`); the new key, when there is one. A key that is
-/// not the resource's id or name is left alone, and so is one whose title is too long to be a
-/// key: the report is then refused with what a key is.
+/// id as the key in five of seven runs) is replaced by the key its title spells once the
+/// resource's own name and id and filler words are left out (`Service Unhealthy` ->
+/// `service-unhealthy`; `Service thumbnail-worker is in an unknown state` ->
+/// `service-unknown-state`); the new key, when there is one. A key that is not the resource's
+/// id or name is left alone, and so is one whose title still has more than
+/// [`TITLE_KEY_WORDS`] words: the report is then refused with what a key is.
 fn repair_key(reported: &mut ReportedFinding) -> Option<String> {
     let key = reported.key.trim();
+    let id = reported.resource_id.trim().to_lowercase();
+    let name = reported.resource_name.trim().to_lowercase();
     let names_resource = !key.is_empty()
         && (key == reported.resource_id.trim()
             || key == reported.resource_name.trim()
             || key.contains(reported.resource_id.trim()));
-    if !names_resource || reported.title.split_whitespace().count() > TITLE_KEY_WORDS {
+    if !names_resource {
         return None;
     }
-    let from_title = pulse_domain::finding::FindingKey::normalize(&reported.title).ok()?;
+    let words: Vec<String> = reported
+        .title
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty() && !TITLE_FILLER.contains(&w.as_str()))
+        .filter(|w| {
+            let possessive = w.strip_suffix("'s").unwrap_or(w);
+            possessive != id && possessive != name && !id.ends_with(&format!(":{possessive}"))
+        })
+        .collect();
+    if words.is_empty() || words.len() > TITLE_KEY_WORDS {
+        return None;
+    }
+    let from_title = pulse_domain::finding::FindingKey::normalize(&words.join(" ")).ok()?;
     reported.key = from_title.as_str().to_owned();
     Some(reported.key.clone())
 }

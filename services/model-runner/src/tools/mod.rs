@@ -714,10 +714,21 @@ mod tests {
         );
         assert_eq!(tools.ledger.reports().len(), 1);
 
+        // A longer title that names the resource: its name and filler words are left out
+        // (as a real 1.5B model wrote it on a restart loop).
+        let mut args = report_args("service:h1:web", "web", "service");
+        args["key"] = json!("service:h1:web");
+        args["title"] = json!("Service web is in an unknown state");
+        let repaired = answer(&tools, "patrol_report_finding", args).await;
+        assert!(!repaired.is_error, "{}", repaired.content);
+        let repaired: Value = serde_json::from_str(&repaired.content)?;
+        assert_eq!(repaired["key"], "service-unknown-state", "{repaired}");
+
         // A title too long to be a key: refused, saying what a key is.
         let mut args = report_args("service:h1:web", "web", "service");
         args["key"] = json!("service:h1:web");
-        args["title"] = json!("the web service on h1 has been failing its health check since noon");
+        args["title"] =
+            json!("the web service keeps failing every health check the agent runs after noon");
         let refused = answer(&tools, "patrol_report_finding", args).await;
         assert!(
             refused.is_error

@@ -232,8 +232,7 @@ yet."
     // Plain counts first: a small model was seen adding up the routine lines and missing the
     // listed resource, so the sentence says which lines are the problems.
     let problems = if flagged.is_empty() {
-        "None has a problem: every resource is running and healthy with no firing alert."
-            .to_owned()
+        "None has a problem: every resource is running and healthy with no firing alert.".to_owned()
     } else {
         format!(
             "{} not routine: each is listed in full with its status, health, triage flags and \
