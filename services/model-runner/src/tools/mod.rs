@@ -462,7 +462,7 @@ impl ToolHandler for WatchTools {
                 ToolName::PatrolAssessFinding => {
                     findings::assess(&self.ctx, &self.ledger, call).await
                 }
-                ToolName::PatrolClearSignal => clear::clear(&self.ledger, call),
+                ToolName::PatrolClearSignal => clear::clear(&self.ctx, &self.ledger, call),
                 other => {
                     ToolResult::error(&call.id, format!("{other} is not available in a Watch run"))
                 }
@@ -737,6 +737,39 @@ mod tests {
             "{}",
             refused.content
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_clear_that_only_restates_its_signal_is_refused_and_nothing_is_cleared()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let clear = |evidence: &str, reason: &str| {
+            json!({"resource_id": "service:h1:web", "signal": "health_check_failing",
+                   "evidence": evidence, "reason": reason})
+        };
+        // As a real 1.5B model wrote it, naming the resource by its name.
+        let parroted = answer(
+            &tools,
+            "patrol_clear_signal",
+            clear("the signal on web was not reported", "web is not assessed"),
+        )
+        .await;
+        assert!(
+            parroted.is_error && parroted.content.contains("only restate"),
+            "{}",
+            parroted.content
+        );
+        assert!(tools.ledger.cleared().is_empty());
+        let why = answer(
+            &tools,
+            "patrol_clear_signal",
+            clear("web is being migrated", "planned maintenance"),
+        )
+        .await;
+        assert!(!why.is_error, "{}", why.content);
+        assert_eq!(tools.ledger.cleared().len(), 1);
         Ok(())
     }
 
