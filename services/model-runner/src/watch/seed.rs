@@ -212,6 +212,38 @@ fn routine_summary(routine: &[&Resource]) -> Vec<String> {
     lines
 }
 
+/// The inventory lines of a seed or brief, one per line: the routine summary, then the first
+/// `max` flagged resources in full with their firing alerts, then `{omitted_key: n}` for the
+/// rest.
+fn push_inventory(
+    text: &mut String,
+    routine: &[&Resource],
+    flagged: &[&Resource],
+    alerts: &FiringAlerts,
+    max: usize,
+    omitted_key: &str,
+) {
+    for group in routine_summary(routine) {
+        text.push_str(&group);
+        text.push('\n');
+    }
+    for resource in flagged.iter().take(max) {
+        let firing = alerts
+            .get(resource.id.as_str())
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        text.push_str(&line(resource, firing));
+        text.push('\n');
+    }
+    let omitted = flagged.len().saturating_sub(max);
+    if omitted > 0 {
+        let mut entry = serde_json::Map::new();
+        entry.insert(omitted_key.to_owned(), json!(omitted));
+        text.push_str(&Value::Object(entry).to_string());
+        text.push('\n');
+    }
+}
+
 /// Resources an Assistant turn's brief lists in full (the rest of the flagged ones are counted):
 /// enough for a fleet's trouble at a glance, few enough that a CPU reads it in seconds.
 pub const MAX_BRIEF_LISTED: usize = 25;
@@ -249,23 +281,14 @@ the current state from it and say so; read with the tools for anything it does n
     );
     text.push_str(&open);
     text.push('\n');
-    for group in routine_summary(&routine) {
-        text.push_str(&group);
-        text.push('\n');
-    }
-    for resource in flagged.iter().take(MAX_BRIEF_LISTED) {
-        let firing = alerts
-            .get(resource.id.as_str())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        text.push_str(&line(resource, firing));
-        text.push('\n');
-    }
-    let omitted = flagged.len().saturating_sub(MAX_BRIEF_LISTED);
-    if omitted > 0 {
-        text.push_str(&json!({ "not_routine_not_listed": omitted }).to_string());
-        text.push('\n');
-    }
+    push_inventory(
+        &mut text,
+        &routine,
+        &flagged,
+        alerts,
+        MAX_BRIEF_LISTED,
+        "not_routine_not_listed",
+    );
     text.push_str(&close);
     text
 }
@@ -297,23 +320,14 @@ get by id). Every other resource is listed in full with its triage flags and fir
     });
     text.push_str(&open);
     text.push('\n');
-    for group in routine_summary(&routine) {
-        text.push_str(&group);
-        text.push('\n');
-    }
-    for resource in flagged.iter().take(MAX_SEEDED_RESOURCES) {
-        let firing = alerts
-            .get(resource.id.as_str())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        text.push_str(&line(resource, firing));
-        text.push('\n');
-    }
-    let omitted = flagged.len().saturating_sub(MAX_SEEDED_RESOURCES);
-    if omitted > 0 {
-        text.push_str(&json!({ "omitted_flagged_resources": omitted }).to_string());
-        text.push('\n');
-    }
+    push_inventory(
+        &mut text,
+        &routine,
+        &flagged,
+        alerts,
+        MAX_SEEDED_RESOURCES,
+        "omitted_flagged_resources",
+    );
     for finding in active.iter().take(MAX_SEEDED_RESOURCES) {
         text.push_str(
             // The resource id first: readers scanning for the subject of a line find it.
