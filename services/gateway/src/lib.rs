@@ -3,6 +3,7 @@
 mod actions;
 mod agent_context;
 mod agent_events;
+mod agents;
 mod alerts;
 mod assistant;
 mod audit;

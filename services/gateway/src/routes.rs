@@ -21,9 +21,9 @@ pub use crate::route::{RouteSpec, UNROUTED};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{
-    actions, agent_context, alerts, assistant, audit, auth, body_limit, cost, declared_errors,
-    findings, forecast, manifest, models, observe, openapi, operator_state, patrol, platform,
-    remediation_locks, resources, settings, system, tokens,
+    actions, agent_context, agents, alerts, assistant, audit, auth, body_limit, cost,
+    declared_errors, findings, forecast, manifest, models, observe, openapi, operator_state,
+    patrol, platform, remediation_locks, resources, settings, system, tokens,
 };
 
 /// Every `/api/` route of the tenant API, in the order the API lists them.
@@ -32,6 +32,7 @@ pub static API_ROUTES: LazyLock<Vec<RouteSpec>> = LazyLock::new(|| {
         system::ROUTES,
         tokens::ROUTES,
         resources::ROUTES,
+        agents::ROUTES,
         forecast::ROUTES,
         alerts::ROUTES,
         patrol::ROUTES,

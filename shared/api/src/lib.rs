@@ -10,6 +10,7 @@
 mod ids;
 
 pub mod actions;
+pub mod agents;
 pub mod alerts;
 pub mod assistant;
 pub mod audit;

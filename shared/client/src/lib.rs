@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use pulse_api::actions::{ActionView, AuditRecord, DecisionBody, PlanBody};
+use pulse_api::agents::ForgottenAgent;
 use pulse_api::audit::VerifyView;
 use pulse_api::findings::{
     DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
@@ -214,6 +215,12 @@ impl Client {
         self.send::<()>(Method::DELETE, &["api", "tokens", id], &[], None)
             .await
             .map(drop)
+    }
+
+    /// `DELETE /api/agents/{id}`: forgets a decommissioned host's agent and its resources.
+    pub async fn forget_agent(&self, id: &str) -> Result<ForgottenAgent, Error> {
+        self.call::<(), _>(Method::DELETE, &["api", "agents", id], &[], None)
+            .await
     }
 
     /// `GET /api/ai/patrol/findings`.

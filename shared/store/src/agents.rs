@@ -93,6 +93,25 @@ pub async fn get(tx: &TenantTx, id: &str) -> Result<Option<Agent>, StoreError> {
     }))
 }
 
+/// Forgets agent `id` (a decommissioned host): the row stays, `forgotten`, so its history keeps
+/// its keys, and a report of the agent brings it back online (see [`seen_all`]). A forgotten
+/// agent is never swept offline and not counted against the `agents` quota. The caller removes
+/// the agent's resources in the same transaction (`resources::apply_report` with nothing
+/// observed). Returns the agent's status before, or `None` when the tenant has no such agent.
+pub async fn forget(tx: &TenantTx, id: &str) -> Result<Option<String>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "WITH before AS (SELECT id, status FROM agents WHERE id = $1 FOR UPDATE)
+             UPDATE agents a SET status = 'forgotten'
+             FROM before b WHERE a.id = b.id
+             RETURNING b.status",
+            &[&id],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
 /// Online agents of every tenant whose last report is older than `cutoff` (at most 1000, the
 /// longest silent first). Identities only: the one cross-tenant read, through
 /// `pulse_stale_agents`.

@@ -99,7 +99,7 @@ pub async fn usage(tx: &TenantTx, quota: Quota) -> Result<Option<u64>, StoreErro
             "SELECT COALESCE(ceil(sum(cost_usd) * 1000000), 0)::bigint FROM cost_ledger
              WHERE occurred_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"
         }
-        Quota::Agents => "SELECT count(*)::bigint FROM agents",
+        Quota::Agents => "SELECT count(*)::bigint FROM agents WHERE status <> 'forgotten'",
         Quota::Resources => "SELECT count(*)::bigint FROM resources",
         Quota::Findings => {
             "SELECT count(*)::bigint FROM findings WHERE status IN ('active', 'snoozed')"
@@ -142,7 +142,7 @@ pub async fn admit_agent_token(tx: &TenantTx, token_id: uuid::Uuid) -> Result<()
     let known = tx
         .client()
         .query_opt(
-            "SELECT 1 FROM agents WHERE token_id = $1 LIMIT 1",
+            "SELECT 1 FROM agents WHERE token_id = $1 AND status <> 'forgotten' LIMIT 1",
             &[&token_id],
         )
         .await

@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures::StreamExt;
 use pulse_domain::TenantId;
-use pulse_domain::resource::{Health, ObservedResource, ResourceId, ResourceStatus, ResourceType};
+use pulse_domain::resource::{
+    Health, ObservedResource, Resource, ResourceId, ResourceStatus, ResourceType,
+};
 use pulse_store::agents::{self, AgentSession};
 use pulse_store::metrics::{self, MetricSample};
 use pulse_store::resources;
 use pulse_test_support::agent::host_id;
-use pulse_test_support::agent::{AgentStack, marker_service, write_service};
+use pulse_test_support::agent::{AgentStack, marker_service, of_host, write_service};
 use pulse_test_support::scheduler::TestScheduler;
 use pulse_test_support::service::{TestGateway, signal};
 use pulse_test_support::wait;
@@ -25,6 +27,9 @@ const INTERVAL: Duration = Duration::from_millis(500);
 const TICK_MS: &str = "200";
 /// Time for a freshly spawned binary to start and connect, on a loaded 2-core machine.
 const STARTUP: Duration = Duration::from_secs(10);
+/// A supervised service that exits at once and is restarted quickly: a restart loop.
+const CRASHER: &str = "name = \"crasher\"\ncommand = \"sh\"\nargs = [\"-c\", \"exit 3\"]\n\
+    [restart]\npolicy = \"on-failure\"\ninitial_backoff_ms = 100\nmax_backoff_ms = 300\n";
 /// Polling the API and a loaded machine add latency on top of the report interval.
 const SLACK: Duration = Duration::from_millis(1500);
 
@@ -280,12 +285,7 @@ async fn a_crash_looping_service_raises_restart_loop() -> anyhow::Result<()> {
     let reader = stack.create_token("reader", &["monitoring:read"]).await?;
     let host = host_id("crash");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
-    write_service(
-        &spec.services_dir,
-        "crasher.toml",
-        "name = \"crasher\"\ncommand = \"sh\"\nargs = [\"-c\", \"exit 3\"]\n\
-         [restart]\npolicy = \"on-failure\"\ninitial_backoff_ms = 100\nmax_backoff_ms = 300\n",
-    )?;
+    write_service(&spec.services_dir, "crasher.toml", CRASHER)?;
     let service_id = format!("service:{host}:crasher");
     let key = format!("{service_id}:restart_loop");
     let agent = stack.spawn_agent(&spec)?;
@@ -370,6 +370,129 @@ async fn a_silent_agent_raises_agent_offline_until_it_reports_again() -> anyhow:
 
     let status = agent.stop(Duration::from_secs(10)).await?;
     assert!(status.success(), "agent exited with {status}");
+    scheduler.stop().await?;
+    stack.stop().await
+}
+
+/// Forgetting a decommissioned host's agent (`DELETE /api/agents/{id}`): its resources leave
+/// the inventory, their firing alert clears, and the agent never goes offline, shown by a
+/// second agent killed after it that does. Refusals: a bad id, an unknown agent, a token
+/// without `admin`; forgetting twice removes nothing.
+#[tokio::test]
+async fn a_forgotten_agent_leaves_the_inventory_its_alerts_clear_and_it_never_goes_offline()
+-> anyhow::Result<()> {
+    let stack = AgentStack::start(&[("PULSE_RELAY__AGENT_OFFLINE_AFTER_MS", "1500")]).await?;
+    let scheduler = TestScheduler::start(
+        &stack.gateway,
+        &stack.dir.join("scheduler"),
+        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
+    )
+    .await?;
+    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
+    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    let gone = host_id("gone");
+    let spec = stack.agent_spec(&gone, &agent_token, INTERVAL)?;
+    write_service(&spec.services_dir, "crasher.toml", CRASHER)?;
+    let loop_key = format!("service:{gone}:crasher:restart_loop");
+    let agent = stack.spawn_agent(&spec)?;
+    let fired = wait::until(
+        STARTUP + Duration::from_secs(10),
+        "restart_loop",
+        || async {
+            let list = alerts(&stack.gateway, &reader, "").await?;
+            find_key(&list, &loop_key).cloned()
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(20)))?;
+    // The host is decommissioned: its agent stops, then Pulse forgets it.
+    let status = agent.stop(Duration::from_secs(10)).await?;
+    assert!(status.success(), "agent exited with {status}");
+
+    let path = format!("/api/agents/{gone}");
+    let (status, body) = stack
+        .gateway
+        .request_json(reqwest::Method::DELETE, &reader, &path, None)
+        .await?;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (403, Some("missing_scope")),
+        "{body}"
+    );
+    let (status, body) = stack
+        .gateway
+        .admin_json(reqwest::Method::DELETE, &path, None)
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["agent_id"], gone.as_str());
+    assert_eq!(body["previous_status"], "online");
+    assert!(
+        body["resources_removed"].as_u64().unwrap_or(0) >= 2,
+        "host and crasher: {body}"
+    );
+    let left: Vec<Resource> = stack.resources(&reader).await?;
+    assert!(of_host(&left, &gone).is_empty(), "{left:?}");
+    let cleared = wait::until(Duration::from_secs(10), "restart_loop to clear", || async {
+        let list = alerts(&stack.gateway, &reader, "state=cleared").await?;
+        find_key(&list, &loop_key).cloned()
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; scheduler log:\n{}", scheduler.process.log_tail(30)))?;
+    assert_eq!(cleared["id"], fired["id"]);
+
+    let (status, body) = stack
+        .gateway
+        .admin_json(reqwest::Method::DELETE, &path, None)
+        .await?;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["previous_status"], "forgotten");
+    assert_eq!(body["resources_removed"], 0);
+    for (bad, code, status) in [
+        ("/api/agents/no-such-agent", "not_found", 404),
+        ("/api/agents/a%20b", "invalid_parameter", 400),
+    ] {
+        let (got, body) = stack
+            .gateway
+            .admin_json(reqwest::Method::DELETE, bad, None)
+            .await?;
+        assert_eq!(
+            (got, body["error"].as_str()),
+            (status, Some(code)),
+            "{bad}: {body}"
+        );
+    }
+
+    // A second agent, killed after the first was forgotten, goes offline; the forgotten one,
+    // silent for longer, does not.
+    let witness = host_id("witness");
+    let witness_spec = stack.agent_spec(&witness, &agent_token, INTERVAL)?;
+    let agent = stack.spawn_agent(&witness_spec)?;
+    wait::until(STARTUP, "the witness's first report", || async {
+        stack
+            .resource(&reader, &format!("host:{witness}"))
+            .await
+            .ok()
+            .map(drop)
+    })
+    .await?;
+    signal(agent.pid().expect("agent pid"), libc::SIGKILL);
+    let _ = agent.stop(Duration::from_secs(5)).await;
+    let witness_key = format!("host:{witness}:agent_offline");
+    wait::until(
+        Duration::from_secs(10),
+        "the witness's agent_offline",
+        || async {
+            let list = alerts(&stack.gateway, &reader, "").await?;
+            find_key(&list, &witness_key).cloned()
+        },
+    )
+    .await?;
+    let all = alerts(&stack.gateway, &reader, "state=all")
+        .await
+        .expect("alerts listed");
+    let gone_offline = format!("host:{gone}:agent_offline");
+    assert!(find_key(&all, &gone_offline).is_none(), "{all:?}");
+
     scheduler.stop().await?;
     stack.stop().await
 }

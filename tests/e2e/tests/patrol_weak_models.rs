@@ -10,7 +10,9 @@
 //! - `sim:inventing` reads 20 made-up ids in one answer: 16 run and are answered with the
 //!   nearest real ids, the rest are refused with a message the model can act on, and the run
 //!   still finds the fault.
-//! - `sim:looping` calls its first tool again and again: the run ends without an all-clear.
+//! - `sim:looping` calls its first tool again and again: the first repeat is answered with a
+//!   note instead of running, the run goes straight to its decision turn, and it ends without
+//!   an all-clear.
 //! - A model that only ever answers in prose, from the opening turn on, is sent back to read
 //!   exactly once, and the run ends without an all-clear.
 
@@ -150,11 +152,58 @@ async fn a_model_that_loops_gets_no_all_clear() -> anyhow::Result<()> {
     assert_ne!(run.status, RunStatus::Healthy, "{run:?}");
     assert_eq!(run.new_findings, 0, "{run:?}");
     assert!(fleet.findings().await?.is_empty());
-    // The loop was bounded: the run ended on its own budget, within the run's deadline.
     assert!(run.tool_call_count > 0, "{run:?}");
+
+    // The loop was bounded by the repeat rule, not by a budget: the first repeat of the read is
+    // answered with a note instead of running again, and the very next request is the decision
+    // turn, which offers no read.
+    let watch: Vec<Value> = fleet
+        .sim
+        .requests()
+        .into_iter()
+        .map(|r| r.body)
+        .filter(|b| b["messages"].to_string().contains("Inventory:"))
+        .collect();
+    let notes = |body: &Value| {
+        body["messages"]
+            .as_array()
+            .map(|m| {
+                m.iter()
+                    .filter(|m| m["role"] == "tool")
+                    .filter(|m| {
+                        m["content"]
+                            .as_str()
+                            .is_some_and(|c| c.starts_with(REPEATED))
+                    })
+                    .count()
+            })
+            .unwrap_or_default()
+    };
+    let first = watch
+        .iter()
+        .position(|b| notes(b) > 0)
+        .unwrap_or_else(|| panic!("no request carries the repeat note: {watch:?}"));
+    assert_eq!(notes(&watch[first]), 1, "{:?}", watch[first]);
+    let offered: Vec<&str> = watch[first]["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        !offered.is_empty() && offered.iter().all(|t| t.starts_with("patrol_")),
+        "the request after the repeat is the decision turn: {offered:?}"
+    );
+    // Nothing read again afterwards: every later request has the same single note.
+    assert!(watch[first..].iter().all(|b| notes(b) == 1), "{watch:?}");
 
     fleet.stop().await
 }
+
+/// The words the note for a repeated read opens with.
+const REPEATED: &str = "You already made this exact call in this run";
 
 /// The words the runtime's read-first push-back opens with.
 const READ_FIRST: &str = "Nothing has been read in this run yet";

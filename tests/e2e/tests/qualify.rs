@@ -125,6 +125,26 @@ async fn watch_track(stack: &QualifyStack, lab: &str) -> anyhow::Result<()> {
         );
         assert_clean_teardown(report);
     }
+    // Each lab host was forgotten at its teardown: none is left in Pulse's inventory to go
+    // offline or to lengthen later runs' seeds.
+    let resources: Value = reqwest::Client::new()
+        .get(format!("{}/api/resources", stack.gateway_url))
+        .bearer_auth(&stack.admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let lab_hosts: Vec<&Value> = resources["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            r["agent_id"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("node-"))
+        })
+        .collect();
+    assert!(lab_hosts.is_empty(), "{lab_hosts:?}");
     // The suite summary and each run's checksums are written.
     assert!(dir.join("suite.json").is_file() && dir.join("suite.md").is_file());
     for (path, _) in &runs {

@@ -199,6 +199,27 @@ impl PulseClient {
         }
     }
 
+    /// Forgets the lab's agent and its resources once the lab is torn down, so they neither
+    /// linger in the inventory (every later full run would read them) nor go offline (an
+    /// `agent_offline` alert and its Patrol run). An agent Pulse never saw is nothing to forget.
+    pub async fn forget_agent(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/api/agents/{id}");
+        match self
+            .api
+            .forget_agent(id)
+            .await
+            .map_err(refused(Method::DELETE, &path))
+        {
+            Ok(_) => Ok(()),
+            Err(ClientError::Refused { status, .. })
+                if status == StatusCode::NOT_FOUND.as_u16() =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     pub async fn ai_settings(&self) -> Result<SettingsView, ClientError> {
         self.api
             .ai_settings()

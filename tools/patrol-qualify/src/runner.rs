@@ -5,8 +5,8 @@
 //! collection; inject the faults and wait until the oracle sees each past its threshold and
 //! Pulse shows it; request one scoped Patrol run on exactly the lab's resources and read its
 //! record and findings; check every fault is still in place; follow the investigation and the
-//! governed action when the track has them; revert; stop the agent; clean up twice; take the
-//! inventory again; score. Every wait has a deadline; a failure anywhere becomes the run's
+//! governed action when the track has them; revert; stop the agent; have Pulse forget its host
+//! (`DELETE /api/agents/{id}`); clean up twice; take the inventory again; score. Every wait has a deadline; a failure anywhere becomes the run's
 //! `run_error` (a hard failure) and teardown still runs.
 
 use std::collections::BTreeMap;
@@ -405,6 +405,8 @@ struct Live {
     lab: Lab,
     agent: Option<Supervised>,
     agent_token_id: Option<String>,
+    /// The lab agent's host id, once it was started: forgotten at teardown.
+    agent_host_id: Option<String>,
 }
 
 /// Runs `entry` once. Never fails: what went wrong is in the report.
@@ -452,6 +454,7 @@ pub async fn run_once(session: &Session, entry: &Entry, repeat_index: u32) -> Ru
         lab,
         agent: None,
         agent_token_id: None,
+        agent_host_id: None,
     };
     let mut before = None;
     // SIGINT or SIGTERM stops the run where it is; the lab is still torn down and the run
@@ -567,6 +570,7 @@ async fn execute(
         .await
         .map_err(|e| format!("issuing the lab agent's token: {e}"))?;
     live.agent_token_id = Some(token_id);
+    live.agent_host_id = Some(host_id.clone());
     let state_dir = match &live.lab {
         Lab::Process(lab) => lab.agent_state_dir(),
         Lab::Docker(_) => std::env::temp_dir().join(format!("agent-{token}")),
@@ -842,7 +846,7 @@ async fn request_run(client: &PulseClient, ids: &[String]) -> Result<RunId, Stri
 
 /// Waits until the tenant has no Patrol run in progress and no scoped run queued, up to
 /// [`IDLE_DEADLINE`]; returns the milliseconds waited. Pulse starts runs of its own (an alert on
-/// the injected fault, `agent_offline` on an earlier scenario's lab host after its teardown), and
+/// the injected fault, or `agent_offline` on an earlier lab host whose forgetting failed), and
 /// on one slow model a scored run queued behind them would measure the queue, not the run. After
 /// the deadline the harness goes on and notes it; the run's own timeout still applies.
 async fn await_patrol_idle(client: &PulseClient, obs: &mut RunObservation) -> u64 {
@@ -1205,6 +1209,15 @@ async fn teardown(
             obs.teardown
                 .errors
                 .push(format!("revoking the lab agent's token: {e}"));
+        }
+    }
+    // The stopped agent's host is decommissioned: Pulse forgets it rather than sweeping it
+    // offline, which would raise `agent_offline` and queue a Patrol run ahead of the next one.
+    if let Some(host_id) = live.agent_host_id.take() {
+        if let Err(e) = session.client.forget_agent(&host_id).await {
+            obs.teardown
+                .errors
+                .push(format!("forgetting the lab agent's host: {e}"));
         }
     }
     match live.lab.cleanup().await {

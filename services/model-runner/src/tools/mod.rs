@@ -201,6 +201,10 @@ struct LedgerState {
     reads: u32,
     /// Whether the current turn can read (the decision, repair and review turns cannot).
     reads_closed: bool,
+    /// Canonical `name + arguments` of the reads answered without an error.
+    served_reads: HashSet<String>,
+    /// A read repeated an earlier turn's since the runtime last looked.
+    repeated_read: bool,
 }
 
 /// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
@@ -275,6 +279,25 @@ impl RunLedger {
                 s.looked_at.insert(id.to_owned());
             }
         });
+    }
+
+    /// Whether an identical read was already answered in this run; if so, notes the repeat.
+    /// (Repeats within one answer never get here: the loop runs each call of an answer once.)
+    fn repeats_read(&self, signature: &str) -> bool {
+        self.with(|s| {
+            let repeat = s.served_reads.contains(signature);
+            s.repeated_read |= repeat;
+            repeat
+        })
+    }
+
+    fn serve_read(&self, signature: String) {
+        self.with(|s| s.served_reads.insert(signature));
+    }
+
+    /// Whether a read repeated an earlier turn's since the last call, reset.
+    pub fn take_repeated_read(&self) -> bool {
+        self.with(|s| std::mem::take(&mut s.repeated_read))
     }
 
     /// Whether any read of this run was answered.
@@ -355,6 +378,12 @@ impl RunLedger {
         self.with(|s| std::mem::take(&mut s.batch))
     }
 
+    /// Records a repeated read directly (tests of what consumes it).
+    #[cfg(test)]
+    pub(crate) fn note_repeated_read(&self) {
+        self.with(|s| s.repeated_read = true);
+    }
+
     /// Records a batch outcome directly (tests of what consumes batches).
     #[cfg(test)]
     pub(crate) fn tally(&self, accepted: u32, rejected: u32) {
@@ -364,6 +393,11 @@ impl RunLedger {
         });
     }
 }
+
+/// What a read identical to one already answered in the run gets instead of running again.
+pub const REPEATED_READ_NOTE: &str = "You already made this exact call in this run; its result is \
+    above and has not changed, so Pulse did not run it again. Stop reading and decide from what \
+    you read: report each problem you found, clear each signal that is expected and say why.";
 
 /// The canonical signature of a call, for "accepted calls are not repeated".
 fn signature(call: &ToolCall) -> String {
@@ -436,6 +470,19 @@ impl ToolHandler for WatchTools {
         admitted: &'a AdmittedCall,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
+            let is_read = matches!(
+                admitted.tool,
+                ToolName::PulseQuery | ToolName::PulseMetrics | ToolName::PulseRead
+            );
+            let read_signature = is_read.then(|| signature(call));
+            if let Some(signature) = &read_signature {
+                if self.ledger.repeats_read(signature) {
+                    // Nothing changes within a run: the same read again is a loop, not evidence
+                    // (a real 1.5B model spent whole runs repeating one list). The runtime moves
+                    // on to the decision turn after this turn.
+                    return ToolResult::ok(&call.id, REPEATED_READ_NOTE);
+                }
+            }
             let read = match admitted.tool {
                 ToolName::PulseQuery => Some(query::call(&self.ctx, call).await),
                 ToolName::PulseMetrics => Some(metrics::call(&self.ctx, call).await),
@@ -449,6 +496,9 @@ impl ToolHandler for WatchTools {
                         .and_then(|id| self.ctx.in_scope(id));
                     self.ledger
                         .note_read(named.map(|resource| resource.id.as_str()));
+                    if let Some(signature) = read_signature {
+                        self.ledger.serve_read(signature);
+                    }
                 }
                 return result;
             }
@@ -640,6 +690,62 @@ mod tests {
         .await;
         assert!(!web.is_error, "{}", web.content);
         assert_eq!(tools.ledger.rejected(), 3);
+        Ok(())
+    }
+
+    /// A weak model's loop: the same read again is answered with a note, not run, and the
+    /// runtime is told; a read with other arguments runs; a failed read may be retried.
+    #[tokio::test]
+    async fn a_read_already_answered_in_the_run_is_not_run_again() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let list = json!({"action": "list", "resource_type": "service"});
+        let first = answer(&tools, "pulse_query", list.clone()).await;
+        assert!(
+            !first.is_error && first.content.contains("service:h1:web"),
+            "{}",
+            first.content
+        );
+        assert!(!tools.ledger.take_repeated_read());
+
+        // Key order does not make it another call.
+        let again = answer(
+            &tools,
+            "pulse_query",
+            json!({"resource_type": "service", "action": "list"}),
+        )
+        .await;
+        assert!(!again.is_error);
+        assert_eq!(again.content, REPEATED_READ_NOTE);
+        assert!(
+            tools.ledger.take_repeated_read(),
+            "the runtime is told once"
+        );
+        assert!(!tools.ledger.take_repeated_read());
+
+        let other = answer(
+            &tools,
+            "pulse_query",
+            json!({"action": "get", "resource_id": "service:h1:db"}),
+        )
+        .await;
+        assert!(
+            !other.is_error && other.content.contains("service:h1:db"),
+            "{}",
+            other.content
+        );
+        assert!(!tools.ledger.take_repeated_read());
+
+        let missing = json!({"action": "get", "resource_id": "service:h1:nope"});
+        let failed = answer(&tools, "pulse_query", missing.clone()).await;
+        assert!(failed.is_error, "{}", failed.content);
+        let retried = answer(&tools, "pulse_query", missing).await;
+        assert!(
+            retried.is_error && retried.content != REPEATED_READ_NOTE,
+            "{}",
+            retried.content
+        );
+        assert!(!tools.ledger.take_repeated_read());
         Ok(())
     }
 

@@ -12,6 +12,8 @@
 //!   final decision turn included; one repair-only turn may extend either by one.
 //! - A batch of lifecycle calls with both accepted and refused calls stops the turn for one
 //!   repair-only turn (once per run).
+//! - A read identical to one already answered in the run (a weak model's loop) ends the
+//!   investigation: the run goes to its decision turn.
 
 use std::sync::Arc;
 
@@ -32,6 +34,9 @@ pub enum AllowanceStop {
     Exhausted,
     /// The last batch of lifecycle calls was partly refused: one repair-only turn.
     Repair,
+    /// A read repeated one already answered in the run: reading on is a loop, so the run goes
+    /// to its decision turn.
+    Decide,
 }
 
 /// The run's declining allowance, told every turn's usage.
@@ -85,6 +90,10 @@ impl TokenAllowance for DecliningAllowance {
             self.stopped = Some(AllowanceStop::Repair);
             return AllowanceDecision::Stop;
         }
+        if self.ledger.take_repeated_read() {
+            self.stopped = Some(AllowanceStop::Decide);
+            return AllowanceDecision::Stop;
+        }
         if self.remaining < u64::from(STRUCTURED_TURN_OUTPUT_TOKENS) {
             self.stopped = Some(AllowanceStop::Exhausted);
             return AllowanceDecision::Stop;
@@ -122,6 +131,23 @@ mod tests {
         );
         assert_eq!(allowance.take_stop(), Some(AllowanceStop::Exhausted));
         assert_eq!(allowance.take_stop(), None);
+    }
+
+    #[test]
+    fn a_repeated_read_sends_the_run_to_its_decision() {
+        let ledger = Arc::new(RunLedger::new());
+        let mut allowance = DecliningAllowance::new(ledger.clone());
+        assert_eq!(
+            allowance.after_turn(1, usage(1_000, 50), usage(1_000, 50)),
+            AllowanceDecision::Continue
+        );
+        ledger.note_repeated_read();
+        assert_eq!(
+            allowance.after_turn(2, usage(1_100, 50), usage(2_100, 100)),
+            AllowanceDecision::Stop
+        );
+        assert_eq!(allowance.take_stop(), Some(AllowanceStop::Decide));
+        assert!(!ledger.take_repeated_read(), "taken by the allowance");
     }
 
     #[test]
