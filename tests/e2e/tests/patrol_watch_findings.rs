@@ -342,6 +342,25 @@ async fn an_empty_or_tool_free_answer_is_no_all_clear_while_a_flag_is_unaddresse
         "{review}"
     );
     assert!(review.contains("alert_unhealthy"), "{review}");
+    // The empty answers are not carried into the next request: kept, they show the model
+    // answering nothing (a real 1.5B model then answered nothing again).
+    for request in fleet
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.model == "sim:empty")
+    {
+        let carried_empty = request.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "assistant")
+            .any(|m| {
+                m["content"].as_str().is_none_or(|c| c.trim().is_empty())
+                    && m["tool_calls"].as_array().is_none_or(Vec::is_empty)
+            });
+        assert!(!carried_empty, "{}", request.body["messages"]);
+    }
 
     // "All fine" without a tool call while web is flagged: the flag stays visible, no all-clear.
     fleet.set_model("sim:lazy").await?;

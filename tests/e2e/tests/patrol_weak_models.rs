@@ -179,6 +179,12 @@ async fn a_model_that_loops_gets_no_all_clear() -> anyhow::Result<()> {
             })
             .unwrap_or_default()
     };
+    // The opening turn can only read, so its answer is bounded tighter than the others.
+    assert_eq!(watch[0]["max_tokens"], 512, "{}", watch[0]);
+    assert!(
+        watch[1..].iter().all(|b| b["max_tokens"] == 2048),
+        "{watch:?}"
+    );
     let first = watch
         .iter()
         .position(|b| notes(b) > 0)

@@ -7,7 +7,8 @@
 //! A clear must say why the signal is expected. One whose evidence and reason only restate the
 //! signal (a real 1.5B model cleared `alert_agent_offline` with "The alert 'agent_offline' was not
 //! reported or assessed.", Pulse's own review words, and its run became an all-clear) is refused:
-//! see [`says_why`].
+//! see [`says_why`]. So is one that describes a problem with nothing that makes it expected
+//! ([`asserts_a_problem`]), and a clear on a resource the same run reported as a problem.
 
 use serde_json::json;
 
@@ -62,6 +63,35 @@ pub fn clear(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResu
         };
         return ToolResult::error(&call.id, message);
     }
+    // A report says the resource has a problem; a clear of one of its signals would say the
+    // opposite (a real 1.5B model reported a failing check and cleared it in the same run).
+    if ledger
+        .reports()
+        .iter()
+        .any(|r| r.resource_id == resource_id)
+    {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            format!(
+                "the clear was refused: this run reported {resource_id} as a problem, which \
+                 already addresses its signals; a clear would say the opposite. Nothing was \
+                 cleared"
+            ),
+        );
+    }
+    if let Some(word) = asserts_a_problem(evidence, reason) {
+        ledger.reject();
+        return ToolResult::error(
+            &call.id,
+            format!(
+                "the clear was refused: its evidence and reason say {resource_id} has a problem \
+                 ({word:?}) and nothing that makes {signal} expected (maintenance, a planned \
+                 change, a test, a decommissioning). Report the problem with \
+                 patrol_report_finding instead; nothing was cleared"
+            ),
+        );
+    }
     // The resource's own names restate it too ("the alert on host 'vm'").
     let names = ctx
         .in_scope(resource_id)
@@ -91,7 +121,12 @@ pub fn clear(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResu
     );
     json_result(
         call,
-        &json!({"cleared": true, "resource_id": resource_id, "signal": signal}),
+        &json!({
+            "cleared": true,
+            "resource_id": resource_id,
+            "signal": signal,
+            "still_unaddressed": ledger.still_unaddressed(),
+        }),
     )
 }
 
@@ -244,9 +279,131 @@ pub fn says_why(evidence: &str, reason: &str, resource: &str, signal: &str) -> b
     })
 }
 
+/// Words that say a resource has a problem.
+const PROBLEM_WORDS: &[&str] = &[
+    "fail",
+    "fails",
+    "failed",
+    "failing",
+    "failure",
+    "failures",
+    "error",
+    "errors",
+    "issue",
+    "issues",
+    "problem",
+    "problems",
+    "unhealthy",
+    "crash",
+    "crashed",
+    "crashes",
+    "crashing",
+    "broken",
+    "unresponsive",
+    "malfunction",
+    "malfunctioning",
+    "degraded",
+];
+
+/// What "not" before it turns into a problem ("not responding").
+const NEGATED_WORKING: &[&str] = &["functioning", "responding", "working", "running"];
+
+/// Words that say why a problem-looking signal is expected (a bare "expected" is not one: a
+/// weak model writes "not functioning as expected").
+const EXPECTATION_WORDS: &[&str] = &[
+    "intentional",
+    "intentionally",
+    "deliberate",
+    "deliberately",
+    "purpose",
+    "planned",
+    "scheduled",
+    "maintenance",
+    "migration",
+    "migrating",
+    "migrated",
+    "upgrade",
+    "upgrading",
+    "decommissioned",
+    "decommissioning",
+    "retired",
+    "test",
+    "testing",
+    "disabled",
+    "design",
+    "known",
+    "acknowledged",
+];
+
+/// The first word of a clear's evidence or reason that says the resource has a problem, when
+/// nothing in them says why that is expected: such a clear describes a problem to report.
+pub fn asserts_a_problem(evidence: &str, reason: &str) -> Option<String> {
+    let words: Vec<String> = format!("{evidence} {reason}")
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    if words
+        .iter()
+        .any(|w| EXPECTATION_WORDS.contains(&w.as_str()))
+    {
+        return None;
+    }
+    words.iter().enumerate().find_map(|(i, w)| {
+        if PROBLEM_WORDS.contains(&w.as_str()) {
+            return Some(w.clone());
+        }
+        let negated = i > 0 && matches!(words[i - 1].as_str(), "not" | "no" | "never");
+        (negated && NEGATED_WORKING.contains(&w.as_str())).then(|| format!("not {w}"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clear_that_describes_a_problem_is_a_report_in_disguise() {
+        // What a real 1.5B model wrote to clear a failing health check (the client of a stopped
+        // dependency) and a check it had just reported.
+        assert_eq!(
+            asserts_a_problem(
+                "The health check failed, indicating an issue with the service.",
+                "The service is in an unhealthy state due to a health check failure."
+            ),
+            Some("failed".to_owned())
+        );
+        assert_eq!(
+            asserts_a_problem(
+                "The health check is failing because the service is not responding to requests.",
+                "The health check is failing."
+            ),
+            Some("failing".to_owned())
+        );
+        assert_eq!(
+            asserts_a_problem("it is not responding", "see above"),
+            Some("not responding".to_owned())
+        );
+        // Expected problems say why.
+        assert_eq!(
+            asserts_a_problem(
+                "the web service is being migrated; its check is expected to fail",
+                "planned maintenance"
+            ),
+            None
+        );
+        assert_eq!(
+            asserts_a_problem("label lifecycle=retired", "the host was decommissioned"),
+            None
+        );
+        assert_eq!(
+            asserts_a_problem(
+                "no health check is configured for this service",
+                "an unknown health is what a service without a check reports"
+            ),
+            None
+        );
+    }
 
     #[test]
     fn a_clear_that_only_restates_its_signal_says_nothing() {

@@ -322,6 +322,7 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
                     title: finding.title.clone(),
                 },
             );
+            answer["still_unaddressed"] = ledger.still_unaddressed();
             json_result(call, &answer)
         }
         Err(FindingsError::Report(error)) => {
@@ -537,6 +538,7 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
             if verifier != VerifierOutcome::NotRun {
                 answer["verifier"] = json!(verifier.as_str());
             }
+            answer["still_unaddressed"] = ledger.still_unaddressed();
             json_result(call, &answer)
         }
         Err(FindingsError::Assess(refusal)) => {

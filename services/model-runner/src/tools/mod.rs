@@ -31,7 +31,7 @@ use pulse_domain::resource::Resource;
 use pulse_store::Store;
 use serde_json::Value;
 
-use crate::tools::signals::SignalBook;
+use crate::tools::signals::{SignalBook, Unaddressed};
 use pulse_agent_loop::agent_loop::{BoxFuture, ToolHandler};
 use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
@@ -180,6 +180,8 @@ struct LedgerState {
     snapshot: Option<String>,
     /// Active findings shown to the run (in the seed or the snapshot), with their titles.
     presented: BTreeMap<FindingId, String>,
+    /// The resource of each active finding of the run's scope: a verdict addresses it.
+    finding_resources: BTreeMap<FindingId, String>,
     reports: Vec<AcceptedReport>,
     verdicts: Vec<AcceptedVerdict>,
     /// Lifecycle calls refused by their handler (the gate's denials are in the loop's records).
@@ -227,6 +229,44 @@ impl RunLedger {
     /// Marks active findings as shown to the run: each needs a verdict (or a re-report).
     pub fn present(&self, findings: impl IntoIterator<Item = (FindingId, String)>) {
         self.with(|s| s.presented.extend(findings));
+    }
+
+    /// Tells the ledger the resource of each active finding in scope.
+    pub fn locate_findings(&self, resources: BTreeMap<FindingId, String>) {
+        self.with(|s| s.finding_resources = resources);
+    }
+
+    /// The signals no accepted report, verdict or clear has addressed yet: a report or a verdict
+    /// addresses every signal of its resource, a clear only its own signal.
+    pub fn unaddressed(&self) -> Vec<Unaddressed> {
+        self.with(|s| {
+            let addressed: BTreeSet<String> = s
+                .reports
+                .iter()
+                .map(|r| r.resource_id.clone())
+                .chain(
+                    s.verdicts
+                        .iter()
+                        .filter_map(|v| s.finding_resources.get(&v.finding_id).cloned()),
+                )
+                .collect();
+            let cleared: BTreeSet<(String, String)> = s.cleared.keys().cloned().collect();
+            s.signals.unaddressed(&addressed, &cleared)
+        })
+    }
+
+    /// What an accepted lifecycle call's result adds: the flagged resources still waiting for a
+    /// report, verdict or clear, so a model that just wrote one sees the next (a real 1.5B model
+    /// reported one of two flagged resources and stopped). Empty when nothing is left.
+    pub fn still_unaddressed(&self) -> Value {
+        let left = self.unaddressed();
+        let grouped = signals::by_resource(&left);
+        let listed: Vec<Value> = grouped
+            .iter()
+            .take(MAX_LISTED_UNADDRESSED)
+            .map(|(id, signals)| serde_json::json!({"resource_id": id, "signals": signals}))
+            .collect();
+        Value::Array(listed)
     }
 
     pub fn snapshot(&self) -> Option<String> {
@@ -393,6 +433,9 @@ impl RunLedger {
         });
     }
 }
+
+/// Resources an accepted lifecycle call's result lists as still unaddressed.
+const MAX_LISTED_UNADDRESSED: usize = 5;
 
 /// What a read identical to one already answered in the run gets instead of running again.
 pub const REPEATED_READ_NOTE: &str = "You already made this exact call in this run; its result is \
@@ -877,6 +920,91 @@ mod tests {
         assert!(!why.is_error, "{}", why.content);
         assert_eq!(tools.ledger.cleared().len(), 1);
         Ok(())
+    }
+
+    /// A clear that describes a problem, or clears a signal of a resource the run reported, is
+    /// refused; an accepted report says what is still unaddressed (here: nothing).
+    #[tokio::test]
+    async fn a_clear_may_not_contradict_a_problem_and_accepted_calls_say_what_is_left()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tools = tools(&db).await;
+        let clear = |evidence: &str, reason: &str| {
+            json!({"resource_id": "service:h1:web", "signal": "health_check_failing",
+                   "evidence": evidence, "reason": reason})
+        };
+        let described = answer(
+            &tools,
+            "patrol_clear_signal",
+            clear(
+                "The health check failed, indicating an issue with the service.",
+                "The service is in an unhealthy state due to a health check failure.",
+            ),
+        )
+        .await;
+        assert!(
+            described.is_error && described.content.contains("has a problem"),
+            "{}",
+            described.content
+        );
+        let read = answer(&tools, "pulse_query", json!({"action": "list"})).await;
+        assert!(!read.is_error, "{}", read.content);
+        let reported = answer(
+            &tools,
+            "patrol_report_finding",
+            report_args("service:h1:web", "web", "service"),
+        )
+        .await;
+        assert!(!reported.is_error, "{}", reported.content);
+        let answer_json: Value = serde_json::from_str(&reported.content)?;
+        assert_eq!(answer_json["still_unaddressed"], json!([]), "{answer_json}");
+        let after = answer(
+            &tools,
+            "patrol_clear_signal",
+            clear("web is being migrated", "planned maintenance"),
+        )
+        .await;
+        assert!(
+            after.is_error
+                && after
+                    .content
+                    .contains("reported service:h1:web as a problem"),
+            "{}",
+            after.content
+        );
+        assert!(tools.ledger.cleared().is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn what_is_still_unaddressed_is_one_entry_per_resource() {
+        let scope = vec![
+            test_support::resource("h1", "web", Health::Unhealthy),
+            test_support::resource("h1", "api", Health::Unhealthy),
+        ];
+        let ledger = RunLedger::new();
+        ledger.set_signals(SignalBook::new(&scope, &BTreeMap::new()));
+        assert_eq!(
+            ledger.still_unaddressed(),
+            json!([
+                {"resource_id": "service:h1:api", "signals": ["health_check_failing"]},
+                {"resource_id": "service:h1:web", "signals": ["health_check_failing"]},
+            ])
+        );
+        ledger.accept_report(
+            "r".to_owned(),
+            AcceptedReport {
+                finding_id: "00000000000000aa".parse().expect("id"),
+                kind: ReportKind::New,
+                severity: Severity::Warning,
+                resource_id: "service:h1:web".to_owned(),
+                title: "web failing".to_owned(),
+            },
+        );
+        assert_eq!(
+            ledger.still_unaddressed(),
+            json!([{"resource_id": "service:h1:api", "signals": ["health_check_failing"]}])
+        );
     }
 
     #[tokio::test]

@@ -113,6 +113,19 @@ impl SignalBook {
     }
 }
 
+/// `unaddressed` grouped by resource, in order of first appearance: each resource once, with
+/// its signals.
+pub fn by_resource(unaddressed: &[Unaddressed]) -> Vec<(&str, Vec<&str>)> {
+    let mut grouped: Vec<(&str, Vec<&str>)> = Vec::new();
+    for u in unaddressed {
+        match grouped.iter_mut().find(|(id, _)| *id == u.resource_id) {
+            Some((_, signals)) => signals.push(&u.signal),
+            None => grouped.push((&u.resource_id, vec![&u.signal])),
+        }
+    }
+    grouped
+}
+
 /// The instruction of the one repair turn for an empty answer or unaddressed signals;
 /// `findings`: the run has active findings (and offers the verdict tool).
 pub fn nudge_instruction(
@@ -137,13 +150,7 @@ pub fn nudge_instruction(
     }
     // One line per resource, its signals together: a resource needs one report, however many
     // signals it carries (a real 1.5B model answered a list of signal pairs with nothing).
-    let mut by_resource: Vec<(&str, Vec<&str>)> = Vec::new();
-    for u in unaddressed {
-        match by_resource.iter_mut().find(|(id, _)| *id == u.resource_id) {
-            Some((_, signals)) => signals.push(&u.signal),
-            None => by_resource.push((&u.resource_id, vec![&u.signal])),
-        }
-    }
+    let by_resource = by_resource(unaddressed);
     text.push_str("Pulse's checks flag these resources and nothing addressed them:\n");
     for (id, signals) in by_resource.iter().take(MAX_NUDGE_RESOURCES) {
         text.push_str(&format!("- {id} ({})\n", signals.join(", ")));
@@ -155,8 +162,8 @@ pub fn nudge_instruction(
         ));
     }
     text.push_str(
-        "Now call patrol_report_finding once for each of them, with its resource_id exactly as \
-written above and a complete report (key, severity, category, resource_name, resource_type, \
+        "Now call patrol_report_finding once for each of them, as a tool call and not as a \
+description, with its resource_id exactly as written above and a complete report (key, severity, category, resource_name, resource_type, \
 title, description, impact, recommendation, evidence from what you read)",
     );
     if findings {

@@ -5,7 +5,8 @@
 //!   tool list of the first request are the fixed base). When what remains cannot fund another
 //!   structured turn, investigation stops and the run goes to its final decision turn, which is
 //!   never refused for prior usage.
-//! - [`STRUCTURED_TURN_OUTPUT_TOKENS`] per structured turn. There is no separate summary turn:
+//! - [`STRUCTURED_TURN_OUTPUT_TOKENS`] per structured turn, [`OPENING_TURN_OUTPUT_TOKENS`] for
+//!   the opening turn, which can only read. There is no separate summary turn:
 //!   the stored analysis is written by Pulse from accepted outcomes, so a model summary would
 //!   be spent and discarded.
 //! - Model turns: [`SCOPED_TURNS`] for a quick scoped check, [`FULL_TURNS`] for a full run, the
@@ -24,6 +25,10 @@ use crate::tools::RunLedger;
 
 pub const RUN_ALLOWANCE_TOKENS: u64 = 7_000;
 pub const STRUCTURED_TURN_OUTPUT_TOKENS: u32 = 2_048;
+/// The opening turn offers reads only: a call is about 40 tokens, so 512 is a dozen reads. A
+/// real 1.5B model on a CPU wrote 2,048 tokens of the same reads over and over, 194 s of the
+/// run's 300.
+pub const OPENING_TURN_OUTPUT_TOKENS: u32 = 512;
 pub const SCOPED_TURNS: u32 = 4;
 pub const FULL_TURNS: u32 = 10;
 

@@ -21,7 +21,7 @@
 //! Provider, tool and budget failures are classified onto the run; whatever the tools accepted
 //! before a failure stays in the finding store and on the run record.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,7 +45,8 @@ use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::provider::{Message, Usage};
 
 use super::budget::{
-    AllowanceStop, DecliningAllowance, FULL_TURNS, SCOPED_TURNS, STRUCTURED_TURN_OUTPUT_TOKENS,
+    AllowanceStop, DecliningAllowance, FULL_TURNS, OPENING_TURN_OUTPUT_TOKENS, SCOPED_TURNS,
+    STRUCTURED_TURN_OUTPUT_TOKENS,
 };
 use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
@@ -171,8 +172,19 @@ impl Phases {
             .into_iter()
             .filter(|m| !matches!(m, Message::System { .. }))
             .collect();
+        // An empty answer says nothing, and kept in the history it shows the model answering
+        // nothing: on a real 1.5B model the turn after one was often empty again.
+        if self.messages.last().is_some_and(is_empty_answer) {
+            self.messages.pop();
+        }
         outcome.stop
     }
+}
+
+/// An assistant message with no text and no tool call.
+fn is_empty_answer(message: &Message) -> bool {
+    matches!(message, Message::Assistant { content, tool_calls, .. }
+        if content.trim().is_empty() && tool_calls.is_empty())
 }
 
 /// What the loop phases ended with, before accounting.
@@ -237,30 +249,13 @@ struct Review {
 }
 
 impl Review {
-    fn of(
-        ledger: &RunLedger,
-        finding_resources: &BTreeMap<FindingId, String>,
-        final_text: &str,
-    ) -> Self {
-        let reports = ledger.reports();
-        let verdicts = ledger.verdicts();
-        let cleared = ledger.cleared();
-        let addressed: BTreeSet<String> = reports
-            .iter()
-            .map(|r| r.resource_id.clone())
-            .chain(
-                verdicts
-                    .iter()
-                    .filter_map(|v| finding_resources.get(&v.finding_id).cloned()),
-            )
-            .collect();
-        let cleared_keys: BTreeSet<(String, String)> = cleared.keys().cloned().collect();
+    fn of(ledger: &RunLedger, final_text: &str) -> Self {
         Self {
-            unaddressed: ledger.signals().unaddressed(&addressed, &cleared_keys),
+            unaddressed: ledger.unaddressed(),
             empty_answer: final_text.trim().is_empty()
-                && reports.is_empty()
-                && verdicts.is_empty()
-                && cleared.is_empty(),
+                && ledger.reports().is_empty()
+                && ledger.verdicts().is_empty()
+                && ledger.cleared().is_empty(),
         }
     }
 
@@ -269,15 +264,10 @@ impl Review {
     }
 }
 
-fn account(
-    ledger: &RunLedger,
-    scope_resources: usize,
-    finding_resources: &BTreeMap<FindingId, String>,
-    final_text: &str,
-) -> Accounted {
+fn account(ledger: &RunLedger, scope_resources: usize, final_text: &str) -> Accounted {
     let reports = ledger.reports();
     let verdicts = ledger.verdicts();
-    let review = Review::of(ledger, finding_resources, final_text);
+    let review = Review::of(ledger, final_text);
     let mut errors = ledger.errors();
     let tool_errors = errors.len();
     let covered: BTreeSet<FindingId> = reports
@@ -525,10 +515,12 @@ impl WatchExecutor for WatchRuntime {
                 }
             };
             ledger.present(active.iter().map(|f| (f.id, f.title.clone())));
-            let finding_resources: BTreeMap<FindingId, String> = active
-                .iter()
-                .map(|f| (f.id, f.resource_id.clone()))
-                .collect();
+            ledger.locate_findings(
+                active
+                    .iter()
+                    .map(|f| (f.id, f.resource_id.clone()))
+                    .collect(),
+            );
             // Firing alerts are signals the run must address, like the triage flags.
             let alerts = match firing_alerts(&self.store, input.tenant, input.inventory).await {
                 Ok(alerts) => alerts,
@@ -651,7 +643,11 @@ impl WatchExecutor for WatchRuntime {
                         usage: &usage,
                         limits: LoopLimits {
                             max_turns,
-                            max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                            max_output_tokens: Some(if opening {
+                                OPENING_TURN_OUTPUT_TOKENS
+                            } else {
+                                STRUCTURED_TURN_OUTPUT_TOKENS
+                            }),
                             ..LoopLimits::default()
                         },
                         compaction: None,
@@ -717,7 +713,7 @@ impl WatchExecutor for WatchRuntime {
             // One review turn when the answer was empty or left a signal unaddressed.
             let end = match end {
                 PhaseEnd::Finished => {
-                    let review = Review::of(&ledger, &finding_resources, &phases.final_text);
+                    let review = Review::of(&ledger, &phases.final_text);
                     if review.is_complete() {
                         PhaseEnd::Finished
                     } else {
@@ -737,12 +733,7 @@ impl WatchExecutor for WatchRuntime {
 
             let ended_at = Utc::now();
             let totals = usage.totals();
-            let accounted = account(
-                &ledger,
-                input.inventory.len(),
-                &finding_resources,
-                &phases.final_text,
-            );
+            let accounted = account(&ledger, input.inventory.len(), &phases.final_text);
             let ending = match end {
                 PhaseEnd::Finished => Ending::Answered {
                     accounting: accounted.accounting,
