@@ -34,7 +34,9 @@ pub fn clear(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> ToolResu
         ledger.reject();
         return ToolResult::error(
             &call.id,
-            format!("the clear was refused: {field} must not be empty"),
+            format!(
+                "the clear was refused: {field} says nothing (it is empty, punctuation or an unfilled <placeholder>)"
+            ),
         );
     }
     let (Some(resource_id), Some(signal), Some(evidence), Some(reason)) = (

@@ -225,7 +225,9 @@ pub async fn report(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
         ledger.reject();
         return ToolResult::error(
             &call.id,
-            format!("the report was refused: {field} must not be empty"),
+            format!(
+                "the report was refused: {field} says nothing (it is empty, punctuation or an unfilled <placeholder>)"
+            ),
         );
     }
     let mut reported: ReportedFinding = match serde_json::from_value(call.arguments.clone()) {
@@ -461,7 +463,9 @@ pub async fn assess(ctx: &ToolContext, ledger: &RunLedger, call: &ToolCall) -> T
         ledger.reject();
         return ToolResult::error(
             &call.id,
-            format!("the verdict was refused: {field} must not be empty"),
+            format!(
+                "the verdict was refused: {field} says nothing (it is empty, punctuation or an unfilled <placeholder>)"
+            ),
         );
     }
     let Some(id) =

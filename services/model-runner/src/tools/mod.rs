@@ -459,9 +459,10 @@ pub(crate) fn text_arg<'a>(arguments: &'a Value, name: &str) -> Option<&'a str> 
         .filter(|s| !s.is_empty())
 }
 
-/// The first text field the canonical schema of `tool` gives a `minLength` that is blank in
-/// `arguments`. The Watch offer drops the annotation ([`crate::watch::offer`]); the rule stays
-/// here.
+/// The first text field the canonical schema of `tool` gives a `minLength` that says nothing in
+/// `arguments`: blank, punctuation only ("..."), or a placeholder left unfilled (`<title>`, as
+/// the review turn's template writes them). The Watch offer drops the annotation
+/// ([`crate::watch::offer`]); the rule stays here.
 fn blank_field(tool: ToolName, arguments: &Value) -> Option<String> {
     let schema = tool.schema();
     let props = schema.get("properties").and_then(Value::as_object)?;
@@ -473,9 +474,16 @@ fn blank_field(tool: ToolName, arguments: &Value) -> Option<String> {
             arguments
                 .get(name.as_str())
                 .and_then(Value::as_str)
-                .is_some_and(|v| v.trim().is_empty())
+                .is_some_and(says_nothing)
         })
         .cloned()
+}
+
+/// Whether a text field's value says nothing: blank, punctuation only, or `<placeholder>`.
+fn says_nothing(value: &str) -> bool {
+    let value = value.trim();
+    value.chars().all(|c| !c.is_alphanumeric())
+        || (value.starts_with('<') && value.ends_with('>') && !value[1..].contains('<'))
 }
 
 /// A count argument within `1..=max`, or `default`.
@@ -977,6 +985,39 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_or_punctuation_says_nothing() {
+        for nothing in [
+            "",
+            "  ",
+            "...",
+            "-",
+            "<title>",
+            " <what you read that shows it> ",
+        ] {
+            assert!(says_nothing(nothing), "{nothing:?}");
+        }
+        for something in [
+            "web fails its check",
+            "<b>bold</b> text",
+            "x",
+            "health=unhealthy",
+        ] {
+            assert!(!says_nothing(something), "{something:?}");
+        }
+        let mut templated = serde_json::json!({
+            "key": "k", "severity": "warning", "category": "reliability",
+            "resource_id": "service:h1:web", "resource_name": "web", "resource_type": "service",
+            "title": "<title>", "description": "d", "recommendation": "r", "evidence": "e"
+        });
+        assert_eq!(
+            blank_field(ToolName::PatrolReportFinding, &templated),
+            Some("title".to_owned())
+        );
+        templated["title"] = serde_json::json!("web health check failing");
+        assert_eq!(blank_field(ToolName::PatrolReportFinding, &templated), None);
+    }
+
+    #[test]
     fn what_is_still_unaddressed_is_one_entry_per_resource() {
         let scope = vec![
             test_support::resource("h1", "web", Health::Unhealthy),
@@ -1131,7 +1172,7 @@ mod tests {
                            "evidence": "e", "reason": " "});
         let blank = answer(&tools, "patrol_assess_finding", blank).await;
         assert!(
-            blank.is_error && blank.content.contains("reason must not be empty"),
+            blank.is_error && blank.content.contains("reason says nothing"),
             "{}",
             blank.content
         );
@@ -1139,10 +1180,7 @@ mod tests {
         undescribed["description"] = json!("");
         let undescribed = answer(&tools, "patrol_report_finding", undescribed).await;
         assert!(
-            undescribed.is_error
-                && undescribed
-                    .content
-                    .contains("description must not be empty"),
+            undescribed.is_error && undescribed.content.contains("description says nothing"),
             "{}",
             undescribed.content
         );

@@ -722,6 +722,7 @@ impl WatchExecutor for WatchRuntime {
                             &review.unaddressed,
                             review.empty_answer,
                             offer.findings,
+                            input.inventory,
                         )));
                         let outcome = single_turn(messages).await;
                         let stop = phases.absorb(outcome);
