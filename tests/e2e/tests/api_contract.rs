@@ -34,6 +34,7 @@ const UNDECLARED_HEADER: &str = "x-pulse-undeclared-error";
 #[derive(Debug, Clone)]
 struct Ids {
     resource: String,
+    agent: String,
     finding: String,
     action: String,
     run: String,
@@ -46,6 +47,7 @@ impl Ids {
     fn unknown() -> Self {
         Self {
             resource: "service:no-such-host:web".to_owned(),
+            agent: "no-such-host".to_owned(),
             finding: "00000000000000aa".to_owned(),
             action: uuid::Uuid::new_v4().to_string(),
             run: uuid::Uuid::new_v4().to_string(),
@@ -54,9 +56,10 @@ impl Ids {
         }
     }
 
-    fn all(&self) -> [&str; 6] {
+    fn all(&self) -> [&str; 7] {
         [
             &self.resource,
+            &self.agent,
             &self.finding,
             &self.action,
             &self.run,
@@ -80,11 +83,18 @@ impl Ids {
             &self.finding
         } else if template.starts_with("/api/ai/sessions/") {
             &self.session
+        } else if template.starts_with("/api/agents/") {
+            &self.agent
         } else {
             &self.resource
         };
         template.replace("{id}", id)
     }
+}
+
+/// The agent of a seeded service: `service:<agent>:<name>`.
+fn agent_of(service_id: &str) -> String {
+    service_id.split(':').nth(1).unwrap_or_default().to_owned()
 }
 
 /// A valid body for the operation, naming this tenant's objects.
@@ -367,6 +377,7 @@ async fn seed(
     );
     let session = created.body["id"].as_str().unwrap_or_default().to_owned();
     Ok(Ids {
+        agent: agent_of(&resource),
         resource,
         finding,
         action,
@@ -601,6 +612,10 @@ async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow:
                 .unwrap_or_default()
                 .to_owned();
             template.replace("{id}", &id)
+        } else if name == "forget_agent" {
+            // An agent of its own, so the seeded resources stay.
+            let spare = seed_service(&store, &a, "spare", service_resource("spare")).await?;
+            template.replace("{id}", &agent_of(&spare))
         } else if name == "get_resource_forecast" {
             // A service has no default metric to forecast.
             format!("{}?metric=used_percent", ids.fill(template))
