@@ -252,3 +252,60 @@ async fn another_tenant_sees_none_of_it() -> anyhow::Result<()> {
     tx.commit().await?;
     db.cleanup().await
 }
+
+/// A forgotten agent (`DELETE /api/agents/{id}`): its resources go through the one removal
+/// path, it leaves the `agents` quota, the liveness sweep and the alert floor's scan, and a
+/// report brings it back. An unknown agent is nothing to forget.
+#[tokio::test]
+async fn a_forgotten_agent_is_out_of_the_quota_the_sweep_and_the_scan_until_it_reports()
+-> anyhow::Result<()> {
+    use pulse_domain::tenant::Quota;
+    use pulse_store::{alerts, quotas};
+
+    let (db, tenant) = setup().await?;
+    let store = db.store();
+    let web = observed(ResourceType::Service, "web", "web", &[]);
+    report(store, &tenant, "m1", std::slice::from_ref(&web)).await?;
+    report(store, &tenant, "m2", std::slice::from_ref(&web)).await?;
+    let usage = |tenant: TenantId| async move {
+        let tx = store.tenant_tx(&tenant).await?;
+        let used = quotas::usage(&tx, Quota::Agents).await?;
+        tx.commit().await?;
+        anyhow::Ok(used)
+    };
+    assert_eq!(usage(tenant.clone()).await?, Some(2));
+
+    let tx = store.tenant_tx(&tenant).await?;
+    assert_eq!(agents::forget(&tx, "m1").await?.as_deref(), Some("online"));
+    let removed = resources::apply_report(&tx, "m1", Utc::now(), &[]).await?;
+    assert!(agents::forget(&tx, "nobody").await?.is_none());
+    tx.commit().await?;
+    assert_eq!(removed.len(), 1);
+    assert_eq!(removed[0].change, ResourceChange::Removed);
+    assert_eq!(usage(tenant.clone()).await?, Some(1));
+    // Silent forever, it is never swept offline nor evaluated again.
+    let far = Utc::now() + Duration::days(1);
+    let stale: Vec<String> = agents::stale(store, far)
+        .await?
+        .into_iter()
+        .map(|(_, a)| a)
+        .collect();
+    assert_eq!(stale, ["m2"]);
+    let scanned: Vec<String> = alerts::pending(store, 100)
+        .await?
+        .into_iter()
+        .map(|p| p.agent_id)
+        .collect();
+    assert!(!scanned.contains(&"m1".to_owned()), "{scanned:?}");
+
+    // Its next report brings it back, online, with its resources.
+    report(store, &tenant, "m1", std::slice::from_ref(&web)).await?;
+    assert_eq!(usage(tenant.clone()).await?, Some(2));
+    let tx = store.tenant_tx(&tenant).await?;
+    assert_eq!(
+        agents::get(&tx, "m1").await?.map(|a| a.status).as_deref(),
+        Some("online")
+    );
+    tx.commit().await?;
+    Ok(())
+}

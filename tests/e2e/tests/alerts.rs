@@ -33,6 +33,22 @@ const CRASHER: &str = "name = \"crasher\"\ncommand = \"sh\"\nargs = [\"-c\", \"e
 /// Polling the API and a loaded machine add latency on top of the report interval.
 const SLACK: Duration = Duration::from_millis(1500);
 
+/// An agent stack with a fast-ticking alert floor, an agent token and a reader token.
+async fn floor_stack(
+    relay_env: &[(&str, &str)],
+) -> anyhow::Result<(AgentStack, TestScheduler, String, String)> {
+    let stack = AgentStack::start(relay_env).await?;
+    let scheduler = TestScheduler::start(
+        &stack.gateway,
+        &stack.dir.join("scheduler"),
+        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
+    )
+    .await?;
+    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
+    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    Ok((stack, scheduler, agent_token, reader))
+}
+
 async fn get(gateway: &TestGateway, token: &str, path: &str) -> anyhow::Result<(u16, Value)> {
     gateway.get_json(token, path).await
 }
@@ -90,15 +106,7 @@ async fn next_event(
 
 #[tokio::test]
 async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> anyhow::Result<()> {
-    let stack = AgentStack::start(&[]).await?;
-    let scheduler = TestScheduler::start(
-        &stack.gateway,
-        &stack.dir.join("scheduler"),
-        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
-    )
-    .await?;
-    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
-    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    let (stack, scheduler, agent_token, reader) = floor_stack(&[]).await?;
     let host = host_id("alerts");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     let marker = spec.state_dir.join("fault-marker");
@@ -274,15 +282,7 @@ async fn a_fault_marker_fires_an_unhealthy_alert_and_removing_it_clears_it() -> 
 
 #[tokio::test]
 async fn a_crash_looping_service_raises_restart_loop() -> anyhow::Result<()> {
-    let stack = AgentStack::start(&[]).await?;
-    let scheduler = TestScheduler::start(
-        &stack.gateway,
-        &stack.dir.join("scheduler"),
-        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
-    )
-    .await?;
-    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
-    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    let (stack, scheduler, agent_token, reader) = floor_stack(&[]).await?;
     let host = host_id("crash");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     write_service(&spec.services_dir, "crasher.toml", CRASHER)?;
@@ -321,15 +321,8 @@ async fn a_crash_looping_service_raises_restart_loop() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn a_silent_agent_raises_agent_offline_until_it_reports_again() -> anyhow::Result<()> {
-    let stack = AgentStack::start(&[("PULSE_RELAY__AGENT_OFFLINE_AFTER_MS", "1500")]).await?;
-    let scheduler = TestScheduler::start(
-        &stack.gateway,
-        &stack.dir.join("scheduler"),
-        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
-    )
-    .await?;
-    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
-    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    let (stack, scheduler, agent_token, reader) =
+        floor_stack(&[("PULSE_RELAY__AGENT_OFFLINE_AFTER_MS", "1500")]).await?;
     let host = host_id("silent");
     let spec = stack.agent_spec(&host, &agent_token, INTERVAL)?;
     let key = format!("host:{host}:agent_offline");
@@ -381,15 +374,8 @@ async fn a_silent_agent_raises_agent_offline_until_it_reports_again() -> anyhow:
 #[tokio::test]
 async fn a_forgotten_agent_leaves_the_inventory_its_alerts_clear_and_it_never_goes_offline()
 -> anyhow::Result<()> {
-    let stack = AgentStack::start(&[("PULSE_RELAY__AGENT_OFFLINE_AFTER_MS", "1500")]).await?;
-    let scheduler = TestScheduler::start(
-        &stack.gateway,
-        &stack.dir.join("scheduler"),
-        &[("PULSE_ALERTS__TICK_MS", TICK_MS)],
-    )
-    .await?;
-    let agent_token = stack.create_token("agent", &["agent:report"]).await?;
-    let reader = stack.create_token("reader", &["monitoring:read"]).await?;
+    let (stack, scheduler, agent_token, reader) =
+        floor_stack(&[("PULSE_RELAY__AGENT_OFFLINE_AFTER_MS", "1500")]).await?;
     let gone = host_id("gone");
     let spec = stack.agent_spec(&gone, &agent_token, INTERVAL)?;
     write_service(&spec.services_dir, "crasher.toml", CRASHER)?;
