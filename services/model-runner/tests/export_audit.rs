@@ -120,6 +120,7 @@ async fn run(sim: &ProviderSim, exports: &dyn ExportAudit) -> LoopOutcome {
         stream: true,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await

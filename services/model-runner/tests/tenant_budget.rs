@@ -65,6 +65,7 @@ async fn run(sim: &ProviderSim, route: &str, usage: &dyn UsageSink) -> LoopOutco
         stream: true,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await

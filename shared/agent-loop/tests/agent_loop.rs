@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use pulse_agent_loop::agent_loop::text_calls;
 use pulse_agent_loop::agent_loop::{
     AgentLoop, AllowanceDecision, CallStatus, CharsPerToken, Compaction, CompactionPolicy,
-    ExportsNotAudited, LoopInput, LoopLimits, LoopObserver, LoopOutcome, LoopStop,
+    ExportsNotAudited, ListedTools, LoopInput, LoopLimits, LoopObserver, LoopOutcome, LoopStop,
     ProviderCallUsage, RecordError, STUB_MARKER, TokenAllowance, ToolHandler, UsageNotRecorded,
     UsageSink,
 };
@@ -157,6 +157,7 @@ async fn run_loop(
         stream,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await
@@ -359,6 +360,115 @@ async fn fabricated_control_call_is_denied_before_dispatch_and_repeat_is_termina
                 }
             ),
         ]
+    );
+}
+
+/// A turn that admits only reads, in a run that lists the Watch tools.
+async fn run_listed(sim: &ProviderSim, handler: &Recorder, listed: bool) -> LoopOutcome {
+    let provider = provider(sim);
+    let redactor = redactor();
+    let reads = ToolPolicy::narrowed(
+        ExecutionProfile::PatrolDetection,
+        &[(pulse_capabilities::ToolName::PulseQuery, &[][..])],
+    )
+    .expect("reads");
+    AgentLoop::run(LoopInput {
+        transport: &provider,
+        route: Route::parse("openai:sim-model").expect("route"),
+        route_class: RouteClass::MeteredApi,
+        system_prompt: SYSTEM.into(),
+        messages: vec![Message::user(GOAL)],
+        policy: reads,
+        handler,
+        redactor: &redactor,
+        exports: &ExportsNotAudited,
+        usage: &UsageNotRecorded,
+        limits: LoopLimits::default(),
+        compaction: None,
+        allowance: None,
+        stream: false,
+        temperature: None,
+        tool_calls_from_text: false,
+        listed: listed.then(|| ListedTools {
+            policy: watch_policy(),
+            closed_note: "this turn only reads".to_owned(),
+        }),
+        observer: None,
+    })
+    .await
+}
+
+fn listed_names(request: &RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_run_that_lists_more_than_its_turn_admits_lists_it_and_refuses_the_closed_tools() {
+    let report = json!({"resource_id": "vm/1", "category": "reliability", "severity": "warning",
+        "key": "down", "title": "down", "description": "down", "evidence": "down"});
+    let script = || {
+        Script::turns([
+            Turn::default()
+                .with_tool_id("r1", "patrol_report_finding", report.clone())
+                .with_tool_id("q1", "pulse_query", query(1)),
+            Turn::text("done"),
+        ])
+    };
+    let everything: Vec<String> = watch_policy()
+        .offered_tools()
+        .map(|t| t.name.to_owned())
+        .collect();
+    assert!(everything.len() > 1);
+
+    // Listed: every request names the run's tools, the same list in every request.
+    let sim = ProviderSim::start(script()).await.expect("sim");
+    let handler = Recorder::default();
+    let outcome = run_listed(&sim, &handler, true).await;
+    assert_eq!(outcome.stop, LoopStop::Completed);
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_eq!(listed_names(request), everything);
+    }
+    // The closed tool never ran, its result says why, and its record is a denial.
+    assert_eq!(handler.names(), ["pulse_query"]);
+    let results = tool_messages(&requests[1]);
+    assert_eq!(results[0].0, "r1");
+    assert!(
+        results[0].1.contains(
+            "denied (tool_not_offered): patrol_report_finding is not open in this turn: \
+             this turn only reads"
+        ),
+        "{}",
+        results[0].1
+    );
+    assert_eq!(
+        outcome.tool_calls[0].status,
+        CallStatus::Denied {
+            code: DenialCode::ToolNotOffered
+        }
+    );
+
+    // Not listed: the request names only what the turn admits, and the denial is the gate's.
+    let sim = ProviderSim::start(script()).await.expect("sim");
+    let handler = Recorder::default();
+    run_listed(&sim, &handler, false).await;
+    let requests = sim.requests();
+    assert_eq!(listed_names(&requests[0]), ["pulse_query"]);
+    assert_eq!(handler.names(), ["pulse_query"]);
+    let results = tool_messages(&requests[1]);
+    assert!(
+        results[0].1.contains("not offered in this run"),
+        "{}",
+        results[0].1
     );
 }
 
@@ -816,6 +926,7 @@ async fn run_buffered_within(sim: &ProviderSim, model: &str, request: Duration) 
         stream: false,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await
@@ -915,6 +1026,7 @@ async fn run_text_calls_observed(
         stream: true,
         temperature: None,
         tool_calls_from_text: enabled,
+        listed: None,
         observer,
     })
     .await

@@ -120,6 +120,7 @@ async fn three_turns(
         stream,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await;

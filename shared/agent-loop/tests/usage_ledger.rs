@@ -80,6 +80,7 @@ async fn run(
         stream: true,
         temperature: None,
         tool_calls_from_text: false,
+        listed: None,
         observer: None,
     })
     .await

@@ -105,6 +105,7 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
             stream: false,
             temperature: None,
             tool_calls_from_text: false,
+            listed: None,
             observer: None,
         })
         .await;

@@ -129,6 +129,7 @@ impl AssistantService {
             stream: false,
             temperature: Some(0.0),
             tool_calls_from_text: connection.tool_calls_from_text(),
+            listed: None,
             observer: None,
         })
         .await;

@@ -444,6 +444,7 @@ impl AssistantService {
             stream: true,
             temperature: None,
             tool_calls_from_text: connection.tool_calls_from_text(),
+            listed: None,
             observer: Some(&observer),
         })
         .await;
@@ -518,6 +519,7 @@ impl AssistantService {
                 stream: true,
                 temperature: None,
                 tool_calls_from_text: connection.tool_calls_from_text(),
+                listed: None,
                 observer: Some(&observer),
             })
             .await;

@@ -249,6 +249,7 @@ impl Investigator {
             stream: true,
             temperature: Some(0.0),
             tool_calls_from_text: connection.tool_calls_from_text(),
+            listed: None,
             observer: None,
         })
         .await;
@@ -283,6 +284,7 @@ impl Investigator {
                 stream: true,
                 temperature: Some(0.0),
                 tool_calls_from_text: connection.tool_calls_from_text(),
+                listed: None,
                 observer: None,
             })
             .await;

@@ -135,7 +135,7 @@ pub fn nudge_instruction(
     findings: bool,
     inventory: &[Resource],
 ) -> String {
-    let mut text = String::from("Review incomplete: ");
+    let mut text = String::from("Review incomplete (no further reads are possible in this turn): ");
     if empty_answer {
         text.push_str("your answer had no text and no tool call, which is not an analysis. ");
     }

@@ -29,8 +29,53 @@ pub const STRUCTURED_TURN_OUTPUT_TOKENS: u32 = 2_048;
 /// real 1.5B model on a CPU wrote 2,048 tokens of the same reads over and over, 194 s of the
 /// run's 300.
 pub const OPENING_TURN_OUTPUT_TOKENS: u32 = 512;
+/// An investigation turn on a route whose calls come as text (see [`TurnCaps::for_route`]).
+pub const TEXT_ROUTE_TURN_OUTPUT_TOKENS: u32 = 768;
+/// The final decision, repair and review turns on such a route.
+pub const TEXT_ROUTE_DECISION_OUTPUT_TOKENS: u32 = 1_024;
+/// Distinct calls one investigation answer may run on such a route.
+pub const TEXT_ROUTE_CALLS_PER_ANSWER: usize = 6;
 pub const SCOPED_TURNS: u32 = 4;
 pub const FULL_TURNS: u32 = 10;
+
+/// What each turn of a run may write, by how the route's calls arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnCaps {
+    /// Output tokens of the opening turn (reads only).
+    pub opening_output: u32,
+    /// Output tokens of every other investigation turn.
+    pub investigate_output: u32,
+    /// Output tokens of a one-answer turn (decision, repair, review).
+    pub decision_output: u32,
+    /// Distinct calls one investigation answer may run.
+    pub investigate_calls: usize,
+}
+
+impl TurnCaps {
+    /// The caps of a route; `calls_as_text` is whether its calls are recovered from text (by
+    /// default the local model servers). Such a model writes every call out token by token on
+    /// the user's own CPU: a 1.5B model on 2 cores writes about 10 tokens a second, so a
+    /// 2,048-token answer is 200 s of a 300 s run, and it once wrote 2,048 tokens of calls whose
+    /// results made the next prompt 5,000 tokens long. 768 tokens are still a dozen reads or
+    /// four reports; a capped call is made again in the next answer.
+    pub fn for_route(calls_as_text: bool) -> Self {
+        if calls_as_text {
+            Self {
+                opening_output: OPENING_TURN_OUTPUT_TOKENS,
+                investigate_output: TEXT_ROUTE_TURN_OUTPUT_TOKENS,
+                decision_output: TEXT_ROUTE_DECISION_OUTPUT_TOKENS,
+                investigate_calls: TEXT_ROUTE_CALLS_PER_ANSWER,
+            }
+        } else {
+            Self {
+                opening_output: OPENING_TURN_OUTPUT_TOKENS,
+                investigate_output: STRUCTURED_TURN_OUTPUT_TOKENS,
+                decision_output: STRUCTURED_TURN_OUTPUT_TOKENS,
+                investigate_calls: pulse_agent_loop::agent_loop::DEFAULT_MAX_CALLS_PER_TURN,
+            }
+        }
+    }
+}
 
 /// Why the allowance stopped the investigation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +97,8 @@ pub struct DecliningAllowance {
     ledger: Arc<RunLedger>,
     repair_available: bool,
     stopped: Option<AllowanceStop>,
+    /// What one more investigation turn may cost: the route's cap on its output.
+    turn_output: u64,
 }
 
 impl DecliningAllowance {
@@ -62,7 +109,20 @@ impl DecliningAllowance {
             ledger,
             repair_available: true,
             stopped: None,
+            turn_output: u64::from(STRUCTURED_TURN_OUTPUT_TOKENS),
         }
+    }
+
+    /// An allowance for turns capped at `caps`: it stops when what remains cannot fund one
+    /// more investigation turn of the route.
+    pub fn with_caps(mut self, caps: TurnCaps) -> Self {
+        self.turn_output = u64::from(caps.investigate_output);
+        self
+    }
+
+    /// Whether what remains funds one more investigation turn.
+    pub fn funds_a_turn(&self) -> bool {
+        self.remaining >= self.turn_output
     }
 
     pub fn remaining(&self) -> u64 {
@@ -99,7 +159,7 @@ impl TokenAllowance for DecliningAllowance {
             self.stopped = Some(AllowanceStop::Decide);
             return AllowanceDecision::Stop;
         }
-        if self.remaining < u64::from(STRUCTURED_TURN_OUTPUT_TOKENS) {
+        if !self.funds_a_turn() {
             self.stopped = Some(AllowanceStop::Exhausted);
             return AllowanceDecision::Stop;
         }
@@ -136,6 +196,23 @@ mod tests {
         );
         assert_eq!(allowance.take_stop(), Some(AllowanceStop::Exhausted));
         assert_eq!(allowance.take_stop(), None);
+    }
+
+    #[test]
+    fn a_route_whose_calls_come_as_text_funds_turns_down_to_its_own_cap() {
+        let text = TurnCaps::for_route(true);
+        let native = TurnCaps::for_route(false);
+        assert!(text.investigate_output < native.investigate_output);
+        assert!(text.decision_output < native.decision_output);
+        assert!(text.investigate_calls < native.investigate_calls);
+        // 1,000 left: one more 768-token turn, but not a 2,048-token one.
+        let turns = |caps: TurnCaps| {
+            let mut allowance = DecliningAllowance::new(Arc::new(RunLedger::new())).with_caps(caps);
+            allowance.after_turn(1, usage(3_000, 100), usage(3_000, 100));
+            allowance.after_turn(2, usage(8_000, 900), usage(11_000, 1_000))
+        };
+        assert_eq!(turns(text), AllowanceDecision::Continue);
+        assert_eq!(turns(native), AllowanceDecision::Stop);
     }
 
     #[test]

@@ -40,12 +40,19 @@ impl Offer {
 
     /// The lifecycle tools of the investigation turns.
     pub fn investigation(self) -> Vec<Narrowing> {
-        let mut tools = Vec::new();
-        if self.findings {
-            tools.push((ToolName::PatrolGetFindings, &[][..], &[][..]));
-        }
+        let mut tools = self.opening();
         tools.extend(self.decision());
         tools
+    }
+
+    /// The lifecycle reads of the opening turn (which reads only): the findings snapshot when
+    /// a finding is active.
+    pub fn opening(self) -> Vec<Narrowing> {
+        if self.findings {
+            vec![(ToolName::PatrolGetFindings, &[][..], &[][..])]
+        } else {
+            Vec::new()
+        }
     }
 
     /// The lifecycle tools of the final decision, repair and review turns (no reads).

@@ -7,12 +7,18 @@
 //!    declining allowance ([`super::budget`]). The lifecycle tools are those the run's facts make
 //!    usable ([`Offer`]): verdict tools only with an active finding in the seed, the clear only
 //!    with a problem signal; the prompts name only what is offered.
+//!    The opening turn admits the reads only.
 //! 3. One repair-only turn (lifecycle tools only) when a lifecycle batch was partly refused.
-//! 4. When the allowance or the turn budget runs out: one final decision turn offering only the
+//! 4. When the allowance or the turn budget runs out: one final decision turn admitting only the
 //!    lifecycle writes (`patrol_report_finding`, and `patrol_assess_finding` and
 //!    `patrol_clear_signal` when usable), never refused for prior usage.
 //! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
 //!    problem signal unaddressed ([`crate::tools::signals`]), naming what is left.
+//!
+//! Every request of a run lists the same tools, the investigation's, whatever its turn admits
+//! ([`ListedTools`]): the request's prefix, and with it a prompt cache, holds across turns. A
+//! call to a tool the turn does not admit is refused with what the turn is for. What each turn
+//! may write is bounded by [`TurnCaps`], tighter on a route whose calls come as text.
 //! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
 //!    active finding shown to the run without a verdict, an empty answer and unaddressed signals
 //!    are the model's analysis failures, then [`pulse_domain::patrol::outcome::conclude`] decides
@@ -38,24 +44,21 @@ use crate::export_audit::AuditedExports;
 use crate::preflight::PreflightSettings;
 use crate::redaction::redactor;
 use pulse_agent_loop::agent_loop::{
-    AgentLoop, BoxFuture, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
+    AgentLoop, BoxFuture, ListedTools, LoopInput, LoopLimits, LoopOutcome, LoopStop, ToolHandler,
 };
 use pulse_agent_loop::cost::{LedgerUsageSink, Usd};
 use pulse_agent_loop::provider::pool::ProviderPool;
 use pulse_agent_loop::provider::{Message, Usage};
 
-use super::budget::{
-    AllowanceStop, DecliningAllowance, FULL_TURNS, OPENING_TURN_OUTPUT_TOKENS, SCOPED_TURNS,
-    STRUCTURED_TURN_OUTPUT_TOKENS,
-};
+use super::budget::{AllowanceStop, DecliningAllowance, FULL_TURNS, SCOPED_TURNS, TurnCaps};
 use super::executor::{
     Ending, PATROL_SURFACE, RunFindings, RunUsage, Totals, WatchExecutor, WatchInput, WatchOutcome,
     error_cause, tool_call_records,
 };
 use super::offer::{self, Offer};
 use super::seed::{
-    FiringAlerts, READ_FIRST_INSTRUCTION, REPAIR_INSTRUCTION, decision_instruction, seed_context,
-    system_prompt,
+    DECISION_TURN_NOTE, FiringAlerts, OPENING_TURN_NOTE, READ_FIRST_INSTRUCTION,
+    REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
 };
 use crate::redaction::display_summary;
 use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
@@ -97,11 +100,12 @@ pub fn decision_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
     )
 }
 
-/// The opening turn of a Watch run: the canonical reads only.
-pub fn opening_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
+/// The opening turn of a Watch run: the reads only (the canonical reads, and the findings
+/// snapshot when a finding is active).
+pub fn opening_policy(offer: Offer) -> Result<Arc<ToolPolicy>, PolicyError> {
     ToolPolicy::narrowed_projection(
         ExecutionProfile::PatrolDetection,
-        &canonical_reads_and(&[]),
+        &canonical_reads_and(&offer.opening()),
         &offer::project,
     )
 }
@@ -541,7 +545,7 @@ impl WatchExecutor for WatchRuntime {
             let policies = (
                 watch_policy(offer),
                 decision_policy(offer),
-                opening_policy(),
+                opening_policy(offer),
             );
             let (policy, decision, opening_policy) = match policies {
                 (Ok(policy), Ok(decision), Ok(opening)) => (policy, decision, opening),
@@ -579,7 +583,16 @@ impl WatchExecutor for WatchRuntime {
                 RunType::Scoped => SCOPED_TURNS,
                 RunType::Full => FULL_TURNS,
             };
-            let mut allowance = DecliningAllowance::new(ledger.clone());
+            let caps = TurnCaps::for_route(connection.tool_calls_from_text());
+            let mut allowance = DecliningAllowance::new(ledger.clone()).with_caps(caps);
+            // Every request of the run lists the investigation's tools, whatever its turn
+            // admits: the prompt's prefix, and a prompt cache, hold across turns.
+            let listed = |closed_note: &str| {
+                Some(ListedTools {
+                    policy: policy.clone(),
+                    closed_note: closed_note.to_owned(),
+                })
+            };
             let mut phases = Phases {
                 messages: vec![Message::user(seed)],
                 ..Phases::default()
@@ -603,7 +616,7 @@ impl WatchExecutor for WatchRuntime {
                     usage: &usage,
                     limits: LoopLimits {
                         max_turns: 1,
-                        max_output_tokens: Some(STRUCTURED_TURN_OUTPUT_TOKENS),
+                        max_output_tokens: Some(caps.decision_output),
                         max_calls_per_turn: outstanding,
                         ..LoopLimits::default()
                     },
@@ -612,6 +625,7 @@ impl WatchExecutor for WatchRuntime {
                     stream: true,
                     temperature: Some(0.0),
                     tool_calls_from_text: connection.tool_calls_from_text(),
+                    listed: listed(DECISION_TURN_NOTE),
                     observer: None,
                 })
             };
@@ -644,10 +658,11 @@ impl WatchExecutor for WatchRuntime {
                         limits: LoopLimits {
                             max_turns,
                             max_output_tokens: Some(if opening {
-                                OPENING_TURN_OUTPUT_TOKENS
+                                caps.opening_output
                             } else {
-                                STRUCTURED_TURN_OUTPUT_TOKENS
+                                caps.investigate_output
                             }),
+                            max_calls_per_turn: caps.investigate_calls,
                             ..LoopLimits::default()
                         },
                         compaction: None,
@@ -655,6 +670,11 @@ impl WatchExecutor for WatchRuntime {
                         stream: true,
                         temperature: Some(0.0),
                         tool_calls_from_text: connection.tool_calls_from_text(),
+                        listed: if opening {
+                            listed(OPENING_TURN_NOTE)
+                        } else {
+                            None
+                        },
                         observer: None,
                     })
                     .await;
@@ -697,9 +717,7 @@ impl WatchExecutor for WatchRuntime {
                     if stop == LoopStop::Completed {
                         break PhaseEnd::Finished;
                     }
-                    if allowance.remaining() >= u64::from(STRUCTURED_TURN_OUTPUT_TOKENS)
-                        && turn_budget.saturating_sub(1) > phases.turns
-                    {
+                    if allowance.funds_a_turn() && turn_budget.saturating_sub(1) > phases.turns {
                         continue;
                     }
                 }

@@ -226,8 +226,44 @@ pub struct LoopInput<'a> {
     /// Whether calls a model wrote as text (see [`text_calls`]) become tool calls when an answer
     /// has no native one: the route's setting, decided by its caller.
     pub tool_calls_from_text: bool,
+    /// The tools every request lists when the run lists more than this turn admits; `None`
+    /// lists `policy`'s. See [`ListedTools`].
+    pub listed: Option<ListedTools>,
     /// Told what happens as it happens; `None` for runs nobody watches live.
     pub observer: Option<&'a dyn LoopObserver>,
+}
+
+/// The tool list of a run whose turns admit different tools (Watch opens with reads only and
+/// decides with reports and verdicts only). Every request of such a run lists the same tools,
+/// so the request's prefix stays the same from one turn to the next: tool definitions come
+/// first in every wire format (a local server's chat template renders them into the system
+/// message), and a changed list makes a provider's prompt cache, or a local server's, miss for
+/// the whole history. On 2 cores a 5,000-token history read again costs 130 to 160 s.
+///
+/// Admission does not change: only the turn's `policy` admits. A call to a listed tool the turn
+/// does not admit is denied like any call outside `policy` (`tool_not_offered`, counted by the
+/// run's gate), with `closed_note` saying what the turn is for.
+#[derive(Debug, Clone)]
+pub struct ListedTools {
+    pub policy: Arc<ToolPolicy>,
+    pub closed_note: String,
+}
+
+impl ListedTools {
+    /// The model's message for a call to `tool`, listed but closed this turn; `None` when the
+    /// run does not list it either.
+    fn closed_message(&self, tool: &str) -> Option<String> {
+        self.policy
+            .offered_tools()
+            .any(|t| t.name == tool)
+            .then(|| {
+                format!(
+                    "denied ({}): {tool} is not open in this turn: {}. The call did not run.",
+                    DenialCode::ToolNotOffered,
+                    self.closed_note
+                )
+            })
+    }
 }
 
 /// Why the run stopped.
@@ -400,9 +436,12 @@ impl AgentLoop {
             stream,
             temperature,
             tool_calls_from_text,
+            listed,
             observer,
         } = input;
-        let tools: Vec<Tool> = policy
+        let tools: Vec<Tool> = listed
+            .as_ref()
+            .map_or(&policy, |l| &l.policy)
             .offered_tools()
             .map(|t| Tool {
                 name: t.name.to_owned(),
@@ -636,7 +675,11 @@ impl AgentLoop {
                         admitted,
                     }),
                     Err(GateError::Denied(denial)) => {
-                        let result = ToolResult::error(&call.id, denial.model_message());
+                        let closed = (denial.code == DenialCode::ToolNotOffered)
+                            .then(|| listed.as_ref()?.closed_message(&call.name))
+                            .flatten();
+                        let message = closed.unwrap_or_else(|| denial.model_message());
+                        let result = ToolResult::error(&call.id, message);
                         if let Some(o) = observer {
                             o.call_denied(call, &result.content);
                         }

@@ -484,7 +484,18 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
     if let Some(turn) = investigation(conv) {
         return turn;
     }
-    if let Some(tool) = conv.tools.iter().find(|t| is_findings_tool(&t.name)) {
+    // Told that reading is over (a one-answer turn lists the reads but runs none), a diligent
+    // model decides from what it has.
+    let reads_over = conv
+        .user
+        .last()
+        .is_some_and(|u| u.to_lowercase().contains("no further reads are possible"));
+    if let Some(tool) = conv
+        .tools
+        .iter()
+        .find(|t| is_findings_tool(&t.name))
+        .filter(|_| !reads_over)
+    {
         if conv.calls_of(&tool.name) == 0 {
             return Turn::tool(&tool.name, arguments(&tool.schema, None));
         }
@@ -503,7 +514,7 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
         .iter()
         .filter(|c| is_read_tool(&c.name))
         .count();
-    if !reads.is_empty() && reads_done < READ_BOUND {
+    if !reads.is_empty() && reads_done < READ_BOUND && !reads_over {
         let tool = reads[reads_done % reads.len()];
         let subject = unhealthy
             .first()
