@@ -85,12 +85,16 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     assert_eq!(first.new_findings, 0, "{first:?}");
     assert!(fleet.findings().await?.is_empty());
     // No active finding and no signal: no verdict, findings read or clear is offered (the seed
-    // says no finding is active), so no turn is spent reading an empty snapshot. Every request
-    // of the run lists the same tools (the opening turn admits only the reads, but lists them
-    // all, so a prompt cache holds from one turn to the next).
+    // says no finding is active), so no turn is spent reading an empty snapshot. The opening
+    // turn lists (and admits) the reads only; every later request of the run lists the same
+    // tools, so a prompt cache holds from one turn to the next.
     let healthy_run = offers(&fleet.sim, "sim:diligent");
-    assert!(healthy_run.len() > 1, "{healthy_run:?}");
-    for listed in &healthy_run {
+    assert!(healthy_run.len() > 2, "{healthy_run:?}");
+    assert_eq!(
+        healthy_run[0],
+        ["pulse_query", "pulse_metrics", "pulse_read"]
+    );
+    for listed in &healthy_run[1..] {
         assert_eq!(
             listed,
             &[
@@ -235,12 +239,12 @@ fn offers(sim: &ProviderSim, model: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The investigation offer of `model`'s runs: the first request offering a lifecycle tool
-/// (every request of a run lists the same tools).
+/// The investigation offer of `model`'s runs: the first request listing the report tool (the
+/// opening turn lists the reads only; every later request the same tools).
 fn investigation_offer(sim: &ProviderSim, model: &str) -> Vec<String> {
     offers(sim, model)
         .into_iter()
-        .find(|tools| tools.iter().any(|t| t.starts_with("patrol_")))
+        .find(|tools| tools.iter().any(|t| t == "patrol_report_finding"))
         .unwrap_or_default()
 }
 

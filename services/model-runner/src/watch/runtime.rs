@@ -15,9 +15,11 @@
 //! 5. One review turn (lifecycle tools only) when the model answered with nothing or left a
 //!    problem signal unaddressed ([`crate::tools::signals`]), naming what is left.
 //!
-//! Every request of a run lists the same tools, the investigation's, whatever its turn admits
-//! ([`ListedTools`]): the request's prefix, and with it a prompt cache, holds across turns. A
-//! call to a tool the turn does not admit is refused with what the turn is for. What each turn
+//! Every request after the opening lists the same tools, the investigation's, whatever its turn
+//! admits ([`ListedTools`]): the request's prefix, and with it a prompt cache, holds across
+//! turns. A call to a tool the turn does not admit is refused with what the turn is for. The
+//! opening lists its reads only: shown the report tool before it had read anything, a real
+//! 1.5B model reported from the seed in every turn and never read. What each turn
 //! may write is bounded by [`TurnCaps`], tighter on a route whose calls come as text.
 //! 6. Accounting from the tools' ledger only (accepted outcomes; model prose never counts): an
 //!    active finding shown to the run without a verdict, an empty answer and unaddressed signals
@@ -57,8 +59,8 @@ use super::executor::{
 };
 use super::offer::{self, Offer};
 use super::seed::{
-    DECISION_TURN_NOTE, FiringAlerts, OPENING_TURN_NOTE, READ_FIRST_INSTRUCTION,
-    REPAIR_INSTRUCTION, decision_instruction, seed_context, system_prompt,
+    DECISION_TURN_NOTE, FiringAlerts, READ_FIRST_INSTRUCTION, REPAIR_INSTRUCTION,
+    decision_instruction, seed_context, system_prompt,
 };
 use crate::redaction::display_summary;
 use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
@@ -585,8 +587,8 @@ impl WatchExecutor for WatchRuntime {
             };
             let caps = TurnCaps::for_route(connection.tool_calls_from_text());
             let mut allowance = DecliningAllowance::new(ledger.clone()).with_caps(caps);
-            // Every request of the run lists the investigation's tools, whatever its turn
-            // admits: the prompt's prefix, and a prompt cache, hold across turns.
+            // Every request after the opening lists the investigation's tools, whatever its
+            // turn admits: the prompt's prefix, and a prompt cache, hold across turns.
             let listed = |closed_note: &str| {
                 Some(ListedTools {
                     policy: policy.clone(),
@@ -670,11 +672,9 @@ impl WatchExecutor for WatchRuntime {
                         stream: true,
                         temperature: Some(0.0),
                         tool_calls_from_text: connection.tool_calls_from_text(),
-                        listed: if opening {
-                            listed(OPENING_TURN_NOTE)
-                        } else {
-                            None
-                        },
+                        // The opening lists what it admits: a weak model shown the report tool
+                        // before it has read anything reports from the seed.
+                        listed: None,
                         observer: None,
                     })
                     .await;

@@ -109,10 +109,6 @@ batch were refused (see their results). Re-send only the refused calls, correcte
 returned validation messages. Calls that were accepted are recorded and must not be repeated. \
 No further reads are possible in this turn: only lifecycle calls run.";
 
-/// Why a listed lifecycle tool is refused in the opening turn, which reads only.
-pub const OPENING_TURN_NOTE: &str = "this first turn only reads; call pulse_query (list, and \
-get for each flagged resource) now, and report or clear after you have read";
-
 /// Why a listed read is refused in a one-answer turn (decision, repair, review).
 pub const DECISION_TURN_NOTE: &str = "reading is over in this turn; record your reports, \
 verdicts and clears from the evidence already in this conversation";
