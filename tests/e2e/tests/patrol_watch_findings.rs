@@ -206,6 +206,18 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     let detail = lazy.error_detail.as_deref().unwrap_or_default();
     assert!(detail.contains("without a verdict"), "{lazy:?}");
     assert!(detail.contains(&finding.id.as_hex()), "{lazy:?}");
+    // Its review turn named the finding and wrote out the verdict call for it, the finding's id
+    // filled in and every judgement a placeholder.
+    let asked = last_user_texts(&fleet.sim, "sim:lazy");
+    let review = asked
+        .iter()
+        .find(|t| t.starts_with("Review incomplete"))
+        .unwrap_or_else(|| panic!("no review turn was sent: {asked:?}"));
+    let written = format!(
+        r#"{{"name": "patrol_assess_finding", "arguments": {{"finding_id": "{}", "verdict": "<one of: present, resolved, uncertain>""#,
+        finding.id.as_hex()
+    );
+    assert!(review.contains(&written), "{review}");
     for (field, text) in [
         ("ai_analysis", &lazy.ai_analysis),
         ("error_summary", &lazy.error_summary),

@@ -209,6 +209,14 @@ struct LedgerState {
     repeated_read: bool,
 }
 
+/// An active finding shown to the run without a verdict yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unjudged {
+    pub finding_id: FindingId,
+    pub title: String,
+    pub resource_id: Option<String>,
+}
+
 /// What a Watch run's tools accepted, refused and failed at. Shared by the handlers and the
 /// runtime; the runtime's accounting reads it after the loop.
 #[derive(Debug, Default)]
@@ -252,6 +260,28 @@ impl RunLedger {
                 .collect();
             let cleared: BTreeSet<(String, String)> = s.cleared.keys().cloned().collect();
             s.signals.unaddressed(&addressed, &cleared)
+        })
+    }
+
+    /// The active findings shown to the run that no accepted verdict or re-report covers yet,
+    /// in id order, each with the resource it is on (when the run located it).
+    pub fn unjudged(&self) -> Vec<Unjudged> {
+        self.with(|s| {
+            let covered: BTreeSet<FindingId> = s
+                .reports
+                .iter()
+                .map(|r| r.finding_id)
+                .chain(s.verdicts.iter().map(|v| v.finding_id))
+                .collect();
+            s.presented
+                .iter()
+                .filter(|(id, _)| !covered.contains(*id))
+                .map(|(id, title)| Unjudged {
+                    finding_id: *id,
+                    title: title.clone(),
+                    resource_id: s.finding_resources.get(id).cloned(),
+                })
+                .collect()
         })
     }
 

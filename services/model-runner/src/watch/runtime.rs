@@ -65,7 +65,7 @@ use super::seed::{
 use crate::redaction::display_summary;
 use crate::tools::signals::{SignalBook, Unaddressed, nudge_instruction};
 use crate::tools::{
-    BACKEND_TIMEOUT, RunLedger, ToolContext, WatchTools, canonical_reads_and, findings,
+    BACKEND_TIMEOUT, RunLedger, ToolContext, Unjudged, WatchTools, canonical_reads_and, findings,
 };
 
 /// The cap on distinct calls in a one-answer turn (the repair turn and the final decision
@@ -251,6 +251,7 @@ struct Accounted {
 /// the answer was empty (no text, no accepted lifecycle call).
 struct Review {
     unaddressed: Vec<Unaddressed>,
+    unjudged: Vec<Unjudged>,
     empty_answer: bool,
 }
 
@@ -258,6 +259,7 @@ impl Review {
     fn of(ledger: &RunLedger, final_text: &str) -> Self {
         Self {
             unaddressed: ledger.unaddressed(),
+            unjudged: ledger.unjudged(),
             empty_answer: final_text.trim().is_empty()
                 && ledger.reports().is_empty()
                 && ledger.verdicts().is_empty()
@@ -265,8 +267,10 @@ impl Review {
         }
     }
 
+    /// Nothing is left for the review turn: every signal addressed, every finding shown
+    /// judged, and an answer given.
     fn is_complete(&self) -> bool {
-        self.unaddressed.is_empty() && !self.empty_answer
+        self.unaddressed.is_empty() && self.unjudged.is_empty() && !self.empty_answer
     }
 }
 
@@ -276,20 +280,12 @@ fn account(ledger: &RunLedger, scope_resources: usize, final_text: &str) -> Acco
     let review = Review::of(ledger, final_text);
     let mut errors = ledger.errors();
     let tool_errors = errors.len();
-    let covered: BTreeSet<FindingId> = reports
-        .iter()
-        .map(|r| r.finding_id)
-        .chain(verdicts.iter().map(|v| v.finding_id))
-        .collect();
-    let missing: Vec<(FindingId, String)> = ledger
-        .presented()
-        .into_iter()
-        .filter(|(id, _)| !covered.contains(id))
-        .collect();
-    for (id, title) in &missing {
+    let missing = ledger.unjudged();
+    for finding in &missing {
         errors.push(format!(
-            "active finding {id} ({}) was shown to the run without a verdict",
-            truncate_chars(title, 120)
+            "active finding {} ({}) was shown to the run without a verdict",
+            finding.finding_id,
+            truncate_chars(&finding.title, 120)
         ));
     }
     let is_new = |k: ReportKind| matches!(k, ReportKind::New | ReportKind::Regressed);
@@ -738,8 +734,8 @@ impl WatchExecutor for WatchRuntime {
                         let mut messages = std::mem::take(&mut phases.messages);
                         messages.push(Message::user(nudge_instruction(
                             &review.unaddressed,
+                            &review.unjudged,
                             review.empty_answer,
-                            offer.findings,
                             input.inventory,
                         )));
                         let outcome = single_turn(messages).await;
@@ -785,6 +781,28 @@ mod tests {
     use pulse_domain::finding::{Category, FindingKey};
     use pulse_domain::resource::Health;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_finding_shown_without_a_verdict_leaves_the_review_incomplete() {
+        let ledger = RunLedger::new();
+        assert!(Review::of(&ledger, "Nothing is wrong.").is_complete());
+        let key = FindingKey::normalize("health-check-failing").expect("key");
+        let id = FindingId::derive("service:h:web", Category::Reliability, &key);
+        ledger.present([(id, "web fails".to_owned())]);
+        ledger.locate_findings(BTreeMap::from([(id, "service:h:web".to_owned())]));
+        // No signal is left, but the finding shown has no verdict: the review turn asks for it.
+        let review = Review::of(&ledger, "Nothing is wrong.");
+        assert!(review.unaddressed.is_empty());
+        assert!(!review.is_complete());
+        assert_eq!(
+            review.unjudged,
+            [Unjudged {
+                finding_id: id,
+                title: "web fails".to_owned(),
+                resource_id: Some("service:h:web".to_owned()),
+            }]
+        );
+    }
 
     #[test]
     fn a_one_answer_turn_may_address_every_finding_shown_and_every_flagged_resource() {
