@@ -1,6 +1,7 @@
 //! Routes whose server cannot stream a request with tools: with `streaming: auto` the turn is
 //! asked again unstreamed, the answer is the same turn with the same events, and the route
-//! remembers it until its settings change; `off` never streams; `on` never falls back.
+//! remembers it until its address or streaming setting changes; `off` never streams; `on` never
+//! falls back.
 
 mod common;
 
@@ -76,12 +77,21 @@ async fn a_server_that_breaks_streamed_tool_requests_is_asked_unstreamed_and_rem
     assert!(bounded.expect("answered").buffered);
     assert_eq!(streamed(&sim), [false]);
 
-    // Changed settings are a new route: it streams again (and falls back again).
+    // A settings change that leaves the server alone (the version moves: a Patrol interval, a
+    // mode) keeps what the route learned: still unstreamed at once.
     sim.clear_requests();
     let mut moved = config.clone();
     moved.settings_version = Some(2);
     let (_, third) = run(&pool.provider(moved).expect("provider"), &request(true)).await;
     assert!(third.expect("answered").buffered);
+    assert_eq!(streamed(&sim), [false]);
+
+    // Another model on the server is a route of its own: it streams first (and falls back).
+    sim.clear_requests();
+    let mut other = request(true);
+    other.model = "another-model".to_owned();
+    let (_, other) = run(&pool.provider(config.clone()).expect("provider"), &other).await;
+    assert!(other.expect("answered").buffered);
     assert_eq!(streamed(&sim), [true, false]);
 
     // A request without tools streams: that server streams plain chat.

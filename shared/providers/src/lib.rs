@@ -153,20 +153,12 @@ impl ProviderConfig {
         self
     }
 
-    /// What identifies this route's server and settings: the same text for the same protocol,
-    /// address, settings version and options, another when any of them changes (the timeouts,
-    /// which each caller bounds its own way, do not count). Never holds the key.
-    pub fn transport_identity(&self) -> String {
-        format!(
-            "{:?}|{}|{:?}|{:?}|{:?}|{:?}|{:?}",
-            self.protocol,
-            self.base_url,
-            self.settings_version,
-            self.streaming,
-            self.ollama_keep_alive,
-            self.ollama_num_ctx,
-            self.ollama_think
-        )
+    /// What identifies the server that answers this route, for what is learned about how it
+    /// answers (whether it streams tool requests): its protocol, address and streaming setting.
+    /// Not the settings version: an unrelated settings change (a Patrol interval) must not make
+    /// a route forget what its server does. Never holds the key.
+    pub fn server_identity(&self) -> String {
+        format!("{:?}|{}|{:?}", self.protocol, self.base_url, self.streaming)
     }
 
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {

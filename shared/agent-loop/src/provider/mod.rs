@@ -34,9 +34,12 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// A non-streaming response larger than this is refused.
 const MAX_RESPONSE_BODY: usize = 32 * 1024 * 1024;
 
-/// The routes known to refuse streamed requests, by transport identity and model: with
-/// [`Streaming::Auto`] they are asked without streaming from the start. A route leaves it when its
-/// settings change (its identity is another).
+/// The routes known to refuse streamed requests, by server identity
+/// ([`ProviderConfig::server_identity`]) and model: with [`Streaming::Auto`] they are asked
+/// without streaming from the start. A route leaves it when its address or streaming setting
+/// changes (its identity is another); other settings changes keep it (the qualification harness
+/// changed the settings version six times in one suite, and each change sent the next request
+/// streamed again).
 #[derive(Debug, Default)]
 pub struct BufferedRoutes {
     routes: Mutex<HashSet<String>>,
@@ -44,7 +47,7 @@ pub struct BufferedRoutes {
 
 impl BufferedRoutes {
     fn key(config: &ProviderConfig, model: &str) -> String {
-        format!("{}|{model}", config.transport_identity())
+        format!("{}|{model}", config.server_identity())
     }
 
     /// Whether the route of `config` and `model` is known to answer only unstreamed.
