@@ -203,7 +203,8 @@ pub enum Persona {
     /// llama-cpp-python's server (`--chat_format chatml-function-calling`): a streamed chat
     /// request offering tools without naming one function starts a `200` event stream, then the
     /// handler raises "Automatic streaming tool choice is not supported" and the connection
-    /// breaks before any event; the same request unstreamed is answered.
+    /// breaks before any event; the same request unstreamed is answered. Its request schema
+    /// takes an assistant message without `content` but refuses `"content": null` (422).
     LlamaCppPython,
 }
 
@@ -221,6 +222,28 @@ impl Persona {
             && stream
             && offers_tools
             && !names_a_function
+    }
+}
+
+impl Persona {
+    /// The validation error this server gives `body`, if it refuses it before any model turn.
+    fn refuses_request(self, protocol: SimProtocol, body: &Value) -> Option<SimError> {
+        if self != Self::LlamaCppPython || protocol != SimProtocol::OpenAi {
+            return None;
+        }
+        let null_content = body
+            .get("messages")
+            .and_then(Value::as_array)?
+            .iter()
+            .position(|m| m.get("content").is_some_and(Value::is_null))?;
+        Some(SimError::message(
+            422,
+            "validation_error",
+            format!(
+                "('body', 'messages', {null_content}, 'ChatCompletionRequestAssistantMessage', \
+                 'content'): Input should be a valid string"
+            ),
+        ))
     }
 }
 
@@ -697,6 +720,10 @@ async fn handle(
             stream,
             usage: None,
         });
+        if let Some(refusal) = state.persona.refuses_request(protocol, &body) {
+            drop(log);
+            return error_response(protocol, &refusal);
+        }
         if state.persona.refuses_stream(protocol, stream, &body) {
             // The request never reached a model turn: the script does not advance.
             drop(log);
