@@ -65,7 +65,7 @@ fn message(m: &Message) -> Value {
             // A turn that only called tools has no `content` at all: the API allows leaving it
             // out, and llama-cpp-python's server refuses `"content": null` (422, "Input should
             // be a valid string") where it takes the field missing.
-            if !(content.is_empty() && !tool_calls.is_empty()) {
+            if !content.is_empty() || tool_calls.is_empty() {
                 out.insert("content".into(), json!(content));
             }
             if !tool_calls.is_empty() {
