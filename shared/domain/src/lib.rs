@@ -6,6 +6,7 @@ pub mod ai_settings;
 pub mod alert_rules;
 pub mod backoff;
 pub mod canonical_json;
+pub mod connection;
 pub mod finding;
 pub mod fleet;
 pub mod forecast;

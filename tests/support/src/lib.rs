@@ -6,6 +6,7 @@ pub mod action_broker;
 pub mod agent;
 pub mod cli;
 pub mod db;
+pub mod fakepve;
 pub mod fleet;
 pub mod json_text;
 pub mod module_graph;

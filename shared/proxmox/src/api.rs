@@ -1,0 +1,419 @@
+//! What the Proxmox VE API answers, as far as Pulse reads it. Every field is optional unless the
+//! API documents it as always present, and every number and flag is read loosely (`loose`).
+//! Fields Pulse does not read are ignored.
+
+use serde::Deserialize;
+
+use crate::loose;
+
+/// `GET /version`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Version {
+    pub version: String,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub release: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub repoid: Option<String>,
+}
+
+/// One entry of `GET /cluster/status`: the cluster itself (`type: cluster`) or a member node.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterStatusEntry {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_bool")]
+    pub quorate: Option<bool>,
+    #[serde(default, deserialize_with = "loose::opt_bool")]
+    pub online: Option<bool>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub nodes: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub ip: Option<String>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub local: bool,
+}
+
+/// `GET /cluster/status` read as a whole.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterStatus {
+    /// `None` for a node that is not in a cluster (it has no quorum to lose).
+    pub cluster_name: Option<String>,
+    /// `None` for a stand-alone node.
+    pub quorate: Option<bool>,
+    pub members: Vec<Member>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub name: String,
+    pub online: bool,
+    pub ip: Option<String>,
+}
+
+impl ClusterStatus {
+    pub fn from_entries(entries: Vec<ClusterStatusEntry>) -> Self {
+        let cluster = entries.iter().find(|e| e.kind == "cluster");
+        ClusterStatus {
+            cluster_name: cluster.and_then(|c| c.name.clone()),
+            quorate: cluster.and_then(|c| c.quorate),
+            members: entries
+                .iter()
+                .filter(|e| e.kind == "node")
+                .filter_map(|e| {
+                    Some(Member {
+                        name: e.name.clone()?,
+                        online: e.online.unwrap_or(false),
+                        ip: e.ip.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the cluster has lost quorum (never for a stand-alone node).
+    pub fn lost_quorum(&self) -> bool {
+        self.quorate == Some(false)
+    }
+}
+
+/// One entry of `GET /cluster/resources`: a guest (`qemu`, `lxc`), a `node`, a `storage`, or a
+/// kind Pulse does not read (`pool`, `sdn`, ...), kept by its type only.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClusterResource {
+    /// `qemu/100`, `lxc/200`, `node/pve1`, `storage/pve1/local`.
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub node: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub vmid: Option<u64>,
+    /// Guests: `running`, `stopped`, `paused`, `unknown`; nodes: `online`, `offline`,
+    /// `unknown`; storage: `available`, `unknown`.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub status: Option<String>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub template: bool,
+    /// The share of the guest's or node's CPUs in use, 0..=1 per CPU.
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub cpu: Option<f64>,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub maxcpu: Option<f64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub mem: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub maxmem: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub disk: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub maxdisk: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub uptime: Option<u64>,
+    #[serde(default, deserialize_with = "loose::tags")]
+    pub tags: Vec<String>,
+    /// The config lock (`backup`, `migrate`, `snapshot`, ...), when held.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub lock: Option<String>,
+    /// The HA state of a guest HA manages.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub hastate: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub pool: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub storage: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub plugintype: Option<String>,
+    #[serde(default, deserialize_with = "loose::comma_list")]
+    pub content: Vec<String>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub shared: bool,
+}
+
+impl ClusterResource {
+    pub fn is_guest(&self) -> bool {
+        matches!(self.kind.as_str(), "qemu" | "lxc")
+    }
+}
+
+/// One entry of `GET /nodes/{node}/storage`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NodeStorage {
+    pub storage: String,
+    #[serde(rename = "type", default, deserialize_with = "loose::opt_text")]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "loose::comma_list")]
+    pub content: Vec<String>,
+    #[serde(default, deserialize_with = "loose::opt_bool")]
+    pub enabled: Option<bool>,
+    #[serde(default, deserialize_with = "loose::opt_bool")]
+    pub active: Option<bool>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub shared: bool,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub total: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub used: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub avail: Option<u64>,
+}
+
+impl NodeStorage {
+    /// Used share 0..=1, when the storage reports a size.
+    pub fn used_fraction(&self) -> Option<f64> {
+        let total = self.total.filter(|t| *t > 0)?;
+        Some(self.used? as f64 / total as f64)
+    }
+}
+
+/// One entry of `GET /nodes/{node}/disks/list`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Disk {
+    pub devpath: String,
+    /// SMART's overall assessment: `PASSED`, `OK`, `FAILED`, `UNKNOWN`.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub health: Option<String>,
+    /// Remaining life in percent for SSDs (`100` new); `"N/A"` for disks without it.
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub wearout: Option<u64>,
+    #[serde(rename = "type", default, deserialize_with = "loose::opt_text")]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub model: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub serial: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub vendor: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub wwn: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub size: Option<u64>,
+    /// What uses the disk (`LVM`, `ZFS`, `mounted`, `partitions`, ...).
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub used: Option<String>,
+}
+
+/// One entry of `GET /nodes/{node}/disks/zfs`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ZfsPool {
+    pub name: String,
+    /// `ONLINE`, `DEGRADED`, `FAULTED`, `OFFLINE`, `UNAVAIL`, `REMOVED`.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub health: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub size: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub alloc: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub free: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub frag: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub dedup: Option<f64>,
+}
+
+/// `GET /nodes/{node}/status`, the parts Pulse reads.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NodeStatus {
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub uptime: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub cpu: Option<f64>,
+    #[serde(default, deserialize_with = "loose::floats")]
+    pub loadavg: Vec<f64>,
+    #[serde(default)]
+    pub memory: Option<Usage>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub pveversion: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub kversion: Option<String>,
+    #[serde(rename = "current-kernel", default)]
+    pub current_kernel: Option<Kernel>,
+}
+
+impl NodeStatus {
+    /// The running kernel's release (`6.8.12-4-pve`), from PVE 8's `current-kernel` or the older
+    /// `kversion` line.
+    pub fn kernel(&self) -> Option<String> {
+        self.current_kernel
+            .as_ref()
+            .and_then(|k| k.release.clone())
+            .or_else(|| {
+                self.kversion
+                    .as_ref()
+                    .and_then(|k| k.split_whitespace().nth(1).map(str::to_owned))
+            })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Usage {
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub total: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub used: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub free: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Kernel {
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub release: Option<String>,
+}
+
+/// One entry of `GET /nodes/{node}/tasks`, or `GET /nodes/{node}/tasks/{upid}/status`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Task {
+    pub upid: String,
+    #[serde(rename = "type", default, deserialize_with = "loose::opt_text")]
+    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub id: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub node: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub user: Option<String>,
+    /// The status endpoint: `running` or `stopped`; the task list: the exit status itself.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub status: Option<String>,
+    /// `OK`, `WARNINGS: n`, or the error, once stopped (status endpoint).
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub exitstatus: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_i64")]
+    pub starttime: Option<i64>,
+    #[serde(default, deserialize_with = "loose::opt_i64")]
+    pub endtime: Option<i64>,
+}
+
+impl Task {
+    /// The exit status, wherever this endpoint put it; `None` while the task runs.
+    pub fn exit_status(&self) -> Option<&str> {
+        if let Some(exit) = self.exitstatus.as_deref() {
+            return Some(exit);
+        }
+        match self.status.as_deref() {
+            None | Some("running") | Some("stopped") => None,
+            Some(other) => Some(other),
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.status.as_deref() == Some("running")
+            || (self.endtime.is_none() && self.exit_status().is_none())
+    }
+
+    /// Whether the task ended well (`OK`, or `WARNINGS: n`).
+    pub fn succeeded(&self) -> Option<bool> {
+        let exit = self.exit_status()?;
+        Some(exit == "OK" || exit.starts_with("WARNINGS"))
+    }
+}
+
+/// A task id, `UPID:node:pid:pstart:starttime:type:id:user:`, with its hex fields read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upid {
+    pub node: String,
+    pub pid: u32,
+    pub starttime: i64,
+    pub kind: String,
+    pub id: String,
+    pub user: String,
+    raw: String,
+}
+
+impl Upid {
+    pub fn parse(raw: &str) -> Option<Self> {
+        let rest = raw.strip_prefix("UPID:")?;
+        let parts: Vec<&str> = rest.splitn(8, ':').collect();
+        if parts.len() < 7 {
+            return None;
+        }
+        let (node, pid, _pstart, start, kind, id, user) = (
+            parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], parts[6],
+        );
+        if node.is_empty() || kind.is_empty() || user.is_empty() {
+            return None;
+        }
+        Some(Upid {
+            node: node.to_owned(),
+            pid: u32::from_str_radix(pid, 16).ok()?,
+            starttime: i64::from_str_radix(start, 16).ok()?,
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+            user: user.to_owned(),
+            raw: raw.to_owned(),
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+}
+
+/// `GET /access/permissions`: path -> privilege -> 1.
+pub type Permissions =
+    std::collections::BTreeMap<String, std::collections::BTreeMap<String, serde_json::Value>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_upid_is_read_with_its_hex_fields() {
+        let upid =
+            Upid::parse("UPID:pve1:000003E8:00001B58:6757A4C0:qmstart:100:pulse@pve!ops:").unwrap();
+        assert_eq!(upid.node, "pve1");
+        assert_eq!(upid.pid, 1000);
+        assert_eq!(upid.starttime, 0x6757_A4C0);
+        assert_eq!(upid.kind, "qmstart");
+        assert_eq!(upid.id, "100");
+        assert_eq!(upid.user, "pulse@pve!ops");
+        for bad in [
+            "",
+            "UPID:",
+            "UPID:pve1:zz:0:0:qmstart:100:root@pam:",
+            "TASK:pve1:1:1:1:a:b:c:",
+        ] {
+            assert!(Upid::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_task_reads_its_exit_status_from_either_endpoint() {
+        let status: Task = serde_json::from_value(serde_json::json!({
+            "upid": "UPID:pve1:1:1:1:qmstart:100:root@pam:", "status": "stopped",
+            "exitstatus": "can't lock file", "starttime": "100", "endtime": 105
+        }))
+        .unwrap();
+        assert_eq!(status.exit_status(), Some("can't lock file"));
+        assert_eq!(status.succeeded(), Some(false));
+        assert!(!status.is_running());
+        let listed: Task = serde_json::from_value(serde_json::json!({
+            "upid": "UPID:pve1:1:1:1:vzdump:100:root@pam:", "status": "WARNINGS: 2", "endtime": 9
+        }))
+        .unwrap();
+        assert_eq!(listed.succeeded(), Some(true));
+        let running: Task = serde_json::from_value(serde_json::json!({
+            "upid": "UPID:pve1:1:1:1:qmshutdown:100:root@pam:", "status": "running"
+        }))
+        .unwrap();
+        assert!(running.is_running());
+        assert_eq!(running.succeeded(), None);
+    }
+
+    #[test]
+    fn a_stand_alone_node_has_no_quorum_to_lose() {
+        let entries: Vec<ClusterStatusEntry> = serde_json::from_value(serde_json::json!([
+            {"type": "node", "name": "pve1", "online": 1, "local": 1, "ip": "192.0.2.1"}
+        ]))
+        .unwrap();
+        let status = ClusterStatus::from_entries(entries);
+        assert_eq!(status.quorate, None);
+        assert!(!status.lost_quorum());
+        assert_eq!(status.members.len(), 1);
+    }
+}
