@@ -11,6 +11,7 @@ mod auth;
 mod authorized;
 mod body_limit;
 mod bootstrap;
+mod connections;
 mod cost;
 pub mod declared_errors;
 mod error;

@@ -21,7 +21,7 @@ pub use crate::route::{RouteSpec, UNROUTED};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::{
-    actions, agent_context, agents, alerts, assistant, audit, auth, body_limit, cost,
+    actions, agent_context, agents, alerts, assistant, audit, auth, body_limit, connections, cost,
     declared_errors, findings, forecast, manifest, models, observe, openapi, operator_state,
     patrol, platform, remediation_locks, resources, settings, system, tokens,
 };
@@ -45,6 +45,7 @@ pub static API_ROUTES: LazyLock<Vec<RouteSpec>> = LazyLock::new(|| {
         audit::ROUTES,
         agent_context::ROUTES,
         operator_state::ROUTES,
+        connections::ROUTES,
         cost::ROUTES,
     ]
     .concat()

@@ -96,6 +96,10 @@ pub enum Command {
     /// Check the tenant's hash-chained audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Proxmox VE clusters Pulse reads: add (checked first), test,
+    /// list, check again, remove.
+    #[command(subcommand)]
+    Connections(ConnectionsCommand),
     /// Administration that needs the stack's database rather than an API token.
     #[command(subcommand)]
     Admin(AdminCommand),
@@ -305,6 +309,91 @@ pub struct DownArgs {
     /// How long to wait for the stack to stop.
     #[arg(long, default_value = "60s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConnectionsCommand {
+    /// Check a connection, then store it; a failed check stores nothing and says what to fix.
+    Add(ConnectionArgs),
+    /// Check a connection without storing it: its state, the fingerprint the server presents,
+    /// the version and the cluster's quorum.
+    Test(ConnectionArgs),
+    /// List the connections with their state.
+    List {
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a stored connection again and record its state.
+    Check {
+        /// Connection id (from `pulsectl connections list`).
+        id: String,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a connection and its sealed token secret.
+    Remove {
+        /// Connection id.
+        id: String,
+    },
+}
+
+/// What a connection is. The token secret is read from a file or the environment, never from
+/// the command line (where other users of the machine could read it).
+#[derive(Debug, Args)]
+pub struct ConnectionArgs {
+    /// What it talks to.
+    #[arg(value_enum)]
+    pub kind: ConnectionKindArg,
+
+    /// `https://host[:port]`; the port defaults to 8006 (Proxmox VE) or 8007 (PBS).
+    #[arg(long)]
+    pub url: String,
+
+    /// The API token's id, `user@realm!name`.
+    #[arg(long)]
+    pub token_id: String,
+
+    /// A file holding the token's secret (one line).
+    #[arg(long, value_name = "PATH", conflicts_with = "token_secret_env")]
+    pub token_secret_file: Option<PathBuf>,
+
+    /// The environment variable holding the token's secret.
+    #[arg(
+        long,
+        value_name = "VAR",
+        default_value = "PULSE_CONNECTION_TOKEN_SECRET"
+    )]
+    pub token_secret_env: String,
+
+    /// The SHA-256 fingerprint of the server's (self-signed) certificate.
+    #[arg(long, group = "trust")]
+    pub fingerprint: Option<String>,
+
+    /// A PEM file of the CA that signed the server's certificate.
+    #[arg(long, value_name = "PATH", group = "trust")]
+    pub ca_file: Option<PathBuf>,
+
+    /// Trust the platform's roots (a publicly signed certificate).
+    #[arg(long, group = "trust")]
+    pub public_ca: bool,
+
+    /// A name, unique per kind: lower-case letters, digits and '-'. Default: from the URL's host.
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// Print the API's JSON answer instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ConnectionKindArg {
+    #[value(name = "proxmox-ve")]
+    ProxmoxVe,
+    #[value(name = "proxmox-backup")]
+    ProxmoxBackup,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,7 +1,8 @@
 //! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
 //! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings;
-//! `models` lists each provider's models and tests one;
+//! `models` lists each provider's models and tests one; `connections` adds, tests, lists and
+//! removes Proxmox VE and PBS connections;
 //! `approvals` lists and decides actions waiting for a human; `audit verify` checks the audit
 //! chain; `admin recover-token` issues a new admin token through the database when the token
 //! file is lost.
@@ -13,6 +14,7 @@ pub mod audit;
 pub mod binaries;
 pub mod child;
 pub mod cli;
+pub mod connections;
 pub mod demo;
 pub mod deps;
 pub mod detach;
@@ -37,8 +39,8 @@ pub mod up;
 use pulse_api::actions::DecisionOutcome;
 
 use cli::{
-    AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, FindingsCommand, ModelsCommand,
-    PatrolCommand, TokenCommand, UserCommand,
+    AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, ConnectionsCommand,
+    FindingsCommand, ModelsCommand, PatrolCommand, TokenCommand, UserCommand,
 };
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
@@ -118,6 +120,20 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                     model,
                     json,
                 } => models::test(&client, &provider, &model, json).await,
+            };
+            result.map_err(Error::Patrol)?;
+        }
+        Command::Connections(command) => {
+            let token = resolve_token(cli.token.as_deref(), &cli.state_dir)?;
+            let client = GatewayClient::new(&cli.gateway, token)?;
+            let result = match command {
+                ConnectionsCommand::Add(args) => connections::add(&client, &args).await,
+                ConnectionsCommand::Test(args) => connections::test(&client, &args).await,
+                ConnectionsCommand::List { json } => connections::list(&client, json).await,
+                ConnectionsCommand::Check { id, json } => {
+                    connections::check(&client, &id, json).await
+                }
+                ConnectionsCommand::Remove { id } => connections::remove(&client, &id).await,
             };
             result.map_err(Error::Patrol)?;
         }

@@ -14,6 +14,7 @@ pub mod agents;
 pub mod alerts;
 pub mod assistant;
 pub mod audit;
+pub mod connections;
 pub mod constraints;
 pub mod context;
 pub mod cost;

@@ -258,6 +258,18 @@ error_codes! {
     TenantExists => "tenant_exists", 409,
         "a tenant with this id already exists",
         "choose another id, or manage the existing tenant";
+    ConnectionUnreachable => "connection_unreachable", 422,
+        "nothing usable answered at the connection's URL: no route, refused, no answer in time, or not a Proxmox API; the message gives the cause",
+        "check the URL and port (8006 for Proxmox VE, 8007 for Proxmox Backup Server) and that Pulse can reach it, then add or test the connection again";
+    ConnectionTlsMismatch => "connection_tls_mismatch", 422,
+        "the server's certificate is not the pinned one, or does not chain to the CA given (or the platform's roots); the message names the fingerprint it presented",
+        "if the server is the one you meant, pin the fingerprint the message names (POST /api/connections/test answers it as presented_fingerprint), or give the CA that signed it";
+    ConnectionAuthFailed => "connection_auth_failed", 422,
+        "the Proxmox server refused the API token: wrong token id or secret, expired, or removed",
+        "check the token id (user@realm!name) and its secret, or create a new token";
+    ConnectionPrivilegesMissing => "connection_privileges_missing", 422,
+        "the API token is accepted but lacks the privileges Pulse reads with, so the cluster would look empty; the message names them",
+        "grant the token the PVEAuditor role on / with propagation (docs/proxmox.md), then test the connection again";
 }
 
 impl std::fmt::Display for ErrorCode {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use pulse_api::actions::{ActionView, AuditRecord, DecisionBody, PlanBody};
 use pulse_api::agents::ForgottenAgent;
 use pulse_api::audit::VerifyView;
+use pulse_api::connections::{ConnectionBody, ConnectionCheck, ConnectionList, ConnectionView};
 use pulse_api::findings::{
     DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
     ResolveBody, SnoozeBody, SuppressBody,
@@ -213,6 +214,34 @@ impl Client {
     /// `DELETE /api/tokens/{id}`.
     pub async fn revoke_token(&self, id: &str) -> Result<(), Error> {
         self.send::<()>(Method::DELETE, &["api", "tokens", id], &[], None)
+            .await
+            .map(drop)
+    }
+
+    /// `GET /api/connections`.
+    pub async fn connections(&self) -> Result<ConnectionList, Error> {
+        self.get(&["api", "connections"]).await
+    }
+
+    /// `POST /api/connections`: checks the connection, then stores it (its secret sealed).
+    pub async fn add_connection(&self, body: &ConnectionBody) -> Result<ConnectionView, Error> {
+        self.post(&["api", "connections"], body).await
+    }
+
+    /// `POST /api/connections/test`: checks a connection without storing it.
+    pub async fn test_connection(&self, body: &ConnectionBody) -> Result<ConnectionCheck, Error> {
+        self.post(&["api", "connections", "test"], body).await
+    }
+
+    /// `POST /api/connections/{id}/test`: checks a stored connection again.
+    pub async fn retest_connection(&self, id: &str) -> Result<ConnectionCheck, Error> {
+        self.call::<(), _>(Method::POST, &["api", "connections", id, "test"], &[], None)
+            .await
+    }
+
+    /// `DELETE /api/connections/{id}`.
+    pub async fn delete_connection(&self, id: &str) -> Result<(), Error> {
+        self.send::<()>(Method::DELETE, &["api", "connections", id], &[], None)
             .await
             .map(drop)
     }

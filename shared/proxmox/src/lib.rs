@@ -13,6 +13,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use pulse_capabilities::ErrorCode;
 use pulse_domain::connection::{ConnectionKind, ConnectionState, Fingerprint, TokenId};
 use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderValue};
@@ -110,19 +111,21 @@ impl Error {
         }
     }
 
-    /// A stable code for the API's error envelope and the stored cause.
-    pub fn code(&self) -> &'static str {
+    /// The stable code of the API's error table (`pulse_capabilities::ErrorCode`) that this
+    /// failure is answered with. Input the operator wrote wrongly (URL, secret, CA file) is
+    /// `invalid_request`; a lost quorum is not an error of the connection (it is a state).
+    pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Url { .. } => "connection_url_invalid",
-            Error::Secret => "connection_secret_invalid",
-            Error::Ca { .. } => "connection_ca_invalid",
-            Error::Unreachable { .. } => "connection_unreachable",
-            Error::TlsMismatch { .. } => "connection_tls_mismatch",
-            Error::AuthFailed { .. } => "connection_auth_failed",
-            Error::Forbidden { .. } | Error::Privileges { .. } => "connection_privileges_missing",
-            Error::NoQuorum { .. } => "connection_no_quorum",
-            Error::Api { .. } => "connection_api_error",
-            Error::Decode { .. } => "connection_bad_answer",
+            Error::Url { .. } | Error::Secret | Error::Ca { .. } => ErrorCode::InvalidRequest,
+            Error::Unreachable { .. } | Error::Api { .. } | Error::Decode { .. } => {
+                ErrorCode::ConnectionUnreachable
+            }
+            Error::TlsMismatch { .. } => ErrorCode::ConnectionTlsMismatch,
+            Error::AuthFailed { .. } => ErrorCode::ConnectionAuthFailed,
+            Error::Forbidden { .. } | Error::Privileges { .. } => {
+                ErrorCode::ConnectionPrivilegesMissing
+            }
+            Error::NoQuorum { .. } => ErrorCode::Conflict,
         }
     }
 }
@@ -454,7 +457,6 @@ impl Client {
         let cluster = self.cluster_status().await?;
         if cluster.lost_quorum() {
             probe.state = ConnectionState::NoQuorum;
-            probe.code = Some("connection_no_quorum");
             probe.cause = Some(format!(
                 "cluster {} has lost quorum ({} of {} nodes online): reads work, guest actions \
                  are refused until quorum is back",
@@ -506,7 +508,7 @@ impl Client {
 pub struct Probe {
     pub state: ConnectionState,
     /// The stable code of the failure, when there is one.
-    pub code: Option<&'static str>,
+    pub code: Option<ErrorCode>,
     /// What to fix, for every state but `Connected`.
     pub cause: Option<String>,
     pub version: Option<String>,

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use anyhow::Context as _;
+use pulse_capabilities::ErrorCode;
 use pulse_domain::connection::{ConnectionKind, ConnectionState, Fingerprint, TokenId};
 use pulse_proxmox::{Client, Error, Secret, Timeouts, TlsMode};
 use pulse_test_support::fakepve::FakePve;
@@ -192,7 +193,7 @@ async fn a_certificate_that_is_not_the_pinned_one_is_refused_and_named() -> anyh
             ConnectionState::TlsMismatch,
             "{what}: {probe:?}"
         );
-        assert_eq!(probe.code, Some("connection_tls_mismatch"));
+        assert_eq!(probe.code, Some(ErrorCode::ConnectionTlsMismatch));
         // What to pin, if this is the server the operator meant.
         assert_eq!(
             probe.presented.map(|f| f.to_string()).as_deref(),
@@ -227,7 +228,7 @@ async fn a_certificate_that_is_not_the_pinned_one_is_refused_and_named() -> anyh
     let cut = b"-----BEGIN CERTIFICATE-----\nMIIBgTCCASegAwIBAgIUXYdr3H5V6E0R9d7m6lqX1m1h9CAwCgYIKoZIzj0EAwIw\n-----END CERTIFICATE-----\n";
     for bad in [&cut[..], b"not pem"] {
         let err = TlsMode::ca_pem(bad).map(|_| ()).unwrap_err();
-        assert_eq!(err.code(), "connection_ca_invalid", "{err}");
+        assert_eq!(err.code(), ErrorCode::InvalidRequest, "{err}");
         assert_eq!(err.state(), Some(ConnectionState::TlsMismatch));
     }
     Ok(())
@@ -256,7 +257,7 @@ async fn a_refused_token_is_auth_failed_with_what_to_check() -> anyhow::Result<(
             ConnectionState::AuthFailed,
             "{token}: {probe:?}"
         );
-        assert_eq!(probe.code, Some("connection_auth_failed"));
+        assert_eq!(probe.code, Some(ErrorCode::ConnectionAuthFailed));
         let cause = probe.cause.unwrap_or_default();
         assert!(cause.contains("401"), "{cause}");
         assert!(cause.contains("check the token id and secret"), "{cause}");
@@ -286,7 +287,7 @@ async fn a_token_that_would_see_an_empty_cluster_is_refused_with_the_role_to_gra
     );
     let probe = limited.probe().await;
     assert_eq!(probe.state, ConnectionState::AuthFailed, "{probe:?}");
-    assert_eq!(probe.code, Some("connection_privileges_missing"));
+    assert_eq!(probe.code, Some(ErrorCode::ConnectionPrivilegesMissing));
     let cause = probe.cause.unwrap_or_default();
     assert!(cause.contains("VM.Audit on /vms"), "{cause}");
     assert!(cause.contains("Datastore.Audit on /storage"), "{cause}");
@@ -341,7 +342,7 @@ async fn nothing_listening_is_unreachable() -> anyhow::Result<()> {
     .probe()
     .await;
     assert_eq!(probe.state, ConnectionState::Unreachable, "{probe:?}");
-    assert_eq!(probe.code, Some("connection_unreachable"));
+    assert_eq!(probe.code, Some(ErrorCode::ConnectionUnreachable));
     assert!(probe.presented.is_none());
     let cause = probe.cause.unwrap_or_default();
     assert!(cause.contains(&format!("127.0.0.1:{port}")), "{cause}");

@@ -7,6 +7,7 @@ pub mod alerts;
 pub mod audit;
 pub mod bootstrap;
 pub mod chat;
+pub mod connections;
 pub mod cost_ledger;
 mod error;
 pub mod findings;

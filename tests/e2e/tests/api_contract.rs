@@ -4,7 +4,7 @@
 //! - every operation of `GET /api/openapi.json` refuses a caller without a token (401
 //!   `unauthorized`) and a token lacking its scopes (403 `missing_scope`), except the public
 //!   documents and health; and answers another tenant's object ids (a real resource, finding,
-//!   action, Patrol run and token of tenant B) like unknown ones (404 `*not_found`), while lists
+//!   action, Patrol run, token and Proxmox connection of tenant B) like unknown ones (404 `*not_found`), while lists
 //!   never show tenant B's objects;
 //! - every capability of `GET /api/agent/capabilities` exists in the router and answers its
 //!   declared method with its declared scopes (never 401/403, 404 route-not-found or 405), and no
@@ -13,6 +13,7 @@
 //!   no `x-pulse-undeclared-error` header, `pulse_http_undeclared_errors_total` never counted).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use chrono::Utc;
 use pulse_domain::action;
@@ -22,6 +23,7 @@ use pulse_domain::{Scope, TenantId};
 use pulse_store::{Store, findings, patrol_runs};
 use pulse_test_support::action_api::{restart_plan, user_token};
 use pulse_test_support::action_broker::TestActionBroker;
+use pulse_test_support::fakepve::FakePve;
 use pulse_test_support::runner::TestModelRunner;
 use pulse_test_support::seed::{seed_service, service_resource};
 use pulse_test_support::service::TestGateway;
@@ -29,6 +31,17 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const UNDECLARED_HEADER: &str = "x-pulse-undeclared-error";
+
+const PVE_TOKEN: &str = "pulse@pve!contract";
+const PVE_SECRET: &str = "0e6c1f2a-contract";
+
+/// The Proxmox VE API (`fakepve`) each tenant's connection is to.
+fn pve_spec() -> Value {
+    json!({
+        "tokens": { PVE_TOKEN: PVE_SECRET },
+        "guests": [{"vmid": 100, "name": "web", "status": "running"}]
+    })
+}
 
 /// Objects of one tenant that routes take ids of.
 #[derive(Debug, Clone)]
@@ -40,6 +53,10 @@ struct Ids {
     run: String,
     token: String,
     session: String,
+    connection: String,
+    /// The fake Proxmox VE API the connections talk to (not an object of a tenant).
+    pve_url: String,
+    pve_fingerprint: String,
 }
 
 impl Ids {
@@ -53,10 +70,13 @@ impl Ids {
             run: uuid::Uuid::new_v4().to_string(),
             token: uuid::Uuid::new_v4().to_string(),
             session: uuid::Uuid::new_v4().to_string(),
+            connection: uuid::Uuid::new_v4().to_string(),
+            pve_url: "https://127.0.0.1:9".to_owned(),
+            pve_fingerprint: "00".repeat(32),
         }
     }
 
-    fn all(&self) -> [&str; 7] {
+    fn all(&self) -> [&str; 8] {
         [
             &self.resource,
             &self.agent,
@@ -65,6 +85,7 @@ impl Ids {
             &self.run,
             &self.token,
             &self.session,
+            &self.connection,
         ]
     }
 
@@ -85,6 +106,8 @@ impl Ids {
             &self.session
         } else if template.starts_with("/api/agents/") {
             &self.agent
+        } else if template.starts_with("/api/connections/") {
+            &self.connection
         } else {
             &self.resource
         };
@@ -131,6 +154,10 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
         "undo_assistant_turn" | "redo_assistant_turn" => json!({"expected_prompt": "none"}),
         "steer_assistant_turn" => json!({"text": "focus on disks"}),
         "test_ai_provider" => json!({"model": "gpt-contract"}),
+        "add_connection" | "test_connection" => json!({
+            "kind": "proxmox-ve", "url": ids.pve_url, "name": "contract",
+            "token_id": PVE_TOKEN, "token_secret": PVE_SECRET, "fingerprint": ids.pve_fingerprint
+        }),
         _ => return None,
     })
 }
@@ -271,6 +298,7 @@ async fn seed(
     store: &Store,
     tenant: &TenantId,
     label: &str,
+    pve: &FakePve,
 ) -> anyhow::Result<Ids> {
     let resource = seed_service(store, tenant, label, service_resource("web")).await?;
     let tx = store.tenant_tx(tenant).await?;
@@ -376,7 +404,28 @@ async fn seed(
         created.body
     );
     let session = created.body["id"].as_str().unwrap_or_default().to_owned();
+    let added = send(
+        gw,
+        &Method::POST,
+        "/api/connections",
+        Some(&admin),
+        Some(&json!({
+            "kind": "proxmox-ve", "url": pve.url, "name": format!("{label}-pve"),
+            "token_id": PVE_TOKEN, "token_secret": PVE_SECRET, "fingerprint": pve.fingerprint
+        })),
+    )
+    .await?;
+    anyhow::ensure!(
+        added.status == StatusCode::CREATED,
+        "{} {}",
+        added.status,
+        added.body
+    );
+    let connection = added.body["id"].as_str().unwrap_or_default().to_owned();
     Ok(Ids {
+        connection,
+        pve_url: pve.url.clone(),
+        pve_fingerprint: pve.fingerprint.clone(),
         agent: agent_of(&resource),
         resource,
         finding,
@@ -398,6 +447,7 @@ async fn undeclared_count(gw: &TestGateway) -> anyhow::Result<Vec<String>> {
 
 #[tokio::test]
 async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
+    let pve = FakePve::start(Path::new(env!("CARGO_TARGET_TMPDIR")), &pve_spec()).await?;
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     // The model list and provider tests are answered by a model-runner.
@@ -405,7 +455,7 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
     let store = gw.db.store().clone();
     let b = TenantId::new("tenant-b")?;
     pulse_store::tenants::create(&store, &b, "Tenant B").await?;
-    let b_ids = seed(&gw, &store, &b, "b").await?;
+    let b_ids = seed(&gw, &store, &b, "b", &pve).await?;
 
     let document = send(&gw, &Method::GET, "/api/openapi.json", None, None).await?;
     assert_eq!(document.status, StatusCode::OK);
@@ -528,13 +578,14 @@ async fn every_operation_checks_token_scope_and_tenant() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow::Result<()> {
+    let pve = FakePve::start(Path::new(env!("CARGO_TARGET_TMPDIR")), &pve_spec()).await?;
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     // The model list and provider tests are answered by a model-runner.
     let runner = TestModelRunner::start(&gw, &gw.state_dir.join("runner"), &[]).await?;
     let store = gw.db.store().clone();
     let a = TenantId::default_tenant();
-    let ids = seed(&gw, &store, &a, "a").await?;
+    let ids = seed(&gw, &store, &a, "a", &pve).await?;
 
     let manifest = send(&gw, &Method::GET, "/api/agent/capabilities", None, None).await?;
     assert_eq!(manifest.status, StatusCode::OK);
@@ -679,14 +730,15 @@ async fn every_capability_is_routed_with_its_method_and_scopes_only() -> anyhow:
 
 #[tokio::test]
 async fn agent_context_reads_the_tenant_and_the_broker_catalogue() -> anyhow::Result<()> {
+    let pve = FakePve::start(Path::new(env!("CARGO_TARGET_TMPDIR")), &pve_spec()).await?;
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     let store = gw.db.store().clone();
     let a = TenantId::default_tenant();
-    let ids = seed(&gw, &store, &a, "a").await?;
+    let ids = seed(&gw, &store, &a, "a", &pve).await?;
     let b = TenantId::new("tenant-b")?;
     pulse_store::tenants::create(&store, &b, "Tenant B").await?;
-    let b_ids = seed(&gw, &store, &b, "b").await?;
+    let b_ids = seed(&gw, &store, &b, "b", &pve).await?;
     let reader = gw.create_token("reader", &["monitoring:read"]).await?;
 
     let fleet = send(
@@ -812,10 +864,11 @@ fn refused_for_the_body(answer: &Answer) -> bool {
 /// takes a request without one (it may refuse it for other reasons, never for its body).
 #[tokio::test]
 async fn every_documented_body_requirement_is_the_routes() -> anyhow::Result<()> {
+    let pve = FakePve::start(Path::new(env!("CARGO_TARGET_TMPDIR")), &pve_spec()).await?;
     let gw = TestGateway::start().await?;
     let broker = TestActionBroker::start(&gw, &gw.state_dir.join("broker"), &[]).await?;
     let store = gw.db.store().clone();
-    let ids = seed(&gw, &store, &TenantId::default_tenant(), "a").await?;
+    let ids = seed(&gw, &store, &TenantId::default_tenant(), "a", &pve).await?;
     let b = TenantId::new("tenant-b")?;
     pulse_store::tenants::create(&store, &b, "Tenant B").await?;
     let owner = gw.db.owner_client().await?;

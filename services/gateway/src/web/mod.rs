@@ -11,6 +11,7 @@
 mod actions;
 mod assets;
 mod chat;
+mod connections;
 mod cost;
 mod findings;
 mod layout;
@@ -55,6 +56,9 @@ pub const FORM_ROUTES: &[&str] = &[
     "/settings",
     "/settings/preflight",
     "/settings/test",
+    "/settings/connections",
+    "/settings/connections/{id}/check",
+    "/settings/connections/{id}/remove",
     "/chat/send",
     "/chat/{id}/stop",
 ];
@@ -84,6 +88,12 @@ pub fn routes() -> Router<AppState> {
         .route("/settings", get(settings::page).post(settings::save))
         .route("/settings/preflight", post(settings::preflight))
         .route("/settings/test", post(settings::test))
+        .route("/settings/connections", post(connections::add))
+        .route("/settings/connections/{id}/check", post(connections::check))
+        .route(
+            "/settings/connections/{id}/remove",
+            post(connections::remove),
+        )
         .route("/cost", get(cost::page))
         .route("/chat", get(chat::new_chat))
         .route("/chat/send", post(chat::send))

@@ -1,7 +1,8 @@
 //! Settings: providers (keys write-only), the models each provider lists (with a test per
 //! model that saves nothing), the Patrol and chat model routes (offered from those lists, any
 //! other route still typed freely), the preflight result and a button to re-run it, cadence
-//! with a cost preview per schedule, alert triggers, budgets with their state.
+//! with a cost preview per schedule, alert triggers, budgets with their state, and the Proxmox
+//! connections (`super::connections`).
 
 use std::collections::HashMap;
 
@@ -219,10 +220,14 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
             Ok(auth) => layout::answer(crate::models::catalogue(State(state.clone()), auth).await),
             Err(error) => Err(error),
         };
-        Ok::<_, ApiError>((settings, runs.runs, status, catalogue))
+        let connections = match user.authorized::<MonitoringReadScope>() {
+            Ok(auth) => crate::connections::listed(&state, &auth).await,
+            Err(error) => Err(error),
+        };
+        Ok::<_, ApiError>((settings, runs.runs, status, catalogue, connections))
     }
     .await;
-    let (settings, runs, status, catalogue) = match loaded {
+    let (settings, runs, status, catalogue, connections) = match loaded {
         Ok(loaded) => loaded,
         Err(error) => return layout::error_page(Some(&user), &error),
     };
@@ -248,6 +253,7 @@ pub async fn page(State(state): State<AppState>, user: WebUser) -> Response {
             }
         }
         (models_panel(&user, &catalogue))
+        (super::connections::panel(&user, &connections))
         form method="post" action="/settings" id="settings-form" {
             (csrf(&user))
             section class="panel" {

@@ -1,0 +1,361 @@
+//! Platform connections (migration 0032, ADR 0013): the only reader and writer of
+//! `connections`.
+//!
+//! The token secret is sealed with the master key; the associated data
+//! (`pulse-connection|<tenant>|<id>`) binds it to its tenant and connection, so a row copied
+//! elsewhere does not open. Only [`secret`] opens it, for the code that talks to the server.
+//! Every other read returns the connection without it. Creating and removing a connection are
+//! audited with the caller as actor, never with the secret.
+
+use chrono::{DateTime, Utc};
+use pulse_domain::connection::{ConnectionKind, ConnectionState, Fingerprint, TokenId};
+use serde_json::json;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::audit::{self, AuditEntry};
+use crate::settings::{MasterKey, Sealed};
+use crate::{StoreError, TenantTx};
+
+/// Connections one tenant may hold.
+pub const MAX_CONNECTIONS_PER_TENANT: i64 = 64;
+
+/// Why a connection store call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionStoreError {
+    #[error("a {kind} connection named {name:?} already exists")]
+    NameTaken { kind: ConnectionKind, name: String },
+    #[error("the token secret of connection {id} cannot be opened: {reason}")]
+    Sealing { id: Uuid, reason: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<tokio_postgres::Error> for ConnectionStoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Store(e.into())
+    }
+}
+
+/// How the server's certificate is trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredTls {
+    Pinned(Fingerprint),
+    /// PEM certificates of the CA.
+    Ca(String),
+    Public,
+}
+
+impl StoredTls {
+    pub fn mode(&self) -> &'static str {
+        match self {
+            StoredTls::Pinned(_) => "pinned",
+            StoredTls::Ca(_) => "ca",
+            StoredTls::Public => "public",
+        }
+    }
+}
+
+/// What the last check or poll of a connection saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observation {
+    pub state: ConnectionState,
+    /// The stable error code of a failure.
+    pub code: Option<String>,
+    /// What to fix, for every state but `connected`.
+    pub cause: Option<String>,
+    pub presented: Option<Fingerprint>,
+    pub version: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// A connection to create; the secret is sealed on the way in.
+#[derive(Debug, Clone)]
+pub struct NewConnection {
+    pub kind: ConnectionKind,
+    pub name: String,
+    pub url: String,
+    pub token_id: TokenId,
+    pub secret: String,
+    pub tls: StoredTls,
+    /// The check made before it was stored.
+    pub observed: Observation,
+}
+
+/// A stored connection, without its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    pub id: Uuid,
+    pub kind: ConnectionKind,
+    pub name: String,
+    pub url: String,
+    pub token_id: TokenId,
+    pub tls: StoredTls,
+    pub state: ConnectionState,
+    pub state_code: Option<String>,
+    pub state_cause: Option<String>,
+    pub presented_fingerprint: Option<Fingerprint>,
+    pub version: Option<String>,
+    pub checked_at: Option<DateTime<Utc>>,
+    pub created_by: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Connection {
+    /// The agent id its connector reports under: `pve.<name>` or `pbs.<name>`.
+    pub fn agent_id(&self) -> String {
+        format!("{}{}", self.kind.agent_prefix(), self.name)
+    }
+}
+
+const COLUMNS: &str = "id, kind, name, url, token_id, tls_mode, fingerprint, ca_pem, state, \
+     state_code, state_cause, presented_fingerprint, version, checked_at, created_by, created_at, \
+     updated_at";
+
+fn aad(tenant: &str, id: Uuid) -> Vec<u8> {
+    format!("pulse-connection|{tenant}|{id}").into_bytes()
+}
+
+fn invalid(what: &str, value: impl std::fmt::Display) -> StoreError {
+    StoreError::Invalid(format!("connections: stored {what} {value} cannot be read"))
+}
+
+fn from_row(row: &Row) -> Result<Connection, StoreError> {
+    let kind: String = row.try_get(1)?;
+    let token_id: String = row.try_get(4)?;
+    let mode: String = row.try_get(5)?;
+    let fingerprint: Option<String> = row.try_get(6)?;
+    let ca_pem: Option<String> = row.try_get(7)?;
+    let state: String = row.try_get(8)?;
+    let presented: Option<String> = row.try_get(11)?;
+    let tls = match (mode.as_str(), fingerprint, ca_pem) {
+        ("pinned", Some(fp), _) => {
+            StoredTls::Pinned(Fingerprint::parse(&fp).map_err(|_| invalid("fingerprint", fp))?)
+        }
+        ("ca", _, Some(pem)) => StoredTls::Ca(pem),
+        ("public", _, _) => StoredTls::Public,
+        (other, _, _) => return Err(invalid("tls mode", other)),
+    };
+    Ok(Connection {
+        id: row.try_get(0)?,
+        kind: kind.parse().map_err(|_| invalid("kind", &kind))?,
+        name: row.try_get(2)?,
+        url: row.try_get(3)?,
+        token_id: TokenId::parse(&token_id).map_err(|_| invalid("token id", &token_id))?,
+        tls,
+        state: state.parse().map_err(|_| invalid("state", &state))?,
+        state_code: row.try_get(9)?,
+        state_cause: row.try_get(10)?,
+        presented_fingerprint: presented.and_then(|p| Fingerprint::parse(&p).ok()),
+        version: row.try_get(12)?,
+        checked_at: row.try_get(13)?,
+        created_by: row.try_get(14)?,
+        created_at: row.try_get(15)?,
+        updated_at: row.try_get(16)?,
+    })
+}
+
+/// How many connections the transaction's tenant holds.
+pub async fn count(tx: &TenantTx) -> Result<i64, StoreError> {
+    Ok(tx
+        .client()
+        .query_one("SELECT count(*) FROM connections", &[])
+        .await?
+        .get(0))
+}
+
+/// Stores a connection with its secret sealed, audited as `connection.created`.
+pub async fn insert(
+    tx: &TenantTx,
+    key: &MasterKey,
+    new: &NewConnection,
+    actor: &str,
+) -> Result<Connection, ConnectionStoreError> {
+    let id = Uuid::now_v7();
+    let tenant = tx.tenant().as_str();
+    let sealed = key
+        .seal_bytes(&aad(tenant, id), new.secret.as_bytes())
+        .ok_or_else(|| ConnectionStoreError::Sealing {
+            id,
+            reason: "encryption failed".into(),
+        })?;
+    let (fingerprint, ca_pem) = match &new.tls {
+        StoredTls::Pinned(fp) => (Some(fp.to_string()), None),
+        StoredTls::Ca(pem) => (None, Some(pem.as_str())),
+        StoredTls::Public => (None, None),
+    };
+    let o = &new.observed;
+    let presented = o.presented.map(|p| p.to_string());
+    let row = tx
+        .client()
+        .query_opt(
+            &format!(
+                "INSERT INTO connections
+                     (tenant_id, id, kind, name, url, token_id, secret_sealed, secret_nonce,
+                      key_id, tls_mode, fingerprint, ca_pem, state, state_code, state_cause,
+                      presented_fingerprint, version, checked_at, created_by)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+                         $17, $18, $19)
+                 ON CONFLICT (tenant_id, kind, name) DO NOTHING
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &tenant,
+                &id,
+                &new.kind.as_str(),
+                &new.name,
+                &new.url,
+                &new.token_id.as_str(),
+                &sealed.ciphertext,
+                &sealed.nonce,
+                &sealed.key_id,
+                &new.tls.mode(),
+                &fingerprint,
+                &ca_pem,
+                &o.state.as_str(),
+                &o.code,
+                &o.cause,
+                &presented,
+                &o.version,
+                &o.at,
+                &actor,
+            ],
+        )
+        .await?;
+    // ON CONFLICT DO NOTHING returns no row: the name is taken.
+    let Some(row) = row else {
+        return Err(ConnectionStoreError::NameTaken {
+            kind: new.kind,
+            name: new.name.clone(),
+        });
+    };
+    let stored = from_row(&row)?;
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "connection.created".to_owned(),
+            subject: id.to_string(),
+            payload: json!({
+                "kind": new.kind.as_str(),
+                "name": new.name,
+                "url": new.url,
+                "token_id": new.token_id.as_str(),
+                "tls_mode": new.tls.mode(),
+                "fingerprint": fingerprint,
+                "state": o.state.as_str(),
+            }),
+        },
+    )
+    .await?;
+    Ok(stored)
+}
+
+/// Every connection of the tenant, by kind and name.
+pub async fn list(tx: &TenantTx) -> Result<Vec<Connection>, StoreError> {
+    let rows = tx
+        .client()
+        .query(
+            &format!("SELECT {COLUMNS} FROM connections ORDER BY kind, name"),
+            &[],
+        )
+        .await?;
+    rows.iter().map(from_row).collect()
+}
+
+pub async fn get(tx: &TenantTx, id: Uuid) -> Result<Option<Connection>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM connections WHERE id = $1"),
+            &[&id],
+        )
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The connection's token secret, opened. For the code that talks to the server only.
+pub async fn secret(
+    tx: &TenantTx,
+    key: &MasterKey,
+    id: Uuid,
+) -> Result<Option<String>, ConnectionStoreError> {
+    let Some(row) = tx
+        .client()
+        .query_opt(
+            "SELECT secret_sealed, secret_nonce, key_id FROM connections WHERE id = $1",
+            &[&id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let sealed = Sealed {
+        ciphertext: row.try_get(0)?,
+        nonce: row.try_get(1)?,
+        key_id: row.try_get(2)?,
+    };
+    let failed = |reason: &str| ConnectionStoreError::Sealing {
+        id,
+        reason: reason.to_owned(),
+    };
+    let plaintext = key
+        .open_bytes(&aad(tx.tenant().as_str(), id), &sealed)
+        .map_err(failed)?;
+    String::from_utf8(plaintext)
+        .map(Some)
+        .map_err(|_| failed("not UTF-8"))
+}
+
+/// Records what a check or poll saw. Returns whether the connection still exists.
+pub async fn record(tx: &TenantTx, id: Uuid, observed: &Observation) -> Result<bool, StoreError> {
+    let presented = observed.presented.map(|p| p.to_string());
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE connections
+             SET state = $2, state_code = $3, state_cause = $4, presented_fingerprint = $5,
+                 version = coalesce($6, version), checked_at = $7, updated_at = now()
+             WHERE id = $1",
+            &[
+                &id,
+                &observed.state.as_str(),
+                &observed.code,
+                &observed.cause,
+                &presented,
+                &observed.version,
+                &observed.at,
+            ],
+        )
+        .await?;
+    Ok(updated > 0)
+}
+
+/// Removes the connection and its sealed secret, audited as `connection.deleted`. Returns
+/// whether there was one.
+pub async fn delete(tx: &TenantTx, id: Uuid, actor: &str) -> Result<bool, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            "DELETE FROM connections WHERE id = $1 RETURNING kind, name",
+            &[&id],
+        )
+        .await?;
+    let Some(row) = row else {
+        return Ok(false);
+    };
+    let kind: String = row.try_get(0)?;
+    let name: String = row.try_get(1)?;
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "connection.deleted".to_owned(),
+            subject: id.to_string(),
+            payload: json!({ "kind": kind, "name": name }),
+        },
+    )
+    .await?;
+    Ok(true)
+}
