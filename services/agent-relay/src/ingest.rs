@@ -341,6 +341,7 @@ mod tests {
                         labels: Default::default(),
                         details: serde_json::json!({"note": "ok"}),
                         metrics: [(metric.to_owned(), 1.0)].into(),
+                        parent: None,
                     }],
                 },
                 details_stored: vec![true],

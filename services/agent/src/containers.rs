@@ -88,6 +88,7 @@ pub fn container_resource(details: &ContainerDetails) -> ObservedResource {
             "finished_at": details.finished_at,
         }),
         metrics: Default::default(),
+        parent: None,
     }
 }
 

@@ -101,6 +101,7 @@ pub(crate) fn host_resource(
             "agent_version": env!("CARGO_PKG_VERSION"),
         }),
         metrics: sample.metrics(),
+        parent: None,
     }
 }
 
@@ -134,5 +135,6 @@ pub(crate) fn storage_resource(fs: &Filesystem) -> ObservedResource {
             "fs_type": fs.mount.fs_type,
         }),
         metrics,
+        parent: None,
     }
 }

@@ -451,7 +451,7 @@ mod tests {
             err.message,
             "status: \"up\" is not one of running, exited, stopped, unknown"
         );
-        let err = read("type=vm").expect_err("unknown type");
+        let err = read("type=k8s-pod").expect_err("unknown type");
         assert!(err.message.starts_with("type: "), "{}", err.message);
     }
 }

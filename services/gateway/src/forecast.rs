@@ -32,8 +32,12 @@ pub const MAX_SAMPLES: i64 = 10_000;
 /// The metric forecast for a resource of `kind` when the caller names none.
 pub(crate) fn default_metric(kind: ResourceType) -> Option<&'static str> {
     match kind {
+        // Storage and ZFS pools fill up; a disk wears out.
         ResourceType::Storage => Some(USED_PERCENT),
-        ResourceType::Host => Some(MEMORY_PERCENT),
+        ResourceType::PhysicalDisk => Some("wearout_remaining_percent"),
+        ResourceType::Host | ResourceType::Node | ResourceType::Vm => Some(MEMORY_PERCENT),
+        // A container's root disk fills up.
+        ResourceType::SystemContainer => Some(USED_PERCENT),
         ResourceType::Service | ResourceType::AppContainer => None,
     }
 }

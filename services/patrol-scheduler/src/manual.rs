@@ -104,6 +104,7 @@ mod tests {
             labels: BTreeMap::new(),
             details: serde_json::Value::Null,
             metrics: BTreeMap::new(),
+            parent: None,
         }
     }
 

@@ -38,6 +38,7 @@ fn service(health: Health, status: ResourceStatus, restarts: u32) -> ObservedRes
         labels: BTreeMap::new(),
         details: json!({"last_exit_code": null, "health_log": []}),
         metrics: BTreeMap::new(),
+        parent: None,
     }
 }
 
@@ -53,6 +54,7 @@ fn with_metric(kind: ResourceType, source: &str, metric: &str, value: f64) -> Ob
         labels: BTreeMap::new(),
         details: json!({}),
         metrics: BTreeMap::from([(metric.to_owned(), value)]),
+        parent: None,
     }
 }
 

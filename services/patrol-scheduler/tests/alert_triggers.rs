@@ -56,6 +56,7 @@ async fn report(store: &Store, tenant: &TenantId) -> anyhow::Result<()> {
         labels: BTreeMap::new(),
         details: Value::Null,
         metrics: BTreeMap::new(),
+        parent: None,
     };
     resources::apply_report(&tx, "h1", Utc::now(), &[web]).await?;
     tx.commit().await?;

@@ -91,6 +91,7 @@ async fn report_service(store: &Store, tenant: &TenantId) {
         labels: BTreeMap::new(),
         details: serde_json::Value::Null,
         metrics: BTreeMap::new(),
+        parent: None,
     };
     resources::apply_report(&tx, "h1", Utc::now(), &[web])
         .await

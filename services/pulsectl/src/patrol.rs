@@ -333,8 +333,8 @@ mod tests {
 
     #[test]
     fn bad_run_arguments_are_refused_before_any_request() {
-        let err = parse(&["patrol", "run", "--type", "vm"]).unwrap_err();
-        assert!(err.to_string().contains("\"vm\""), "{err}");
+        let err = parse(&["patrol", "run", "--type", "k8s-pod"]).unwrap_err();
+        assert!(err.to_string().contains("\"k8s-pod\""), "{err}");
         // Context alone names no scope: the API would refuse it, so the CLI does first.
         let err = parse(&["patrol", "run", "--context", "why"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::MissingRequiredArgument);

@@ -64,9 +64,16 @@ impl FreshObserver {
         tenant: &TenantId,
         resource: &Resource,
     ) -> Result<FreshObservation, String> {
+        let target = target_of(resource).ok_or_else(|| {
+            format!(
+                "a {} resource cannot be observed afresh yet (its connector does not answer \
+                 observations)",
+                resource.resource_type
+            )
+        })?;
         let request = RelayObserveRequest {
             agent_id: resource.agent_id.clone(),
-            target: target_of(resource),
+            target,
         };
         let observation = RelayClient::new(self.bus.clone())
             .observe(tenant, &request, self.timeout)
@@ -92,9 +99,10 @@ impl FreshObserver {
     }
 }
 
-/// What to ask the agent to re-collect for a stored resource.
-fn target_of(resource: &Resource) -> ResourceTarget {
-    match resource.resource_type {
+/// What to ask the agent to re-collect for a stored resource; `None` for what a platform
+/// connector reports, which no agent re-collects: the verification fails closed.
+fn target_of(resource: &Resource) -> Option<ResourceTarget> {
+    Some(match resource.resource_type {
         ResourceType::Host => ResourceTarget::Host,
         ResourceType::Service => ResourceTarget::Service {
             name: resource.source_id.clone(),
@@ -105,7 +113,11 @@ fn target_of(resource: &Resource) -> ResourceTarget {
         ResourceType::Storage => ResourceTarget::Filesystem {
             mount_point: resource.source_id.clone(),
         },
-    }
+        ResourceType::Node
+        | ResourceType::Vm
+        | ResourceType::SystemContainer
+        | ResourceType::PhysicalDisk => return None,
+    })
 }
 
 /// The reason for a fresh observation that did not arrive. Relay error messages may quote the

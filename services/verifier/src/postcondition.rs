@@ -285,6 +285,7 @@ mod tests {
                 labels: BTreeMap::new(),
                 details,
                 metrics: BTreeMap::new(),
+                parent: None,
             },
             observed_at: executed() + ms(observed_after),
         }

@@ -444,6 +444,7 @@ mod tests {
             ResourceType::Storage => "/var",
             ResourceType::Service => "web",
             ResourceType::AppContainer => "c0ffee",
+            other => other.as_str(),
         };
         FreshObservation {
             resource_id: ResourceId::of(kind, "h1", source),
@@ -458,6 +459,7 @@ mod tests {
                 labels: BTreeMap::new(),
                 details,
                 metrics: metrics.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+                parent: None,
             },
             observed_at: at(),
         }

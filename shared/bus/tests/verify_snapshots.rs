@@ -129,6 +129,7 @@ fn relay_observe_wire_shapes() {
             labels: BTreeMap::new(),
             details: serde_json::json!({}),
             metrics: BTreeMap::from([("cpu_percent".to_owned(), 12.5)]),
+            parent: None,
         },
     });
     insta::assert_json_snapshot!("relay_observe_reply", reply);

@@ -439,6 +439,7 @@ mod tests {
                     labels: BTreeMap::new(),
                     details: serde_json::json!({"kernel": "6.1"}),
                     metrics: [("cpu_percent".to_owned(), 12.5)].into(),
+                    parent: None,
                 },
                 ObservedResource {
                     resource_type: ResourceType::Service,
@@ -451,6 +452,7 @@ mod tests {
                     labels: [("team".to_owned(), "ops".to_owned())].into(),
                     details: serde_json::json!({"pid": 42, "last_exit_code": 1}),
                     metrics: BTreeMap::new(),
+                    parent: None,
                 },
             ],
         })
@@ -592,6 +594,7 @@ mod tests {
                 labels: BTreeMap::new(),
                 details: serde_json::json!({"pid": 4242}),
                 metrics: BTreeMap::new(),
+                parent: None,
             },
         });
         let tail = AgentMessage::ReadResult(ReadResult {

@@ -34,6 +34,10 @@ pub enum ObservedResourceType {
     AppContainer,
     Service,
     Storage,
+    Node,
+    Vm,
+    SystemContainer,
+    PhysicalDisk,
 }
 
 impl ObservedResourceType {
@@ -43,6 +47,10 @@ impl ObservedResourceType {
             Self::AppContainer => "container",
             Self::Service => "service",
             Self::Storage => "storage",
+            Self::Node => "node",
+            Self::Vm => "vm",
+            Self::SystemContainer => "system container",
+            Self::PhysicalDisk => "physical disk",
         }
     }
 }

@@ -16,14 +16,25 @@ pub enum ResourceType {
     AppContainer,
     Service,
     Storage,
+    // What a platform connector reports: a Proxmox VE node, a virtual machine (`qemu`), a
+    // system container (`lxc`), a disk of a node with its SMART health. (Plain comments: the
+    // wire schema stays one enum of names.)
+    Node,
+    Vm,
+    SystemContainer,
+    PhysicalDisk,
 }
 
 impl ResourceType {
-    pub const ALL: [ResourceType; 4] = [
+    pub const ALL: [ResourceType; 8] = [
         ResourceType::Host,
         ResourceType::AppContainer,
         ResourceType::Service,
         ResourceType::Storage,
+        ResourceType::Node,
+        ResourceType::Vm,
+        ResourceType::SystemContainer,
+        ResourceType::PhysicalDisk,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -32,7 +43,16 @@ impl ResourceType {
             ResourceType::AppContainer => "app-container",
             ResourceType::Service => "service",
             ResourceType::Storage => "storage",
+            ResourceType::Node => "node",
+            ResourceType::Vm => "vm",
+            ResourceType::SystemContainer => "system-container",
+            ResourceType::PhysicalDisk => "physical-disk",
         }
+    }
+
+    /// A guest of a hypervisor: what the guest power actions act on.
+    pub fn is_guest(self) -> bool {
+        matches!(self, ResourceType::Vm | ResourceType::SystemContainer)
     }
 }
 
@@ -43,7 +63,10 @@ impl fmt::Display for ResourceType {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown resource type {0:?} (expected host, app-container, service or storage)")]
+#[error(
+    "unknown resource type {0:?} (expected host, app-container, service, storage, node, vm, \
+     system-container or physical-disk)"
+)]
 pub struct UnknownResourceType(pub String);
 
 impl std::str::FromStr for ResourceType {
@@ -128,7 +151,9 @@ impl std::str::FromStr for Health {
 }
 
 /// A canonical resource id: `host:<agent-id>`, `service:<host>:<name>`,
-/// `storage:<host>:<mount>`, `app-container:<host>:<container-id>`.
+/// `storage:<host>:<mount>`, `app-container:<host>:<container-id>`; for what a platform
+/// connector reports (agent `pve.<name>`), `<type>:<agent>:<source id>`, e.g.
+/// `vm:pve.home:100`, `node:pve.home:pve1`, `physical-disk:pve.home:pve1/dev/sda`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(transparent)]
@@ -158,6 +183,7 @@ impl ResourceId {
             ResourceType::Service => Self::service(host, source_id),
             ResourceType::Storage => Self::storage(host, source_id),
             ResourceType::AppContainer => Self::app_container(host, source_id),
+            other => Self(format!("{}:{host}:{source_id}", other.as_str())),
         }
     }
 
@@ -231,9 +257,23 @@ pub struct ObservedResource {
     /// Type-specific facts (pid, last exit code, health log, usage...).
     #[serde(default)]
     pub details: serde_json::Value,
+    /// The resource of the same report this one belongs to (a guest's node, a disk's node);
+    /// none: the reporting agent's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentRef>,
     /// Current values, stored as metric history.
     #[serde(default)]
     pub metrics: BTreeMap<String, f64>,
+}
+
+/// A resource of the same report, by type and source id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ParentRef {
+    #[serde(rename = "type")]
+    pub resource_type: ResourceType,
+    pub source_id: String,
 }
 
 impl ObservedResource {
@@ -369,7 +409,7 @@ mod tests {
                 serde_json::Value::String(t.as_str().to_owned())
             );
         }
-        assert!("vm".parse::<ResourceType>().is_err());
+        assert!("k8s-pod".parse::<ResourceType>().is_err());
     }
 
     #[test]
@@ -419,6 +459,7 @@ mod tests {
                 .collect(),
             details: serde_json::Value::Null,
             metrics: [("x".to_owned(), f64::NAN), ("y".to_owned(), 1.0)].into(),
+            parent: None,
         };
         assert!(r.sanitize());
         assert_eq!(r.name.chars().count(), limits::MAX_NAME_CHARS);

@@ -6,6 +6,7 @@
 //! The gateway's connection test and the connector use this one implementation.
 
 pub mod api;
+pub mod inventory;
 mod loose;
 pub mod tls;
 

@@ -348,3 +348,98 @@ async fn nothing_listening_is_unreachable() -> anyhow::Result<()> {
     assert!(cause.contains(&format!("127.0.0.1:{port}")), "{cause}");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_cluster_reads_as_canonical_resources_with_their_parents() -> anyhow::Result<()> {
+    use pulse_domain::resource::{Health, ResourceStatus, ResourceType};
+    use pulse_proxmox::inventory;
+
+    let mut pve = FakePve::start(tmp(), &cluster_spec()).await?;
+    let client = client(&pve.url, TOKEN, SECRET, pinned(&pve));
+    let read = inventory::read(&client, "pve.home").await?;
+    let find = |kind: ResourceType, source: &str| {
+        read.resources
+            .iter()
+            .find(|r| r.resource_type == kind && r.source_id == source)
+            .with_context(|| format!("{kind} {source} in {:?}", read.resources))
+    };
+    let parent = |r: &pulse_domain::resource::ObservedResource| {
+        r.parent
+            .as_ref()
+            .map(|p| (p.resource_type, p.source_id.clone()))
+    };
+
+    let cluster = find(ResourceType::Host, "pve.home")?;
+    assert_eq!(cluster.name, "fakecluster");
+    assert_eq!(cluster.health, Health::Healthy);
+    assert_eq!(cluster.details["quorate"], true);
+    assert_eq!(cluster.details["nodes_total"], 2);
+
+    let pve1 = find(ResourceType::Node, "pve1")?;
+    assert_eq!(
+        (pve1.status, pve1.health),
+        (ResourceStatus::Running, Health::Healthy)
+    );
+    assert_eq!(pve1.details["kernel"], "6.14.8-2-pve");
+    assert_eq!(pve1.metrics["load1"], 0.42);
+
+    let web = find(ResourceType::Vm, "100")?;
+    assert_eq!(web.name, "web");
+    assert_eq!(web.status, ResourceStatus::Running);
+    assert_eq!(parent(web), Some((ResourceType::Node, "pve1".to_owned())));
+    assert_eq!(web.details["tags"], json!(["prod", "dmz"]));
+    let db = find(ResourceType::Vm, "101")?;
+    assert_eq!(db.status, ResourceStatus::Stopped);
+    assert_eq!(parent(db), Some((ResourceType::Node, "pve2".to_owned())));
+    assert_eq!(find(ResourceType::Vm, "9000")?.details["template"], true);
+    let dns = find(ResourceType::SystemContainer, "200")?;
+    assert_eq!(dns.status, ResourceStatus::Running);
+
+    let local = find(ResourceType::Storage, "pve1/local")?;
+    assert_eq!(local.health, Health::Healthy);
+    assert_eq!(local.metrics["used_percent"], 0.0);
+    assert_eq!(parent(local), Some((ResourceType::Node, "pve1".to_owned())));
+    let tank = find(ResourceType::Storage, "pve1/zfs/tank")?;
+    assert_eq!(tank.health, Health::Unhealthy);
+    assert_eq!(tank.details["kind"], "zfs-pool");
+    assert!(
+        (tank.metrics["used_percent"] - 90.0).abs() < 0.01,
+        "{:?}",
+        tank.metrics
+    );
+    let sda = find(ResourceType::PhysicalDisk, "pve1/dev/sda")?;
+    assert_eq!(sda.health, Health::Unhealthy);
+    assert_eq!(sda.aliases, ["ZGY0ABCD", "0x5000c500c1a2b3c4"]);
+    let nvme = find(ResourceType::PhysicalDisk, "pve1/dev/nvme0n1")?;
+    assert_eq!(nvme.metrics["wearout_remaining_percent"], 97.0);
+    assert!(
+        read.unreadable_nodes.is_empty(),
+        "{:?}",
+        read.unreadable_nodes
+    );
+
+    // An offline node and a lost quorum: the node stays, unknown, with its guests unknown; the
+    // cluster is unhealthy.
+    pve.command(json!({"op": "node_offline", "node": "pve2"}))
+        .await?;
+    pve.command(json!({"op": "lose_quorum"})).await?;
+    let read = inventory::read(&client, "pve.home").await?;
+    let find = |kind: ResourceType, source: &str| {
+        read.resources
+            .iter()
+            .find(|r| r.resource_type == kind && r.source_id == source)
+            .with_context(|| format!("{kind} {source}"))
+    };
+    assert_eq!(
+        find(ResourceType::Host, "pve.home")?.health,
+        Health::Unhealthy
+    );
+    let pve2 = find(ResourceType::Node, "pve2")?;
+    assert_eq!(pve2.status, ResourceStatus::Unknown);
+    assert_eq!(
+        find(ResourceType::Vm, "101")?.status,
+        ResourceStatus::Unknown
+    );
+    assert!(read.unreadable_nodes.contains_key("pve2"));
+    Ok(())
+}

@@ -713,6 +713,10 @@ pub fn observation(resource: &ScannedResource) -> ResourceObservation {
         ResourceType::AppContainer => ObservedResourceType::AppContainer,
         ResourceType::Service => ObservedResourceType::Service,
         ResourceType::Storage => ObservedResourceType::Storage,
+        ResourceType::Node => ObservedResourceType::Node,
+        ResourceType::Vm => ObservedResourceType::Vm,
+        ResourceType::SystemContainer => ObservedResourceType::SystemContainer,
+        ResourceType::PhysicalDisk => ObservedResourceType::PhysicalDisk,
     };
     let mut obs = ResourceObservation::new(&resource.id, resource_type, resource.observed_at);
     obs.run_state = match resource.status {

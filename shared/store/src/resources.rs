@@ -254,6 +254,22 @@ pub async fn apply_reports(
     let mut types: Vec<&str> = Vec::with_capacity(n);
     let mut source_ids: Vec<&str> = Vec::with_capacity(n);
     let mut names: Vec<&str> = Vec::with_capacity(n);
+    // A resource names its parent within its own report; without one, the agent's host.
+    let named_parents: Vec<Option<String>> = currents
+        .iter()
+        .zip(reports)
+        .flat_map(|(current, report)| {
+            current.values().map(move |(resource, _)| {
+                // A parent the report does not hold is no parent: the host stands in.
+                resource
+                    .parent
+                    .as_ref()
+                    .map(|p| ResourceId::of(p.resource_type, report.agent_id, &p.source_id))
+                    .filter(|id| current.contains_key(id))
+                    .map(|id| id.as_str().to_owned())
+            })
+        })
+        .collect();
     let mut parents: Vec<Option<&str>> = Vec::with_capacity(n);
     let mut statuses: Vec<&str> = Vec::with_capacity(n);
     let mut healths: Vec<&str> = Vec::with_capacity(n);
@@ -271,7 +287,10 @@ pub async fn apply_reports(
             types.push(resource.resource_type.as_str());
             source_ids.push(&resource.source_id);
             names.push(&resource.name);
-            parents.push((resource.resource_type != ResourceType::Host).then(|| hosts[k].as_str()));
+            let named = named_parents[ids.len() - 1].as_deref();
+            parents.push(named.or_else(|| {
+                (resource.resource_type != ResourceType::Host).then(|| hosts[k].as_str())
+            }));
             statuses.push(resource.status.as_str());
             healths.push(resource.health.as_str());
             restart_counts.push(
@@ -479,6 +498,7 @@ mod tests {
             labels: [("team".to_owned(), "ops".to_owned())].into(),
             details: serde_json::Value::Null,
             metrics: BTreeMap::new(),
+            parent: None,
         }
     }
 

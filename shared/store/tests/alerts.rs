@@ -53,6 +53,7 @@ fn observed(kind: ResourceType, source: &str, metrics: &[(&str, f64)]) -> Observ
         labels: BTreeMap::new(),
         details: serde_json::Value::Null,
         metrics: metrics.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        parent: None,
     }
 }
 

@@ -26,6 +26,7 @@ fn observed(kind: ResourceType, source: &str, name: &str, aliases: &[&str]) -> O
         labels: BTreeMap::new(),
         details: serde_json::Value::Null,
         metrics: BTreeMap::new(),
+        parent: None,
     }
 }
 
@@ -308,4 +309,69 @@ async fn a_forgotten_agent_is_out_of_the_quota_the_sweep_and_the_scan_until_it_r
     );
     tx.commit().await?;
     Ok(())
+}
+
+/// What a platform connector reports: a guest names its node as parent, a node the agent's
+/// host; the new types are stored and read back.
+#[tokio::test]
+async fn a_resource_may_name_its_parent_in_its_own_report() -> anyhow::Result<()> {
+    let (db, tenant) = setup().await?;
+    let mut vm = observed(ResourceType::Vm, "100", "web", &["web"]);
+    vm.parent = Some(pulse_domain::resource::ParentRef {
+        resource_type: ResourceType::Node,
+        source_id: "pve1".to_owned(),
+    });
+    let reported = [
+        observed(ResourceType::Host, "pve.home", "home", &[]),
+        observed(ResourceType::Node, "pve1", "pve1", &[]),
+        vm,
+        observed(
+            ResourceType::PhysicalDisk,
+            "pve1/dev/sda",
+            "pve1:/dev/sda",
+            &[],
+        ),
+        observed(ResourceType::SystemContainer, "200", "dns", &[]),
+        {
+            // A parent the report does not hold: the host stands in.
+            let mut orphan = observed(ResourceType::Vm, "300", "lost", &[]);
+            orphan.parent = Some(pulse_domain::resource::ParentRef {
+                resource_type: ResourceType::Node,
+                source_id: "pve9".to_owned(),
+            });
+            orphan
+        },
+    ];
+    report(db.store(), &tenant, "pve.home", &reported).await?;
+    let tx = db.store().tenant_tx(&tenant).await?;
+    let listed = resources::list(&tx, None).await?;
+    tx.rollback().await?;
+    let parent_of = |id: &str| {
+        listed
+            .iter()
+            .find(|r| r.id.as_str() == id)
+            .map(|r| r.parent.as_ref().map(|p| p.as_str().to_owned()))
+    };
+    assert_eq!(
+        parent_of("vm:pve.home:100"),
+        Some(Some("node:pve.home:pve1".to_owned()))
+    );
+    assert_eq!(
+        parent_of("node:pve.home:pve1"),
+        Some(Some("host:pve.home".to_owned()))
+    );
+    assert_eq!(
+        parent_of("physical-disk:pve.home:pve1/dev/sda"),
+        Some(Some("host:pve.home".to_owned()))
+    );
+    assert_eq!(
+        parent_of("system-container:pve.home:200"),
+        Some(Some("host:pve.home".to_owned()))
+    );
+    assert_eq!(
+        parent_of("vm:pve.home:300"),
+        Some(Some("host:pve.home".to_owned()))
+    );
+    assert_eq!(parent_of("host:pve.home"), Some(None));
+    db.cleanup().await
 }

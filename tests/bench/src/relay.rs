@@ -314,6 +314,7 @@ fn fleet(agent_id: &str, index: usize) -> Vec<ObservedResource> {
             "load15",
             "uptime_seconds",
         ]),
+        parent: None,
     });
     for (i, mount) in MOUNTS.iter().enumerate() {
         out.push(ObservedResource {
@@ -335,6 +336,7 @@ fn fleet(agent_id: &str, index: usize) -> Vec<ObservedResource> {
                 "inodes_used",
                 "inodes_percent",
             ]),
+            parent: None,
         });
     }
     for s in 0..SERVICES {
@@ -364,6 +366,7 @@ fn fleet(agent_id: &str, index: usize) -> Vec<ObservedResource> {
                 "last_error": null, "health_log": health_log,
             }),
             metrics: BTreeMap::new(),
+            parent: None,
         });
     }
     for c in 0..CONTAINERS {
@@ -389,6 +392,7 @@ fn fleet(agent_id: &str, index: usize) -> Vec<ObservedResource> {
                 "ports": [{"private": 8080, "public": 18_080 + c, "type": "tcp"}],
             }),
             metrics: metrics(&["cpu_percent", "memory_used_bytes"]),
+            parent: None,
         });
     }
     debug_assert_eq!(out.len(), RESOURCES_PER_REPORT);

@@ -495,6 +495,7 @@ fn observed(kind: ResourceType, source: &str) -> ObservedResource {
         labels: BTreeMap::new(),
         details: Value::Null,
         metrics: BTreeMap::new(),
+        parent: None,
     }
 }
 

@@ -25,6 +25,7 @@ pub fn service_resource(name: &str) -> ObservedResource {
         labels: BTreeMap::new(),
         details: Value::Null,
         metrics: BTreeMap::new(),
+        parent: None,
     }
 }
 

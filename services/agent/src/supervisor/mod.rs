@@ -83,6 +83,7 @@ impl ServiceState {
                 "health_log": self.health_log,
             }),
             metrics: BTreeMap::new(),
+            parent: None,
         }
     }
 }

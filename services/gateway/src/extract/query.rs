@@ -227,9 +227,10 @@ mod tests {
                 "Failed to deserialize query string: duplicate field `limit`",
             ),
             (
-                "type=vm",
-                "Failed to deserialize query string: type: unknown variant `vm`, expected one of \
-                 `host`, `app-container`, `service`, `storage`",
+                "type=k8s-pod",
+                "Failed to deserialize query string: type: unknown variant `k8s-pod`, expected \
+                 one of `host`, `app-container`, `service`, `storage`, `node`, `vm`, \
+                 `system-container`, `physical-disk`",
             ),
         ] {
             let refused = read(query).expect_err(query);

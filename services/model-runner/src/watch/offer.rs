@@ -180,7 +180,7 @@ mod tests {
             ("pulse_query", json!({"action": "topology"})),
             (
                 "pulse_query",
-                json!({"action": "list", "resource_type": "vm"}),
+                json!({"action": "list", "resource_type": "k8s-pod"}),
             ),
             (
                 "pulse_metrics",
@@ -256,8 +256,8 @@ mod tests {
             assert!(!text.contains("minLength") && !text.contains("maxLength"));
             // A report of a type no Watch resource has is refused by the gate.
             let vm = json!({
-                "key": "vm-down", "severity": "warning", "category": "reliability",
-                "resource_id": "vm:1", "resource_name": "vm1", "resource_type": "vm",
+                "key": "pod-down", "severity": "warning", "category": "reliability",
+                "resource_id": "k8s-pod:1", "resource_name": "pod1", "resource_type": "k8s-pod",
                 "title": "t", "description": "d", "recommendation": "r", "evidence": "e"
             });
             assert_eq!(

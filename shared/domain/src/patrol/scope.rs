@@ -475,8 +475,8 @@ mod tests {
                 "invalid_request",
             ),
             (
-                r#"{"resource_types":["vm"]}"#,
-                RunRequestError::UnknownResourceType("vm".into()),
+                r#"{"resource_types":["k8s-pod"]}"#,
+                RunRequestError::UnknownResourceType("k8s-pod".into()),
                 "invalid_request",
             ),
             (

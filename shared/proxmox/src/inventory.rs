@@ -1,0 +1,415 @@
+//! A Proxmox VE cluster read as canonical resources: what the connector reports through the
+//! relay, as a host agent reports its host.
+//!
+//! - the cluster itself: a `host` whose source id is the connector's agent id, unhealthy
+//!   while it has no quorum;
+//! - each `node` (online or not: a node the cluster shows offline, or one that cannot be read,
+//!   is reported `unknown`, never dropped);
+//! - each guest, `vm` or `system-container`, by its VMID (unique in a cluster, so a migrated
+//!   guest keeps its id), with its node as parent;
+//! - each node's `storage`, its ZFS pools (`storage` with `details.kind: zfs-pool`) and its
+//!   `physical-disk`s with their SMART health and wearout.
+//!
+//! Metric names are the host agent's where they mean the same (`cpu_percent`,
+//! `memory_percent`, `used_percent`, `load1`, `uptime_seconds`).
+
+use std::collections::BTreeMap;
+
+use pulse_domain::resource::{Health, ObservedResource, ParentRef, ResourceStatus, ResourceType};
+use serde_json::{Value, json};
+
+use crate::{Client, ClusterResource, ClusterStatus, Disk, Error, NodeStorage, ZfsPool};
+
+/// What one read of a cluster found.
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    pub resources: Vec<ObservedResource>,
+    pub cluster: ClusterStatus,
+    /// Nodes whose own reads failed (offline, or an error), with why: their resources from the
+    /// cluster-wide list are still reported.
+    pub unreadable_nodes: BTreeMap<String, String>,
+}
+
+fn resource(kind: ResourceType, source_id: String, name: String) -> ObservedResource {
+    ObservedResource {
+        resource_type: kind,
+        source_id,
+        name,
+        aliases: Vec::new(),
+        status: ResourceStatus::Unknown,
+        health: Health::Unknown,
+        restart_count: None,
+        labels: BTreeMap::new(),
+        details: json!({}),
+        metrics: BTreeMap::new(),
+        parent: None,
+    }
+}
+
+fn node_parent(node: &str) -> Option<ParentRef> {
+    Some(ParentRef {
+        resource_type: ResourceType::Node,
+        source_id: node.to_owned(),
+    })
+}
+
+fn percent(part: Option<u64>, whole: Option<u64>) -> Option<f64> {
+    let whole = whole.filter(|w| *w > 0)? as f64;
+    Some(part? as f64 / whole * 100.0)
+}
+
+fn put(metrics: &mut BTreeMap<String, f64>, name: &str, value: Option<f64>) {
+    if let Some(v) = value.filter(|v| v.is_finite()) {
+        metrics.insert(name.to_owned(), v);
+    }
+}
+
+/// A guest's status as Pulse's vocabulary has it; PVE's own word stays in the details.
+fn guest_status(status: Option<&str>) -> ResourceStatus {
+    match status {
+        Some("running") => ResourceStatus::Running,
+        Some("stopped") | Some("paused") | Some("suspended") => ResourceStatus::Stopped,
+        _ => ResourceStatus::Unknown,
+    }
+}
+
+fn guest(entry: &ClusterResource) -> Option<ObservedResource> {
+    let kind = match entry.kind.as_str() {
+        "qemu" => ResourceType::Vm,
+        "lxc" => ResourceType::SystemContainer,
+        _ => return None,
+    };
+    let vmid = entry.vmid?;
+    let name = entry.name.clone().unwrap_or_else(|| vmid.to_string());
+    let mut r = resource(kind, vmid.to_string(), name.clone());
+    r.aliases = vec![name];
+    r.status = guest_status(entry.status.as_deref());
+    r.parent = entry.node.as_deref().and_then(node_parent);
+    put(&mut r.metrics, "cpu_percent", entry.cpu.map(|c| c * 100.0));
+    put(
+        &mut r.metrics,
+        "memory_percent",
+        percent(entry.mem, entry.maxmem),
+    );
+    put(
+        &mut r.metrics,
+        "uptime_seconds",
+        entry.uptime.map(|u| u as f64),
+    );
+    // Only containers report their root disk's use; a VM's `disk` is always 0.
+    if kind == ResourceType::SystemContainer {
+        put(
+            &mut r.metrics,
+            "used_percent",
+            percent(entry.disk, entry.maxdisk),
+        );
+    }
+    r.details = json!({
+        "platform": "proxmox-ve",
+        "vmid": vmid,
+        "node": entry.node,
+        "pve_status": entry.status,
+        "template": entry.template,
+        "lock": entry.lock,
+        "ha_state": entry.hastate,
+        "tags": entry.tags,
+        "pool": entry.pool,
+        "cpus": entry.maxcpu,
+        "memory_bytes": entry.maxmem,
+        "disk_bytes": entry.maxdisk,
+    });
+    Some(r)
+}
+
+fn node(entry: &ClusterResource, online_in_cluster: Option<bool>) -> Option<ObservedResource> {
+    let name = entry.node.clone()?;
+    let mut r = resource(ResourceType::Node, name.clone(), name);
+    let online = entry.status.as_deref() == Some("online") && online_in_cluster != Some(false);
+    r.status = if online {
+        ResourceStatus::Running
+    } else {
+        ResourceStatus::Unknown
+    };
+    r.health = if online {
+        Health::Healthy
+    } else {
+        Health::Unknown
+    };
+    put(&mut r.metrics, "cpu_percent", entry.cpu.map(|c| c * 100.0));
+    put(
+        &mut r.metrics,
+        "memory_percent",
+        percent(entry.mem, entry.maxmem),
+    );
+    put(
+        &mut r.metrics,
+        "uptime_seconds",
+        entry.uptime.map(|u| u as f64),
+    );
+    r.details = json!({
+        "platform": "proxmox-ve",
+        "online": online,
+        "pve_status": entry.status,
+        "cpus": entry.maxcpu,
+        "memory_bytes": entry.maxmem,
+    });
+    Some(r)
+}
+
+fn storage(node: &str, s: &NodeStorage) -> ObservedResource {
+    let mut r = resource(
+        ResourceType::Storage,
+        format!("{node}/{}", s.storage),
+        s.storage.clone(),
+    );
+    let enabled = s.enabled.unwrap_or(true);
+    let active = s.active.unwrap_or(false);
+    r.status = if active {
+        ResourceStatus::Running
+    } else {
+        ResourceStatus::Stopped
+    };
+    // Enabled but not active: the storage is configured for use and cannot be used.
+    r.health = match (enabled, active) {
+        (true, true) => Health::Healthy,
+        (true, false) => Health::Unhealthy,
+        (false, _) => Health::Unknown,
+    };
+    r.parent = node_parent(node);
+    put(
+        &mut r.metrics,
+        "used_percent",
+        s.used_fraction().map(|f| f * 100.0),
+    );
+    put(&mut r.metrics, "total_bytes", s.total.map(|v| v as f64));
+    put(&mut r.metrics, "used_bytes", s.used.map(|v| v as f64));
+    put(&mut r.metrics, "available_bytes", s.avail.map(|v| v as f64));
+    r.details = json!({
+        "platform": "proxmox-ve",
+        "kind": "storage",
+        "node": node,
+        "storage_type": s.kind,
+        "content": s.content,
+        "enabled": enabled,
+        "active": active,
+        "shared": s.shared,
+    });
+    r
+}
+
+fn zfs_pool(node: &str, p: &ZfsPool) -> ObservedResource {
+    let mut r = resource(
+        ResourceType::Storage,
+        format!("{node}/zfs/{}", p.name),
+        p.name.clone(),
+    );
+    r.status = ResourceStatus::Running;
+    r.health = match p.health.as_deref() {
+        Some("ONLINE") => Health::Healthy,
+        Some("DEGRADED" | "FAULTED" | "OFFLINE" | "UNAVAIL" | "REMOVED" | "SUSPENDED") => {
+            Health::Unhealthy
+        }
+        _ => Health::Unknown,
+    };
+    r.parent = node_parent(node);
+    put(&mut r.metrics, "used_percent", percent(p.alloc, p.size));
+    put(&mut r.metrics, "total_bytes", p.size.map(|v| v as f64));
+    put(&mut r.metrics, "used_bytes", p.alloc.map(|v| v as f64));
+    put(&mut r.metrics, "available_bytes", p.free.map(|v| v as f64));
+    put(
+        &mut r.metrics,
+        "fragmentation_percent",
+        p.frag.map(|v| v as f64),
+    );
+    r.details = json!({
+        "platform": "proxmox-ve",
+        "kind": "zfs-pool",
+        "node": node,
+        "zfs_health": p.health,
+        "dedup_ratio": p.dedup,
+    });
+    r
+}
+
+fn disk(node: &str, d: &Disk) -> ObservedResource {
+    let source_id = if d.devpath.starts_with('/') {
+        format!("{node}{}", d.devpath)
+    } else {
+        format!("{node}/{}", d.devpath)
+    };
+    let name = format!("{node}:{}", d.devpath);
+    let mut r = resource(ResourceType::PhysicalDisk, source_id, name);
+    r.aliases = [d.serial.clone(), d.wwn.clone()]
+        .into_iter()
+        .flatten()
+        .filter(|a| !a.is_empty() && a != "unknown")
+        .collect();
+    r.status = ResourceStatus::Running;
+    r.health = match d.health.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        Some("PASSED" | "OK") => Health::Healthy,
+        Some("FAILED") => Health::Unhealthy,
+        _ => Health::Unknown,
+    };
+    r.parent = node_parent(node);
+    put(
+        &mut r.metrics,
+        "wearout_remaining_percent",
+        d.wearout.map(|w| w as f64),
+    );
+    put(&mut r.metrics, "size_bytes", d.size.map(|v| v as f64));
+    r.details = json!({
+        "platform": "proxmox-ve",
+        "node": node,
+        "devpath": d.devpath,
+        "smart_health": d.health,
+        "disk_type": d.kind,
+        "model": d.model,
+        "serial": d.serial,
+        "used_by": d.used,
+    });
+    r
+}
+
+/// Reads the cluster: the cluster-wide lists first (a failure there is the connection's), then
+/// each online node's status, storage, ZFS pools and disks (a failure there marks the node
+/// unreadable and keeps the rest).
+pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
+    let cluster = client.cluster_status().await?;
+    let entries = client.cluster_resources().await?;
+    let online_in_cluster: BTreeMap<&str, bool> = cluster
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.online))
+        .collect();
+    let mut resources = Vec::new();
+    let mut unreadable_nodes = BTreeMap::new();
+
+    let mut head = resource(
+        ResourceType::Host,
+        agent_id.to_owned(),
+        cluster
+            .cluster_name
+            .clone()
+            .unwrap_or_else(|| agent_id.to_owned()),
+    );
+    head.status = ResourceStatus::Running;
+    head.health = if cluster.lost_quorum() {
+        Health::Unhealthy
+    } else {
+        Health::Healthy
+    };
+    let version = client.version().await.ok().map(|v| v.version);
+    head.details = json!({
+        "platform": "proxmox-ve",
+        "kind": "cluster",
+        "cluster_name": cluster.cluster_name,
+        "quorate": cluster.quorate,
+        "nodes_online": cluster.members.iter().filter(|m| m.online).count(),
+        "nodes_total": cluster.members.len(),
+        "version": version,
+    });
+    resources.push(head);
+
+    for entry in &entries {
+        if entry.kind == "node" {
+            let in_cluster = entry
+                .node
+                .as_deref()
+                .and_then(|n| online_in_cluster.get(n).copied());
+            let Some(mut n) = node(entry, in_cluster) else {
+                continue;
+            };
+            if n.status == ResourceStatus::Running {
+                let name = n.source_id.clone();
+                match read_node(client, &name, &mut n, &mut resources).await {
+                    Ok(()) => {}
+                    Err(e) => {
+                        n.health = Health::Unknown;
+                        if let Some(details) = n.details.as_object_mut() {
+                            details.insert("read_error".into(), Value::String(e.to_string()));
+                        }
+                        unreadable_nodes.insert(n.source_id.clone(), e.to_string());
+                    }
+                }
+            } else {
+                unreadable_nodes.insert(n.source_id.clone(), "the cluster shows it offline".into());
+            }
+            resources.push(n);
+        } else if let Some(g) = guest(entry) {
+            resources.push(g);
+        }
+    }
+    Ok(Inventory {
+        resources,
+        cluster,
+        unreadable_nodes,
+    })
+}
+
+async fn read_node(
+    client: &Client,
+    name: &str,
+    node: &mut ObservedResource,
+    out: &mut Vec<ObservedResource>,
+) -> Result<(), Error> {
+    let status = client.node_status(name).await?;
+    put(&mut node.metrics, "load1", status.loadavg.first().copied());
+    if let Some(details) = node.details.as_object_mut() {
+        details.insert("kernel".into(), json!(status.kernel()));
+        details.insert("pve_version".into(), json!(status.pveversion));
+    }
+    for s in client.node_storage(name).await? {
+        out.push(storage(name, &s));
+    }
+    for p in client.node_zfs_pools(name).await? {
+        out.push(zfs_pool(name, &p));
+    }
+    for d in client.node_disks(name).await? {
+        out.push(disk(name, &d));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guests_keep_their_vmid_whatever_node_they_run_on() {
+        let entry: ClusterResource = serde_json::from_value(json!({
+            "id": "qemu/100", "type": "qemu", "node": "pve2", "vmid": 100, "name": "web",
+            "status": "paused", "cpu": 0.25, "mem": 512, "maxmem": 2048, "template": 0
+        }))
+        .unwrap();
+        let g = guest(&entry).unwrap();
+        assert_eq!(g.resource_type, ResourceType::Vm);
+        assert_eq!(g.source_id, "100");
+        assert_eq!(g.status, ResourceStatus::Stopped);
+        assert_eq!(g.details["pve_status"], "paused");
+        assert_eq!(g.metrics["cpu_percent"], 25.0);
+        assert_eq!(g.metrics["memory_percent"], 25.0);
+        assert_eq!(g.parent.unwrap().source_id, "pve2");
+    }
+
+    #[test]
+    fn disk_and_pool_health_read_as_pulse_health() {
+        let d: Disk =
+            serde_json::from_value(json!({"devpath": "/dev/sdb", "health": "failed"})).unwrap();
+        let r = disk("pve1", &d);
+        assert_eq!(r.source_id, "pve1/dev/sdb");
+        assert_eq!(r.health, Health::Unhealthy);
+        let p: ZfsPool =
+            serde_json::from_value(json!({"name": "tank", "health": "DEGRADED"})).unwrap();
+        assert_eq!(zfs_pool("pve1", &p).health, Health::Unhealthy);
+        let s: NodeStorage = serde_json::from_value(json!({
+            "storage": "nfs", "enabled": 1, "active": 0, "total": 0
+        }))
+        .unwrap();
+        let r = storage("pve1", &s);
+        assert_eq!(
+            (r.status, r.health),
+            (ResourceStatus::Stopped, Health::Unhealthy)
+        );
+        assert!(!r.metrics.contains_key("used_percent"));
+    }
+}
