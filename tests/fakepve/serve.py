@@ -15,7 +15,8 @@ model (disks, ZFS pools, node status), with a payload shaped as Proxmox document
 Prints one JSON line once listening: {"url", "fingerprint", "cert_file"}. Then reads one JSON
 command per line on stdin and answers {"ok": true} or {"ok": false, "error": ...}:
 lose_quorum, regain_quorum, node_offline {node, offline}, set_status {vmid, status},
-lock {vmid, lock}, fail {method, path, status, message | error, times}, clear_failures,
+lock {vmid, lock}, fail {method, path, status, message | error, times}, revoke_token {tokenid},
+clear_failures,
 answer {path, data}, tasks {} (the task log: upid, type, id, exitstatus).
 """
 
@@ -87,6 +88,8 @@ def apply(pve, cmd):
             pve.fail(cmd['method'], cmd['path'], error=cmd['error'], times=cmd.get('times'))
         else:
             pve.fail(cmd['method'], cmd['path'], cmd['status'], cmd['message'], times=cmd.get('times'))
+    elif op == 'revoke_token':
+        pve.apitokens.pop(cmd['tokenid'], None)
     elif op == 'clear_failures':
         pve.failures.clear()
     elif op == 'answer':

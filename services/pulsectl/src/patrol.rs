@@ -170,6 +170,9 @@ pub fn describe_status(status: &PatrolStatus) -> String {
         (None, HealthBasis::RecentFullRunErrored) => {
             "not known: the last full run ended in error".to_owned()
         }
+        (None, HealthBasis::ConnectionUnreadable) => {
+            "not known: a Proxmox connection cannot be read (see the readiness checks)".to_owned()
+        }
         (None, _) => "not known: no recent full run".to_owned(),
     };
     let c = &status.active_findings;

@@ -132,11 +132,21 @@ pub async fn assess(
         }
         _ => None,
     };
+    let connections: Vec<readiness::ConnectionReading> = crate::connections::list(tx)
+        .await?
+        .into_iter()
+        .map(|c| readiness::ConnectionReading {
+            name: c.name,
+            state: c.state,
+            cause: c.state_cause,
+        })
+        .collect();
     Ok(readiness::assess(
         resolved.as_ref(),
         has_key,
         preflight.as_ref(),
         spend.as_ref(),
+        &connections,
         now,
     ))
 }

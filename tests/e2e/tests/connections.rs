@@ -318,6 +318,38 @@ async fn connections_are_checked_before_they_are_stored_and_their_secret_never_c
         "{listed}"
     );
     assert!(!listed.contains(SECRET) && !out.contains(SECRET));
+
+    // A connection that can no longer be read is a readiness warning that names it: Patrol
+    // still runs, but gives no all-clear for what it cannot see.
+    let cli_id = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("id"))
+        .map(|id| id.trim().to_owned())
+        .unwrap_or_default();
+    pve.command(json!({"op": "revoke_token", "tokenid": TOKEN}))
+        .await?;
+    let (_, check) = post(
+        &gw,
+        &format!("/api/connections/{cli_id}/test"),
+        &admin,
+        None,
+    )
+    .await?;
+    assert_eq!(check["state"], "auth_failed", "{check}");
+    let (_, status) = get(&gw, "/api/ai/patrol/status", &reader).await?;
+    let readiness = status["readiness_checks"]
+        .as_array()
+        .and_then(|checks| checks.iter().find(|c| c["id"] == "connections"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(readiness["status"], "warning", "{status}");
+    let message = readiness["message"].as_str().unwrap_or_default();
+    assert!(message.contains("from-cli (auth_failed"), "{message}");
+    assert!(
+        message.starts_with("1 of 2 platform connection(s)"),
+        "{message}"
+    );
+    assert_ne!(status["healthy"], true, "{status}");
     gw.stop().await
 }
 

@@ -214,7 +214,7 @@ async fn a_working_route_is_ready_and_routine_saves_cost_no_preflight() -> anyho
         .as_array()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(checks.len(), 6, "{patrol}");
+    assert_eq!(checks.len(), 7, "{patrol}");
     assert!(checks.iter().all(|c| c["status"] == "pass"), "{patrol}");
 
     // A routine save, then a route change: settings events are consumed in order, so once the

@@ -104,7 +104,7 @@ async fn manual_runs_are_accepted_recorded_and_queued_as_jobs() -> anyhow::Resul
     assert_eq!(patrol["blocked_cause"], Value::Null, "{patrol}");
     assert!(
         patrol["readiness_checks"].as_array().is_some_and(|checks| {
-            checks.len() == 6
+            checks.len() == 7
                 && checks.iter().all(|c| {
                     let expected = if c["id"] == "tool_calling" {
                         "not_assessed"

@@ -79,6 +79,8 @@ fn status_panel(status: &PatrolStatus) -> Markup {
                         }
                         None => @if status.health_basis == HealthBasis::RecentFullRunErrored {
                             "not known (the last full run ended in error)"
+                        } @else if status.health_basis == HealthBasis::ConnectionUnreadable {
+                            "not known (a Proxmox connection cannot be read; see readiness)"
                         } @else {
                             "not yet known (no recent full run)"
                         },

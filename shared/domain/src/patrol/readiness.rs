@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::budget::{self, BUDGET_SETTINGS_HINT, TenantBudgets, TenantSpend};
 use super::status::{BlockedCause, CheckStatus, ReadinessCheck, ReadinessCheckId};
 use crate::ai_settings::{AiSettings, ModelRoute};
+use crate::connection::ConnectionState;
 
 /// Where an operator fixes the Patrol provider and model.
 pub const SETTINGS_HINT: &str = "fix the Patrol provider and model in the AI settings (PUT \
@@ -200,11 +201,71 @@ pub fn assess(
     has_key_for_route: bool,
     preflight: Option<&PreflightRecord>,
     spend: Option<&TenantSpend>,
+    connections: &[ConnectionReading],
     now: DateTime<Utc>,
 ) -> Vec<ReadinessCheck> {
     let mut checks = route_checks(settings, has_key_for_route, preflight, now);
     checks.push(budget_check(settings, spend, now));
+    checks.push(connections_check(connections));
     checks
+}
+
+/// A platform connection as the readiness check sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionReading {
+    pub name: String,
+    pub state: ConnectionState,
+    pub cause: Option<String>,
+}
+
+/// Whether every platform connection can be read. A connection that cannot (a refused token,
+/// a certificate that changed, nothing answering) is a warning naming it: Patrol still runs,
+/// but what the connection holds is not seen, and the status gives no health verdict. A
+/// cluster without quorum is still read; a connection not checked yet is not counted.
+pub fn connections_check(connections: &[ConnectionReading]) -> ReadinessCheck {
+    let id = ReadinessCheckId::Connections;
+    if connections.is_empty() {
+        return check(
+            id,
+            CheckStatus::Pass,
+            "no platform connection is set up",
+            None,
+        );
+    }
+    let unreadable: Vec<&ConnectionReading> = connections
+        .iter()
+        .filter(|c| !c.state.is_reading() && c.state != ConnectionState::Pending)
+        .collect();
+    if unreadable.is_empty() {
+        return check(
+            id,
+            CheckStatus::Pass,
+            format!(
+                "all {} platform connection(s) can be read",
+                connections.len()
+            ),
+            None,
+        );
+    }
+    let named: Vec<String> = unreadable
+        .iter()
+        .map(|c| match &c.cause {
+            Some(cause) => format!("{} ({}: {cause})", c.name, c.state),
+            None => format!("{} ({})", c.name, c.state),
+        })
+        .collect();
+    check(
+        id,
+        CheckStatus::Warning,
+        format!(
+            "{} of {} platform connection(s) cannot be read, so Patrol sees nothing of them: {}; \
+             fix each and check it again (POST /api/connections/{{id}}/test)",
+            unreadable.len(),
+            connections.len(),
+            named.join("; ")
+        ),
+        Some(BlockedCause::ConnectionUnreadable),
+    )
 }
 
 /// The spend-budget check: fails while a budget is used up, with its reset time. The route's
@@ -516,11 +577,11 @@ mod tests {
         let s = openai();
         let r = record(false, false, Some("auth"));
         let cases = [
-            assess(None, true, None, None, t(0)),
-            assess(Some(&settings(json!({}))), true, None, None, t(0)),
-            assess(Some(&s), false, None, None, t(0)),
-            assess(Some(&s), true, None, None, t(0)),
-            assess(Some(&s), true, Some(&r), None, t(0)),
+            assess(None, true, None, None, &[], t(0)),
+            assess(Some(&settings(json!({}))), true, None, None, &[], t(0)),
+            assess(Some(&s), false, None, None, &[], t(0)),
+            assess(Some(&s), true, None, None, &[], t(0)),
+            assess(Some(&s), true, Some(&r), None, &[], t(0)),
         ];
         for checks in cases {
             let ids: Vec<_> = checks.iter().map(|c| c.id).collect();
@@ -530,7 +591,7 @@ mod tests {
 
     #[test]
     fn invalid_settings_block_on_configuration() {
-        let checks = assess(None, true, None, None, t(0));
+        let checks = assess(None, true, None, None, &[], t(0));
         let b = blocked(&checks);
         assert_eq!(b.check, ReadinessCheckId::Configuration);
         assert_eq!(b.cause, BlockedCause::ConfigurationIncomplete);
@@ -539,7 +600,7 @@ mod tests {
 
     #[test]
     fn no_route_blocks_as_provider_not_configured() {
-        let checks = assess(Some(&settings(json!({}))), true, None, None, t(0));
+        let checks = assess(Some(&settings(json!({}))), true, None, None, &[], t(0));
         let b = blocked(&checks);
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
         assert_eq!(
@@ -551,7 +612,7 @@ mod tests {
 
     #[test]
     fn a_required_key_that_is_missing_blocks() {
-        let checks = assess(Some(&openai()), false, None, None, t(0));
+        let checks = assess(Some(&openai()), false, None, None, &[], t(0));
         let b = blocked(&checks);
         assert_eq!(b.check, ReadinessCheckId::Provider);
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
@@ -563,7 +624,7 @@ mod tests {
         assert!(!provider_needs_key("ollama"));
         assert!(provider_needs_key("anthropic"));
         let s = settings(json!({"patrol_model": "ollama:llama3.1:8b"}));
-        let checks = assess(Some(&s), false, None, None, t(0));
+        let checks = assess(Some(&s), false, None, None, &[], t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::ToolCalling),
@@ -573,7 +634,7 @@ mod tests {
 
     #[test]
     fn no_preflight_yet_does_not_block() {
-        let checks = assess(Some(&openai()), true, None, None, t(0));
+        let checks = assess(Some(&openai()), true, None, None, &[], t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::ToolCalling),
@@ -589,7 +650,7 @@ mod tests {
     fn a_passed_preflight_passes_every_check_and_names_its_age() {
         let r = record(true, true, None);
         assert_eq!(r.state(), PreflightState::Passed);
-        let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
+        let checks = assess(Some(&openai()), true, Some(&r), None, &[], t(0));
         assert!(
             checks.iter().all(|c| c.status == CheckStatus::Pass),
             "{checks:?}"
@@ -627,7 +688,7 @@ mod tests {
         for (cause, id, expected) in cases {
             let r = record(false, false, Some(cause));
             assert_eq!(r.state(), PreflightState::Failed, "{cause}");
-            let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
+            let checks = assess(Some(&openai()), true, Some(&r), None, &[], t(0));
             let b = blocked(&checks);
             assert_eq!((b.check, b.cause), (id, expected), "{cause}");
             assert!(b.reason.contains("summary text"), "{cause}: {}", b.reason);
@@ -646,6 +707,7 @@ mod tests {
             true,
             Some(&record(false, false, None)),
             None,
+            &[],
             t(0),
         );
         assert_eq!(blocked(&checks).cause, C::ProviderUnreachable);
@@ -655,7 +717,7 @@ mod tests {
     fn an_answer_without_a_tool_call_blocks_tool_calling() {
         let r = record(true, false, None);
         assert_eq!(r.state(), PreflightState::Failed);
-        let b = blocked(&assess(Some(&openai()), true, Some(&r), None, t(0)));
+        let b = blocked(&assess(Some(&openai()), true, Some(&r), None, &[], t(0)));
         assert_eq!(b.check, ReadinessCheckId::ToolCalling);
         assert_eq!(b.cause, BlockedCause::ModelWithoutTools);
     }
@@ -664,7 +726,7 @@ mod tests {
     fn a_rate_limited_preflight_is_a_warning() {
         let r = record(false, false, Some("rate_limit"));
         assert_eq!(r.state(), PreflightState::Warning);
-        let checks = assess(Some(&openai()), true, Some(&r), None, t(0));
+        let checks = assess(Some(&openai()), true, Some(&r), None, &[], t(0));
         assert!(readiness_gate(&checks).is_ok());
         assert_eq!(
             status_of(&checks, ReadinessCheckId::Provider),
@@ -681,26 +743,51 @@ mod tests {
         let failed = record(false, false, Some("auth"));
         let other_model = settings(json!({"patrol_model": "openai:gpt-4.1"}));
         assert!(
-            readiness_gate(&assess(Some(&other_model), true, Some(&failed), None, t(0))).is_ok()
+            readiness_gate(&assess(
+                Some(&other_model),
+                true,
+                Some(&failed),
+                None,
+                &[],
+                t(0)
+            ))
+            .is_ok()
         );
         let moved = settings(json!({
             "patrol_model": "openai:gpt-4.1-mini",
             "providers": {"openai": {"base_url": "http://127.0.0.1:9/v1"}}
         }));
-        let checks = assess(Some(&moved), true, Some(&failed), None, t(0));
+        let checks = assess(Some(&moved), true, Some(&failed), None, &[], t(0));
         assert!(readiness_gate(&checks).is_ok());
         let mut here = failed.clone();
         here.base_url = Some("http://127.0.0.1:9/v1".to_owned());
-        assert!(readiness_gate(&assess(Some(&moved), true, Some(&here), None, t(0))).is_err());
+        assert!(readiness_gate(&assess(Some(&moved), true, Some(&here), None, &[], t(0))).is_err());
         // `model` is the fallback route when `patrol_model` is unset.
         let fallback = settings(json!({"model": "openai:gpt-4.1-mini"}));
-        assert!(readiness_gate(&assess(Some(&fallback), true, Some(&failed), None, t(0))).is_err());
+        assert!(
+            readiness_gate(&assess(
+                Some(&fallback),
+                true,
+                Some(&failed),
+                None,
+                &[],
+                t(0)
+            ))
+            .is_err()
+        );
     }
 
     #[test]
     fn a_missing_key_outranks_a_stale_success() {
         let passed = record(true, true, None);
-        let b = blocked(&assess(Some(&openai()), false, Some(&passed), None, t(0)));
+        let b = blocked(&assess(
+            Some(&openai()),
+            false,
+            Some(&passed),
+            None,
+            &[],
+            t(0),
+        ));
         assert_eq!(b.cause, BlockedCause::ProviderNotConfigured);
     }
 
@@ -719,7 +806,7 @@ mod tests {
         let r = record(false, false, Some("auth"));
         insta::assert_json_snapshot!(
             "readiness_blocked_by_auth",
-            assess(Some(&openai()), true, Some(&r), None, t(0))
+            assess(Some(&openai()), true, Some(&r), None, &[], t(0))
         );
     }
 
@@ -747,13 +834,13 @@ mod tests {
                 ..Default::default()
             },
         };
-        let within = assess(Some(&s), true, None, Some(&spend(10)), t(0));
+        let within = assess(Some(&s), true, None, Some(&spend(10)), &[], t(0));
         assert_eq!(
             status_of(&within, ReadinessCheckId::Budget),
             CheckStatus::Pass
         );
         assert!(readiness_gate(&within).is_ok());
-        let over = assess(Some(&s), true, None, Some(&spend(1000)), t(0));
+        let over = assess(Some(&s), true, None, Some(&spend(1000)), &[], t(0));
         let b = blocked(&over);
         assert_eq!(b.check, ReadinessCheckId::Budget);
         assert_eq!(b.cause, BlockedCause::BudgetExceeded);
@@ -762,19 +849,62 @@ mod tests {
         assert!(b.reason.contains("2026-03-02T00:00:00Z"), "{}", b.reason);
         assert!(b.reason.contains("PUT /api/settings/ai"), "{}", b.reason);
         // A failing route check comes first in the stable order.
-        let no_key = assess(Some(&s), false, None, Some(&spend(1000)), t(0));
+        let no_key = assess(Some(&s), false, None, Some(&spend(1000)), &[], t(0));
         assert_eq!(blocked(&no_key).check, ReadinessCheckId::Provider);
         // No budget set: nothing to sum, the check passes.
-        let unlimited = assess(Some(&openai()), true, None, None, t(0));
+        let unlimited = assess(Some(&openai()), true, None, None, &[], t(0));
         assert_eq!(
             status_of(&unlimited, ReadinessCheckId::Budget),
             CheckStatus::Pass
         );
         // A budget set but the ledger not read: not assessed, not blocked.
-        let unread = assess(Some(&s), true, None, None, t(0));
+        let unread = assess(Some(&s), true, None, None, &[], t(0));
         assert_eq!(
             status_of(&unread, ReadinessCheckId::Budget),
             CheckStatus::NotAssessed
         );
+    }
+
+    #[test]
+    fn a_connection_that_cannot_be_read_is_a_warning_that_names_it() {
+        let reading = |name: &str, state: ConnectionState, cause: Option<&str>| ConnectionReading {
+            name: name.to_owned(),
+            state,
+            cause: cause.map(str::to_owned),
+        };
+        let none = connections_check(&[]);
+        assert_eq!(none.status, CheckStatus::Pass);
+        let fine = connections_check(&[
+            reading("home", ConnectionState::Connected, None),
+            reading("lab", ConnectionState::NoQuorum, Some("lost quorum")),
+            reading("new", ConnectionState::Pending, None),
+        ]);
+        assert_eq!(fine.status, CheckStatus::Pass, "{}", fine.message);
+        let warned = connections_check(&[
+            reading("home", ConnectionState::Connected, None),
+            reading(
+                "lab",
+                ConnectionState::AuthFailed,
+                Some("the token was refused"),
+            ),
+        ]);
+        assert_eq!(warned.status, CheckStatus::Warning);
+        assert_eq!(warned.cause, Some(BlockedCause::ConnectionUnreadable));
+        assert!(
+            warned
+                .message
+                .starts_with("1 of 2 platform connection(s) cannot be read"),
+            "{}",
+            warned.message
+        );
+        assert!(
+            warned
+                .message
+                .contains("lab (auth_failed: the token was refused)"),
+            "{}",
+            warned.message
+        );
+        // A warning never blocks the gate.
+        assert!(super::super::status::readiness_gate(&[warned]).is_ok());
     }
 }

@@ -61,16 +61,20 @@ pub enum ReadinessCheckId {
     ToolCalling,
     /// The tenant's spend budgets have room (see [`super::budget`]).
     Budget,
+    /// Every platform connection (Proxmox VE) can be read. A warning, never a block: Patrol
+    /// runs, but sees nothing of a connection it cannot read, so no health verdict is given.
+    Connections,
 }
 
 impl ReadinessCheckId {
-    pub const ALL: [ReadinessCheckId; 6] = [
+    pub const ALL: [ReadinessCheckId; 7] = [
         Self::Configuration,
         Self::Provider,
         Self::Model,
         Self::SettingsPersistence,
         Self::ToolCalling,
         Self::Budget,
+        Self::Connections,
     ];
 
     /// The cause recorded when this check fails without a more specific one.
@@ -82,6 +86,7 @@ impl ReadinessCheckId {
             Self::SettingsPersistence => BlockedCause::SettingsNotPersisted,
             Self::ToolCalling => BlockedCause::ModelWithoutTools,
             Self::Budget => BlockedCause::BudgetExceeded,
+            Self::Connections => BlockedCause::ConnectionUnreadable,
         }
     }
 }
@@ -127,6 +132,8 @@ pub enum BlockedCause {
     /// The tenant switched Patrol off (`patrol_enabled: false`); shown with `runtime_state`
     /// `disabled`, never a readiness check's cause.
     PatrolDisabled,
+    /// A platform connection cannot be read (the `connections` check, which only warns).
+    ConnectionUnreadable,
 }
 
 /// Why a switched-off Patrol does nothing, and how to switch it on.
@@ -233,6 +240,9 @@ pub enum HealthBasis {
     NoRecentFullRun,
     /// The most recent full run, within the window, ended in error.
     RecentFullRunErrored,
+    /// A platform connection cannot be read: what it holds is not seen, so no verdict covers
+    /// it (the `connections` readiness check names it).
+    ConnectionUnreadable,
 }
 
 /// `GET /api/ai/patrol/status`.
@@ -289,6 +299,15 @@ pub fn project(inputs: &StatusInputs) -> PatrolStatus {
         Some(run) if run.status.is_success() => (Some(true), HealthBasis::RecentFullRun),
         Some(_) => (None, HealthBasis::RecentFullRunErrored),
         None => (None, HealthBasis::NoRecentFullRun),
+    };
+    // No all-clear for what cannot be seen.
+    let unreadable = inputs
+        .readiness
+        .iter()
+        .any(|c| c.id == ReadinessCheckId::Connections && c.status == CheckStatus::Warning);
+    let (healthy, health_basis) = match (healthy, unreadable) {
+        (Some(true), true) => (None, HealthBasis::ConnectionUnreadable),
+        other => (other.0, health_basis),
     };
     let last_activity_at = match (inputs.last_activity_at, inputs.last_successful_full_at) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -506,6 +525,22 @@ mod tests {
             (status.healthy, status.health_basis)
         };
         assert_eq!(verdict(&|_| {}), (Some(true), HealthBasis::RecentFullRun));
+        // A platform connection that cannot be read denies the all-clear (what it holds is not
+        // seen), never a "not healthy" from active findings, and never blocks the run.
+        let unreadable = |i: &mut StatusInputs| {
+            for c in &mut i.readiness {
+                if c.id == ReadinessCheckId::Connections {
+                    c.status = CheckStatus::Warning;
+                }
+            }
+        };
+        assert_eq!(
+            verdict(&unreadable),
+            (None, HealthBasis::ConnectionUnreadable)
+        );
+        let mut inputs = base();
+        unreadable(&mut inputs);
+        assert_eq!(project(&inputs).blocked_reason, None);
         let with = |severity: Severity, n: u32| {
             let mut counts = SeverityCounts::default();
             counts.add_n(severity, n);
@@ -514,6 +549,13 @@ mod tests {
         // An active warning or critical finding denies the all-clear, whatever the runs said.
         assert_eq!(
             verdict(&|i| i.active_findings = with(Severity::Warning, 2)),
+            (Some(false), HealthBasis::ActiveFindings)
+        );
+        assert_eq!(
+            verdict(&|i| {
+                unreadable(i);
+                i.active_findings = with(Severity::Warning, 1);
+            }),
             (Some(false), HealthBasis::ActiveFindings)
         );
         assert_eq!(
