@@ -516,13 +516,10 @@ pub(crate) fn diligent(conv: &Conversation) -> Turn {
         .count();
     if !reads.is_empty() && reads_done < READ_BOUND && !reads_over {
         let tool = reads[reads_done % reads.len()];
-        // Else the first resource the task names; a tool's name (`pulse_query` in a sentence
-        // of the seed) is not a resource.
-        let subject = unhealthy.first().cloned().or_else(|| {
-            conv.user.iter().find_map(|u| {
-                resource_tokens(u).find(|t| !conv.tools.iter().any(|tool| tool.name == *t))
-            })
-        });
+        let subject = unhealthy
+            .first()
+            .cloned()
+            .or_else(|| conv.user.iter().find_map(|u| resource_tokens(u).next()));
         return Turn::tool(&tool.name, arguments(&tool.schema, subject.as_deref()));
     }
     if let Some(report) = conv.tools.iter().find(|t| is_report_tool(&t.name)) {
@@ -874,9 +871,6 @@ fn token(rest: &str, loose: bool) -> String {
         .to_owned()
 }
 
-/// The Watch seed's triage flags that claim a problem (the data-gap flags do not).
-const PROBLEM_FLAGS: &[&str] = &["health_check_failing", "not_running", "repeated_restarts"];
-
 const UNHEALTHY_WORDS: &[&str] = &[
     "unhealthy",
     "down",
@@ -926,9 +920,11 @@ pub(crate) fn unhealthy_resources(conv: &Conversation) -> Vec<String> {
             out.push(r);
         }
     };
-    // The data (the task and what the tools returned), not the instructions: a sentence of
-    // the system prompt names fields and tools, never a resource.
-    let texts = conv.user.iter().chain(conv.tool_results.iter());
+    let texts = conv
+        .system
+        .iter()
+        .chain(conv.user.iter())
+        .chain(conv.tool_results.iter());
     for text in texts {
         if let Ok(v) = serde_json::from_str::<Value>(text) {
             if v.is_object() || v.is_array() {
@@ -968,22 +964,7 @@ fn unhealthy_in_json(v: &Value, out: &mut Vec<String>, depth: usize) {
                 .any(|s| {
                     s.split(|c: char| !c.is_alphanumeric())
                         .any(is_unhealthy_word)
-                })
-                // A crash loop shows as restarts, whatever the status says.
-                || map
-                    .get("restart_count")
-                    .and_then(Value::as_u64)
-                    .is_some_and(|n| n >= 3)
-                // A problem triage flag of the Watch seed (a diligent model looks at what Pulse
-                // flags, not only at status words).
-                || map
-                    .get("triage")
-                    .and_then(Value::as_array)
-                    .is_some_and(|flags| {
-                        flags.iter().filter_map(Value::as_str).any(|f| {
-                            PROBLEM_FLAGS.contains(&f) || f.starts_with("alert_")
-                        })
-                    });
+                });
             let name = ["resource_id", "resource", "name", "id", "host", "target"]
                 .iter()
                 .find_map(|k| map.get(*k).and_then(Value::as_str));
