@@ -67,7 +67,8 @@ impl std::str::FromStr for ConnectionKind {
 #[cfg_attr(feature = "schemars", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectionState {
-    /// Added, not yet polled.
+    /// Never checked. Adding a connection checks it first, so no route stores this state
+    /// today; it is the table's default, and readiness does not count it as unreadable.
     Pending,
     Connected,
     /// The token was refused (wrong id or secret, expired, or without the privileges read).
