@@ -30,7 +30,7 @@ target_dir="${CARGO_TARGET_DIR:-$HOME/.cache/pulse-target}"
 base="$prefix/debian:bookworm-minbase"
 runtime="$prefix/runtime:$tag"
 binaries=(pulse-gateway pulse-patrol-scheduler pulse-model-runner pulse-action-broker
-  pulse-verifier pulse-agent-relay pulse-agent pulsectl)
+  pulse-verifier pulse-agent-relay pulse-connector pulse-agent pulsectl)
 
 log() { echo "build-local-images: $*" >&2; }
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }

@@ -29,15 +29,15 @@ pub async fn run(state: RelayState, shutdown: CancellationToken) {
 /// leaves the rest to the next sweep of any relay (each agent's mark is a compare-and-swap), so
 /// a thousand agents gone at once do not hold up its shutdown. Returns how many went offline.
 pub async fn sweep(state: &RelayState, stop: &CancellationToken) -> anyhow::Result<usize> {
-    let offline_after = chrono::Duration::from_std(state.limits.offline_after)?;
-    let cutoff = Utc::now() - offline_after;
+    let offline_after = state.limits.offline_after;
+    let now = Utc::now();
     let mut offline = 0;
-    for (tenant, agent_id) in agents::stale(&state.store, cutoff).await? {
+    for (tenant, agent_id) in agents::stale(&state.store, now, offline_after).await? {
         if stop.is_cancelled() {
             break;
         }
         let tx = state.store.tenant_tx(&tenant).await?;
-        if !agents::mark_offline(&tx, &agent_id, cutoff).await? {
+        if !agents::mark_offline(&tx, &agent_id, now, offline_after).await? {
             continue;
         }
         let changes = resources::mark_agent_unknown(&tx, &agent_id).await?;

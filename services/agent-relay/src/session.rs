@@ -633,6 +633,13 @@ impl Session {
                 "agent_id must be 1 to 128 of A-Z a-z 0-9 . _ -",
             ));
         }
+        if let Err(reason) = pulse_domain::connection::may_report_as(
+            self.principal.agent_id.as_deref(),
+            &hello.agent_id,
+        ) {
+            tracing::info!(tenant = %self.principal.tenant, token_id = %self.principal.token_id, agent_id = %hello.agent_id, "agent id refused for this token");
+            return Err(Refusal::strike(reason));
+        }
         let session = AgentSession {
             id: hello.agent_id.clone(),
             hostname: limits_text(&hello.hostname, limits::MAX_NAME_CHARS),

@@ -8,7 +8,6 @@
 //! read-only diagnostic command, or (only with `--enable-commands`) run a typed command.
 
 pub mod commands;
-pub mod connection;
 pub mod containers;
 pub mod docker;
 pub mod filesystems;
@@ -32,7 +31,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{Commands, HostExecutor};
-use crate::connection::{Backlog, ConnectionConfig};
 use crate::containers::ContainerCollector;
 use crate::docker::DockerClient;
 use crate::host_files::HostFiles;
@@ -42,6 +40,7 @@ use crate::reads::Reader;
 use crate::report::Reporter;
 use crate::requests::Requests;
 use crate::supervisor::Supervisor;
+use pulse_agent_session::{Backlog, ConnectionConfig};
 
 /// Reports kept while the relay is unreachable.
 pub const DEFAULT_BACKLOG: usize = 360;
@@ -231,7 +230,7 @@ pub async fn run(options: AgentOptions, shutdown: CancellationToken) -> anyhow::
             report_interval_ms: u64::try_from(options.interval.as_millis()).unwrap_or(u64::MAX),
         },
     };
-    let connection_task = tokio::spawn(connection::run(
+    let connection_task = tokio::spawn(pulse_agent_session::run(
         connection,
         backlog.clone(),
         Some(requests),

@@ -23,9 +23,9 @@ fn refused(request_id: &str, reason: String, code: Option<String>) -> AgentMessa
     })
 }
 
-impl Requests {
+impl pulse_agent_session::Answer for Requests {
     /// The answer to a request form; `None` for anything else.
-    pub async fn answer(&self, message: RelayMessage) -> Option<AgentMessage> {
+    async fn answer(&self, message: RelayMessage) -> Option<AgentMessage> {
         match message {
             RelayMessage::Command(command) => {
                 Some(AgentMessage::Receipt(self.commands.handle(&command).await))

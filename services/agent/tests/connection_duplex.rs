@@ -11,13 +11,13 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::response::Response;
 use axum::routing::get;
 use pulse_agent::commands::{Commands, DISABLED_REASON, HostExecutor};
-use pulse_agent::connection::{self, Backlog, ConnectionConfig};
 use pulse_agent::host_files::HostFiles;
 use pulse_agent::observe::Observer;
 use pulse_agent::read_exec::ReadExec;
 use pulse_agent::reads::Reader;
 use pulse_agent::requests::Requests;
 use pulse_agent::supervisor::Supervisor;
+use pulse_agent_session::{self as connection, Backlog, ConnectionConfig};
 use pulse_domain::agent_protocol::{
     AGENT_WS_PATH, AgentMessage, Command, Hello, Observe, PROTOCOL_VERSION, ReceiptStatus,
     RelayMessage, Report, ResourceTarget,

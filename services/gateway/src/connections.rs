@@ -23,7 +23,8 @@ use axum::routing;
 use chrono::Utc;
 use pulse_api::connections::{
     ClusterCheck, ConnectionBody, ConnectionCheck, ConnectionId, ConnectionList, ConnectionView,
-    MAX_CA_PEM_BYTES, MAX_NAME_CHARS, NodeCheck, TlsModeView,
+    DEFAULT_CADENCE_SECONDS, MAX_CA_PEM_BYTES, MAX_CADENCE_SECONDS, MAX_NAME_CHARS,
+    MIN_CADENCE_SECONDS, NodeCheck, TlsModeView,
 };
 use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
@@ -61,6 +62,7 @@ struct Checked {
     secret: Secret,
     tls: TlsMode,
     stored_tls: StoredTls,
+    cadence: std::time::Duration,
 }
 
 /// A name from the URL's host: lower case, other characters as '-', cut to fit.
@@ -112,6 +114,14 @@ fn check_body(body: ConnectionBody) -> Result<Checked, ApiError> {
         }
         None => name_from_host(&base),
     };
+    let cadence = body.cadence_seconds.unwrap_or(DEFAULT_CADENCE_SECONDS);
+    if !(MIN_CADENCE_SECONDS..=MAX_CADENCE_SECONDS).contains(&cadence) {
+        return Err(invalid(format!(
+            "cadence_seconds {cadence}: between {MIN_CADENCE_SECONDS} and \
+             {MAX_CADENCE_SECONDS}; a Proxmox API read every few seconds costs the cluster more \
+             than it tells"
+        )));
+    }
     let token_id = TokenId::parse(&body.token_id).map_err(|e| invalid(format!("token_id: {e}")))?;
     let secret =
         Secret::new(body.token_secret).map_err(|e| invalid(format!("token_secret: {e}")))?;
@@ -148,6 +158,7 @@ fn check_body(body: ConnectionBody) -> Result<Checked, ApiError> {
         secret,
         tls,
         stored_tls,
+        cadence: std::time::Duration::from_secs(u64::from(cadence)),
     })
 }
 
@@ -222,6 +233,7 @@ pub(crate) fn view(c: Connection) -> ConnectionView {
         created_by: c.created_by,
         created_at: c.created_at,
         updated_at: c.updated_at,
+        cadence_seconds: u32::try_from(c.cadence.as_secs()).unwrap_or(u32::MAX),
     }
 }
 
@@ -335,6 +347,7 @@ pub(crate) async fn add(
         token_id: checked.token_id.clone(),
         secret: checked.secret.expose().to_owned(),
         tls: checked.stored_tls.clone(),
+        cadence: checked.cadence,
         observed: observation(&probe),
     };
     let tx = state.store.tenant_tx(&tenant).await?;
@@ -406,12 +419,8 @@ pub(crate) async fn recheck(
             "the stored token secret is not usable",
         )
     })?;
-    let tls = match &found.tls {
-        StoredTls::Pinned(fp) => TlsMode::Pinned(*fp),
-        StoredTls::Ca(pem) => TlsMode::ca_pem(pem.as_bytes())
-            .map_err(|e| ApiError::new(ErrorCode::InternalError, e.to_string()))?,
-        StoredTls::Public => TlsMode::Public,
-    };
+    let tls = TlsMode::from_trust(&found.tls)
+        .map_err(|e| ApiError::new(ErrorCode::InternalError, e.to_string()))?;
     let client = Client::new(
         found.kind,
         &found.url,
@@ -653,7 +662,16 @@ mod tests {
                 "token_secret",
             ),
             ("fingerprint", serde_json::json!("AB:CD"), "SHA-256"),
-            ("cadence_seconds", serde_json::json!(30), "unknown field"),
+            (
+                "cadence_seconds",
+                serde_json::json!(5),
+                "between 10 and 3600",
+            ),
+            (
+                "cadence_seconds",
+                serde_json::json!(7200),
+                "between 10 and 3600",
+            ),
             ("public_ca", serde_json::json!(true), "exactly one of"),
             ("verify_tls", serde_json::json!(false), "unknown field"),
             (

@@ -171,7 +171,7 @@ mod tests {
         let t0 = Instant::now();
         fleet.record(&beat("pulse-agent", "a", true), t0);
         let report = fleet.report(t0);
-        assert_eq!(report.services.len(), 6);
+        assert_eq!(report.services.len(), 7);
         assert!(!report.services.contains_key("pulse-agent"));
     }
 

@@ -283,6 +283,7 @@ mod tests {
             user_id: None,
             scopes: scopes.iter().copied().collect(),
             kind: pulse_store::tokens::PrincipalKind::ApiToken,
+            agent_id: None,
         }
     }
 

@@ -324,7 +324,15 @@ async fn restart_loop_filesystem_levels_memory_and_agent_offline() -> anyhow::Re
 
     // The agent goes silent: the relay marks it offline and its resources unknown.
     let tx = store.tenant_tx(&tenant).await?;
-    assert!(agents::mark_offline(&tx, "m3", Utc::now() + chrono::Duration::seconds(1)).await?);
+    assert!(
+        agents::mark_offline(
+            &tx,
+            "m3",
+            Utc::now() + chrono::Duration::seconds(5),
+            std::time::Duration::ZERO
+        )
+        .await?
+    );
     resources::mark_agent_unknown(&tx, "m3").await?;
     tx.commit().await?;
     floor.tick().await?;

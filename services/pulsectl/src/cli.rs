@@ -18,13 +18,14 @@ pub const ENV_PATROL_SCHEDULER_HEALTH: &str = "PULSE_PATROL_SCHEDULER_HEALTH_LIS
 pub const ENV_MODEL_RUNNER_HEALTH: &str = "PULSE_MODEL_RUNNER_HEALTH_LISTEN";
 pub const ENV_ACTION_BROKER_HEALTH: &str = "PULSE_ACTION_BROKER_HEALTH_LISTEN";
 pub const ENV_VERIFIER_HEALTH: &str = "PULSE_VERIFIER_HEALTH_LISTEN";
+pub const ENV_CONNECTOR_HEALTH: &str = "PULSE_CONNECTOR_HEALTH_LISTEN";
 pub const ENV_AGENT_HEALTH: &str = "PULSE_AGENT_HEALTH_LISTEN";
 pub const ENV_DEMO_AGENT_HEALTH: &str = "PULSE_DEMO_AGENT_HEALTH_LISTEN";
 pub const ENV_PROVIDER_SIM_LISTEN: &str = "PULSE_PROVIDER_SIM_LISTEN";
 
 /// Variables read by pulsectl alone. They are removed from the services' environment: the
 /// services reject `PULSE_*` names their configuration does not know.
-pub const PULSECTL_ONLY_ENV: [&str; 10] = [
+pub const PULSECTL_ONLY_ENV: [&str; 11] = [
     ENV_GATEWAY_URL,
     ENV_TOKEN,
     ENV_BIN_DIR,
@@ -32,6 +33,7 @@ pub const PULSECTL_ONLY_ENV: [&str; 10] = [
     ENV_MODEL_RUNNER_HEALTH,
     ENV_ACTION_BROKER_HEALTH,
     ENV_VERIFIER_HEALTH,
+    ENV_CONNECTOR_HEALTH,
     ENV_AGENT_HEALTH,
     ENV_DEMO_AGENT_HEALTH,
     ENV_PROVIDER_SIM_LISTEN,
@@ -74,7 +76,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the whole stack (six services and a host agent) on this machine.
+    /// Run the whole stack (seven services and a host agent) on this machine.
     Up(UpArgs),
     /// Stop the stack `pulsectl up` runs for this state directory.
     Down(DownArgs),
@@ -232,11 +234,15 @@ pub struct UpArgs {
     #[arg(long, env = ENV_VERIFIER_HEALTH, default_value = "127.0.0.1:7664", value_name = "ADDR")]
     pub verifier_health_listen: SocketAddr,
 
+    /// Health listener of pulse-connector.
+    #[arg(long, env = ENV_CONNECTOR_HEALTH, default_value = "127.0.0.1:7668", value_name = "ADDR")]
+    pub connector_health_listen: SocketAddr,
+
     /// Health listener of the host agent (pulse-agent).
     #[arg(long, env = ENV_AGENT_HEALTH, default_value = "127.0.0.1:7665", value_name = "ADDR")]
     pub agent_health_listen: SocketAddr,
 
-    /// Instances of each of the six services (the host agent and the demo processes stay one).
+    /// Instances of each of the seven services (the host agent and the demo processes stay one).
     /// Replicas share the work over NATS; the gateway's and the relay's replicas share one port
     /// (`PULSE_HTTP__REUSE_PORT`), and the others' health listeners get ports from the OS.
     /// Each replica gets 1/N of the database pool (`PULSE_DATABASE__POOL_SIZE`; at least 8, at most the whole).
@@ -266,6 +272,7 @@ impl UpArgs {
             "model-runner" => Some(self.model_runner_health_listen),
             "action-broker" => Some(self.action_broker_health_listen),
             "verifier" => Some(self.verifier_health_listen),
+            "connector" => Some(self.connector_health_listen),
             "agent" => Some(self.agent_health_listen),
             crate::demo::DEMO_AGENT => Some(self.demo_agent_health_listen),
             _ => None,
@@ -378,6 +385,10 @@ pub struct ConnectionArgs {
     /// Trust the platform's roots (a publicly signed certificate).
     #[arg(long, group = "trust")]
     pub public_ca: bool,
+
+    /// How often the connector reads the cluster, in seconds (10 to 3600). Default: 30.
+    #[arg(long, value_name = "SECONDS")]
+    pub cadence: Option<u32>,
 
     /// A name, unique per kind: lower-case letters, digits and '-'. Default: from the URL's host.
     #[arg(long)]

@@ -57,6 +57,7 @@ pub fn body(
         fingerprint: args.fingerprint.clone(),
         ca_pem,
         public_ca: args.public_ca,
+        cadence_seconds: args.cadence,
     })
 }
 

@@ -159,7 +159,8 @@ mod tests {
         "model-runner": {"ready": true, "instances": 2},
         "action-broker": {"ready": true, "instances": 1},
         "verifier": {"ready": true, "instances": 1},
-        "agent-relay": {"ready": true, "instances": 1}}}"#;
+        "agent-relay": {"ready": true, "instances": 1},
+        "connector": {"ready": true, "instances": 1}}}"#;
 
     #[test]
     fn all_ready_names_replicas_only_when_scaled() {
@@ -167,7 +168,7 @@ mod tests {
         assert!(observation.all_ready());
         assert_eq!(
             observation.status_line(),
-            "ok: 6/6 ready; replicas: model-runner x2"
+            "ok: 7/7 ready; replicas: model-runner x2"
         );
     }
 
@@ -188,21 +189,22 @@ mod tests {
                 "model-runner",
                 "action-broker",
                 "verifier",
-                "agent-relay"
+                "agent-relay",
+                "connector"
             ]
         );
         assert_eq!(
             observation.status_line(),
-            "degraded: 1/6 ready; not ready: patrol-scheduler (not reporting), \
+            "degraded: 1/7 ready; not ready: patrol-scheduler (not reporting), \
              model-runner (not reporting), action-broker (not reporting), \
-             verifier (0 instances), agent-relay (1 instance)"
+             verifier (0 instances), agent-relay (1 instance), connector (not reporting)"
         );
     }
 
     #[test]
     fn unreachable_gateway_means_nothing_is_ready() {
         let observation = Observation::Unreachable("gateway not listening".into());
-        assert_eq!(observation.not_ready().len(), 6);
+        assert_eq!(observation.not_ready().len(), 7);
         assert_eq!(
             observation.status_line(),
             "gateway unreachable: gateway not listening"

@@ -1,4 +1,4 @@
-//! pulsectl: the operator CLI. `up` runs a local stack (six services and a host agent) as
+//! pulsectl: the operator CLI. `up` runs a local stack (seven services and a host agent) as
 //! supervised child processes; `down` stops it; `token` manages API tokens and `patrol` requests
 //! and reads Patrol runs over the gateway; `findings` lists and triages Patrol findings;
 //! `models` lists each provider's models and tests one; `connections` adds, tests, lists and

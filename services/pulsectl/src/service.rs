@@ -21,11 +21,17 @@ pub struct Service {
 
 /// Start order. pulsectl stops them in the reverse order: the agent and the gateway (the entry
 /// points) first, the relay last.
-pub const STACK: [Service; 7] = [
+pub const STACK: [Service; 8] = [
     Service {
         name: "agent-relay",
         binary: "pulse-agent-relay",
         health: HealthListener::Main,
+        in_fleet_health: true,
+    },
+    Service {
+        name: "connector",
+        binary: "pulse-connector",
+        health: HealthListener::Own,
         in_fleet_health: true,
     },
     Service {
@@ -66,7 +72,7 @@ pub const STACK: [Service; 7] = [
     },
 ];
 
-/// The six services `/api/health` must report ready, in the order status lines print them.
+/// The seven services `/api/health` must report ready, in the order status lines print them.
 pub use pulse_domain::fleet::FLEET_SERVICES as FLEET;
 
 pub fn binaries() -> impl Iterator<Item = &'static str> {

@@ -488,7 +488,7 @@ async fn start(
     Ok(config)
 }
 
-/// How many instances of `service` the stack runs: `--replicas` for the six services, one host
+/// How many instances of `service` the stack runs: `--replicas` for the seven services, one host
 /// agent.
 pub fn replicas_of(service: &Service, args: &UpArgs) -> u8 {
     if service.in_fleet_health {

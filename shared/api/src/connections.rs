@@ -17,6 +17,10 @@ uuid_id! {
 pub const MAX_NAME_CHARS: usize = 63;
 /// Bytes of a CA file.
 pub const MAX_CA_PEM_BYTES: usize = 64 * 1024;
+/// The poll cadence when a connection names none, and its bounds, in seconds.
+pub const DEFAULT_CADENCE_SECONDS: u32 = 30;
+pub const MIN_CADENCE_SECONDS: u32 = 10;
+pub const MAX_CADENCE_SECONDS: u32 = 3600;
 
 /// A connection to add (or to test without adding).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -49,6 +53,10 @@ pub struct ConnectionBody {
     /// Trust the platform's roots (a publicly signed certificate, its name checked).
     #[serde(default)]
     pub public_ca: bool,
+    /// How often the connector reads the cluster, in seconds (10 to 3600; default 30).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 10, max = 3600))]
+    pub cadence_seconds: Option<u32>,
 }
 
 /// How a connection trusts the server's certificate.
@@ -87,6 +95,8 @@ pub struct ConnectionView {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// How often the connector reads it, in seconds.
+    pub cadence_seconds: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

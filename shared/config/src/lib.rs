@@ -43,6 +43,9 @@ pub struct PulseConfig {
     /// The verifier's postcondition checks of executed actions.
     #[serde(default)]
     pub verify: VerifyConfig,
+    /// The connector's polling of Proxmox VE clusters (ADR 0013).
+    #[serde(default)]
+    pub connector: ConnectorConfig,
     /// Headless AI settings: defaults under every tenant's stored `/api/settings/ai`.
     pub ai: AiConfig,
 }
@@ -261,6 +264,31 @@ impl Default for VerifyConfig {
     }
 }
 
+/// The connector: which connections one process polls and how it reaches the relay.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectorConfig {
+    /// Base URL of the agent relay it reports through (unset: `http://<relay.listen>`).
+    pub relay_url: Option<String>,
+    /// Connections one connector process polls at most; the rest wait for another replica.
+    pub max_connections: usize,
+    /// How often it looks for connections whose lease is free or lapsed.
+    pub claim_every_ms: u64,
+    /// How long one request to a Proxmox API may take.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for ConnectorConfig {
+    fn default() -> Self {
+        Self {
+            relay_url: None,
+            max_connections: 64,
+            claim_every_ms: 5_000,
+            request_timeout_ms: 20_000,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AlertsConfig {
@@ -376,6 +404,7 @@ impl Default for PulseConfig {
             runner: RunnerConfig::default(),
             patrol: PatrolConfig::default(),
             verify: VerifyConfig::default(),
+            connector: ConnectorConfig::default(),
             ai: AiConfig::default(),
         }
     }
@@ -446,7 +475,8 @@ impl PulseConfig {
 /// Top-level keys of [`PulseConfig`]. Variables naming anything else (`PULSE_TOKEN` for the CLI,
 /// `PULSE_TEST_DATABASE_URL` for tests) belong to other programs and are left alone; an unknown
 /// key inside a known section (`PULSE_NATS__URLL`) is still an error.
-const TOP_LEVEL_KEYS: [&str; 14] = [
+const TOP_LEVEL_KEYS: [&str; 15] = [
+    "connector",
     "state_dir",
     "database",
     "nats",

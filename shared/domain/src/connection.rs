@@ -42,6 +42,51 @@ impl ConnectionKind {
     }
 }
 
+/// How a connection trusts its server's certificate, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// The server certificate's SHA-256.
+    Pinned(Fingerprint),
+    /// PEM certificates of the CA.
+    Ca(String),
+    /// The platform's roots.
+    Public,
+}
+
+impl Trust {
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Trust::Pinned(_) => "pinned",
+            Trust::Ca(_) => "ca",
+            Trust::Public => "public",
+        }
+    }
+}
+
+/// Whether a session authenticated with a token bound to `bound` (a connector's token, or
+/// `None` for any other) may report as `agent_id`. A bound token reports only as its own agent;
+/// an unbound one never under a connector prefix, so no host agent speaks for a cluster.
+pub fn may_report_as(bound: Option<&str>, agent_id: &str) -> Result<(), String> {
+    match bound {
+        Some(bound) if bound == agent_id => Ok(()),
+        Some(bound) => Err(format!(
+            "this token reports only as agent {bound:?}, not {agent_id:?}"
+        )),
+        None => match ConnectionKind::ALL
+            .iter()
+            .find(|kind| agent_id.starts_with(kind.agent_prefix()))
+        {
+            Some(kind) => Err(format!(
+                "agent ids starting with {:?} belong to the connector of a {} connection; \
+                 choose another agent id",
+                kind.agent_prefix(),
+                kind.as_str()
+            )),
+            None => Ok(()),
+        },
+    }
+}
+
 impl fmt::Display for ConnectionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -286,6 +331,17 @@ impl<'de> Deserialize<'de> for Fingerprint {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn connector_agent_ids_belong_to_their_bound_tokens() {
+        assert!(may_report_as(None, "web-1").is_ok());
+        assert!(may_report_as(None, "pve.lab").is_err());
+        assert!(may_report_as(None, "pbs.backup").is_err());
+        assert!(may_report_as(Some("pve.lab"), "pve.lab").is_ok());
+        let other = may_report_as(Some("pve.lab"), "pve.other").unwrap_err();
+        assert!(other.contains("pve.lab"), "{other}");
+        assert!(may_report_as(Some("pve.lab"), "web-1").is_err());
+    }
+
     use super::*;
 
     #[test]

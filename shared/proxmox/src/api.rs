@@ -76,6 +76,19 @@ impl ClusterStatus {
     pub fn lost_quorum(&self) -> bool {
         self.quorate == Some(false)
     }
+
+    /// What the operator is told while the cluster has no quorum; `None` while it has one.
+    pub fn quorum_cause(&self) -> Option<String> {
+        self.lost_quorum().then(|| {
+            format!(
+                "cluster {} has lost quorum ({} of {} nodes online): reads work, guest actions \
+                 are refused until quorum is back",
+                self.cluster_name.as_deref().unwrap_or("?"),
+                self.members.iter().filter(|m| m.online).count(),
+                self.members.len()
+            )
+        })
+    }
 }
 
 /// One entry of `GET /cluster/resources`: a guest (`qemu`, `lxc`), a `node`, a `storage`, or a

@@ -456,15 +456,9 @@ impl Client {
         }
         self.check_privileges(&self.permissions().await?)?;
         let cluster = self.cluster_status().await?;
-        if cluster.lost_quorum() {
+        if let Some(cause) = cluster.quorum_cause() {
             probe.state = ConnectionState::NoQuorum;
-            probe.cause = Some(format!(
-                "cluster {} has lost quorum ({} of {} nodes online): reads work, guest actions \
-                 are refused until quorum is back",
-                cluster.cluster_name.as_deref().unwrap_or("?"),
-                cluster.members.iter().filter(|m| m.online).count(),
-                cluster.members.len()
-            ));
+            probe.cause = Some(cause);
         }
         probe.cluster = Some(cluster);
         Ok(probe)

@@ -40,6 +40,16 @@ impl std::fmt::Debug for TlsMode {
 }
 
 impl TlsMode {
+    /// The mode of a stored connection's trust.
+    pub fn from_trust(trust: &pulse_domain::connection::Trust) -> Result<Self, Error> {
+        use pulse_domain::connection::Trust;
+        Ok(match trust {
+            Trust::Pinned(fp) => TlsMode::Pinned(*fp),
+            Trust::Ca(pem) => TlsMode::ca_pem(pem.as_bytes())?,
+            Trust::Public => TlsMode::Public,
+        })
+    }
+
     /// A CA mode from PEM text holding one or more certificates.
     pub fn ca_pem(pem: &[u8]) -> Result<Self, Error> {
         let certs = CertificateDer::pem_slice_iter(pem)

@@ -112,18 +112,21 @@ pub async fn forget(tx: &TenantTx, id: &str) -> Result<Option<String>, StoreErro
     Ok(row.map(|row| row.get(0)))
 }
 
-/// Online agents of every tenant whose last report is older than `cutoff` (at most 1000, the
-/// longest silent first). Identities only: the one cross-tenant read, through
+/// Online agents of every tenant silent at `at` for longer than `offline_after` and than three
+/// of their own report intervals (a cluster read every 30 s is not offline between reads); at
+/// most 1000, the longest silent first. Identities only: the one cross-tenant read, through
 /// `pulse_stale_agents`.
 pub async fn stale(
     store: &Store,
-    cutoff: DateTime<Utc>,
+    at: DateTime<Utc>,
+    offline_after: std::time::Duration,
 ) -> Result<Vec<(TenantId, String)>, StoreError> {
     let client = store.pool().get().await?;
+    let offline_after_ms = i64::try_from(offline_after.as_millis()).unwrap_or(i64::MAX);
     let rows = client
         .query(
-            "SELECT tenant_id, id FROM pulse_stale_agents($1)",
-            &[&cutoff],
+            "SELECT tenant_id, id FROM pulse_stale_agents($1, $2)",
+            &[&at, &offline_after_ms],
         )
         .await?;
     rows.iter()
@@ -137,19 +140,24 @@ pub async fn stale(
         .collect()
 }
 
-/// Marks the agent offline if it is still online and silent since `cutoff`. Returns whether it
-/// changed (false when a report arrived in between).
+/// Marks the agent offline if it is still online and, at `at`, silent for longer than
+/// `offline_after` and three of its report intervals. Returns whether it changed (false when a
+/// report arrived in between).
 pub async fn mark_offline(
     tx: &TenantTx,
     id: &str,
-    cutoff: DateTime<Utc>,
+    at: DateTime<Utc>,
+    offline_after: std::time::Duration,
 ) -> Result<bool, StoreError> {
+    let offline_after_ms = i64::try_from(offline_after.as_millis()).unwrap_or(i64::MAX);
     let n = tx
         .client()
         .execute(
             "UPDATE agents SET status = 'offline'
-             WHERE id = $1 AND status = 'online' AND last_seen_at < $2",
-            &[&id, &cutoff],
+             WHERE id = $1 AND status = 'online'
+               AND last_seen_at < $2::timestamptz - make_interval(
+                       secs => greatest($3::bigint, report_interval_ms * 3) / 1000.0)",
+            &[&id, &at, &offline_after_ms],
         )
         .await?;
     Ok(n == 1)

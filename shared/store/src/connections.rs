@@ -37,24 +37,9 @@ impl From<tokio_postgres::Error> for ConnectionStoreError {
     }
 }
 
-/// How the server's certificate is trusted.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoredTls {
-    Pinned(Fingerprint),
-    /// PEM certificates of the CA.
-    Ca(String),
-    Public,
-}
-
-impl StoredTls {
-    pub fn mode(&self) -> &'static str {
-        match self {
-            StoredTls::Pinned(_) => "pinned",
-            StoredTls::Ca(_) => "ca",
-            StoredTls::Public => "public",
-        }
-    }
-}
+/// How the server's certificate is trusted (the vocabulary lives in the domain, so the client
+/// builds its TLS mode from the stored value in one place: `pulse_proxmox::TlsMode::from_trust`).
+pub use pulse_domain::connection::Trust as StoredTls;
 
 /// What the last check or poll of a connection saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +63,8 @@ pub struct NewConnection {
     pub token_id: TokenId,
     pub secret: String,
     pub tls: StoredTls,
+    /// How often the connector reads it (10 s to 1 h).
+    pub cadence: std::time::Duration,
     /// The check made before it was stored.
     pub observed: Observation,
 }
@@ -100,6 +87,8 @@ pub struct Connection {
     pub created_by: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// How often the connector reads it.
+    pub cadence: std::time::Duration,
 }
 
 impl Connection {
@@ -111,7 +100,7 @@ impl Connection {
 
 const COLUMNS: &str = "id, kind, name, url, token_id, tls_mode, fingerprint, ca_pem, state, \
      state_code, state_cause, presented_fingerprint, version, checked_at, created_by, created_at, \
-     updated_at";
+     updated_at, cadence_seconds";
 
 fn aad(tenant: &str, id: Uuid) -> Vec<u8> {
     format!("pulse-connection|{tenant}|{id}").into_bytes()
@@ -153,6 +142,9 @@ fn from_row(row: &Row) -> Result<Connection, StoreError> {
         created_by: row.try_get(14)?,
         created_at: row.try_get(15)?,
         updated_at: row.try_get(16)?,
+        cadence: std::time::Duration::from_secs(
+            u64::try_from(row.try_get::<_, i32>(17)?).unwrap_or(30),
+        ),
     })
 }
 
@@ -194,9 +186,9 @@ pub async fn insert(
                 "INSERT INTO connections
                      (tenant_id, id, kind, name, url, token_id, secret_sealed, secret_nonce,
                       key_id, tls_mode, fingerprint, ca_pem, state, state_code, state_cause,
-                      presented_fingerprint, version, checked_at, created_by)
+                      presented_fingerprint, version, checked_at, created_by, cadence_seconds)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                         $17, $18, $19)
+                         $17, $18, $19, $20)
                  ON CONFLICT (tenant_id, kind, name) DO NOTHING
                  RETURNING {COLUMNS}"
             ),
@@ -220,6 +212,7 @@ pub async fn insert(
                 &o.version,
                 &o.at,
                 &actor,
+                &i32::try_from(new.cadence.as_secs()).unwrap_or(i32::MAX),
             ],
         )
         .await?;
@@ -245,6 +238,7 @@ pub async fn insert(
                 "tls_mode": new.tls.mode(),
                 "fingerprint": fingerprint,
                 "state": o.state.as_str(),
+                "cadence_seconds": new.cadence.as_secs(),
             }),
         },
     )
@@ -296,16 +290,22 @@ pub async fn secret(
         nonce: row.try_get(1)?,
         key_id: row.try_get(2)?,
     };
+    open_text(key, &aad(tx.tenant().as_str(), id), &sealed, id).map(Some)
+}
+
+/// Opens a sealed secret of connection `id` as text.
+fn open_text(
+    key: &MasterKey,
+    aad: &[u8],
+    sealed: &Sealed,
+    id: Uuid,
+) -> Result<String, ConnectionStoreError> {
     let failed = |reason: &str| ConnectionStoreError::Sealing {
         id,
         reason: reason.to_owned(),
     };
-    let plaintext = key
-        .open_bytes(&aad(tx.tenant().as_str(), id), &sealed)
-        .map_err(failed)?;
-    String::from_utf8(plaintext)
-        .map(Some)
-        .map_err(|_| failed("not UTF-8"))
+    let plaintext = key.open_bytes(aad, sealed).map_err(failed)?;
+    String::from_utf8(plaintext).map_err(|_| failed("not UTF-8"))
 }
 
 /// Records what a check or poll saw. Returns whether the connection still exists.
@@ -338,7 +338,7 @@ pub async fn delete(tx: &TenantTx, id: Uuid, actor: &str) -> Result<bool, StoreE
     let row = tx
         .client()
         .query_opt(
-            "DELETE FROM connections WHERE id = $1 RETURNING kind, name",
+            "DELETE FROM connections WHERE id = $1 RETURNING kind, name, agent_token_id",
             &[&id],
         )
         .await?;
@@ -347,6 +347,11 @@ pub async fn delete(tx: &TenantTx, id: Uuid, actor: &str) -> Result<bool, StoreE
     };
     let kind: String = row.try_get(0)?;
     let name: String = row.try_get(1)?;
+    // The connector's token goes with the connection: a poller still holding it is refused by
+    // the relay from now on.
+    if let Some(token) = row.try_get::<_, Option<Uuid>>(2)? {
+        crate::tokens::revoke(tx, token).await?;
+    }
     audit::append(
         tx,
         &AuditEntry {
@@ -358,4 +363,169 @@ pub async fn delete(tx: &TenantTx, id: Uuid, actor: &str) -> Result<bool, StoreE
     )
     .await?;
     Ok(true)
+}
+
+/// The lease a connector replica holds on one connection: renewals and releases are
+/// compare-and-set on the holder and the generation, so they fail once another replica claimed
+/// the connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub tenant: pulse_domain::TenantId,
+    pub connection: Uuid,
+    pub holder: String,
+    pub generation: i64,
+}
+
+/// Claims up to `max` connections of `kinds` whose lease is free or lapsed, for `holder`, until
+/// `duration` from now (connections of suspended tenants are left alone). Rows another replica
+/// is claiming at the same time are skipped. The connector's one cross-tenant call, through
+/// `pulse_claim_connections`.
+pub async fn claim(
+    store: &crate::Store,
+    holder: &str,
+    kinds: &[ConnectionKind],
+    duration: std::time::Duration,
+    max: usize,
+) -> Result<Vec<Lease>, StoreError> {
+    if max == 0 {
+        return Ok(Vec::new());
+    }
+    let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    let lease_ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+    let max = i32::try_from(max).unwrap_or(i32::MAX);
+    let client = store.pool().get().await?;
+    let rows = client
+        .query(
+            "SELECT tenant_id, id, generation FROM pulse_claim_connections($1, $2, $3, $4)",
+            &[&holder, &kinds, &lease_ms, &max],
+        )
+        .await?;
+    rows.iter()
+        .map(|row| {
+            let tenant: String = row.try_get(0)?;
+            Ok(Lease {
+                tenant: pulse_domain::TenantId::new(tenant)
+                    .map_err(|e| StoreError::Invalid(e.to_string()))?,
+                connection: row.try_get(1)?,
+                holder: holder.to_owned(),
+                generation: row.try_get(2)?,
+            })
+        })
+        .collect()
+}
+
+/// Extends `lease` to `duration` from now. False when it is no longer held (another replica
+/// claimed the connection, or it was removed): the poller must stop at once.
+pub async fn renew(
+    tx: &TenantTx,
+    lease: &Lease,
+    duration: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let lease_ms = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+    let n = tx
+        .client()
+        .execute(
+            "UPDATE connections
+             SET lease_expires_at = now() + make_interval(secs => $4::bigint / 1000.0)
+             WHERE id = $1 AND lease_holder = $2 AND lease_generation = $3",
+            &[
+                &lease.connection,
+                &lease.holder,
+                &lease.generation,
+                &lease_ms,
+            ],
+        )
+        .await?;
+    Ok(n == 1)
+}
+
+/// Gives `lease` up (a replica stopping), so another may claim the connection at once.
+pub async fn release(tx: &TenantTx, lease: &Lease) -> Result<(), StoreError> {
+    tx.client()
+        .execute(
+            "UPDATE connections SET lease_expires_at = NULL
+             WHERE id = $1 AND lease_holder = $2 AND lease_generation = $3",
+            &[&lease.connection, &lease.holder, &lease.generation],
+        )
+        .await?;
+    Ok(())
+}
+
+fn agent_token_aad(tenant: &str, id: Uuid) -> Vec<u8> {
+    format!("pulse-connector-token|{tenant}|{id}").into_bytes()
+}
+
+/// The token the connector reports with for connection `id`, bound to the connection's agent
+/// id: the stored one, opened, or (the first time) a new one minted with `agent:report` and
+/// sealed in the row, in the caller's transaction. `None` when the connection is gone.
+pub async fn agent_token(
+    tx: &TenantTx,
+    key: &MasterKey,
+    id: Uuid,
+) -> Result<Option<String>, ConnectionStoreError> {
+    let Some(row) = tx
+        .client()
+        .query_opt(
+            "SELECT kind, name, agent_token_sealed, agent_token_nonce, agent_token_key_id
+             FROM connections WHERE id = $1 FOR UPDATE",
+            &[&id],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let tenant = tx.tenant().as_str().to_owned();
+    let failed = |reason: &str| ConnectionStoreError::Sealing {
+        id,
+        reason: reason.to_owned(),
+    };
+    if let (Some(ciphertext), Some(nonce), Some(key_id)) = (
+        row.try_get::<_, Option<Vec<u8>>>(2)?,
+        row.try_get::<_, Option<Vec<u8>>>(3)?,
+        row.try_get::<_, Option<String>>(4)?,
+    ) {
+        let sealed = Sealed {
+            ciphertext,
+            nonce,
+            key_id,
+        };
+        return open_text(key, &agent_token_aad(&tenant, id), &sealed, id).map(Some);
+    }
+    let kind: String = row.try_get(0)?;
+    let name: String = row.try_get(1)?;
+    let kind: ConnectionKind = kind.parse().map_err(|_| invalid("kind", &kind))?;
+    let agent_id = format!("{}{name}", kind.agent_prefix());
+    let issued = crate::tokens::issue_for_agent(
+        tx,
+        crate::tokens::NewToken {
+            name: format!("connector {agent_id}"),
+            scopes: [pulse_domain::Scope::AgentReport].into_iter().collect(),
+            expires_at: None,
+            created_by: None,
+        },
+        &agent_id,
+    )
+    .await?;
+    let sealed = key
+        .seal_bytes(
+            &agent_token_aad(&tenant, id),
+            issued.secret.expose().as_bytes(),
+        )
+        .ok_or_else(|| failed("encryption failed"))?;
+    tx.client()
+        .execute(
+            "UPDATE connections
+             SET agent_token_id = $2, agent_token_sealed = $3, agent_token_nonce = $4,
+                 agent_token_key_id = $5
+             WHERE id = $1",
+            &[
+                &id,
+                &issued.token.id,
+                &sealed.ciphertext,
+                &sealed.nonce,
+                &sealed.key_id,
+            ],
+        )
+        .await?;
+    Ok(Some(issued.secret.expose().to_owned()))
 }

@@ -94,14 +94,39 @@ fn scope_strings(scopes: &BTreeSet<Scope>) -> Vec<&'static str> {
 }
 
 pub async fn issue(tx: &TenantTx, new: NewToken) -> Result<IssuedToken, StoreError> {
+    insert(tx, new, None).await
+}
+
+/// Issues a token that may report only as agent `agent_id` (the relay refuses any other id in
+/// its Hello, and refuses the connector prefixes to every token not bound to them). The
+/// connector's own token, minted once per connection (ADR 0013).
+pub async fn issue_for_agent(
+    tx: &TenantTx,
+    new: NewToken,
+    agent_id: &str,
+) -> Result<IssuedToken, StoreError> {
+    if !pulse_domain::resource::valid_agent_id(agent_id) {
+        return Err(StoreError::Invalid(format!(
+            "tokens: {agent_id:?} is not a valid agent id"
+        )));
+    }
+    insert(tx, new, Some(agent_id)).await
+}
+
+async fn insert(
+    tx: &TenantTx,
+    new: NewToken,
+    agent_id: Option<&str>,
+) -> Result<IssuedToken, StoreError> {
     let id = Uuid::now_v7();
     let secret = TokenSecret::generate();
     let hash = hash_secret(secret.expose());
     let row = tx
         .client()
         .query_one(
-            "INSERT INTO api_tokens (id, tenant_id, name, token_hash, scopes, created_by, expires_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
+            "INSERT INTO api_tokens
+                 (id, tenant_id, name, token_hash, scopes, created_by, expires_at, agent_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              RETURNING created_at",
             &[
                 &id,
@@ -111,6 +136,7 @@ pub async fn issue(tx: &TenantTx, new: NewToken) -> Result<IssuedToken, StoreErr
                 &scope_strings(&new.scopes),
                 &new.created_by,
                 &new.expires_at,
+                &agent_id,
             ],
         )
         .await?;
@@ -202,6 +228,8 @@ pub struct Principal {
     pub user_id: Option<Uuid>,
     pub scopes: BTreeSet<Scope>,
     pub kind: PrincipalKind,
+    /// The only agent id this token may report as (a connector's token), or `None`.
+    pub agent_id: Option<String>,
 }
 
 /// How the caller proved who it is.
@@ -287,7 +315,7 @@ pub async fn authenticate(
     let row = client
         .query_opt(
             "SELECT t.id, t.tenant_id, t.name, t.scopes, t.created_by, t.expires_at,
-                    t.revoked_at, s.suspended_at, s.suspended_reason
+                    t.revoked_at, s.suspended_at, s.suspended_reason, t.agent_id
              FROM pulse_token_by_hash($1) t
              LEFT JOIN LATERAL pulse_tenant_standing(t.tenant_id) s ON true",
             &[&hash_secret(presented)],
@@ -318,6 +346,7 @@ pub async fn authenticate(
         scopes: parse_scopes(row.get(3))?,
         user_id: row.get(4),
         kind: PrincipalKind::ApiToken,
+        agent_id: row.get(9),
     })
 }
 

@@ -430,7 +430,15 @@ async fn scan_finds_agents_with_news_and_their_resources_with_latest_metrics() -
 
     // The agent goes offline: a status change is news too, and the host reads offline.
     let tx = store.tenant_tx(&acme).await?;
-    assert!(agents::mark_offline(&tx, "m1", Utc::now() + Duration::seconds(1)).await?);
+    assert!(
+        agents::mark_offline(
+            &tx,
+            "m1",
+            Utc::now() + Duration::seconds(5),
+            std::time::Duration::ZERO
+        )
+        .await?
+    );
     resources::mark_agent_unknown(&tx, "m1").await?;
     tx.commit().await?;
     assert_eq!(pending(100).await?.len(), 2);

@@ -161,8 +161,9 @@ async fn reports_upsert_announce_changes_and_remove_what_disappeared() -> anyhow
 
     // The agent goes silent: its resources become unknown, never stopped.
     let tx = store.tenant_tx(&tenant).await?;
-    let cutoff = Utc::now() + Duration::seconds(1);
-    assert!(agents::mark_offline(&tx, "m1", cutoff).await?);
+    // Seen now, reporting every second: silent for three intervals five seconds from now.
+    let at = Utc::now() + Duration::seconds(5);
+    assert!(agents::mark_offline(&tx, "m1", at, std::time::Duration::ZERO).await?);
     let unknown = resources::mark_agent_unknown(&tx, "m1").await?;
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].status, ResourceStatus::Unknown);
@@ -186,11 +187,20 @@ async fn stale_agents_and_metric_history() -> anyhow::Result<()> {
     )
     .await?;
     assert!(
-        agents::stale(store, Utc::now() - Duration::hours(1))
-            .await?
-            .is_empty()
+        agents::stale(
+            store,
+            Utc::now() - Duration::hours(1),
+            std::time::Duration::ZERO
+        )
+        .await?
+        .is_empty()
     );
-    let stale = agents::stale(store, Utc::now() + Duration::seconds(5)).await?;
+    let stale = agents::stale(
+        store,
+        Utc::now() + Duration::seconds(5),
+        std::time::Duration::ZERO,
+    )
+    .await?;
     assert_eq!(stale, vec![(tenant.clone(), "m1".to_owned())]);
 
     let id = ResourceId::host("m1");
@@ -286,7 +296,7 @@ async fn a_forgotten_agent_is_out_of_the_quota_the_sweep_and_the_scan_until_it_r
     assert_eq!(usage(tenant.clone()).await?, Some(1));
     // Silent forever, it is never swept offline nor evaluated again.
     let far = Utc::now() + Duration::days(1);
-    let stale: Vec<String> = agents::stale(store, far)
+    let stale: Vec<String> = agents::stale(store, far, std::time::Duration::ZERO)
         .await?
         .into_iter()
         .map(|(_, a)| a)
@@ -373,5 +383,51 @@ async fn a_resource_may_name_its_parent_in_its_own_report() -> anyhow::Result<()
         Some(Some("host:pve.home".to_owned()))
     );
     assert_eq!(parent_of("host:pve.home"), Some(None));
+    db.cleanup().await
+}
+
+/// An agent that reports every 30 s (a cluster's connector) is offline only after three of its
+/// intervals, even when the relay's own timeout is shorter; a fast agent after the timeout.
+#[tokio::test]
+async fn an_agent_is_offline_after_the_timeout_or_three_of_its_intervals_whichever_is_longer()
+-> anyhow::Result<()> {
+    let (db, tenant) = setup().await?;
+    let store = db.store();
+    report(store, &tenant, "fast", &[]).await?;
+    let tx = store.tenant_tx(&tenant).await?;
+    agents::connect(
+        &tx,
+        &AgentSession {
+            id: "pve.lab".to_owned(),
+            hostname: "lab".to_owned(),
+            agent_version: "test".to_owned(),
+            report_interval_ms: 30_000,
+            token_id: None,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    let timeout = std::time::Duration::from_secs(10);
+    let stale_at = |seconds: i64| {
+        let at = Utc::now() + Duration::seconds(seconds);
+        async move {
+            let mut ids: Vec<String> = agents::stale(store, at, timeout)
+                .await?
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect();
+            ids.sort();
+            anyhow::Ok(ids)
+        }
+    };
+    assert!(stale_at(5).await?.is_empty());
+    assert_eq!(stale_at(20).await?, ["fast"]);
+    assert_eq!(stale_at(80).await?, ["fast"]);
+    assert_eq!(stale_at(100).await?, ["fast", "pve.lab"]);
+    let tx = store.tenant_tx(&tenant).await?;
+    let later = Utc::now() + Duration::seconds(80);
+    assert!(!agents::mark_offline(&tx, "pve.lab", later, timeout).await?);
+    assert!(agents::mark_offline(&tx, "fast", later, timeout).await?);
+    tx.commit().await?;
     db.cleanup().await
 }

@@ -314,6 +314,27 @@ async fn bad_input_is_rejected_with_a_reason_and_other_agents_keep_reporting() -
     .await
     .map_err(|e| anyhow::anyhow!("{e}; agent log:\n{}", agent.log_tail(30)))?;
 
+    // The connector prefixes belong to the connectors' own bound tokens: an agent token may
+    // not speak for a Proxmox cluster.
+    let mut impostor = raw_connect(&stack, &agent_token).await?;
+    impostor
+        .send(Message::text(
+            json!({"type": "hello", "protocol": PROTOCOL_VERSION, "agent_id": "pve.lab",
+                   "hostname": "raw", "agent_version": "test", "report_interval_ms": 1000})
+            .to_string(),
+        ))
+        .await?;
+    let reply = next_reply(&mut impostor).await?;
+    assert_eq!(reply["type"], "rejected", "{reply}");
+    assert!(
+        reply["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("belong to the connector"),
+        "{reply}"
+    );
+    drop(impostor);
+
     let mut socket = raw_connect(&stack, &agent_token).await?;
     socket
         .send(Message::text(

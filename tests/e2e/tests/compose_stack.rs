@@ -192,6 +192,7 @@ async fn compose_stack_on_the_local_engine_comes_up_healthy_and_runs_patrol() ->
     for name in [
         "RELAY",
         "VERIFIER",
+        "CONNECTOR",
         "ACTION_BROKER",
         "MODEL_RUNNER",
         "PATROL_SCHEDULER",

@@ -52,10 +52,10 @@ async fn chart_renders_and_validates_and_compose_files_are_valid() -> anyhow::Re
     );
     // Each case names what it checked; an empty render would pass no schema and say so here.
     for expected in [
-        "default.yaml: 19 manifests (6 Deployment, 1 Job, 6 PodDisruptionBudget, 6 Service)",
-        "hosted.yaml: 24 manifests (6 Deployment, 3 HorizontalPodAutoscaler, 1 Ingress, 1 Job, \
-         6 PodDisruptionBudget, 6 Service, 1 ServiceMonitor)",
-        "everything-on: 21 manifests (1 DaemonSet,",
+        "default.yaml: 22 manifests (7 Deployment, 1 Job, 7 PodDisruptionBudget, 7 Service)",
+        "hosted.yaml: 27 manifests (7 Deployment, 3 HorizontalPodAutoscaler, 1 Ingress, 1 Job, \
+         7 PodDisruptionBudget, 7 Service, 1 ServiceMonitor)",
+        "everything-on: 24 manifests (1 DaemonSet,",
         "1 Secret",
         "refusals: 3 invalid value sets checked",
         "compose: 4 file combinations checked with docker-compose config -q",

@@ -2,7 +2,7 @@
 //! share one port), and the governed loop and the cadence hold when replicas die.
 //!
 //! - **The loop survives losing replicas.** With the demo (fault injected, simulator route,
-//!   mode `approval`), the first replica of each of the six services is SIGKILLed while the
+//!   mode `approval`), the first replica of each of the seven services is SIGKILLed while the
 //!   Watch run is in flight, and the second replica of each right after the approval, while the
 //!   action executes and is verified. The finding, the pending approval, the verified fix and
 //!   the `fix_verified` outcome must still come, the restart must run exactly once, and the
@@ -164,7 +164,7 @@ impl Stack {
         }
     }
 
-    /// Kills replica `n` of each of the six services.
+    /// Kills replica `n` of each of the seven services.
     fn kill_replicas(&self, pids: &BTreeMap<String, u32>, n: u8) -> anyhow::Result<()> {
         for service in FLEET {
             sigkill(pids, &replica(service, n))?;
@@ -408,23 +408,7 @@ fn health_listener(options: &StackOptions, name: &str) -> anyhow::Result<SocketA
 /// The value of `name` on a scheduler replica's `/metrics` (all label sets summed), or `None`
 /// when it does not answer.
 async fn metric(http: &reqwest::Client, addr: SocketAddr, name: &str) -> Option<f64> {
-    let text = http
-        .get(format!("http://{addr}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    Some(
-        text.lines()
-            .filter(|line| {
-                line.strip_prefix(name)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
-            })
-            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum(),
-    )
+    pulse_test_support::service::metric(http, &format!("http://{addr}"), name).await
 }
 
 const LEADER: &str = "pulse_patrol_dispatcher_leader";

@@ -37,7 +37,7 @@ where
     cleanup
 }
 
-/// Waits until the gateway reports the six services ready, failing early if pulsectl exits.
+/// Waits until the gateway reports the seven services ready, failing early if pulsectl exits.
 async fn wait_for_green(
     up: &mut PulsectlUp,
     http: &reqwest::Client,
@@ -58,7 +58,7 @@ async fn wait_for_green(
         if tokio::time::Instant::now() >= deadline {
             let report = stack::health(http, &options.gateway_url()).await;
             anyhow::bail!(
-                "not all six services ready within {READY_WITHIN:?}; last report: {report:?}\n{}",
+                "not all seven services ready within {READY_WITHIN:?}; last report: {report:?}\n{}",
                 up.output()
             );
         }

@@ -392,3 +392,25 @@ impl TestGateway {
         self.db.cleanup().await
     }
 }
+
+/// The value of series `name` on the `/metrics` of the service at `base_url` (all its label sets
+/// summed), or `None` when it does not answer.
+pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str) -> Option<f64> {
+    let text = http
+        .get(format!("{}/metrics", base_url.trim_end_matches('/')))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|line| {
+                line.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}

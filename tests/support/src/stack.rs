@@ -19,7 +19,7 @@ use tokio::process::{Child, Command};
 use crate::service::bin_dir;
 
 /// Every binary `pulsectl up` needs, pulsectl included.
-pub const STACK_BINARIES: [&str; 8] = [
+pub const STACK_BINARIES: [&str; 9] = [
     "pulsectl",
     "pulse-gateway",
     "pulse-patrol-scheduler",
@@ -27,10 +27,11 @@ pub const STACK_BINARIES: [&str; 8] = [
     "pulse-action-broker",
     "pulse-verifier",
     "pulse-agent-relay",
+    "pulse-connector",
     "pulse-agent",
 ];
 
-/// The six services `/api/health` reports.
+/// The seven services `/api/health` reports.
 pub use pulse_domain::fleet::FLEET_SERVICES as FLEET;
 
 /// The directory holding every stack binary, or one error naming all that are missing.

@@ -77,6 +77,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                     label { "Certificate SHA-256 fingerprint " input type="text" name="fingerprint" placeholder="AB:CD:…"; }
                     label { "or the CA's certificates (PEM) " textarea name="ca_pem" rows="3" {} }
                     label { input type="checkbox" name="public_ca" value="yes"; " or a publicly signed certificate" }
+                    label { "Read every (seconds) " input type="number" name="cadence_seconds" min="10" max="3600" placeholder="30"; }
                     button type="submit" { "Check and add" }
                 }
             }
@@ -111,6 +112,15 @@ fn body(form: &HashMap<String, String>) -> Result<ConnectionBody, ApiError> {
         fingerprint: filled(form, "fingerprint"),
         ca_pem: filled(form, "ca_pem"),
         public_ca: form.get("public_ca").map(String::as_str) == Some("yes"),
+        cadence_seconds: filled(form, "cadence_seconds")
+            .map(|raw| {
+                raw.parse::<u32>().map_err(|_| {
+                    invalid(format!(
+                        "cadence_seconds {raw:?}: a whole number of seconds"
+                    ))
+                })
+            })
+            .transpose()?,
     })
 }
 

@@ -77,6 +77,7 @@ pub fn principal(session: &WebSession) -> Principal {
         user_id: Some(session.user_id),
         scopes: session.role.scopes(),
         kind: PrincipalKind::WebSession,
+        agent_id: None,
     }
 }
 

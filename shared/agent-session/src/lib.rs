@@ -1,5 +1,5 @@
-//! The WebSocket session with the relay: Hello, then reports from the backlog, each awaited
-//! until acked or rejected. Reconnects with bounded exponential backoff, fully jittered so the
+//! The agent side of the relay's WebSocket session, shared by the host agent and the connector
+//! (ADR 0013): Hello, then reports from the backlog, each awaited until acked or rejected. Reconnects with bounded exponential backoff, fully jittered so the
 //! agents of a restarted relay do not all reconnect at the same instant; while disconnected the
 //! backlog keeps the newest reports and drops the oldest.
 
@@ -105,13 +105,31 @@ pub struct ConnectionConfig {
     pub hello: Hello,
 }
 
-type Answerer = Option<std::sync::Arc<crate::requests::Requests>>;
+/// What answers the relay's requests (commands, observations, reads) for one agent: `None` from
+/// [`Answer::answer`] for a message that is not a request it serves.
+pub trait Answer: Send + Sync + 'static {
+    fn answer(
+        &self,
+        request: RelayMessage,
+    ) -> impl std::future::Future<Output = Option<AgentMessage>> + Send;
+}
+
+/// An agent that answers no requests: each is refused with a reason.
+pub struct NoAnswers;
+
+impl Answer for NoAnswers {
+    async fn answer(&self, _request: RelayMessage) -> Option<AgentMessage> {
+        None
+    }
+}
+
+type Answerer<A> = Option<std::sync::Arc<A>>;
 
 /// Keeps a session with the relay until `shutdown`.
-pub async fn run(
+pub async fn run<A: Answer>(
     config: ConnectionConfig,
     backlog: std::sync::Arc<Backlog>,
-    requests: Answerer,
+    requests: Answerer<A>,
     shutdown: CancellationToken,
 ) {
     let url = ws_url(&config.relay_url);
@@ -164,11 +182,11 @@ async fn receive(socket: &mut Socket) -> anyhow::Result<RelayMessage> {
     }
 }
 
-async fn session(
+async fn session<A: Answer>(
     url: &str,
     config: &ConnectionConfig,
     backlog: &Backlog,
-    requests: &Answerer,
+    requests: &Answerer<A>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let mut request = url.into_client_request()?;

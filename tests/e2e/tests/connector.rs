@@ -1,0 +1,248 @@
+//! The connector (`pulse-connector`, ADR 0013) with the real gateway, relay and connector
+//! binaries, against `fakepve` (PyPI), a Proxmox VE API this project did not write:
+//!
+//! - a connection added through the API is read by a connector into the inventory, through the
+//!   relay, as agent `pve.<name>`: the cluster, its nodes, guests (with their node as parent),
+//!   storage, ZFS pools and disks, and the connection's state is recorded by the poll;
+//! - of two connector replicas exactly one holds the connection's lease and reads it; when that
+//!   one stops, it gives the lease up and the other takes over, reporting as the same agent;
+//! - a token revoked on the Proxmox side turns the connection `auth_failed` at the next poll,
+//!   with what to check;
+//! - removing the connection stops its poller and revokes the connector's token for it;
+//! - no token other than the connection's own may report under the `pve.` prefix.
+
+use std::time::Duration;
+
+use pulse_domain::resource::{ResourceStatus, ResourceType};
+use pulse_test_support::agent::AgentStack;
+use pulse_test_support::fakepve::FakePve;
+use pulse_test_support::service::{ServiceProcess, metric, scratch_dir, start_backend};
+use pulse_test_support::wait;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+const TOKEN: &str = "pulse@pve!reader";
+const SECRET: &str = "3f6a0c2e-91d4-4b7e-8a15-c0ffee5eed01";
+const WITHIN: Duration = Duration::from_secs(30);
+
+fn tmp() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn spec() -> Value {
+    json!({
+        "tokens": { TOKEN: SECRET },
+        "nodes": [{"name": "pve1"}, {"name": "pve2"}],
+        "grants": [
+            {"user": TOKEN, "path": "/", "privs": ["Sys.Audit", "VM.Audit", "Datastore.Audit"]}
+        ],
+        "guests": [
+            {"vmid": 100, "name": "web", "status": "running"},
+            {"vmid": 101, "name": "db", "node": "pve2", "status": "stopped"},
+            {"vmid": 200, "name": "dns", "type": "lxc", "status": "running"}
+        ],
+        "answers": {
+            "/nodes/pve1/disks/zfs": [
+                {"name": "tank", "health": "DEGRADED", "size": 1000, "alloc": 900, "free": 100,
+                 "frag": 31, "dedup": 1.0}
+            ]
+        }
+    })
+}
+
+/// A connector replica on the stack's database, prefix and master key, claiming every 200 ms.
+async fn connector(stack: &AgentStack, label: &str) -> anyhow::Result<(ServiceProcess, String)> {
+    let dir = scratch_dir(label)?;
+    start_backend(
+        &stack.gateway,
+        "pulse-connector",
+        &dir,
+        [
+            (
+                "PULSE_CONNECTOR__RELAY_URL".to_owned(),
+                stack.relay_url.clone(),
+            ),
+            (
+                "PULSE_CONNECTOR__CLAIM_EVERY_MS".to_owned(),
+                "200".to_owned(),
+            ),
+        ],
+    )
+    .await
+}
+
+async fn connection(stack: &AgentStack, id: &str) -> anyhow::Result<Value> {
+    let (status, body) = stack
+        .gateway
+        .admin_json(Method::GET, &format!("/api/connections/{id}"), None)
+        .await?;
+    anyhow::ensure!(status == 200, "GET connection: {status} {body}");
+    Ok(body)
+}
+
+/// The lease columns, read as the schema owner (the API does not show them).
+async fn lease(stack: &AgentStack) -> anyhow::Result<(Option<String>, i64)> {
+    let row = stack
+        .gateway
+        .db
+        .owner_client()
+        .await?
+        .query_one(
+            "SELECT lease_holder, lease_generation FROM connections",
+            &[],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
+#[tokio::test]
+async fn a_connector_reads_a_cluster_into_the_inventory_and_one_replica_holds_its_lease()
+-> anyhow::Result<()> {
+    let mut pve = FakePve::start(tmp(), &spec()).await?;
+    let stack = AgentStack::start(&[]).await?;
+    let admin = stack.gateway.admin_token.clone();
+    let (status, added) = stack
+        .gateway
+        .admin_json(
+            Method::POST,
+            "/api/connections",
+            Some(json!({
+                "kind": "proxmox-ve", "name": "lab", "url": pve.url, "token_id": TOKEN,
+                "token_secret": SECRET, "fingerprint": pve.fingerprint,
+                "cadence_seconds": 10,
+            })),
+        )
+        .await?;
+    anyhow::ensure!(status == 201, "add: {status} {added}");
+    let id = added["id"].as_str().unwrap_or_default().to_owned();
+    assert_eq!(added["cadence_seconds"], 10, "{added}");
+
+    let (first, first_health) = connector(&stack, "connector-a").await?;
+    // The cluster arrives through the relay as agent pve.lab, with its parts and parents.
+    let resources = wait::until(WITHIN, "the cluster in the inventory", || async {
+        let list = stack.resources(&admin).await.ok()?;
+        let guests = list
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.resource_type,
+                    ResourceType::Vm | ResourceType::SystemContainer
+                )
+            })
+            .count();
+        (guests == 3).then_some(list)
+    })
+    .await?;
+    let find = |kind: ResourceType, source: &str| {
+        resources
+            .iter()
+            .find(|r| r.resource_type == kind && r.source_id == source)
+            .ok_or_else(|| anyhow::anyhow!("{kind} {source} missing from {resources:#?}"))
+    };
+    let cluster = find(ResourceType::Host, "pve.lab")?;
+    assert_eq!(cluster.agent_id, "pve.lab");
+    let node = find(ResourceType::Node, "pve2")?;
+    let db = find(ResourceType::Vm, "101")?;
+    assert_eq!(db.name, "db");
+    assert_eq!(db.status, ResourceStatus::Stopped);
+    assert_eq!(
+        db.parent.as_ref(),
+        Some(&node.id),
+        "a guest's parent is its node"
+    );
+    assert_eq!(
+        find(ResourceType::Vm, "100")?.status,
+        ResourceStatus::Running
+    );
+    assert_eq!(
+        find(ResourceType::SystemContainer, "200")?.status,
+        ResourceStatus::Running
+    );
+    let tank = find(ResourceType::Storage, "pve1/zfs/tank")?;
+    assert_eq!(tank.health, pulse_domain::resource::Health::Unhealthy);
+
+    // The poll recorded the connection's state.
+    let seen = connection(&stack, &id).await?;
+    assert_eq!(seen["state"], "connected", "{seen}");
+    assert!(seen["checked_at"].is_string(), "{seen}");
+    // A second replica does not read a connection the first holds.
+    let (second, second_health) = connector(&stack, "connector-b").await?;
+    let http = stack.gateway.http.clone();
+    wait::until(
+        WITHIN,
+        "the second replica to look for work twice",
+        || async {
+            let claims = metric(&http, &second_health, "pulse_connector_claims_total").await?;
+            (claims >= 2.0).then_some(())
+        },
+    )
+    .await?;
+    assert_eq!(
+        metric(&http, &second_health, "pulse_connector_leases").await,
+        Some(0.0)
+    );
+    assert_eq!(
+        metric(&http, &first_health, "pulse_connector_leases").await,
+        Some(1.0)
+    );
+    let (holder, generation) = lease(&stack).await?;
+    assert_eq!(generation, 1, "claimed once, by {holder:?}");
+
+    // The first stops: it gives the lease up and the second takes over at once, as the same
+    // agent, well before the lease would have lapsed.
+    first.stop(Duration::from_secs(10)).await?;
+    wait::until(WITHIN, "the second replica to take the lease", || async {
+        let held = metric(&http, &second_health, "pulse_connector_leases").await?;
+        (held == 1.0).then_some(())
+    })
+    .await?;
+    let (holder_after, generation) = lease(&stack).await?;
+    assert_eq!(generation, 2);
+    assert_ne!(holder_after, holder);
+
+    // The token revoked on the Proxmox side: the next poll (cadence 10 s) records auth_failed
+    // with what to check.
+    pve.command(json!({"op": "revoke_token", "tokenid": TOKEN}))
+        .await?;
+    let failed = wait::until(WITHIN, "the poll to see the revoked token", || async {
+        let seen = connection(&stack, &id).await.ok()?;
+        (seen["state"] == "auth_failed").then_some(seen)
+    })
+    .await?;
+    assert_eq!(failed["state_code"], "connection_auth_failed", "{failed}");
+    assert!(
+        failed["state_cause"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("token"),
+        "{failed}"
+    );
+
+    // Removing the connection stops its poller and revokes the connector's token.
+    let (status, _) = stack
+        .gateway
+        .admin_json(Method::DELETE, &format!("/api/connections/{id}"), None)
+        .await?;
+    assert_eq!(status, 204);
+    wait::until(WITHIN, "the poller to stop", || async {
+        let held = metric(&http, &second_health, "pulse_connector_leases").await?;
+        (held == 0.0).then_some(())
+    })
+    .await?;
+    let (status, tokens) = stack
+        .gateway
+        .admin_json(Method::GET, "/api/tokens", None)
+        .await?;
+    assert_eq!(status, 200, "{tokens}");
+    let connector_tokens: Vec<&Value> = tokens["tokens"]
+        .as_array()
+        .or_else(|| tokens.as_array())
+        .into_iter()
+        .flatten()
+        .filter(|t| t["name"] == "connector pve.lab")
+        .collect();
+    assert_eq!(connector_tokens.len(), 1, "{tokens}");
+    assert!(connector_tokens[0]["revoked_at"].is_string(), "{tokens}");
+    second.stop(Duration::from_secs(10)).await?;
+    Ok(())
+}
