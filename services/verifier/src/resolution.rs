@@ -267,6 +267,7 @@ fn observation(fresh: &FreshObservation) -> ResourceObservation {
         received_at: fresh.observed_at,
         agent_online: Some(true),
         metrics: r.metrics.clone(),
+        in_maintenance: false,
     })
 }
 
@@ -317,10 +318,17 @@ fn rule_check(
     let has_reading = match rule {
         AlertRule::MemoryUsage => obs.mem_used_pct.is_some_and(f64::is_finite),
         AlertRule::FilesystemUsage => obs.fs_used_pct.is_some_and(f64::is_finite),
+        AlertRule::DiskWearout => obs.wearout_remaining_pct.is_some_and(f64::is_finite),
         AlertRule::Unhealthy
         | AlertRule::UnexpectedExit
         | AlertRule::RestartLoop
-        | AlertRule::AgentOffline => false,
+        | AlertRule::AgentOffline
+        | AlertRule::GuestStopped
+        | AlertRule::GuestLocked
+        | AlertRule::NodeOffline
+        | AlertRule::QuorumLost
+        | AlertRule::PoolDegraded
+        | AlertRule::SmartFailure => false,
     };
     match reasons.band {
         Some(band) if has_reading => ResolutionCheck::still_present(band),

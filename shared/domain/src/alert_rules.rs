@@ -15,6 +15,17 @@
 //! | `filesystem_usage` | >= 90% warning, >= 95% critical | warning / critical | at or below threshold - 5 points (85%); critical drops to warning at or below 90% |
 //! | `memory_usage` | >= 90% | warning | at or below 85% |
 //! | `agent_offline` | agent reported offline | critical | agent reported online |
+//! | `guest_stopped` | a VM or system container seen running is now stopped (templates never; not a stop inside a maintenance window) | warning | running again |
+//! | `guest_locked` | a guest has held a Proxmox lock (backup, migrate, ...) for 30 minutes | warning | the lock is gone |
+//! | `node_offline` | a Proxmox VE node is offline in its cluster | critical | online again |
+//! | `quorum_lost` | the cluster reports no quorum | critical | quorate again |
+//! | `pool_degraded` | a ZFS pool is not `ONLINE` | warning (`DEGRADED`), critical (faulted, unavailable, suspended, offline, removed) | `ONLINE` |
+//! | `smart_failure` | a physical disk's SMART self-assessment failed | critical | it passes |
+//! | `disk_wearout` | an SSD has used >= 90% of its rated endurance (warning), >= 95% (critical) | warning / critical | at or below 85% used |
+//!
+//! Storage and ZFS pools fill up under `filesystem_usage` (their `used_percent`). A resource whose
+//! unhealthiness a specific rule explains (a pool's health, a disk's SMART result, a cluster's
+//! quorum) gets that rule's alert, not a second `unhealthy` one.
 //!
 //! A reading that is missing (`None`) never fires and never clears: no data is not good news.
 //! A change of level on a firing alert is a `level_changed` transition on the same alert, never a
@@ -97,6 +108,31 @@ pub struct ResourceObservation {
     pub fs_used_pct: Option<f64>,
     pub mem_used_pct: Option<f64>,
     pub agent_online: Option<bool>,
+    /// A guest template (never running by design).
+    #[serde(default)]
+    pub template: bool,
+    /// A guest's Proxmox lock (`backup`, `migrate`, ...); `None` when it holds none.
+    #[serde(default)]
+    pub lock: Option<String>,
+    /// A Proxmox VE cluster's quorum (the connector's host resource).
+    #[serde(default)]
+    pub quorate: Option<bool>,
+    /// A Proxmox VE node's membership state.
+    #[serde(default)]
+    pub node_online: Option<bool>,
+    /// A ZFS pool's health word (`ONLINE`, `DEGRADED`, ...).
+    #[serde(default)]
+    pub pool_health: Option<String>,
+    /// Whether a disk's SMART self-assessment failed.
+    #[serde(default)]
+    pub smart_failed: Option<bool>,
+    /// Percent of an SSD's rated endurance left (Proxmox's `wearout`).
+    #[serde(default)]
+    pub wearout_remaining_pct: Option<f64>,
+    /// The operator has the resource in an active maintenance window: what stops during it
+    /// was meant to.
+    #[serde(default)]
+    pub in_maintenance: bool,
     pub observed_at: DateTime<Utc>,
 }
 
@@ -118,8 +154,23 @@ impl ResourceObservation {
             fs_used_pct: None,
             mem_used_pct: None,
             agent_online: None,
+            template: false,
+            lock: None,
+            quorate: None,
+            node_online: None,
+            pool_health: None,
+            smart_failed: None,
+            wearout_remaining_pct: None,
+            in_maintenance: false,
             observed_at,
         }
+    }
+
+    fn is_guest(&self) -> bool {
+        matches!(
+            self.resource_type,
+            ObservedResourceType::Vm | ObservedResourceType::SystemContainer
+        )
     }
 }
 
@@ -133,16 +184,30 @@ pub enum AlertRule {
     FilesystemUsage,
     MemoryUsage,
     AgentOffline,
+    GuestStopped,
+    GuestLocked,
+    NodeOffline,
+    QuorumLost,
+    PoolDegraded,
+    SmartFailure,
+    DiskWearout,
 }
 
 impl AlertRule {
-    pub const ALL: [AlertRule; 6] = [
+    pub const ALL: [AlertRule; 13] = [
         Self::Unhealthy,
         Self::UnexpectedExit,
         Self::RestartLoop,
         Self::FilesystemUsage,
         Self::MemoryUsage,
         Self::AgentOffline,
+        Self::GuestStopped,
+        Self::GuestLocked,
+        Self::NodeOffline,
+        Self::QuorumLost,
+        Self::PoolDegraded,
+        Self::SmartFailure,
+        Self::DiskWearout,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -153,6 +218,13 @@ impl AlertRule {
             Self::FilesystemUsage => "filesystem_usage",
             Self::MemoryUsage => "memory_usage",
             Self::AgentOffline => "agent_offline",
+            Self::GuestStopped => "guest_stopped",
+            Self::GuestLocked => "guest_locked",
+            Self::NodeOffline => "node_offline",
+            Self::QuorumLost => "quorum_lost",
+            Self::PoolDegraded => "pool_degraded",
+            Self::SmartFailure => "smart_failure",
+            Self::DiskWearout => "disk_wearout",
         }
     }
 }
@@ -257,6 +329,26 @@ pub struct AlertRuleConfig {
     pub hysteresis_pct: f64,
     pub restart_loop_count: u32,
     pub restart_loop_window_secs: i64,
+    /// How long a guest may hold a Proxmox lock before `guest_locked` fires.
+    #[serde(default = "default_guest_lock_secs")]
+    pub guest_lock_secs: i64,
+    /// Endurance used (100 - Proxmox's `wearout`) at which `disk_wearout` warns, and is critical.
+    #[serde(default = "default_wearout_warning")]
+    pub wearout_warning_used_pct: f64,
+    #[serde(default = "default_wearout_critical")]
+    pub wearout_critical_used_pct: f64,
+}
+
+fn default_guest_lock_secs() -> i64 {
+    1800
+}
+
+fn default_wearout_warning() -> f64 {
+    90.0
+}
+
+fn default_wearout_critical() -> f64 {
+    95.0
 }
 
 impl Default for AlertRuleConfig {
@@ -268,6 +360,9 @@ impl Default for AlertRuleConfig {
             hysteresis_pct: 5.0,
             restart_loop_count: 3,
             restart_loop_window_secs: 600,
+            guest_lock_secs: default_guest_lock_secs(),
+            wearout_warning_used_pct: default_wearout_warning(),
+            wearout_critical_used_pct: default_wearout_critical(),
         }
     }
 }
@@ -290,6 +385,12 @@ pub struct RestartHistory {
 pub struct ResourceAlertState {
     pub firing: BTreeMap<AlertRule, Alert>,
     pub restart_history: RestartHistory,
+    /// The last run state observed (a guest that was running and now is stopped).
+    #[serde(default)]
+    pub last_run_state: Option<RunState>,
+    /// When the guest's current lock was first seen.
+    #[serde(default)]
+    pub locked_since: Option<DateTime<Utc>>,
 }
 
 /// What one rule says about the latest observation.
@@ -330,6 +431,17 @@ impl AlertRuleEngine {
     ) -> (ResourceAlertState, Vec<AlertTransition>) {
         let mut state = previous.clone();
         self.track_restarts(&mut state.restart_history, observation, now);
+        let was = state.last_run_state;
+        if observation.run_state.is_some() {
+            state.last_run_state = observation.run_state;
+        }
+        if observation.is_guest() && observation.run_state.is_some() {
+            state.locked_since = match (&observation.lock, state.locked_since) {
+                (Some(_), Some(since)) => Some(since),
+                (Some(_), None) => Some(observation.observed_at),
+                (None, _) => None,
+            };
+        }
         let mut transitions = Vec::new();
         for rule in AlertRule::ALL {
             let current = state.firing.get(&rule).map(|a| a.level);
@@ -358,6 +470,28 @@ impl AlertRuleEngine {
                     Some(true) => Verdict::Clear,
                     None => Verdict::Keep { value: None },
                 },
+                AlertRule::GuestStopped => guest_stopped_verdict(observation, was),
+                AlertRule::GuestLocked => self.guest_locked_verdict(&state, observation, now),
+                AlertRule::NodeOffline => flag_verdict(
+                    observation.node_online.map(|online| !online),
+                    AlertLevel::Critical,
+                ),
+                AlertRule::QuorumLost => flag_verdict(
+                    observation.quorate.map(|quorate| !quorate),
+                    AlertLevel::Critical,
+                ),
+                AlertRule::PoolDegraded => pool_verdict(observation.pool_health.as_deref()),
+                AlertRule::SmartFailure => {
+                    flag_verdict(observation.smart_failed, AlertLevel::Critical)
+                }
+                AlertRule::DiskWearout => self.threshold_verdict(
+                    observation
+                        .wearout_remaining_pct
+                        .map(|left| (100.0 - left).clamp(0.0, 100.0)),
+                    current,
+                    self.config.wearout_warning_used_pct,
+                    Some(self.config.wearout_critical_used_pct),
+                ),
             };
             apply(
                 &mut state,
@@ -369,6 +503,33 @@ impl AlertRuleEngine {
             );
         }
         (state, transitions)
+    }
+
+    fn guest_locked_verdict(
+        &self,
+        state: &ResourceAlertState,
+        observation: &ResourceObservation,
+        now: DateTime<Utc>,
+    ) -> Verdict {
+        if !observation.is_guest() || observation.run_state.is_none() {
+            return Verdict::Keep { value: None };
+        }
+        let Some(since) = state.locked_since else {
+            return Verdict::Clear;
+        };
+        let minutes = (now - since).num_seconds().max(0) as f64 / 60.0;
+        let threshold = self.config.guest_lock_secs.max(0) as f64 / 60.0;
+        if minutes >= threshold {
+            Verdict::Fire {
+                level: AlertLevel::Warning,
+                value: minutes.floor(),
+                threshold,
+            }
+        } else {
+            Verdict::Keep {
+                value: Some(minutes.floor()),
+            }
+        }
     }
 
     fn window(&self) -> Duration {
@@ -455,7 +616,71 @@ impl AlertRuleEngine {
     }
 }
 
+/// A yes/no reading: `Some(true)` fires at `level`, `Some(false)` clears, `None` keeps.
+fn flag_verdict(bad: Option<bool>, level: AlertLevel) -> Verdict {
+    match bad {
+        Some(true) => Verdict::Fire {
+            level,
+            value: 1.0,
+            threshold: 1.0,
+        },
+        Some(false) => Verdict::Clear,
+        None => Verdict::Keep { value: None },
+    }
+}
+
+/// A guest seen running that is now stopped. A guest first seen stopped may be stopped on
+/// purpose, so it does not fire; a template never does.
+fn guest_stopped_verdict(observation: &ResourceObservation, was: Option<RunState>) -> Verdict {
+    if !observation.is_guest() {
+        return Verdict::Keep { value: None };
+    }
+    if observation.template {
+        return Verdict::Clear;
+    }
+    match observation.run_state {
+        Some(RunState::Running) => Verdict::Clear,
+        Some(RunState::Stopped | RunState::Exited | RunState::Dead)
+            if was == Some(RunState::Running) && !observation.in_maintenance =>
+        {
+            Verdict::Fire {
+                level: AlertLevel::Warning,
+                value: 1.0,
+                threshold: 1.0,
+            }
+        }
+        _ => Verdict::Keep { value: None },
+    }
+}
+
+fn pool_verdict(health: Option<&str>) -> Verdict {
+    match health.map(str::to_ascii_uppercase).as_deref() {
+        Some("ONLINE") => Verdict::Clear,
+        Some("DEGRADED") => Verdict::Fire {
+            level: AlertLevel::Warning,
+            value: 1.0,
+            threshold: 1.0,
+        },
+        Some("FAULTED" | "UNAVAIL" | "SUSPENDED" | "OFFLINE" | "REMOVED") => Verdict::Fire {
+            level: AlertLevel::Critical,
+            value: 1.0,
+            threshold: 1.0,
+        },
+        _ => Verdict::Keep { value: None },
+    }
+}
+
+/// Whether a specific rule explains this resource's health, so `unhealthy` stays quiet.
+fn explained_by_a_specific_rule(observation: &ResourceObservation) -> bool {
+    observation.pool_health.is_some()
+        || observation.smart_failed.is_some()
+        || observation.quorate.is_some()
+}
+
 fn unhealthy_verdict(observation: &ResourceObservation) -> Verdict {
+    if explained_by_a_specific_rule(observation) {
+        return Verdict::Clear;
+    }
     let failed_service = observation.resource_type == ObservedResourceType::Service
         && observation.run_state == Some(RunState::Failed);
     if failed_service {
@@ -521,6 +746,24 @@ fn message(
             level.as_str()
         ),
         AlertRule::AgentOffline => format!("agent for {kind} {id} is offline"),
+        AlertRule::GuestStopped => format!("{kind} {id} was running and is now stopped"),
+        AlertRule::GuestLocked => format!(
+            "{kind} {id} has held the Proxmox lock {:?} for {value} minutes (threshold \
+             {threshold} minutes)",
+            observation.lock.as_deref().unwrap_or("?")
+        ),
+        AlertRule::NodeOffline => format!("{kind} {id} is offline in its cluster"),
+        AlertRule::QuorumLost => format!("cluster {id} has lost quorum"),
+        AlertRule::PoolDegraded => format!(
+            "ZFS pool {id} is {}",
+            observation.pool_health.as_deref().unwrap_or("not ONLINE")
+        ),
+        AlertRule::SmartFailure => format!("{kind} {id} failed its SMART self-assessment"),
+        AlertRule::DiskWearout => format!(
+            "{kind} {id} has used {value:.0}% of its rated endurance, at or above the {} \
+             threshold of {threshold}%",
+            level.as_str()
+        ),
     }
 }
 
@@ -1063,5 +1306,166 @@ mod tests {
               }
             ]
         "#);
+    }
+
+    fn guest(at: i64, run: RunState) -> ResourceObservation {
+        ResourceObservation {
+            run_state: Some(run),
+            stop_requested: run == RunState::Stopped,
+            ..ResourceObservation::new("vm:pve.lab:101", ObservedResourceType::Vm, t(at))
+        }
+    }
+
+    #[test]
+    fn a_guest_seen_running_then_stopped_fires_and_a_template_or_first_sight_never_does() {
+        let (_, seen) = run(&[guest(0, RunState::Stopped), guest(30, RunState::Stopped)]);
+        assert!(seen.is_empty(), "first seen stopped: {seen:?}");
+        let (state, seen) = run(&[
+            guest(0, RunState::Running),
+            guest(30, RunState::Stopped),
+            guest(60, RunState::Stopped),
+            guest(90, RunState::Running),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::GuestStopped, Warning),
+                ("cleared".into(), AlertRule::GuestStopped, Warning)
+            ]
+        );
+        assert_eq!(state.last_run_state, Some(RunState::Running));
+        let template = |at, run| ResourceObservation {
+            template: true,
+            ..guest(at, run)
+        };
+        let (_, seen) = run(&[
+            template(0, RunState::Running),
+            template(30, RunState::Stopped),
+        ]);
+        assert!(seen.is_empty(), "template: {seen:?}");
+        // Stopped inside a maintenance window: meant, and still meant after it ends.
+        let maintained = |at, run| ResourceObservation {
+            in_maintenance: true,
+            ..guest(at, run)
+        };
+        let (_, seen) = run(&[
+            guest(0, RunState::Running),
+            maintained(30, RunState::Stopped),
+            guest(60, RunState::Stopped),
+        ]);
+        assert!(seen.is_empty(), "maintenance: {seen:?}");
+        // No reading (its node is offline) keeps what was known.
+        let unknown = ResourceObservation::new("vm:pve.lab:101", ObservedResourceType::Vm, t(60));
+        let (state, _) = run(&[
+            guest(0, RunState::Running),
+            guest(30, RunState::Stopped),
+            unknown,
+        ]);
+        assert_eq!(level_of(&state, AlertRule::GuestStopped), Some(Warning));
+    }
+
+    #[test]
+    fn a_guest_locked_past_the_threshold_fires_and_clears_when_the_lock_is_gone() {
+        let locked = |at| ResourceObservation {
+            lock: Some("backup".into()),
+            ..guest(at, RunState::Running)
+        };
+        let (state, seen) = run(&[locked(0), locked(1000), locked(1799)]);
+        assert!(seen.is_empty(), "{seen:?}");
+        assert_eq!(state.locked_since, Some(t(0)));
+        let (state, seen) = run(&[locked(0), locked(1800), guest(1900, RunState::Running)]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::GuestLocked, Warning),
+                ("cleared".into(), AlertRule::GuestLocked, Warning)
+            ]
+        );
+        assert_eq!(state.locked_since, None);
+    }
+
+    #[test]
+    fn cluster_node_pool_and_disk_signals_fire_their_own_rules_not_unhealthy() {
+        let at = |secs| t(secs);
+        let cluster = |quorate| ResourceObservation {
+            quorate: Some(quorate),
+            health: Some(if quorate {
+                HealthState::Healthy
+            } else {
+                HealthState::Unhealthy
+            }),
+            ..ResourceObservation::new("host:pve.lab", ObservedResourceType::Host, at(0))
+        };
+        let (state, _) = run(&[cluster(false)]);
+        assert_eq!(level_of(&state, AlertRule::QuorumLost), Some(Critical));
+        assert_eq!(level_of(&state, AlertRule::Unhealthy), None);
+        let (state, _) = run(&[cluster(false), cluster(true)]);
+        assert!(state.firing.is_empty());
+
+        let node = |online| ResourceObservation {
+            node_online: Some(online),
+            ..ResourceObservation::new("node:pve.lab:pve2", ObservedResourceType::Node, at(0))
+        };
+        let (state, _) = run(&[node(false)]);
+        assert_eq!(level_of(&state, AlertRule::NodeOffline), Some(Critical));
+        let (state, _) = run(&[node(false), node(true)]);
+        assert!(state.firing.is_empty());
+
+        let pool = |health: &str| ResourceObservation {
+            pool_health: Some(health.into()),
+            health: Some(HealthState::Unhealthy),
+            ..ResourceObservation::new(
+                "storage:pve.lab:pve1/zfs/tank",
+                ObservedResourceType::Storage,
+                at(0),
+            )
+        };
+        let (state, seen) = run(&[pool("DEGRADED"), pool("FAULTED"), pool("ONLINE")]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::PoolDegraded, Warning),
+                ("level_changed".into(), AlertRule::PoolDegraded, Critical),
+                ("cleared".into(), AlertRule::PoolDegraded, Critical)
+            ]
+        );
+        assert!(state.firing.is_empty());
+
+        let disk = |failed, left| ResourceObservation {
+            smart_failed: Some(failed),
+            wearout_remaining_pct: Some(left),
+            ..ResourceObservation::new(
+                "physical-disk:pve.lab:pve1/dev/sda",
+                ObservedResourceType::PhysicalDisk,
+                at(0),
+            )
+        };
+        let (state, _) = run(&[disk(true, 50.0)]);
+        assert_eq!(level_of(&state, AlertRule::SmartFailure), Some(Critical));
+        assert_eq!(level_of(&state, AlertRule::DiskWearout), None);
+        let (state, seen) = run(&[
+            disk(false, 9.0),
+            disk(false, 4.0),
+            disk(false, 12.0),
+            disk(false, 16.0),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::DiskWearout, Warning),
+                ("level_changed".into(), AlertRule::DiskWearout, Critical),
+                ("level_changed".into(), AlertRule::DiskWearout, Warning),
+                ("cleared".into(), AlertRule::DiskWearout, Warning)
+            ]
+        );
+        assert!(state.firing.is_empty());
+    }
+
+    #[test]
+    fn a_state_stored_before_the_platform_rules_still_reads() {
+        let old = r#"{"firing": {}, "restart_history": {"last_count": null, "restarts": []}}"#;
+        let state: ResourceAlertState = serde_json::from_str(old).unwrap();
+        assert_eq!(state.last_run_state, None);
+        assert_eq!(state.locked_since, None);
     }
 }

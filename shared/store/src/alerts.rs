@@ -25,8 +25,15 @@ pub const MEMORY_PERCENT: &str = "memory_percent";
 pub const USED_PERCENT: &str = "used_percent";
 /// Filesystem inodes in use, percent.
 pub const INODES_PERCENT: &str = "inodes_percent";
+/// Percent of an SSD's rated endurance left (a Proxmox disk's `wearout`).
+pub const WEAROUT_REMAINING: &str = "wearout_remaining_percent";
 /// The metrics [`observations`] reads for the rules.
-pub const RULE_METRICS: [&str; 3] = [MEMORY_PERCENT, USED_PERCENT, INODES_PERCENT];
+pub const RULE_METRICS: [&str; 4] = [
+    MEMORY_PERCENT,
+    USED_PERCENT,
+    INODES_PERCENT,
+    WEAROUT_REMAINING,
+];
 /// A metric sample this much older than its resource's observation is not a current reading.
 pub const METRIC_STALE_AFTER_SECS: i64 = 600;
 
@@ -615,6 +622,8 @@ pub struct ScannedResource {
     pub agent_online: Option<bool>,
     /// Latest value of each of [`RULE_METRICS`] at or before `observed_at`, when not stale.
     pub metrics: BTreeMap<String, f64>,
+    /// The operator has the resource in an active maintenance window.
+    pub in_maintenance: bool,
 }
 
 /// The resources of `agent_ids` with their agent's status and latest rule metrics, in two
@@ -630,9 +639,13 @@ pub async fn scan_agents(
         .client()
         .query(
             "SELECT r.id, r.resource_type, r.status, r.health, r.restart_count, r.details,
-                    r.observed_at, r.received_at, a.status
+                    r.observed_at, r.received_at, a.status,
+                    coalesce(o.maintenance_ends_at > now()
+                             AND coalesce(o.maintenance_starts_at, '-infinity') <= now(), false)
              FROM resources r
              LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.id = r.agent_id
+             LEFT JOIN resource_operator_state o
+                    ON o.tenant_id = r.tenant_id AND o.resource_id = r.id
              WHERE r.agent_id = ANY($1)
              ORDER BY r.id",
             &[&agent_ids],
@@ -654,6 +667,7 @@ pub async fn scan_agents(
                 received_at: row.get(7),
                 agent_online: row.get::<_, Option<String>>(8).map(|s| s == "online"),
                 metrics: BTreeMap::new(),
+                in_maintenance: row.get(9),
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
@@ -752,7 +766,54 @@ pub fn observation(resource: &ScannedResource) -> ResourceObservation {
     if resource.resource_type == ResourceType::Host {
         obs.agent_online = resource.agent_online;
     }
+    obs.in_maintenance = resource.in_maintenance;
+    platform_readings(&mut obs, resource);
     obs
+}
+
+/// The Proxmox readings the connector puts in a resource's details (`pulse_proxmox::inventory`):
+/// a guest's template flag and lock, a cluster's quorum, a node's membership, a ZFS pool's
+/// health, a disk's SMART result and wearout. Resources of other platforms have none.
+fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) {
+    let details = &resource.details;
+    if details["platform"] != "proxmox-ve" {
+        return;
+    }
+    let text = |key: &str| {
+        details[key]
+            .as_str()
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let flag = |key: &str| match &details[key] {
+        serde_json::Value::Bool(b) => Some(*b),
+        serde_json::Value::Number(n) => n.as_i64().map(|n| n != 0),
+        _ => None,
+    };
+    match resource.resource_type {
+        ResourceType::Vm | ResourceType::SystemContainer => {
+            obs.template = flag("template").unwrap_or(false);
+            obs.lock = text("lock");
+            // A guest's stop is not known to be asked for: Proxmox does not say who stopped it.
+            obs.stop_requested = false;
+        }
+        ResourceType::Host => obs.quorate = flag("quorate"),
+        ResourceType::Node => obs.node_online = flag("online"),
+        ResourceType::Storage if details["kind"] == "zfs-pool" => {
+            obs.pool_health = text("zfs_health");
+        }
+        ResourceType::PhysicalDisk => {
+            obs.smart_failed =
+                text("smart_health").and_then(|h| match h.to_ascii_uppercase().as_str() {
+                    "PASSED" | "OK" => Some(false),
+                    "FAILED" => Some(true),
+                    _ => None,
+                });
+            obs.wearout_remaining_pct = resource.metrics.get(WEAROUT_REMAINING).copied();
+        }
+        _ => {}
+    }
 }
 
 #[cfg(test)]
@@ -772,7 +833,56 @@ mod tests {
             received_at: Utc::now(),
             agent_online: Some(true),
             metrics: BTreeMap::new(),
+            in_maintenance: false,
         }
+    }
+
+    #[test]
+    fn proxmox_details_become_the_platform_readings() {
+        let pve = |kind, details: serde_json::Value| {
+            let mut r = resource(kind, ResourceStatus::Stopped, Health::Unknown);
+            r.details = details;
+            r
+        };
+        let guest = observation(&pve(
+            ResourceType::Vm,
+            json!({"platform": "proxmox-ve", "template": 1, "lock": "backup"}),
+        ));
+        assert!(guest.template);
+        assert_eq!(guest.lock.as_deref(), Some("backup"));
+        assert!(
+            !guest.stop_requested,
+            "Proxmox does not say who stopped a guest"
+        );
+        let cluster = observation(&pve(
+            ResourceType::Host,
+            json!({"platform": "proxmox-ve", "quorate": false}),
+        ));
+        assert_eq!(cluster.quorate, Some(false));
+        let node = observation(&pve(
+            ResourceType::Node,
+            json!({"platform": "proxmox-ve", "online": false}),
+        ));
+        assert_eq!(node.node_online, Some(false));
+        let pool = observation(&pve(
+            ResourceType::Storage,
+            json!({"platform": "proxmox-ve", "kind": "zfs-pool", "zfs_health": "DEGRADED"}),
+        ));
+        assert_eq!(pool.pool_health.as_deref(), Some("DEGRADED"));
+        let mut disk = pve(
+            ResourceType::PhysicalDisk,
+            json!({"platform": "proxmox-ve", "smart_health": "FAILED"}),
+        );
+        disk.metrics.insert(WEAROUT_REMAINING.to_owned(), 7.0);
+        let disk = observation(&disk);
+        assert_eq!(disk.smart_failed, Some(true));
+        assert_eq!(disk.wearout_remaining_pct, Some(7.0));
+        // A host agent's storage with the same words is not read as Proxmox's.
+        let host_fs = observation(&pve(
+            ResourceType::Storage,
+            json!({"kind": "zfs-pool", "zfs_health": "DEGRADED"}),
+        ));
+        assert_eq!(host_fs.pool_health, None);
     }
 
     #[test]

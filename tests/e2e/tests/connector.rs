@@ -246,3 +246,116 @@ async fn a_connector_reads_a_cluster_into_the_inventory_and_one_replica_holds_it
     second.stop(Duration::from_secs(10)).await?;
     Ok(())
 }
+
+/// The firing alerts' `(type, resource_id)` pairs of `GET /api/alerts?state=firing`.
+async fn firing(stack: &AgentStack) -> Option<Vec<(String, String)>> {
+    let (status, body) = stack
+        .gateway
+        .admin_json(Method::GET, "/api/alerts?state=firing&limit=500", None)
+        .await
+        .ok()?;
+    (status == 200).then(|| {
+        body["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| {
+                (
+                    a["type"].as_str().unwrap_or_default().to_owned(),
+                    a["resource_id"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    })
+}
+
+async fn wait_firing(stack: &AgentStack, rule: &str, resource: &str) -> anyhow::Result<()> {
+    let want = (rule.to_owned(), resource.to_owned());
+    wait::until(WITHIN, &format!("{rule} on {resource}"), || async {
+        firing(stack).await?.contains(&want).then_some(())
+    })
+    .await
+}
+
+/// What a cluster read turns into: the scheduler's alert floor fires the platform rules from
+/// the connector's reports, each with its own stable type, and a guest first seen stopped or a
+/// stopped template fires nothing.
+#[tokio::test]
+async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
+    let mut cluster = spec();
+    cluster["guests"] = json!([
+        {"vmid": 100, "name": "web", "status": "running"},
+        {"vmid": 101, "name": "db", "node": "pve2", "status": "stopped"},
+        {"vmid": 9000, "name": "debian-template", "status": "stopped", "template": true}
+    ]);
+    cluster["answers"]["/nodes/pve1/disks/list"] = json!([
+        {"devpath": "/dev/sda", "type": "hdd", "health": "FAILED", "wearout": "N/A",
+         "serial": "ZGY0ABCD", "size": 4000787030016u64},
+        {"devpath": "/dev/nvme0n1", "type": "nvme", "health": "PASSED", "wearout": 4,
+         "serial": "S5GXNF0N123456", "size": 1000204886016u64}
+    ]);
+    let mut pve = FakePve::start(tmp(), &cluster).await?;
+    let stack = AgentStack::start(&[]).await?;
+    let _scheduler = pulse_test_support::scheduler::TestScheduler::start(
+        &stack.gateway,
+        &stack.dir.join("scheduler"),
+        &[("PULSE_ALERTS__TICK_MS", "200")],
+    )
+    .await?;
+    let (status, added) = stack
+        .gateway
+        .admin_json(
+            Method::POST,
+            "/api/connections",
+            Some(json!({
+                "kind": "proxmox-ve", "name": "lab", "url": pve.url, "token_id": TOKEN,
+                "token_secret": SECRET, "fingerprint": pve.fingerprint, "cadence_seconds": 10,
+            })),
+        )
+        .await?;
+    anyhow::ensure!(status == 201, "add: {status} {added}");
+    let (_connector, _) = connector(&stack, "connector-alerts").await?;
+
+    wait_firing(&stack, "pool_degraded", "storage:pve.lab:pve1/zfs/tank").await?;
+    wait_firing(
+        &stack,
+        "smart_failure",
+        "physical-disk:pve.lab:pve1/dev/sda",
+    )
+    .await?;
+    wait_firing(
+        &stack,
+        "disk_wearout",
+        "physical-disk:pve.lab:pve1/dev/nvme0n1",
+    )
+    .await?;
+    let now = firing(&stack).await.unwrap_or_default();
+    assert!(
+        !now.iter()
+            .any(|(rule, _)| rule == "unhealthy" || rule == "guest_stopped"),
+        "a pool, disk or guest first seen stopped fires nothing else: {now:?}"
+    );
+
+    // A guest that was running stops; the cluster loses quorum and a node drops out.
+    pve.command(json!({"op": "set_status", "vmid": 100, "status": "stopped"}))
+        .await?;
+    pve.command(json!({"op": "lose_quorum"})).await?;
+    pve.command(json!({"op": "node_offline", "node": "pve2"}))
+        .await?;
+    wait_firing(&stack, "guest_stopped", "vm:pve.lab:100").await?;
+    wait_firing(&stack, "quorum_lost", "host:pve.lab").await?;
+    wait_firing(&stack, "node_offline", "node:pve.lab:pve2").await?;
+    let now = firing(&stack).await.unwrap_or_default();
+    for quiet in ["vm:pve.lab:101", "vm:pve.lab:9000"] {
+        assert!(
+            !now.iter().any(|(_, resource)| resource == quiet),
+            "{quiet} was never seen running: {now:?}"
+        );
+    }
+    assert!(
+        !now.iter()
+            .any(|(rule, resource)| rule == "unhealthy" && resource == "host:pve.lab"),
+        "quorum has its own alert: {now:?}"
+    );
+    Ok(())
+}

@@ -231,6 +231,7 @@ impl StackOptions {
             "PULSE_MODEL_RUNNER_HEALTH_LISTEN",
             "PULSE_ACTION_BROKER_HEALTH_LISTEN",
             "PULSE_VERIFIER_HEALTH_LISTEN",
+            "PULSE_CONNECTOR_HEALTH_LISTEN",
             "PULSE_AGENT_HEALTH_LISTEN",
         ];
         let any = "127.0.0.1:0".to_owned();
@@ -508,7 +509,8 @@ mod tests {
                 "model-runner",
                 "action-broker",
                 "verifier",
-                "agent-relay"
+                "agent-relay",
+                "connector"
             ]
         );
     }

@@ -333,6 +333,15 @@ const MAX_NUDGE_RESOURCES: usize = 20;
 /// Restart count from which repeated exits are flagged.
 pub const RESTARTS_FLAGGED: u32 = 3;
 
+/// A resource that is not running because it is configured so: a guest template, a storage
+/// disabled in its platform's configuration.
+fn stopped_by_design(resource: &Resource) -> bool {
+    let details = &resource.details;
+    let yes = |v: &serde_json::Value| v.as_bool() == Some(true) || v.as_i64() == Some(1);
+    let no = |v: &serde_json::Value| v.as_bool() == Some(false) || v.as_i64() == Some(0);
+    yes(&details["template"]) || no(&details["enabled"])
+}
+
 /// The deterministic triage flags of one resource: evidence seeds computed from its typed
 /// fields, not conclusions.
 pub fn triage_flags(resource: &Resource) -> Vec<&'static str> {
@@ -343,6 +352,7 @@ pub fn triage_flags(resource: &Resource) -> Vec<&'static str> {
         Health::Healthy => {}
     }
     match resource.status {
+        ResourceStatus::Exited | ResourceStatus::Stopped if stopped_by_design(resource) => {}
         ResourceStatus::Exited | ResourceStatus::Stopped => flags.push("not_running"),
         ResourceStatus::Unknown => flags.push("status_unknown"),
         ResourceStatus::Running => {}
@@ -376,6 +386,22 @@ mod tests {
             ),
         ]);
         SignalBook::new(&[sick, stopped, unknown, fine], &alerts)
+    }
+
+    #[test]
+    fn a_template_or_a_disabled_storage_is_stopped_by_design_not_flagged() {
+        let mut template = resource("pve.lab", "debian-template", Health::Unknown);
+        template.status = ResourceStatus::Stopped;
+        template.details = serde_json::json!({"platform": "proxmox-ve", "template": 1});
+        assert!(!triage_flags(&template).contains(&"not_running"));
+        let mut disabled = resource("pve.lab", "old-nfs", Health::Unknown);
+        disabled.status = ResourceStatus::Stopped;
+        disabled.details = serde_json::json!({"kind": "storage", "enabled": false});
+        assert!(!triage_flags(&disabled).contains(&"not_running"));
+        let mut guest = resource("pve.lab", "db", Health::Unknown);
+        guest.status = ResourceStatus::Stopped;
+        guest.details = serde_json::json!({"platform": "proxmox-ve", "template": false});
+        assert!(triage_flags(&guest).contains(&"not_running"));
     }
 
     #[test]
