@@ -140,6 +140,7 @@ async fn evidence_stops_at_the_budget_and_the_checkpoint_removes_the_evidence_to
         [
             "pulse_query",
             "pulse_metrics",
+            "pulse_storage",
             "pulse_read",
             "patrol_action_capabilities",
             "patrol_propose_action"

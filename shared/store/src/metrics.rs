@@ -70,3 +70,33 @@ pub async fn history(
         .await?;
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
+
+/// The newest sample of each of `metrics` for each of `resource_ids`, as
+/// `(resource id, metric) -> (at, value)`, in one statement (one index probe per pair).
+pub async fn latest(
+    tx: &TenantTx,
+    resource_ids: &[&str],
+    metrics: &[&str],
+) -> Result<std::collections::HashMap<(String, String), (DateTime<Utc>, f64)>, StoreError> {
+    if resource_ids.is_empty() || metrics.is_empty() {
+        return Ok(std::collections::HashMap::new());
+    }
+    let rows = tx
+        .client()
+        .query(
+            "SELECT r.id, m.metric, s.at, s.value
+             FROM unnest($1::text[]) AS r(id)
+             CROSS JOIN unnest($2::text[]) AS m(metric)
+             CROSS JOIN LATERAL (
+                SELECT at, value FROM metric_samples
+                WHERE resource_id = r.id AND metric = m.metric
+                ORDER BY at DESC LIMIT 1
+             ) s",
+            &[&resource_ids, &metrics],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| ((row.get(0), row.get(1)), (row.get(2), row.get(3))))
+        .collect())
+}

@@ -71,6 +71,24 @@ async fn connector(stack: &AgentStack, label: &str) -> anyhow::Result<(ServicePr
     .await
 }
 
+/// Adds connection `lab` on `pve`, read every 10 s; its id.
+async fn add_lab(stack: &AgentStack, pve: &FakePve) -> anyhow::Result<String> {
+    let (status, added) = stack
+        .gateway
+        .admin_json(
+            Method::POST,
+            "/api/connections",
+            Some(json!({
+                "kind": "proxmox-ve", "name": "lab", "url": pve.url, "token_id": TOKEN,
+                "token_secret": SECRET, "fingerprint": pve.fingerprint, "cadence_seconds": 10,
+            })),
+        )
+        .await?;
+    anyhow::ensure!(status == 201, "add: {status} {added}");
+    assert_eq!(added["cadence_seconds"], 10, "{added}");
+    Ok(added["id"].as_str().unwrap_or_default().to_owned())
+}
+
 async fn connection(stack: &AgentStack, id: &str) -> anyhow::Result<Value> {
     let (status, body) = stack
         .gateway
@@ -101,21 +119,7 @@ async fn a_connector_reads_a_cluster_into_the_inventory_and_one_replica_holds_it
     let mut pve = FakePve::start(tmp(), &spec()).await?;
     let stack = AgentStack::start(&[]).await?;
     let admin = stack.gateway.admin_token.clone();
-    let (status, added) = stack
-        .gateway
-        .admin_json(
-            Method::POST,
-            "/api/connections",
-            Some(json!({
-                "kind": "proxmox-ve", "name": "lab", "url": pve.url, "token_id": TOKEN,
-                "token_secret": SECRET, "fingerprint": pve.fingerprint,
-                "cadence_seconds": 10,
-            })),
-        )
-        .await?;
-    anyhow::ensure!(status == 201, "add: {status} {added}");
-    let id = added["id"].as_str().unwrap_or_default().to_owned();
-    assert_eq!(added["cadence_seconds"], 10, "{added}");
+    let id = add_lab(&stack, &pve).await?;
 
     let (first, first_health) = connector(&stack, "connector-a").await?;
     // The cluster arrives through the relay as agent pve.lab, with its parts and parents.
@@ -302,18 +306,7 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
         &[("PULSE_ALERTS__TICK_MS", "200")],
     )
     .await?;
-    let (status, added) = stack
-        .gateway
-        .admin_json(
-            Method::POST,
-            "/api/connections",
-            Some(json!({
-                "kind": "proxmox-ve", "name": "lab", "url": pve.url, "token_id": TOKEN,
-                "token_secret": SECRET, "fingerprint": pve.fingerprint, "cadence_seconds": 10,
-            })),
-        )
-        .await?;
-    anyhow::ensure!(status == 201, "add: {status} {added}");
+    add_lab(&stack, &pve).await?;
     let (_connector, _) = connector(&stack, "connector-alerts").await?;
 
     wait_firing(&stack, "pool_degraded", "storage:pve.lab:pve1/zfs/tank").await?;

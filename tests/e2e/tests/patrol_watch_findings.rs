@@ -92,7 +92,12 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
     assert!(healthy_run.len() > 2, "{healthy_run:?}");
     assert_eq!(
         healthy_run[0],
-        ["pulse_query", "pulse_metrics", "pulse_read"]
+        [
+            "pulse_query",
+            "pulse_metrics",
+            "pulse_storage",
+            "pulse_read"
+        ]
     );
     for listed in &healthy_run[1..] {
         assert_eq!(
@@ -100,6 +105,7 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
             &[
                 "pulse_query",
                 "pulse_metrics",
+                "pulse_storage",
                 "pulse_read",
                 "patrol_report_finding"
             ]
@@ -157,6 +163,7 @@ async fn watch_reports_reconfirms_and_refuses_an_all_clear_without_verdicts() ->
         [
             "pulse_query",
             "pulse_metrics",
+            "pulse_storage",
             "pulse_read",
             "patrol_get_findings",
             "patrol_report_finding",
@@ -680,8 +687,8 @@ async fn an_injected_label_changes_neither_the_tools_nor_the_outcome() -> anyhow
     assert_eq!(injected.status, diligent.status, "{injected:?}");
     assert_eq!(injected.new_findings, 0, "{injected:?}");
     let watch_tools = offered_tools(&fleet, "sim:diligent");
-    // A healthy fleet with no finding: the three reads and the report.
-    assert_eq!(watch_tools.len(), 4, "{watch_tools:?}");
+    // A healthy fleet with no finding: the four reads and the report.
+    assert_eq!(watch_tools.len(), 5, "{watch_tools:?}");
     assert_eq!(offered_tools(&fleet, "sim:injectable"), watch_tools);
     // The model did obey: its answer carries the marker, yet nothing stored does.
     assert!(

@@ -354,7 +354,7 @@ impl ToolHandler for AssistantTools {
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
             match admitted.tool {
-                ToolName::PulseQuery | ToolName::PulseMetrics | ToolName::PulseRead => {
+                read if crate::tools::is_canonical_read(read) => {
                     self.reads.call(call, admitted).await
                 }
                 ToolName::PulseAlerts => self.alerts(call).await,

@@ -53,7 +53,7 @@ pub fn system_prompt() -> String {
 finding's resource is where the problem was observed, not a fence: follow the evidence to \
 related resources, test competing hypotheses, and distinguish the affected resource from the \
 causal one. You are read-only. You have at most {EVIDENCE_BUDGET} evidence reads \
-(pulse_query, pulse_metrics, pulse_read). If one typed action would safely fix the cause, call \
+(pulse_query, pulse_metrics, pulse_storage, pulse_read). If one typed action would safely fix the cause, call \
 patrol_action_capabilities on the causal resource and then patrol_propose_action exactly once, \
 with an exact capability name from that catalogue and only its declared params; never put \
 secrets in params. A proposal is only a proposal: Pulse applies the tenant's approval policy. \

@@ -51,10 +51,7 @@ pub fn checkpoint_policy() -> Result<Arc<ToolPolicy>, PolicyError> {
 }
 
 fn is_evidence(tool: ToolName) -> bool {
-    matches!(
-        tool,
-        ToolName::PulseQuery | ToolName::PulseMetrics | ToolName::PulseRead
-    )
+    crate::tools::is_canonical_read(tool)
 }
 
 /// One evidence read, for the record.
@@ -368,6 +365,7 @@ mod tests {
             [
                 "pulse_query",
                 "pulse_metrics",
+                "pulse_storage",
                 "pulse_read",
                 "patrol_action_capabilities",
                 "patrol_propose_action"

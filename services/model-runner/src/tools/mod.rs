@@ -17,6 +17,7 @@ pub mod nearest;
 pub mod query;
 pub mod read;
 pub mod signals;
+pub mod storage;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, Mutex};
@@ -42,9 +43,9 @@ pub const BACKEND_TIMEOUT: Duration = Duration::from_secs(10);
 pub type Narrowing = (ToolName, &'static [&'static str], &'static [&'static str]);
 
 /// The canonical reads served by [`WatchTools`], narrowed to what their handlers read
-/// (query.rs, metrics.rs, read.rs): the shared schemas also carry Proxmox/Kubernetes paging and
-/// exec arguments. Offered by Watch runs and investigations alike.
-pub const CANONICAL_READS: [Narrowing; 3] = [
+/// (query.rs, metrics.rs, storage.rs, read.rs): the shared schemas also carry Proxmox/Kubernetes
+/// paging and exec arguments. Offered by Watch runs and investigations alike.
+pub const CANONICAL_READS: [Narrowing; 4] = [
     (
         ToolName::PulseQuery,
         &["search", "get", "list", "health"],
@@ -64,11 +65,21 @@ pub const CANONICAL_READS: [Narrowing; 3] = [
         &["type", "resource_id", "period"],
     ),
     (
+        ToolName::PulseStorage,
+        &[],
+        &["type", "resource_id", "node", "min_usage", "limit"],
+    ),
+    (
         ToolName::PulseRead,
         &["logs", "inspect"],
         &["action", "resource_id", "lines", "grep"],
     ),
 ];
+
+/// Whether `tool` is one of the canonical evidence reads ([`CANONICAL_READS`]).
+pub fn is_canonical_read(tool: ToolName) -> bool {
+    CANONICAL_READS.iter().any(|(read, _, _)| *read == tool)
+}
 
 /// `pulse_read` with every action, for the interactive Assistant: besides `logs` and `inspect`,
 /// the host reads `exec` (a read-only command, classified, run only by agents started with
@@ -551,10 +562,7 @@ impl ToolHandler for WatchTools {
         admitted: &'a AdmittedCall,
     ) -> BoxFuture<'a, ToolResult> {
         Box::pin(async move {
-            let is_read = matches!(
-                admitted.tool,
-                ToolName::PulseQuery | ToolName::PulseMetrics | ToolName::PulseRead
-            );
+            let is_read = is_canonical_read(admitted.tool);
             let read_signature = is_read.then(|| signature(call));
             if let Some(signature) = &read_signature {
                 if self.ledger.repeats_read(signature) {
@@ -567,6 +575,7 @@ impl ToolHandler for WatchTools {
             let read = match admitted.tool {
                 ToolName::PulseQuery => Some(query::call(&self.ctx, call).await),
                 ToolName::PulseMetrics => Some(metrics::call(&self.ctx, call).await),
+                ToolName::PulseStorage => Some(storage::call(&self.ctx, call).await),
                 ToolName::PulseRead => Some(read::call(&self.ctx, &self.ledger, call).await),
                 _ => None,
             };

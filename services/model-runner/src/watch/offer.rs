@@ -88,6 +88,12 @@ pub fn project(tool: ToolName, schema: &mut Value) -> Option<&'static str> {
             require(schema, "resource_id");
             Some("CPU, memory and disk percent history of a resource, with a forecast.")
         }
+        ToolName::PulseStorage => {
+            set_enum(props, "type", crate::tools::storage::SERVED);
+            Some(
+                "Storage, ZFS pools and disks of the run's resources: usage, health, SMART, wearout, forecast.",
+            )
+        }
         ToolName::PulseRead => {
             require(schema, "resource_id");
             Some("Live: recent log lines of a service or app-container, or a container's inspect.")
@@ -186,6 +192,7 @@ mod tests {
                 "pulse_metrics",
                 json!({"type": "temperatures", "resource_id": "x"}),
             ),
+            ("pulse_storage", json!({"type": "ceph"})),
             ("pulse_read", json!({"action": "logs"})),
         ];
         for (name, arguments) in refused {
@@ -283,6 +290,7 @@ mod tests {
             [
                 "pulse_query",
                 "pulse_metrics",
+                "pulse_storage",
                 "pulse_read",
                 "patrol_report_finding"
             ]
@@ -336,6 +344,7 @@ mod tests {
             [
                 "pulse_query",
                 "pulse_metrics",
+                "pulse_storage",
                 "pulse_read",
                 "patrol_get_findings",
                 "patrol_report_finding",
@@ -349,7 +358,7 @@ mod tests {
         );
         assert_eq!(
             names(&watch_policy(Offer::ALL).expect("policy")).len(),
-            7,
+            8,
             "every lifecycle tool when both are usable"
         );
     }

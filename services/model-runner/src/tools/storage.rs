@@ -1,0 +1,400 @@
+//! `pulse_storage`: storage and disk health of the run's resources, read from the inventory the
+//! agents and connectors reported (never a live call to the platform), with the firing alerts of
+//! each row as its evidence and, for pools, the forecast to full.
+//!
+//! - `pools`: storage of every kind in scope: a Proxmox VE storage, a ZFS pool, a host's
+//!   filesystem; filters `resource_id`/`storage_id`, `node`/`host` (the parent's name or id) and
+//!   `min_usage` (percent used).
+//! - `disk_health`: physical disks with their SMART result and wearout; filters as above.
+//! - `resource_disks`: the storage and disks under one node or host (`resource_id`).
+//!
+//! Backups, backup tasks, PBS jobs, snapshots, Ceph, replication and RAID are not read by Pulse
+//! yet: those types answer an error that says so, never an empty list that would read as "none".
+
+use std::collections::BTreeMap;
+
+use chrono::{Duration, Utc};
+use pulse_domain::forecast::{self, MetricSample};
+use pulse_domain::resource::{Resource, ResourceType};
+use pulse_store::{alerts, metrics};
+use serde_json::{Value, json};
+
+use super::{ToolContext, count_arg, json_result, text_arg};
+use pulse_agent_loop::provider::{ToolCall, ToolResult};
+
+/// The types this handler serves, in the order its errors name them.
+pub const SERVED: &[&str] = &["pools", "disk_health", "resource_disks"];
+/// Rows answered at most, and by default.
+const MAX_ROWS: usize = 100;
+const DEFAULT_ROWS: usize = 50;
+/// History behind a pool's forecast.
+const FORECAST_PERIOD_DAYS: i64 = 7;
+const FORECAST_SAMPLES: i64 = 500;
+/// The newest reading of each of these is part of a row.
+const ROW_METRICS: &[&str] = &[
+    "used_percent",
+    "inodes_percent",
+    "total_bytes",
+    "used_bytes",
+    "available_bytes",
+    "fragmentation_percent",
+    "wearout_remaining_percent",
+];
+
+pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
+    let arguments = &call.arguments;
+    let kind = match text_arg(arguments, "type") {
+        Some(kind) if SERVED.contains(&kind) => kind,
+        Some(other) => {
+            return ToolResult::error(
+                &call.id,
+                format!(
+                    "storage type {} is not read by Pulse yet (backups and PBS jobs arrive with \
+                     Proxmox Backup Server connections); use one of: {}",
+                    pulse_domain::resource::truncate_chars(other, 32),
+                    SERVED.join(", ")
+                ),
+            );
+        }
+        None => {
+            return ToolResult::error(
+                &call.id,
+                format!("type is required: one of {}", SERVED.join(", ")),
+            );
+        }
+    };
+    let named = text_arg(arguments, "resource_id").or_else(|| text_arg(arguments, "storage_id"));
+    let under = match kind {
+        "resource_disks" => {
+            let Some(id) = named else {
+                return ToolResult::error(
+                    &call.id,
+                    "resource_id is required: the node or host whose storage and disks to list",
+                );
+            };
+            match ctx.in_scope(id) {
+                Some(parent) => Some(parent.id.as_str().to_owned()),
+                None => return ToolResult::error(&call.id, ctx.unknown_resource(id)),
+            }
+        }
+        _ => None,
+    };
+    if let (Some(id), None) = (named, &under)
+        && ctx.in_scope(id).is_none()
+    {
+        return ToolResult::error(&call.id, ctx.unknown_resource(id));
+    }
+    let node = text_arg(arguments, "node").or_else(|| text_arg(arguments, "host"));
+    let min_usage = arguments.get("min_usage").and_then(Value::as_f64);
+    let limit = count_arg(arguments, "limit", DEFAULT_ROWS, MAX_ROWS);
+
+    let wanted = |r: &Resource| match kind {
+        "pools" => r.resource_type == ResourceType::Storage,
+        "disk_health" => r.resource_type == ResourceType::PhysicalDisk,
+        _ => matches!(
+            r.resource_type,
+            ResourceType::Storage | ResourceType::PhysicalDisk
+        ),
+    };
+    let parent_of = |r: &Resource| -> Option<&Resource> {
+        r.parent.as_ref().and_then(|p| ctx.in_scope(p.as_str()))
+    };
+    let rows: Vec<&Resource> = ctx
+        .scope
+        .iter()
+        .filter(|r| wanted(r))
+        .filter(|r| under.is_some() || named.is_none_or(|id| r.id.as_str() == id))
+        .filter(|r| {
+            under
+                .as_deref()
+                .is_none_or(|parent| r.parent.as_ref().is_some_and(|p| p.as_str() == parent))
+        })
+        .filter(|r| {
+            node.is_none_or(|node| {
+                parent_of(r).is_some_and(|p| p.name == node || p.id.as_str() == node)
+                    || r.details["node"].as_str() == Some(node)
+            })
+        })
+        .collect();
+
+    let tx = match ctx.store.tenant_tx(&ctx.tenant).await {
+        Ok(tx) => tx,
+        Err(error) => {
+            tracing::warn!(%error, "storage read failed");
+            return ToolResult::error(&call.id, "storage is unavailable right now");
+        }
+    };
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    let latest = match metrics::latest(&tx, &ids, ROW_METRICS).await {
+        Ok(latest) => latest,
+        Err(error) => {
+            tracing::warn!(%error, "storage metrics read failed");
+            return ToolResult::error(&call.id, "storage is unavailable right now");
+        }
+    };
+    let reading = |r: &Resource, metric: &str| {
+        latest
+            .get(&(r.id.as_str().to_owned(), metric.to_owned()))
+            .map(|(_, v)| *v)
+    };
+    let rows: Vec<&Resource> = rows
+        .into_iter()
+        .filter(|r| {
+            min_usage.is_none_or(|min| reading(r, "used_percent").is_some_and(|used| used >= min))
+        })
+        .collect();
+    let total = rows.len();
+    let firing = match alerts::list(
+        &tx,
+        &alerts::AlertFilter {
+            state: alerts::StateFilter::Firing,
+            resource_id: None,
+            limit: alerts::MAX_LIST_LIMIT,
+        },
+    )
+    .await
+    {
+        Ok(list) => list,
+        Err(error) => {
+            tracing::warn!(%error, "alerts read failed");
+            return ToolResult::error(&call.id, "storage is unavailable right now");
+        }
+    };
+    let mut alerts_of: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+    for alert in &firing {
+        alerts_of
+            .entry(alert.resource_id.as_str())
+            .or_default()
+            .push(
+                json!({"type": alert.rule.as_str(), "level": alert.level.as_str(),
+                         "message": alert.message}),
+            );
+    }
+    let since = Utc::now() - Duration::days(FORECAST_PERIOD_DAYS);
+    let mut answered = Vec::new();
+    for r in rows.into_iter().take(limit) {
+        let mut row = row(r, parent_of(r));
+        let readings: serde_json::Map<String, Value> = ROW_METRICS
+            .iter()
+            .filter_map(|m| reading(r, m).map(|v| ((*m).to_owned(), json!(v))))
+            .collect();
+        row["metrics"] = Value::Object(readings);
+        row["alerts"] = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
+        if r.resource_type == ResourceType::Storage {
+            match metrics::history(&tx, &r.id, "used_percent", since, FORECAST_SAMPLES).await {
+                Ok(samples) if !samples.is_empty() => {
+                    let points: Vec<MetricSample> = samples
+                        .iter()
+                        .map(|(at, v)| MetricSample::new(*at, *v))
+                        .collect();
+                    row["forecast"] = json!(forecast::forecast_capacity("used_percent", &points));
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, "storage history read failed");
+                    return ToolResult::error(&call.id, "storage is unavailable right now");
+                }
+            }
+        }
+        answered.push(row);
+    }
+    let _ = tx.rollback().await;
+    json_result(
+        call,
+        &json!({
+            "type": kind,
+            "total": total,
+            "rows": answered,
+            "note": if total == 0 { "no matching storage or disk in this run's scope" } else { "" },
+        }),
+    )
+}
+
+/// One row: identity, state, the platform's own words and the usage numbers the report carried.
+fn row(r: &Resource, parent: Option<&Resource>) -> Value {
+    let d = &r.details;
+    let pick = |keys: &[&str]| -> Value {
+        let mut out = serde_json::Map::new();
+        for key in keys {
+            if !d[*key].is_null() {
+                out.insert((*key).to_owned(), d[*key].clone());
+            }
+        }
+        Value::Object(out)
+    };
+    let detail = match r.resource_type {
+        ResourceType::PhysicalDisk => pick(&[
+            "smart_health",
+            "disk_type",
+            "model",
+            "serial",
+            "used_by",
+            "devpath",
+        ]),
+        _ => pick(&[
+            "kind",
+            "storage_type",
+            "content",
+            "enabled",
+            "active",
+            "shared",
+            "zfs_health",
+            "mountpoint",
+            "fstype",
+        ]),
+    };
+    json!({
+        "resource_id": r.id.as_str(),
+        "name": r.name,
+        "type": r.resource_type.as_str(),
+        "parent": parent.map(|p| json!({"id": p.id.as_str(), "name": p.name})),
+        "status": r.status,
+        "health": r.health,
+        "details": detail,
+        "observed_at": r.observed_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chrono::Duration as Span;
+    use pulse_domain::TenantId;
+    use pulse_domain::patrol::run::RunId;
+    use pulse_domain::resource::{Health, ResourceId, ResourceStatus};
+    use pulse_store::metrics::MetricSample as Sample;
+    use pulse_test_support::db::TestDb;
+
+    use super::*;
+    use crate::tools::test_support::{call, resource};
+
+    fn part(kind: ResourceType, source: &str, name: &str, parent: &ResourceId) -> Resource {
+        let mut r = resource("pve.lab", name, Health::Healthy);
+        r.id = ResourceId::of(kind, "pve.lab", source);
+        r.resource_type = kind;
+        r.source_id = source.to_owned();
+        r.parent = Some(parent.clone());
+        r
+    }
+
+    async fn context(db: &TestDb) -> anyhow::Result<ToolContext> {
+        let tenant = TenantId::new("acme")?;
+        pulse_store::tenants::create(db.store(), &tenant, "Acme").await?;
+        let node = {
+            let mut n = resource("pve.lab", "pve1", Health::Healthy);
+            n.id = ResourceId::of(ResourceType::Node, "pve.lab", "pve1");
+            n.resource_type = ResourceType::Node;
+            n
+        };
+        let mut tank = part(ResourceType::Storage, "pve1/zfs/tank", "tank", &node.id);
+        tank.health = Health::Unhealthy;
+        tank.details = json!({"platform": "proxmox-ve", "kind": "zfs-pool", "node": "pve1",
+                              "zfs_health": "DEGRADED"});
+        let mut local = part(ResourceType::Storage, "pve1/local", "local", &node.id);
+        local.details = json!({"platform": "proxmox-ve", "kind": "storage", "storage_type": "dir"});
+        let mut sda = part(
+            ResourceType::PhysicalDisk,
+            "pve1/dev/sda",
+            "pve1:/dev/sda",
+            &node.id,
+        );
+        sda.health = Health::Unhealthy;
+        sda.status = ResourceStatus::Running;
+        sda.details = json!({"platform": "proxmox-ve", "smart_health": "FAILED",
+                             "model": "ST4000VN008", "serial": "ZGY0ABCD"});
+        // The pool filled from 60% to 90% over the last three days; local sits at 10%.
+        let now = Utc::now();
+        let mut samples = Vec::new();
+        for hour in 0..72 {
+            let at = now - Span::hours(72 - hour);
+            samples.push(Sample {
+                resource_id: tank.id.clone(),
+                metric: "used_percent".into(),
+                at,
+                value: 60.0 + 30.0 * hour as f64 / 71.0,
+            });
+        }
+        samples.push(Sample {
+            resource_id: local.id.clone(),
+            metric: "used_percent".into(),
+            at: now,
+            value: 10.0,
+        });
+        samples.push(Sample {
+            resource_id: sda.id.clone(),
+            metric: "wearout_remaining_percent".into(),
+            at: now,
+            value: 97.0,
+        });
+        let tx = db.store().tenant_tx(&tenant).await?;
+        metrics::insert(&tx, &samples).await?;
+        tx.commit().await?;
+        Ok(ToolContext {
+            store: db.store().clone(),
+            bus: None,
+            tenant,
+            run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
+            scope: Arc::new(vec![node, tank, local, sda]),
+            backend_timeout: std::time::Duration::from_millis(200),
+        })
+    }
+
+    async fn ask(ctx: &ToolContext, arguments: Value) -> (bool, Value) {
+        let result = super::call(ctx, &call("pulse_storage", arguments)).await;
+        let body = serde_json::from_str(&result.content).unwrap_or(json!(result.content));
+        (result.is_error, body)
+    }
+
+    #[tokio::test]
+    async fn pools_disks_and_a_nodes_parts_are_read_with_usage_health_and_forecast()
+    -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let ctx = context(&db).await?;
+
+        let (error, pools) = ask(&ctx, json!({"type": "pools"})).await;
+        assert!(!error, "{pools}");
+        assert_eq!(pools["total"], 2, "{pools}");
+        let tank = &pools["rows"][0];
+        assert_eq!(tank["name"], "tank");
+        assert_eq!(tank["health"], "unhealthy");
+        assert_eq!(tank["details"]["zfs_health"], "DEGRADED");
+        assert_eq!(tank["parent"]["name"], "pve1");
+        assert!((tank["metrics"]["used_percent"].as_f64().unwrap_or(0.0) - 90.0).abs() < 0.01);
+        assert!(tank["forecast"].is_object(), "{tank}");
+
+        let (_, full) = ask(&ctx, json!({"type": "pools", "min_usage": 50})).await;
+        assert_eq!(full["total"], 1, "{full}");
+        assert_eq!(full["rows"][0]["name"], "tank");
+
+        let (error, disks) = ask(&ctx, json!({"type": "disk_health", "node": "pve1"})).await;
+        assert!(!error, "{disks}");
+        assert_eq!(disks["total"], 1);
+        assert_eq!(disks["rows"][0]["details"]["smart_health"], "FAILED");
+        assert_eq!(
+            disks["rows"][0]["metrics"]["wearout_remaining_percent"],
+            97.0
+        );
+
+        let (error, parts) = ask(
+            &ctx,
+            json!({"type": "resource_disks", "resource_id": "node:pve.lab:pve1"}),
+        )
+        .await;
+        assert!(!error, "{parts}");
+        assert_eq!(parts["total"], 3, "{parts}");
+
+        // What Pulse does not read is said, never answered as an empty list.
+        let (error, backups) = ask(&ctx, json!({"type": "backups"})).await;
+        assert!(error);
+        assert!(
+            backups.to_string().contains("not read by Pulse yet"),
+            "{backups}"
+        );
+        let (error, unknown) =
+            ask(&ctx, json!({"type": "pools", "resource_id": "storage:x:y"})).await;
+        assert!(error);
+        assert!(unknown.to_string().contains("nearest ids"), "{unknown}");
+        db.cleanup().await
+    }
+}
