@@ -352,3 +352,49 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The loop on a cluster: a guest that was running stops, and a Patrol run (the real scheduler
+/// and model-runner, the provider simulator's diligent model) records a finding on that guest,
+/// with its `guest_stopped` alert and `not_running` flag as the evidence seeds.
+#[tokio::test]
+async fn a_guest_that_stopped_becomes_a_finding_in_a_patrol_run() -> anyhow::Result<()> {
+    use pulse_test_support::fleet::{AgentFleet, FleetSpec, Route};
+    use pulse_test_support::provider_sim::{Script, preflight_reply};
+
+    let mut pve = FakePve::start(tmp(), &spec()).await?;
+    let route = Route::OpenAi {
+        key: "sk-connector-patrol-5e1d".to_owned(),
+    };
+    let fleet = AgentFleet::start(
+        FleetSpec::web_and_db("pvepatrol", route, "sim:diligent"),
+        Script::turns([]).with_tool_offer_reply(preflight_reply()),
+    )
+    .await?;
+    let stack = &fleet.stack;
+    add_lab(stack, &pve).await?;
+    let (_connector, _) = connector(stack, "connector-patrol").await?;
+    let admin = stack.gateway.admin_token.clone();
+    wait::until(WITHIN, "vm 100 running in the inventory", || async {
+        let list = stack.resources(&admin).await.ok()?;
+        list.iter()
+            .any(|r| r.id.as_str() == "vm:pve.lab:100" && r.status == ResourceStatus::Running)
+            .then_some(())
+    })
+    .await?;
+
+    pve.command(json!({"op": "set_status", "vmid": 100, "status": "stopped"}))
+        .await?;
+    wait_firing(stack, "guest_stopped", "vm:pve.lab:100").await?;
+    let run = fleet.run().await?;
+    let findings = fleet.findings().await?;
+    let on_guest: Vec<_> = findings
+        .iter()
+        .filter(|f| f.finding.resource_id == "vm:pve.lab:100")
+        .collect();
+    assert_eq!(on_guest.len(), 1, "run {run:?}; findings {findings:#?}");
+    assert!(
+        run.new_findings >= 1,
+        "the run recorded the guest's finding: {run:?}"
+    );
+    Ok(())
+}
