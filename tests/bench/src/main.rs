@@ -2,7 +2,7 @@
 //! real NATS and Postgres of this machine.
 //!
 //! ```text
-//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick]
+//! cargo run --release -p pulse-bench -- [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify|connector] [--quick]
 //! cargo run --release -p pulse-bench -- watch-real --route PROVIDER:MODEL --base-url URL [--runs N]
 //! ```
 
@@ -12,6 +12,7 @@ mod agent_loop;
 mod assistant;
 mod audit;
 mod bus;
+mod connector;
 mod outbox;
 mod qualify;
 mod relay;
@@ -75,10 +76,10 @@ async fn main() -> ExitCode {
                 }
             }
             "all" | "bus" | "outbox" | "audit" | "loop" | "relay" | "scheduler" | "watch"
-            | "actions" | "ui" | "events" | "chat" | "qualify" => which = arg,
+            | "actions" | "ui" | "events" | "chat" | "qualify" | "connector" => which = arg,
             other => {
                 eprintln!(
-                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify] [--quick], or pulse-bench watch-real --route PROVIDER:MODEL --base-url URL [--runs N]"
+                    "pulse-bench: unknown argument '{other}'; usage: pulse-bench [all|bus|outbox|audit|loop|relay|scheduler|watch|actions|ui|events|chat|qualify|connector] [--quick], or pulse-bench watch-real --route PROVIDER:MODEL --base-url URL [--runs N]"
                 );
                 return ExitCode::from(2);
             }
@@ -134,6 +135,9 @@ async fn main() -> ExitCode {
         }
         if which == "all" || which == "qualify" {
             qualify::run(&args).await?;
+        }
+        if which == "all" || which == "connector" {
+            connector::run(&args).await?;
         }
         anyhow::Ok(())
     }

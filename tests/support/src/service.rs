@@ -394,8 +394,20 @@ impl TestGateway {
 }
 
 /// The value of series `name` on the `/metrics` of the service at `base_url` (all its label sets
-/// summed), or `None` when it does not answer.
+/// summed), or `None` when it does not answer. `name{k="v",...}` keeps the label sets holding
+/// each of those labels, in any order among the others.
 pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str) -> Option<f64> {
+    let (name, wanted) = match name.split_once('{') {
+        Some((base, labels)) => (
+            base,
+            labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>(),
+        ),
+        None => (name, Vec::new()),
+    };
     let text = http
         .get(format!("{}/metrics", base_url.trim_end_matches('/')))
         .send()
@@ -407,8 +419,17 @@ pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str) -> Optio
     Some(
         text.lines()
             .filter(|line| {
-                line.strip_prefix(name)
-                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+                line.strip_prefix(name).is_some_and(|rest| {
+                    (rest.starts_with(' ') || rest.starts_with('{'))
+                        && wanted.iter().all(|label| {
+                            rest.split_once(' ').is_some_and(|(labels, _)| {
+                                labels
+                                    .trim_matches(['{', '}'])
+                                    .split(',')
+                                    .any(|l| l == *label)
+                            })
+                        })
+                })
             })
             .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
             .sum(),
