@@ -328,7 +328,8 @@ fn rule_check(
         | AlertRule::NodeOffline
         | AlertRule::QuorumLost
         | AlertRule::PoolDegraded
-        | AlertRule::SmartFailure => false,
+        | AlertRule::SmartFailure
+        | AlertRule::BackupFailed => false,
     };
     match reasons.band {
         Some(band) if has_reading => ResolutionCheck::still_present(band),

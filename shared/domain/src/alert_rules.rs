@@ -22,6 +22,7 @@
 //! | `pool_degraded` | a ZFS pool is not `ONLINE` | warning (`DEGRADED`), critical (faulted, unavailable, suspended, offline, removed) | `ONLINE` |
 //! | `smart_failure` | a physical disk's SMART self-assessment failed | critical | it passes |
 //! | `disk_wearout` | an SSD has used >= 90% of its rated endurance (warning), >= 95% (critical) | warning / critical | at or below 85% used |
+//! | `backup_failed` | a guest's latest backup task ended in error | warning | a later backup ends well |
 //!
 //! Storage and ZFS pools fill up under `filesystem_usage` (their `used_percent`). A resource whose
 //! unhealthiness a specific rule explains (a pool's health, a disk's SMART result, a cluster's
@@ -129,6 +130,9 @@ pub struct ResourceObservation {
     /// Percent of an SSD's rated endurance left (Proxmox's `wearout`).
     #[serde(default)]
     pub wearout_remaining_pct: Option<f64>,
+    /// Whether a guest's latest backup task ended well (`None`: no backup task seen).
+    #[serde(default)]
+    pub last_backup_ok: Option<bool>,
     /// The operator has the resource in an active maintenance window: what stops during it
     /// was meant to.
     #[serde(default)]
@@ -161,6 +165,7 @@ impl ResourceObservation {
             pool_health: None,
             smart_failed: None,
             wearout_remaining_pct: None,
+            last_backup_ok: None,
             in_maintenance: false,
             observed_at,
         }
@@ -191,10 +196,11 @@ pub enum AlertRule {
     PoolDegraded,
     SmartFailure,
     DiskWearout,
+    BackupFailed,
 }
 
 impl AlertRule {
-    pub const ALL: [AlertRule; 13] = [
+    pub const ALL: [AlertRule; 14] = [
         Self::Unhealthy,
         Self::UnexpectedExit,
         Self::RestartLoop,
@@ -208,6 +214,7 @@ impl AlertRule {
         Self::PoolDegraded,
         Self::SmartFailure,
         Self::DiskWearout,
+        Self::BackupFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -225,6 +232,7 @@ impl AlertRule {
             Self::PoolDegraded => "pool_degraded",
             Self::SmartFailure => "smart_failure",
             Self::DiskWearout => "disk_wearout",
+            Self::BackupFailed => "backup_failed",
         }
     }
 }
@@ -484,6 +492,10 @@ impl AlertRuleEngine {
                 AlertRule::SmartFailure => {
                     flag_verdict(observation.smart_failed, AlertLevel::Critical)
                 }
+                AlertRule::BackupFailed => flag_verdict(
+                    observation.last_backup_ok.map(|ok| !ok),
+                    AlertLevel::Warning,
+                ),
                 AlertRule::DiskWearout => self.threshold_verdict(
                     observation
                         .wearout_remaining_pct
@@ -759,6 +771,7 @@ fn message(
             observation.pool_health.as_deref().unwrap_or("not ONLINE")
         ),
         AlertRule::SmartFailure => format!("{kind} {id} failed its SMART self-assessment"),
+        AlertRule::BackupFailed => format!("the latest backup of {kind} {id} failed"),
         AlertRule::DiskWearout => format!(
             "{kind} {id} has used {value:.0}% of its rated endurance, at or above the {} \
              threshold of {threshold}%",
@@ -1456,6 +1469,28 @@ mod tests {
                 ("level_changed".into(), AlertRule::DiskWearout, Critical),
                 ("level_changed".into(), AlertRule::DiskWearout, Warning),
                 ("cleared".into(), AlertRule::DiskWearout, Warning)
+            ]
+        );
+        assert!(state.firing.is_empty());
+    }
+
+    #[test]
+    fn a_failed_backup_fires_until_a_later_one_ends_well() {
+        let backup = |at, ok| ResourceObservation {
+            last_backup_ok: ok,
+            ..guest(at, RunState::Running)
+        };
+        let (state, seen) = run(&[
+            backup(0, None),
+            backup(30, Some(false)),
+            backup(60, None),
+            backup(90, Some(true)),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::BackupFailed, Warning),
+                ("cleared".into(), AlertRule::BackupFailed, Warning)
             ]
         );
         assert!(state.firing.is_empty());

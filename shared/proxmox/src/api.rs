@@ -314,6 +314,12 @@ impl Task {
         }
     }
 
+    /// Whether the task ended well: `OK` or `WARNINGS: n`; `None` while it runs.
+    pub fn ended_well(&self) -> Option<bool> {
+        let exit = self.exit_status()?;
+        Some(exit == "OK" || exit.starts_with("WARNINGS"))
+    }
+
     pub fn is_running(&self) -> bool {
         self.status.as_deref() == Some("running")
             || (self.endtime.is_none() && self.exit_status().is_none())

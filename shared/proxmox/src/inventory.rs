@@ -310,6 +310,19 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
     });
     resources.push(head);
 
+    // Recent tasks: each guest's latest backup (vzdump) with how it ended. A failure to read them
+    // is noted on the cluster, never the connection's failure.
+    let tasks = match client.cluster_tasks().await {
+        Ok(tasks) => tasks,
+        Err(e) => {
+            if let Some(details) = resources[0].details.as_object_mut() {
+                details.insert("tasks_error".into(), Value::String(e.to_string()));
+            }
+            Vec::new()
+        }
+    };
+    let backups = latest_backups(&tasks);
+
     for entry in &entries {
         if entry.kind == "node" {
             let in_cluster = entry
@@ -335,7 +348,12 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
                 unreadable_nodes.insert(n.source_id.clone(), "the cluster shows it offline".into());
             }
             resources.push(n);
-        } else if let Some(g) = guest(entry) {
+        } else if let Some(mut g) = guest(entry) {
+            if let (Some(task), Some(details)) =
+                (backups.get(g.source_id.as_str()), g.details.as_object_mut())
+            {
+                details.insert("last_backup".into(), backup_summary(task));
+            }
             resources.push(g);
         }
     }
@@ -343,6 +361,37 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
         resources,
         cluster,
         unreadable_nodes,
+    })
+}
+
+/// The newest finished backup task of each guest (by VMID), from the cluster's recent tasks.
+fn latest_backups(tasks: &[crate::Task]) -> BTreeMap<&str, &crate::Task> {
+    let mut latest: BTreeMap<&str, &crate::Task> = BTreeMap::new();
+    for task in tasks {
+        let (Some("vzdump"), Some(id)) = (task.kind.as_deref(), task.id.as_deref()) else {
+            continue;
+        };
+        if task.ended_well().is_none() {
+            continue;
+        }
+        let newer = latest
+            .get(id)
+            .is_none_or(|seen| task.starttime.unwrap_or(0) > seen.starttime.unwrap_or(0));
+        if newer {
+            latest.insert(id, task);
+        }
+    }
+    latest
+}
+
+fn backup_summary(task: &crate::Task) -> Value {
+    json!({
+        "ok": task.ended_well(),
+        "exit_status": task.exit_status(),
+        "started_at": task.starttime,
+        "ended_at": task.endtime,
+        "node": task.node,
+        "upid": task.upid,
     })
 }
 
@@ -389,6 +438,33 @@ mod tests {
         assert_eq!(g.metrics["cpu_percent"], 25.0);
         assert_eq!(g.metrics["memory_percent"], 25.0);
         assert_eq!(g.parent.unwrap().source_id, "pve2");
+    }
+
+    #[test]
+    fn each_guests_latest_finished_backup_is_its_last_backup() {
+        let task = |id: &str, start: i64, status: &str| -> crate::Task {
+            serde_json::from_value(json!({
+                "upid": format!("UPID:pve1:00000001:00000002:{start:08X}:vzdump:{id}:root@pam:"),
+                "type": "vzdump", "id": id, "node": "pve1", "starttime": start,
+                "endtime": start + 60, "status": status
+            }))
+            .unwrap()
+        };
+        let mut running = task("101", 500, "OK");
+        running.status = None;
+        running.endtime = None;
+        let tasks = vec![
+            task("100", 100, "OK"),
+            task("100", 300, "job errors"),
+            task("100", 200, "OK"),
+            task("101", 100, "WARNINGS: 1"),
+            running,
+        ];
+        let latest = latest_backups(&tasks);
+        assert_eq!(latest["100"].starttime, Some(300));
+        assert_eq!(latest["100"].ended_well(), Some(false));
+        assert_eq!(latest["101"].ended_well(), Some(true));
+        assert_eq!(backup_summary(latest["100"])["exit_status"], "job errors");
     }
 
     #[test]

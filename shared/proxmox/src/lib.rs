@@ -399,6 +399,11 @@ impl Client {
             .await
     }
 
+    /// The cluster's recent tasks (every node's, as far as the token may see them).
+    pub async fn cluster_tasks(&self) -> Result<Vec<Task>, Error> {
+        self.get("cluster/tasks").await
+    }
+
     /// Tasks of a node that ended in error since `since` (unix seconds), newest first.
     pub async fn node_failed_tasks(&self, node: &str, since: i64) -> Result<Vec<Task>, Error> {
         self.get(&format!(

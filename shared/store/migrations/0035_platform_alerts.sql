@@ -1,10 +1,10 @@
 -- The alert rules of Proxmox VE resources (Step 16): a guest seen running that stopped, a guest
 -- locked too long, a node offline, a cluster without quorum, a degraded ZFS pool, a disk failing
--- SMART, an SSD near the end of its endurance. The rule names are the wire names of
+-- SMART, an SSD near the end of its endurance, a guest whose latest backup failed. The rule names are the wire names of
 -- `pulse_domain::alert_rules::AlertRule`.
 
 ALTER TABLE alerts DROP CONSTRAINT alerts_rule_check;
 ALTER TABLE alerts ADD CONSTRAINT alerts_rule_check CHECK (rule IN (
     'unhealthy', 'unexpected_exit', 'restart_loop', 'filesystem_usage', 'memory_usage',
     'agent_offline', 'guest_stopped', 'guest_locked', 'node_offline', 'quorum_lost',
-    'pool_degraded', 'smart_failure', 'disk_wearout'));
+    'pool_degraded', 'smart_failure', 'disk_wearout', 'backup_failed'));

@@ -795,6 +795,7 @@ fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) 
         ResourceType::Vm | ResourceType::SystemContainer => {
             obs.template = flag("template").unwrap_or(false);
             obs.lock = text("lock");
+            obs.last_backup_ok = details["last_backup"]["ok"].as_bool();
             // A guest's stop is not known to be asked for: Proxmox does not say who stopped it.
             obs.stop_requested = false;
         }
@@ -850,6 +851,11 @@ mod tests {
         ));
         assert!(guest.template);
         assert_eq!(guest.lock.as_deref(), Some("backup"));
+        let backed_up = observation(&pve(
+            ResourceType::Vm,
+            json!({"platform": "proxmox-ve", "last_backup": {"ok": false, "exit_status": "job errors"}}),
+        ));
+        assert_eq!(backed_up.last_backup_ok, Some(false));
         assert!(
             !guest.stop_requested,
             "Proxmox does not say who stopped a guest"

@@ -298,6 +298,19 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
         {"devpath": "/dev/nvme0n1", "type": "nvme", "health": "PASSED", "wearout": 4,
          "serial": "S5GXNF0N123456", "size": 1000204886016u64}
     ]);
+    // The cluster's recent tasks as Proxmox lists them: guest 100's latest backup failed after an
+    // earlier one ended well; guest 101's only backup ended with warnings.
+    cluster["answers"]["/cluster/tasks"] = json!([
+        {"upid": "UPID:pve1:0000A1B2:0001C3D4:67540000:vzdump:100:root@pam:", "node": "pve1",
+         "type": "vzdump", "id": "100", "user": "root@pam", "starttime": 1733558400u64,
+         "endtime": 1733558460u64, "status": "OK"},
+        {"upid": "UPID:pve1:0000A1B3:0001C3D5:67550000:vzdump:100:root@pam:", "node": "pve1",
+         "type": "vzdump", "id": "100", "user": "root@pam", "starttime": 1733644800u64,
+         "endtime": 1733644830u64, "status": "job errors"},
+        {"upid": "UPID:pve2:0000A1B4:0001C3D6:67550010:vzdump:101:root@pam:", "node": "pve2",
+         "type": "vzdump", "id": "101", "user": "root@pam", "starttime": 1733644816u64,
+         "endtime": 1733644900u64, "status": "WARNINGS: 1"}
+    ]);
     let mut pve = FakePve::start(tmp(), &cluster).await?;
     let stack = AgentStack::start(&[]).await?;
     let _scheduler = pulse_test_support::scheduler::TestScheduler::start(
@@ -322,10 +335,12 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
         "physical-disk:pve.lab:pve1/dev/nvme0n1",
     )
     .await?;
+    wait_firing(&stack, "backup_failed", "vm:pve.lab:100").await?;
     let now = firing(&stack).await.unwrap_or_default();
     assert!(
-        !now.iter()
-            .any(|(rule, _)| rule == "unhealthy" || rule == "guest_stopped"),
+        !now.iter().any(|(rule, resource)| rule == "unhealthy"
+            || rule == "guest_stopped"
+            || (rule == "backup_failed" && resource != "vm:pve.lab:100")),
         "a pool, disk or guest first seen stopped fires nothing else: {now:?}"
     );
 
@@ -341,7 +356,8 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
     let now = firing(&stack).await.unwrap_or_default();
     for quiet in ["vm:pve.lab:101", "vm:pve.lab:9000"] {
         assert!(
-            !now.iter().any(|(_, resource)| resource == quiet),
+            !now.iter()
+                .any(|(rule, resource)| resource == quiet && rule == "guest_stopped"),
             "{quiet} was never seen running: {now:?}"
         );
     }
