@@ -61,12 +61,13 @@ try {
   await panel.locator("#no-connections").waitFor();
 
   const form = page.locator("form#add-connection");
-  const fill = async (pin, name) => {
+  const fill = async (pin, name, every) => {
     await form.getByLabel("URL").fill(pveUrl);
     await form.getByLabel("Name").fill(name);
     await form.getByLabel("Token ID").fill(tokenId);
     await form.getByLabel("Token secret").fill(tokenSecret);
     await form.getByLabel("Certificate SHA-256 fingerprint").fill(pin);
+    if (every) { await form.getByLabel("Read every (seconds)").fill(every); }
     await form.getByRole("button", { name: "Check and add" }).click();
   };
 
@@ -79,11 +80,12 @@ try {
   if (said.includes(tokenSecret)) { throw new Error("the refusal shows the token secret"); }
   await panel.locator("#no-connections").waitFor();
 
-  begin("the right fingerprint adds it, connected");
-  await fill(fingerprint, "home");
+  begin("the right fingerprint adds it, connected, read every 45 s");
+  await fill(fingerprint, "home", "45");
   await page.locator(".flash.ok", { hasText: "Connection home added: connected." }).waitFor();
   const row = panel.locator('tr[data-connection="home"]');
   await row.locator(".badge", { hasText: "connected" }).waitFor();
+  await row.locator("td", { hasText: "45 s" }).waitFor();
   if ((await page.content()).includes(tokenSecret)) { throw new Error("the page shows the token secret"); }
   const unlabelled = await page.evaluate(() => Array.from(document.querySelectorAll("#connections input, #connections select, #connections textarea"))
     .filter((el) => el.type !== "hidden" && !el.getAttribute("aria-label") && !el.closest("label"))

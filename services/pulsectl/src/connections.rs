@@ -176,6 +176,7 @@ pub fn describe_list(list: &ConnectionList) -> String {
         "NAME".to_owned(),
         "STATE".to_owned(),
         "URL".to_owned(),
+        "EVERY".to_owned(),
         "CHECKED".to_owned(),
     ]];
     for c in &list.connections {
@@ -185,6 +186,7 @@ pub fn describe_list(list: &ConnectionList) -> String {
             c.name.clone(),
             c.state.to_string(),
             c.url.clone(),
+            format!("{}s", c.cadence_seconds),
             c.checked_at.map_or_else(
                 || "-".to_owned(),
                 |t| t.format("%Y-%m-%d %H:%M:%SZ").to_string(),

@@ -314,8 +314,8 @@ async fn connections_are_checked_before_they_are_stored_and_their_secret_never_c
         .find(|l| l.contains("from-cli"))
         .unwrap_or_default();
     assert!(
-        row.contains("connected") && row.contains(&pve.url),
-        "{listed}"
+        row.contains("connected") && row.contains(&pve.url) && row.contains(" 30s "),
+        "the default cadence is shown: {listed}"
     );
     assert!(!listed.contains(SECRET) && !out.contains(SECRET));
 

@@ -32,7 +32,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                 Ok(list) if list.connections.is_empty() => p class="hint" id="no-connections" { "No connection yet." }
                 Ok(list) => div class="table-wrap" {
                     table id="connection-list" {
-                        thead { tr { th { "Name" } th { "Kind" } th { "State" } th { "URL" } th { "Checked" } th { "Cause" } @if admin { th { "" } } } }
+                        thead { tr { th { "Name" } th { "Kind" } th { "State" } th { "URL" } th { "Read every" } th { "Checked" } th { "Cause" } @if admin { th { "" } } } }
                         tbody {
                             @for c in &list.connections {
                                 tr data-connection=(c.name) {
@@ -40,6 +40,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                                     td { (c.kind.as_str()) }
                                     td { (badge(c.state.as_str())) }
                                     td { code { (c.url) } }
+                                    td { (c.cadence_seconds) " s" }
                                     td { (at_opt(c.checked_at.as_ref())) }
                                     td {
                                         (shown(c.state_cause.as_deref()))
