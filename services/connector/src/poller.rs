@@ -173,11 +173,8 @@ impl Poller {
             }
         };
         // Give the last report a moment to reach the relay before the session closes.
-        if matches!(ended, Ended::Shutdown) && !backlog.is_empty() {
-            let flushed = Instant::now() + Duration::from_secs(2);
-            while !backlog.is_empty() && Instant::now() < flushed {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+        if matches!(ended, Ended::Shutdown) {
+            backlog.drained(Duration::from_secs(2)).await;
         }
         session_stop.cancel();
         let _ = session.await;

@@ -32,6 +32,8 @@ pub struct Backlog {
     queue: Mutex<VecDeque<Report>>,
     capacity: usize,
     ready: Notify,
+    /// Woken each time a report leaves the queue (acked or rejected).
+    taken: Notify,
 }
 
 impl Backlog {
@@ -40,6 +42,7 @@ impl Backlog {
             queue: Mutex::new(VecDeque::new()),
             capacity: capacity.max(1),
             ready: Notify::new(),
+            taken: Notify::new(),
         }
     }
 
@@ -69,6 +72,24 @@ impl Backlog {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         if queue.front().is_some_and(|r| r.seq == seq) {
             queue.pop_front();
+            self.taken.notify_waiters();
+        }
+    }
+
+    /// Waits until the queue is empty (every report acked or rejected) or `within` has passed;
+    /// whether it emptied.
+    pub async fn drained(&self, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let taken = self.taken.notified();
+            tokio::pin!(taken);
+            taken.as_mut().enable();
+            if self.is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, taken).await.is_err() {
+                return self.is_empty();
+            }
         }
     }
 
@@ -322,6 +343,23 @@ mod tests {
             observed_at: chrono::Utc::now(),
             resources: Vec::new(),
         }
+    }
+
+    #[tokio::test]
+    async fn drained_waits_for_the_last_report_to_leave_and_no_longer() {
+        let backlog = std::sync::Arc::new(Backlog::new(3));
+        assert!(backlog.drained(Duration::from_millis(1)).await);
+        backlog.push(report(1));
+        backlog.push(report(2));
+        assert!(!backlog.drained(Duration::from_millis(20)).await);
+        let taker = backlog.clone();
+        let acks = tokio::spawn(async move {
+            taker.pop_if(1);
+            tokio::task::yield_now().await;
+            taker.pop_if(2);
+        });
+        assert!(backlog.drained(Duration::from_secs(10)).await);
+        acks.await.unwrap();
     }
 
     #[test]

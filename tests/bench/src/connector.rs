@@ -160,18 +160,12 @@ pub async fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let wait_reads = |n: f64, within: Duration| {
         let reads = &reads;
         async move {
-            let deadline = Instant::now() + within;
-            loop {
-                let seen = reads().await;
-                if seen >= n {
-                    return anyhow::Ok(());
-                }
-                anyhow::ensure!(
-                    Instant::now() < deadline,
-                    "{seen} connected reads within {within:?}, wanted {n}"
-                );
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
+            pulse_test_support::wait::until(
+                within,
+                &format!("{n} connected reads of the cluster"),
+                || async move { (reads().await >= n).then_some(()) },
+            )
+            .await
         }
     };
     let started = Instant::now();
