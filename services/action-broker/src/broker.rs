@@ -290,6 +290,27 @@ impl Broker {
                     req.resource_id
                 ))
             })?;
+        // The catalogue owns what a resource can be acted on with: a capability it does not
+        // offer (another type's, or a guest's while its connection has guest actions off) is
+        // refused before anything is stored.
+        let (offered, why) = crate::capabilities::offered(&tx, &resource)
+            .await
+            .map_err(store_error)?;
+        if !offered.contains(&capability) {
+            let names: Vec<&str> = offered.iter().map(|c| c.as_str()).collect();
+            return Err(BrokerError::InvalidRequest(match why {
+                Some(why) => format!("capability {capability}: {why}"),
+                None if names.is_empty() => format!(
+                    "capability {capability}: a {} resource offers no capability",
+                    resource.resource_type
+                ),
+                None => format!(
+                    "capability {capability} does not act on a {}; it offers {}",
+                    resource.resource_type,
+                    names.join(", ")
+                ),
+            }));
+        }
         let (mode, acknowledged) = self.mode(&tx).await?;
         let lock = self.lock(&tx, &req.resource_id).await;
         let floor = ApprovalFloor::effective(req.approval_floor, capability);

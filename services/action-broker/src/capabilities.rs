@@ -8,8 +8,9 @@
 //! the canonical id.
 //!
 //! What a resource advertises follows from its type: a supervised service the
-//! `service.*` capabilities, an app container the `docker.container.*` ones, anything else
-//! none. The approval floor is [`ApprovalFloor::minimum_for`] (the floor the planner applies);
+//! `service.*` capabilities, an app container the `docker.container.*` ones, a Proxmox VE guest
+//! (`vm`, `system-container`) the `guest.*` ones while its connection has guest actions on
+//! ([`offered`]), anything else none. The approval floor is [`ApprovalFloor::minimum_for`] (the floor the planner applies);
 //! auto-authorization is possible only at floor `none`, and even then the broker decides at plan
 //! time under the tenant's policy.
 
@@ -24,6 +25,7 @@ use pulse_domain::action::ApprovalFloor;
 use pulse_domain::agent_protocol::Capability;
 use pulse_domain::resource::{Resource, ResourceType};
 use pulse_runtime::ServiceContext;
+use pulse_store::connections;
 use pulse_store::resources::{self, ResolveError};
 use pulse_store::{Store, TenantTx};
 use serde_json::{Value, json};
@@ -41,8 +43,39 @@ pub fn capabilities_of(resource_type: ResourceType) -> &'static [Capability] {
             Capability::ContainerStart,
             Capability::ContainerStop,
         ],
+        ResourceType::Vm | ResourceType::SystemContainer => &[
+            Capability::GuestStart,
+            Capability::GuestShutdown,
+            Capability::GuestReboot,
+            Capability::GuestStop,
+        ],
         _ => &[],
     }
+}
+
+/// What `resource` offers now: its type's capabilities, except a guest's while the connection
+/// it is read through has guest actions off (or is gone), and, if not, why.
+pub async fn offered(
+    tx: &TenantTx,
+    resource: &Resource,
+) -> Result<(&'static [Capability], Option<String>), pulse_store::StoreError> {
+    let all = capabilities_of(resource.resource_type);
+    if !all.iter().any(|c| c.is_guest_power()) {
+        return Ok((all, None));
+    }
+    let why = match connections::by_agent_id(tx, &resource.agent_id).await? {
+        Some(connection) if connection.guest_actions => return Ok((all, None)),
+        Some(connection) => format!(
+            "guest actions are off for connection {:?}; an admin turns them on with PUT \
+             /api/connections/{}/guest-actions (the token needs VM.PowerMgmt)",
+            connection.name, connection.id
+        ),
+        None => format!(
+            "no Proxmox VE connection reads this guest (agent {:?}), so nothing can act on it",
+            resource.agent_id
+        ),
+    };
+    Ok((&[], Some(why)))
 }
 
 fn description(capability: Capability) -> &'static str {
@@ -53,14 +86,24 @@ fn description(capability: Capability) -> &'static str {
         Capability::ContainerRestart => "Restart the container.",
         Capability::ContainerStart => "Start the container.",
         Capability::ContainerStop => "Stop the container (needs a human approval).",
+        Capability::GuestStart => "Start the guest (needs a human approval).",
+        Capability::GuestShutdown => {
+            "Shut the guest down through its OS; fails, never forces, past the connector's \
+             shutdown timeout (needs a human approval)."
+        }
+        Capability::GuestReboot => "Reboot the guest through its OS (needs a human approval).",
+        Capability::GuestStop => {
+            "Power the guest off at once, without its OS shutting down: high risk (needs a \
+             human approval)."
+        }
     }
 }
 
 /// The typed catalogue of one resource: each capability with its closed params schema (the
 /// one `target` the command acts on, which must be this resource's own), its approval floor
 /// and whether policy may authorize it without a human.
-pub fn catalogue(resource: &Resource) -> Vec<ActionCapabilityEntry> {
-    capabilities_of(resource.resource_type)
+pub fn catalogue(resource: &Resource, offered: &[Capability]) -> Vec<ActionCapabilityEntry> {
+    offered
         .iter()
         .map(|&capability| {
             let floor = ApprovalFloor::minimum_for(capability);
@@ -71,6 +114,7 @@ pub fn catalogue(resource: &Resource) -> Vec<ActionCapabilityEntry> {
                 sensitive_params: Vec::new(),
                 approval_floor: floor,
                 auto_approval_eligible: floor == ApprovalFloor::None,
+                risk_level: capability.risk(),
             }
         })
         .collect()
@@ -82,7 +126,7 @@ fn params_schema(resource: &Resource) -> Value {
         "properties": {
             "target": {
                 "type": "string",
-                "description": "the service or container the command acts on",
+                "description": "the service, container or guest (VMID) the command acts on",
                 "enum": [resource.source_id],
             }
         },
@@ -122,11 +166,15 @@ pub async fn answer(
             return Err(BrokerError::StoreUnavailable { what: "resource" });
         }
     };
+    let (offered, _) = offered(tx, &resource).await.map_err(|error| {
+        tracing::warn!(%error, "connection store failed");
+        BrokerError::StoreUnavailable { what: "connection" }
+    })?;
     Ok(ActionCapabilitiesReply {
         resource_id: resource.id.as_str().to_owned(),
         resource_type: resource.resource_type,
         resource_name: resource.name.clone(),
-        capabilities: catalogue(&resource),
+        capabilities: catalogue(&resource, offered),
     })
 }
 
@@ -163,6 +211,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use chrono::Utc;
+    use pulse_domain::action::RiskLevel;
     use pulse_domain::resource::{Health, ResourceId, ResourceStatus};
 
     use super::*;
@@ -187,19 +236,59 @@ mod tests {
     }
 
     #[test]
+    fn guests_advertise_power_actions_all_needing_a_human_with_stop_the_riskiest() {
+        let vm = resource(
+            ResourceType::Vm,
+            ResourceId::of(ResourceType::Vm, "pve.lab", "100"),
+            "100",
+        );
+        let entries = catalogue(&vm, capabilities_of(vm.resource_type));
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "guest.start",
+                "guest.shutdown",
+                "guest.reboot",
+                "guest.stop"
+            ]
+        );
+        for entry in &entries {
+            assert_eq!(entry.approval_floor, ApprovalFloor::Admin, "{}", entry.name);
+            assert!(!entry.auto_approval_eligible, "{}", entry.name);
+            assert_eq!(
+                entry.params_schema["properties"]["target"]["enum"],
+                json!(["100"])
+            );
+        }
+        let stop = entries.iter().find(|e| e.name == "guest.stop").unwrap();
+        assert_eq!(stop.risk_level, RiskLevel::High);
+        assert!(
+            entries
+                .iter()
+                .filter(|e| e.name != "guest.stop")
+                .all(|e| e.risk_level < stop.risk_level)
+        );
+        let ct = ResourceType::SystemContainer;
+        assert_eq!(capabilities_of(ct), capabilities_of(ResourceType::Vm));
+        assert!(capabilities_of(ResourceType::Node).is_empty());
+    }
+
+    #[test]
     fn services_and_containers_advertise_their_own_capabilities_with_the_planner_floor() {
         let service = resource(
             ResourceType::Service,
             ResourceId::service("h1", "web"),
             "web",
         );
-        let entries = catalogue(&service);
+        let entries = catalogue(&service, capabilities_of(service.resource_type));
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["service.restart", "service.start", "service.stop"]);
         let stop = &entries[2];
         assert_eq!(stop.approval_floor, ApprovalFloor::Admin);
         assert!(!stop.auto_approval_eligible);
         assert!(entries[0].auto_approval_eligible);
+        assert_eq!(entries[0].risk_level, RiskLevel::Low);
         assert_eq!(
             entries[0].params_schema["properties"]["target"]["enum"],
             json!(["web"])
@@ -211,11 +300,11 @@ mod tests {
             "abc123",
         );
         assert!(
-            catalogue(&container)
+            catalogue(&container, capabilities_of(container.resource_type))
                 .iter()
                 .all(|e| e.name.starts_with("docker.container."))
         );
         let host = resource(ResourceType::Host, ResourceId::host("h1"), "h1");
-        assert!(catalogue(&host).is_empty());
+        assert!(catalogue(&host, capabilities_of(host.resource_type)).is_empty());
     }
 }

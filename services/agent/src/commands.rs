@@ -404,6 +404,15 @@ impl Executor for HostExecutor {
             Capability::ContainerStart => container(ContainerAction::Start).await,
             Capability::ContainerStop => container(ContainerAction::Stop).await,
             Capability::ContainerRestart => container(ContainerAction::Restart).await,
+            // Refused before the log (see `handle_at`): a connector runs these.
+            Capability::GuestStart
+            | Capability::GuestShutdown
+            | Capability::GuestReboot
+            | Capability::GuestStop => Execution {
+                succeeded: false,
+                output: format!("{capability} is run by the Proxmox VE connector"),
+                exit_status: 1,
+            },
         }
     }
 }
@@ -427,18 +436,7 @@ fn receipt(
     reason: Option<String>,
     at: DateTime<Utc>,
 ) -> Receipt {
-    Receipt {
-        request_id: command.request_id.clone(),
-        action_id: command.action_id.clone(),
-        status,
-        reason: reason.map(|r| bounded_text(&r, MAX_REASON_BYTES).0),
-        output: String::new(),
-        output_truncated: false,
-        exit_status: None,
-        accepted_at: None,
-        at,
-        replayed: false,
-    }
+    Receipt::of(command, status, reason, at)
 }
 
 fn valid_target(target: &str) -> bool {
@@ -544,6 +542,15 @@ impl<E: Executor> Commands<E> {
                 ),
             );
         };
+        if capability.is_guest_power() {
+            return self.rejected(
+                command,
+                format!(
+                    "{capability} acts on a Proxmox VE guest and is run by the connector of its \
+                     cluster, not by a host agent"
+                ),
+            );
+        }
         if !valid_target(&command.target) {
             return self.rejected(
                 command,

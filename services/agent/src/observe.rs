@@ -69,6 +69,10 @@ impl Observer {
                     .map(|fs| (storage_resource(fs), at))
                     .ok_or_else(|| format!("no filesystem mounted at {mount_point:?}"))
             }
+            ResourceTarget::Guest { .. } => Err(
+                "a Proxmox VE guest is observed by the connector of its cluster, not by a host agent"
+                    .to_owned(),
+            ),
         }
     }
 }

@@ -9,7 +9,12 @@
 //! (`pulse_proxmox::inventory`), sends them as a report and records the connection's state
 //! (`connected`, `no_quorum`, `auth_failed`, `unreachable`, `tls_mismatch`) with what to fix.
 //! Ingestion, liveness, alerts and forecasts are the relay's and the scheduler's, as for a host.
+//!
+//! The same session answers the relay's commands and observations for the connection's guests
+//! ([`commands`]): guest power actions, approved through the broker like every action, run only
+//! while the connection has guest actions on.
 
+pub mod commands;
 pub mod metrics;
 mod poller;
 
@@ -70,6 +75,9 @@ pub async fn run(ctx: ServiceContext) -> anyhow::Result<()> {
             .clone()
             .unwrap_or_else(|| default_relay_url(ctx.config.relay.listen)),
         request_timeout: Duration::from_millis(config.request_timeout_ms.max(1_000)),
+        shutdown_timeout: Duration::from_secs(u64::from(
+            config.shutdown_timeout_seconds.clamp(1, 3600),
+        )),
     };
     let claim_every = Duration::from_millis(config.claim_every_ms.max(100));
     let max = config.max_connections;

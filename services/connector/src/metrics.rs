@@ -18,11 +18,33 @@ pub struct ReadLabels {
     pub state: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandLabels {
+    /// The receipt's status: `completed`, `failed` or `rejected`.
+    pub status: &'static str,
+    /// The classified cause of a failure or refusal (`guest_locked`, `no_quorum`,
+    /// `shutdown_timeout`, ...), `none` for a completed command, `other` for an unclassified one.
+    pub cause: &'static str,
+}
+
+/// The causes a guest command's receipt is classified with.
+pub const COMMAND_CAUSES: [&str; 8] = [
+    "guest_locked",
+    "no_quorum",
+    "shutdown_timeout",
+    "task_failed",
+    "task_timeout",
+    "permission_denied",
+    "proxmox_refused",
+    "outcome_unknown",
+];
+
 const READ_BUCKETS: [f64; 11] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0];
 
 /// `pulse_connector_claims_total`, `pulse_connector_leases`,
 /// `pulse_connector_reads_total{state}`, `pulse_connector_read_seconds` and
-/// `pulse_connector_resources_reported_total`.
+/// `pulse_connector_resources_reported_total` and
+/// `pulse_connector_commands_total{status,cause}`.
 #[derive(Clone)]
 pub struct ConnectorMetrics {
     pub claims: Counter,
@@ -30,6 +52,7 @@ pub struct ConnectorMetrics {
     pub reads: Family<ReadLabels, Counter>,
     pub read_seconds: Histogram,
     pub resources: Counter,
+    pub commands: Family<CommandLabels, Counter>,
 }
 
 impl Default for ConnectorMetrics {
@@ -40,6 +63,7 @@ impl Default for ConnectorMetrics {
             reads: Family::default(),
             read_seconds: Histogram::new(READ_BUCKETS.iter().copied()),
             resources: Counter::default(),
+            commands: Family::default(),
         }
     }
 }
@@ -85,6 +109,11 @@ impl ConnectorMetrics {
                 "Resources sent to the relay in reports",
                 this.resources,
             );
+            registry.register(
+                "connector_commands",
+                "Guest power commands finished, by receipt status and classified cause",
+                this.commands,
+            );
         });
     }
 
@@ -92,5 +121,26 @@ impl ConnectorMetrics {
         self.reads.get_or_create(&ReadLabels { state }).inc();
         self.read_seconds.observe(took.as_secs_f64());
         self.resources.inc_by(resources as u64);
+    }
+
+    /// Counts one finished guest command by its receipt.
+    pub fn command(&self, receipt: &pulse_domain::agent_protocol::Receipt) {
+        use pulse_domain::agent_protocol::ReceiptStatus;
+        let status = match receipt.status {
+            ReceiptStatus::Completed => "completed",
+            ReceiptStatus::Failed => "failed",
+            ReceiptStatus::Rejected => "rejected",
+            ReceiptStatus::Accepted => return,
+        };
+        let cause = match &receipt.reason {
+            None => "none",
+            Some(reason) => COMMAND_CAUSES
+                .into_iter()
+                .find(|c| reason.starts_with(&format!("{c}:")))
+                .unwrap_or("other"),
+        };
+        self.commands
+            .get_or_create(&CommandLabels { status, cause })
+            .inc();
     }
 }

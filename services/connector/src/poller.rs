@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use pulse_agent_session::{Backlog, ConnectionConfig, NoAnswers};
+use pulse_agent_session::{Backlog, ConnectionConfig};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::agent_protocol::{Hello, PROTOCOL_VERSION, Report};
 use pulse_domain::connection::ConnectionState;
@@ -28,10 +28,85 @@ pub struct PollerSettings {
     pub relay_url: String,
     /// How long one request to the Proxmox API may take.
     pub request_timeout: Duration,
+    /// What `guest.shutdown` and `guest.reboot` give the guest's OS.
+    pub shutdown_timeout: Duration,
+}
+
+/// What a connection's poller and its command handler share: the store under the connection's
+/// tenant, and a fresh Proxmox client built from the stored connection.
+pub(crate) struct Access {
+    pub(crate) settings: PollerSettings,
+    pub(crate) tenant: pulse_domain::TenantId,
+    pub(crate) connection: uuid::Uuid,
+}
+
+/// Why no client could be built for a connection.
+pub(crate) enum NoClient {
+    /// The connection was removed.
+    Removed,
+    /// The stored secret does not open with this master key.
+    Unsealable,
+    /// The store could not be read.
+    Store(String),
+    /// The stored connection cannot make a client (its trust or secret).
+    Proxmox(pulse_proxmox::Error),
+}
+
+impl Access {
+    pub(crate) async fn tx(&self) -> Result<TenantTx, String> {
+        self.settings
+            .store
+            .tenant_tx(&self.tenant)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The connection as stored now; `None` once removed.
+    pub(crate) async fn current(&self, tx: &TenantTx) -> Result<Option<Connection>, String> {
+        connections::get(tx, self.connection)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The connection's token secret, opened for one use only.
+    async fn secret(&self) -> Result<Option<String>, NoClient> {
+        let tx = self.tx().await.map_err(NoClient::Store)?;
+        let secret = connections::secret(&tx, &self.settings.key, self.connection).await;
+        let _ = tx.rollback().await;
+        secret.map_err(|error| match error {
+            connections::ConnectionStoreError::Sealing { .. } => {
+                tracing::error!(connection = %self.connection, %error, "the connection's token secret cannot be opened");
+                NoClient::Unsealable
+            }
+            other => NoClient::Store(other.to_string()),
+        })
+    }
+
+    /// A fresh client for `connection`: the TLS verifier's record of what the server presented
+    /// is this use's, and a changed trust applies at once.
+    pub(crate) async fn client(&self, connection: &Connection) -> Result<Client, NoClient> {
+        let secret = self.secret().await?.ok_or(NoClient::Removed)?;
+        Secret::new(secret)
+            .and_then(|secret| {
+                let tls = TlsMode::from_trust(&connection.tls)?;
+                Client::new(
+                    connection.kind,
+                    &connection.url,
+                    &connection.token_id,
+                    &secret,
+                    &tls,
+                    Timeouts {
+                        connect: Duration::from_secs(5),
+                        request: self.settings.request_timeout,
+                    },
+                )
+            })
+            .map_err(NoClient::Proxmox)
+    }
 }
 
 pub struct Poller {
-    settings: PollerSettings,
+    access: Arc<Access>,
     lease: Lease,
     stop: CancellationToken,
 }
@@ -56,7 +131,11 @@ struct Cycle {
 impl Poller {
     pub fn new(settings: PollerSettings, lease: Lease, stop: CancellationToken) -> Self {
         Self {
-            settings,
+            access: Arc::new(Access {
+                settings,
+                tenant: lease.tenant.clone(),
+                connection: lease.connection,
+            }),
             lease,
             stop,
         }
@@ -81,24 +160,22 @@ impl Poller {
     }
 
     async fn release(&self) -> Result<(), pulse_store::StoreError> {
-        let tx = self.settings.store.tenant_tx(&self.lease.tenant).await?;
+        let tx = self
+            .access
+            .settings
+            .store
+            .tenant_tx(&self.lease.tenant)
+            .await?;
         connections::release(&tx, &self.lease).await?;
         tx.commit().await
     }
 
     async fn tx(&self) -> Result<TenantTx, String> {
-        self.settings
-            .store
-            .tenant_tx(&self.lease.tenant)
-            .await
-            .map_err(|e| e.to_string())
+        self.access.tx().await
     }
 
-    /// The connection as stored now; `None` once removed.
     async fn current(&self, tx: &TenantTx) -> Result<Option<Connection>, String> {
-        connections::get(tx, self.lease.connection)
-            .await
-            .map_err(|e| e.to_string())
+        self.access.current(tx).await
     }
 
     /// The connection and the connector's token for it, read under the lease.
@@ -107,7 +184,7 @@ impl Poller {
         let Some(connection) = self.current(&tx).await? else {
             return Ok(None);
         };
-        let token = connections::agent_token(&tx, &self.settings.key, self.lease.connection)
+        let token = connections::agent_token(&tx, &self.access.settings.key, self.lease.connection)
             .await
             .map_err(|e| e.to_string())?;
         tx.commit().await.map_err(|e| e.to_string())?;
@@ -123,9 +200,10 @@ impl Poller {
         let agent_id = connection.agent_id();
         let backlog = Arc::new(Backlog::new(BACKLOG));
         let session_stop = self.stop.child_token();
-        let session = tokio::spawn(pulse_agent_session::run::<NoAnswers>(
+        let commands = Arc::new(crate::commands::GuestCommands::new(self.access.clone()));
+        let session = tokio::spawn(pulse_agent_session::run(
             ConnectionConfig {
-                relay_url: self.settings.relay_url.clone(),
+                relay_url: self.access.settings.relay_url.clone(),
                 token,
                 hello: Hello {
                     protocol: PROTOCOL_VERSION,
@@ -137,7 +215,7 @@ impl Poller {
                 },
             },
             backlog.clone(),
-            None,
+            Some(commands),
             session_stop.clone(),
         ));
         let mut seq = 0_u64;
@@ -208,18 +286,7 @@ impl Poller {
         Ok(found)
     }
 
-    /// The connection's token secret, opened for this cycle only.
-    async fn secret(&self) -> Result<Option<String>, String> {
-        let tx = self.tx().await?;
-        let secret = connections::secret(&tx, &self.settings.key, self.lease.connection)
-            .await
-            .map_err(|e| e.to_string())?;
-        tx.rollback().await.map_err(|e| e.to_string())?;
-        Ok(secret)
-    }
-
-    /// One read of the cluster. A fresh client each cycle: the TLS verifier's record of what the
-    /// server presented is this read's, and a changed trust applies at once.
+    /// One read of the cluster, with a fresh client.
     async fn read(&self, connection: &Connection, agent_id: &str, seq: u64) -> Cycle {
         let failed = |error: pulse_proxmox::Error, presented| Cycle {
             observed: Observation {
@@ -232,16 +299,16 @@ impl Poller {
             },
             report: None,
         };
-        let secret = match self.secret().await {
-            Ok(Some(secret)) => secret,
-            Ok(None) => {
+        let client = match self.access.client(connection).await {
+            Ok(client) => client,
+            Err(NoClient::Proxmox(error)) => return failed(error, None),
+            Err(NoClient::Removed) => {
                 return Cycle {
                     observed: unreadable("the connection was removed"),
                     report: None,
                 };
             }
-            Err(error) => {
-                tracing::error!(connection = %connection.id, %error, "the connection's token secret cannot be opened");
+            Err(NoClient::Unsealable) => {
                 return Cycle {
                     observed: unreadable(
                         "the stored token secret cannot be opened with this master key; add \
@@ -250,24 +317,20 @@ impl Poller {
                     report: None,
                 };
             }
-        };
-        let client = Secret::new(secret).and_then(|secret| {
-            let tls = TlsMode::from_trust(&connection.tls)?;
-            Client::new(
-                connection.kind,
-                &connection.url,
-                &connection.token_id,
-                &secret,
-                &tls,
-                Timeouts {
-                    connect: Duration::from_secs(5),
-                    request: self.settings.request_timeout,
-                },
-            )
-        });
-        let client = match client {
-            Ok(client) => client,
-            Err(error) => return failed(error, None),
+            Err(NoClient::Store(error)) => {
+                tracing::warn!(connection = %connection.id, %error, "the connection's token secret could not be read");
+                return Cycle {
+                    observed: Observation {
+                        state: connection.state,
+                        code: connection.state_code.clone(),
+                        cause: connection.state_cause.clone(),
+                        presented: connection.presented_fingerprint,
+                        version: connection.version.clone(),
+                        at: Utc::now(),
+                    },
+                    report: None,
+                };
+            }
         };
         match inventory::read(&client, agent_id).await {
             Ok(found) => {

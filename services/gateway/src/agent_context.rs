@@ -213,6 +213,7 @@ fn capability(entry: actions_api::ActionCapabilityEntry) -> ActionCapabilityEntr
         sensitive_params: entry.sensitive_params,
         approval_floor: entry.approval_floor,
         auto_approval_eligible: entry.auto_approval_eligible,
+        risk_level: entry.risk_level,
     }
 }
 

@@ -11,6 +11,9 @@
 //! - `POST /api/connections/{id}/test` (`admin`): checks a stored connection again and records
 //!   its state.
 //! - `DELETE /api/connections/{id}` (`admin`): removes it and its sealed secret.
+//! - `PUT /api/connections/{id}/guest-actions` (`admin`): turns guest power actions on or off
+//!   (`guest_actions`, also settable when adding). Off, the broker's catalogue offers no guest
+//!   capability for the connection's guests and its connector refuses any command.
 //!
 //! The token secret is sealed at rest with the master key and appears in no answer, log line or
 //! audit record. The one client implementation is `pulse-proxmox`.
@@ -23,8 +26,8 @@ use axum::routing;
 use chrono::Utc;
 use pulse_api::connections::{
     ClusterCheck, ConnectionBody, ConnectionCheck, ConnectionId, ConnectionList, ConnectionView,
-    DEFAULT_CADENCE_SECONDS, MAX_CA_PEM_BYTES, MAX_CADENCE_SECONDS, MAX_NAME_CHARS,
-    MIN_CADENCE_SECONDS, NodeCheck, TlsModeView,
+    DEFAULT_CADENCE_SECONDS, GuestActionsBody, MAX_CA_PEM_BYTES, MAX_CADENCE_SECONDS,
+    MAX_NAME_CHARS, MIN_CADENCE_SECONDS, NodeCheck, TlsModeView,
 };
 use pulse_api::system::{ActionMode, ApprovalPolicy, Category};
 use pulse_capabilities::ErrorCode;
@@ -63,6 +66,7 @@ struct Checked {
     tls: TlsMode,
     stored_tls: StoredTls,
     cadence: std::time::Duration,
+    guest_actions: bool,
 }
 
 /// A name from the URL's host: lower case, other characters as '-', cut to fit.
@@ -159,6 +163,7 @@ fn check_body(body: ConnectionBody) -> Result<Checked, ApiError> {
         tls,
         stored_tls,
         cadence: std::time::Duration::from_secs(u64::from(cadence)),
+        guest_actions: body.guest_actions,
     })
 }
 
@@ -234,6 +239,7 @@ pub(crate) fn view(c: Connection) -> ConnectionView {
         created_at: c.created_at,
         updated_at: c.updated_at,
         cadence_seconds: u32::try_from(c.cadence.as_secs()).unwrap_or(u32::MAX),
+        guest_actions: c.guest_actions,
     }
 }
 
@@ -348,6 +354,7 @@ pub(crate) async fn add(
         secret: checked.secret.expose().to_owned(),
         tls: checked.stored_tls.clone(),
         cadence: checked.cadence,
+        guest_actions: checked.guest_actions,
         observed: observation(&probe),
     };
     let tx = state.store.tenant_tx(&tenant).await?;
@@ -464,6 +471,40 @@ pub(crate) async fn remove(
     }
     tracing::info!(%id, actor, "connection removed");
     Ok(())
+}
+
+pub async fn guest_actions(
+    State(state): State<AppState>,
+    auth: Authorized<AdminScope>,
+    ApiPath(id): ApiPath<ConnectionId>,
+    ApiJson(body, _): ApiJson<GuestActionsBody>,
+) -> Result<Json<ConnectionView>, ApiError> {
+    set_guest_actions(&state, &auth, id, body.enabled)
+        .await
+        .map(Json)
+}
+
+/// Turns guest power actions on or off: what the API and the Settings page do.
+pub(crate) async fn set_guest_actions(
+    state: &AppState,
+    auth: &Authorized<AdminScope>,
+    id: ConnectionId,
+    enabled: bool,
+) -> Result<ConnectionView, ApiError> {
+    let actor = actor(&auth.principal);
+    let tx = state.store.tenant_tx(&auth.principal.tenant).await?;
+    let Some(connection) = store::set_guest_actions(&tx, id.0, enabled, &actor).await? else {
+        return Err(not_found(id));
+    };
+    if connection.kind != ConnectionKind::ProxmoxVe && enabled {
+        tx.rollback().await?;
+        return Err(invalid(
+            "guest actions exist only for proxmox-ve connections; a backup server has no guests",
+        ));
+    }
+    tx.commit().await?;
+    tracing::info!(%id, enabled, actor, "guest actions switched");
+    Ok(view(connection))
 }
 
 const CHECK_ERRORS: &[ErrorCode] = &[
@@ -613,6 +654,36 @@ pub(crate) const ROUTES: &[RouteSpec] = &[
         },
         errors: &[ErrorCode::InvalidParameter, ErrorCode::NotFound],
         handler: || routing::post(retest),
+    },
+    RouteSpec {
+        method: "PUT",
+        path: "/api/connections/{id}/guest-actions",
+        scopes: &[Scope::Admin],
+        public: false,
+        name: "set_connection_guest_actions",
+        title: "Turn guest power actions on or off",
+        description: "Whether guest.start, guest.shutdown, guest.reboot and guest.stop may be \
+            planned for the connection's guests. Each action still goes through policy and a \
+            human approval, and the token needs VM.PowerMgmt. Off, the catalogue offers none \
+            and the connector refuses any command.",
+        category: Category::Settings,
+        action_mode: ActionMode::Write,
+        approval_policy: ApprovalPolicy::ScopeOnly,
+        id: Some(schema::<ConnectionId>),
+        query: None,
+        body: Some(Body::required(schema::<GuestActionsBody>)),
+        response: Answer::Json {
+            status: 200,
+            schema: schema::<ConnectionView>,
+        },
+        errors: &[
+            ErrorCode::InvalidJson,
+            ErrorCode::UnsupportedMediaType,
+            ErrorCode::InvalidRequest,
+            ErrorCode::InvalidParameter,
+            ErrorCode::NotFound,
+        ],
+        handler: || routing::put(guest_actions),
     },
 ];
 

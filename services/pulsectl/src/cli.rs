@@ -339,11 +339,28 @@ pub enum ConnectionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Turn guest power actions (guest.start, .shutdown, .reboot, .stop) on or off for a
+    /// Proxmox VE connection; each action still needs policy and a human approval.
+    GuestActions {
+        /// Connection id.
+        id: String,
+        #[arg(value_enum)]
+        state: OnOff,
+        /// Print the API's JSON answer instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove a connection and its sealed token secret.
     Remove {
         /// Connection id.
         id: String,
     },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 /// What a connection is. The token secret is read from a file or the environment, never from
@@ -389,6 +406,11 @@ pub struct ConnectionArgs {
     /// How often the connector reads the cluster, in seconds (10 to 3600). Default: 30.
     #[arg(long, value_name = "SECONDS")]
     pub cadence: Option<u32>,
+
+    /// Allow guest power actions on this cluster's guests (each with a human approval; the
+    /// token needs VM.PowerMgmt). Default: off.
+    #[arg(long)]
+    pub guest_actions: bool,
 
     /// A name, unique per kind: lower-case letters, digits and '-'. Default: from the URL's host.
     #[arg(long)]

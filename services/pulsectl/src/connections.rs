@@ -1,4 +1,4 @@
-//! `pulsectl connections add | test | list | check | remove` over the gateway's
+//! `pulsectl connections add | test | list | check | guest-actions | remove` over the gateway's
 //! `/api/connections` (Proxmox VE clusters and Proxmox Backup Servers).
 //!
 //! The token secret comes from a file (`--token-secret-file`) or an environment variable
@@ -58,6 +58,7 @@ pub fn body(
         ca_pem,
         public_ca: args.public_ca,
         cadence_seconds: args.cadence,
+        guest_actions: args.guest_actions,
     })
 }
 
@@ -105,6 +106,24 @@ pub async fn check(client: &GatewayClient, id: &str, json: bool) -> Result<(), A
     Ok(())
 }
 
+pub async fn guest_actions(
+    client: &GatewayClient,
+    id: &str,
+    enabled: bool,
+    json: bool,
+) -> Result<(), ApiError> {
+    let connection = client
+        .api()
+        .set_connection_guest_actions(id, enabled)
+        .await?;
+    if json {
+        print_json(&connection);
+    } else {
+        print!("{}", describe(&connection));
+    }
+    Ok(())
+}
+
 pub async fn remove(client: &GatewayClient, id: &str) -> Result<(), ApiError> {
     client.api().delete_connection(id).await?;
     println!("removed connection {id}");
@@ -114,7 +133,7 @@ pub async fn remove(client: &GatewayClient, id: &str) -> Result<(), ApiError> {
 pub fn describe(c: &ConnectionView) -> String {
     let mut out = format!(
         "{} {} ({}): {}\n  id           {}\n  url          {}\n  token        {}\n  \
-         reports as   {}\n",
+         reports as   {}\n  guest actions {}\n",
         c.kind,
         c.name,
         c.version.as_deref().unwrap_or("version unknown"),
@@ -122,7 +141,8 @@ pub fn describe(c: &ConnectionView) -> String {
         c.id,
         c.url,
         c.token_id,
-        c.agent_id
+        c.agent_id,
+        if c.guest_actions { "on" } else { "off" }
     );
     if let Some(cause) = &c.state_cause {
         out.push_str(&format!("  cause        {cause}\n"));
@@ -260,5 +280,31 @@ mod tests {
             "--public-ca",
         ]);
         assert!(both.is_err(), "one way of trusting the certificate");
+    }
+
+    #[test]
+    fn guest_actions_are_off_unless_asked_for_and_switched_by_id() {
+        let env = |_: &str| Some("s".to_owned());
+        assert!(!body(&args(&["--public-ca"]), env).unwrap().guest_actions);
+        assert!(
+            body(&args(&["--public-ca", "--guest-actions"]), env)
+                .unwrap()
+                .guest_actions
+        );
+        let cli =
+            Cli::try_parse_from(["pulsectl", "connections", "guest-actions", "abc", "on"]).unwrap();
+        let Command::Connections(ConnectionsCommand::GuestActions { id, state, json }) =
+            cli.command
+        else {
+            panic!("parsed {:?}", cli.command);
+        };
+        assert_eq!(
+            (id.as_str(), state, json),
+            ("abc", crate::cli::OnOff::On, false)
+        );
+        assert!(
+            Cli::try_parse_from(["pulsectl", "connections", "guest-actions", "abc", "maybe"])
+                .is_err()
+        );
     }
 }

@@ -40,7 +40,7 @@ use pulse_api::actions::DecisionOutcome;
 
 use cli::{
     AdminCommand, ApprovalsCommand, AuditCommand, Cli, Command, ConnectionsCommand,
-    FindingsCommand, ModelsCommand, PatrolCommand, TokenCommand, UserCommand,
+    FindingsCommand, ModelsCommand, OnOff, PatrolCommand, TokenCommand, UserCommand,
 };
 use gateway_client::{ApiError, GatewayClient, resolve_token};
 
@@ -132,6 +132,9 @@ pub async fn run(cli: Cli) -> Result<(), Error> {
                 ConnectionsCommand::List { json } => connections::list(&client, json).await,
                 ConnectionsCommand::Check { id, json } => {
                     connections::check(&client, &id, json).await
+                }
+                ConnectionsCommand::GuestActions { id, state, json } => {
+                    connections::guest_actions(&client, &id, state == OnOff::On, json).await
                 }
                 ConnectionsCommand::Remove { id } => connections::remove(&client, &id).await,
             };

@@ -316,10 +316,13 @@ impl PostconditionVerifier {
                         "the resource is held by another agent than the one that ran the command",
                     )
                 }
-                Some(resource) if resource.resource_type != acts_on => {
+                Some(resource) if !acts_on.contains(&resource.resource_type) => {
+                    let names: Vec<&str> = acts_on.iter().map(|t| t.as_str()).collect();
                     Concluded::without_observation(format!(
-                        "{} acts on {acts_on} resources, and this resource is a {}",
-                        request.capability, resource.resource_type
+                        "{} acts on {} resources, and this resource is a {}",
+                        request.capability,
+                        names.join(" or "),
+                        resource.resource_type
                     ))
                 }
                 Some(resource) => self.poll(tenant, &request, &resource, wait).await,

@@ -113,10 +113,12 @@ fn target_of(resource: &Resource) -> Option<ResourceTarget> {
         ResourceType::Storage => ResourceTarget::Filesystem {
             mount_point: resource.source_id.clone(),
         },
-        ResourceType::Node
-        | ResourceType::Vm
-        | ResourceType::SystemContainer
-        | ResourceType::PhysicalDisk => return None,
+        // The connector of the guest's cluster reads it afresh from the Proxmox API (its own
+        // `status/current`), never from the task it ran.
+        ResourceType::Vm | ResourceType::SystemContainer => ResourceTarget::Guest {
+            vmid: resource.source_id.clone(),
+        },
+        ResourceType::Node | ResourceType::PhysicalDisk => return None,
     })
 }
 

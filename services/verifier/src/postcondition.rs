@@ -13,10 +13,14 @@
 //! | `service.restart`, `service.start` | service | running, (re)started after the command, healthy |
 //! | `docker.container.restart`, `docker.container.start` | app-container | the same |
 //! | `service.stop`, `docker.container.stop` | service / app-container | not running (stopped or exited) |
+//! | `guest.start`, `guest.reboot` | vm / system-container | running, (re)started after the command |
+//! | `guest.shutdown`, `guest.stop` | vm / system-container | not running |
 //! | anything else | | no postcondition: never verified |
 //!
-//! **Started after the command.** The start time is `details.started_at`, which both supervised
-//! services and containers carry. `executed_at` is when the agent accepted the command (the
+//! **Started after the command.** The start time is `details.started_at`, which supervised
+//! services and containers carry, and which the connector derives for a guest from the uptime
+//! Proxmox reports in the guest's own `status/current` (so on the connector's clock, like the
+//! receipt). `executed_at` is when the agent accepted the command (the
 //! receipt's `accepted_at`, or its time for an agent that does not send it), on the same clock as
 //! the start; so a start up to [`START_SKEW_MARGIN`] before `executed_at` still counts as the
 //! command's (that covers small clock adjustments and, for older agents, the spawn-to-receipt
@@ -58,18 +62,19 @@ pub enum Expect {
     NotRunning,
 }
 
-/// The postcondition of `capability` (a wire name) and the resource type it acts on; `None` for a
-/// capability with no postcondition (unknown to this build).
-pub fn postcondition(capability: &str) -> Option<(Expect, ResourceType)> {
+/// The postcondition of `capability` (a wire name) and the resource types it acts on; `None` for
+/// a capability with no postcondition (unknown to this build).
+pub fn postcondition(capability: &str) -> Option<(Expect, &'static [ResourceType])> {
+    const SERVICE: &[ResourceType] = &[ResourceType::Service];
+    const CONTAINER: &[ResourceType] = &[ResourceType::AppContainer];
+    const GUEST: &[ResourceType] = &[ResourceType::Vm, ResourceType::SystemContainer];
     Some(match Capability::parse(capability)? {
-        Capability::ServiceStart | Capability::ServiceRestart => {
-            (Expect::Started, ResourceType::Service)
-        }
-        Capability::ServiceStop => (Expect::NotRunning, ResourceType::Service),
-        Capability::ContainerStart | Capability::ContainerRestart => {
-            (Expect::Started, ResourceType::AppContainer)
-        }
-        Capability::ContainerStop => (Expect::NotRunning, ResourceType::AppContainer),
+        Capability::ServiceStart | Capability::ServiceRestart => (Expect::Started, SERVICE),
+        Capability::ServiceStop => (Expect::NotRunning, SERVICE),
+        Capability::ContainerStart | Capability::ContainerRestart => (Expect::Started, CONTAINER),
+        Capability::ContainerStop => (Expect::NotRunning, CONTAINER),
+        Capability::GuestStart | Capability::GuestReboot => (Expect::Started, GUEST),
+        Capability::GuestShutdown | Capability::GuestStop => (Expect::NotRunning, GUEST),
     })
 }
 
@@ -122,9 +127,11 @@ pub fn judge(
     };
     let r = &fresh.resource;
     let kind = r.resource_type;
-    if kind != acts_on {
+    if !acts_on.contains(&kind) {
+        let names: Vec<&str> = acts_on.iter().map(|t| t.as_str()).collect();
         return PostconditionCheck::pending(format!(
-            "{capability} acts on {acts_on} resources, and this resource is a {kind}"
+            "{capability} acts on {} resources, and this resource is a {kind}",
+            names.join(" or ")
         ));
     }
     match expect {
@@ -303,6 +310,11 @@ mod tests {
                     .iter()
                     .map(|c| (*c, ResourceType::AppContainer)),
             )
+            .chain(
+                ["guest.start", "guest.reboot"]
+                    .into_iter()
+                    .flat_map(|c| [(c, ResourceType::Vm), (c, ResourceType::SystemContainer)]),
+            )
             .collect()
     }
 
@@ -340,11 +352,17 @@ mod tests {
         }
         assert_eq!(
             postcondition("service.restart"),
-            Some((Expect::Started, ResourceType::Service))
+            Some((Expect::Started, &[ResourceType::Service][..]))
         );
         assert_eq!(
             postcondition("docker.container.stop"),
-            Some((Expect::NotRunning, ResourceType::AppContainer))
+            Some((Expect::NotRunning, &[ResourceType::AppContainer][..]))
+        );
+        let guest = &[ResourceType::Vm, ResourceType::SystemContainer][..];
+        assert_eq!(postcondition("guest.start"), Some((Expect::Started, guest)));
+        assert_eq!(
+            postcondition("guest.shutdown"),
+            Some((Expect::NotRunning, guest))
         );
         for unknown in ["", "service.reload", "container.restart", "SERVICE.RESTART"] {
             assert_eq!(postcondition(unknown), None, "{unknown:?}");
@@ -591,6 +609,10 @@ mod tests {
         for (capability, kind) in [
             ("service.stop", ResourceType::Service),
             ("docker.container.stop", ResourceType::AppContainer),
+            ("guest.shutdown", ResourceType::Vm),
+            ("guest.shutdown", ResourceType::SystemContainer),
+            ("guest.stop", ResourceType::Vm),
+            ("guest.stop", ResourceType::SystemContainer),
         ] {
             for status in [ResourceStatus::Stopped, ResourceStatus::Exited] {
                 let down = obs(kind, status, Health::Unknown, Some(-60.0), 1.0, json!({}));
@@ -623,10 +645,10 @@ mod tests {
             ("service.stop", ResourceType::Service),
             ("docker.container.stop", ResourceType::AppContainer),
         ]) {
-            let other = if kind == ResourceType::Service {
-                ResourceType::AppContainer
-            } else {
-                ResourceType::Service
+            let other = match kind {
+                ResourceType::Service => ResourceType::AppContainer,
+                ResourceType::AppContainer => ResourceType::Vm,
+                _ => ResourceType::Service,
             };
             let wrong = obs(
                 other,

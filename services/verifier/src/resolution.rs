@@ -268,6 +268,7 @@ fn observation(fresh: &FreshObservation) -> ResourceObservation {
         agent_online: Some(true),
         metrics: r.metrics.clone(),
         in_maintenance: false,
+        stopped_by_action_at: None,
     })
 }
 

@@ -1,6 +1,6 @@
 //! Platform connections (ADR 0013): `POST /api/connections`, `POST /api/connections/test`,
 //! `GET /api/connections`, `GET` and `DELETE /api/connections/{id}`,
-//! `POST /api/connections/{id}/test`.
+//! `POST /api/connections/{id}/test`, `PUT /api/connections/{id}/guest-actions`.
 //!
 //! The token secret goes in and never comes out: no answer carries it.
 
@@ -57,6 +57,18 @@ pub struct ConnectionBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 10, max = 3600))]
     pub cadence_seconds: Option<u32>,
+    /// Whether guest power actions (`guest.start`, `guest.shutdown`, `guest.reboot`,
+    /// `guest.stop`) may be planned for its guests, each still through policy and approval.
+    /// Off by default; the token then also needs `VM.PowerMgmt` (see docs/proxmox.md).
+    #[serde(default)]
+    pub guest_actions: bool,
+}
+
+/// Turns guest power actions on or off for a connection.
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuestActionsBody {
+    pub enabled: bool,
 }
 
 /// How a connection trusts the server's certificate.
@@ -97,6 +109,8 @@ pub struct ConnectionView {
     pub updated_at: DateTime<Utc>,
     /// How often the connector reads it, in seconds.
     pub cadence_seconds: u32,
+    /// Whether guest power actions may be planned for its guests.
+    pub guest_actions: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -3,7 +3,7 @@
 //! `GET /api/agent/patrol-control/status`.
 
 use chrono::{DateTime, Utc};
-use pulse_domain::action::ApprovalFloor;
+use pulse_domain::action::{ApprovalFloor, RiskLevel};
 use pulse_domain::ai_settings::AutonomyLevel;
 use pulse_domain::finding::{Finding, SeverityCounts};
 use pulse_domain::patrol::status::{HealthBasis, RuntimeState};
@@ -136,6 +136,8 @@ pub struct ActionCapabilityEntry {
     /// Whether tenant policy may authorize it without a human (floor `none`); the decision is
     /// still the broker's, at plan time.
     pub auto_approval_eligible: bool,
+    /// How much can go wrong when it runs: `low`, `medium` or `high` (`guest.stop`).
+    pub risk_level: RiskLevel,
 }
 
 /// Patrol's switch, mode and readiness.

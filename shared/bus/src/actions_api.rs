@@ -157,6 +157,9 @@ pub struct ActionCapabilityEntry {
     /// Whether tenant policy may authorize it without a human (floor `none`); the decision is
     /// still the broker's, at plan time.
     pub auto_approval_eligible: bool,
+    /// How much can go wrong when it runs (`low`, `medium`, `high`).
+    #[serde(default)]
+    pub risk_level: pulse_domain::action::RiskLevel,
 }
 
 /// Every code the action-broker answers a plan, decision or execution with (one error type

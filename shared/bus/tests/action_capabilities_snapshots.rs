@@ -55,6 +55,7 @@ fn action_capabilities_reply() {
             sensitive_params: Vec::new(),
             approval_floor: ApprovalFloor::None,
             auto_approval_eligible: true,
+            risk_level: Default::default(),
         }],
     };
     let text = serde_json::to_string(&reply).unwrap();

@@ -11,7 +11,9 @@ use std::time::Duration;
 use pulse_api::actions::{ActionView, AuditRecord, DecisionBody, PlanBody};
 use pulse_api::agents::ForgottenAgent;
 use pulse_api::audit::VerifyView;
-use pulse_api::connections::{ConnectionBody, ConnectionCheck, ConnectionList, ConnectionView};
+use pulse_api::connections::{
+    ConnectionBody, ConnectionCheck, ConnectionList, ConnectionView, GuestActionsBody,
+};
 use pulse_api::findings::{
     DismissBody, FindingAnswer, FindingList, FindingRef, ListQuery as FindingsQuery, NoteBody,
     ResolveBody, SnoozeBody, SuppressBody,
@@ -237,6 +239,21 @@ impl Client {
     pub async fn retest_connection(&self, id: &str) -> Result<ConnectionCheck, Error> {
         self.call::<(), _>(Method::POST, &["api", "connections", id, "test"], &[], None)
             .await
+    }
+
+    /// `PUT /api/connections/{id}/guest-actions`: turns guest power actions on or off.
+    pub async fn set_connection_guest_actions(
+        &self,
+        id: &str,
+        enabled: bool,
+    ) -> Result<ConnectionView, Error> {
+        self.call(
+            Method::PUT,
+            &["api", "connections", id, "guest-actions"],
+            &[],
+            Some(&GuestActionsBody { enabled }),
+        )
+        .await
     }
 
     /// `DELETE /api/connections/{id}`.

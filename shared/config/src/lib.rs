@@ -276,6 +276,9 @@ pub struct ConnectorConfig {
     pub claim_every_ms: u64,
     /// How long one request to a Proxmox API may take.
     pub request_timeout_ms: u64,
+    /// How long a `guest.shutdown` or `guest.reboot` gives the guest's OS to shut down (sent to
+    /// Proxmox as the task's `timeout`); past it the action fails, it is never forced.
+    pub shutdown_timeout_seconds: u32,
 }
 
 impl Default for ConnectorConfig {
@@ -285,6 +288,7 @@ impl Default for ConnectorConfig {
             max_connections: 64,
             claim_every_ms: 5_000,
             request_timeout_ms: 20_000,
+            shutdown_timeout_seconds: 120,
         }
     }
 }

@@ -147,7 +147,8 @@ pub struct Command {
     pub lease_expires_at: DateTime<Utc>,
     /// A [`Capability`] wire name; kept as text so an unknown name is refused with a reason.
     pub capability: String,
-    /// The supervised service name (`service.*`) or the container id or name (`docker.*`).
+    /// The supervised service name (`service.*`), the container id or name (`docker.*`) or the
+    /// guest's VMID (`guest.*`).
     pub target: String,
 }
 
@@ -191,14 +192,48 @@ pub struct Receipt {
     pub replayed: bool,
 }
 
+impl Receipt {
+    /// A receipt of `command` with `status` and `reason` (bounded to [`MAX_REASON_BYTES`]) at
+    /// `at`, nothing run yet: no output, exit status or acceptance time.
+    pub fn of(
+        command: &Command,
+        status: ReceiptStatus,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            request_id: command.request_id.clone(),
+            action_id: command.action_id.clone(),
+            status,
+            reason: reason.map(|r| bounded_text(&r, MAX_REASON_BYTES).0),
+            output: String::new(),
+            output_truncated: false,
+            exit_status: None,
+            accepted_at: None,
+            at,
+            replayed: false,
+        }
+    }
+}
+
 /// One resource of the agent, for [`Observe`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ResourceTarget {
     Host,
-    Service { name: String },
-    Container { id: String },
-    Filesystem { mount_point: String },
+    Service {
+        name: String,
+    },
+    Container {
+        id: String,
+    },
+    Filesystem {
+        mount_point: String,
+    },
+    /// A Proxmox VE guest by its VMID, read by the connector of its cluster.
+    Guest {
+        vmid: String,
+    },
 }
 
 /// Re-collect one resource now.
@@ -752,7 +787,11 @@ mod tests {
                 "service.restart",
                 "docker.container.start",
                 "docker.container.stop",
-                "docker.container.restart"
+                "docker.container.restart",
+                "guest.start",
+                "guest.shutdown",
+                "guest.reboot",
+                "guest.stop"
             ]
         );
         for cap in Capability::ALL {

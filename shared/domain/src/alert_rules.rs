@@ -137,6 +137,11 @@ pub struct ResourceObservation {
     /// was meant to.
     #[serde(default)]
     pub in_maintenance: bool,
+    /// When Pulse last completed an approved `guest.shutdown` or `guest.stop` of this guest (the
+    /// observation's time while one is executing): a stop after the guest was last seen running
+    /// was meant.
+    #[serde(default)]
+    pub stopped_by_action_at: Option<DateTime<Utc>>,
     pub observed_at: DateTime<Utc>,
 }
 
@@ -167,6 +172,7 @@ impl ResourceObservation {
             wearout_remaining_pct: None,
             last_backup_ok: None,
             in_maintenance: false,
+            stopped_by_action_at: None,
             observed_at,
         }
     }
@@ -399,6 +405,9 @@ pub struct ResourceAlertState {
     /// When the guest's current lock was first seen.
     #[serde(default)]
     pub locked_since: Option<DateTime<Utc>>,
+    /// When the guest was last observed running.
+    #[serde(default)]
+    pub running_seen_at: Option<DateTime<Utc>>,
 }
 
 /// What one rule says about the latest observation.
@@ -440,8 +449,12 @@ impl AlertRuleEngine {
         let mut state = previous.clone();
         self.track_restarts(&mut state.restart_history, observation, now);
         let was = state.last_run_state;
+        let running_seen_at = state.running_seen_at;
         if observation.run_state.is_some() {
             state.last_run_state = observation.run_state;
+        }
+        if observation.is_guest() && observation.run_state == Some(RunState::Running) {
+            state.running_seen_at = Some(observation.observed_at);
         }
         if observation.is_guest() && observation.run_state.is_some() {
             state.locked_since = match (&observation.lock, state.locked_since) {
@@ -478,7 +491,7 @@ impl AlertRuleEngine {
                     Some(true) => Verdict::Clear,
                     None => Verdict::Keep { value: None },
                 },
-                AlertRule::GuestStopped => guest_stopped_verdict(observation, was),
+                AlertRule::GuestStopped => guest_stopped_verdict(observation, was, running_seen_at),
                 AlertRule::GuestLocked => self.guest_locked_verdict(&state, observation, now),
                 AlertRule::NodeOffline => flag_verdict(
                     observation.node_online.map(|online| !online),
@@ -643,17 +656,30 @@ fn flag_verdict(bad: Option<bool>, level: AlertLevel) -> Verdict {
 
 /// A guest seen running that is now stopped. A guest first seen stopped may be stopped on
 /// purpose, so it does not fire; a template never does.
-fn guest_stopped_verdict(observation: &ResourceObservation, was: Option<RunState>) -> Verdict {
+/// A guest seen running that is now stopped, unless the stop was meant: inside its maintenance
+/// window, or by a `guest.shutdown`/`guest.stop` Pulse completed after it was last seen running
+/// (an approved stop is not a fault to find and undo).
+fn guest_stopped_verdict(
+    observation: &ResourceObservation,
+    was: Option<RunState>,
+    running_seen_at: Option<DateTime<Utc>>,
+) -> Verdict {
     if !observation.is_guest() {
         return Verdict::Keep { value: None };
     }
     if observation.template {
         return Verdict::Clear;
     }
+    let stopped_by_pulse = match (observation.stopped_by_action_at, running_seen_at) {
+        (Some(stopped), Some(running)) => stopped >= running,
+        _ => false,
+    };
     match observation.run_state {
         Some(RunState::Running) => Verdict::Clear,
         Some(RunState::Stopped | RunState::Exited | RunState::Dead)
-            if was == Some(RunState::Running) && !observation.in_maintenance =>
+            if was == Some(RunState::Running)
+                && !observation.in_maintenance
+                && !stopped_by_pulse =>
         {
             Verdict::Fire {
                 level: AlertLevel::Warning,
@@ -1367,6 +1393,29 @@ mod tests {
             guest(60, RunState::Stopped),
         ]);
         assert!(seen.is_empty(), "maintenance: {seen:?}");
+        // Stopped by an approved guest.shutdown Pulse completed after the guest was last seen
+        // running: meant. A later start outside Pulse and a crash is a fault again.
+        let by_pulse = |at, run| ResourceObservation {
+            stopped_by_action_at: Some(t(20)),
+            ..guest(at, run)
+        };
+        let (_, seen) = run(&[
+            guest(0, RunState::Running),
+            by_pulse(30, RunState::Stopped),
+            by_pulse(60, RunState::Stopped),
+        ]);
+        assert!(seen.is_empty(), "stopped by Pulse: {seen:?}");
+        let (_, seen) = run(&[
+            guest(0, RunState::Running),
+            by_pulse(30, RunState::Stopped),
+            by_pulse(60, RunState::Running),
+            by_pulse(90, RunState::Stopped),
+        ]);
+        assert_eq!(
+            seen,
+            [("fired".into(), AlertRule::GuestStopped, Warning)],
+            "running again after Pulse's stop, then stopped: a fault"
+        );
         // No reading (its node is offline) keeps what was known.
         let unknown = ResourceObservation::new("vm:pve.lab:101", ObservedResourceType::Vm, t(60));
         let (state, _) = run(&[

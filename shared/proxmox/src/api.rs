@@ -152,6 +152,144 @@ impl ClusterResource {
     }
 }
 
+/// The two kinds of guest, by the path segment the API files them under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestKind {
+    Qemu,
+    Lxc,
+}
+
+impl GuestKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GuestKind::Qemu => "qemu",
+            GuestKind::Lxc => "lxc",
+        }
+    }
+
+    pub fn parse(kind: &str) -> Option<Self> {
+        match kind {
+            "qemu" => Some(GuestKind::Qemu),
+            "lxc" => Some(GuestKind::Lxc),
+            _ => None,
+        }
+    }
+}
+
+/// Where a guest lives now: its node, its kind and its VMID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestRef {
+    pub node: String,
+    pub kind: GuestKind,
+    pub vmid: u64,
+}
+
+impl GuestRef {
+    /// The guest of a `/cluster/resources` entry; `None` for anything but a guest.
+    pub fn of(entry: &ClusterResource) -> Option<Self> {
+        Some(Self {
+            node: entry.node.clone()?,
+            kind: GuestKind::parse(&entry.kind)?,
+            vmid: entry.vmid?,
+        })
+    }
+
+    /// `nodes/{node}/{qemu|lxc}/{vmid}`.
+    pub(crate) fn path(&self) -> Result<String, crate::Error> {
+        Ok(format!(
+            "nodes/{}/{}/{}",
+            crate::segment(&self.node)?,
+            self.kind.as_str(),
+            self.vmid
+        ))
+    }
+}
+
+/// A power action on a guest: the last segment of its `status/{action}` path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerAction {
+    Start,
+    Shutdown,
+    Reboot,
+    Stop,
+}
+
+impl PowerAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerAction::Start => "start",
+            PowerAction::Shutdown => "shutdown",
+            PowerAction::Reboot => "reboot",
+            PowerAction::Stop => "stop",
+        }
+    }
+}
+
+/// `GET /nodes/{node}/{qemu|lxc}/{vmid}/status/current`: what the node running the guest says
+/// about it now.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GuestCurrent {
+    /// `running` or `stopped`.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub status: Option<String>,
+    /// QEMU's own view (`running`, `paused`, `prelaunch`, ...); VMs only.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub qmpstatus: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub uptime: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub lock: Option<String>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub template: bool,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub cpu: Option<f64>,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub cpus: Option<f64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub mem: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub maxmem: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub disk: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub maxdisk: Option<u64>,
+    #[serde(default, deserialize_with = "loose::tags")]
+    pub tags: Vec<String>,
+}
+
+impl GuestCurrent {
+    /// The guest as a `/cluster/resources` entry would show it, so one mapping makes both into
+    /// canonical resources.
+    pub fn as_cluster_entry(&self, guest: &GuestRef) -> ClusterResource {
+        ClusterResource {
+            id: format!("{}/{}", guest.kind.as_str(), guest.vmid),
+            kind: guest.kind.as_str().to_owned(),
+            node: Some(guest.node.clone()),
+            name: self.name.clone(),
+            vmid: Some(guest.vmid),
+            status: self.status.clone(),
+            template: self.template,
+            cpu: self.cpu,
+            maxcpu: self.cpus,
+            mem: self.mem,
+            maxmem: self.maxmem,
+            disk: self.disk,
+            maxdisk: self.maxdisk,
+            uptime: self.uptime,
+            tags: self.tags.clone(),
+            lock: self.lock.clone(),
+            hastate: None,
+            pool: None,
+            storage: None,
+            plugintype: None,
+            content: Vec::new(),
+            shared: false,
+        }
+    }
+}
+
 /// One entry of `GET /nodes/{node}/storage`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct NodeStorage {

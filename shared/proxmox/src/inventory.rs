@@ -121,6 +121,32 @@ fn guest(entry: &ClusterResource) -> Option<ObservedResource> {
     Some(r)
 }
 
+/// One guest read afresh from its own `status/current` at `now`: the inventory's shape, plus
+/// `details.started_at` (now minus the uptime Proxmox reports, on the reader's clock) for a
+/// running guest, so a verifier can tell a start that came after a command from an old one.
+pub fn fresh_guest(
+    guest: &crate::GuestRef,
+    current: &crate::GuestCurrent,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<ObservedResource> {
+    let mut r = self::guest(&current.as_cluster_entry(guest))?;
+    let uptime = current
+        .uptime
+        .and_then(|u| i64::try_from(u).ok())
+        .and_then(chrono::Duration::try_seconds);
+    if let (ResourceStatus::Running, Some(uptime), Some(details)) =
+        (r.status, uptime, r.details.as_object_mut())
+    {
+        let started = now - uptime;
+        details.insert(
+            "started_at".to_owned(),
+            json!(started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        );
+        details.insert("qmp_status".to_owned(), json!(current.qmpstatus));
+    }
+    Some(r)
+}
+
 fn node(entry: &ClusterResource, online_in_cluster: Option<bool>) -> Option<ObservedResource> {
     let name = entry.node.clone()?;
     let mut r = resource(ResourceType::Node, name.clone(), name);

@@ -21,8 +21,8 @@ use reqwest::header::{AUTHORIZATION, HeaderValue};
 use serde::de::DeserializeOwned;
 
 pub use api::{
-    ClusterResource, ClusterStatus, Disk, Member, NodeStatus, NodeStorage, Task, Upid, Version,
-    ZfsPool,
+    ClusterResource, ClusterStatus, Disk, GuestCurrent, GuestKind, GuestRef, Member, NodeStatus,
+    NodeStorage, PowerAction, Task, Upid, Version, ZfsPool,
 };
 pub use tls::TlsMode;
 
@@ -281,14 +281,43 @@ impl Client {
 
     /// GET `path` (under `/api2/json`) and read its `data`.
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// POST `form` (`application/x-www-form-urlencoded`, as the API takes parameters) to
+    /// `path` and read its `data`. An API token needs no CSRF token.
+    pub async fn post<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        form: &[(&str, String)],
+    ) -> Result<T, Error> {
+        let body = serde_urlencoded::to_string(form).map_err(|e| Error::Url {
+            given: path.to_owned(),
+            why: format!("the parameters cannot be encoded ({e})"),
+        })?;
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        form: Option<String>,
+    ) -> Result<T, Error> {
         let url = self.url(path)?;
-        let response = self
+        let mut request = self
             .http
-            .get(url.clone())
-            .header(AUTHORIZATION, self.auth.clone())
-            .send()
-            .await
-            .map_err(|e| self.transport(&e))?;
+            .request(method, url)
+            .header(AUTHORIZATION, self.auth.clone());
+        if let Some(form) = form {
+            request = request
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(form);
+        }
+        let response = request.send().await.map_err(|e| self.transport(&e))?;
         let status = response.status();
         let reason = status.canonical_reason().unwrap_or("").to_owned();
         let body = read_capped(response)
@@ -422,6 +451,36 @@ impl Client {
         .await
     }
 
+    /// Asks for a power action on a guest (`POST /nodes/{node}/{qemu|lxc}/{vmid}/status/{action}`)
+    /// and returns the task it started. `timeout` (seconds) bounds a shutdown or reboot on the
+    /// Proxmox side; a shutdown is never turned into a hard stop (`forceStop` is not sent).
+    pub async fn guest_power(
+        &self,
+        guest: &GuestRef,
+        action: PowerAction,
+        timeout: Option<u32>,
+    ) -> Result<Upid, Error> {
+        let path = format!("{}/status/{}", guest.path()?, action.as_str());
+        let mut form = Vec::new();
+        if let (Some(timeout), PowerAction::Shutdown | PowerAction::Reboot) = (timeout, action) {
+            form.push(("timeout", timeout.to_string()));
+        }
+        let raw: String = self.post(&path, &form).await?;
+        Upid::parse(&raw).ok_or_else(|| Error::Decode {
+            path,
+            cause: format!(
+                "the answer is not a task id (UPID): {:?}",
+                raw.chars().take(120).collect::<String>()
+            ),
+        })
+    }
+
+    /// A guest's own current status (`GET /nodes/{node}/{qemu|lxc}/{vmid}/status/current`),
+    /// read fresh from the node that runs it.
+    pub async fn guest_current(&self, guest: &GuestRef) -> Result<api::GuestCurrent, Error> {
+        self.get(&format!("{}/status/current", guest.path()?)).await
+    }
+
     /// The token's effective privileges per path.
     pub async fn permissions(&self) -> Result<api::Permissions, Error> {
         self.get("access/permissions").await
@@ -524,7 +583,7 @@ struct Envelope<T> {
 
 /// A path segment, percent-encoded; node names and UPIDs never hold '/', so one that does is
 /// refused rather than sent somewhere else.
-fn segment(value: &str) -> Result<String, Error> {
+pub(crate) fn segment(value: &str) -> Result<String, Error> {
     if value.is_empty() || value.contains('/') || value.contains("..") {
         return Err(Error::Url {
             given: value.chars().take(128).collect(),

@@ -624,6 +624,9 @@ pub struct ScannedResource {
     pub metrics: BTreeMap<String, f64>,
     /// The operator has the resource in an active maintenance window.
     pub in_maintenance: bool,
+    /// When Pulse last completed a `guest.shutdown` or `guest.stop` of this guest (now, while
+    /// one is executing: a guest read stopped before its receipt arrives was stopped by it).
+    pub stopped_by_action_at: Option<DateTime<Utc>>,
 }
 
 /// The resources of `agent_ids` with their agent's status and latest rule metrics, in two
@@ -641,7 +644,15 @@ pub async fn scan_agents(
             "SELECT r.id, r.resource_type, r.status, r.health, r.restart_count, r.details,
                     r.observed_at, r.received_at, a.status,
                     coalesce(o.maintenance_ends_at > now()
-                             AND coalesce(o.maintenance_starts_at, '-infinity') <= now(), false)
+                             AND coalesce(o.maintenance_starts_at, '-infinity') <= now(), false),
+                    CASE WHEN r.resource_type IN ('vm', 'system-container') THEN
+                        (SELECT max(CASE WHEN ac.state = 'executing' THEN now()
+                                         ELSE ac.updated_at END)
+                         FROM actions ac
+                         WHERE ac.tenant_id = r.tenant_id AND ac.resource_id = r.id
+                           AND ac.state IN ('executing', 'completed')
+                           AND ac.capability IN ('guest.shutdown', 'guest.stop'))
+                    END
              FROM resources r
              LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.id = r.agent_id
              LEFT JOIN resource_operator_state o
@@ -668,6 +679,7 @@ pub async fn scan_agents(
                 agent_online: row.get::<_, Option<String>>(8).map(|s| s == "online"),
                 metrics: BTreeMap::new(),
                 in_maintenance: row.get(9),
+                stopped_by_action_at: row.get(10),
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
@@ -767,6 +779,7 @@ pub fn observation(resource: &ScannedResource) -> ResourceObservation {
         obs.agent_online = resource.agent_online;
     }
     obs.in_maintenance = resource.in_maintenance;
+    obs.stopped_by_action_at = resource.stopped_by_action_at;
     platform_readings(&mut obs, resource);
     obs
 }
@@ -835,6 +848,7 @@ mod tests {
             agent_online: Some(true),
             metrics: BTreeMap::new(),
             in_maintenance: false,
+            stopped_by_action_at: None,
         }
     }
 

@@ -65,6 +65,8 @@ pub struct NewConnection {
     pub tls: StoredTls,
     /// How often the connector reads it (10 s to 1 h).
     pub cadence: std::time::Duration,
+    /// Whether guest power actions may run on its guests.
+    pub guest_actions: bool,
     /// The check made before it was stored.
     pub observed: Observation,
 }
@@ -89,6 +91,8 @@ pub struct Connection {
     pub updated_at: DateTime<Utc>,
     /// How often the connector reads it.
     pub cadence: std::time::Duration,
+    /// Whether guest power actions may be planned for and run on its guests (off by default).
+    pub guest_actions: bool,
 }
 
 impl Connection {
@@ -100,7 +104,7 @@ impl Connection {
 
 const COLUMNS: &str = "id, kind, name, url, token_id, tls_mode, fingerprint, ca_pem, state, \
      state_code, state_cause, presented_fingerprint, version, checked_at, created_by, created_at, \
-     updated_at, cadence_seconds";
+     updated_at, cadence_seconds, guest_actions";
 
 fn aad(tenant: &str, id: Uuid) -> Vec<u8> {
     format!("pulse-connection|{tenant}|{id}").into_bytes()
@@ -145,6 +149,7 @@ fn from_row(row: &Row) -> Result<Connection, StoreError> {
         cadence: std::time::Duration::from_secs(
             u64::try_from(row.try_get::<_, i32>(17)?).unwrap_or(30),
         ),
+        guest_actions: row.try_get(18)?,
     })
 }
 
@@ -186,9 +191,10 @@ pub async fn insert(
                 "INSERT INTO connections
                      (tenant_id, id, kind, name, url, token_id, secret_sealed, secret_nonce,
                       key_id, tls_mode, fingerprint, ca_pem, state, state_code, state_cause,
-                      presented_fingerprint, version, checked_at, created_by, cadence_seconds)
+                      presented_fingerprint, version, checked_at, created_by, cadence_seconds,
+                      guest_actions)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-                         $17, $18, $19, $20)
+                         $17, $18, $19, $20, $21)
                  ON CONFLICT (tenant_id, kind, name) DO NOTHING
                  RETURNING {COLUMNS}"
             ),
@@ -213,6 +219,7 @@ pub async fn insert(
                 &o.at,
                 &actor,
                 &i32::try_from(new.cadence.as_secs()).unwrap_or(i32::MAX),
+                &new.guest_actions,
             ],
         )
         .await?;
@@ -239,11 +246,74 @@ pub async fn insert(
                 "fingerprint": fingerprint,
                 "state": o.state.as_str(),
                 "cadence_seconds": new.cadence.as_secs(),
+                "guest_actions": new.guest_actions,
             }),
         },
     )
     .await?;
     Ok(stored)
+}
+
+/// Turns guest power actions on or off for connection `id`, audited as
+/// `connection.guest_actions_changed`; the connection as it is now, `None` when there is none.
+pub async fn set_guest_actions(
+    tx: &TenantTx,
+    id: Uuid,
+    enabled: bool,
+    actor: &str,
+) -> Result<Option<Connection>, StoreError> {
+    let Some(row) = tx
+        .client()
+        .query_opt(
+            &format!(
+                "UPDATE connections SET guest_actions = $2, updated_at = now()
+                 WHERE id = $1 RETURNING {COLUMNS}"
+            ),
+            &[&id, &enabled],
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let connection = from_row(&row)?;
+    audit::append(
+        tx,
+        &AuditEntry {
+            actor: actor.to_owned(),
+            kind: "connection.guest_actions_changed".to_owned(),
+            subject: id.to_string(),
+            payload: json!({
+                "kind": connection.kind.as_str(),
+                "name": connection.name,
+                "guest_actions": enabled,
+            }),
+        },
+    )
+    .await?;
+    Ok(Some(connection))
+}
+
+/// The connection whose connector reports as `agent_id` (`pve.<name>`, `pbs.<name>`); `None`
+/// for a host agent's id or a removed connection.
+pub async fn by_agent_id(tx: &TenantTx, agent_id: &str) -> Result<Option<Connection>, StoreError> {
+    let Some((kind, name)) = pulse_domain::connection::ConnectionKind::ALL
+        .iter()
+        .find_map(|kind| {
+            agent_id
+                .strip_prefix(kind.agent_prefix())
+                .map(|name| (*kind, name))
+        })
+    else {
+        return Ok(None);
+    };
+    let row = tx
+        .client()
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM connections WHERE kind = $1 AND name = $2"),
+            &[&kind.as_str(), &name],
+        )
+        .await?;
+    row.as_ref().map(from_row).transpose()
 }
 
 /// Every connection of the tenant, by kind and name.
@@ -499,7 +569,14 @@ pub async fn agent_token(
         tx,
         crate::tokens::NewToken {
             name: format!("connector {agent_id}"),
-            scopes: [pulse_domain::Scope::AgentReport].into_iter().collect(),
+            // `agent:exec` lets the relay forward commands to the session; whether one runs is
+            // the connection's `guest_actions` switch.
+            scopes: [
+                pulse_domain::Scope::AgentReport,
+                pulse_domain::Scope::AgentExec,
+            ]
+            .into_iter()
+            .collect(),
             expires_at: None,
             created_by: None,
         },

@@ -8,6 +8,7 @@ pub mod audit;
 pub mod bootstrap;
 pub mod chat;
 pub mod connections;
+pub mod connector_commands;
 pub mod cost_ledger;
 mod error;
 pub mod findings;

@@ -154,6 +154,7 @@ fn body_for(name: &str, ids: &Ids, target: &str) -> Option<Value> {
         "undo_assistant_turn" | "redo_assistant_turn" => json!({"expected_prompt": "none"}),
         "steer_assistant_turn" => json!({"text": "focus on disks"}),
         "test_ai_provider" => json!({"model": "gpt-contract"}),
+        "set_connection_guest_actions" => json!({"enabled": false}),
         "add_connection" | "test_connection" => json!({
             "kind": "proxmox-ve", "url": ids.pve_url, "name": "contract",
             "token_id": PVE_TOKEN, "token_secret": PVE_SECRET, "fingerprint": ids.pve_fingerprint

@@ -318,14 +318,38 @@ async fn connections_are_checked_before_they_are_stored_and_their_secret_never_c
         "the default cadence is shown: {listed}"
     );
     assert!(!listed.contains(SECRET) && !out.contains(SECRET));
+    assert!(
+        out.contains("guest actions off"),
+        "off unless asked for: {out}"
+    );
 
-    // A connection that can no longer be read is a readiness warning that names it: Patrol
-    // still runs, but gives no all-clear for what it cannot see.
+    // Guest power actions are switched per connection, by an admin only.
     let cli_id = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("id"))
         .map(|id| id.trim().to_owned())
         .unwrap_or_default();
+    let switched = cli
+        .ok(&admin, &["connections", "guest-actions", &cli_id, "on"])
+        .await?;
+    assert!(switched.contains("guest actions on"), "{switched}");
+    let output = cli
+        .fails(
+            &reader,
+            &["connections", "guest-actions", &cli_id, "off"],
+            2,
+        )
+        .await?;
+    assert!(
+        stderr(&output).contains("missing_scope"),
+        "{}",
+        stderr(&output)
+    );
+    let (_, shown) = get(&gw, &format!("/api/connections/{cli_id}"), &reader).await?;
+    assert_eq!(shown["guest_actions"], true, "{shown}");
+
+    // A connection that can no longer be read is a readiness warning that names it: Patrol
+    // still runs, but gives no all-clear for what it cannot see.
     pve.command(json!({"op": "revoke_token", "tokenid": TOKEN}))
         .await?;
     let (_, check) = post(

@@ -52,23 +52,31 @@ fn spec() -> Value {
 
 /// A connector replica on the stack's database, prefix and master key, claiming every 200 ms.
 async fn connector(stack: &AgentStack, label: &str) -> anyhow::Result<(ServiceProcess, String)> {
-    let dir = scratch_dir(label)?;
-    start_backend(
-        &stack.gateway,
-        "pulse-connector",
-        &dir,
-        [
-            (
-                "PULSE_CONNECTOR__RELAY_URL".to_owned(),
-                stack.relay_url.clone(),
-            ),
-            (
-                "PULSE_CONNECTOR__CLAIM_EVERY_MS".to_owned(),
-                "200".to_owned(),
-            ),
-        ],
-    )
-    .await
+    connector_with(stack, &scratch_dir(label)?, &[]).await
+}
+
+/// [`connector`] in `dir`, with `extra` settings.
+async fn connector_with(
+    stack: &AgentStack,
+    dir: &std::path::Path,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<(ServiceProcess, String)> {
+    let mut env = vec![
+        (
+            "PULSE_CONNECTOR__RELAY_URL".to_owned(),
+            stack.relay_url.clone(),
+        ),
+        (
+            "PULSE_CONNECTOR__CLAIM_EVERY_MS".to_owned(),
+            "200".to_owned(),
+        ),
+    ];
+    env.extend(
+        extra
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+    );
+    start_backend(&stack.gateway, "pulse-connector", dir, env).await
 }
 
 /// Adds connection `lab` on `pve`, read every 10 s; its id.
@@ -411,6 +419,332 @@ async fn a_guest_that_stopped_becomes_a_finding_in_a_patrol_run() -> anyhow::Res
     assert!(
         run.new_findings >= 1,
         "the run recorded the guest's finding: {run:?}"
+    );
+    Ok(())
+}
+
+/// A plan of `capability` on guest `vmid` of connection `lab`.
+fn guest_plan(capability: &str, vmid: u32) -> pulse_api::actions::PlanBody {
+    pulse_api::actions::PlanBody {
+        resource_id: format!("vm:pve.lab:{vmid}"),
+        capability: capability.to_owned(),
+        params: json!({"target": vmid.to_string()}),
+        reason: format!("guest {vmid} needs {capability}"),
+        severity: pulse_domain::action::Severity::Warning,
+        approval_floor: None,
+        finding_id: None,
+    }
+}
+
+/// The receipt's classified reason of a failed action.
+fn failure(action: &pulse_api::actions::ActionView) -> String {
+    let result = action.result.clone().unwrap_or_default();
+    result["reason"]
+        .as_str()
+        .or_else(|| result["error"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The fake's task log: (type, id, exit status) of each task.
+async fn tasks(pve: &mut FakePve) -> anyhow::Result<Vec<(String, String, String)>> {
+    let data = pve.command(json!({"op": "tasks"})).await?;
+    Ok(data
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|t| {
+            (
+                t["type"].as_str().unwrap_or_default().to_owned(),
+                t["id"].as_str().unwrap_or_default().to_owned(),
+                t["exitstatus"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect())
+}
+
+#[tokio::test]
+async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_verified()
+-> anyhow::Result<()> {
+    use pulse_api::actions::DecisionOutcome;
+    use pulse_domain::action::{ActionState, Verification};
+    use pulse_domain::ai_settings::AutonomyLevel;
+    use pulse_domain::{Scope, TenantId};
+    use pulse_test_support::action_api::{
+        action_in_state, decision, plan_pending, set_autonomy_level, user_token,
+    };
+    use pulse_test_support::action_broker::TestActionBroker;
+    use pulse_test_support::verifier::TestVerifier;
+
+    // One PVE second is one second: tasks run in the background and take their time, as on a
+    // real cluster.
+    let mut pve = FakePve::start(
+        tmp(),
+        &json!({
+            "tokens": { TOKEN: SECRET },
+            "time_scale": 1.0,
+            "nodes": [{"name": "pve1"}, {"name": "pve2"}],
+            "grants": [{"user": TOKEN, "path": "/",
+                        "privs": ["Sys.Audit", "VM.Audit", "Datastore.Audit", "VM.PowerMgmt"]}],
+            "guests": [
+                {"vmid": 100, "name": "web", "status": "running", "shutdown_secs": 600},
+                {"vmid": 102, "name": "app", "node": "pve2", "status": "stopped", "start_secs": 1},
+                {"vmid": 103, "name": "files", "status": "running", "lock": "backup"},
+                {"vmid": 104, "name": "mail", "status": "stopped"}
+            ]
+        }),
+    )
+    .await?;
+    let stack = AgentStack::start(&[("PULSE_RELAY__REQUEST_TIMEOUT_MS", "10000")]).await?;
+    let id = add_lab(&stack, &pve).await?;
+    let dir = scratch_dir("guest-actions")?;
+    // A guest's OS gets 3 s to shut down.
+    let (_connector, _) = connector_with(
+        &stack,
+        &dir,
+        &[("PULSE_CONNECTOR__SHUTDOWN_TIMEOUT_SECONDS", "3")],
+    )
+    .await?;
+    let _broker = TestActionBroker::start(
+        &stack.gateway,
+        &dir.join("broker"),
+        &[
+            ("PULSE_VERIFY__POSTCONDITION_WAIT_MS", "30000"),
+            ("PULSE_RELAY__REQUEST_TIMEOUT_MS", "10000"),
+        ],
+    )
+    .await?;
+    let _verifier = TestVerifier::start_with_postcondition_timing(
+        &stack.gateway,
+        &dir.join("verifier"),
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        &[],
+    )
+    .await?;
+    let _scheduler = pulse_test_support::scheduler::TestScheduler::start(
+        &stack.gateway,
+        &dir.join("scheduler"),
+        &[("PULSE_ALERTS__TICK_MS", "200")],
+    )
+    .await?;
+    set_autonomy_level(&stack.gateway, AutonomyLevel::Approval).await?;
+    let tenant = TenantId::default_tenant();
+    let store = stack.gateway.db.store();
+    let planner = user_token(
+        store,
+        &tenant,
+        Some("planner"),
+        &[Scope::ActionsPlan, Scope::MonitoringRead],
+    )
+    .await?;
+    let alice = user_token(
+        store,
+        &tenant,
+        Some("alice"),
+        &[
+            Scope::ActionsApprove,
+            Scope::ActionsExecute,
+            Scope::MonitoringRead,
+        ],
+    )
+    .await?;
+    let admin = stack.gateway.admin_token.clone();
+    wait::until(WITHIN, "the guests in the inventory", || async {
+        let list = stack.resources(&admin).await.ok()?;
+        (list
+            .iter()
+            .filter(|r| r.resource_type == ResourceType::Vm)
+            .count()
+            == 4)
+            .then_some(())
+    })
+    .await?;
+
+    // Off by default: the catalogue offers nothing and a plan is refused with what to do.
+    let (status, offered) = stack
+        .gateway
+        .admin_json(
+            Method::GET,
+            "/api/agent/resource-capabilities/vm:pve.lab:102",
+            None,
+        )
+        .await?;
+    assert_eq!(status, 200, "{offered}");
+    assert_eq!(offered["capabilities"], json!([]), "{offered}");
+    let refused = stack
+        .gateway
+        .client_as(&planner)?
+        .plan_action(&guest_plan("guest.start", 102))
+        .await
+        .expect_err("guest actions are off");
+    let refused = refused.to_string();
+    assert!(
+        refused.contains("invalid_action_request") && refused.contains("guest-actions"),
+        "{refused}"
+    );
+
+    // Turned on: four capabilities, each needing a human, guest.stop the riskiest.
+    let (status, switched) = stack
+        .gateway
+        .admin_json(
+            Method::PUT,
+            &format!("/api/connections/{id}/guest-actions"),
+            Some(json!({"enabled": true})),
+        )
+        .await?;
+    assert_eq!(
+        (status, &switched["guest_actions"]),
+        (200, &json!(true)),
+        "{switched}"
+    );
+    let (_, offered) = stack
+        .gateway
+        .admin_json(
+            Method::GET,
+            "/api/agent/resource-capabilities/vm:pve.lab:102",
+            None,
+        )
+        .await?;
+    let entries = offered["capabilities"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names: Vec<&str> = entries.iter().filter_map(|e| e["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "guest.start",
+            "guest.shutdown",
+            "guest.reboot",
+            "guest.stop"
+        ]
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["approval_floor"] == "admin" && e["auto_approval_eligible"] == false)
+    );
+    assert_eq!(entries[3]["risk_level"], "high", "{offered}");
+
+    let gw = &stack.gateway;
+    let approve = |action: String| {
+        let alice = alice.clone();
+        async move {
+            gw.client_as(&alice)?
+                .decide_action(
+                    &action,
+                    &decision(DecisionOutcome::Approved, "checked the guest"),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("approve: {e}"))
+        }
+    };
+    let settle = Duration::from_secs(90);
+
+    // An approved start runs, waits for its task and is verified on a fresh read of the guest.
+    let start = plan_pending(gw, &planner, &guest_plan("guest.start", 102)).await?;
+    approve(start.clone()).await?;
+    let started = action_in_state(gw, &start, &alice, ActionState::Completed, settle).await?;
+    assert_eq!(
+        started.verification,
+        Some(Verification::Verified),
+        "{started:?}"
+    );
+    let result = started.result.clone().unwrap_or_default();
+    assert!(
+        result["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("UPID:pve2:"),
+        "the receipt names the task: {result}"
+    );
+    assert_eq!(result["exit_status"], 0, "{result}");
+    assert!(
+        tasks(&mut pve)
+            .await?
+            .contains(&("qmstart".into(), "102".into(), "OK".into())),
+        "the start ran as one task"
+    );
+
+    // A locked guest is refused with its cause, and nothing is asked of Proxmox.
+    let locked = plan_pending(gw, &planner, &guest_plan("guest.shutdown", 103)).await?;
+    approve(locked.clone()).await?;
+    let refused = action_in_state(gw, &locked, &alice, ActionState::Failed, settle).await?;
+    let reason = failure(&refused);
+    assert!(
+        reason.starts_with("guest_locked: guest 103 is locked (backup)"),
+        "{reason}"
+    );
+    assert!(
+        !tasks(&mut pve).await?.iter().any(|(_, id, _)| id == "103"),
+        "no task was started for the locked guest"
+    );
+
+    // A shutdown the guest's OS does not finish within the timeout fails as such; the guest is
+    // not forced off.
+    let slow = plan_pending(gw, &planner, &guest_plan("guest.shutdown", 100)).await?;
+    approve(slow.clone()).await?;
+    let timed_out = action_in_state(gw, &slow, &alice, ActionState::Failed, settle).await?;
+    let reason = failure(&timed_out);
+    assert!(
+        reason.starts_with("shutdown_timeout:") && reason.contains("within 3 s"),
+        "{reason}"
+    );
+    let list = stack.resources(&admin).await?;
+    let web = list.iter().find(|r| r.id.as_str() == "vm:pve.lab:100");
+    assert_eq!(
+        web.map(|r| r.status),
+        Some(ResourceStatus::Running),
+        "not forced off"
+    );
+
+    // An approved power-off is verified on a fresh read, and the stop it made is no fault:
+    // `guest_stopped` fires for a guest stopped behind Pulse's back, not for this one.
+    let stop = plan_pending(gw, &planner, &guest_plan("guest.stop", 102)).await?;
+    approve(stop.clone()).await?;
+    let stopped = action_in_state(gw, &stop, &alice, ActionState::Completed, settle).await?;
+    assert_eq!(
+        stopped.verification,
+        Some(Verification::Verified),
+        "{stopped:?}"
+    );
+    pve.command(json!({"op": "set_status", "vmid": 100, "status": "stopped"}))
+        .await?;
+    wait_firing(&stack, "guest_stopped", "vm:pve.lab:100").await?;
+    let alerts = firing(&stack).await.unwrap_or_default();
+    assert!(
+        !alerts.contains(&("guest_stopped".to_owned(), "vm:pve.lab:102".to_owned())),
+        "stopped by an approved action: {alerts:?}"
+    );
+
+    // Without quorum nothing is started: one refusal with its cause, not a retry.
+    pve.command(json!({"op": "lose_quorum"})).await?;
+    let no_quorum = plan_pending(gw, &planner, &guest_plan("guest.start", 104)).await?;
+    approve(no_quorum.clone()).await?;
+    let refused = action_in_state(gw, &no_quorum, &alice, ActionState::Failed, settle).await?;
+    let reason = failure(&refused);
+    assert!(reason.starts_with("no_quorum:"), "{reason}");
+    assert!(
+        !tasks(&mut pve).await?.iter().any(|(_, id, _)| id == "104"),
+        "no task was started without quorum"
+    );
+    let (finished, recorded) = stack
+        .gateway
+        .db
+        .owner_client()
+        .await?
+        .query_one(
+            "SELECT count(*) FILTER (WHERE state = 'finished'), count(*) FROM connector_commands",
+            &[],
+        )
+        .await
+        .map(|row| (row.get::<_, i64>(0), row.get::<_, i64>(1)))?;
+    assert_eq!(
+        (finished, recorded),
+        (5, 5),
+        "each action was recorded once in the command log, with its receipt"
     );
     Ok(())
 }

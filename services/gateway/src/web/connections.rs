@@ -1,6 +1,7 @@
 //! The Settings page's connections panel: the Proxmox VE clusters and Proxmox Backup Servers
 //! Pulse reads, each with its state and what to fix; a form that checks, then adds one (the
-//! token secret is write-only); per connection, check again and remove. The API's handlers do
+//! token secret is write-only); per connection, check again, turn guest actions on or off, and
+//! remove. The API's handlers do
 //! the work (`crate::connections`), so the page refuses what the API refuses, with its codes.
 
 use std::collections::HashMap;
@@ -32,7 +33,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                 Ok(list) if list.connections.is_empty() => p class="hint" id="no-connections" { "No connection yet." }
                 Ok(list) => div class="table-wrap" {
                     table id="connection-list" {
-                        thead { tr { th { "Name" } th { "Kind" } th { "State" } th { "URL" } th { "Read every" } th { "Checked" } th { "Cause" } @if admin { th { "" } } } }
+                        thead { tr { th { "Name" } th { "Kind" } th { "State" } th { "URL" } th { "Read every" } th { "Guest actions" } th { "Checked" } th { "Cause" } @if admin { th { "" } } } }
                         tbody {
                             @for c in &list.connections {
                                 tr data-connection=(c.name) {
@@ -41,6 +42,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                                     td { (badge(c.state.as_str())) }
                                     td { code { (c.url) } }
                                     td { (c.cadence_seconds) " s" }
+                                    td class="guest-actions" { @if c.guest_actions { "on" } @else { "off" } }
                                     td { (at_opt(c.checked_at.as_ref())) }
                                     td {
                                         (shown(c.state_cause.as_deref()))
@@ -53,6 +55,11 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                                             form method="post" action=(format!("/settings/connections/{}/check", c.id)) class="inline" {
                                                 (csrf(user))
                                                 button type="submit" class="secondary" { "Check again" }
+                                            }
+                                            form method="post" action=(format!("/settings/connections/{}/guest-actions", c.id)) class="inline" {
+                                                (csrf(user))
+                                                input type="hidden" name="enabled" value=(if c.guest_actions { "no" } else { "yes" });
+                                                button type="submit" class="secondary" { @if c.guest_actions { "Turn guest actions off" } @else { "Turn guest actions on" } }
                                             }
                                             form method="post" action=(format!("/settings/connections/{}/remove", c.id)) class="inline" {
                                                 (csrf(user))
@@ -79,6 +86,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                     label { "or the CA's certificates (PEM) " textarea name="ca_pem" rows="3" {} }
                     label { input type="checkbox" name="public_ca" value="yes"; " or a publicly signed certificate" }
                     label { "Read every (seconds) " input type="number" name="cadence_seconds" min="10" max="3600" placeholder="30"; }
+                    label { input type="checkbox" name="guest_actions" value="yes"; " Allow guest power actions (start, shut down, reboot, stop), each with a human approval; the token needs VM.PowerMgmt" }
                     button type="submit" { "Check and add" }
                 }
             }
@@ -122,6 +130,7 @@ fn body(form: &HashMap<String, String>) -> Result<ConnectionBody, ApiError> {
                 })
             })
             .transpose()?,
+        guest_actions: form.get("guest_actions").map(String::as_str) == Some("yes"),
     })
 }
 
@@ -167,6 +176,29 @@ pub async fn check(
             "Checked: {}{}",
             check.state.as_str(),
             check.cause.map(|c| format!(" ({c})")).unwrap_or_default()
+        )),
+        Err(error) => Flash::error(&error),
+    };
+    redirect_with(&user.headers, BACK, flash)
+}
+
+pub async fn guest_actions(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    form: CsrfForm<HashMap<String, String>>,
+) -> Response {
+    let CsrfForm { user, form } = form;
+    let enabled = form.get("enabled").map(String::as_str) == Some("yes");
+    let switched = async {
+        let auth = user.authorized::<AdminScope>()?;
+        crate::connections::set_guest_actions(&state, &auth, id(&raw)?, enabled).await
+    }
+    .await;
+    let flash = match switched {
+        Ok(c) => Flash::ok(format!(
+            "Guest actions are {} for {}.",
+            if c.guest_actions { "on" } else { "off" },
+            c.name
         )),
         Err(error) => Flash::error(&error),
     };

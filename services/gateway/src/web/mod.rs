@@ -58,6 +58,7 @@ pub const FORM_ROUTES: &[&str] = &[
     "/settings/test",
     "/settings/connections",
     "/settings/connections/{id}/check",
+    "/settings/connections/{id}/guest-actions",
     "/settings/connections/{id}/remove",
     "/chat/send",
     "/chat/{id}/stop",
@@ -90,6 +91,10 @@ pub fn routes() -> Router<AppState> {
         .route("/settings/test", post(settings::test))
         .route("/settings/connections", post(connections::add))
         .route("/settings/connections/{id}/check", post(connections::check))
+        .route(
+            "/settings/connections/{id}/guest-actions",
+            post(connections::guest_actions),
+        )
         .route(
             "/settings/connections/{id}/remove",
             post(connections::remove),

@@ -317,6 +317,7 @@ mod tests {
             sensitive_params: Vec::new(),
             approval_floor: ApprovalFloor::None,
             auto_approval_eligible: true,
+            risk_level: Default::default(),
         };
         ActionCapabilitiesReply {
             resource_id: "service:h1:web".to_owned(),

@@ -8,7 +8,7 @@ pub mod policy;
 pub mod state;
 pub mod verification;
 
-pub use capability::Capability;
+pub use capability::{Capability, RiskLevel};
 pub use fix_outcome::{FixOutcome, apply_fix_outcome};
 pub use plan::{
     ActionPlan, ApprovalFloor, MAX_PARAMS_BYTES, MAX_REASON_CHARS, PlanError, PlanIdentity,

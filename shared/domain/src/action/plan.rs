@@ -60,10 +60,16 @@ impl ApprovalFloor {
         Self::ALL.into_iter().find(|f| f.as_str() == text)
     }
 
-    /// The least floor of a capability: stopping something needs a human.
+    /// The least floor of a capability: stopping something needs a human, and so does every
+    /// power action on a Proxmox guest (a VM carries more than one supervised service).
     pub fn minimum_for(capability: Capability) -> Self {
         match capability {
-            Capability::ServiceStop | Capability::ContainerStop => ApprovalFloor::Admin,
+            Capability::ServiceStop
+            | Capability::ContainerStop
+            | Capability::GuestStart
+            | Capability::GuestShutdown
+            | Capability::GuestReboot
+            | Capability::GuestStop => ApprovalFloor::Admin,
             Capability::ServiceStart
             | Capability::ServiceRestart
             | Capability::ContainerStart
