@@ -330,7 +330,8 @@ fn rule_check(
         | AlertRule::QuorumLost
         | AlertRule::PoolDegraded
         | AlertRule::SmartFailure
-        | AlertRule::BackupFailed => false,
+        | AlertRule::BackupFailed
+        | AlertRule::BackupStale => false,
     };
     match reasons.band {
         Some(band) if has_reading => ResolutionCheck::still_present(band),

@@ -23,12 +23,15 @@
 //! | `smart_failure` | a physical disk's SMART self-assessment failed | critical | it passes |
 //! | `disk_wearout` | an SSD has used >= 90% of its rated endurance (warning), >= 95% (critical) | warning / critical | at or below 85% used |
 //! | `backup_failed` | a guest's latest backup task ended in error | warning | a later backup ends well |
+//! | `backup_stale` | a guest's latest successful backup ended more than 48 hours ago (templates never; not inside a maintenance window) | warning | a backup ends well within the window |
 //!
 //! Storage and ZFS pools fill up under `filesystem_usage` (their `used_percent`). A resource whose
 //! unhealthiness a specific rule explains (a pool's health, a disk's SMART result, a cluster's
 //! quorum) gets that rule's alert, not a second `unhealthy` one.
 //!
 //! A reading that is missing (`None`) never fires and never clears: no data is not good news.
+//! So a guest with no successful backup task in sight has no `backup_stale` alert: Pulse cannot
+//! tell a guest that is never backed up on purpose from one whose backups stopped.
 //! A change of level on a firing alert is a `level_changed` transition on the same alert, never a
 //! second alert. Boolean rules carry `value` 1 and `threshold` 1.
 
@@ -133,6 +136,10 @@ pub struct ResourceObservation {
     /// Whether a guest's latest backup task ended well (`None`: no backup task seen).
     #[serde(default)]
     pub last_backup_ok: Option<bool>,
+    /// When a guest's latest successful backup task (`OK` or with warnings) ended (`None`: none
+    /// seen).
+    #[serde(default)]
+    pub last_backup_ok_at: Option<DateTime<Utc>>,
     /// The operator has the resource in an active maintenance window: what stops during it
     /// was meant to.
     #[serde(default)]
@@ -171,6 +178,7 @@ impl ResourceObservation {
             smart_failed: None,
             wearout_remaining_pct: None,
             last_backup_ok: None,
+            last_backup_ok_at: None,
             in_maintenance: false,
             stopped_by_action_at: None,
             observed_at,
@@ -203,10 +211,11 @@ pub enum AlertRule {
     SmartFailure,
     DiskWearout,
     BackupFailed,
+    BackupStale,
 }
 
 impl AlertRule {
-    pub const ALL: [AlertRule; 14] = [
+    pub const ALL: [AlertRule; 15] = [
         Self::Unhealthy,
         Self::UnexpectedExit,
         Self::RestartLoop,
@@ -221,6 +230,7 @@ impl AlertRule {
         Self::SmartFailure,
         Self::DiskWearout,
         Self::BackupFailed,
+        Self::BackupStale,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -239,6 +249,7 @@ impl AlertRule {
             Self::SmartFailure => "smart_failure",
             Self::DiskWearout => "disk_wearout",
             Self::BackupFailed => "backup_failed",
+            Self::BackupStale => "backup_stale",
         }
     }
 }
@@ -351,6 +362,10 @@ pub struct AlertRuleConfig {
     pub wearout_warning_used_pct: f64,
     #[serde(default = "default_wearout_critical")]
     pub wearout_critical_used_pct: f64,
+    /// How old a guest's latest successful backup may be before `backup_stale` fires. 48 hours:
+    /// a daily backup that missed one run is still within it; two missed runs are not.
+    #[serde(default = "default_backup_max_age_hours")]
+    pub backup_max_age_hours: u32,
 }
 
 fn default_guest_lock_secs() -> i64 {
@@ -365,6 +380,10 @@ fn default_wearout_critical() -> f64 {
     95.0
 }
 
+fn default_backup_max_age_hours() -> u32 {
+    48
+}
+
 impl Default for AlertRuleConfig {
     fn default() -> Self {
         Self {
@@ -377,6 +396,7 @@ impl Default for AlertRuleConfig {
             guest_lock_secs: default_guest_lock_secs(),
             wearout_warning_used_pct: default_wearout_warning(),
             wearout_critical_used_pct: default_wearout_critical(),
+            backup_max_age_hours: default_backup_max_age_hours(),
         }
     }
 }
@@ -509,6 +529,7 @@ impl AlertRuleEngine {
                     observation.last_backup_ok.map(|ok| !ok),
                     AlertLevel::Warning,
                 ),
+                AlertRule::BackupStale => self.backup_stale_verdict(observation, now),
                 AlertRule::DiskWearout => self.threshold_verdict(
                     observation
                         .wearout_remaining_pct
@@ -554,6 +575,40 @@ impl AlertRuleEngine {
             Verdict::Keep {
                 value: Some(minutes.floor()),
             }
+        }
+    }
+
+    /// A guest whose latest successful backup is older than the window. No reading keeps (no
+    /// backup seen: never backed up on purpose, or its tasks are out of sight); a template is
+    /// never backed up by design; inside a maintenance window a missed backup was meant, so it
+    /// does not fire, though a new backup still clears.
+    fn backup_stale_verdict(
+        &self,
+        observation: &ResourceObservation,
+        now: DateTime<Utc>,
+    ) -> Verdict {
+        if !observation.is_guest() {
+            return Verdict::Keep { value: None };
+        }
+        if observation.template {
+            return Verdict::Clear;
+        }
+        let Some(ended) = observation.last_backup_ok_at else {
+            return Verdict::Keep { value: None };
+        };
+        let window = Duration::hours(i64::from(self.config.backup_max_age_hours));
+        let age = now - ended;
+        if age <= window {
+            return Verdict::Clear;
+        }
+        let hours = (age.num_seconds() / 3600) as f64;
+        if observation.in_maintenance {
+            return Verdict::Keep { value: Some(hours) };
+        }
+        Verdict::Fire {
+            level: AlertLevel::Warning,
+            value: hours,
+            threshold: f64::from(self.config.backup_max_age_hours),
         }
     }
 
@@ -798,6 +853,10 @@ fn message(
         ),
         AlertRule::SmartFailure => format!("{kind} {id} failed its SMART self-assessment"),
         AlertRule::BackupFailed => format!("the latest backup of {kind} {id} failed"),
+        AlertRule::BackupStale => format!(
+            "the latest successful backup of {kind} {id} ended {value} hours ago, beyond the \
+             {threshold}-hour window"
+        ),
         AlertRule::DiskWearout => format!(
             "{kind} {id} has used {value:.0}% of its rated endurance, at or above the {} \
              threshold of {threshold}%",
@@ -1543,6 +1602,122 @@ mod tests {
             ]
         );
         assert!(state.firing.is_empty());
+    }
+
+    /// A running guest observed at `at` whose latest successful backup ended at `ok_at`.
+    fn backed_up(at: i64, ok_at: Option<i64>) -> ResourceObservation {
+        ResourceObservation {
+            last_backup_ok: ok_at.map(|_| true),
+            last_backup_ok_at: ok_at.map(t),
+            ..guest(at, RunState::Running)
+        }
+    }
+
+    const HOUR: i64 = 3600;
+
+    #[test]
+    fn a_backup_older_than_the_window_fires_with_its_age_in_hours() {
+        let (state, seen) = run(&[backed_up(48 * HOUR, Some(0))]);
+        assert!(
+            seen.is_empty(),
+            "exactly 48 hours is within the window: {seen:?}"
+        );
+        assert!(state.firing.is_empty());
+        let (state, seen) = run(&[
+            backed_up(48 * HOUR + 1, Some(0)),
+            backed_up(50 * HOUR + 1800, Some(0)),
+        ]);
+        assert_eq!(seen, [("fired".into(), AlertRule::BackupStale, Warning)]);
+        let alert = &state.firing[&AlertRule::BackupStale];
+        assert_eq!((alert.value, alert.threshold), (50.0, 48.0));
+        assert_eq!(alert.key.as_str(), "vm:pve.lab:101:backup_stale");
+        assert_eq!(
+            alert.message,
+            "the latest successful backup of vm vm:pve.lab:101 ended 50 hours ago, beyond the \
+             48-hour window"
+        );
+        assert_eq!(level_of(&state, AlertRule::BackupFailed), None);
+    }
+
+    #[test]
+    fn a_stale_backup_clears_after_a_new_successful_backup() {
+        let (state, seen) = run(&[
+            backed_up(49 * HOUR, Some(0)),
+            backed_up(72 * HOUR, Some(0)),
+            backed_up(73 * HOUR, Some(72 * HOUR + 600)),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::BackupStale, Warning),
+                ("cleared".into(), AlertRule::BackupStale, Warning)
+            ]
+        );
+        assert!(state.firing.is_empty());
+    }
+
+    #[test]
+    fn no_backup_reading_neither_fires_nor_clears_a_stale_backup() {
+        let (state, seen) = run(&[backed_up(0, None), backed_up(1000 * HOUR, None)]);
+        assert!(
+            seen.is_empty(),
+            "never backed up, as far as Pulse can see: {seen:?}"
+        );
+        assert!(state.firing.is_empty());
+        let (state, seen) = run(&[backed_up(49 * HOUR, Some(0)), backed_up(50 * HOUR, None)]);
+        assert_eq!(seen, [("fired".into(), AlertRule::BackupStale, Warning)]);
+        assert_eq!(level_of(&state, AlertRule::BackupStale), Some(Warning));
+    }
+
+    #[test]
+    fn a_template_or_a_guest_in_maintenance_never_fires_backup_stale() {
+        let template = ResourceObservation {
+            template: true,
+            ..backed_up(100 * HOUR, Some(0))
+        };
+        let (state, seen) = run(&[template]);
+        assert!(seen.is_empty(), "template: {seen:?}");
+        assert!(state.firing.is_empty());
+        let maintained = |at, ok_at| ResourceObservation {
+            in_maintenance: true,
+            ..backed_up(at, ok_at)
+        };
+        let (_, seen) = run(&[maintained(100 * HOUR, Some(0))]);
+        assert!(seen.is_empty(), "maintenance: {seen:?}");
+        let (_, seen) = run(&[
+            backed_up(49 * HOUR, Some(0)),
+            maintained(60 * HOUR, Some(59 * HOUR)),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::BackupStale, Warning),
+                ("cleared".into(), AlertRule::BackupStale, Warning)
+            ],
+            "a backup inside a maintenance window still clears"
+        );
+        // Only guests are backed up by vzdump.
+        let node = ResourceObservation {
+            last_backup_ok_at: Some(t(0)),
+            ..ResourceObservation::new("node:pve.lab:pve1", ObservedResourceType::Node, t(0))
+        };
+        let (state, _) = AlertRuleEngine::default().evaluate(
+            &ResourceAlertState::default(),
+            &node,
+            t(100 * HOUR),
+        );
+        assert!(state.firing.is_empty());
+    }
+
+    #[test]
+    fn a_config_stored_before_backup_stale_reads_the_48_hour_window() {
+        let mut stored = serde_json::to_value(AlertRuleConfig::default()).unwrap();
+        stored
+            .as_object_mut()
+            .unwrap()
+            .remove("backup_max_age_hours");
+        let config: AlertRuleConfig = serde_json::from_value(stored).unwrap();
+        assert_eq!(config.backup_max_age_hours, 48);
     }
 
     #[test]

@@ -336,8 +336,9 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
     });
     resources.push(head);
 
-    // Recent tasks: each guest's latest backup (vzdump) with how it ended. A failure to read them
-    // is noted on the cluster, never the connection's failure.
+    // Recent tasks: each guest's latest backup (vzdump) with how it ended, and when its latest
+    // successful one ended. A failure to read them is noted on the cluster, never the
+    // connection's failure.
     let tasks = match client.cluster_tasks().await {
         Ok(tasks) => tasks,
         Err(e) => {
@@ -348,6 +349,7 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
         }
     };
     let backups = latest_backups(&tasks);
+    let successes = latest_successful_backups(&tasks);
 
     for entry in &entries {
         if entry.kind == "node" {
@@ -375,10 +377,16 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
             }
             resources.push(n);
         } else if let Some(mut g) = guest(entry) {
-            if let (Some(task), Some(details)) =
-                (backups.get(g.source_id.as_str()), g.details.as_object_mut())
-            {
-                details.insert("last_backup".into(), backup_summary(task));
+            if let Some(details) = g.details.as_object_mut() {
+                if let Some(task) = backups.get(g.source_id.as_str()) {
+                    details.insert("last_backup".into(), backup_summary(task));
+                }
+                if let Some(ended) = successes
+                    .get(g.source_id.as_str())
+                    .and_then(|ended| rfc3339(*ended))
+                {
+                    details.insert("last_backup_ok_at".into(), Value::String(ended));
+                }
             }
             resources.push(g);
         }
@@ -408,6 +416,30 @@ fn latest_backups(tasks: &[crate::Task]) -> BTreeMap<&str, &crate::Task> {
         }
     }
     latest
+}
+
+/// When each guest's (by VMID) newest successful backup task (`OK` or with warnings) ended, as
+/// Unix seconds. A task without an end time says nothing about when the backup was made.
+fn latest_successful_backups(tasks: &[crate::Task]) -> BTreeMap<&str, i64> {
+    let mut latest: BTreeMap<&str, i64> = BTreeMap::new();
+    for task in tasks {
+        let (Some("vzdump"), Some(id), Some(true), Some(ended)) = (
+            task.kind.as_deref(),
+            task.id.as_deref(),
+            task.ended_well(),
+            task.endtime,
+        ) else {
+            continue;
+        };
+        let newest = latest.entry(id).or_insert(ended);
+        *newest = (*newest).max(ended);
+    }
+    latest
+}
+
+fn rfc3339(unix_secs: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp(unix_secs, 0)
+        .map(|at| at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 fn backup_summary(task: &crate::Task) -> Value {
@@ -491,6 +523,16 @@ mod tests {
         assert_eq!(latest["100"].ended_well(), Some(false));
         assert_eq!(latest["101"].ended_well(), Some(true));
         assert_eq!(backup_summary(latest["100"])["exit_status"], "job errors");
+        // The latest successful one: 100's failed at 300, so its last good one ended at 260;
+        // 101's running task has not ended, so its one with warnings counts.
+        let ok_at = latest_successful_backups(&tasks);
+        assert_eq!(ok_at, BTreeMap::from([("100", 260), ("101", 160)]));
+        assert_eq!(
+            rfc3339(1_700_000_000).as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+        let failed_only = [task("102", 100, "job errors")];
+        assert!(latest_successful_backups(&failed_only).is_empty());
     }
 
     #[test]

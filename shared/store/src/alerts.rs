@@ -785,8 +785,8 @@ pub fn observation(resource: &ScannedResource) -> ResourceObservation {
 }
 
 /// The Proxmox readings the connector puts in a resource's details (`pulse_proxmox::inventory`):
-/// a guest's template flag and lock, a cluster's quorum, a node's membership, a ZFS pool's
-/// health, a disk's SMART result and wearout. Resources of other platforms have none.
+/// a guest's template flag, lock and latest backups, a cluster's quorum, a node's membership, a
+/// ZFS pool's health, a disk's SMART result and wearout. Resources of other platforms have none.
 fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) {
     let details = &resource.details;
     if details["platform"] != "proxmox-ve" {
@@ -809,6 +809,10 @@ fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) 
             obs.template = flag("template").unwrap_or(false);
             obs.lock = text("lock");
             obs.last_backup_ok = details["last_backup"]["ok"].as_bool();
+            obs.last_backup_ok_at = details["last_backup_ok_at"]
+                .as_str()
+                .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+                .map(|at| at.with_timezone(&Utc));
             // A guest's stop is not known to be asked for: Proxmox does not say who stopped it.
             obs.stop_requested = false;
         }
@@ -833,6 +837,7 @@ fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
     use serde_json::json;
 
     fn resource(kind: ResourceType, status: ResourceStatus, health: Health) -> ScannedResource {
@@ -870,6 +875,24 @@ mod tests {
             json!({"platform": "proxmox-ve", "last_backup": {"ok": false, "exit_status": "job errors"}}),
         ));
         assert_eq!(backed_up.last_backup_ok, Some(false));
+        assert_eq!(
+            backed_up.last_backup_ok_at, None,
+            "no successful backup seen"
+        );
+        let backed_up_once = observation(&pve(
+            ResourceType::SystemContainer,
+            json!({"platform": "proxmox-ve", "last_backup": {"ok": false},
+                   "last_backup_ok_at": "2024-03-01T02:10:00Z"}),
+        ));
+        assert_eq!(
+            backed_up_once.last_backup_ok_at,
+            Utc.with_ymd_and_hms(2024, 3, 1, 2, 10, 0).single()
+        );
+        let garbled = observation(&pve(
+            ResourceType::Vm,
+            json!({"platform": "proxmox-ve", "last_backup_ok_at": "yesterday"}),
+        ));
+        assert_eq!(garbled.last_backup_ok_at, None);
         assert!(
             !guest.stop_requested,
             "Proxmox does not say who stopped a guest"

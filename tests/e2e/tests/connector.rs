@@ -290,14 +290,16 @@ async fn wait_firing(stack: &AgentStack, rule: &str, resource: &str) -> anyhow::
 }
 
 /// What a cluster read turns into: the scheduler's alert floor fires the platform rules from
-/// the connector's reports, each with its own stable type, and a guest first seen stopped or a
-/// stopped template fires nothing.
+/// the connector's reports, each with its own stable type, and a guest first seen stopped, a
+/// stopped template or a guest backed up within its window fires nothing.
 #[tokio::test]
 async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
     let mut cluster = spec();
     cluster["guests"] = json!([
         {"vmid": 100, "name": "web", "status": "running"},
         {"vmid": 101, "name": "db", "node": "pve2", "status": "stopped"},
+        {"vmid": 102, "name": "mail", "status": "running"},
+        {"vmid": 103, "name": "dns", "status": "running"},
         {"vmid": 9000, "name": "debian-template", "status": "stopped", "template": true}
     ]);
     cluster["answers"]["/nodes/pve1/disks/list"] = json!([
@@ -307,7 +309,14 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
          "serial": "S5GXNF0N123456", "size": 1000204886016u64}
     ]);
     // The cluster's recent tasks as Proxmox lists them: guest 100's latest backup failed after an
-    // earlier one ended well; guest 101's only backup ended with warnings.
+    // earlier one ended well; guest 101's only backup ended with warnings; guest 102's only
+    // backup ended well in June 2024, long past the 48-hour window; guest 103's ended well an
+    // hour ago.
+    let an_hour_ago = chrono::Utc::now().timestamp() - 3600;
+    let fresh_upid = format!(
+        "UPID:pve1:0000A1B6:0001C3D8:{:08X}:vzdump:103:root@pam:",
+        an_hour_ago - 120
+    );
     cluster["answers"]["/cluster/tasks"] = json!([
         {"upid": "UPID:pve1:0000A1B2:0001C3D4:67540000:vzdump:100:root@pam:", "node": "pve1",
          "type": "vzdump", "id": "100", "user": "root@pam", "starttime": 1733558400u64,
@@ -317,7 +326,12 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
          "endtime": 1733644830u64, "status": "job errors"},
         {"upid": "UPID:pve2:0000A1B4:0001C3D6:67550010:vzdump:101:root@pam:", "node": "pve2",
          "type": "vzdump", "id": "101", "user": "root@pam", "starttime": 1733644816u64,
-         "endtime": 1733644900u64, "status": "WARNINGS: 1"}
+         "endtime": 1733644900u64, "status": "WARNINGS: 1"},
+        {"upid": "UPID:pve1:0000A1B5:0001C3D7:665A6480:vzdump:102:root@pam:", "node": "pve1",
+         "type": "vzdump", "id": "102", "user": "root@pam", "starttime": 1717200000u64,
+         "endtime": 1717200240u64, "status": "OK"},
+        {"upid": fresh_upid, "node": "pve1", "type": "vzdump", "id": "103", "user": "root@pam",
+         "starttime": an_hour_ago - 120, "endtime": an_hour_ago, "status": "OK"}
     ]);
     let mut pve = FakePve::start(tmp(), &cluster).await?;
     let stack = AgentStack::start(&[]).await?;
@@ -344,6 +358,7 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
     )
     .await?;
     wait_firing(&stack, "backup_failed", "vm:pve.lab:100").await?;
+    wait_firing(&stack, "backup_stale", "vm:pve.lab:102").await?;
     let now = firing(&stack).await.unwrap_or_default();
     assert!(
         !now.iter().any(|(rule, resource)| rule == "unhealthy"
@@ -351,6 +366,15 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
             || (rule == "backup_failed" && resource != "vm:pve.lab:100")),
         "a pool, disk or guest first seen stopped fires nothing else: {now:?}"
     );
+    // 103 is in the same read as 102: backed up an hour ago, within its window; the template
+    // has no backup to judge.
+    for quiet in ["vm:pve.lab:103", "vm:pve.lab:9000"] {
+        assert!(
+            !now.iter()
+                .any(|(rule, resource)| resource == quiet && rule == "backup_stale"),
+            "{quiet} is not stale: {now:?}"
+        );
+    }
 
     // A guest that was running stops; the cluster loses quorum and a node drops out.
     pve.command(json!({"op": "set_status", "vmid": 100, "status": "stopped"}))

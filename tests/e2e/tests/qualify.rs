@@ -22,6 +22,13 @@ const SUITE_WITHIN: Duration = Duration::from_secs(900);
 const RUN_WITHIN: Duration = Duration::from_secs(300);
 const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
 
+const PROXMOX_WATCH: [&str; 4] = [
+    "watch.backup-missing",
+    "watch.guest-stopped",
+    "watch.quorum-lost",
+    "watch.storage-near-full",
+];
+
 const WATCH: [&str; 7] = [
     "watch.correlated-dependency",
     "watch.existing-finding-reconfirmation",
@@ -80,6 +87,28 @@ fn assert_clean_teardown(report: &Value) {
     );
 }
 
+/// The resources Pulse lists under agents whose id starts with `agent_prefix`.
+async fn resources_of(stack: &QualifyStack, agent_prefix: &str) -> anyhow::Result<Vec<Value>> {
+    let resources: Value = reqwest::Client::new()
+        .get(format!("{}/api/resources", stack.gateway_url))
+        .bearer_auth(&stack.admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    Ok(resources["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| {
+            r["agent_id"]
+                .as_str()
+                .is_some_and(|a| a.starts_with(agent_prefix))
+        })
+        .cloned()
+        .collect())
+}
+
 fn lab_args(lab: &str) -> Vec<&str> {
     if lab == "docker" {
         vec!["--lab", "docker", "--docker-host", DOCKER_HOST]
@@ -127,23 +156,7 @@ async fn watch_track(stack: &QualifyStack, lab: &str) -> anyhow::Result<()> {
     }
     // Each lab host was forgotten at its teardown: none is left in Pulse's inventory to go
     // offline or to lengthen later runs' seeds.
-    let resources: Value = reqwest::Client::new()
-        .get(format!("{}/api/resources", stack.gateway_url))
-        .bearer_auth(&stack.admin_token)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let lab_hosts: Vec<&Value> = resources["resources"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| {
-            r["agent_id"]
-                .as_str()
-                .is_some_and(|a| a.starts_with("node-"))
-        })
-        .collect();
+    let lab_hosts = resources_of(stack, "node-").await?;
     assert!(lab_hosts.is_empty(), "{lab_hosts:?}");
     // The suite summary and each run's checksums are written.
     assert!(dir.join("suite.json").is_file() && dir.join("suite.md").is_file());
@@ -549,4 +562,72 @@ async fn live_runs_refuse_without_their_safety_flags() -> anyhow::Result<()> {
     let stopped = stack.stop().await;
     result?;
     stopped
+}
+
+/// The Proxmox lab: a fake cluster (fakepve) Pulse reads through a connection and its
+/// connector. Every scenario passes a diligent model, each run's connection is removed and its
+/// cluster forgotten, and the teardown leaves nothing behind.
+#[tokio::test]
+async fn the_watch_track_on_the_proxmox_lab_passes_a_diligent_model() -> anyhow::Result<()> {
+    let python =
+        pulse_test_support::fakepve::python(Path::new(env!("CARGO_TARGET_TMPDIR"))).await?;
+    let python = python.display().to_string();
+    let stack = QualifyStack::start("qualify-proxmox").await?;
+    let dir = artifacts("proxmox-diligent")?;
+    let dir_text = dir.display().to_string();
+    let output = stack
+        .run(
+            &[
+                "live-suite",
+                "--lab",
+                "proxmox",
+                "--fakepve-python",
+                &python,
+                "--qualification-track",
+                "watch",
+                "--repeat-profile",
+                "development",
+                "--model",
+                "sim:diligent",
+                "--authorize-live-faults",
+                "--artifacts",
+                &dir_text,
+            ],
+            SUITE_WITHIN,
+        )
+        .await?;
+    assert!(output.status.success(), "{}", describe(&output));
+    let runs = reports(&dir)?;
+    let ids: Vec<&str> = runs
+        .iter()
+        .filter_map(|(_, r)| r["manifest"]["id"].as_str())
+        .collect();
+    assert_eq!(ids, PROXMOX_WATCH.to_vec(), "{}", describe(&output));
+    for (path, report) in &runs {
+        assert_eq!(
+            report["score"]["passed"],
+            true,
+            "{}: {}",
+            path.display(),
+            report["score"]
+        );
+        assert_clean_teardown(report);
+    }
+    // Every run's connection was removed and its cluster forgotten.
+    let http = reqwest::Client::new();
+    let connections: Value = http
+        .get(format!("{}/api/connections", stack.gateway_url))
+        .bearer_auth(&stack.admin_token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    assert_eq!(
+        connections["connections"],
+        serde_json::json!([]),
+        "{connections}"
+    );
+    let left = resources_of(&stack, "pve.").await?;
+    assert!(left.is_empty(), "{left:?}");
+    stack.stop().await
 }

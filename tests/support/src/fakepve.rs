@@ -1,6 +1,6 @@
 //! `fakepve` (PyPI), a fake of the Proxmox VE API built from Proxmox's official API schema that
 //! this project did not write, served over TLS with a fresh self-signed certificate for one
-//! test. `tests/fakepve/serve.py` sets it up from a JSON spec and takes commands on stdin that
+//! test. `scenarios/proxmox/fakepve/serve.py` sets it up from a JSON spec and takes commands on stdin that
 //! inject what real clusters do (lost quorum, offline nodes, locked guests, failing calls).
 
 use std::path::{Path, PathBuf};
@@ -14,11 +14,29 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 
 use crate::python::venv_python;
 
-const REQUIREMENTS: &str = include_str!("../../fakepve/requirements.txt");
-const REQUIREMENTS_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fakepve/requirements.txt");
-const SERVE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fakepve/serve.py");
+const REQUIREMENTS: &str = include_str!("../../../scenarios/proxmox/fakepve/requirements.txt");
+const REQUIREMENTS_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scenarios/proxmox/fakepve/requirements.txt"
+);
+const SERVE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scenarios/proxmox/fakepve/serve.py"
+);
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Python with fakepve installed, in a venv under `venv_root` built once and reused (what
+/// `patrol-qualify --fakepve-python` takes for the Proxmox lab).
+pub async fn python(venv_root: &Path) -> anyhow::Result<PathBuf> {
+    venv_python(
+        &venv_root.join("fakepve"),
+        REQUIREMENTS,
+        Path::new(REQUIREMENTS_PATH),
+    )
+    .await
+    .context("fakepve could not be installed")
+}
 
 /// A running fake Proxmox VE API. Stopped when dropped.
 pub struct FakePve {
@@ -35,17 +53,11 @@ pub struct FakePve {
 }
 
 impl FakePve {
-    /// Starts the fake described by `spec` (see `tests/fakepve/serve.py`). `venv_root` is where
+    /// Starts the fake described by `spec` (see `scenarios/proxmox/fakepve/serve.py`). `venv_root` is where
     /// the venv with fakepve is built once and reused: a test passes its
     /// `env!("CARGO_TARGET_TMPDIR")`.
     pub async fn start(venv_root: &Path, spec: &Value) -> anyhow::Result<Self> {
-        let python = venv_python(
-            &venv_root.join("fakepve"),
-            REQUIREMENTS,
-            Path::new(REQUIREMENTS_PATH),
-        )
-        .await
-        .context("fakepve could not be installed")?;
+        let python = python(venv_root).await?;
         let dir = venv_root.join(format!(
             "fakepve-run-{}-{}",
             std::process::id(),
@@ -64,7 +76,7 @@ impl FakePve {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .context("start tests/fakepve/serve.py")?;
+            .context("start scenarios/proxmox/fakepve/serve.py")?;
         let stdin = child.stdin.take().context("fakepve stdin")?;
         let mut stdout = BufReader::new(child.stdout.take().context("fakepve stdout")?).lines();
         let line = tokio::time::timeout(START_TIMEOUT, stdout.next_line())

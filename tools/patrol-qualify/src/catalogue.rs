@@ -18,7 +18,7 @@ use crate::cli::{ListArgs, Outcome, Refusal, ValidateArgs};
 use crate::manifest::{LabDriver, Manifest, Track};
 
 /// The lab folders of a catalogue, in listing order.
-pub const LABS: [LabDriver; 2] = [LabDriver::Process, LabDriver::Docker];
+pub const LABS: [LabDriver; 3] = [LabDriver::Process, LabDriver::Docker, LabDriver::Proxmox];
 
 /// A loaded scenario.
 #[derive(Debug, Clone)]

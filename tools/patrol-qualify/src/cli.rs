@@ -70,6 +70,7 @@ pub struct ListArgs {
 pub enum LabDriverArg {
     Process,
     Docker,
+    Proxmox,
 }
 
 impl From<LabDriverArg> for LabDriver {
@@ -77,6 +78,7 @@ impl From<LabDriverArg> for LabDriver {
         match value {
             LabDriverArg::Process => LabDriver::Process,
             LabDriverArg::Docker => LabDriver::Docker,
+            LabDriverArg::Proxmox => LabDriver::Proxmox,
         }
     }
 }
@@ -110,6 +112,13 @@ pub struct LiveCommon {
     /// required with `--lab docker`.
     #[arg(long)]
     pub docker_host: Option<String>,
+    /// The Proxmox lab: a Python with fakepve installed (`pip install 'fakepve[crypto]'`).
+    #[arg(long, default_value = "python3")]
+    pub fakepve_python: PathBuf,
+    /// The Proxmox lab: the fake's launcher (default: `proxmox/fakepve/serve.py` in the
+    /// scenarios folder).
+    #[arg(long)]
+    pub fakepve_serve: Option<PathBuf>,
     /// Permit a Docker endpoint that is not on this machine (the manifest must allow it too).
     #[arg(long)]
     pub allow_shared_host: bool,

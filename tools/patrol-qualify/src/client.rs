@@ -107,6 +107,17 @@ fn refused(method: Method, path: &str) -> impl FnOnce(pulse_client::Error) -> Cl
     move |e| ClientError::from_api(&method, path, e)
 }
 
+/// A removal's result, where the thing being gone already is fine (404).
+fn gone_is_fine<T>(result: Result<T, ClientError>) -> Result<(), ClientError> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(ClientError::Refused { status, .. }) if status == StatusCode::NOT_FOUND.as_u16() => {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 impl PulseClient {
     pub fn new(base_url: &str, token: &str) -> Result<Self, ClientError> {
         let base = base_url.trim_end_matches('/').to_owned();
@@ -136,6 +147,32 @@ impl PulseClient {
             .as_str()
             .unwrap_or("unknown")
             .to_owned())
+    }
+
+    /// The types of the alerts firing on `resource_id` (`GET /api/alerts`).
+    pub async fn firing_alerts(&self, resource_id: &str) -> Result<Vec<String>, ClientError> {
+        let path = "/api/alerts";
+        let bytes = self
+            .api
+            .send_untyped(
+                Method::GET,
+                &["api", "alerts"],
+                &[("state", "firing"), ("resource_id", resource_id)],
+                None,
+            )
+            .await
+            .map_err(refused(Method::GET, path))?;
+        let listed: Value = serde_json::from_slice(&bytes).map_err(|e| ClientError::Decode {
+            method: Method::GET.to_string(),
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Ok(listed["alerts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["type"].as_str().map(str::to_owned))
+            .collect())
     }
 
     /// `GET /api/health`: whether every service is ready.
@@ -183,20 +220,47 @@ impl PulseClient {
     /// Revokes a token; a token already gone is fine.
     pub async fn revoke_token(&self, id: &str) -> Result<(), ClientError> {
         let path = format!("/api/tokens/{id}");
-        match self
-            .api
-            .revoke_token(id)
+        gone_is_fine(
+            self.api
+                .revoke_token(id)
+                .await
+                .map_err(refused(Method::DELETE, &path)),
+        )
+    }
+
+    /// Adds the Proxmox lab's cluster as a connection (read every 10 s); its id.
+    pub async fn add_connection(
+        &self,
+        wiring: &crate::lab::proxmox::ConnectionWiring,
+    ) -> Result<String, ClientError> {
+        let body = pulse_api::connections::ConnectionBody {
+            kind: pulse_domain::connection::ConnectionKind::ProxmoxVe,
+            name: Some(wiring.name.clone()),
+            url: wiring.url.clone(),
+            token_id: wiring.token_id.clone(),
+            token_secret: wiring.token_secret.clone(),
+            fingerprint: Some(wiring.fingerprint.clone()),
+            ca_pem: None,
+            public_ca: false,
+            cadence_seconds: Some(pulse_api::connections::MIN_CADENCE_SECONDS),
+            guest_actions: false,
+        };
+        self.api
+            .add_connection(&body)
             .await
-            .map_err(refused(Method::DELETE, &path))
-        {
-            Ok(()) => Ok(()),
-            Err(ClientError::Refused { status, .. })
-                if status == StatusCode::NOT_FOUND.as_u16() =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+            .map(|c| c.id.to_string())
+            .map_err(refused(Method::POST, "/api/connections"))
+    }
+
+    /// Removes a connection; one already gone is fine.
+    pub async fn delete_connection(&self, id: &str) -> Result<(), ClientError> {
+        let path = format!("/api/connections/{id}");
+        gone_is_fine(
+            self.api
+                .delete_connection(id)
+                .await
+                .map_err(refused(Method::DELETE, &path)),
+        )
     }
 
     /// Forgets the lab's agent and its resources once the lab is torn down, so they neither
@@ -204,20 +268,12 @@ impl PulseClient {
     /// `agent_offline` alert and its Patrol run). An agent Pulse never saw is nothing to forget.
     pub async fn forget_agent(&self, id: &str) -> Result<(), ClientError> {
         let path = format!("/api/agents/{id}");
-        match self
-            .api
-            .forget_agent(id)
-            .await
-            .map_err(refused(Method::DELETE, &path))
-        {
-            Ok(_) => Ok(()),
-            Err(ClientError::Refused { status, .. })
-                if status == StatusCode::NOT_FOUND.as_u16() =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        gone_is_fine(
+            self.api
+                .forget_agent(id)
+                .await
+                .map_err(refused(Method::DELETE, &path)),
+        )
     }
 
     pub async fn ai_settings(&self) -> Result<SettingsView, ClientError> {

@@ -90,6 +90,8 @@ pub struct Lab {
 pub enum LabDriver {
     Docker,
     Process,
+    /// A Proxmox VE cluster served by fakepve, read through a Pulse connection.
+    Proxmox,
     Replay,
 }
 
@@ -98,6 +100,7 @@ impl LabDriver {
         match self {
             Self::Docker => "docker",
             Self::Process => "process",
+            Self::Proxmox => "proxmox",
             Self::Replay => "replay",
         }
     }
@@ -182,6 +185,12 @@ pub const SCRATCH_CAPACITY_BYTES: u64 = 8 * 1024 * 1024;
 pub enum ResourceKind {
     Container,
     Service,
+    /// Proxmox lab: a VM.
+    Guest,
+    /// Proxmox lab: a storage of the cluster's node.
+    Storage,
+    /// Proxmox lab: the cluster itself (its name; Pulse's `host` of the connection).
+    Cluster,
 }
 
 /// The reviewed service programs of the process lab.
@@ -275,6 +284,14 @@ pub enum InjectorKind {
     CrashLoop,
     /// Fill the resource's fixed-capacity scratch area until a write fails with ENOSPC.
     FillScratchStorage,
+    /// Proxmox lab: the guest stops behind Pulse's back (revert: it runs again).
+    GuestStop,
+    /// Proxmox lab: the cluster loses quorum.
+    LoseQuorum,
+    /// Proxmox lab: the storage fills to 96%.
+    FillStorage,
+    /// Proxmox lab: the guest's last successful backup is ten days old.
+    StaleBackup,
 }
 
 impl InjectorKind {
@@ -287,6 +304,10 @@ impl InjectorKind {
             Self::HealthProcessStop => "health_process_stop",
             Self::CrashLoop => "crash_loop",
             Self::FillScratchStorage => "fill_scratch_storage",
+            Self::GuestStop => "guest_stop",
+            Self::LoseQuorum => "lose_quorum",
+            Self::FillStorage => "fill_storage",
+            Self::StaleBackup => "stale_backup",
         }
     }
 }

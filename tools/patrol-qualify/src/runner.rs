@@ -28,6 +28,7 @@ use crate::cli::{LiveArgs, LiveCommon, Outcome, Refusal, SuiteArgs};
 use crate::client::{ClientError, PulseClient};
 use crate::lab::docker::DockerLab;
 use crate::lab::process::ProcessLab;
+use crate::lab::proxmox::ProxmoxLab;
 use crate::lab::{self, Lab, LabError, Provisioned};
 use crate::manifest::{Decision, LabDriver, Manifest, PatrolMode, Predicate, RepeatProfile, Track};
 use crate::observation::{
@@ -111,7 +112,7 @@ pub fn check_safety(common: &LiveCommon, manifests: &[&Manifest]) -> Result<(), 
                 }
             }
         }
-        LabDriver::Process => {
+        LabDriver::Process | LabDriver::Proxmox => {
             if common.docker_host.is_some() {
                 return Err(Refusal::new(
                     "invalid_argument",
@@ -407,6 +408,8 @@ struct Live {
     agent_token_id: Option<String>,
     /// The lab agent's host id, once it was started: forgotten at teardown.
     agent_host_id: Option<String>,
+    /// The Proxmox lab's connection, once added: removed at teardown.
+    connection_id: Option<String>,
 }
 
 /// Runs `entry` once. Never fails: what went wrong is in the report.
@@ -455,6 +458,7 @@ pub async fn run_once(session: &Session, entry: &Entry, repeat_index: u32) -> Ru
         agent: None,
         agent_token_id: None,
         agent_host_id: None,
+        connection_id: None,
     };
     let mut before = None;
     // SIGINT or SIGTERM stops the run where it is; the lab is still torn down and the run
@@ -531,6 +535,26 @@ fn new_lab(session: &Session, manifest: &Manifest, token: &str) -> Result<Lab, L
                 session.common.allow_shared_host,
             )?))
         }
+        LabDriver::Proxmox => {
+            let base = session
+                .common
+                .lab_root
+                .clone()
+                .unwrap_or_else(std::env::temp_dir);
+            let serve = session.common.fakepve_serve.clone().unwrap_or_else(|| {
+                catalogue_root(&session.common.catalogue.scenarios)
+                    .join("proxmox")
+                    .join("fakepve")
+                    .join("serve.py")
+            });
+            Ok(Lab::Proxmox(Box::new(ProxmoxLab::new(
+                manifest.clone(),
+                token.to_owned(),
+                session.common.fakepve_python.clone(),
+                serve,
+                &base,
+            )?)))
+        }
         LabDriver::Replay => Err(LabError::Unsupported {
             driver: "replay",
             what: "a replay manifest has no live lab".to_owned(),
@@ -561,45 +585,23 @@ async fn execute(
     *before = Some(live.lab.inventory().await.map_err(|e| e.to_string())?);
     let provisioned = live.lab.provision().await.map_err(|e| e.to_string())?;
 
-    // The lab's collecting agent, under a neutral host id; commands only for an authorised
-    // remediation run.
-    let exec = manifest.track == Track::Remediation && session.common.authorize_remediation;
-    let host_id = format!("node-{token}");
-    let (token_id, agent_token) = client
-        .create_agent_token(&format!("lab agent {host_id}"), exec)
-        .await
-        .map_err(|e| format!("issuing the lab agent's token: {e}"))?;
-    live.agent_token_id = Some(token_id);
-    live.agent_host_id = Some(host_id.clone());
-    let state_dir = match &live.lab {
-        Lab::Process(lab) => lab.agent_state_dir(),
-        Lab::Docker(_) => std::env::temp_dir().join(format!("agent-{token}")),
+    let host_id = if let Lab::Proxmox(lab) = &live.lab {
+        // The cluster is read by Pulse's own connector, through a connection named with the
+        // run's token; its agent id is `pve.<name>`.
+        let wiring = lab
+            .connection()
+            .cloned()
+            .ok_or_else(|| "the Proxmox lab has no cluster to connect".to_owned())?;
+        let id = client
+            .add_connection(&wiring)
+            .await
+            .map_err(|e| format!("adding the lab's cluster as a connection: {e}"))?;
+        live.connection_id = Some(id);
+        live.agent_host_id = Some(wiring.agent_id());
+        wiring.agent_id()
+    } else {
+        start_lab_agent(session, manifest, token, live).await?
     };
-    std::fs::create_dir_all(&state_dir).map_err(|e| format!("agent state dir: {e}"))?;
-    let log = session
-        .common
-        .artifacts
-        .join(format!("agent-{host_id}.log"));
-    std::fs::create_dir_all(&session.common.artifacts)
-        .map_err(|e| format!("artifacts dir: {e}"))?;
-    let binary = session
-        .common
-        .agent_binary
-        .clone()
-        .unwrap_or_else(|| children::sibling_binary("pulse-agent"));
-    live.agent = Some(
-        children::start_agent(
-            &binary,
-            &session.relay_url,
-            &agent_token,
-            &host_id,
-            &state_dir,
-            &live.lab.agent_wiring(),
-            exec,
-            &log,
-        )
-        .map_err(|e| e.to_string())?,
-    );
 
     for predicate in &manifest.baseline {
         await_predicate(&live.lab, predicate)
@@ -724,6 +726,56 @@ async fn execute(
     Ok(())
 }
 
+/// Starts the lab's collecting agent, under a neutral host id; its host id.
+async fn start_lab_agent(
+    session: &Session,
+    manifest: &Manifest,
+    token: &str,
+    live: &mut Live,
+) -> Result<String, String> {
+    let client = &session.client;
+    // The lab's collecting agent, under a neutral host id; commands only for an authorised
+    // remediation run.
+    let exec = manifest.track == Track::Remediation && session.common.authorize_remediation;
+    let host_id = format!("node-{token}");
+    let (token_id, agent_token) = client
+        .create_agent_token(&format!("lab agent {host_id}"), exec)
+        .await
+        .map_err(|e| format!("issuing the lab agent's token: {e}"))?;
+    live.agent_token_id = Some(token_id);
+    live.agent_host_id = Some(host_id.clone());
+    let state_dir = match &live.lab {
+        Lab::Process(lab) => lab.agent_state_dir(),
+        Lab::Docker(_) | Lab::Proxmox(_) => std::env::temp_dir().join(format!("agent-{token}")),
+    };
+    std::fs::create_dir_all(&state_dir).map_err(|e| format!("agent state dir: {e}"))?;
+    let log = session
+        .common
+        .artifacts
+        .join(format!("agent-{host_id}.log"));
+    std::fs::create_dir_all(&session.common.artifacts)
+        .map_err(|e| format!("artifacts dir: {e}"))?;
+    let binary = session
+        .common
+        .agent_binary
+        .clone()
+        .unwrap_or_else(|| children::sibling_binary("pulse-agent"));
+    live.agent = Some(
+        children::start_agent(
+            &binary,
+            &session.relay_url,
+            &agent_token,
+            &host_id,
+            &state_dir,
+            &live.lab.agent_wiring(),
+            exec,
+            &log,
+        )
+        .map_err(|e| e.to_string())?,
+    );
+    Ok(host_id)
+}
+
 trait Pipe: Sized {
     fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
         f(self)
@@ -749,11 +801,13 @@ async fn await_collection(
         let mut bound = Vec::new();
         for p in provisioned {
             let id_prefix = format!("{}:{host_id}:", p.resource_type);
+            // A host's id is `host:<agent>` (the Proxmox lab's cluster is its connection's).
+            let host = format!("host:{host_id}");
             // Present, and showing the baseline the oracle saw (running, not unhealthy): a
             // stale start-up reading would otherwise look like a fault to Patrol.
             let found = listed.iter().find(|r| {
                 r.name == p.name
-                    && r.id.as_str().starts_with(&id_prefix)
+                    && (r.id.as_str().starts_with(&id_prefix) || r.id.as_str() == host)
                     && r.status == ResourceStatus::Running
                     && r.health != Health::Unhealthy
             });
@@ -803,7 +857,15 @@ async fn await_fault_visible(
             let faulty = r.health == Health::Unhealthy
                 || !matches!(r.status, ResourceStatus::Running | ResourceStatus::Unknown)
                 || restarts > baseline;
-            if faulty {
+            // A fault that leaves the resource running and healthy (a storage filling, a backup
+            // ageing) shows as an alert of the deterministic floor.
+            if faulty
+                || !client
+                    .firing_alerts(resource_id)
+                    .await
+                    .unwrap_or_default()
+                    .is_empty()
+            {
                 return Ok(());
             }
         }
@@ -1211,18 +1273,28 @@ async fn teardown(
                 .push(format!("revoking the lab agent's token: {e}"));
         }
     }
-    // The stopped agent's host is decommissioned: Pulse forgets it rather than sweeping it
-    // offline, which would raise `agent_offline` and queue a Patrol run ahead of the next one.
-    if let Some(host_id) = live.agent_host_id.take() {
-        if let Err(e) = session.client.forget_agent(&host_id).await {
+    // The Proxmox lab's connection goes first, so its connector stops reading the cluster; the
+    // cluster itself is stopped by the cleanup, before its agent is forgotten, so no read in
+    // flight reports it again.
+    let connected = live.connection_id.is_some();
+    if let Some(id) = live.connection_id.take() {
+        if let Err(e) = session.client.delete_connection(&id).await {
             obs.teardown
                 .errors
-                .push(format!("forgetting the lab agent's host: {e}"));
+                .push(format!("removing the lab's connection: {e}"));
         }
+    }
+    // The stopped agent's host is decommissioned: Pulse forgets it rather than sweeping it
+    // offline, which would raise `agent_offline` and queue a Patrol run ahead of the next one.
+    if !connected {
+        forget_lab_host(session, live, obs).await;
     }
     match live.lab.cleanup().await {
         Ok(actions) => obs.teardown.first_pass_actions = actions,
         Err(e) => obs.teardown.errors.push(format!("first cleanup: {e}")),
+    }
+    if connected {
+        forget_lab_host(session, live, obs).await;
     }
     match live.lab.cleanup().await {
         Ok(actions) => obs.teardown.second_pass_actions = actions,
@@ -1239,6 +1311,16 @@ async fn teardown(
     obs.teardown.predicates_held = manifest.teardown.predicates.iter().all(|p| {
         p.probe != "inventory.same_as_pre" || lab::holds(p.operator, &json!(same), &p.value)
     });
+}
+
+async fn forget_lab_host(session: &Session, live: &mut Live, obs: &mut RunObservation) {
+    if let Some(host_id) = live.agent_host_id.take() {
+        if let Err(e) = session.client.forget_agent(&host_id).await {
+            obs.teardown
+                .errors
+                .push(format!("forgetting the lab agent's host: {e}"));
+        }
+    }
 }
 
 fn finish(

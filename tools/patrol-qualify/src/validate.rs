@@ -126,11 +126,40 @@ const DOCKER_PROBES: &[ProbeSpec] = &[
     },
 ];
 
+const PROXMOX_PROBES: &[ProbeSpec] = &[
+    ProbeSpec {
+        name: "pve.guest_status",
+        value: ProbeValue::Word(&["running", "stopped"]),
+        needs_scratch: false,
+    },
+    ProbeSpec {
+        name: "pve.quorate",
+        value: ProbeValue::Bool,
+        needs_scratch: false,
+    },
+    ProbeSpec {
+        name: "pve.storage_used_percent",
+        value: ProbeValue::Number,
+        needs_scratch: false,
+    },
+    ProbeSpec {
+        name: "pve.backup_age_hours",
+        value: ProbeValue::Number,
+        needs_scratch: false,
+    },
+    ProbeSpec {
+        name: PROBE_INVENTORY_SAME_AS_PRE,
+        value: ProbeValue::Bool,
+        needs_scratch: false,
+    },
+];
+
 /// The probes `driver` evaluates. A replay lab reproduces recorded Docker runs, so it reads
 /// Docker manifests.
 pub fn probes_for(driver: LabDriver) -> &'static [ProbeSpec] {
     match driver {
         LabDriver::Process => PROCESS_PROBES,
+        LabDriver::Proxmox => PROXMOX_PROBES,
         LabDriver::Docker | LabDriver::Replay => DOCKER_PROBES,
     }
 }
@@ -274,6 +303,22 @@ impl<'m> Checker<'m> {
         }
         self.not_empty("lab.profile", &m.lab.profile);
         match self.driver() {
+            LabDriver::Proxmox => {
+                if m.lab.allow_pull || m.lab.image.is_some() || m.lab.build.is_some() {
+                    self.push(
+                        "lab.image",
+                        "the Proxmox lab runs no images: no image, build or allow_pull",
+                    );
+                }
+                let clusters = m
+                    .resources
+                    .iter()
+                    .filter(|r| r.kind == ResourceKind::Cluster)
+                    .count();
+                if clusters > 1 {
+                    self.push("resources", "the Proxmox lab has one cluster");
+                }
+            }
             LabDriver::Process => {
                 if m.lab.allow_pull {
                     self.push(
@@ -339,6 +384,7 @@ impl<'m> Checker<'m> {
             }
             match self.driver() {
                 LabDriver::Process => self.process_resource(&at, resource),
+                LabDriver::Proxmox => self.proxmox_resource(&at, resource),
                 LabDriver::Docker | LabDriver::Replay => self.docker_resource(&at, resource),
             }
         }
@@ -447,6 +493,35 @@ impl<'m> Checker<'m> {
                 format!("{at}.scratch_storage"),
                 "only a writer has a scratch area",
             ),
+        }
+    }
+
+    fn proxmox_resource(&mut self, at: &str, resource: &Resource) {
+        if !matches!(
+            resource.kind,
+            ResourceKind::Guest | ResourceKind::Storage | ResourceKind::Cluster
+        ) {
+            self.push(
+                format!("{at}.kind"),
+                "the Proxmox lab has kinds 'guest', 'storage' and 'cluster'",
+            );
+        }
+        let docker_or_process = resource.image.is_some()
+            || !resource.command.is_empty()
+            || !resource.healthcheck.is_empty()
+            || resource.restart.is_some()
+            || resource.health_every.is_some()
+            || resource.fault_volume
+            || resource.program.is_some()
+            || resource.depends_on.is_some()
+            || resource.scratch_storage
+            || !resource.labels.is_empty();
+        if docker_or_process {
+            self.push(
+                at,
+                "a Proxmox lab resource has only alias, kind and name; the fake cluster \
+                 describes the rest",
+            );
         }
     }
 
@@ -648,7 +723,12 @@ impl<'m> Checker<'m> {
                     InjectorKind::FillScratchStorage => {
                         program == Some(Program::Writer) && resource.scratch_storage
                     }
-                    InjectorKind::DisconnectNetwork | InjectorKind::HealthProcessStop => {
+                    InjectorKind::DisconnectNetwork
+                    | InjectorKind::HealthProcessStop
+                    | InjectorKind::GuestStop
+                    | InjectorKind::LoseQuorum
+                    | InjectorKind::FillStorage
+                    | InjectorKind::StaleBackup => {
                         self.push(field, format!("'{kind}' is not a process lab injector"));
                         return;
                     }
@@ -670,7 +750,38 @@ impl<'m> Checker<'m> {
                     );
                 }
             }
+            LabDriver::Proxmox => {
+                let needs = match injector.kind {
+                    InjectorKind::GuestStop | InjectorKind::StaleBackup => ResourceKind::Guest,
+                    InjectorKind::FillStorage => ResourceKind::Storage,
+                    InjectorKind::LoseQuorum => ResourceKind::Cluster,
+                    _ => {
+                        self.push(field, format!("'{kind}' is not a Proxmox lab injector"));
+                        return;
+                    }
+                };
+                if resource.kind != needs {
+                    self.push(
+                        field,
+                        format!(
+                            "'{kind}' acts on a {}, and '{}' is not one",
+                            match needs {
+                                ResourceKind::Guest => "guest",
+                                ResourceKind::Storage => "storage",
+                                _ => "cluster",
+                            },
+                            resource.alias
+                        ),
+                    );
+                }
+            }
             LabDriver::Docker | LabDriver::Replay => match injector.kind {
+                InjectorKind::GuestStop
+                | InjectorKind::LoseQuorum
+                | InjectorKind::FillStorage
+                | InjectorKind::StaleBackup => {
+                    self.push(field, format!("'{kind}' is a Proxmox lab injector"));
+                }
                 InjectorKind::MarkerEnable | InjectorKind::CrashLoop if !resource.fault_volume => {
                     self.push(
                         field,

@@ -712,7 +712,7 @@ fn inventory_line(conv: &Conversation, resource: &str) -> Option<Value> {
 /// What the inventory shows of `resource`: `inventory: status=.., health=.., restart_count=..`.
 fn inventory_evidence(conv: &Conversation, resource: &str) -> Option<String> {
     let line = inventory_line(conv, resource)?;
-    Some(format!(
+    let mut evidence = format!(
         "inventory: status={}, health={}, restart_count={}",
         line.get("status")
             .and_then(Value::as_str)
@@ -722,7 +722,18 @@ fn inventory_evidence(conv: &Conversation, resource: &str) -> Option<String> {
             .unwrap_or("unknown"),
         line.get("restart_count")
             .map_or("unknown".to_owned(), Value::to_string),
-    ))
+    );
+    let alerts: Vec<&str> = line
+        .get("alerts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !alerts.is_empty() {
+        evidence.push_str(&format!(", alerts={}", alerts.join(",")));
+    }
+    Some(evidence)
 }
 
 /// A complete `patrol_report_finding` for `resource`, copied from its inventory line (a JSON
@@ -934,6 +945,19 @@ pub(crate) fn unhealthy_resources(conv: &Conversation) -> Vec<String> {
                     add(r, &conv.tools);
                 }
                 continue;
+            }
+        }
+        // An inventory block holds one JSON object per line: a line with firing alerts is a
+        // problem even while the resource runs healthy (a storage filling up).
+        for line in text.lines() {
+            if let Ok(v) = serde_json::from_str::<Value>(line.trim())
+                && let Some(id) = v.get("id").and_then(Value::as_str)
+                && v.get("type").is_some()
+                && v.get("alerts")
+                    .and_then(Value::as_array)
+                    .is_some_and(|alerts| alerts.iter().any(Value::is_string))
+            {
+                add(id.to_owned(), &conv.tools);
             }
         }
         for sentence in text.split(['\n', ';']).flat_map(|l| l.split(". ")) {

@@ -296,6 +296,7 @@ impl DockerLab {
             }
             InjectorKind::FillScratchStorage => self.fill_scratch(alias, &container).await,
             InjectorKind::DisconnectNetwork => Err(disconnect_unsupported()),
+            proxmox => Err(unsupported(format!("injector {}", proxmox.as_str()))),
         }
     }
 
@@ -348,6 +349,7 @@ impl DockerLab {
                 Ok(())
             }
             InjectorKind::DisconnectNetwork => Err(disconnect_unsupported()),
+            proxmox => Err(unsupported(format!("injector {}", proxmox.as_str()))),
         }
     }
 

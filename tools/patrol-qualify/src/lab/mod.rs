@@ -6,6 +6,7 @@
 
 pub mod docker;
 pub mod process;
+pub mod proxmox;
 
 use std::collections::BTreeSet;
 
@@ -71,6 +72,7 @@ pub struct AgentWiring {
 pub enum Lab {
     Process(Box<process::ProcessLab>),
     Docker(docker::DockerLab),
+    Proxmox(Box<proxmox::ProxmoxLab>),
 }
 
 impl Lab {
@@ -78,6 +80,7 @@ impl Lab {
         match self {
             Self::Process(_) => LabDriver::Process,
             Self::Docker(_) => LabDriver::Docker,
+            Self::Proxmox(_) => LabDriver::Proxmox,
         }
     }
 
@@ -85,6 +88,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.agent_wiring(),
             Self::Docker(lab) => lab.agent_wiring(),
+            Self::Proxmox(lab) => lab.agent_wiring(),
         }
     }
 
@@ -94,6 +98,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.prepare().await,
             Self::Docker(lab) => lab.prepare().await,
+            Self::Proxmox(lab) => lab.prepare().await,
         }
     }
 
@@ -101,6 +106,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.inventory().await,
             Self::Docker(lab) => lab.inventory().await,
+            Self::Proxmox(lab) => lab.inventory().await,
         }
     }
 
@@ -108,6 +114,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.provision().await,
             Self::Docker(lab) => lab.provision().await,
+            Self::Proxmox(lab) => lab.provision().await,
         }
     }
 
@@ -116,6 +123,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.probe(predicate).await,
             Self::Docker(lab) => lab.probe(predicate).await,
+            Self::Proxmox(lab) => lab.probe(predicate).await,
         }
     }
 
@@ -123,6 +131,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.inject(fault).await,
             Self::Docker(lab) => lab.inject(fault).await,
+            Self::Proxmox(lab) => lab.inject(fault).await,
         }
     }
 
@@ -130,6 +139,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.revert(fault).await,
             Self::Docker(lab) => lab.revert(fault).await,
+            Self::Proxmox(lab) => lab.revert(fault).await,
         }
     }
 
@@ -139,6 +149,7 @@ impl Lab {
         match self {
             Self::Process(lab) => lab.cleanup().await,
             Self::Docker(lab) => lab.cleanup().await,
+            Self::Proxmox(lab) => lab.cleanup().await,
         }
     }
 }
@@ -154,7 +165,7 @@ pub fn unrunnable(manifest: &Manifest) -> Vec<String> {
                 .to_owned(),
         ],
         // Validation already refuses everything the process lab cannot do.
-        LabDriver::Process => Vec::new(),
+        LabDriver::Process | LabDriver::Proxmox => Vec::new(),
         LabDriver::Docker => docker::unrunnable(manifest),
     }
 }

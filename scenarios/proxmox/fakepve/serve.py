@@ -9,6 +9,10 @@ SPEC: {"tokens": {"user@realm!name": "secret"}, "nodes": [{"name": "pve1", "onli
        "grants": [{"user": "...", "path": "/", "privs": ["Sys.Audit"]}],
        "answers": {"/nodes/pve1/disks/list": [...]}}
 
+"cluster_name" names the cluster; "storages" adds storages: [{"storage": id, "type": "dir",
+"content": "images", "total": bytes, "used": bytes}] (the used bytes are one volume's size, as
+fakepve counts use).
+
 "answers" replaces the value fakepve would synthesise from the schema for a path it does not
 model (disks, ZFS pools, node status), with a payload shaped as Proxmox documents it.
 
@@ -17,7 +21,8 @@ command per line on stdin and answers {"ok": true} or {"ok": false, "error": ...
 lose_quorum, regain_quorum, node_offline {node, offline}, set_status {vmid, status},
 lock {vmid, lock}, fail {method, path, status, message | error, times}, revoke_token {tokenid},
 clear_failures,
-answer {path, data}, tasks {} (the task log: upid, type, id, exitstatus).
+answer {path, data}, tasks {} (the task log: upid, type, id, exitstatus), storage_used {storage,
+used}, inspect {} (guests' status, quorum, storages' total and used: what a lab's oracle reads).
 """
 
 import asyncio
@@ -46,6 +51,14 @@ def build(spec):
     pve = Pve(host='127.0.0.1', port=0)
     pve.answers = dict(spec.get('answers', {}))
     pve.time_scale = float(spec.get('time_scale', 0))
+    if 'cluster_name' in spec:
+        pve.cluster_name = spec['cluster_name']
+    for store in spec.get('storages', []):
+        pve.storages[store['storage']] = {
+            'type': store.get('type', 'dir'), 'active': 1, 'content': store.get('content', 'images'),
+            'files': set(), 'path': '/srv/' + store['storage'], 'total': int(store['total']),
+            'avail': int(store['total']) - int(store.get('used', 0))}
+        set_used(pve, store['storage'], int(store.get('used', 0)))
     pve.nodes = {}
     for node in spec.get('nodes', [{'name': 'pve1'}]):
         pve.add_node(node['name'], online=node.get('online', True))
@@ -67,6 +80,23 @@ def build(spec):
             if key in guest:
                 setattr(g, key, guest[key])
     return pve
+
+
+def set_used(pve, storage, used):
+    """Make `used` bytes of `storage` in use: one volume of that size, as fakepve counts use."""
+    store = pve.storages[storage]
+    total = int(store.get('total', 0))
+    store['volumes'] = {'{0}:fill'.format(storage): {'size': used, 'format': 'raw'}} if used else {}
+    store['avail'] = max(total - used, 0)
+
+
+def inspect(pve):
+    guests = {str(g.vmid): g.status for g in pve.vms}
+    storages = {}
+    for sid, store in pve.storages.items():
+        total, used, _ = pve._space(store)
+        storages[sid] = {'total': total, 'used': used}
+    return {'guests': guests, 'quorate': bool(pve.quorate), 'storages': storages}
 
 
 def apply(pve, cmd):
@@ -94,6 +124,10 @@ def apply(pve, cmd):
         pve.failures.clear()
     elif op == 'answer':
         pve.answers[cmd['path']] = cmd['data']
+    elif op == 'storage_used':
+        set_used(pve, cmd['storage'], int(cmd['used']))
+    elif op == 'inspect':
+        return inspect(pve)
     elif op == 'tasks':
         return [{'upid': t['upid'], 'type': t['type'], 'id': t['id'], 'status': t['status'],
                  'exitstatus': t.get('exitstatus')} for t in pve.tasklog]
