@@ -7,9 +7,15 @@
 //!   `min_usage` (percent used).
 //! - `disk_health`: physical disks with their SMART result and wearout; filters as above.
 //! - `resource_disks`: the storage and disks under one node or host (`resource_id`).
+//! - `backups`: each Proxmox VE guest's backup evidence, from the cluster's recent tasks: its
+//!   latest finished backup task (ok, exit status, start, end), when its latest successful one
+//!   ended and how many hours ago; filters `resource_id`/`guest_id`/`vm_id` (a VMID) and `node`.
+//!   A guest with no backup task in sight says so (`last_backup: null`), which is not "never
+//!   backed up": the cluster lists recent tasks only.
 //!
-//! Backups, backup tasks, PBS jobs, snapshots, Ceph, replication and RAID are not read by Pulse
-//! yet: those types answer an error that says so, never an empty list that would read as "none".
+//! Backup tasks of other kinds, PBS jobs, snapshots, Ceph, replication and RAID are not read by
+//! Pulse yet: those types answer an error that says so, never an empty list that would read as
+//! "none".
 
 use std::collections::BTreeMap;
 
@@ -23,7 +29,7 @@ use super::{ToolContext, count_arg, json_result, text_arg};
 use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// The types this handler serves, in the order its errors name them.
-pub const SERVED: &[&str] = &["pools", "disk_health", "resource_disks"];
+pub const SERVED: &[&str] = &["pools", "disk_health", "resource_disks", "backups"];
 /// Rows answered at most, and by default.
 const MAX_ROWS: usize = 100;
 const DEFAULT_ROWS: usize = 50;
@@ -49,8 +55,8 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             return ToolResult::error(
                 &call.id,
                 format!(
-                    "storage type {} is not read by Pulse yet (backups and PBS jobs arrive with \
-                     Proxmox Backup Server connections); use one of: {}",
+                    "storage type {} is not read by Pulse yet (backup verification and PBS jobs \
+                     arrive with Proxmox Backup Server connections); use one of: {}",
                     pulse_domain::resource::truncate_chars(other, 32),
                     SERVED.join(", ")
                 ),
@@ -63,7 +69,11 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             );
         }
     };
-    let named = text_arg(arguments, "resource_id").or_else(|| text_arg(arguments, "storage_id"));
+    let named = text_arg(arguments, "resource_id")
+        .or_else(|| text_arg(arguments, "storage_id"))
+        .or_else(|| text_arg(arguments, "guest_id"));
+    // A VMID names a guest by its source id (`100`), whatever its cluster.
+    let vmid = text_arg(arguments, "vm_id");
     let under = match kind {
         "resource_disks" => {
             let Some(id) = named else {
@@ -91,6 +101,14 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
     let wanted = |r: &Resource| match kind {
         "pools" => r.resource_type == ResourceType::Storage,
         "disk_health" => r.resource_type == ResourceType::PhysicalDisk,
+        "backups" => {
+            matches!(
+                r.resource_type,
+                ResourceType::Vm | ResourceType::SystemContainer
+            ) && r.details["platform"] == "proxmox-ve"
+                && r.details["template"] != json!(true)
+                && vmid.is_none_or(|v| r.source_id == v)
+        }
         _ => matches!(
             r.resource_type,
             ResourceType::Storage | ResourceType::PhysicalDisk
@@ -173,6 +191,12 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
     let since = Utc::now() - Duration::days(FORECAST_PERIOD_DAYS);
     let mut answered = Vec::new();
     for r in rows.into_iter().take(limit) {
+        if kind == "backups" {
+            let mut row = backup_row(r, parent_of(r), Utc::now());
+            row["alerts"] = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
+            answered.push(row);
+            continue;
+        }
         let mut row = row(r, parent_of(r));
         let readings: serde_json::Map<String, Value> = ROW_METRICS
             .iter()
@@ -205,9 +229,45 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             "type": kind,
             "total": total,
             "rows": answered,
-            "note": if total == 0 { "no matching storage or disk in this run's scope" } else { "" },
+            "note": if total == 0 {
+                if kind == "backups" {
+                    "no matching Proxmox VE guest in this run's scope"
+                } else {
+                    "no matching storage or disk in this run's scope"
+                }
+            } else {
+                ""
+            },
         }),
     )
+}
+
+/// One guest's backup evidence as the connector read it (`details.last_backup`,
+/// `details.last_backup_ok_at`).
+fn backup_row(r: &Resource, parent: Option<&Resource>, now: chrono::DateTime<Utc>) -> Value {
+    let d = &r.details;
+    let last_ok = d["last_backup_ok_at"]
+        .as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.to_utc());
+    let age_hours = last_ok.map(|t| ((now - t).num_minutes() as f64 / 6.0).round() / 10.0);
+    json!({
+        "resource_id": r.id.as_str(),
+        "name": r.name,
+        "type": r.resource_type.as_str(),
+        "vmid": r.source_id,
+        "parent": parent.map(|p| json!({"id": p.id.as_str(), "name": p.name})),
+        "status": r.status,
+        "last_backup": if d["last_backup"].is_object() { d["last_backup"].clone() } else { Value::Null },
+        "last_successful_backup_at": last_ok,
+        "hours_since_successful_backup": age_hours,
+        "note": if d["last_backup"].is_object() {
+            ""
+        } else {
+            "no backup task of this guest in the cluster's recent tasks (older tasks are not listed)"
+        },
+        "observed_at": r.observed_at,
+    })
 }
 
 /// One row: identity, state, the platform's own words and the usage numbers the report carried.
@@ -330,12 +390,21 @@ mod tests {
         let tx = db.store().tenant_tx(&tenant).await?;
         metrics::insert(&tx, &samples).await?;
         tx.commit().await?;
+        let mut web = part(ResourceType::Vm, "100", "web", &node.id);
+        web.details = json!({"platform": "proxmox-ve", "vmid": 100, "template": false,
+            "last_backup": {"ok": false, "exit_status": "job errors", "start": "2026-12-01T01:00:00Z",
+                            "end": "2026-12-01T01:05:00Z"},
+            "last_backup_ok_at": (now - Span::hours(30)).to_rfc3339()});
+        let mut db_guest = part(ResourceType::SystemContainer, "200", "db", &node.id);
+        db_guest.details = json!({"platform": "proxmox-ve", "vmid": 200, "template": false});
+        let mut template = part(ResourceType::Vm, "9000", "golden", &node.id);
+        template.details = json!({"platform": "proxmox-ve", "vmid": 9000, "template": true});
         Ok(ToolContext {
             store: db.store().clone(),
             bus: None,
             tenant,
             run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
-            scope: Arc::new(vec![node, tank, local, sda]),
+            scope: Arc::new(vec![node, tank, local, sda, web, db_guest, template]),
             backend_timeout: std::time::Duration::from_millis(200),
         })
     }
@@ -384,13 +453,36 @@ mod tests {
         assert!(!error, "{parts}");
         assert_eq!(parts["total"], 3, "{parts}");
 
-        // What Pulse does not read is said, never answered as an empty list.
+        // Each guest's backup evidence; a template has none to give, and a guest with no task
+        // in sight says so rather than reading as never backed up.
         let (error, backups) = ask(&ctx, json!({"type": "backups"})).await;
-        assert!(error);
+        assert!(!error, "{backups}");
+        assert_eq!(backups["total"], 2, "{backups}");
+        let web = &backups["rows"][0];
+        assert_eq!(web["name"], "web");
+        assert_eq!(web["last_backup"]["ok"], false);
+        assert_eq!(web["last_backup"]["exit_status"], "job errors");
+        let age = web["hours_since_successful_backup"]
+            .as_f64()
+            .unwrap_or_default();
+        assert!((age - 30.0).abs() < 0.2, "{web}");
+        let quiet = &backups["rows"][1];
+        assert_eq!(quiet["name"], "db");
+        assert!(quiet["last_backup"].is_null(), "{quiet}");
         assert!(
-            backups.to_string().contains("not read by Pulse yet"),
-            "{backups}"
+            quiet["note"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("recent tasks")
         );
+        let (_, one) = ask(&ctx, json!({"type": "backups", "vm_id": "200"})).await;
+        assert_eq!(one["total"], 1, "{one}");
+        assert_eq!(one["rows"][0]["vmid"], "200");
+
+        // What Pulse does not read is said, never answered as an empty list.
+        let (error, jobs) = ask(&ctx, json!({"type": "pbs_jobs"})).await;
+        assert!(error);
+        assert!(jobs.to_string().contains("not read by Pulse yet"), "{jobs}");
         let (error, unknown) =
             ask(&ctx, json!({"type": "pools", "resource_id": "storage:x:y"})).await;
         assert!(error);
