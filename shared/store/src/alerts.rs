@@ -629,6 +629,15 @@ pub struct ScannedResource {
     pub stopped_by_action_at: Option<DateTime<Utc>>,
 }
 
+/// The wire names of the capabilities that power a guest off (the action model owns them).
+fn guest_stops() -> Vec<&'static str> {
+    pulse_domain::action::Capability::ALL
+        .into_iter()
+        .filter(|c| c.powers_guest_off())
+        .map(|c| c.as_str())
+        .collect()
+}
+
 /// The resources of `agent_ids` with their agent's status and latest rule metrics, in two
 /// statements whatever the number of agents and resources.
 pub async fn scan_agents(
@@ -651,7 +660,7 @@ pub async fn scan_agents(
                          FROM actions ac
                          WHERE ac.tenant_id = r.tenant_id AND ac.resource_id = r.id
                            AND ac.state IN ('executing', 'completed')
-                           AND ac.capability IN ('guest.shutdown', 'guest.stop'))
+                           AND ac.capability = ANY($2))
                     END
              FROM resources r
              LEFT JOIN agents a ON a.tenant_id = r.tenant_id AND a.id = r.agent_id
@@ -659,7 +668,7 @@ pub async fn scan_agents(
                     ON o.tenant_id = r.tenant_id AND o.resource_id = r.id
              WHERE r.agent_id = ANY($1)
              ORDER BY r.id",
-            &[&agent_ids],
+            &[&agent_ids, &guest_stops()],
         )
         .await?;
     let mut resources = rows

@@ -653,24 +653,24 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
     assert_eq!(entries[3]["risk_level"], "high", "{offered}");
 
     let gw = &stack.gateway;
-    let approve = |action: String| {
-        let alice = alice.clone();
+    // Planned by one user, approved by another, then followed until it ends in `state`.
+    let approved_until = |capability: &'static str, vmid: u32, state: ActionState| {
+        let (planner, alice) = (planner.clone(), alice.clone());
         async move {
+            let id = plan_pending(gw, &planner, &guest_plan(capability, vmid)).await?;
             gw.client_as(&alice)?
                 .decide_action(
-                    &action,
+                    &id,
                     &decision(DecisionOutcome::Approved, "checked the guest"),
                 )
                 .await
-                .map_err(|e| anyhow::anyhow!("approve: {e}"))
+                .map_err(|e| anyhow::anyhow!("approve: {e}"))?;
+            action_in_state(gw, &id, &alice, state, Duration::from_secs(90)).await
         }
     };
-    let settle = Duration::from_secs(90);
 
     // An approved start runs, waits for its task and is verified on a fresh read of the guest.
-    let start = plan_pending(gw, &planner, &guest_plan("guest.start", 102)).await?;
-    approve(start.clone()).await?;
-    let started = action_in_state(gw, &start, &alice, ActionState::Completed, settle).await?;
+    let started = approved_until("guest.start", 102, ActionState::Completed).await?;
     assert_eq!(
         started.verification,
         Some(Verification::Verified),
@@ -693,9 +693,7 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
     );
 
     // A locked guest is refused with its cause, and nothing is asked of Proxmox.
-    let locked = plan_pending(gw, &planner, &guest_plan("guest.shutdown", 103)).await?;
-    approve(locked.clone()).await?;
-    let refused = action_in_state(gw, &locked, &alice, ActionState::Failed, settle).await?;
+    let refused = approved_until("guest.shutdown", 103, ActionState::Failed).await?;
     let reason = failure(&refused);
     assert!(
         reason.starts_with("guest_locked: guest 103 is locked (backup)"),
@@ -708,9 +706,7 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
 
     // A shutdown the guest's OS does not finish within the timeout fails as such; the guest is
     // not forced off.
-    let slow = plan_pending(gw, &planner, &guest_plan("guest.shutdown", 100)).await?;
-    approve(slow.clone()).await?;
-    let timed_out = action_in_state(gw, &slow, &alice, ActionState::Failed, settle).await?;
+    let timed_out = approved_until("guest.shutdown", 100, ActionState::Failed).await?;
     let reason = failure(&timed_out);
     assert!(
         reason.starts_with("shutdown_timeout:") && reason.contains("within 3 s"),
@@ -726,9 +722,7 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
 
     // An approved power-off is verified on a fresh read, and the stop it made is no fault:
     // `guest_stopped` fires for a guest stopped behind Pulse's back, not for this one.
-    let stop = plan_pending(gw, &planner, &guest_plan("guest.stop", 102)).await?;
-    approve(stop.clone()).await?;
-    let stopped = action_in_state(gw, &stop, &alice, ActionState::Completed, settle).await?;
+    let stopped = approved_until("guest.stop", 102, ActionState::Completed).await?;
     assert_eq!(
         stopped.verification,
         Some(Verification::Verified),
@@ -745,9 +739,7 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
 
     // Without quorum nothing is started: one refusal with its cause, not a retry.
     pve.command(json!({"op": "lose_quorum"})).await?;
-    let no_quorum = plan_pending(gw, &planner, &guest_plan("guest.start", 104)).await?;
-    approve(no_quorum.clone()).await?;
-    let refused = action_in_state(gw, &no_quorum, &alice, ActionState::Failed, settle).await?;
+    let refused = approved_until("guest.start", 104, ActionState::Failed).await?;
     let reason = failure(&refused);
     assert!(reason.starts_with("no_quorum:"), "{reason}");
     assert!(

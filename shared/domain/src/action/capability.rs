@@ -63,6 +63,12 @@ impl Capability {
         }
     }
 
+    /// Powers a guest off (`guest.shutdown`, `guest.stop`): the guest being stopped afterwards
+    /// is the command's intent, not a fault.
+    pub fn powers_guest_off(self) -> bool {
+        matches!(self, Capability::GuestShutdown | Capability::GuestStop)
+    }
+
     /// A Proxmox VE guest's power capability, run by the connector of its cluster rather than
     /// by a host agent.
     pub fn is_guest_power(self) -> bool {
