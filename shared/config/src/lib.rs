@@ -159,6 +159,8 @@ pub struct RunnerConfig {
     /// How long a runner's hold on a running Patrol run lasts without renewal. The runner renews
     /// every third of it; a run whose lease lapses ends `error` (cause `runner_lost`). Also the
     /// ack wait of the `jobs.watch` consumer, so a dead runner's job is redelivered after it.
+    /// Investigation attempts are held under the same lease: one whose runner stops renewing
+    /// is taken over by another model-runner.
     pub lease_ms: u64,
     /// How often the patrol-scheduler looks for runs whose lease lapsed.
     pub lease_sweep_ms: u64,

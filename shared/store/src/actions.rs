@@ -202,6 +202,27 @@ fn clamp(limit: Option<i64>) -> i64 {
     limit.unwrap_or(DEFAULT_LIST_LIMIT).clamp(1, MAX_LIST_LIMIT)
 }
 
+/// The newest action `requested_by` planned for `finding` at or after `since`, if any (an
+/// investigation taken over from a lost runner asks whether its proposal was already made).
+pub async fn latest_for_finding(
+    tx: &TenantTx,
+    finding: FindingId,
+    requested_by: &str,
+    since: DateTime<Utc>,
+) -> Result<Option<StoredAction>, StoreError> {
+    let row = tx
+        .client()
+        .query_opt(
+            &format!(
+                "{SELECT} WHERE finding_id = $1 AND requested_by = $2 AND planned_at >= $3
+                 ORDER BY planned_at DESC, id DESC LIMIT 1"
+            ),
+            &[&finding.as_hex(), &requested_by, &since],
+        )
+        .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
 /// The tenant's actions, newest first.
 pub async fn list(tx: &TenantTx, limit: Option<i64>) -> Result<Vec<StoredAction>, StoreError> {
     let rows = tx

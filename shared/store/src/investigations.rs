@@ -4,8 +4,14 @@
 //! ([`gate_state`]) under a per-tenant transaction lock ([`lock_tenant`]), so two dispatchers
 //! cannot both take the last concurrency slot; [`begin`] records the attempt before it runs and
 //! [`finish`] writes its outcome and the durable [`InvestigationRecord`]. An attempt left
-//! `running` past the investigation timeout (its runner died) is ended `timed_out` by
+//! `running` past the investigation timeout with no live lease is ended `timed_out` by
 //! [`expire_stale`], which the gate calls first.
+//!
+//! **Leases** (migration 0038). The runner that begins an attempt holds it ([`hold`]) and
+//! renews the hold while it works ([`renew_lease`]); the database's clock times them. An attempt
+//! whose lease lapsed (its runner died) is listed by [`expired_leases`] and taken over by
+//! another runner with [`take_over`], a compare-and-swap under the row lock, so of two runners
+//! sweeping at once one takes it, and a runner that renewed meanwhile keeps it.
 //!
 //! Nothing here commits: the caller commits.
 
@@ -216,7 +222,7 @@ pub async fn lock_tenant(tx: &TenantTx) -> Result<(), StoreError> {
 }
 
 /// Ends attempts still `running` that started before `cutoff` as `timed_out` (their runner is
-/// gone). Returns how many.
+/// gone), unless a runner still holds a live lease on them. Returns how many.
 pub async fn expire_stale(
     tx: &TenantTx,
     cutoff: DateTime<Utc>,
@@ -226,8 +232,10 @@ pub async fn expire_stale(
     Ok(tx
         .client()
         .execute(
-            "UPDATE investigations SET status = 'timed_out', outcome = $2, completed_at = $3
-             WHERE status = 'running' AND started_at < $1",
+            "UPDATE investigations SET status = 'timed_out', outcome = $2, completed_at = $3,
+                    lease_expires_at = NULL
+             WHERE status = 'running' AND started_at < $1
+               AND (lease_expires_at IS NULL OR lease_expires_at < now())",
             &[&cutoff, &timed_out, &now],
         )
         .await?)
@@ -307,8 +315,13 @@ pub async fn begin(
 }
 
 /// Ends a running attempt with its record. `false` when it was no longer running (it was
-/// expired meanwhile): the record is not written over the expiry.
-pub async fn finish(tx: &TenantTx, record: &InvestigationRecord) -> Result<bool, StoreError> {
+/// expired meanwhile) or, with `holder`, when another runner holds it now (it was taken over):
+/// the record is not written over theirs.
+pub async fn finish(
+    tx: &TenantTx,
+    record: &InvestigationRecord,
+    holder: Option<&str>,
+) -> Result<bool, StoreError> {
     if record.status == InvestigationStatus::Running {
         return Err(invalid("an attempt cannot finish as running"));
     }
@@ -319,8 +332,8 @@ pub async fn finish(tx: &TenantTx, record: &InvestigationRecord) -> Result<bool,
         .client()
         .execute(
             "UPDATE investigations SET status = $2, outcome = $3, completed_at = $4,
-                    action_id = $5, record = $6
-             WHERE id = $1 AND status = 'running'",
+                    action_id = $5, record = $6, lease_expires_at = NULL
+             WHERE id = $1 AND status = 'running' AND ($7::text IS NULL OR runner_id = $7)",
             &[
                 &record.id,
                 &record.status.as_str(),
@@ -328,10 +341,107 @@ pub async fn finish(tx: &TenantTx, record: &InvestigationRecord) -> Result<bool,
                 &completed_at,
                 &action_id,
                 &Json(record),
+                &holder,
             ],
         )
         .await?;
     Ok(updated == 1)
+}
+
+/// Makes `runner_id` the holder of the attempt [`begin`] just recorded, for `lease` from now.
+/// `false` when the attempt is not running or someone holds it already.
+pub async fn hold(
+    tx: &TenantTx,
+    id: Uuid,
+    runner_id: &str,
+    lease: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let secs = crate::patrol_runs::lease_secs(lease)?;
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE investigations
+             SET runner_id = $2, lease_expires_at = now() + make_interval(secs => $3)
+             WHERE id = $1 AND status = 'running' AND runner_id IS NULL",
+            &[&id, &runner_id, &secs],
+        )
+        .await?;
+    Ok(updated == 1)
+}
+
+/// Extends the lease `runner_id` holds on a running attempt. `false` when the attempt ended or
+/// another runner took it over: the caller must stop working on it.
+pub async fn renew_lease(
+    tx: &TenantTx,
+    id: Uuid,
+    runner_id: &str,
+    lease: std::time::Duration,
+) -> Result<bool, StoreError> {
+    let secs = crate::patrol_runs::lease_secs(lease)?;
+    let updated = tx
+        .client()
+        .execute(
+            "UPDATE investigations SET lease_expires_at = now() + make_interval(secs => $3)
+             WHERE id = $1 AND status = 'running' AND runner_id = $2",
+            &[&id, &runner_id, &secs],
+        )
+        .await?;
+    Ok(updated == 1)
+}
+
+/// Running attempts of every tenant whose lease lapsed, oldest expiry first, at most
+/// `max_rows` (identities only; take each over in its own tenant's transaction).
+pub async fn expired_leases(
+    store: &crate::Store,
+    max_rows: i32,
+) -> Result<Vec<(pulse_domain::TenantId, Uuid)>, StoreError> {
+    crate::patrol_runs::lapsed(
+        store,
+        "SELECT tenant_id, investigation_id FROM pulse_expired_investigation_leases($1)",
+        max_rows,
+    )
+    .await
+}
+
+/// An attempt a runner took over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TakenOver {
+    pub attempt: StoredInvestigation,
+    /// How often the attempt has been taken over, this time included.
+    pub takeovers: u32,
+}
+
+/// Takes over a running attempt whose lease lapsed: `runner_id` holds it for `lease` from now.
+/// `None` when it ended or its lease is live again (its runner renewed, or another runner took
+/// it over first).
+pub async fn take_over(
+    tx: &TenantTx,
+    id: Uuid,
+    runner_id: &str,
+    lease: std::time::Duration,
+) -> Result<Option<TakenOver>, StoreError> {
+    let secs = crate::patrol_runs::lease_secs(lease)?;
+    let row = tx
+        .client()
+        .query_opt(
+            &format!(
+                "UPDATE investigations
+                 SET runner_id = $2, lease_expires_at = now() + make_interval(secs => $3),
+                     takeovers = takeovers + 1
+                 WHERE id = $1 AND status = 'running' AND lease_expires_at < now()
+                 RETURNING {COLUMNS}, takeovers"
+            ),
+            &[&id, &runner_id, &secs],
+        )
+        .await?;
+    row.map(|row| {
+        let takeovers: i32 = row.try_get(10).map_err(invalid)?;
+        Ok(TakenOver {
+            attempt: from_row(&row)?,
+            takeovers: u32::try_from(takeovers).unwrap_or(u32::MAX),
+        })
+    })
+    .transpose()
 }
 
 pub async fn get(tx: &TenantTx, id: Uuid) -> Result<Option<StoredInvestigation>, StoreError> {

@@ -299,7 +299,8 @@ fn check_runner_id(runner_id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn lease_secs(lease: std::time::Duration) -> Result<f64, StoreError> {
+/// A lease's length in seconds for `make_interval`; a zero lease is refused.
+pub(crate) fn lease_secs(lease: std::time::Duration) -> Result<f64, StoreError> {
     if lease.is_zero() {
         return Err(invalid("a lease must last longer than zero"));
     }
@@ -549,18 +550,31 @@ pub async fn expired_leases(
     store: &crate::Store,
     max_rows: i32,
 ) -> Result<Vec<(pulse_domain::TenantId, RunId)>, StoreError> {
+    Ok(lapsed(
+        store,
+        "SELECT tenant_id, run_id FROM pulse_expired_run_leases($1)",
+        max_rows,
+    )
+    .await?
+    .into_iter()
+    .map(|(tenant, id)| (tenant, RunId::from_uuid(id)))
+    .collect())
+}
+
+/// The `(tenant, id)` rows of a lapsed-lease function (`sql` calls it with `$1` = `max_rows`):
+/// the sweepers' identities-only door through row-level security.
+pub(crate) async fn lapsed(
+    store: &crate::Store,
+    sql: &str,
+    max_rows: i32,
+) -> Result<Vec<(pulse_domain::TenantId, uuid::Uuid)>, StoreError> {
     let client = store.pool().get().await?;
-    let rows = client
-        .query(
-            "SELECT tenant_id, run_id FROM pulse_expired_run_leases($1)",
-            &[&max_rows],
-        )
-        .await?;
+    let rows = client.query(sql, &[&max_rows]).await?;
     rows.iter()
         .map(|row| {
             let tenant: String = row.get(0);
             let tenant = pulse_domain::TenantId::new(tenant).map_err(invalid)?;
-            Ok((tenant, RunId::from_uuid(row.get(1))))
+            Ok((tenant, row.get(1)))
         })
         .collect()
 }

@@ -132,12 +132,12 @@ async fn attempts_are_once_per_run_and_feed_the_gate_state() -> anyhow::Result<(
     assert_eq!(state.last_status, Some(InvestigationStatus::TimedOut));
     assert_eq!(state.last_outcome, Some(InvestigationOutcome::TimedOut));
     // A record arriving after the expiry is not written over it.
-    assert!(!investigations::finish(&tx, &record(first, finding)).await?);
+    assert!(!investigations::finish(&tx, &record(first, finding), None).await?);
 
     let second = Uuid::now_v7();
     assert!(investigations::begin(&tx, second, finding, run_b, 2, now).await?);
     let written = record(second, finding);
-    assert!(investigations::finish(&tx, &written).await?);
+    assert!(investigations::finish(&tx, &written, None).await?);
     tx.commit().await?;
 
     let tx = store.tenant_tx(&acme).await?;
@@ -164,5 +164,89 @@ async fn attempts_are_once_per_run_and_feed_the_gate_state() -> anyhow::Result<(
     assert!(investigations::get(&tx, second).await?.is_none());
     assert!(investigations::latest_record(&tx, finding).await?.is_none());
     assert_eq!(investigations::gate_state(&tx, finding).await?.attempts, 0);
+    Ok(())
+}
+
+/// Leases (migration 0038): the holder renews, nobody else can; a lapsed lease is listed across
+/// tenants and taken over once (a compare-and-swap), counting takeovers; the lost holder can
+/// neither renew nor write its record; a live lease keeps the attempt from the timeout expiry.
+#[tokio::test]
+async fn a_lapsed_lease_is_taken_over_once_and_the_lost_holder_writes_nothing() -> anyhow::Result<()>
+{
+    let (db, acme, globex) = setup().await?;
+    let store = db.store();
+    let finding = finding(store, &acme).await?;
+    let long_ago = Utc::now() - Duration::hours(2);
+    let id = Uuid::now_v7();
+    let lease = std::time::Duration::from_secs(30);
+
+    let tx = store.tenant_tx(&acme).await?;
+    assert!(investigations::begin(&tx, id, finding, Uuid::now_v7(), 1, long_ago).await?);
+    assert!(investigations::hold(&tx, id, "runner-a", lease).await?);
+    assert!(
+        !investigations::hold(&tx, id, "runner-b", lease).await?,
+        "a held attempt cannot be held again"
+    );
+    assert!(investigations::renew_lease(&tx, id, "runner-a", lease).await?);
+    assert!(!investigations::renew_lease(&tx, id, "runner-b", lease).await?);
+    // Started two hours ago, but its lease is live: the timeout expiry leaves it running.
+    assert_eq!(
+        investigations::expire_stale(&tx, Utc::now() - Duration::minutes(10), Utc::now()).await?,
+        0
+    );
+    assert!(
+        investigations::take_over(&tx, id, "runner-b", lease)
+            .await?
+            .is_none(),
+        "a live lease is not taken over"
+    );
+    tx.commit().await?;
+    assert!(investigations::expired_leases(store, 10).await?.is_empty());
+
+    // runner-a dies: its lease lapses (moved into the past here, as time would).
+    db.owner_client()
+        .await?
+        .execute(
+            "UPDATE investigations SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+    assert_eq!(
+        investigations::expired_leases(store, 10).await?,
+        vec![(acme.clone(), id)]
+    );
+    // Another tenant's transaction cannot see, let alone take, it.
+    let tx = store.tenant_tx(&globex).await?;
+    assert!(
+        investigations::take_over(&tx, id, "runner-g", lease)
+            .await?
+            .is_none()
+    );
+    tx.commit().await?;
+
+    let tx = store.tenant_tx(&acme).await?;
+    let taken = investigations::take_over(&tx, id, "runner-b", lease)
+        .await?
+        .expect("the lapsed attempt is taken over");
+    assert_eq!(taken.takeovers, 1);
+    assert_eq!(taken.attempt.status, InvestigationStatus::Running);
+    assert_eq!(taken.attempt.finding_id, finding.as_hex());
+    assert!(
+        investigations::take_over(&tx, id, "runner-c", lease)
+            .await?
+            .is_none(),
+        "taken once: the new lease is live"
+    );
+    // The lost holder neither renews nor writes its record over the taker's run.
+    assert!(!investigations::renew_lease(&tx, id, "runner-a", lease).await?);
+    assert!(!investigations::finish(&tx, &record(id, finding), Some("runner-a")).await?);
+    assert!(investigations::finish(&tx, &record(id, finding), Some("runner-b")).await?);
+    let stored = investigations::get(&tx, id).await?.expect("stored");
+    assert_eq!(stored.status, InvestigationStatus::Completed);
+    tx.commit().await?;
+    assert!(
+        investigations::expired_leases(store, 10).await?.is_empty(),
+        "an ended attempt drops its lease"
+    );
     Ok(())
 }

@@ -11,6 +11,10 @@
 //!   `patrol:investigation`. The `InvestigationRecord` is stored with the proposal (no params),
 //!   the tools used, the evidence and the action reference, and `GET /findings/{id}` shows it.
 //!   The healthy neighbour gets no investigation and the service was never restarted.
+//! - A runner lost mid-investigation (an attempt held under a lapsed lease): the running
+//!   model-runner takes it over. One whose proposal was already submitted ends with that action
+//!   (no second plan); one taken over too often ends `runner_lost` without asking the model;
+//!   any other runs again to its record.
 
 use std::time::Duration;
 
@@ -77,6 +81,74 @@ async fn investigation_count(store: &Store) -> anyhow::Result<i64> {
 
 async fn action_count(store: &Store) -> anyhow::Result<i64> {
     count(store, "actions").await
+}
+
+/// The runner id of the lost runner in the takeover steps.
+const LOST_RUNNER: &str = "model-runner-lost";
+
+/// A `running` attempt of `finding` as a runner that died leaves it: held by [`LOST_RUNNER`]
+/// with a lapsed lease, `takeovers` times taken over already.
+async fn lost_attempt(
+    gw: &pulse_test_support::service::TestGateway,
+    finding: pulse_domain::finding::FindingId,
+    started_at: chrono::DateTime<chrono::Utc>,
+    takeovers: i32,
+) -> anyhow::Result<uuid::Uuid> {
+    let id = uuid::Uuid::now_v7();
+    let tx = gw.db.store().tenant_tx(&TenantId::default_tenant()).await?;
+    let attempt = investigations::gate_state(&tx, finding).await?.attempts + 1;
+    assert!(
+        investigations::begin(&tx, id, finding, uuid::Uuid::now_v7(), attempt, started_at).await?
+    );
+    assert!(investigations::hold(&tx, id, LOST_RUNNER, Duration::from_secs(30)).await?);
+    tx.commit().await?;
+    gw.db
+        .owner_client()
+        .await?
+        .execute(
+            "UPDATE investigations SET lease_expires_at = now() - interval '1 second',
+                    takeovers = $2
+             WHERE id = $1",
+            &[&id, &takeovers],
+        )
+        .await?;
+    Ok(id)
+}
+
+/// How often attempt `id` was taken over.
+async fn takeovers(
+    gw: &pulse_test_support::service::TestGateway,
+    id: uuid::Uuid,
+) -> anyhow::Result<i32> {
+    let row = gw
+        .db
+        .owner_client()
+        .await?
+        .query_one("SELECT takeovers FROM investigations WHERE id = $1", &[&id])
+        .await?;
+    Ok(row.get(0))
+}
+
+/// Waits for attempt `id` to end.
+async fn ended_attempt(
+    store: &Store,
+    runner: &TestModelRunner,
+    id: uuid::Uuid,
+) -> anyhow::Result<investigations::StoredInvestigation> {
+    wait::until(
+        INVESTIGATION_DEADLINE,
+        "the lost runner's attempt to end",
+        || async {
+            let tx = store.tenant_tx(&TenantId::default_tenant()).await.ok()?;
+            investigations::get(&tx, id)
+                .await
+                .ok()
+                .flatten()
+                .filter(|i| i.status != InvestigationStatus::Running)
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{e}; runner log:\n{}", runner.process.log_tail(80)))
 }
 
 #[tokio::test]
@@ -313,6 +385,61 @@ async fn a_failing_service_is_investigated_into_one_pending_restart_only_outside
         "{unknown:?}"
     );
     assert_eq!(action_count(store).await?, 1);
+
+    // 3. A runner lost mid-investigation: its attempt's lease lapses and the running
+    // model-runner's sweeper takes it over.
+    // 3a. The lost runner had already submitted its proposal: the attempt ends with that
+    // action, and no second plan is made.
+    let submitted = lost_attempt(gw, finding.id, action.plan.planned_at, 0).await?;
+    let ended = ended_attempt(store, &runner, submitted).await?;
+    let record = ended.record.clone().expect("record");
+    assert_eq!(record.status, InvestigationStatus::Completed, "{record:?}");
+    assert_eq!(
+        record.action.as_ref().map(|a| a.action_id),
+        Some(reference.action_id)
+    );
+    assert!(record.error.contains("the proposal stands"), "{record:?}");
+    assert_eq!(takeovers(gw, submitted).await?, 1);
+    assert_eq!(action_count(store).await?, 1);
+    // 3b. An attempt whose runners keep being lost ends `runner_lost`, not run again.
+    let requests_before = sim.requests().len();
+    let exhausted = lost_attempt(gw, finding.id, chrono::Utc::now(), 2).await?;
+    let ended = ended_attempt(store, &runner, exhausted).await?;
+    let record = ended.record.clone().expect("record");
+    assert_eq!(record.status, InvestigationStatus::Failed, "{record:?}");
+    assert!(record.error.starts_with("runner_lost"), "{record:?}");
+    assert_eq!(takeovers(gw, exhausted).await?, 3);
+    assert_eq!(action_count(store).await?, 1);
+    assert_eq!(
+        sim.requests().len(),
+        requests_before,
+        "nothing was asked of the model"
+    );
+    // 3c. Otherwise the attempt runs again, from the committed finding, under the taker's lease.
+    let rerun = lost_attempt(gw, finding.id, chrono::Utc::now(), 0).await?;
+    let ended = ended_attempt(store, &runner, rerun).await?;
+    let record = ended.record.clone().expect("record");
+    assert_eq!(
+        record.status,
+        InvestigationStatus::Completed,
+        "{record:?}\n{}",
+        runner.process.log_tail(60)
+    );
+    assert!(
+        record
+            .tools_used
+            .iter()
+            .any(|t| t == "patrol_propose_action"),
+        "the model ran again: {record:?}"
+    );
+    assert!(sim.requests().len() > requests_before);
+    assert_eq!(takeovers(gw, rerun).await?, 1);
+    assert!(
+        runner
+            .process
+            .log_tail(400)
+            .contains("lost runner's investigation taken over")
+    );
 
     runner.stop().await?;
     broker.stop().await?;

@@ -137,7 +137,7 @@ async fn show_prints_the_investigation_record_and_the_fix_outcome() -> anyhow::R
             investigations::begin(&tx, investigation, finding, Uuid::now_v7(), 1, started).await?
         );
         anyhow::ensure!(
-            investigations::finish(&tx, &record(investigation, finding, action_id)).await?
+            investigations::finish(&tx, &record(investigation, finding, action_id), None).await?
         );
         tx.commit().await?;
 

@@ -14,8 +14,16 @@
 //! finds the row and dispatches nothing). The event is acked after those commits; the runs go
 //! on in the background. A delivery that leaves some finding undecided is Nak'd with backoff;
 //! after its last delivery, or at once when it cannot be read, the event is dead-lettered to
-//! `pulse.<tenant>.dlq.investigation_dispatch` ([`pulse_bus::redelivery`]). A process that dies mid-run leaves its rows `running` until they time
-//! out.
+//! `pulse.<tenant>.dlq.investigation_dispatch` ([`pulse_bus::redelivery`]).
+//!
+//! **Leases.** The runner that begins an attempt holds it under a lease (the runner lease,
+//! `runner.lease_ms`) and renews it every third of the lease while the attempt runs
+//! ([`lease::Renewal`]). When a runner dies mid-investigation, its lease lapses and the
+//! [`lease`] sweeper of another runner takes the attempt over and runs it again from the
+//! committed finding: nothing of an investigation acts before its one proposal, so running it
+//! again is safe, and a proposal the lost runner had already submitted is found and recorded
+//! instead of being made twice. An attempt taken over [`lease::MAX_TAKEOVERS`] times ends
+//! `failed` (`runner_lost`). A runner that finds its lease gone stops and writes nothing.
 //!
 //! A completely successful run with one valid proposal submits it to the action-broker as an
 //! `ActionPlanRequest` (`requested_by` `patrol:investigation`, the finding linked): the broker
@@ -24,6 +32,7 @@
 
 pub mod capture;
 pub mod gate;
+pub mod lease;
 pub mod runtime;
 pub mod tools;
 
@@ -96,6 +105,10 @@ pub struct InvestigationService {
     environment_keys: BTreeMap<String, String>,
     master_key: MasterKey,
     investigator: Investigator,
+    /// This process's identity as a lease holder.
+    runner_id: String,
+    /// How long an attempt's lease lasts without renewal.
+    lease: Duration,
 }
 
 fn settings_error(error: settings::SettingsStoreError) -> StoreError {
@@ -136,6 +149,8 @@ impl InvestigationService {
                 catalogue,
                 providers,
             ),
+            runner_id: ctx.instance_id.clone(),
+            lease: ctx.config.runner.lease(),
         })
     }
 
@@ -233,6 +248,7 @@ impl InvestigationService {
                 let id = Uuid::now_v7();
                 if !investigations::begin(&tx, id, finding_id, run_id.as_uuid(), attempt, now)
                     .await?
+                    || !investigations::hold(&tx, id, &self.runner_id, self.lease).await?
                 {
                     return Ok(Err(None));
                 }
@@ -243,8 +259,52 @@ impl InvestigationService {
         }
     }
 
-    /// Runs one dispatched attempt to its record.
+    /// Runs one dispatched attempt to its record, under its lease: the lease is renewed until
+    /// the record is written, and a lost lease (another runner took the attempt over) stops the
+    /// run with nothing written.
     pub async fn investigate(&self, tenant: &TenantId, id: Uuid, run_id: RunId, finding: Finding) {
+        let mut renewal = lease::Renewal::spawn(lease::Hold {
+            store: self.store.clone(),
+            tenant: tenant.clone(),
+            id,
+            runner_id: self.runner_id.clone(),
+            lease: self.lease,
+        });
+        let record = tokio::select! {
+            record = self.attempt(tenant, id, run_id, &finding) => record,
+            () = renewal.lost() => {
+                tracing::warn!(tenant = %tenant, investigation_id = %id, "investigation lease lost; another runner holds the attempt");
+                return;
+            }
+        };
+        self.write(tenant, &record).await;
+        renewal.stop().await;
+    }
+
+    /// Writes the record that ends an attempt.
+    async fn write(&self, tenant: &TenantId, record: &InvestigationRecord) {
+        let id = record.id;
+        match self.record(tenant, record).await {
+            Ok(true) => {
+                tracing::info!(tenant = %tenant, investigation_id = %id, status = record.status.as_str(), outcome = ?record.outcome, "investigation finished")
+            }
+            Ok(false) => {
+                tracing::warn!(tenant = %tenant, investigation_id = %id, "investigation ended elsewhere (timed out); record dropped")
+            }
+            Err(error) => {
+                tracing::error!(tenant = %tenant, investigation_id = %id, %error, "investigation record not written")
+            }
+        }
+    }
+
+    /// Runs one attempt: the model's read-only run, then its proposal submitted to the broker.
+    async fn attempt(
+        &self,
+        tenant: &TenantId,
+        id: Uuid,
+        run_id: RunId,
+        finding: &Finding,
+    ) -> InvestigationRecord {
         let started_at = Utc::now();
         let prepared = async {
             let tx = self
@@ -287,7 +347,7 @@ impl InvestigationService {
                     tenant,
                     investigation_id: id,
                     watch_run_id: run_id,
-                    finding: &finding,
+                    finding,
                     inventory,
                     connection: &connection,
                 });
@@ -326,7 +386,7 @@ impl InvestigationService {
         match &result.proposal {
             Ok(Some(proposal)) => {
                 proposal_summary = Some(summary(proposal));
-                match self.submit(tenant, &finding, proposal).await {
+                match self.submit(tenant, finding, proposal).await {
                     Ok((reference, state, message)) => {
                         let plan = gate::plan_outcome(state);
                         if plan != InvestigationOutcome::FixQueued {
@@ -354,26 +414,8 @@ impl InvestigationService {
                 error = format!("{}: {capture_error}", capture_error.code());
             }
         }
-        let record = InvestigationRecord {
-            id,
-            finding_id: finding.id.as_hex(),
-            session_id: run_id.to_string(),
-            subject: InvestigationSubject {
-                resource_id: finding.resource_id.clone(),
-                resource_name: finding.resource_name.clone(),
-                resource_type: finding.resource_type.clone(),
-                node: String::new(),
-            },
-            trigger: InvestigationTrigger {
-                finding_key: finding.key.as_str().to_owned(),
-                source: "ai-analysis".to_owned(),
-                severity: finding.severity.as_str().to_owned(),
-                category: finding.category.as_str().to_owned(),
-                title: finding.title.clone(),
-                detected_at: finding.detected_at,
-                description: finding.description.clone(),
-                cause: format!("watch_run:{run_id}"),
-            },
+        tracing::debug!(tenant = %tenant, investigation_id = %id, checkpointed = result.checkpointed, "investigation run ended");
+        InvestigationRecord {
             status,
             outcome,
             confidence: confidence(&result.conclusion).to_owned(),
@@ -387,30 +429,15 @@ impl InvestigationService {
                 })
                 .collect(),
             conclusion: result.conclusion.clone(),
-            impact: finding.impact.clone(),
             recommended_action: proposal_summary
                 .as_ref()
                 .map(|p| format!("{} on {}", p.capability_name, p.resource_id))
                 .unwrap_or_default(),
-            verification: Vec::new(),
-            rollback: Vec::new(),
             tools_used: result.tools_used.clone(),
             proposal: proposal_summary,
-            started_at,
-            completed_at: Some(Utc::now()),
             action,
             error,
-        };
-        match self.record(tenant, &record).await {
-            Ok(true) => {
-                tracing::info!(tenant = %tenant, investigation_id = %id, status = record.status.as_str(), outcome = ?record.outcome, checkpointed = result.checkpointed, "investigation finished")
-            }
-            Ok(false) => {
-                tracing::warn!(tenant = %tenant, investigation_id = %id, "investigation ended elsewhere (timed out); record dropped")
-            }
-            Err(error) => {
-                tracing::error!(tenant = %tenant, investigation_id = %id, %error, "investigation record not written")
-            }
+            ..base_record(id, run_id, finding, started_at)
         }
     }
 
@@ -421,7 +448,7 @@ impl InvestigationService {
     ) -> Result<bool, StoreError> {
         self.store
             .retry_tenant_tx(tenant, &TxRetry::default(), |tx| async move {
-                let written = investigations::finish(&tx, record).await?;
+                let written = investigations::finish(&tx, record, Some(&self.runner_id)).await?;
                 tx.commit().await?;
                 Ok(written)
             })
@@ -469,8 +496,13 @@ impl InvestigationService {
         let stop = CancellationToken::new();
         let stopped = stop.clone();
         let this = Arc::new(self);
+        let sweeper = tokio::spawn(this.clone().sweep_until(stop.clone()));
         let task = tokio::spawn(async move { this.consume(consumer, stopped).await });
-        Ok(InvestigationHandle { stop, task })
+        Ok(InvestigationHandle {
+            stop,
+            task,
+            sweeper,
+        })
     }
 
     async fn consume(self: Arc<Self>, consumer: PullConsumer, stop: CancellationToken) {
@@ -480,7 +512,7 @@ impl InvestigationService {
             while running.try_join_next().is_some() {}
             self.clone().process(message, &mut running).await;
         }
-        // Running attempts are abandoned; their rows time out.
+        // Running attempts are abandoned; their leases lapse and another runner takes them over.
         running.shutdown().await;
     }
 
@@ -548,6 +580,52 @@ pub async fn ensure_consumer(bus: &Bus) -> Result<PullConsumer, BusError> {
     .await
 }
 
+/// The record of an attempt of `finding` dispatched by `run_id`, with nothing concluded yet;
+/// callers fill in how it ended.
+fn base_record(
+    id: Uuid,
+    run_id: RunId,
+    finding: &Finding,
+    started_at: chrono::DateTime<Utc>,
+) -> InvestigationRecord {
+    InvestigationRecord {
+        id,
+        finding_id: finding.id.as_hex(),
+        session_id: run_id.to_string(),
+        subject: InvestigationSubject {
+            resource_id: finding.resource_id.clone(),
+            resource_name: finding.resource_name.clone(),
+            resource_type: finding.resource_type.clone(),
+            node: String::new(),
+        },
+        trigger: InvestigationTrigger {
+            finding_key: finding.key.as_str().to_owned(),
+            source: "ai-analysis".to_owned(),
+            severity: finding.severity.as_str().to_owned(),
+            category: finding.category.as_str().to_owned(),
+            title: finding.title.clone(),
+            detected_at: finding.detected_at,
+            description: finding.description.clone(),
+            cause: format!("watch_run:{run_id}"),
+        },
+        status: InvestigationStatus::Failed,
+        outcome: None,
+        confidence: confidence("").to_owned(),
+        evidence: Vec::new(),
+        conclusion: String::new(),
+        impact: finding.impact.clone(),
+        recommended_action: String::new(),
+        verification: Vec::new(),
+        rollback: Vec::new(),
+        tools_used: Vec::new(),
+        proposal: None,
+        started_at,
+        completed_at: Some(Utc::now()),
+        action: None,
+        error: String::new(),
+    }
+}
+
 fn summary(proposal: &Proposal) -> ProposalSummary {
     ProposalSummary {
         resource_id: proposal.resource_id.clone(),
@@ -562,6 +640,7 @@ fn summary(proposal: &Proposal) -> ProposalSummary {
 pub struct InvestigationHandle {
     stop: CancellationToken,
     task: JoinHandle<()>,
+    sweeper: JoinHandle<()>,
 }
 
 impl InvestigationHandle {
@@ -578,5 +657,6 @@ impl InvestigationHandle {
     pub async fn stop(self) {
         self.stop.cancel();
         let _ = self.task.await;
+        let _ = self.sweeper.await;
     }
 }
