@@ -1,12 +1,12 @@
-//! pulse-connector: reads the Proxmox VE clusters of every organization and reports them to the
-//! agent relay as agents (ADR 0013).
+//! pulse-connector: reads the Proxmox VE clusters and Proxmox Backup Servers of every
+//! organization and reports them to the agent relay as agents (ADR 0013).
 //!
 //! Each connection is read by one connector replica at a time, the holder of its lease in
 //! Postgres: replicas claim free or lapsed leases (`FOR UPDATE SKIP LOCKED`), renew them by
 //! compare-and-set every cycle and stop reading the moment a renewal fails. The holder keeps one
-//! agent session with the relay per connection, as agent `pve.<name>`, with a token bound to
-//! that agent id, and every cadence reads the cluster into canonical resources
-//! (`pulse_proxmox::inventory`), sends them as a report and records the connection's state
+//! agent session with the relay per connection, as agent `pve.<name>` (or `pbs.<name>`), with a
+//! token bound to that agent id, and every cadence reads the cluster into canonical resources
+//! (`pulse_proxmox::inventory`; a backup server with `pulse_proxmox::pbs`), sends them as a report and records the connection's state
 //! (`connected`, `no_quorum`, `auth_failed`, `unreachable`, `tls_mismatch`) with what to fix.
 //! Ingestion, liveness, alerts and forecasts are the relay's and the scheduler's, as for a host.
 //!
@@ -42,8 +42,8 @@ pub const SPEC: ServiceSpec = ServiceSpec {
 /// renews it for three cadences.
 pub const CLAIM_LEASE: Duration = Duration::from_secs(90);
 
-/// The kinds this connector reads (Proxmox Backup Server arrives with its reader).
-pub const KINDS: [ConnectionKind; 1] = [ConnectionKind::ProxmoxVe];
+/// The kinds this connector reads.
+pub const KINDS: [ConnectionKind; 2] = [ConnectionKind::ProxmoxVe, ConnectionKind::ProxmoxBackup];
 
 /// The relay's base URL when none is configured: its listener, with an unspecified address
 /// (`0.0.0.0`, `::`) read as this machine.

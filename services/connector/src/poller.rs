@@ -9,8 +9,8 @@ use chrono::Utc;
 use pulse_agent_session::{Backlog, ConnectionConfig};
 use pulse_capabilities::ErrorCode;
 use pulse_domain::agent_protocol::{Hello, PROTOCOL_VERSION, Report};
-use pulse_domain::connection::ConnectionState;
-use pulse_proxmox::{Client, Secret, Timeouts, TlsMode, inventory};
+use pulse_domain::connection::{ConnectionKind, ConnectionState};
+use pulse_proxmox::{Client, Secret, Timeouts, TlsMode, inventory, pbs};
 use pulse_store::connections::{self, Connection, Lease, Observation};
 use pulse_store::settings::MasterKey;
 use pulse_store::{Store, TenantTx};
@@ -332,10 +332,17 @@ impl Poller {
                 };
             }
         };
-        match inventory::read(&client, agent_id).await {
-            Ok(found) => {
+        let found = match connection.kind {
+            ConnectionKind::ProxmoxVe => inventory::read(&client, agent_id)
+                .await
+                .map(|found| (found.cluster.quorum_cause(), found.resources)),
+            ConnectionKind::ProxmoxBackup => pbs::read(&client, agent_id)
+                .await
+                .map(|resources| (None, resources)),
+        };
+        match found {
+            Ok((cause, resources)) => {
                 let at = Utc::now();
-                let cause = found.cluster.quorum_cause();
                 Cycle {
                     observed: Observation {
                         state: if cause.is_some() {
@@ -352,7 +359,7 @@ impl Poller {
                     report: Some(Report {
                         seq,
                         observed_at: at,
-                        resources: found.resources,
+                        resources,
                     }),
                 }
             }

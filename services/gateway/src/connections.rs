@@ -99,10 +99,9 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn check_body(body: ConnectionBody) -> Result<Checked, ApiError> {
-    if body.kind == ConnectionKind::ProxmoxBackup {
+    if body.kind == ConnectionKind::ProxmoxBackup && body.guest_actions {
         return Err(invalid(
-            "kind proxmox-backup: Proxmox Backup Server connections are not supported yet; \
-             only proxmox-ve can be added",
+            "guest_actions: a Proxmox Backup Server has no guests; leave guest_actions off",
         ));
     }
     let base =
@@ -745,11 +744,6 @@ mod tests {
             ),
             ("public_ca", serde_json::json!(true), "exactly one of"),
             ("verify_tls", serde_json::json!(false), "unknown field"),
-            (
-                "kind",
-                serde_json::json!("proxmox-backup"),
-                "not supported yet",
-            ),
         ] {
             let err = with(key, value).map(|_| ()).unwrap_err();
             assert!(err.contains(says), "{key}: {err}");
@@ -762,6 +756,16 @@ mod tests {
                 .unwrap_err()
                 .contains("cannot be turned off")
         );
+        // A backup server: its own default port, and no guests to act on.
+        let mut pbs = base();
+        pbs["kind"] = serde_json::json!("proxmox-backup");
+        pbs["url"] = serde_json::json!("https://pbs.home.arpa");
+        assert_eq!(
+            body(pbs.clone()).unwrap().url,
+            "https://pbs.home.arpa:8007/"
+        );
+        pbs["guest_actions"] = serde_json::json!(true);
+        assert!(body(pbs).map(|_| ()).unwrap_err().contains("no guests"));
     }
 
     #[test]

@@ -331,7 +331,9 @@ fn rule_check(
         | AlertRule::PoolDegraded
         | AlertRule::SmartFailure
         | AlertRule::BackupFailed
-        | AlertRule::BackupStale => false,
+        | AlertRule::BackupStale
+        | AlertRule::PbsJobFailed
+        | AlertRule::BackupVerifyFailed => false,
     };
     match reasons.band {
         Some(band) if has_reading => ResolutionCheck::still_present(band),

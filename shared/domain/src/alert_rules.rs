@@ -24,6 +24,8 @@
 //! | `disk_wearout` | an SSD has used >= 90% of its rated endurance (warning), >= 95% (critical) | warning / critical | at or below 85% used |
 //! | `backup_failed` | a guest's latest backup task ended in error | warning | a later backup ends well |
 //! | `backup_stale` | a guest's latest successful backup ended more than 48 hours ago (templates never; not inside a maintenance window) | warning | a backup ends well within the window |
+//! | `pbs_job_failed` | the last run of a Proxmox Backup Server datastore's garbage collection, verify, prune or sync job failed | warning | every job's last run ended well |
+//! | `backup_verify_failed` | the latest snapshot of a backup group on a Proxmox Backup Server datastore failed verification | warning | no group's latest snapshot failed verification |
 //!
 //! Storage and ZFS pools fill up under `filesystem_usage` (their `used_percent`). A resource whose
 //! unhealthiness a specific rule explains (a pool's health, a disk's SMART result, a cluster's
@@ -32,6 +34,8 @@
 //! A reading that is missing (`None`) never fires and never clears: no data is not good news.
 //! So a guest with no successful backup task in sight has no `backup_stale` alert: Pulse cannot
 //! tell a guest that is never backed up on purpose from one whose backups stopped.
+//! A Proxmox Backup Server datastore whose jobs or verification results could not be read keeps
+//! its `pbs_job_failed` and `backup_verify_failed` alerts as they were.
 //! A change of level on a firing alert is a `level_changed` transition on the same alert, never a
 //! second alert. Boolean rules carry `value` 1 and `threshold` 1.
 
@@ -140,6 +144,15 @@ pub struct ResourceObservation {
     /// seen).
     #[serde(default)]
     pub last_backup_ok_at: Option<DateTime<Utc>>,
+    /// A Proxmox Backup Server datastore's jobs (garbage collection, verify, prune, sync) whose
+    /// last run failed, one line each as the connector words it; empty when every job's last
+    /// run ended well (`None`: the jobs could not be read).
+    #[serde(default)]
+    pub failed_jobs: Option<Vec<String>>,
+    /// The backup groups of a Proxmox Backup Server datastore (`vm/100`, `ns1:ct/105`) whose
+    /// latest snapshot failed verification; empty when none did (`None`: not read).
+    #[serde(default)]
+    pub verify_failed_groups: Option<Vec<String>>,
     /// The operator has the resource in an active maintenance window: what stops during it
     /// was meant to.
     #[serde(default)]
@@ -179,6 +192,8 @@ impl ResourceObservation {
             wearout_remaining_pct: None,
             last_backup_ok: None,
             last_backup_ok_at: None,
+            failed_jobs: None,
+            verify_failed_groups: None,
             in_maintenance: false,
             stopped_by_action_at: None,
             observed_at,
@@ -212,10 +227,12 @@ pub enum AlertRule {
     DiskWearout,
     BackupFailed,
     BackupStale,
+    PbsJobFailed,
+    BackupVerifyFailed,
 }
 
 impl AlertRule {
-    pub const ALL: [AlertRule; 15] = [
+    pub const ALL: [AlertRule; 17] = [
         Self::Unhealthy,
         Self::UnexpectedExit,
         Self::RestartLoop,
@@ -231,6 +248,8 @@ impl AlertRule {
         Self::DiskWearout,
         Self::BackupFailed,
         Self::BackupStale,
+        Self::PbsJobFailed,
+        Self::BackupVerifyFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -250,6 +269,8 @@ impl AlertRule {
             Self::DiskWearout => "disk_wearout",
             Self::BackupFailed => "backup_failed",
             Self::BackupStale => "backup_stale",
+            Self::PbsJobFailed => "pbs_job_failed",
+            Self::BackupVerifyFailed => "backup_verify_failed",
         }
     }
 }
@@ -530,6 +551,10 @@ impl AlertRuleEngine {
                     AlertLevel::Warning,
                 ),
                 AlertRule::BackupStale => self.backup_stale_verdict(observation, now),
+                AlertRule::PbsJobFailed => failures_verdict(observation.failed_jobs.as_deref()),
+                AlertRule::BackupVerifyFailed => {
+                    failures_verdict(observation.verify_failed_groups.as_deref())
+                }
                 AlertRule::DiskWearout => self.threshold_verdict(
                     observation
                         .wearout_remaining_pct
@@ -709,6 +734,20 @@ fn flag_verdict(bad: Option<bool>, level: AlertLevel) -> Verdict {
     }
 }
 
+/// A list of failures (a datastore's failed jobs, its groups that failed verification): any
+/// fires at warning with their count as the value, an empty list clears, no list keeps.
+fn failures_verdict(failures: Option<&[String]>) -> Verdict {
+    match failures {
+        Some([]) => Verdict::Clear,
+        Some(failures) => Verdict::Fire {
+            level: AlertLevel::Warning,
+            value: failures.len() as f64,
+            threshold: 1.0,
+        },
+        None => Verdict::Keep { value: None },
+    }
+}
+
 /// A guest seen running that is now stopped. A guest first seen stopped may be stopped on
 /// purpose, so it does not fire; a template never does.
 /// A guest seen running that is now stopped, unless the stop was meant: inside its maintenance
@@ -862,7 +901,65 @@ fn message(
              threshold of {threshold}%",
             level.as_str()
         ),
+        AlertRule::PbsJobFailed => {
+            let jobs = observation.failed_jobs.as_deref().unwrap_or_default();
+            let (noun, their) = if jobs.len() == 1 {
+                ("job", "its")
+            } else {
+                ("jobs", "their")
+            };
+            format!(
+                "{kind} {id}: {} Proxmox Backup Server {noun} failed {their} last run: {}",
+                jobs.len(),
+                listing(jobs, "; ")
+            )
+        }
+        AlertRule::BackupVerifyFailed => format!(
+            "the latest backup of {} on {kind} {id} failed verification",
+            listing(
+                observation
+                    .verify_failed_groups
+                    .as_deref()
+                    .unwrap_or_default(),
+                ", "
+            )
+        ),
     }
+}
+
+/// Most bytes of listed items a message carries, so that with a resource id (at most 1024
+/// characters) it stays within the 4096 characters the `alerts` table stores.
+const MAX_LISTING_BYTES: usize = 2048;
+/// Most bytes of one listed item (a failed job's line can carry a long task error).
+const MAX_LISTED_ITEM_BYTES: usize = 512;
+
+/// `items` joined by `separator`, each clipped to [`MAX_LISTED_ITEM_BYTES`]; the ones past
+/// [`MAX_LISTING_BYTES`] are counted (" and 3 more"), not listed.
+fn listing(items: &[String], separator: &str) -> String {
+    let mut out = String::new();
+    for (i, item) in items.iter().enumerate() {
+        let item = clip(item.trim(), MAX_LISTED_ITEM_BYTES);
+        let separator = if i == 0 { "" } else { separator };
+        if out.len() + separator.len() + item.len() > MAX_LISTING_BYTES {
+            out.push_str(&format!(" and {} more", items.len() - i));
+            break;
+        }
+        out.push_str(separator);
+        out.push_str(item.as_ref());
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
+fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end]).into()
 }
 
 fn apply(
@@ -1707,6 +1804,190 @@ mod tests {
             t(100 * HOUR),
         );
         assert!(state.firing.is_empty());
+    }
+
+    const STORE: &str = "storage:pbs.backup1:store1";
+
+    /// A Proxmox Backup Server datastore observed at `at` with its failed jobs and the groups
+    /// whose latest snapshot failed verification (`None`: not read).
+    fn datastore(
+        at: i64,
+        failed_jobs: Option<&[&str]>,
+        verify_failed_groups: Option<&[&str]>,
+    ) -> ResourceObservation {
+        let owned = |items: Option<&[&str]>| {
+            items.map(|items| items.iter().map(|item| (*item).to_owned()).collect())
+        };
+        ResourceObservation {
+            failed_jobs: owned(failed_jobs),
+            verify_failed_groups: owned(verify_failed_groups),
+            ..ResourceObservation::new(STORE, ObservedResourceType::Storage, t(at))
+        }
+    }
+
+    const GC_FAILED: &str = "garbage collection (datastore store1): TASK ERROR: no space left";
+    const VERIFY_FAILED: &str =
+        "verify job v-3f2a (datastore store1): TASK ERROR: verification failed on 2 snapshots";
+
+    #[test]
+    fn a_failed_pbs_job_fires_keeps_without_a_reading_and_clears_when_every_job_ends_well() {
+        let both = [GC_FAILED, VERIFY_FAILED];
+        let (state, seen) = run(&[
+            datastore(0, None, None),
+            datastore(30, Some(&both), None),
+            datastore(60, None, None),
+        ]);
+        assert_eq!(seen, [("fired".into(), AlertRule::PbsJobFailed, Warning)]);
+        let alert = &state.firing[&AlertRule::PbsJobFailed];
+        assert_eq!(
+            (alert.level, alert.value, alert.threshold),
+            (Warning, 2.0, 1.0)
+        );
+        assert_eq!(
+            alert.key.as_str(),
+            "storage:pbs.backup1:store1:pbs_job_failed"
+        );
+        assert_eq!(
+            alert.message,
+            format!(
+                "storage {STORE}: 2 Proxmox Backup Server jobs failed their last run: \
+                 {GC_FAILED}; {VERIFY_FAILED}"
+            )
+        );
+        assert_eq!(
+            level_of(&state, AlertRule::BackupVerifyFailed),
+            None,
+            "a failed verify job is not a group that failed verification"
+        );
+        let (state, seen) = run(&[
+            datastore(0, Some(&both), None),
+            datastore(30, Some(&[GC_FAILED]), None),
+            datastore(60, Some(&[]), None),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::PbsJobFailed, Warning),
+                ("cleared".into(), AlertRule::PbsJobFailed, Warning)
+            ],
+            "one job fewer is the same alert"
+        );
+        assert!(state.firing.is_empty());
+        let (state, seen) = run(&[datastore(0, Some(&[]), None)]);
+        assert!(seen.is_empty(), "every job ended well: {seen:?}");
+        assert!(state.firing.is_empty());
+    }
+
+    #[test]
+    fn a_firing_pbs_job_alert_names_the_jobs_of_the_latest_reading() {
+        let (state, _) = run(&[
+            datastore(0, Some(&[GC_FAILED, VERIFY_FAILED]), None),
+            datastore(30, Some(&[VERIFY_FAILED]), None),
+        ]);
+        let alert = &state.firing[&AlertRule::PbsJobFailed];
+        assert_eq!(alert.value, 1.0);
+        assert_eq!(
+            alert.message,
+            format!(
+                "storage {STORE}: 1 Proxmox Backup Server job failed its last run: {VERIFY_FAILED}"
+            )
+        );
+        assert_eq!(alert.fired_at, t(0));
+    }
+
+    #[test]
+    fn a_group_that_failed_verification_fires_keeps_without_a_reading_and_clears_when_none_do() {
+        let groups = ["vm/100", "ns1:ct/105"];
+        let (state, seen) = run(&[
+            datastore(0, Some(&[]), None),
+            datastore(30, Some(&[]), Some(&groups)),
+            datastore(60, None, None),
+        ]);
+        assert_eq!(
+            seen,
+            [("fired".into(), AlertRule::BackupVerifyFailed, Warning)]
+        );
+        let alert = &state.firing[&AlertRule::BackupVerifyFailed];
+        assert_eq!(
+            (alert.level, alert.value, alert.threshold),
+            (Warning, 2.0, 1.0)
+        );
+        assert_eq!(
+            alert.key.as_str(),
+            "storage:pbs.backup1:store1:backup_verify_failed"
+        );
+        assert_eq!(
+            alert.message,
+            format!(
+                "the latest backup of vm/100, ns1:ct/105 on storage {STORE} failed verification"
+            )
+        );
+        assert_eq!(level_of(&state, AlertRule::PbsJobFailed), None);
+        let (state, seen) = run(&[
+            datastore(0, None, Some(&groups)),
+            datastore(30, None, Some(&[])),
+        ]);
+        assert_eq!(
+            seen,
+            [
+                ("fired".into(), AlertRule::BackupVerifyFailed, Warning),
+                ("cleared".into(), AlertRule::BackupVerifyFailed, Warning)
+            ]
+        );
+        assert!(state.firing.is_empty());
+        let (_, seen) = run(&[datastore(0, None, None), datastore(30, None, Some(&[]))]);
+        assert!(seen.is_empty(), "never read, then none failed: {seen:?}");
+    }
+
+    #[test]
+    fn a_long_failure_listing_is_cut_so_the_message_fits_the_alerts_table() {
+        let id = format!("storage:pbs.backup1:{}", "s".repeat(1000));
+        let groups: Vec<String> = (0..1000).map(|vmid| format!("ns1:vm/{vmid}")).collect();
+        let long_job = format!(
+            "sync job s-1 (datastore store1): TASK ERROR: {}",
+            "é".repeat(2000)
+        );
+        let o = ResourceObservation {
+            failed_jobs: Some(vec![long_job.clone(), VERIFY_FAILED.to_owned()]),
+            verify_failed_groups: Some(groups),
+            ..ResourceObservation::new(&id, ObservedResourceType::Storage, t(0))
+        };
+        let (state, _) = run(&[o]);
+        let verify = &state.firing[&AlertRule::BackupVerifyFailed];
+        assert_eq!(verify.value, 1000.0, "the value counts every group");
+        assert!(
+            verify.message.chars().count() <= 4096,
+            "{}",
+            verify.message.len()
+        );
+        assert!(
+            verify
+                .message
+                .starts_with("the latest backup of ns1:vm/0, ns1:vm/1, ")
+        );
+        assert!(
+            verify.message.contains(" more on storage "),
+            "{}",
+            verify.message
+        );
+        let jobs = &state.firing[&AlertRule::PbsJobFailed];
+        assert!(jobs.message.chars().count() <= 4096);
+        assert!(
+            jobs.message.contains("é…; verify job v-3f2a"),
+            "a long line is clipped on a character boundary: {}",
+            jobs.message
+        );
+        assert!(!jobs.message.contains(&long_job));
+    }
+
+    #[test]
+    fn an_observation_stored_before_the_pbs_rules_reads_without_their_readings() {
+        let mut stored = serde_json::to_value(datastore(0, Some(&[GC_FAILED]), Some(&[]))).unwrap();
+        let fields = stored.as_object_mut().unwrap();
+        fields.remove("failed_jobs");
+        fields.remove("verify_failed_groups");
+        let back: ResourceObservation = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, datastore(0, None, None));
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct Inventory {
     pub unreadable_nodes: BTreeMap<String, String>,
 }
 
-fn resource(kind: ResourceType, source_id: String, name: String) -> ObservedResource {
+pub(crate) fn resource(kind: ResourceType, source_id: String, name: String) -> ObservedResource {
     ObservedResource {
         resource_type: kind,
         source_id,
@@ -53,12 +53,12 @@ fn node_parent(node: &str) -> Option<ParentRef> {
     })
 }
 
-fn percent(part: Option<u64>, whole: Option<u64>) -> Option<f64> {
+pub(crate) fn percent(part: Option<u64>, whole: Option<u64>) -> Option<f64> {
     let whole = whole.filter(|w| *w > 0)? as f64;
     Some(part? as f64 / whole * 100.0)
 }
 
-fn put(metrics: &mut BTreeMap<String, f64>, name: &str, value: Option<f64>) {
+pub(crate) fn put(metrics: &mut BTreeMap<String, f64>, name: &str, value: Option<f64>) {
     if let Some(v) = value.filter(|v| v.is_finite()) {
         metrics.insert(name.to_owned(), v);
     }

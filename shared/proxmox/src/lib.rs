@@ -8,6 +8,7 @@
 pub mod api;
 pub mod inventory;
 mod loose;
+pub mod pbs;
 pub mod tls;
 
 use std::fmt;
@@ -516,6 +517,7 @@ impl Client {
             presented: self.presented_fingerprint(),
         };
         if self.kind == ConnectionKind::ProxmoxBackup {
+            pbs::check_privileges(&self.permissions().await?)?;
             return Ok(probe);
         }
         self.check_privileges(&self.permissions().await?)?;

@@ -795,9 +795,15 @@ pub fn observation(resource: &ScannedResource) -> ResourceObservation {
 
 /// The Proxmox readings the connector puts in a resource's details (`pulse_proxmox::inventory`):
 /// a guest's template flag, lock and latest backups, a cluster's quorum, a node's membership, a
-/// ZFS pool's health, a disk's SMART result and wearout. Resources of other platforms have none.
+/// ZFS pool's health, a disk's SMART result and wearout; and of a Proxmox Backup Server
+/// datastore, its failed jobs and the groups that failed verification. Resources of other
+/// platforms have none.
 fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) {
     let details = &resource.details;
+    if details["platform"] == "proxmox-backup" {
+        backup_server_readings(obs, resource);
+        return;
+    }
     if details["platform"] != "proxmox-ve" {
         return;
     }
@@ -841,6 +847,27 @@ fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) 
         }
         _ => {}
     }
+}
+
+/// A Proxmox Backup Server datastore's `failed_jobs` and `verify_failed_groups`: an array reads
+/// as the list of its strings (other entries skipped), an absent key or anything else as no
+/// reading (the connector could not read them).
+fn backup_server_readings(obs: &mut ResourceObservation, resource: &ScannedResource) {
+    let details = &resource.details;
+    if resource.resource_type != ResourceType::Storage || details["kind"] != "pbs-datastore" {
+        return;
+    }
+    let strings = |key: &str| {
+        details[key].as_array().map(|items| {
+            items
+                .iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+    };
+    obs.failed_jobs = strings("failed_jobs");
+    obs.verify_failed_groups = strings("verify_failed_groups");
 }
 
 #[cfg(test)]
@@ -935,6 +962,90 @@ mod tests {
             json!({"kind": "zfs-pool", "zfs_health": "DEGRADED"}),
         ));
         assert_eq!(host_fs.pool_health, None);
+    }
+
+    #[test]
+    fn backup_server_details_become_the_datastore_readings() {
+        let storage = |details: serde_json::Value| {
+            let mut r = resource(
+                ResourceType::Storage,
+                ResourceStatus::Running,
+                Health::Healthy,
+            );
+            r.details = details;
+            r
+        };
+        let store = observation(&storage(json!({
+            "platform": "proxmox-backup", "kind": "pbs-datastore",
+            "failed_jobs": [
+                "verify job v-3f2a (datastore store1): TASK ERROR: verification failed on 2 snapshots",
+                42, null, "prune job p-1 (datastore store1): TASK ERROR: locked",
+            ],
+            "verify_failed_groups": ["vm/100", "ns1:ct/105"],
+        })));
+        assert_eq!(
+            store.failed_jobs,
+            Some(vec![
+                "verify job v-3f2a (datastore store1): TASK ERROR: verification failed on 2 \
+                 snapshots"
+                    .to_owned(),
+                "prune job p-1 (datastore store1): TASK ERROR: locked".to_owned(),
+            ]),
+            "entries that are not strings are skipped"
+        );
+        assert_eq!(
+            store.verify_failed_groups,
+            Some(vec!["vm/100".to_owned(), "ns1:ct/105".to_owned()])
+        );
+        let all_well = observation(&storage(json!({
+            "platform": "proxmox-backup", "kind": "pbs-datastore",
+            "failed_jobs": [], "verify_failed_groups": [],
+        })));
+        assert_eq!(all_well.failed_jobs, Some(vec![]));
+        assert_eq!(all_well.verify_failed_groups, Some(vec![]));
+        let not_read = observation(&storage(json!({
+            "platform": "proxmox-backup", "kind": "pbs-datastore",
+            "verify_failed_groups": "vm/100",
+        })));
+        assert_eq!(not_read.failed_jobs, None, "absent: the jobs were not read");
+        assert_eq!(
+            not_read.verify_failed_groups, None,
+            "not an array: no reading"
+        );
+        // Only a PBS datastore carries them: not another platform's storage, not another kind,
+        // not another resource type.
+        let readings = json!({"failed_jobs": ["gc"], "verify_failed_groups": ["vm/100"]});
+        let with = |extra: serde_json::Value| {
+            let mut details = readings.clone();
+            if let (Some(details), Some(extra)) = (details.as_object_mut(), extra.as_object()) {
+                details.extend(extra.clone());
+            }
+            details
+        };
+        for details in [
+            with(json!({"platform": "proxmox-ve", "kind": "pbs-datastore"})),
+            with(json!({"platform": "proxmox-ve", "kind": "zfs-pool", "zfs_health": "ONLINE"})),
+            with(json!({"kind": "pbs-datastore"})),
+            with(json!({"platform": "proxmox-backup", "kind": "dir"})),
+        ] {
+            let obs = observation(&storage(details.clone()));
+            assert_eq!(
+                (obs.failed_jobs, obs.verify_failed_groups),
+                (None, None),
+                "{details}"
+            );
+        }
+        let mut node = storage(with(
+            json!({"platform": "proxmox-backup", "kind": "pbs-datastore"}),
+        ));
+        node.resource_type = ResourceType::Node;
+        let node = observation(&node);
+        assert_eq!((node.failed_jobs, node.verify_failed_groups), (None, None));
+        // A Proxmox Backup Server resource is not read with Proxmox VE's words.
+        let store = observation(&storage(with(json!({
+            "platform": "proxmox-backup", "kind": "zfs-pool", "zfs_health": "DEGRADED",
+        }))));
+        assert_eq!(store.pool_health, None);
     }
 
     #[test]

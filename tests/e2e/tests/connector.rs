@@ -764,3 +764,215 @@ async fn guest_power_actions_run_after_approval_wait_for_their_task_and_are_veri
     );
     Ok(())
 }
+
+const PBS_TOKEN: &str = "pulse@pbs!reader";
+const PBS_SECRET: &str = "8c1d4e0a-2b7f-4f3e-9d6a-5eed0ba5e0b1";
+
+/// A Proxmox Backup Server's answers, shaped exactly as the PBS API documents them (its API
+/// viewer and `pbs-api-types`): no fake of the PBS API exists, so these payloads are served by
+/// `tests/support/python/pbs_payloads.py` over TLS with token authentication. One datastore,
+/// 93% full; its verify job's last run failed; in the root namespace vm/100's newest snapshot
+/// failed verification and ct/105 has one unverified snapshot; namespace `site-a` holds a
+/// verified vm/100.
+fn pbs_spec() -> Value {
+    let day = 86_400_i64;
+    let now = chrono::Utc::now().timestamp();
+    let verify_upid = "UPID:pbs:00001235:0000ABCE:00000001:65710000:verify:store1:root@pam:";
+    json!({
+        "tokens": { PBS_TOKEN: PBS_SECRET, "pulse@pbs!blind": "blind-5ecret" },
+        "answers": {
+            "/api2/json/version": {"version": "3.2.4", "release": "3.2", "repoid": "4940514b"},
+            "/api2/json/access/permissions": {
+                "/": {"Sys.Audit": true, "Datastore.Audit": true}
+            },
+            "/api2/json/admin/datastore": [{"store": "store1", "comment": "main"}],
+            "/api2/json/status/datastore-usage": [
+                {"store": "store1", "total": 1_000_000_000_000_u64, "used": 930_000_000_000_u64,
+                 "avail": 70_000_000_000_u64, "estimated-full-date": now + 20 * day,
+                 "history-start": now - 30 * day, "history-delta": day,
+                 "history": [0.90, 0.91, 0.93]}
+            ],
+            "/api2/json/admin/gc": [
+                {"store": "store1", "schedule": "daily", "last-run-state": "OK",
+                 "last-run-endtime": now - day / 2, "next-run": now + day / 2, "duration": 42,
+                 "index-file-count": 12, "removed-bytes": 1024, "pending-bytes": 0}
+            ],
+            "/api2/json/admin/verify": [
+                {"id": "v-3f2a", "store": "store1", "schedule": "daily",
+                 "last-run-state": "TASK ERROR: verification failed - 1 snapshot(s) corrupt",
+                 "last-run-upid": verify_upid, "last-run-endtime": now - day / 3,
+                 "next-run": now + day / 2}
+            ],
+            "/api2/json/admin/prune": [],
+            "/api2/json/admin/sync": [
+                {"id": "s-offsite", "store": "store1", "remote": "offsite",
+                 "remote-store": "vault", "schedule": "hourly", "last-run-state": "OK",
+                 "last-run-endtime": now - 600}
+            ],
+            "/api2/json/admin/datastore/store1/namespace": [{"ns": ""}, {"ns": "site-a"}],
+            "/api2/json/admin/datastore/store1/snapshots": [
+                {"backup-type": "vm", "backup-id": "100", "backup-time": now - 2 * day,
+                 "files": [], "size": 1_000, "owner": "root@pam",
+                 "verification": {"state": "ok", "upid": verify_upid}},
+                {"backup-type": "vm", "backup-id": "100", "backup-time": now - day,
+                 "files": [], "size": 1_100, "owner": "root@pam",
+                 "verification": {"state": "failed", "upid": verify_upid}},
+                {"backup-type": "ct", "backup-id": "105", "backup-time": now - 3 * day,
+                 "files": [], "owner": "root@pam"}
+            ],
+            "/api2/json/admin/datastore/store1/snapshots?ns=site-a": [
+                {"backup-type": "vm", "backup-id": "100", "backup-time": now - day / 2,
+                 "files": [], "owner": "sync@pbs",
+                 "verification": {"state": "ok", "upid": verify_upid}}
+            ]
+        }
+    })
+}
+
+/// A Proxmox Backup Server connection, end to end with the real gateway, relay, connector and
+/// scheduler: adding it checks the token and its privileges; the connector reports the server
+/// and its datastore (usage, jobs, backup groups of every namespace) as agent `pbs.<name>`; the
+/// datastore fills under `filesystem_usage`, and its failed verify job and its group whose
+/// newest snapshot failed verification fire `pbs_job_failed` and `backup_verify_failed`; a
+/// verify job that then runs well clears its alert.
+#[tokio::test]
+async fn a_backup_server_is_read_into_its_datastores_jobs_and_backup_groups() -> anyhow::Result<()>
+{
+    let mut pbs = FakePve::pbs_payloads(tmp(), &pbs_spec()).await?;
+    let stack = AgentStack::start(&[]).await?;
+    let admin = stack.gateway.admin_token.clone();
+    let _scheduler = pulse_test_support::scheduler::TestScheduler::start(
+        &stack.gateway,
+        &stack.dir.join("scheduler"),
+        &[("PULSE_ALERTS__TICK_MS", "200")],
+    )
+    .await?;
+    let (url, fingerprint) = (pbs.url.clone(), pbs.fingerprint.clone());
+    let add = |token: &str, secret: &str| {
+        json!({
+            "kind": "proxmox-backup", "name": "backup", "url": url, "token_id": token,
+            "token_secret": secret, "fingerprint": fingerprint, "cadence_seconds": 10,
+        })
+    };
+    for (token, secret, code, says) in [
+        (
+            PBS_TOKEN,
+            "not-the-secret",
+            "connection_auth_failed",
+            "token",
+        ),
+        (
+            "pulse@pbs!blind",
+            "blind-5ecret",
+            "connection_privileges_missing",
+            "Audit role",
+        ),
+    ] {
+        if token == "pulse@pbs!blind" {
+            pbs.command(
+                json!({"op": "answer", "path": "/api2/json/access/permissions",
+                               "data": {"/": {"Sys.Audit": true}}}),
+            )
+            .await?;
+        }
+        let (status, refused) = stack
+            .gateway
+            .admin_json(Method::POST, "/api/connections", Some(add(token, secret)))
+            .await?;
+        assert!((400..500).contains(&status), "{status} {refused}");
+        assert_eq!(refused["error"], code, "{refused}");
+        assert!(refused.to_string().contains(says), "{refused}");
+    }
+    pbs.command(
+        json!({"op": "answer", "path": "/api2/json/access/permissions",
+                       "data": {"/": {"Sys.Audit": true, "Datastore.Audit": true}}}),
+    )
+    .await?;
+    let (status, added) = stack
+        .gateway
+        .admin_json(
+            Method::POST,
+            "/api/connections",
+            Some(add(PBS_TOKEN, PBS_SECRET)),
+        )
+        .await?;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["kind"], "proxmox-backup");
+    assert_eq!(added["version"], "3.2.4", "{added}");
+    let id = added["id"].as_str().unwrap_or_default().to_owned();
+    let (_connector, _) = connector(&stack, "connector-pbs").await?;
+
+    let store =
+        wait::until(WITHIN, "the datastore in the inventory", || async {
+            stack.resources(&admin).await.ok()?.into_iter().find(|r| {
+                r.resource_type == ResourceType::Storage && r.source_id == "datastore/store1"
+            })
+        })
+        .await?;
+    let resources = stack.resources(&admin).await?;
+    let server = resources
+        .iter()
+        .find(|r| r.resource_type == ResourceType::Host && r.source_id == "pbs.backup")
+        .expect("the server is a host");
+    assert_eq!(server.agent_id, "pbs.backup");
+    assert_eq!(server.details["version"], "3.2.4");
+    assert_eq!(store.parent.as_ref(), Some(&server.id));
+    assert_eq!(store.status, ResourceStatus::Running);
+    let d = &store.details;
+    assert_eq!(d["platform"], "proxmox-backup", "{d}");
+    assert_eq!(d["kind"], "pbs-datastore");
+    assert!(d["estimated_full_at"].is_string(), "{d}");
+    assert_eq!(
+        d["failed_jobs"],
+        json!(["verify job v-3f2a: TASK ERROR: verification failed - 1 snapshot(s) corrupt"])
+    );
+    let jobs: Vec<(&str, bool)> = d["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| (j["type"].as_str().unwrap_or(""), j["last_run_ok"] == true))
+        .collect();
+    assert_eq!(
+        jobs,
+        [("garbage", true), ("verify", false), ("sync", true)],
+        "{d}"
+    );
+    assert_eq!(d["backup_group_count"], 3);
+    assert_eq!(d["verify_failed_groups"], json!(["vm/100"]));
+    let groups: Vec<&str> = d["backup_groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["group"].as_str())
+        .collect();
+    assert_eq!(
+        groups,
+        ["ct/105", "vm/100", "site-a:vm/100"],
+        "oldest first"
+    );
+    let state = connection(&stack, &id).await?;
+    assert_eq!(state["state"], "connected", "{state}");
+
+    let resource = "storage:pbs.backup:datastore/store1";
+    wait_firing(&stack, "filesystem_usage", resource).await?;
+    wait_firing(&stack, "pbs_job_failed", resource).await?;
+    wait_firing(&stack, "backup_verify_failed", resource).await?;
+    let now = firing(&stack).await.unwrap_or_default();
+    assert!(
+        !now.iter()
+            .any(|(rule, r)| rule == "unhealthy" && r.contains("pbs.backup")),
+        "failed jobs have their own alert, not a second unhealthy: {now:?}"
+    );
+
+    // The verify job runs again and ends well: its alert clears at the next read.
+    let mut verify = pbs_spec()["answers"]["/api2/json/admin/verify"].clone();
+    verify[0]["last-run-state"] = json!("OK");
+    pbs.command(json!({"op": "answer", "path": "/api2/json/admin/verify", "data": verify}))
+        .await?;
+    wait::until(WITHIN, "pbs_job_failed to clear", || async {
+        let now = firing(&stack).await?;
+        (!now.contains(&("pbs_job_failed".to_owned(), resource.to_owned()))).then_some(())
+    })
+    .await?;
+    Ok(())
+}

@@ -23,6 +23,7 @@ const SERVE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../scenarios/proxmox/fakepve/serve.py"
 );
+const PBS_PAYLOADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/python/pbs_payloads.py");
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -57,6 +58,18 @@ impl FakePve {
     /// the venv with fakepve is built once and reused: a test passes its
     /// `env!("CARGO_TARGET_TMPDIR")`.
     pub async fn start(venv_root: &Path, spec: &Value) -> anyhow::Result<Self> {
+        Self::serve(Path::new(SERVE), venv_root, spec).await
+    }
+
+    /// Serves Proxmox Backup Server payloads the test writes itself, shaped as the PBS API
+    /// documents them (`tests/support/python/pbs_payloads.py`: no fake of the PBS API exists),
+    /// over TLS with token authentication. The handle is the same: its commands are that
+    /// script's (`answer`, `forget`, `fail`, `requests`).
+    pub async fn pbs_payloads(venv_root: &Path, spec: &Value) -> anyhow::Result<Self> {
+        Self::serve(Path::new(PBS_PAYLOADS), venv_root, spec).await
+    }
+
+    async fn serve(script: &Path, venv_root: &Path, spec: &Value) -> anyhow::Result<Self> {
         let python = python(venv_root).await?;
         let dir = venv_root.join(format!(
             "fakepve-run-{}-{}",
@@ -67,7 +80,7 @@ impl FakePve {
         let spec_file = dir.join("spec.json");
         tokio::fs::write(&spec_file, serde_json::to_vec(spec)?).await?;
         let mut child = tokio::process::Command::new(&python)
-            .arg(SERVE)
+            .arg(script)
             .arg(&spec_file)
             .arg(&dir)
             .env("PYTHONUNBUFFERED", "1")
@@ -76,7 +89,7 @@ impl FakePve {
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
-            .context("start scenarios/proxmox/fakepve/serve.py")?;
+            .with_context(|| format!("start {}", script.display()))?;
         let stdin = child.stdin.take().context("fakepve stdin")?;
         let mut stdout = BufReader::new(child.stdout.take().context("fakepve stdout")?).lines();
         let line = tokio::time::timeout(START_TIMEOUT, stdout.next_line())

@@ -27,7 +27,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
     html! {
         section class="panel" id="connections" {
             h2 { "Proxmox connections" }
-            p class="hint" { "Proxmox VE clusters Pulse reads with an API token (docs/proxmox.md). A connection is checked before it is added; its token secret is stored encrypted and never shown again." }
+            p class="hint" { "Proxmox VE clusters and Proxmox Backup Servers Pulse reads with an API token (docs/proxmox.md). A connection is checked before it is added; its token secret is stored encrypted and never shown again." }
             @match list {
                 Err(error) => p class="hint" { "The connections are unavailable: " (error.message) " (" (error.code.code()) ")" }
                 Ok(list) if list.connections.is_empty() => p class="hint" id="no-connections" { "No connection yet." }
@@ -42,7 +42,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                                     td { (badge(c.state.as_str())) }
                                     td { code { (c.url) } }
                                     td { (c.cadence_seconds) " s" }
-                                    td class="guest-actions" { @if c.guest_actions { "on" } @else { "off" } }
+                                    td class="guest-actions" { @if c.kind != ConnectionKind::ProxmoxVe { "none (no guests)" } @else if c.guest_actions { "on" } @else { "off" } }
                                     td { (at_opt(c.checked_at.as_ref())) }
                                     td {
                                         (shown(c.state_cause.as_deref()))
@@ -56,10 +56,12 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                                                 (csrf(user))
                                                 button type="submit" class="secondary" { "Check again" }
                                             }
+                                            @if c.kind == ConnectionKind::ProxmoxVe {
                                             form method="post" action=(format!("/settings/connections/{}/guest-actions", c.id)) class="inline" {
                                                 (csrf(user))
                                                 input type="hidden" name="enabled" value=(if c.guest_actions { "no" } else { "yes" });
                                                 button type="submit" class="secondary" { @if c.guest_actions { "Turn guest actions off" } @else { "Turn guest actions on" } }
+                                            }
                                             }
                                             form method="post" action=(format!("/settings/connections/{}/remove", c.id)) class="inline" {
                                                 (csrf(user))
@@ -77,7 +79,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                 form method="post" action="/settings/connections" id="add-connection" {
                     (csrf(user))
                     h3 { "Add a connection" }
-                    input type="hidden" name="kind" value="proxmox-ve";
+                    label { "Kind " select name="kind" { option value="proxmox-ve" selected { "Proxmox VE cluster" } option value="proxmox-backup" { "Proxmox Backup Server (port 8007)" } } }
                     label { "URL " input type="url" name="url" required placeholder="https://pve1.lan:8006"; }
                     label { "Name " input type="text" name="name" placeholder="from the URL's host"; }
                     label { "Token ID " input type="text" name="token_id" required placeholder="pulse@pve!monitor"; }
@@ -86,7 +88,7 @@ pub fn panel(user: &WebUser, list: &Result<ConnectionList, ApiError>) -> Markup 
                     label { "or the CA's certificates (PEM) " textarea name="ca_pem" rows="3" {} }
                     label { input type="checkbox" name="public_ca" value="yes"; " or a publicly signed certificate" }
                     label { "Read every (seconds) " input type="number" name="cadence_seconds" min="10" max="3600" placeholder="30"; }
-                    label { input type="checkbox" name="guest_actions" value="yes"; " Allow guest power actions (start, shut down, reboot, stop), each with a human approval; the token needs VM.PowerMgmt" }
+                    label { input type="checkbox" name="guest_actions" value="yes"; " Allow guest power actions (start, shut down, reboot, stop), each with a human approval; the token needs VM.PowerMgmt (Proxmox VE only)" }
                     button type="submit" { "Check and add" }
                 }
             }

@@ -13,8 +13,16 @@
 //!   A guest with no backup task in sight says so (`last_backup: null`), which is not "never
 //!   backed up": the cluster lists recent tasks only.
 //!
-//! Backup tasks of other kinds, PBS jobs, snapshots, Ceph, replication and RAID are not read by
-//! Pulse yet: those types answer an error that says so, never an empty list that would read as
+//!   With a Proxmox Backup Server connection, `backups` also lists each datastore's backup
+//!   groups (every namespace): the newest snapshot, its age, the count and whether the newest
+//!   was verified; `vm_id` matches a group's backup id.
+//! - `pbs_jobs`: the garbage collection, verify, prune and sync jobs of each Proxmox Backup
+//!   Server datastore with how their last run ended and when the next runs; filters `job_type`
+//!   and `state` (`failed`, `ok`). A datastore is also a `pools` row (usage, forecast, PBS's own
+//!   full estimate, failed jobs, groups whose newest snapshot failed verification).
+//!
+//! Backup tasks of other kinds, snapshots, Ceph, replication and RAID are not read by Pulse
+//! yet: those types answer an error that says so, never an empty list that would read as
 //! "none".
 
 use std::collections::BTreeMap;
@@ -29,7 +37,13 @@ use super::{ToolContext, count_arg, json_result, text_arg};
 use pulse_agent_loop::provider::{ToolCall, ToolResult};
 
 /// The types this handler serves, in the order its errors name them.
-pub const SERVED: &[&str] = &["pools", "disk_health", "resource_disks", "backups"];
+pub const SERVED: &[&str] = &[
+    "pools",
+    "disk_health",
+    "resource_disks",
+    "backups",
+    "pbs_jobs",
+];
 /// Rows answered at most, and by default.
 const MAX_ROWS: usize = 100;
 const DEFAULT_ROWS: usize = 50;
@@ -55,8 +69,7 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             return ToolResult::error(
                 &call.id,
                 format!(
-                    "storage type {} is not read by Pulse yet (backup verification and PBS jobs \
-                     arrive with Proxmox Backup Server connections); use one of: {}",
+                    "storage type {} is not read by Pulse yet; use one of: {}",
                     pulse_domain::resource::truncate_chars(other, 32),
                     SERVED.join(", ")
                 ),
@@ -102,13 +115,15 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
         "pools" => r.resource_type == ResourceType::Storage,
         "disk_health" => r.resource_type == ResourceType::PhysicalDisk,
         "backups" => {
-            matches!(
-                r.resource_type,
-                ResourceType::Vm | ResourceType::SystemContainer
-            ) && r.details["platform"] == "proxmox-ve"
-                && r.details["template"] != json!(true)
-                && vmid.is_none_or(|v| r.source_id == v)
+            is_datastore(r)
+                || matches!(
+                    r.resource_type,
+                    ResourceType::Vm | ResourceType::SystemContainer
+                ) && r.details["platform"] == "proxmox-ve"
+                    && r.details["template"] != json!(true)
+                    && vmid.is_none_or(|v| r.source_id == v)
         }
+        "pbs_jobs" => is_datastore(r),
         _ => matches!(
             r.resource_type,
             ResourceType::Storage | ResourceType::PhysicalDisk
@@ -161,7 +176,6 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             min_usage.is_none_or(|min| reading(r, "used_percent").is_some_and(|used| used >= min))
         })
         .collect();
-    let total = rows.len();
     let firing = match alerts::list(
         &tx,
         &alerts::AlertFilter {
@@ -189,11 +203,34 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             );
     }
     let since = Utc::now() - Duration::days(FORECAST_PERIOD_DAYS);
+    let job_type = text_arg(arguments, "job_type");
+    let state = text_arg(arguments, "state").or_else(|| text_arg(arguments, "status"));
     let mut answered = Vec::new();
-    for r in rows.into_iter().take(limit) {
+    let mut total = 0;
+    for r in rows {
+        let alerts = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
+        let expanded = match kind {
+            "pbs_jobs" => Some(job_rows(r, job_type, state)),
+            "backups" if is_datastore(r) => Some(group_rows(r, vmid, Utc::now())),
+            _ => None,
+        };
+        if let Some(expanded) = expanded {
+            total += expanded.len();
+            for mut row in expanded {
+                if answered.len() < limit {
+                    row["alerts"] = alerts.clone();
+                    answered.push(row);
+                }
+            }
+            continue;
+        }
+        total += 1;
+        if answered.len() >= limit {
+            continue;
+        }
         if kind == "backups" {
             let mut row = backup_row(r, parent_of(r), Utc::now());
-            row["alerts"] = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
+            row["alerts"] = alerts;
             answered.push(row);
             continue;
         }
@@ -203,7 +240,7 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             .filter_map(|m| reading(r, m).map(|v| ((*m).to_owned(), json!(v))))
             .collect();
         row["metrics"] = Value::Object(readings);
-        row["alerts"] = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
+        row["alerts"] = alerts;
         if r.resource_type == ResourceType::Storage {
             match metrics::history(&tx, &r.id, "used_percent", since, FORECAST_SAMPLES).await {
                 Ok(samples) if !samples.is_empty() => {
@@ -230,16 +267,85 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             "total": total,
             "rows": answered,
             "note": if total == 0 {
-                if kind == "backups" {
-                    "no matching Proxmox VE guest in this run's scope"
-                } else {
-                    "no matching storage or disk in this run's scope"
+                match kind {
+                    "backups" => "no matching Proxmox VE guest or Proxmox Backup Server backup group in this run's scope",
+                    "pbs_jobs" => "no matching job of a Proxmox Backup Server datastore in this run's scope",
+                    _ => "no matching storage or disk in this run's scope",
                 }
             } else {
                 ""
             },
         }),
     )
+}
+
+/// A Proxmox Backup Server datastore (`pulse_proxmox::pbs`).
+fn is_datastore(r: &Resource) -> bool {
+    r.resource_type == ResourceType::Storage && r.details["kind"] == "pbs-datastore"
+}
+
+fn datastore_ref(r: &Resource) -> Value {
+    json!({"id": r.id.as_str(), "name": r.name})
+}
+
+/// A datastore's GC, verify, prune and sync jobs as the connector read them, filtered by
+/// `job_type` (`garbage`, `verify`, `prune`, `sync`; `backup` jobs are Proxmox VE's and none are
+/// here) and `state` (`failed` or `ok`).
+fn job_rows(r: &Resource, job_type: Option<&str>, state: Option<&str>) -> Vec<Value> {
+    let Some(jobs) = r.details["jobs"].as_array() else {
+        return vec![json!({
+            "datastore": datastore_ref(r),
+            "error": r.details["jobs_error"].as_str().unwrap_or("the job lists were not read"),
+        })];
+    };
+    jobs.iter()
+        .filter(|j| job_type.is_none_or(|t| j["type"] == t))
+        .filter(|j| match state {
+            Some("failed" | "error") => j["last_run_ok"] == json!(false),
+            Some("ok") => j["last_run_ok"] == json!(true),
+            _ => true,
+        })
+        .map(|j| {
+            let mut row = j.clone();
+            row["datastore"] = datastore_ref(r);
+            row
+        })
+        .collect()
+}
+
+/// A datastore's backup groups (every namespace): each group's newest snapshot, its age, how
+/// many it holds and whether the newest was verified; `vm_id` matches a group's backup id.
+fn group_rows(r: &Resource, vmid: Option<&str>, now: chrono::DateTime<Utc>) -> Vec<Value> {
+    let Some(groups) = r.details["backup_groups"].as_array() else {
+        return vec![json!({
+            "source": "proxmox-backup",
+            "datastore": datastore_ref(r),
+            "error": r.details["backup_groups_error"].as_str().unwrap_or("the backup groups were not read"),
+        })];
+    };
+    groups
+        .iter()
+        .filter(|g| vmid.is_none_or(|v| g["backup_id"] == v))
+        .map(|g| {
+            let last = g["last_backup_at"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.to_utc());
+            json!({
+                "source": "proxmox-backup",
+                "datastore": datastore_ref(r),
+                "group": g["group"],
+                "namespace": g["namespace"],
+                "backup_type": g["backup_type"],
+                "backup_id": g["backup_id"],
+                "last_backup_at": g["last_backup_at"],
+                "hours_since_backup": last.map(|t| ((now - t).num_minutes() as f64 / 6.0).round() / 10.0),
+                "backup_count": g["backup_count"],
+                "verification": g["verification"],
+                "observed_at": r.observed_at,
+            })
+        })
+        .collect()
 }
 
 /// One guest's backup evidence as the connector read it (`details.last_backup`,
@@ -301,6 +407,12 @@ fn row(r: &Resource, parent: Option<&Resource>) -> Value {
             "zfs_health",
             "mountpoint",
             "fstype",
+            "maintenance",
+            "error",
+            "estimated_full_at",
+            "failed_jobs",
+            "backup_group_count",
+            "verify_failed_groups",
         ]),
     };
     json!({
@@ -480,13 +592,109 @@ mod tests {
         assert_eq!(one["rows"][0]["vmid"], "200");
 
         // What Pulse does not read is said, never answered as an empty list.
-        let (error, jobs) = ask(&ctx, json!({"type": "pbs_jobs"})).await;
+        let (error, ceph) = ask(&ctx, json!({"type": "ceph"})).await;
         assert!(error);
-        assert!(jobs.to_string().contains("not read by Pulse yet"), "{jobs}");
+        assert!(ceph.to_string().contains("not read by Pulse yet"), "{ceph}");
+        // No backup server in scope: said, not an empty success that reads as "no jobs".
+        let (error, jobs) = ask(&ctx, json!({"type": "pbs_jobs"})).await;
+        assert!(!error, "{jobs}");
+        assert_eq!(jobs["total"], 0);
+        assert!(
+            jobs["note"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("Proxmox Backup Server")
+        );
         let (error, unknown) =
             ask(&ctx, json!({"type": "pools", "resource_id": "storage:x:y"})).await;
         assert!(error);
         assert!(unknown.to_string().contains("nearest ids"), "{unknown}");
+        db.cleanup().await
+    }
+
+    /// A Proxmox Backup Server datastore as `pulse_proxmox::pbs` reports it: its jobs under
+    /// `pbs_jobs` (filtered by type and state), its backup groups under `backups` beside the
+    /// guests, and its PBS facts in its `pools` row.
+    #[tokio::test]
+    async fn a_backup_servers_jobs_and_groups_are_read_with_their_alerts() -> anyhow::Result<()> {
+        let db = TestDb::create().await?;
+        let tenant = TenantId::new("acme")?;
+        pulse_store::tenants::create(db.store(), &tenant, "Acme").await?;
+        let server = {
+            let mut s = resource("pbs.backup", "pbs.backup", Health::Healthy);
+            s.id = ResourceId::of(ResourceType::Host, "pbs.backup", "pbs.backup");
+            s
+        };
+        let mut store1 = resource("pbs.backup", "store1", Health::Healthy);
+        store1.id = ResourceId::of(ResourceType::Storage, "pbs.backup", "datastore/store1");
+        store1.resource_type = ResourceType::Storage;
+        store1.source_id = "datastore/store1".into();
+        store1.parent = Some(server.id.clone());
+        let day_ago = (Utc::now() - Span::hours(24)).to_rfc3339();
+        store1.details = json!({
+            "platform": "proxmox-backup", "kind": "pbs-datastore", "storage_type": "pbs",
+            "failed_jobs": ["verify job v-1: TASK ERROR: corrupt chunk"],
+            "verify_failed_groups": ["vm/100"], "backup_group_count": 2,
+            "jobs": [
+                {"type": "garbage", "id": null, "last_run_state": "OK", "last_run_ok": true},
+                {"type": "verify", "id": "v-1", "last_run_state": "TASK ERROR: corrupt chunk",
+                 "last_run_ok": false},
+                {"type": "sync", "id": "s-1", "last_run_state": "OK", "last_run_ok": true}
+            ],
+            "backup_groups": [
+                {"group": "ct/105", "namespace": "", "backup_type": "ct", "backup_id": "105",
+                 "last_backup_at": day_ago, "backup_count": 1, "verification": null},
+                {"group": "vm/100", "namespace": "", "backup_type": "vm", "backup_id": "100",
+                 "last_backup_at": day_ago, "backup_count": 4, "verification": "failed"}
+            ]
+        });
+        let ctx = ToolContext {
+            store: db.store().clone(),
+            bus: None,
+            tenant,
+            run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
+            scope: Arc::new(vec![server, store1]),
+            backend_timeout: std::time::Duration::from_millis(200),
+        };
+
+        let (error, jobs) = ask(&ctx, json!({"type": "pbs_jobs"})).await;
+        assert!(!error, "{jobs}");
+        assert_eq!(jobs["total"], 3, "{jobs}");
+        assert_eq!(jobs["rows"][0]["datastore"]["name"], "store1");
+        let (_, failed) = ask(&ctx, json!({"type": "pbs_jobs", "state": "failed"})).await;
+        assert_eq!(failed["total"], 1, "{failed}");
+        assert_eq!(failed["rows"][0]["id"], "v-1");
+        let (_, syncs) = ask(&ctx, json!({"type": "pbs_jobs", "job_type": "sync"})).await;
+        assert_eq!(syncs["total"], 1, "{syncs}");
+        let (_, limited) = ask(&ctx, json!({"type": "pbs_jobs", "limit": 1})).await;
+        assert_eq!(
+            (
+                limited["total"].clone(),
+                limited["rows"].as_array().map(Vec::len)
+            ),
+            (json!(3), Some(1))
+        );
+
+        let (error, backups) = ask(&ctx, json!({"type": "backups", "vm_id": "100"})).await;
+        assert!(!error, "{backups}");
+        assert_eq!(backups["total"], 1, "{backups}");
+        let vm = &backups["rows"][0];
+        assert_eq!(vm["source"], "proxmox-backup");
+        assert_eq!(vm["verification"], "failed");
+        assert_eq!(vm["backup_count"], 4);
+        let hours = vm["hours_since_backup"].as_f64().unwrap_or_default();
+        assert!((hours - 24.0).abs() < 0.2, "{vm}");
+
+        let (_, pools) = ask(&ctx, json!({"type": "pools"})).await;
+        assert_eq!(pools["total"], 1, "{pools}");
+        assert_eq!(
+            pools["rows"][0]["details"]["verify_failed_groups"],
+            json!(["vm/100"])
+        );
+        assert_eq!(
+            pools["rows"][0]["details"]["failed_jobs"][0],
+            "verify job v-1: TASK ERROR: corrupt chunk"
+        );
         db.cleanup().await
     }
 }
