@@ -9,7 +9,8 @@ SPEC: {"tokens": {"user@realm!name": "secret"}, "nodes": [{"name": "pve1", "onli
        "grants": [{"user": "...", "path": "/", "privs": ["Sys.Audit"]}],
        "answers": {"/nodes/pve1/disks/list": [...]}}
 
-"cluster_name" names the cluster; "storages" adds storages: [{"storage": id, "type": "dir",
+"cluster_name" names the cluster; "ceph": true (or {"name", "pool"}) adds an RBD storage on
+Ceph; "storages" adds storages: [{"storage": id, "type": "dir",
 "content": "images", "total": bytes, "used": bytes}] (the used bytes are one volume's size, as
 fakepve counts use).
 
@@ -20,7 +21,8 @@ Prints one JSON line once listening: {"url", "fingerprint", "cert_file"}. Then r
 command per line on stdin and answers {"ok": true} or {"ok": false, "error": ...}:
 lose_quorum, regain_quorum, node_offline {node, offline}, set_status {vmid, status},
 lock {vmid, lock}, fail {method, path, status, message | error, times}, revoke_token {tokenid},
-clear_failures,
+clear_failures, ceph_health {health, slow} (Ceph reports `health`, e.g. HEALTH_WARN), ceph_down
+(Ceph stops answering; RBD storages go inactive), ceph_recover,
 answer {path, data}, tasks {} (the task log: upid, type, id, exitstatus), storage_used {storage,
 used}, inspect {} (guests' status, quorum, storages' total and used: what a lab's oracle reads).
 """
@@ -59,6 +61,8 @@ def build(spec):
             'files': set(), 'path': '/srv/' + store['storage'], 'total': int(store['total']),
             'avail': int(store['total']) - int(store.get('used', 0))}
         set_used(pve, store['storage'], int(store.get('used', 0)))
+    if spec.get('ceph'):
+        pve.add_ceph_storage(**spec['ceph']) if isinstance(spec['ceph'], dict) else pve.add_ceph_storage()
     pve.nodes = {}
     for node in spec.get('nodes', [{'name': 'pve1'}]):
         pve.add_node(node['name'], online=node.get('online', True))
@@ -124,6 +128,12 @@ def apply(pve, cmd):
         pve.failures.clear()
     elif op == 'answer':
         pve.answers[cmd['path']] = cmd['data']
+    elif op == 'ceph_health':
+        pve.ceph_slow(float(cmd.get('slow', 0)), cmd['health'])
+    elif op == 'ceph_down':
+        pve.ceph_down()
+    elif op == 'ceph_recover':
+        pve.ceph_recover()
     elif op == 'storage_used':
         set_used(pve, cmd['storage'], int(cmd['used']))
     elif op == 'inspect':

@@ -333,7 +333,8 @@ fn rule_check(
         | AlertRule::BackupFailed
         | AlertRule::BackupStale
         | AlertRule::PbsJobFailed
-        | AlertRule::BackupVerifyFailed => false,
+        | AlertRule::BackupVerifyFailed
+        | AlertRule::CephDegraded => false,
     };
     match reasons.band {
         Some(band) if has_reading => ResolutionCheck::still_present(band),

@@ -26,6 +26,7 @@
 //! | `backup_stale` | a guest's latest successful backup ended more than 48 hours ago (templates never; not inside a maintenance window) | warning | a backup ends well within the window |
 //! | `pbs_job_failed` | the last run of a Proxmox Backup Server datastore's garbage collection, verify, prune or sync job failed | warning | every job's last run ended well |
 //! | `backup_verify_failed` | the latest snapshot of a backup group on a Proxmox Backup Server datastore failed verification | warning | no group's latest snapshot failed verification |
+//! | `ceph_degraded` | a Proxmox VE cluster's Ceph reports `HEALTH_WARN` (warning), `HEALTH_ERR` or does not answer (critical) | warning / critical | `HEALTH_OK` |
 //!
 //! Storage and ZFS pools fill up under `filesystem_usage` (their `used_percent`). A resource whose
 //! unhealthiness a specific rule explains (a pool's health, a disk's SMART result, a cluster's
@@ -153,6 +154,10 @@ pub struct ResourceObservation {
     /// latest snapshot failed verification; empty when none did (`None`: not read).
     #[serde(default)]
     pub verify_failed_groups: Option<Vec<String>>,
+    /// A Proxmox VE cluster's Ceph health word (`HEALTH_OK`, `HEALTH_WARN`, `HEALTH_ERR`), or
+    /// `unreachable` when Ceph did not answer the cluster (`None`: no Ceph, or not read).
+    #[serde(default)]
+    pub ceph_health: Option<String>,
     /// The operator has the resource in an active maintenance window: what stops during it
     /// was meant to.
     #[serde(default)]
@@ -194,6 +199,7 @@ impl ResourceObservation {
             last_backup_ok_at: None,
             failed_jobs: None,
             verify_failed_groups: None,
+            ceph_health: None,
             in_maintenance: false,
             stopped_by_action_at: None,
             observed_at,
@@ -229,10 +235,11 @@ pub enum AlertRule {
     BackupStale,
     PbsJobFailed,
     BackupVerifyFailed,
+    CephDegraded,
 }
 
 impl AlertRule {
-    pub const ALL: [AlertRule; 17] = [
+    pub const ALL: [AlertRule; 18] = [
         Self::Unhealthy,
         Self::UnexpectedExit,
         Self::RestartLoop,
@@ -250,6 +257,7 @@ impl AlertRule {
         Self::BackupStale,
         Self::PbsJobFailed,
         Self::BackupVerifyFailed,
+        Self::CephDegraded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -271,6 +279,7 @@ impl AlertRule {
             Self::BackupStale => "backup_stale",
             Self::PbsJobFailed => "pbs_job_failed",
             Self::BackupVerifyFailed => "backup_verify_failed",
+            Self::CephDegraded => "ceph_degraded",
         }
     }
 }
@@ -555,6 +564,7 @@ impl AlertRuleEngine {
                 AlertRule::BackupVerifyFailed => {
                     failures_verdict(observation.verify_failed_groups.as_deref())
                 }
+                AlertRule::CephDegraded => ceph_verdict(observation.ceph_health.as_deref()),
                 AlertRule::DiskWearout => self.threshold_verdict(
                     observation
                         .wearout_remaining_pct
@@ -802,9 +812,25 @@ fn pool_verdict(health: Option<&str>) -> Verdict {
     }
 }
 
+/// Ceph's own health word: `HEALTH_WARN` warns, `HEALTH_ERR` or no answer is critical.
+fn ceph_verdict(health: Option<&str>) -> Verdict {
+    let level = match health.map(str::to_ascii_uppercase).as_deref() {
+        Some("HEALTH_OK") => return Verdict::Clear,
+        Some("HEALTH_WARN") => AlertLevel::Warning,
+        Some("HEALTH_ERR" | "UNREACHABLE") => AlertLevel::Critical,
+        _ => return Verdict::Keep { value: None },
+    };
+    Verdict::Fire {
+        level,
+        value: 1.0,
+        threshold: 1.0,
+    }
+}
+
 /// Whether a specific rule explains this resource's health, so `unhealthy` stays quiet.
 fn explained_by_a_specific_rule(observation: &ResourceObservation) -> bool {
-    observation.pool_health.is_some()
+    observation.ceph_health.is_some()
+        || observation.pool_health.is_some()
         || observation.smart_failed.is_some()
         || observation.quorate.is_some()
 }
@@ -924,6 +950,11 @@ fn message(
                 ", "
             )
         ),
+        AlertRule::CephDegraded => match observation.ceph_health.as_deref() {
+            Some("unreachable") => format!("Ceph of the cluster does not answer ({kind} {id})"),
+            Some(word) => format!("Ceph of the cluster reports {word} ({kind} {id})"),
+            None => format!("Ceph of the cluster is not healthy ({kind} {id})"),
+        },
     }
 }
 
@@ -2007,5 +2038,57 @@ mod tests {
         let state: ResourceAlertState = serde_json::from_str(old).unwrap();
         assert_eq!(state.last_run_state, None);
         assert_eq!(state.locked_since, None);
+    }
+
+    #[test]
+    fn ceph_health_warns_errs_and_clears_and_explains_its_unhealthiness() {
+        let engine = AlertRuleEngine::default();
+        let now = Utc::now();
+        let at = |health: Option<&str>| {
+            let mut obs = ResourceObservation::new(
+                "storage:pve.lab:ceph",
+                ObservedResourceType::Storage,
+                now,
+            );
+            obs.health = Some(HealthState::Unhealthy);
+            obs.ceph_health = health.map(str::to_owned);
+            obs
+        };
+        let (state, seen) = engine.evaluate(
+            &ResourceAlertState::default(),
+            &at(Some("HEALTH_WARN")),
+            now,
+        );
+        assert_eq!(
+            state.firing[&AlertRule::CephDegraded].level,
+            AlertLevel::Warning
+        );
+        assert!(
+            seen.iter()
+                .all(|t| t.alert().rule == AlertRule::CephDegraded),
+            "Ceph's own rule, no second unhealthy: {seen:?}"
+        );
+        let (state, _) = engine.evaluate(&state, &at(Some("unreachable")), now);
+        let alert = &state.firing[&AlertRule::CephDegraded];
+        assert_eq!(alert.level, AlertLevel::Critical);
+        assert!(
+            alert.message.contains("does not answer"),
+            "{}",
+            alert.message
+        );
+        let (state, _) = engine.evaluate(&state, &at(None), now);
+        assert!(
+            state.firing.contains_key(&AlertRule::CephDegraded),
+            "no reading keeps"
+        );
+        let (state, seen) = engine.evaluate(&state, &at(Some("HEALTH_ERR")), now);
+        assert_eq!(
+            state.firing[&AlertRule::CephDegraded].level,
+            AlertLevel::Critical
+        );
+        assert!(seen.is_empty(), "{seen:?}");
+        let (state, seen) = engine.evaluate(&state, &at(Some("HEALTH_OK")), now);
+        assert!(state.firing.is_empty(), "{state:?}");
+        assert_eq!(seen.len(), 1);
     }
 }

@@ -515,6 +515,124 @@ impl Upid {
 pub type Permissions =
     std::collections::BTreeMap<String, std::collections::BTreeMap<String, serde_json::Value>>;
 
+/// `GET /nodes/{node}/replication`: the state of one storage replication job whose source is
+/// that node.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReplicationJob {
+    /// `<vmid>-<n>`.
+    pub id: String,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub guest: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub target: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_i64")]
+    pub last_sync: Option<i64>,
+    #[serde(default, deserialize_with = "loose::opt_i64")]
+    pub last_try: Option<i64>,
+    #[serde(default, deserialize_with = "loose::opt_i64")]
+    pub next_sync: Option<i64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub fail_count: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub error: Option<String>,
+    #[serde(default, deserialize_with = "loose::opt_f64")]
+    pub duration: Option<f64>,
+    #[serde(default, deserialize_with = "loose::flag")]
+    pub disable: bool,
+}
+
+impl ReplicationJob {
+    /// The job as a guest's details carry it: `ok` is false while it fails.
+    pub fn summary(&self, node: &str) -> serde_json::Value {
+        let at = |t: Option<i64>| {
+            t.filter(|t| *t > 0)
+                .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        };
+        let failing = self.fail_count.unwrap_or(0) > 0 || self.error.is_some();
+        serde_json::json!({
+            "id": self.id,
+            "source": node,
+            "target": self.target,
+            "ok": !failing,
+            "fail_count": self.fail_count,
+            "error": self.error,
+            "last_sync_at": at(self.last_sync),
+            "last_try_at": at(self.last_try),
+            "next_sync_at": at(self.next_sync),
+            "duration_seconds": self.duration,
+            "disabled": self.disable,
+        })
+    }
+}
+
+/// `GET /cluster/ceph/status`: the `ceph status` document, as far as Pulse reads it. Ceph's
+/// own names (`snake_case`); older releases nest the OSD counts one level deeper
+/// (`osdmap.osdmap`), which [`CephStatus::osds`] reads too.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CephStatus {
+    #[serde(default)]
+    pub health: CephHealth,
+    #[serde(default)]
+    pub osdmap: serde_json::Value,
+    #[serde(default)]
+    pub pgmap: CephPgMap,
+    #[serde(default)]
+    pub quorum_names: Vec<String>,
+    #[serde(default)]
+    pub monmap: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CephHealth {
+    /// `HEALTH_OK`, `HEALTH_WARN` or `HEALTH_ERR`.
+    #[serde(default, deserialize_with = "loose::opt_text")]
+    pub status: Option<String>,
+    /// The failing checks by name (`OSD_DOWN`, `PG_DEGRADED`, ...), each with its severity and
+    /// summary.
+    #[serde(default)]
+    pub checks: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CephPgMap {
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub num_pgs: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub bytes_used: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub bytes_avail: Option<u64>,
+    #[serde(default, deserialize_with = "loose::opt_u64")]
+    pub bytes_total: Option<u64>,
+    #[serde(default)]
+    pub pgs_by_state: Vec<serde_json::Value>,
+}
+
+impl CephStatus {
+    /// OSDs in total, up and in.
+    pub fn osds(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
+        let map = if self.osdmap.get("osdmap").is_some() {
+            &self.osdmap["osdmap"]
+        } else {
+            &self.osdmap
+        };
+        let n = |key: &str| map[key].as_u64();
+        (n("num_osds"), n("num_up_osds"), n("num_in_osds"))
+    }
+
+    /// Each failing check as `NAME: summary` (`OSD_DOWN: 1 osds down`).
+    pub fn failing_checks(&self) -> Vec<String> {
+        self.health
+            .checks
+            .iter()
+            .map(|(name, check)| match check["summary"]["message"].as_str() {
+                Some(summary) => format!("{name}: {summary}"),
+                None => name.clone(),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

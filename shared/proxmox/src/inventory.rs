@@ -349,7 +349,10 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
         }
     };
     let backups = latest_backups(&tasks);
+    let migrations = latest_migrations(&tasks);
     let successes = latest_successful_backups(&tasks);
+    // Each node's storage replication jobs, by guest.
+    let mut replication: BTreeMap<String, Vec<Value>> = BTreeMap::new();
 
     for entry in &entries {
         if entry.kind == "node" {
@@ -363,7 +366,26 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
             if n.status == ResourceStatus::Running {
                 let name = n.source_id.clone();
                 match read_node(client, &name, &mut n, &mut resources).await {
-                    Ok(()) => {}
+                    Ok(()) => match client.node_replication(&name).await {
+                        Ok(jobs) => {
+                            for job in jobs {
+                                if let Some(guest) = job.guest.clone() {
+                                    replication
+                                        .entry(guest)
+                                        .or_default()
+                                        .push(job.summary(&name));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            if let Some(details) = n.details.as_object_mut() {
+                                details.insert(
+                                    "replication_error".into(),
+                                    Value::String(e.to_string()),
+                                );
+                            }
+                        }
+                    },
                     Err(e) => {
                         n.health = Health::Unknown;
                         if let Some(details) = n.details.as_object_mut() {
@@ -381,6 +403,9 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
                 if let Some(task) = backups.get(g.source_id.as_str()) {
                     details.insert("last_backup".into(), backup_summary(task));
                 }
+                if let Some(task) = migrations.get(g.source_id.as_str()) {
+                    details.insert("last_migration".into(), backup_summary(task));
+                }
                 if let Some(ended) = successes
                     .get(g.source_id.as_str())
                     .and_then(|ended| rfc3339(*ended))
@@ -391,6 +416,31 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
             resources.push(g);
         }
     }
+    // Replication jobs are read per node (the job's source), guests are listed cluster-wide.
+    for r in resources.iter_mut() {
+        if !matches!(
+            r.resource_type,
+            ResourceType::Vm | ResourceType::SystemContainer
+        ) {
+            continue;
+        }
+        if let (Some(jobs), Some(details)) =
+            (replication.remove(&r.source_id), r.details.as_object_mut())
+        {
+            details.insert("replication".into(), Value::Array(jobs));
+        }
+    }
+    // Ceph, when the cluster stores anything on it: one resource for the Ceph cluster.
+    let on_ceph = entries
+        .iter()
+        .any(|e| e.kind == "storage" && matches!(e.plugintype.as_deref(), Some("rbd" | "cephfs")))
+        || resources.iter().any(|r| {
+            r.details["kind"] == "storage"
+                && matches!(r.details["storage_type"].as_str(), Some("rbd" | "cephfs"))
+        });
+    if on_ceph {
+        resources.push(ceph(agent_id, client.ceph_status().await));
+    }
     Ok(Inventory {
         resources,
         cluster,
@@ -398,13 +448,94 @@ pub async fn read(client: &Client, agent_id: &str) -> Result<Inventory, Error> {
     })
 }
 
+/// The cluster's Ceph as a `storage` (`details.kind: ceph`, source id `ceph`) under the cluster:
+/// its health word and failing checks, OSDs up and in, placement groups by state, monitors in
+/// quorum and raw usage. Ceph that does not answer the cluster is reported, never dropped:
+/// `ceph_health: unreachable` with the error.
+fn ceph(agent_id: &str, status: Result<crate::api::CephStatus, Error>) -> ObservedResource {
+    let mut r = resource(ResourceType::Storage, "ceph".into(), "ceph".into());
+    r.parent = Some(ParentRef {
+        resource_type: ResourceType::Host,
+        source_id: agent_id.to_owned(),
+    });
+    match status {
+        Ok(status) => {
+            let word = status.health.status.clone();
+            r.status = ResourceStatus::Running;
+            r.health = match word.as_deref() {
+                Some("HEALTH_OK") => Health::Healthy,
+                Some(_) => Health::Unhealthy,
+                None => Health::Unknown,
+            };
+            let (osds, up, inside) = status.osds();
+            let pg = &status.pgmap;
+            put(
+                &mut r.metrics,
+                "used_percent",
+                percent(pg.bytes_used, pg.bytes_total),
+            );
+            put(
+                &mut r.metrics,
+                "total_bytes",
+                pg.bytes_total.map(|v| v as f64),
+            );
+            put(
+                &mut r.metrics,
+                "used_bytes",
+                pg.bytes_used.map(|v| v as f64),
+            );
+            put(
+                &mut r.metrics,
+                "available_bytes",
+                pg.bytes_avail.map(|v| v as f64),
+            );
+            r.details = json!({
+                "platform": "proxmox-ve",
+                "kind": "ceph",
+                "ceph_health": word,
+                "checks": status.failing_checks(),
+                "osds": osds,
+                "osds_up": up,
+                "osds_in": inside,
+                "pgs": pg.num_pgs,
+                "pgs_by_state": pg.pgs_by_state,
+                "monitors_in_quorum": status.quorum_names,
+            });
+        }
+        Err(error) => {
+            r.status = ResourceStatus::Unknown;
+            r.health = Health::Unhealthy;
+            r.details = json!({
+                "platform": "proxmox-ve",
+                "kind": "ceph",
+                "ceph_health": "unreachable",
+                "error": error.to_string(),
+            });
+        }
+    }
+    r
+}
+
 /// The newest finished backup task of each guest (by VMID), from the cluster's recent tasks.
 fn latest_backups(tasks: &[crate::Task]) -> BTreeMap<&str, &crate::Task> {
+    latest_of(tasks, &["vzdump"])
+}
+
+/// The newest finished migration task (`qmigrate`, `vzmigrate`) of each guest (by VMID).
+fn latest_migrations(tasks: &[crate::Task]) -> BTreeMap<&str, &crate::Task> {
+    latest_of(tasks, &["qmigrate", "vzmigrate"])
+}
+
+/// The newest finished task of one of `kinds` of each guest (by VMID).
+fn latest_of<'a>(tasks: &'a [crate::Task], kinds: &[&str]) -> BTreeMap<&'a str, &'a crate::Task> {
     let mut latest: BTreeMap<&str, &crate::Task> = BTreeMap::new();
     for task in tasks {
-        let (Some("vzdump"), Some(id)) = (task.kind.as_deref(), task.id.as_deref()) else {
+        let (Some(kind), Some(id)) = (task.kind.as_deref(), task.id.as_deref()) else {
             continue;
         };
+        if !kinds.contains(&kind) {
+            continue;
+        }
         if task.ended_well().is_none() {
             continue;
         }
@@ -555,5 +686,55 @@ mod tests {
             (ResourceStatus::Stopped, Health::Unhealthy)
         );
         assert!(!r.metrics.contains_key("used_percent"));
+    }
+
+    /// `ceph status` as Proxmox VE passes it on (fakepve's shape, from the official schema),
+    /// with a failing check; and Ceph that does not answer.
+    #[test]
+    fn ceph_is_read_with_its_health_checks_and_osds_or_reported_unreachable() {
+        let status: crate::api::CephStatus = serde_json::from_value(json!({
+            "fsid": "00000000-0000-4000-8000-000000000000",
+            "health": {"status": "HEALTH_WARN", "checks": {
+                "OSD_DOWN": {"severity": "HEALTH_WARN", "summary": {"message": "1 osds down", "count": 1}}
+            }, "mutes": []},
+            "osdmap": {"epoch": 10, "num_osds": 3, "num_up_osds": 2, "num_in_osds": 3},
+            "pgmap": {"num_pgs": 128, "bytes_used": 300, "bytes_avail": 700, "bytes_total": 1000,
+                      "pgs_by_state": [{"state_name": "active+clean", "count": 120}]},
+            "quorum_names": ["pve1", "pve2"]
+        }))
+        .unwrap();
+        let r = ceph("pve.lab", Ok(status));
+        assert_eq!(r.source_id, "ceph");
+        assert_eq!(r.parent.as_ref().unwrap().source_id, "pve.lab");
+        assert_eq!(r.health, Health::Unhealthy);
+        assert_eq!(r.details["ceph_health"], "HEALTH_WARN");
+        assert_eq!(r.details["checks"], json!(["OSD_DOWN: 1 osds down"]));
+        assert_eq!(
+            (r.details["osds"].clone(), r.details["osds_up"].clone()),
+            (json!(3), json!(2))
+        );
+        assert_eq!(r.metrics["used_percent"], 30.0);
+        // An older Ceph nests the OSD counts.
+        let nested: crate::api::CephStatus = serde_json::from_value(json!({
+            "health": {"status": "HEALTH_OK"},
+            "osdmap": {"osdmap": {"num_osds": 4, "num_up_osds": 4, "num_in_osds": 4}}
+        }))
+        .unwrap();
+        assert_eq!(nested.osds(), (Some(4), Some(4), Some(4)));
+        let down = ceph(
+            "pve.lab",
+            Err(Error::Api {
+                path: "cluster/ceph/status".into(),
+                status: 500,
+                message: "rados_connect failed - Connection timed out".into(),
+            }),
+        );
+        assert_eq!(down.details["ceph_health"], "unreachable");
+        assert!(
+            down.details["error"]
+                .as_str()
+                .unwrap()
+                .contains("rados_connect")
+        );
     }
 }

@@ -430,6 +430,14 @@ impl Client {
     }
 
     /// The cluster's recent tasks (every node's, as far as the token may see them).
+    pub async fn node_replication(&self, node: &str) -> Result<Vec<api::ReplicationJob>, Error> {
+        self.get(&format!("nodes/{node}/replication")).await
+    }
+
+    pub async fn ceph_status(&self) -> Result<api::CephStatus, Error> {
+        self.get("cluster/ceph/status").await
+    }
+
     pub async fn cluster_tasks(&self) -> Result<Vec<Task>, Error> {
         self.get("cluster/tasks").await
     }

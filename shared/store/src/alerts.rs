@@ -836,6 +836,9 @@ fn platform_readings(obs: &mut ResourceObservation, resource: &ScannedResource) 
         ResourceType::Storage if details["kind"] == "zfs-pool" => {
             obs.pool_health = text("zfs_health");
         }
+        ResourceType::Storage if details["kind"] == "ceph" => {
+            obs.ceph_health = text("ceph_health");
+        }
         ResourceType::PhysicalDisk => {
             obs.smart_failed =
                 text("smart_health").and_then(|h| match h.to_ascii_uppercase().as_str() {
@@ -948,6 +951,12 @@ mod tests {
             json!({"platform": "proxmox-ve", "kind": "zfs-pool", "zfs_health": "DEGRADED"}),
         ));
         assert_eq!(pool.pool_health.as_deref(), Some("DEGRADED"));
+        let ceph = observation(&pve(
+            ResourceType::Storage,
+            json!({"platform": "proxmox-ve", "kind": "ceph", "ceph_health": "HEALTH_WARN"}),
+        ));
+        assert_eq!(ceph.ceph_health.as_deref(), Some("HEALTH_WARN"));
+        assert_eq!(ceph.pool_health, None);
         let mut disk = pve(
             ResourceType::PhysicalDisk,
             json!({"platform": "proxmox-ve", "smart_health": "FAILED"}),

@@ -124,7 +124,22 @@ async fn lease(stack: &AgentStack) -> anyhow::Result<(Option<String>, i64)> {
 #[tokio::test]
 async fn a_connector_reads_a_cluster_into_the_inventory_and_one_replica_holds_its_lease()
 -> anyhow::Result<()> {
-    let mut pve = FakePve::start(tmp(), &spec()).await?;
+    // Guest 100 replicates to pve2 and its last three syncs failed; its last migration failed.
+    // Both answers are shaped as Proxmox documents `/nodes/{node}/replication` and
+    // `/cluster/tasks`.
+    let mut cluster = spec();
+    cluster["answers"]["/nodes/pve1/replication"] = json!([
+        {"id": "100-0", "guest": "100", "target": "pve2", "type": "local", "schedule": "*/15",
+         "last_sync": 1765000000, "last_try": 1765002700, "next_sync": 1765003600,
+         "fail_count": 3, "duration": 1.2, "jobnum": 0, "vmtype": "qemu",
+         "error": "command 'zfs snapshot rpool/data/vm-100-disk-0@__replicate_100-0_1765002700__' failed: exit code 1"}
+    ]);
+    cluster["answers"]["/cluster/tasks"] = json!([
+        {"upid": "UPID:pve1:0000B1B2:0001D3D4:67560000:qmigrate:100:root@pam:", "node": "pve1",
+         "type": "qmigrate", "id": "100", "user": "root@pam", "starttime": 1765001000u64,
+         "endtime": 1765001030u64, "status": "migration aborted"}
+    ]);
+    let mut pve = FakePve::start(tmp(), &cluster).await?;
     let stack = AgentStack::start(&[]).await?;
     let admin = stack.gateway.admin_token.clone();
     let id = add_lab(&stack, &pve).await?;
@@ -172,6 +187,35 @@ async fn a_connector_reads_a_cluster_into_the_inventory_and_one_replica_holds_it
     );
     let tank = find(ResourceType::Storage, "pve1/zfs/tank")?;
     assert_eq!(tank.health, pulse_domain::resource::Health::Unhealthy);
+
+    // Each guest's replication jobs (read from their source node) and latest migration task.
+    let web = find(ResourceType::Vm, "100")?;
+    let job = &web.details["replication"][0];
+    assert_eq!(job["id"], "100-0", "{:?}", web.details);
+    assert_eq!(job["target"], "pve2");
+    assert_eq!(job["ok"], false);
+    assert_eq!(job["fail_count"], 3);
+    assert!(
+        job["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("zfs snapshot")
+    );
+    assert_eq!(
+        web.details["last_migration"]["ok"], false,
+        "{:?}",
+        web.details
+    );
+    assert_eq!(
+        web.details["last_migration"]["exit_status"],
+        "migration aborted"
+    );
+    assert!(
+        find(ResourceType::Vm, "101")?
+            .details
+            .get("replication")
+            .is_none()
+    );
 
     // The poll recorded the connection's state.
     let seen = connection(&stack, &id).await?;
@@ -333,6 +377,7 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
         {"upid": fresh_upid, "node": "pve1", "type": "vzdump", "id": "103", "user": "root@pam",
          "starttime": an_hour_ago - 120, "endtime": an_hour_ago, "status": "OK"}
     ]);
+    cluster["ceph"] = json!(true);
     let mut pve = FakePve::start(tmp(), &cluster).await?;
     let stack = AgentStack::start(&[]).await?;
     let _scheduler = pulse_test_support::scheduler::TestScheduler::start(
@@ -385,6 +430,32 @@ async fn a_clusters_trouble_fires_its_own_alert_types() -> anyhow::Result<()> {
     wait_firing(&stack, "guest_stopped", "vm:pve.lab:100").await?;
     wait_firing(&stack, "quorum_lost", "host:pve.lab").await?;
     wait_firing(&stack, "node_offline", "node:pve.lab:pve2").await?;
+    // The cluster stores on Ceph, which was HEALTH_OK so far; it warns, then recovers.
+    let ceph = "storage:pve.lab:ceph";
+    let resources = stack.resources(&stack.gateway.admin_token).await?;
+    let read = resources
+        .iter()
+        .find(|r| r.id.as_str() == ceph)
+        .ok_or_else(|| anyhow::anyhow!("no Ceph resource in {resources:#?}"))?;
+    assert_eq!(
+        read.details["ceph_health"], "HEALTH_OK",
+        "{:?}",
+        read.details
+    );
+    pve.command(json!({"op": "ceph_health", "health": "HEALTH_WARN"}))
+        .await?;
+    wait_firing(&stack, "ceph_degraded", ceph).await?;
+    let now = firing(&stack).await.unwrap_or_default();
+    assert!(
+        !now.iter().any(|(rule, r)| rule == "unhealthy" && r == ceph),
+        "Ceph has its own alert: {now:?}"
+    );
+    pve.command(json!({"op": "ceph_recover"})).await?;
+    wait::until(WITHIN, "ceph_degraded to clear", || async {
+        let now = firing(&stack).await?;
+        (!now.contains(&("ceph_degraded".to_owned(), ceph.to_owned()))).then_some(())
+    })
+    .await?;
     let now = firing(&stack).await.unwrap_or_default();
     for quiet in ["vm:pve.lab:101", "vm:pve.lab:9000"] {
         assert!(

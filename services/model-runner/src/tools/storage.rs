@@ -21,7 +21,14 @@
 //!   and `state` (`failed`, `ok`). A datastore is also a `pools` row (usage, forecast, PBS's own
 //!   full estimate, failed jobs, groups whose newest snapshot failed verification).
 //!
-//! Backup tasks of other kinds, snapshots, Ceph, replication and RAID are not read by Pulse
+//! - `ceph` (and `ceph_details`, the same rows): each cluster's Ceph, when it stores on Ceph:
+//!   its health word and failing checks, OSDs up and in, placement groups by state, monitors in
+//!   quorum, raw usage and forecast; `unreachable` when Ceph did not answer the cluster.
+//!
+//! - `replication`: each guest's storage replication jobs (target node, last sync, failures and
+//!   the error); filters `vm_id` and `state` (`failed`, `ok`).
+//!
+//! Backup tasks of other kinds, snapshots and RAID are not read by Pulse
 //! yet: those types answer an error that says so, never an empty list that would read as
 //! "none".
 
@@ -43,6 +50,9 @@ pub const SERVED: &[&str] = &[
     "resource_disks",
     "backups",
     "pbs_jobs",
+    "ceph",
+    "ceph_details",
+    "replication",
 ];
 /// Rows answered at most, and by default.
 const MAX_ROWS: usize = 100;
@@ -124,6 +134,12 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
                     && vmid.is_none_or(|v| r.source_id == v)
         }
         "pbs_jobs" => is_datastore(r),
+        "replication" => {
+            r.details["replication"].is_array() && vmid.is_none_or(|v| r.source_id == v)
+        }
+        "ceph" | "ceph_details" => {
+            r.resource_type == ResourceType::Storage && r.details["kind"] == "ceph"
+        }
         _ => matches!(
             r.resource_type,
             ResourceType::Storage | ResourceType::PhysicalDisk
@@ -211,6 +227,7 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
         let alerts = json!(alerts_of.get(r.id.as_str()).cloned().unwrap_or_default());
         let expanded = match kind {
             "pbs_jobs" => Some(job_rows(r, job_type, state)),
+            "replication" => Some(replication_rows(r, state)),
             "backups" if is_datastore(r) => Some(group_rows(r, vmid, Utc::now())),
             _ => None,
         };
@@ -270,6 +287,8 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
                 match kind {
                     "backups" => "no matching Proxmox VE guest or Proxmox Backup Server backup group in this run's scope",
                     "pbs_jobs" => "no matching job of a Proxmox Backup Server datastore in this run's scope",
+                    "ceph" | "ceph_details" => "no Proxmox VE cluster in this run's scope stores on Ceph",
+                    "replication" => "no matching storage replication job of a Proxmox VE guest in this run's scope",
                     _ => "no matching storage or disk in this run's scope",
                 }
             } else {
@@ -277,6 +296,26 @@ pub async fn call(ctx: &ToolContext, call: &ToolCall) -> ToolResult {
             },
         }),
     )
+}
+
+/// A guest's storage replication jobs as the connector read them from its node, filtered by
+/// `state` (`failed` or `ok`).
+fn replication_rows(r: &Resource, state: Option<&str>) -> Vec<Value> {
+    r.details["replication"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|j| match state {
+            Some("failed" | "error") => j["ok"] == json!(false),
+            Some("ok") => j["ok"] == json!(true),
+            _ => true,
+        })
+        .map(|j| {
+            let mut row = j.clone();
+            row["guest"] = json!({"id": r.id.as_str(), "name": r.name, "vmid": r.source_id});
+            row
+        })
+        .collect()
 }
 
 /// A Proxmox Backup Server datastore (`pulse_proxmox::pbs`).
@@ -413,6 +452,14 @@ fn row(r: &Resource, parent: Option<&Resource>) -> Value {
             "failed_jobs",
             "backup_group_count",
             "verify_failed_groups",
+            "ceph_health",
+            "checks",
+            "osds",
+            "osds_up",
+            "osds_in",
+            "pgs",
+            "pgs_by_state",
+            "monitors_in_quorum",
         ]),
     };
     json!({
@@ -506,7 +553,9 @@ mod tests {
         web.details = json!({"platform": "proxmox-ve", "vmid": 100, "template": false,
             "last_backup": {"ok": false, "exit_status": "job errors", "start": "2026-12-01T01:00:00Z",
                             "end": "2026-12-01T01:05:00Z"},
-            "last_backup_ok_at": (now - Span::hours(30)).to_rfc3339()});
+            "last_backup_ok_at": (now - Span::hours(30)).to_rfc3339(),
+            "replication": [{"id": "100-0", "source": "pve1", "target": "pve2", "ok": false,
+                             "fail_count": 3, "error": "command 'zfs snapshot' failed"}]});
         let mut db_guest = part(ResourceType::SystemContainer, "200", "db", &node.id);
         db_guest.details = json!({"platform": "proxmox-ve", "vmid": 200, "template": false});
         let mut template = part(ResourceType::Vm, "9000", "golden", &node.id);
@@ -592,9 +641,24 @@ mod tests {
         assert_eq!(one["rows"][0]["vmid"], "200");
 
         // What Pulse does not read is said, never answered as an empty list.
-        let (error, ceph) = ask(&ctx, json!({"type": "ceph"})).await;
+        let (error, replication) =
+            ask(&ctx, json!({"type": "replication", "state": "failed"})).await;
+        assert!(!error, "{replication}");
+        assert_eq!(replication["total"], 1, "{replication}");
+        assert_eq!(replication["rows"][0]["guest"]["vmid"], "100");
+        assert_eq!(replication["rows"][0]["fail_count"], 3);
+        let (_, none) = ask(&ctx, json!({"type": "replication", "vm_id": "200"})).await;
+        assert_eq!(none["total"], 0, "{none}");
+        let (error, raid) = ask(&ctx, json!({"type": "raid"})).await;
         assert!(error);
-        assert!(ceph.to_string().contains("not read by Pulse yet"), "{ceph}");
+        assert!(raid.to_string().contains("not read by Pulse yet"), "{raid}");
+        let (error, ceph) = ask(&ctx, json!({"type": "ceph"})).await;
+        assert!(!error, "{ceph}");
+        assert_eq!(ceph["total"], 0);
+        assert!(
+            ceph["note"].as_str().unwrap_or_default().contains("Ceph"),
+            "{ceph}"
+        );
         // No backup server in scope: said, not an empty success that reads as "no jobs".
         let (error, jobs) = ask(&ctx, json!({"type": "pbs_jobs"})).await;
         assert!(!error, "{jobs}");
@@ -648,12 +712,19 @@ mod tests {
                  "last_backup_at": day_ago, "backup_count": 4, "verification": "failed"}
             ]
         });
+        // A cluster's Ceph beside it, as `pulse_proxmox::inventory` reports it.
+        let mut ceph = resource("pve.lab", "ceph", Health::Unhealthy);
+        ceph.id = ResourceId::of(ResourceType::Storage, "pve.lab", "ceph");
+        ceph.resource_type = ResourceType::Storage;
+        ceph.source_id = "ceph".into();
+        ceph.details = json!({"platform": "proxmox-ve", "kind": "ceph", "ceph_health": "HEALTH_WARN",
+                              "checks": ["OSD_DOWN: 1 osds down"], "osds": 3, "osds_up": 2});
         let ctx = ToolContext {
             store: db.store().clone(),
             bus: None,
             tenant,
             run_id: RunId::from_uuid(uuid::Uuid::now_v7()),
-            scope: Arc::new(vec![server, store1]),
+            scope: Arc::new(vec![server, store1, ceph]),
             backend_timeout: std::time::Duration::from_millis(200),
         };
 
@@ -685,7 +756,20 @@ mod tests {
         let hours = vm["hours_since_backup"].as_f64().unwrap_or_default();
         assert!((hours - 24.0).abs() < 0.2, "{vm}");
 
-        let (_, pools) = ask(&ctx, json!({"type": "pools"})).await;
+        let (error, ceph) = ask(&ctx, json!({"type": "ceph"})).await;
+        assert!(!error, "{ceph}");
+        assert_eq!(ceph["total"], 1, "{ceph}");
+        assert_eq!(
+            ceph["rows"][0]["details"]["checks"],
+            json!(["OSD_DOWN: 1 osds down"])
+        );
+        assert_eq!(ceph["rows"][0]["details"]["osds_up"], 2);
+
+        let (_, pools) = ask(
+            &ctx,
+            json!({"type": "pools", "resource_id": "storage:pbs.backup:datastore/store1"}),
+        )
+        .await;
         assert_eq!(pools["total"], 1, "{pools}");
         assert_eq!(
             pools["rows"][0]["details"]["verify_failed_groups"],

@@ -192,7 +192,7 @@ mod tests {
                 "pulse_metrics",
                 json!({"type": "temperatures", "resource_id": "x"}),
             ),
-            ("pulse_storage", json!({"type": "ceph"})),
+            ("pulse_storage", json!({"type": "raid"})),
             ("pulse_read", json!({"action": "logs"})),
         ];
         for (name, arguments) in refused {
