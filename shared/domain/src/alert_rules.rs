@@ -2050,7 +2050,9 @@ mod tests {
                 ObservedResourceType::Storage,
                 now,
             );
-            obs.health = Some(HealthState::Unhealthy);
+            // The connector reports Ceph unhealthy whenever it reads a word other than
+            // HEALTH_OK, and leaves health unknown when it read none.
+            obs.health = health.map(|_| HealthState::Unhealthy);
             obs.ceph_health = health.map(str::to_owned);
             obs
         };
