@@ -58,6 +58,20 @@ pub(crate) fn percent(part: Option<u64>, whole: Option<u64>) -> Option<f64> {
     Some(part? as f64 / whole * 100.0)
 }
 
+/// The usage metrics every storage reports under the host agent's names: `used_percent` (from
+/// used and total), `total_bytes`, `used_bytes`, `available_bytes`.
+pub(crate) fn put_usage(
+    metrics: &mut BTreeMap<String, f64>,
+    used: Option<u64>,
+    total: Option<u64>,
+    available: Option<u64>,
+) {
+    put(metrics, "used_percent", percent(used, total));
+    put(metrics, "total_bytes", total.map(|v| v as f64));
+    put(metrics, "used_bytes", used.map(|v| v as f64));
+    put(metrics, "available_bytes", available.map(|v| v as f64));
+}
+
 pub(crate) fn put(metrics: &mut BTreeMap<String, f64>, name: &str, value: Option<f64>) {
     if let Some(v) = value.filter(|v| v.is_finite()) {
         metrics.insert(name.to_owned(), v);
@@ -238,10 +252,7 @@ fn zfs_pool(node: &str, p: &ZfsPool) -> ObservedResource {
         _ => Health::Unknown,
     };
     r.parent = node_parent(node);
-    put(&mut r.metrics, "used_percent", percent(p.alloc, p.size));
-    put(&mut r.metrics, "total_bytes", p.size.map(|v| v as f64));
-    put(&mut r.metrics, "used_bytes", p.alloc.map(|v| v as f64));
-    put(&mut r.metrics, "available_bytes", p.free.map(|v| v as f64));
+    put_usage(&mut r.metrics, p.alloc, p.size, p.free);
     put(
         &mut r.metrics,
         "fragmentation_percent",
@@ -469,25 +480,11 @@ fn ceph(agent_id: &str, status: Result<crate::api::CephStatus, Error>) -> Observ
             };
             let (osds, up, inside) = status.osds();
             let pg = &status.pgmap;
-            put(
+            put_usage(
                 &mut r.metrics,
-                "used_percent",
-                percent(pg.bytes_used, pg.bytes_total),
-            );
-            put(
-                &mut r.metrics,
-                "total_bytes",
-                pg.bytes_total.map(|v| v as f64),
-            );
-            put(
-                &mut r.metrics,
-                "used_bytes",
-                pg.bytes_used.map(|v| v as f64),
-            );
-            put(
-                &mut r.metrics,
-                "available_bytes",
-                pg.bytes_avail.map(|v| v as f64),
+                pg.bytes_used,
+                pg.bytes_total,
+                pg.bytes_avail,
             );
             r.details = json!({
                 "platform": "proxmox-ve",

@@ -26,7 +26,7 @@ use pulse_domain::resource::{Health, ObservedResource, ParentRef, ResourceStatus
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::inventory::{percent, put, resource};
+use crate::inventory::{put_usage, resource};
 use crate::{Client, Error, loose};
 
 /// Backup groups listed per datastore at most, the least recently backed up first (the ones an
@@ -375,10 +375,7 @@ fn datastore(
         (None, None) => Health::Unknown,
     };
     if let Some(u) = read.usage {
-        put(&mut r.metrics, "used_percent", percent(u.used, u.total));
-        put(&mut r.metrics, "total_bytes", u.total.map(|v| v as f64));
-        put(&mut r.metrics, "used_bytes", u.used.map(|v| v as f64));
-        put(&mut r.metrics, "available_bytes", u.avail.map(|v| v as f64));
+        put_usage(&mut r.metrics, u.used, u.total, u.avail);
     }
     let mut details = json!({
         "platform": "proxmox-backup",
